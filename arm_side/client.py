@@ -1,0 +1,442 @@
+"""The SDK's connection engine: relay mode or direct mode, one reader at a time.
+
+Threads: the caller's threads send directly (under each channel's lock). Replies
+are read by whoever holds ``leader``: a thread blocked in ``wait`` reads its own
+reply (no thread hand-off on the fast path); when nobody waits, the background
+thread reads (for callbacks and asyncio) and sends heartbeats. A waiter that
+arrives while the background thread leads kicks it through a pipe so that it
+yields at once.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import select
+import threading
+import time
+
+import zmq
+
+from protocol import errors, messages, wire
+from protocol.constants import (HEARTBEAT_INTERVAL_MS, MAX_TASKS_PER_CLIENT, PRIORITY_HIGHEST, Command,
+                                Core)
+from protocol.liveness import Liveness
+from arm_side.channel import Channel
+from arm_side.task import Request, Task
+from arm_side import autostart
+from soc import runtime
+
+log = logging.getLogger("vdsp.sdk")
+SLICE_S = 0.05
+
+
+class Peer:
+    """A server we heartbeat: the relay, or a core's control endpoint (direct mode)."""
+
+    def __init__(self, name: str, channel: Channel, now: float) -> None:
+        self.name, self.channel = name, channel
+        self.liveness = Liveness(now, HEARTBEAT_INTERVAL_MS)
+        self.alive = True
+        self.info: dict = {}
+        self.fw: Channel | None = None          # direct mode: the core's firmware channel
+        self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
+
+
+class Client:
+    """Connection to a SoC. ``mode`` is ``relay`` or ``direct``."""
+
+    def __init__(self, mode: str, *, owner: int, connect_timeout_s: float = 20.0,
+                 autostart_relay: bool = True) -> None:
+        if mode not in ("relay", "direct"):
+            raise errors.InvalidArgument(f"VDSP_RPC_MODE must be relay or direct, got {mode!r}")
+        self.mode, self.owner = mode, owner
+        self.rt = runtime.runtime_dir()
+        self.ctx = zmq.Context()
+        self.ids = itertools.count(1)
+        self.pending: dict[int, Request] = {}
+        self.peers: list[Peer] = []
+        self.cv = threading.Condition()
+        self.leader = threading.Lock()
+        self.sync_waiters = 0
+        self.closed = False
+        self.memory = None  # set by Soc: the MemoryManager for strict-mode hooks
+        self.event_callbacks: list = []
+        self.core_states: dict[str, str] = {}
+        self._kick_r, self._kick_w = os.pipe()
+        os.set_blocking(self._kick_r, False)
+        os.set_blocking(self._kick_w, False)
+        self.connect_timeout_s, self.autostart_relay = connect_timeout_s, autostart_relay
+        self._bg = threading.Thread(target=self._background, name="vdsp-sdk-io", daemon=True)
+        self._bg.start()
+        try:
+            if mode == "relay":
+                self._connect_relay()
+            else:
+                self._connect_direct()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- connecting -----------------------------------------------------------------------
+    def _hello(self, channel: Channel, timeout_s: float) -> dict:
+        req = self._request(channel, messages.hello(next(self.ids), "client", pid=os.getpid(), owner=self.owner,
+                                                    name=f"pid{os.getpid()}"))
+        try:
+            return req.wait(timeout_s * 1000)
+        finally:
+            self.pending.pop(req.msg_id, None)
+
+    def _connect_relay(self) -> None:
+        endpoint = runtime.relay_endpoint(self.rt)
+        channel = Channel(self.ctx, endpoint, "relay")
+        peer = Peer("relay", channel, time.monotonic())
+        self.peers = [peer]  # pumped from now on: the READY arrives on it
+        started = False
+        if self.autostart_relay and autostart.should_start(endpoint):
+            autostart.start_relay(self.rt)
+            started = True
+        try:
+            info = self._hello(channel, 0.5 if not started else self.connect_timeout_s)
+        except errors.TaskTimeout:
+            if not self.autostart_relay or not endpoint.startswith("ipc://") or started:
+                channel.close()
+                raise errors.RelayUnavailable(f"no relay answers at {endpoint}") from None
+            autostart.start_relay(self.rt)
+            try:
+                info = self._hello(channel, self.connect_timeout_s)
+            except errors.TaskTimeout:
+                channel.close()
+                raise errors.RelayUnavailable(
+                    f"started dsp_relay_server but it does not answer at {endpoint}; see {self.rt / 'relay.log'}") from None
+        peer.liveness.heard(time.monotonic())
+        peer.info = info
+        for core in info.get("cores", []):
+            self.core_states[core["name"]] = core["state"]
+
+    def _connect_direct(self) -> None:
+        now = time.monotonic()
+        for name, endpoint in runtime.core_endpoints(self.rt).items():
+            channel = Channel(self.ctx, endpoint, name)
+            peer = Peer(name, channel, now)
+            self.peers.append(peer)
+            try:
+                peer.info = self._hello(channel, self.connect_timeout_s)
+            except errors.TaskTimeout:
+                log.warning("core %s does not answer at %s", name, endpoint)
+                channel.close()
+                peer.alive = False
+                self.core_states[name] = "unreachable"
+                continue
+            self._direct_core_state(peer, peer.info.get("state", "offline"), peer.info)
+        if not any(p.alive for p in self.peers):
+            raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")
+
+    def _direct_core_state(self, peer: Peer, state: str, body: dict) -> None:
+        """Direct mode: follow a core's state; tasks in flight on a core that stops fail."""
+        self.core_states[peer.name] = state
+        if state == "running":
+            endpoint = runtime.connectable(body.get("fw_endpoint", ""), peer.channel.endpoint)
+            if peer.fw is None or peer.fw.endpoint != endpoint:
+                if peer.fw is not None:
+                    peer.fw.close()
+                peer.fw = Channel(self.ctx, endpoint, f"{peer.name}.fw")
+            peer.info.update({k: v for k, v in body.items() if k != "state"})
+            return
+        if peer.fw is not None:
+            peer.fw.close()
+            peer.fw = None
+        exc_cls = {"crashed": errors.CoreCrashed, "dead": errors.CoreDead}.get(state, errors.CoreOffline)
+        for msg_id in list(peer.inflight):
+            req = self.pending.pop(msg_id, None)
+            if req is not None:
+                req._complete(None, exc_cls(f"{peer.name} {state}"))
+        peer.inflight.clear()
+
+    # --- sending --------------------------------------------------------------------------
+    def _request(self, channel: Channel, msg: wire.Message, req: Request | None = None) -> Request:
+        req = req or Request(self, msg.msg_id)
+        self.pending[msg.msg_id] = req
+        try:
+            incoming = channel.send(wire.encode(msg))
+        except zmq.ZMQError as exc:
+            self.pending.pop(msg.msg_id, None)
+            raise errors.RelayUnavailable(f"cannot send to {channel.name}: {exc}") from exc
+        self._dispatch_all(channel, incoming)
+        return req
+
+    def _ensure_relay(self) -> Peer:
+        peer = self.peers[0]
+        if not peer.alive:  # the relay died: reconnect (auto-starting a new one)
+            peer.channel.close()
+            self._connect_relay()
+            peer = self.peers[0]
+        return peer
+
+    def submit(self, op: int, inputs: list, outputs: list, params: dict, *, core: int = Core.ANY,
+               priority: int = 0, custom_id: int = 0, out_mems: list | None = None,
+               raw: list | None = None) -> Task:
+        """Send a TASK. Raises InvalidArgument / InvalidCore / TaskNumExceedLimit / CoreOffline."""
+        if self.closed:
+            raise errors.ApiUseError("this SoC connection is closed")
+        if core not in (Core.ANY, Core.CORE_0, Core.CORE_1):
+            raise errors.InvalidCore(f"core must be CORE_ANY (0), CORE_0 (1) or CORE_1 (2), got {core!r}")
+        if not isinstance(priority, int) or not 0 <= priority <= PRIORITY_HIGHEST:
+            raise errors.InvalidArgument(f"priority must be an int in 0..255, got {priority!r}")
+        if not isinstance(op, int) or not 0 <= op <= 0xFFFE:
+            raise errors.InvalidArgument(f"cmd must be an operator id in 0x0000..0xfffe, got {op!r}")
+        msg_id = next(self.ids)
+        msg = messages.task(msg_id, op, inputs=inputs, outputs=outputs, params=params, owner=self.owner,
+                            priority=priority, core=int(core), custom_id=custom_id, raw=raw)
+        task = Task(self, msg_id, op, out_mems or [])
+        if self.mode == "relay":
+            peer = self._ensure_relay()
+            return self._request(peer.channel, msg, task)
+        peer = self._pick_direct(Core(core))
+        task.core = peer.name
+        peer.inflight.add(msg_id)
+        self._request(peer.fw, msg, task)
+        return task
+
+    def _pick_direct(self, core: Core) -> Peer:
+        in_flight = sum(len(p.inflight) for p in self.peers)
+        if in_flight >= MAX_TASKS_PER_CLIENT:
+            raise errors.TaskNumExceedLimit(f"{in_flight} tasks already in flight (limit {MAX_TASKS_PER_CLIENT})")
+        if core is Core.ANY:
+            running = [p for p in self.peers if p.fw is not None and p.alive]
+            if not running:
+                raise errors.CoreOffline(f"no running core ({self.core_states})")
+            return min(running, key=lambda p: len(p.inflight))
+        if core.index >= len(self.peers):
+            raise errors.InvalidCore(f"this SoC has {len(self.peers)} cores")
+        peer = self.peers[core.index]
+        if peer.fw is None or not peer.alive:
+            state = self.core_states.get(peer.name, "offline")
+            exc_cls = {"crashed": errors.CoreCrashed, "dead": errors.CoreDead}.get(state, errors.CoreOffline)
+            raise exc_cls(f"{peer.name} is {state}")
+        return peer
+
+    def request(self, msg: wire.Message, peer_name: str | None = None) -> Request:
+        """Send a non-task request (QUERY, CONTROL, CANCEL) to the relay or a named core."""
+        if self.mode == "relay":
+            return self._request(self._ensure_relay().channel, msg)
+        peer = next((p for p in self.peers if p.name == peer_name), None)
+        if peer is None or not peer.alive:
+            raise errors.InvalidCore(f"no reachable core named {peer_name!r}")
+        return self._request(peer.channel, msg)
+
+    def release(self, task: Task) -> str:
+        if self.mode == "relay" and self.peers[0].alive:
+            try:
+                reply = self.request(messages.cancel(next(self.ids), task.msg_id)).wait(5000)
+            except errors.VdspError:
+                reply = {"state": "running"}
+            state = reply.get("state", "running")
+        else:
+            state = "running"
+        if self.pending.pop(task.msg_id, None) is not None or state == "cancelled":
+            task._complete(None, errors.TaskCancelled(f"task {task.msg_id} released"))
+        for peer in self.peers:
+            peer.inflight.discard(task.msg_id)
+        return "done" if state == "unknown" else state
+
+    def after_task(self, task: Task) -> None:
+        if self.memory is not None:
+            for mem in task.outputs:
+                self.memory.mark_device_written(mem)
+
+    # --- receiving ------------------------------------------------------------------------
+    def _dispatch_all(self, channel: Channel, incoming: list) -> None:
+        for frames in incoming:
+            self._dispatch(channel, frames)
+
+    def _dispatch(self, channel: Channel, frames: list) -> None:
+        now = time.monotonic()
+        peer = self._peer_of(channel)
+        if peer is not None:
+            peer.liveness.heard(now)
+        try:
+            header = wire.parse_header(bytes(frames[0]))
+        except (errors.VdspError, IndexError) as exc:
+            log.warning("dropped malformed message from %s: %s", channel.name, exc)
+            return
+        cmd, msg_id = header[0], header[4]
+        if cmd is Command.HEARTBEAT:
+            return
+        try:
+            body = wire.unpack_body(bytes(frames[1])) if len(frames) > 1 else {}
+        except errors.VdspError as exc:
+            body, cmd = exc.to_wire(), Command.ERROR
+        if cmd is Command.EVENT:
+            self._on_event(peer, body)
+            return
+        req = self.pending.pop(msg_id, None)
+        if req is None:
+            return  # released, or timed out and forgotten
+        if self.mode == "direct":
+            for p in self.peers:
+                p.inflight.discard(msg_id)
+        error = errors.from_wire(body) if cmd is Command.ERROR else None
+        req._complete(body, error, header, frames[2:])
+        with self.cv:
+            self.cv.notify_all()
+
+    def _peer_of(self, channel: Channel) -> Peer | None:
+        for peer in self.peers:
+            if peer.channel is channel or peer.fw is channel:
+                return peer
+        return None
+
+    def _on_event(self, peer: Peer | None, body: dict) -> None:
+        core, state = body.get("core", "?"), body.get("state", "?")
+        if self.mode == "direct" and peer is not None:
+            self._direct_core_state(peer, state, body)
+        else:
+            self.core_states[core] = state
+        for cb in list(self.event_callbacks):
+            try:
+                cb(body)
+            except Exception:
+                log.exception("event callback raised")
+        with self.cv:
+            self.cv.notify_all()
+
+    def _channels(self) -> list[Channel]:
+        out = []
+        for peer in self.peers:
+            if peer.alive and not peer.channel.closed:
+                out.append(peer.channel)
+            if peer.fw is not None and not peer.fw.closed:
+                out.append(peer.fw)
+        return out
+
+    def _pump(self, timeout: float, kick: bool = False) -> None:
+        """Read and dispatch what is waiting, sleeping up to ``timeout`` if nothing is."""
+        channels = self._channels()
+        got = False
+        for ch in channels:
+            incoming = ch.drain()
+            if incoming:
+                got = True
+                self._dispatch_all(ch, incoming)
+        if got:
+            return
+        fds = [ch.fd for ch in channels] + ([self._kick_r] if kick else [])
+        if fds:
+            select.select(fds, [], [], timeout)
+        else:
+            time.sleep(timeout)
+        if kick:
+            try:
+                os.read(self._kick_r, 4096)
+            except BlockingIOError:
+                pass
+        for ch in channels:
+            incoming = ch.drain()
+            if incoming:
+                self._dispatch_all(ch, incoming)
+
+    def wait_for(self, req: Request, timeout_s: float | None) -> None:
+        """Block until ``req`` is done. Raises TaskTimeout (req stays in flight)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self.cv:
+            self.sync_waiters += 1
+        try:
+            os.write(self._kick_w, b"k")
+        except BlockingIOError:
+            pass
+        try:
+            while not req.done():
+                remaining = SLICE_S if deadline is None else deadline - time.monotonic()
+                if remaining <= 0:
+                    raise errors.TaskTimeout(f"request {req.msg_id} not done after {timeout_s * 1000:.0f} ms; "
+                                             "it is still in flight, wait again to collect it")
+                if self.leader.acquire(blocking=False):
+                    try:
+                        self._pump(min(remaining, SLICE_S))
+                    finally:
+                        self.leader.release()
+                        with self.cv:
+                            self.cv.notify_all()
+                else:
+                    with self.cv:
+                        self.cv.wait_for(lambda: req.done() or not self.leader.locked(),
+                                         timeout=min(remaining, SLICE_S))
+                if self.closed and not req.done():
+                    raise errors.ApiUseError("the SoC connection was closed while waiting")
+        finally:
+            with self.cv:
+                self.sync_waiters -= 1
+
+    def _background(self) -> None:
+        while not self.closed:
+            try:
+                self._tick(time.monotonic())
+                if self.sync_waiters == 0 and self.leader.acquire(blocking=False):
+                    try:
+                        self._pump(HEARTBEAT_INTERVAL_MS / 4000, kick=True)
+                    finally:
+                        self.leader.release()
+                        with self.cv:
+                            self.cv.notify_all()
+                else:
+                    with self.cv:
+                        self.cv.wait(HEARTBEAT_INTERVAL_MS / 4000)
+            except Exception:  # the reader must survive anything a peer sends
+                if not self.closed:
+                    log.exception("SDK background thread error")
+                    time.sleep(0.05)
+
+    def _tick(self, now: float) -> None:
+        """Heartbeats out; peers silent for the liveness window are dead."""
+        for peer in list(self.peers):
+            if not peer.alive:
+                continue
+            if peer.liveness.dead(now):
+                self._peer_dead(peer)
+            elif peer.liveness.send_due(now):
+                try:
+                    self._dispatch_all(peer.channel, peer.channel.send(wire.encode(messages.heartbeat())))
+                except zmq.ZMQError:
+                    pass
+
+    def _peer_dead(self, peer: Peer) -> None:
+        peer.alive = False
+        if self.mode == "relay":
+            log.error("relay silent for %.1fs: failing %d request(s)", peer.liveness.window, len(self.pending))
+            for msg_id in list(self.pending):
+                req = self.pending.pop(msg_id, None)
+                if req is not None:
+                    req._complete(None, errors.RelayUnavailable("relay server stopped answering (heartbeats lost)"))
+        else:
+            log.error("core %s silent for %.1fs: declared dead", peer.name, peer.liveness.window)
+            self._direct_core_state(peer, "dead", {})
+        with self.cv:
+            self.cv.notify_all()
+
+    # --- closing --------------------------------------------------------------------------
+    def close(self) -> None:
+        if self.closed:
+            return
+        for peer in self.peers:
+            if peer.alive and not peer.channel.closed:
+                try:
+                    peer.channel.send(wire.encode(messages.disconnect()))
+                except zmq.ZMQError:
+                    pass
+        self.closed = True
+        try:
+            os.write(self._kick_w, b"q")
+        except OSError:
+            pass
+        self._bg.join(timeout=2)
+        for req in list(self.pending.values()):
+            req._complete(None, errors.ApiUseError("the SoC connection was closed"))
+        self.pending.clear()
+        for peer in self.peers:
+            peer.channel.close()
+            if peer.fw is not None:
+                peer.fw.close()
+        self.ctx.term()
+        os.close(self._kick_r)
+        os.close(self._kick_w)

@@ -1,0 +1,306 @@
+"""ARM-side memory API, mirroring hbSysAllocMem ... hbSysUnregisterMem.
+
+Uncached memory is the DDR mapping itself. Cached memory has a process-private
+"CPU cache" (a bytearray) that is deliberately incoherent with DDR: CPU writes
+reach DDR (and the DSP) only on ``flush(CLEAN)``, DSP writes reach the CPU only
+on ``flush(INVALIDATE)``. Strict mode (``VDSP_STRICT_CACHE=1``) turns forgotten
+flushes into CacheCoherencyError through the hooks the RPC layer calls.
+"""
+from __future__ import annotations
+
+import math
+import mmap
+import os
+import threading
+from typing import Callable
+
+import numpy as np
+
+from protocol.errors import CacheCoherencyError, SysInvalidArgument, SysRegisterMemFailed
+from soc import ddr
+
+INVALIDATE = 1      # HB_SYS_MEM_CACHE_INVALIDATE: DDR -> cache
+CLEAN = 2           # HB_SYS_MEM_CACHE_CLEAN: cache -> DDR
+REGISTERED = 1      # flag bit of a handle whose memory was registered
+
+
+def strict_default() -> bool:
+    return os.environ.get("VDSP_STRICT_CACHE", "").strip().lower() in {"1", "true", "yes"}
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _close_quietly(mm: mmap.mmap) -> None:
+    """Unmap ``mm``; arrays still using it keep it mapped until they die."""
+    try:
+        mm.close()
+    except BufferError:
+        pass
+
+
+class Mem:
+    """One hbSysMem: ``size`` bytes of DDR at ``phys_addr``, cached or not.
+
+    Invariant: ``_ddr`` is exactly ``size`` bytes of DDR; ``_cache`` is a
+    bytearray of ``size`` bytes for cached memory, None otherwise.
+    """
+
+    def __init__(self, manager: "MemoryManager", phys: int, ddr_view: memoryview, *,
+                 cache: bytearray | None, registered: bool, on_free: Callable[[], None]) -> None:
+        self._manager = manager
+        self._phys = phys
+        self._size = len(ddr_view)
+        self._ddr = ddr_view
+        self._cache = cache
+        self._cached = cache is not None
+        self._registered = registered
+        self._on_free = on_free     # unlinks (allocated) or unmaps (registered) the DDR
+        self._freed = False
+        self._device_written = False    # strict mode: DDR changed since the last INVALIDATE
+
+    phys_addr = property(lambda self: self._phys)
+    size = property(lambda self: self._size)
+    cached = property(lambda self: self._cached)
+    registered = property(lambda self: self._registered)
+    freed = property(lambda self: self._freed)
+
+    def _check_live(self) -> None:
+        if self._freed:
+            raise SysInvalidArgument(f"memory 0x{self._phys:x} was freed")
+
+    def _cpu_view(self) -> memoryview | bytearray:
+        """What the CPU sees: the cache for cached memory, DDR otherwise. Raises if freed or stale."""
+        self._check_live()
+        if self._device_written:
+            raise CacheCoherencyError(
+                f"memory 0x{self._phys:x} ({self._size} bytes) was written by the DSP; "
+                "call flush(INVALIDATE) before reading")
+        return self._ddr if self._cache is None else self._cache
+
+    def _span(self, offset: object, length: object) -> tuple[int, int]:
+        if not (_is_int(offset) and _is_int(length) and offset >= 0 and length >= 0
+                and offset + length <= self._size):
+            raise SysInvalidArgument(
+                f"range offset {offset!r} length {length!r} is outside memory "
+                f"0x{self._phys:x} of {self._size} bytes")
+        return offset, offset + length
+
+    def array(self, dtype=np.uint8, shape=None, offset: int = 0) -> np.ndarray:
+        """A numpy view (no copy) of the memory as the CPU sees it.
+
+        Raises SysInvalidArgument if freed or if shape/offset do not fit;
+        CacheCoherencyError in strict mode when the DSP wrote it since INVALIDATE.
+        """
+        view = self._cpu_view()
+        dt = np.dtype(dtype)
+        self._span(offset, 0)
+        if shape is None:
+            count = (self._size - offset) // dt.itemsize
+            shape = (count,)
+        else:
+            shape = (shape,) if _is_int(shape) else tuple(shape)
+            if not all(_is_int(n) and n >= 0 for n in shape):
+                raise SysInvalidArgument(f"shape {shape!r} must be non-negative integers")
+            count = math.prod(shape)
+        self._span(offset, count * dt.itemsize)
+        return np.frombuffer(view, dtype=dt, count=count, offset=offset).reshape(shape)
+
+    def write(self, data, offset: int = 0) -> None:
+        """Copy ``data`` (bytes-like) in, through the CPU (hbSysWriteMem). Raises SysInvalidArgument."""
+        self._check_live()
+        try:
+            src = memoryview(data)
+        except TypeError as exc:
+            raise SysInvalidArgument(f"cannot write {type(data).__name__}: not bytes-like") from exc
+        if not src.c_contiguous:
+            src = memoryview(src.tobytes())
+        if src.ndim != 1 or src.format != "B":
+            src = src.cast("B")
+        lo, hi = self._span(offset, src.nbytes)
+        target = self._ddr if self._cache is None else self._cache
+        target[lo:hi] = src
+
+    def read(self, size: int | None = None, offset: int = 0) -> bytes:
+        """Copy bytes out, through the CPU (hbSysReadMem).
+
+        Raises SysInvalidArgument; CacheCoherencyError in strict mode (see array()).
+        """
+        view = self._cpu_view()
+        self._span(offset, 0)
+        lo, hi = self._span(offset, self._size - offset if size is None else size)
+        return bytes(view[lo:hi])
+
+    def flush(self, flag: int) -> None:
+        """CLEAN: cache -> DDR; INVALIDATE: DDR -> cache (no-op for uncached memory).
+
+        Raises SysInvalidArgument for another flag or freed memory.
+        """
+        self._check_live()
+        if not _is_int(flag) or flag not in (INVALIDATE, CLEAN):
+            raise SysInvalidArgument(f"flush flag {flag!r} must be INVALIDATE (1) or CLEAN (2)")
+        if self._cache is None:
+            return
+        if flag == CLEAN:
+            self._ddr[:] = self._cache
+        else:
+            self._cache[:] = self._ddr
+            self._device_written = False
+
+    def handle(self) -> list[int]:
+        """The wire form ``[phys, size, flags]``. Raises SysInvalidArgument if freed."""
+        self._check_live()
+        return [self._phys, self._size, REGISTERED if self._registered else 0]
+
+    def free(self) -> None:
+        """hbSysFreeMem (hbSysUnregisterMem for registered memory). Raises SysInvalidArgument if freed."""
+        self._check_live()
+        self._freed = True
+        self._cache = None
+        try:
+            self._ddr.release()
+        except BufferError:
+            pass    # numpy arrays still use it; the mapping lives until they die
+        self._on_free()
+        self._manager._forget(self)
+
+    def __enter__(self) -> "Mem":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._freed:
+            self.free()
+
+    def __repr__(self) -> str:
+        extra = ", registered" if self._registered else ""
+        extra += ", freed" if self._freed else ""
+        return f"Mem(phys=0x{self._phys:x}, size={self._size}, cached={self.cached}{extra})"
+
+
+class MemoryManager:
+    """Allocates and tracks this process's Mems; also the strict-mode cache checker."""
+
+    def __init__(self, strict: bool | None = None) -> None:
+        self.strict = strict_default() if strict is None else bool(strict)
+        self._mutex = threading.Lock()
+        self._live: dict[int, Mem] = {}     # id(mem) -> mem, for every Mem not yet freed
+
+    def alloc(self, size: int) -> Mem:
+        """hbSysAllocMem: uncached DDR. Raises SysInvalidArgument, SysOutOfMemory."""
+        return self._alloc(size, cached=False)
+
+    def alloc_cached(self, size: int) -> Mem:
+        """hbSysAllocCachedMem: cached DDR (cache == DDR == zeros). Raises like alloc()."""
+        return self._alloc(size, cached=True)
+
+    def _alloc(self, size: int, *, cached: bool) -> Mem:
+        seg = ddr.Segment.create(size)
+        cache = bytearray(size) if cached else None
+        return self._track(Mem(self, seg.phys, memoryview(seg.buf), cache=cache,
+                               registered=False, on_free=seg.close))
+
+    def register(self, phys_addr: int, size: int) -> Mem:
+        """hbSysRegisterMem: map ``size`` bytes of existing DDR (any owner's) as cached memory.
+
+        The cache starts as a copy of DDR. Raises SysInvalidArgument for a bad
+        size or address, SysRegisterMemFailed if the range is not live DDR.
+        """
+        ddr.check_size(size)
+        if not _is_int(phys_addr) or phys_addr < 0:
+            raise SysInvalidArgument(f"physical address {phys_addr!r} must be a non-negative integer")
+        owner, offset = ddr.parse_phys(phys_addr)
+        where = f"0x{phys_addr:x} size {size}"
+        found = ddr.find_segment(owner, offset)
+        if found is None:
+            raise SysRegisterMemFailed(f"no DDR at {where}")
+        base, path = found
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError as exc:
+            raise SysRegisterMemFailed(f"no DDR at {where}: {exc}") from exc
+        try:
+            seg_size = os.fstat(fd).st_size
+            if offset + size > base + seg_size:
+                raise SysRegisterMemFailed(
+                    f"{where} exceeds segment 0x{ddr.make_phys(owner, base):x} of {seg_size} bytes")
+            mm = mmap.mmap(fd, seg_size)
+        except OSError as exc:
+            raise SysRegisterMemFailed(f"cannot map DDR at {where}: {exc}") from exc
+        finally:
+            os.close(fd)
+        view = memoryview(mm)[offset - base:offset - base + size]
+        return self._track(Mem(self, phys_addr, view, cache=bytearray(view), registered=True,
+                               on_free=lambda: _close_quietly(mm)))
+
+    def unregister(self, mem: Mem) -> None:
+        """hbSysUnregisterMem. Raises SysInvalidArgument unless ``mem`` is live registered memory."""
+        self._own(mem)
+        if not mem.registered:
+            raise SysInvalidArgument(f"memory 0x{mem.phys_addr:x} was allocated, not registered: free it")
+        mem.free()
+
+    def free(self, mem: Mem) -> None:
+        """hbSysFreeMem. Raises SysInvalidArgument if freed or not from this manager."""
+        self._own(mem)
+        mem.free()
+
+    def flush(self, mem: Mem, flag: int) -> None:
+        """hbSysFlushMem. Raises SysInvalidArgument."""
+        self._own(mem)
+        mem.flush(flag)
+
+    def live(self) -> list[Mem]:
+        with self._mutex:
+            return list(self._live.values())
+
+    def close(self) -> None:
+        """Free (or unregister) every Mem still live."""
+        for mem in self.live():
+            if not mem.freed:
+                mem.free()
+
+    def __enter__(self) -> "MemoryManager":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- strict-mode hooks, called by the RPC layer ------------------------------
+
+    def check_before_submit(self, mem: Mem) -> None:
+        """Strict mode: raise CacheCoherencyError if the CPU wrote ``mem`` without CLEAN.
+
+        A buffer the DSP wrote since the last INVALIDATE is exempt: its DDR is
+        authoritative and passing it on to the next task is legitimate.
+        """
+        if not self.strict:
+            return
+        mem._check_live()
+        if mem._cache is None or mem._device_written:
+            return
+        if mem._cache != mem._ddr:
+            raise CacheCoherencyError(
+                f"memory 0x{mem.phys_addr:x} ({mem.size} bytes) was written by the CPU but not "
+                "cleaned: call flush(CLEAN) before the task")
+
+    def mark_device_written(self, mem: Mem) -> None:
+        """Strict mode: record that the DSP wrote ``mem``'s DDR (reads then need INVALIDATE)."""
+        if self.strict and mem._cache is not None:
+            mem._device_written = True
+
+    # -- bookkeeping ---------------------------------------------------------
+
+    def _track(self, mem: Mem) -> Mem:
+        with self._mutex:
+            self._live[id(mem)] = mem
+        return mem
+
+    def _forget(self, mem: Mem) -> None:
+        with self._mutex:
+            self._live.pop(id(mem), None)
+
+    def _own(self, mem: object) -> None:
+        if not isinstance(mem, Mem) or mem._manager is not self:
+            raise SysInvalidArgument(f"{mem!r} is not memory of this manager")
+        mem._check_live()

@@ -1,0 +1,39 @@
+"""What every sample shares: glog-style logging and a SoC to run against."""
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+from typing import Iterator
+
+from soc import log as soclog, runtime
+from soc.pidfile import PidFile
+
+log = logging.getLogger("vdsp.sample")
+
+
+def soc_is_up(rt: Path) -> bool:
+    return PidFile(rt / "soc.pid").read() is not None or (rt / "vdsp0.sock").exists()
+
+
+@contextlib.contextmanager
+def local_soc() -> Iterator[None]:
+    """Use the SoC that is up in the runtime dir, or bring one up for the sample's duration."""
+    from soc.supervisor import Supervisor
+    rt = runtime.runtime_dir()
+    if soc_is_up(rt):
+        yield
+        return
+    log.info("no SoC is up in %s: starting relay, vdsp0, vdsp1", rt)
+    sup = Supervisor(rt, log_dir=rt / "log")
+    try:
+        sup.start()
+        sup.wait_ready()
+        yield
+    finally:
+        sup.stop()
+        log.info("SoC stopped")
+
+
+def setup_logging() -> None:
+    soclog.setup("arm")

@@ -1,0 +1,129 @@
+"""Tasks: futures for requests sent to the SoC (wait with a timeout, release, callbacks)."""
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Callable
+
+from protocol import errors
+
+
+class Request:
+    """A request in flight, keyed by msg_id; completed exactly once by the reader."""
+
+    def __init__(self, client: Any, msg_id: int) -> None:
+        self.client, self.msg_id = client, msg_id
+        self._done = threading.Event()
+        self._callbacks: list[Callable] = []
+        self._cb_lock = threading.Lock()
+        self.body: dict = {}
+        self.raw: list = []
+        self.header: tuple = ()
+        self.error: errors.VdspError | None = None
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def _complete(self, body: dict | None, error: errors.VdspError | None, header: tuple = (),
+                  raw: list | None = None) -> bool:
+        """Record the outcome (first call wins) and run callbacks. Returns False if already done."""
+        with self._cb_lock:
+            if self._done.is_set():
+                return False
+            self.body, self.error, self.header, self.raw = body or {}, error, header, raw or []
+            self._on_complete()
+            self._done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:
+            self._run_callback(cb)
+        return True
+
+    def _on_complete(self) -> None:
+        """Hook for subclasses (runs once, before waiters wake)."""
+
+    def _run_callback(self, cb: Callable) -> None:
+        try:
+            cb(self)
+        except Exception:  # a user callback must not kill the reader
+            import logging
+            logging.getLogger("vdsp.sdk").exception("task done-callback raised")
+
+    def add_done_callback(self, cb: Callable[["Request"], None]) -> None:
+        """Call ``cb(task)`` when the task ends (at once if it already has)."""
+        with self._cb_lock:
+            if not self._done.is_set():
+                self._callbacks.append(cb)
+                return
+        self._run_callback(cb)
+
+    def wait(self, timeout_ms: float = 0) -> dict:
+        """Block until done; ``timeout_ms <= 0`` waits forever.
+
+        Returns the reply body. Raises TaskTimeout (the request stays in flight and a
+        later wait can still collect it) or the error the SoC replied with.
+        """
+        if not self.done():
+            self.client.wait_for(self, None if timeout_ms <= 0 else timeout_ms / 1000.0)
+        if self.error is not None:
+            raise self.error
+        return self.body
+
+    def __await__(self):
+        return self._as_future().__await__()
+
+    def _as_future(self) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def resolve(req: "Request") -> None:
+            def settle() -> None:
+                if fut.done():
+                    return
+                if req.error is not None:
+                    fut.set_exception(req.error)
+                else:
+                    fut.set_result(req.body)
+            loop.call_soon_threadsafe(settle)
+        self.add_done_callback(resolve)
+        return fut
+
+
+class Task(Request):
+    """A TASK on a DSP core. After it ends: ``values`` (the operator's result), ``core``
+    (which core ran it), ``exec_us`` (compute time on the DSP), ``queue_us`` (time queued
+    in the relay; 0 in direct mode)."""
+
+    def __init__(self, client: Any, msg_id: int, op: int, outputs: list, core_name: str = "") -> None:
+        super().__init__(client, msg_id)
+        self.op, self.outputs = op, outputs
+        self.core = core_name
+        self.values: dict = {}
+        self.exec_us = 0
+        self.queue_us = 0
+        self.released = False
+
+    def _on_complete(self) -> None:
+        self.values = self.body.get("values", {})
+        self.core = self.body.get("core", self.core)
+        self.exec_us = self.body.get("exec_us", 0)
+        if self.header:
+            self.queue_us = max(0, self.header[5])
+        if self.error is None:
+            self.client.after_task(self)
+
+    def wait(self, timeout_ms: float = 0) -> dict:
+        """Wait for the task; returns the operator's result values (see Request.wait)."""
+        if self.released:
+            raise errors.InvalidTaskHandle(f"task {self.msg_id} was released")
+        super().wait(timeout_ms)
+        return self.values
+
+    def release(self) -> str:
+        """Give the task up: a queued task is removed (never runs), a running task's
+        result is discarded. Returns ``cancelled``, ``running`` or ``done``."""
+        if self.released:
+            return "released"
+        self.released = True
+        if self.done():
+            return "done"
+        return self.client.release(self)

@@ -1,0 +1,1 @@
+"""DSP side of the simulated SoC: core processes, firmware runner, operators."""

@@ -1,0 +1,294 @@
+"""One DSP core process: the remoteproc device, its firmware process, its control endpoint.
+
+The core binds its control endpoint (ROUTER). Peers (the relay, direct-mode
+clients, tools) say HELLO and get READY with the firmware's task endpoint and
+operator table; tasks then go straight to the firmware process, which binds
+that endpoint itself. The core answers CONTROL (remoteproc attributes) and
+QUERY, heartbeats its peers, watches the firmware (exit, watchdog) and sends
+EVENT on every state change.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+import zmq
+
+from protocol import errors, messages, wire
+from protocol.constants import HEARTBEAT_INTERVAL_MS, Command
+from protocol.liveness import Liveness
+from protocol.remoteproc import Action, State
+from dsp_side.fwproc import FirmwareProcess
+from dsp_side.kmsg import Kmsg
+from dsp_side.remoteproc import Device
+from soc import ddr, log as soclog, proc, runtime
+
+log = logging.getLogger("vdsp.core")
+BOOT_TIMEOUT_S = 60.0
+REAP_EVERY_S = 1.0
+
+
+class Peer:
+    __slots__ = ("identity", "role", "liveness")
+
+    def __init__(self, identity: bytes, role: str, now: float, interval_ms: int) -> None:
+        self.identity, self.role = identity, role
+        self.liveness = Liveness(now, interval_ms)
+
+
+class CoreServer:
+    def __init__(self, name: str, bind: str, fw_bind: str, rt: Path, *, firmware: str | None = None,
+                 autostart: bool = True, watchdog_ms: int = 10000,
+                 heartbeat_ms: int = HEARTBEAT_INTERVAL_MS) -> None:
+        self.name, self.bind, self.fw_bind, self.rt = name, bind, fw_bind, rt
+        self.device = Device(name, firmware or name)
+        self.autostart, self.watchdog_s, self.heartbeat_ms = autostart, watchdog_ms / 1000, heartbeat_ms
+        self.kmsg = Kmsg(rt, name)
+        self.fw: FirmwareProcess | None = None
+        self.pending: list[tuple[bytes, int]] = []  # CONTROL writes answered when an action ends
+        self.peers: dict[bytes, Peer] = {}
+        self.running = True
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.linger = 0
+        self.sock.router_mandatory = False
+        self.sock.sndhwm = 10000
+        self.sock.bind(bind)
+        self.poller = zmq.Poller()
+        self.poller.register(self.sock, zmq.POLLIN)
+
+    # --- firmware lifecycle ---------------------------------------------------------------
+    def boot(self, action: Action) -> None:
+        """Start the firmware process; the state changes when it reports READY."""
+        self.device.busy = action
+        if action is Action.RECOVER:
+            self.kmsg.write(f"recovering {self.name}")
+        self.fw = FirmwareProcess(self.name, self.fw_bind, self.rt)
+        self.poller.register(self.fw.fd, zmq.POLLIN)
+        log.info("%s: booting firmware %s (pid %d)", self.name, self.device.firmware, self.fw.pid)
+
+    def _fw_readable(self) -> None:
+        fw = self.fw
+        event = fw.on_readable()
+        if event == "ready":
+            self.device.busy = None
+            self.device.set_state(State.RUNNING)
+            self.kmsg.write(f"remote processor {self.name} is now up")
+            self._answer_pending(None)
+            self._broadcast_state("booted")
+        elif event == "dead":
+            self._fw_died()
+
+    def _fw_died(self) -> None:
+        fw, self.fw = self.fw, None
+        self.poller.unregister(fw.fd)
+        kind = fw.reap()
+        report = fw.crash_report()
+        fw.close()
+        booting = fw.info is None
+        if kind == "stopped":
+            return
+        if booting:
+            self.device.busy = None
+            self.device.set_state(State.OFFLINE)
+            self.kmsg.write(f"{self.name}: firmware {self.device.firmware} failed to boot ({kind})")
+            self._answer_pending(errors.RemoteprocInvalid(f"{self.name}: firmware failed to boot ({kind})"))
+            self._broadcast_state(f"boot failed: {kind}")
+            return
+        self.device.busy = None
+        self.device.crash_count += 1
+        self.device.set_state(State.CRASHED)
+        self.kmsg.write(f"crash detected in {self.name}: type {kind}")
+        self._broadcast_state(f"crash: {kind}", crash=report)
+        if self.device.recovery == "enabled":
+            self.kmsg.write(f"handling crash #{self.device.crash_count} in {self.name}")
+            self.boot(Action.RECOVER)
+
+    def shutdown_firmware(self) -> None:
+        fw, self.fw = self.fw, None
+        if fw is not None:
+            self.poller.unregister(fw.fd)
+            fw.stop()
+        self.device.set_state(State.OFFLINE)
+        self.kmsg.write(f"stopped remote processor {self.name}")
+        self._broadcast_state("stopped")
+
+    def _check_watchdog(self) -> None:
+        fw = self.fw
+        if fw is None:
+            return
+        if fw.info is None:
+            if time.monotonic() - fw.started > BOOT_TIMEOUT_S:
+                fw.kill("boot-timeout")
+            return
+        since_beat, msg_id, task_s = fw.watchdog_state(time.monotonic_ns())
+        if since_beat > self.watchdog_s or task_s > self.watchdog_s:
+            log.error("%s: watchdog: firmware %s for %.1fs", self.name,
+                      f"stuck in task {msg_id}" if task_s > self.watchdog_s else "silent", max(since_beat, task_s))
+            fw.kill("watchdog")
+
+    # --- messages -------------------------------------------------------------------------
+    def _answer_pending(self, exc: errors.VdspError | None) -> None:
+        for identity, msg_id in self.pending:
+            reply = messages.error(msg_id, exc) if exc else messages.result(msg_id, {"value": self.device.state.value})
+            self._send(identity, reply)
+        self.pending.clear()
+
+    def _send(self, identity: bytes, msg: wire.Message) -> None:
+        try:
+            self.sock.send_multipart([identity, *wire.encode(msg)], zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("%s: peer %r not reading; dropped %s", self.name, identity, msg.command.name)
+
+    def ready_body(self) -> dict:
+        snap = self.device.snapshot()
+        info = self.fw.info if self.fw and self.fw.info else {}
+        return {"state": snap["state"], "firmware": snap["firmware"],
+                "firmware_version": info.get("version", ""), "operators": info.get("operators", []),
+                "fw_endpoint": self.fw_bind, "heartbeat_ms": self.heartbeat_ms,
+                "crash_count": snap["crash_count"]}
+
+    def _broadcast_state(self, reason: str, crash: dict | None = None) -> None:
+        body = self.ready_body()
+        body.pop("state")
+        if crash:
+            body["crash"] = {"type": crash.get("type"), "task": crash.get("task")}
+        msg = messages.event(self.name, self.device.state.value, reason=reason, **body)
+        for identity in list(self.peers):
+            self._send(identity, msg)
+
+    def handle(self, identity: bytes, frames: list) -> None:
+        try:
+            msg = messages.check_body(wire.decode(frames))
+        except errors.VdspError as exc:
+            msg_id = wire.peek_msg_id(frames)
+            log.warning("%s: rejected message from %r: %s", self.name, identity, exc)
+            if msg_id is not None:
+                self._send(identity, messages.error(msg_id, exc))
+            return
+        now = time.monotonic()
+        peer = self.peers.get(identity)
+        if peer:
+            peer.liveness.heard(now)
+        cmd = msg.command
+        if cmd is Command.HELLO:
+            self.peers[identity] = Peer(identity, msg.body["role"], now, self.heartbeat_ms)
+            self._send(identity, messages.ready(msg.msg_id, self.name, "core", **self.ready_body()))
+        elif cmd is Command.HEARTBEAT:
+            pass
+        elif cmd is Command.DISCONNECT:
+            self.peers.pop(identity, None)
+        elif cmd is Command.CONTROL:
+            self._control(identity, msg)
+        elif cmd is Command.QUERY:
+            body = {**self.device.snapshot(), **self.ready_body(), "pid": os.getpid(),
+                    "fw_pid": self.fw.pid if self.fw else None}
+            self._send(identity, messages.result(msg.msg_id, body))
+        elif cmd is Command.TASK:
+            self._send(identity, messages.error(msg.msg_id, errors.ApiUseError(
+                f"tasks go to the firmware endpoint {self.fw_bind} announced in READY, not to {self.name}'s control endpoint")))
+        else:
+            self._send(identity, messages.error(msg.msg_id, errors.ApiUseError(
+                f"{self.name} does not accept {cmd.name}")))
+
+    def _control(self, identity: bytes, msg: wire.Message) -> None:
+        attr, value = msg.body["attr"], msg.body.get("value")
+        try:
+            if msg.body["core"] != self.name:
+                raise errors.InvalidCore(f"this is {self.name}, not {msg.body['core']!r}")
+            if value is None:
+                self._send(identity, messages.result(msg.msg_id, {"value": self.device.read(attr)}))
+                return
+            action = self.device.write(attr, value)
+        except errors.VdspError as exc:
+            self._send(identity, messages.error(msg.msg_id, exc))
+            return
+        if action is None:
+            self._send(identity, messages.result(msg.msg_id, {"value": self.device.read(attr)}))
+            return
+        if action is Action.SHUTDOWN:
+            self.shutdown_firmware()
+            self._send(identity, messages.result(msg.msg_id, {"value": self.device.state.value}))
+            return
+        self.pending.append((identity, msg.msg_id))
+        self.boot(action)
+
+    # --- loop -----------------------------------------------------------------------------
+    def _timers(self, now: float) -> None:
+        for identity, peer in list(self.peers.items()):
+            if peer.liveness.dead(now):
+                log.info("%s: peer %s (%s) gone silent, dropped", self.name, identity.hex(), peer.role)
+                del self.peers[identity]
+            elif peer.liveness.send_due(now):
+                self._send(identity, messages.heartbeat())
+        self._check_watchdog()
+
+    def run(self) -> None:
+        log.info("%s: control endpoint %s, firmware endpoint %s", self.name, self.bind, self.fw_bind)
+        if self.autostart:
+            self.boot(Action.BOOT)
+        next_reap = 0.0
+        while self.running:
+            for sock, _ in self.poller.poll(100):
+                if sock is self.sock:
+                    frames = self.sock.recv_multipart()
+                    self.handle(frames[0], frames[1:])
+                elif self.fw is not None and sock == self.fw.fd:
+                    self._fw_readable()
+            now = time.monotonic()
+            self._timers(now)
+            if now >= next_reap:
+                ddr.reap()
+                next_reap = now + REAP_EVERY_S
+        self.close()
+
+    def close(self) -> None:
+        if self.fw is not None:
+            self.fw.stop()
+            self.fw = None
+        for identity in list(self.peers):
+            self._send(identity, messages.event(self.name, "offline", reason="core exiting"))
+        self.sock.close(0)
+        self.ctx.term()
+        runtime.unlink_ipc(self.bind)
+        runtime.unlink_ipc(self.fw_bind)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="vdsp core", description="Run one simulated DSP core (remoteproc device + firmware process).")
+    add_arguments(ap)
+    run_from_args(ap.parse_args(argv))
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--name", default="vdsp0", help="core name (vdsp0, vdsp1)")
+    ap.add_argument("--bind", help="control endpoint (default ipc://$VDSP_RUNTIME_DIR/<name>.sock)")
+    ap.add_argument("--fw-bind", help="firmware task endpoint (default: next to the control endpoint)")
+    ap.add_argument("--firmware", help="firmware image name (default: the core name)")
+    ap.add_argument("--no-autostart", action="store_true", help="stay offline until 'start' is written to state")
+    ap.add_argument("--watchdog-ms", type=int, default=10000, help="kill a firmware stuck this long in one task")
+    ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS)
+
+
+def run_from_args(args: argparse.Namespace) -> None:
+    proc.die_with_parent()
+    soclog.setup("dsp")
+    rt = runtime.runtime_dir()
+    bind = args.bind or runtime.ipc(rt / f"{args.name}.sock")
+    fw_bind = args.fw_bind or runtime.fw_endpoint_for(bind)
+    server = CoreServer(args.name, bind, fw_bind, rt, firmware=args.firmware, autostart=not args.no_autostart,
+                        watchdog_ms=args.watchdog_ms, heartbeat_ms=args.heartbeat_ms)
+
+    def stop(signum, frame):
+        server.running = False
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""The firmware process of one core: binds the task endpoint and runs tasks one at a time.
+
+Started by the core (``python -m dsp_side.firmware ...``). It prints one JSON
+line on stdout once it serves (firmware version and operator table); its
+stdout closing tells the core it died. A task is validated (operator, buffer
+counts, parameters, handles) before compute, so a bad task is an error reply;
+an exception that is not a ``VdspError`` escaping an operator is a firmware
+crash: a crash report is written and the process exits with ``CRASH_EXIT``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import traceback
+
+import numpy as np
+import zmq
+
+from protocol import errors, messages, schema, wire
+from protocol.constants import HANDLE_REGISTERED, Command
+from dsp_side import stock
+from dsp_side.ddr_resolver import Resolver
+from dsp_side.registry import Registry
+from dsp_side.watchdog import WatchdogWord
+from soc import log as soclog, proc
+
+CRASH_EXIT = 70
+PURGE_EVERY_S = 1.0
+log = logging.getLogger("vdsp.firmware")
+
+
+class OperatorContext:
+    """What an operator sees of its environment."""
+
+    __slots__ = ("core", "log", "msg_id")
+
+    def __init__(self, core: str) -> None:
+        self.core = core
+        self.log = logging.getLogger(f"vdsp.op.{core}")
+        self.msg_id = 0
+
+
+class Firmware:
+    """Sans-socket task executor: frames in, reply frames out."""
+
+    def __init__(self, core: str, version: str, registry: Registry, watchdog: WatchdogWord | None,
+                 crash_file: str | None) -> None:
+        self.core, self.version, self.registry = core, version, registry
+        self.watchdog, self.crash_file = watchdog, crash_file
+        self.resolver = Resolver()
+        self.ctx = OperatorContext(core)
+
+    def handle(self, frames: list) -> list | None:
+        """Reply frames for one request (without the routing identity), or None."""
+        try:
+            msg = messages.check_body(wire.decode(frames))
+        except errors.VdspError as exc:
+            msg_id = wire.peek_msg_id(frames)
+            log.warning("%s: rejected malformed message: %s", self.core, exc)
+            return None if msg_id is None else wire.encode(messages.error(msg_id, exc))
+        if msg.command is Command.TASK:
+            return wire.encode(self.run_task(msg))
+        if msg.command is Command.HELLO:
+            return wire.encode(messages.ready(msg.msg_id, self.core, "firmware",
+                                              firmware_version=self.version, state="running"))
+        if msg.command in (Command.HEARTBEAT, Command.DISCONNECT):
+            return None
+        return wire.encode(messages.error(msg.msg_id, errors.ApiUseError(
+            f"the firmware endpoint of {self.core} accepts TASK and HELLO, not {msg.command.name}")))
+
+    def _buffers(self, handles: list, owner: int, writable: bool, what: str) -> list:
+        out = []
+        for i, (phys, size, flags) in enumerate(handles):
+            try:
+                view = self.resolver.resolve(phys, size, client_owner=owner,
+                                             registered=bool(flags & HANDLE_REGISTERED), writable=writable)
+            except errors.HandleError as exc:
+                raise type(exc)(f"{what}[{i}]: {exc.message}") from None
+            arr = np.frombuffer(view, dtype=np.uint8)
+            if not writable:
+                arr.flags.writeable = False
+            out.append(arr)
+        return out
+
+    def run_task(self, msg: wire.Message) -> wire.Message:
+        """RESULT or ERROR for one TASK; a non-VdspError from compute crashes the process."""
+        t0 = time.perf_counter()
+        body = msg.body
+        try:
+            spec = self.registry.get(msg.op)
+            inputs_h, outputs_h = body.get("inputs", []), body.get("outputs", [])
+            spec.check_counts(len(inputs_h), len(outputs_h))
+            params = schema.validate(spec.name, spec.params, body.get("params", {}))
+            owner = body.get("owner", 0)
+            inputs = self._buffers(inputs_h, owner, False, "inputs")
+            outputs = self._buffers(outputs_h, owner, True, "outputs")
+        except errors.VdspError as exc:
+            return messages.error(msg.msg_id, exc)
+        self.ctx.msg_id = msg.msg_id
+        if self.watchdog:
+            self.watchdog.task_begin(msg.msg_id)
+        try:
+            values = spec.fn(self.ctx, inputs, outputs, **params) or {}
+        except errors.VdspError as exc:
+            return messages.error(msg.msg_id, exc)
+        except BaseException:  # an operator bug: the DSP takes an exception
+            self.crash(msg, spec.name, params)
+        finally:
+            if self.watchdog:
+                self.watchdog.task_end()
+        del inputs, outputs
+        exec_us = int((time.perf_counter() - t0) * 1e6)
+        try:
+            wire.pack_body({"values": values})
+        except errors.VdspError as exc:
+            return messages.error(msg.msg_id, errors.OperatorFailed(
+                f"{spec.name}: result is not encodable: {exc.message}"))
+        return messages.result(msg.msg_id, {"values": values, "core": self.core, "exec_us": exec_us})
+
+    def crash(self, msg: wire.Message, op_name: str, params: dict) -> None:
+        """Write the crash report and die like a DSP taking an exception."""
+        tb = traceback.format_exc()
+        log.error("%s: operator %s raised, firmware crashes\n%s", self.core, op_name, tb)
+        if self.crash_file:
+            report = {"type": "exception", "core": self.core, "firmware_version": self.version,
+                      "task": {"msg_id": msg.msg_id, "op": msg.op, "name": op_name,
+                               "params": _plain(params), "inputs": msg.body.get("inputs", []),
+                               "outputs": msg.body.get("outputs", [])},
+                      "traceback": tb, "time": time.time()}
+            try:
+                with open(self.crash_file, "w", encoding="utf-8") as fh:
+                    json.dump(report, fh, indent=1)
+            except OSError:
+                log.exception("cannot write crash report %s", self.crash_file)
+        sys.stderr.flush()
+        os._exit(CRASH_EXIT)
+
+
+def _plain(value):
+    try:
+        json.dumps(value)
+        return value
+    except TypeError:
+        return repr(value)
+
+
+def serve(fw: Firmware, endpoint: str) -> None:
+    """Bind ``endpoint`` and serve forever (until killed or SIGTERM)."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.linger = 0
+    sock.router_mandatory = False
+    sock.bind(endpoint)
+    print(json.dumps({"version": fw.version, "operators": fw.registry.table(), "pid": os.getpid()}),
+          flush=True)
+    if fw.watchdog:
+        fw.watchdog.start_ticker()
+    log.info("%s: firmware %s serving %d operators", fw.core, fw.version, len(fw.registry))
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    next_purge = time.monotonic() + PURGE_EVERY_S
+    while True:
+        if poller.poll(PURGE_EVERY_S * 1000):
+            frames = sock.recv_multipart()
+            reply = fw.handle(frames[1:])
+            if reply is not None:
+                sock.send_multipart([frames[0], *reply])
+        if time.monotonic() >= next_purge:
+            fw.resolver.purge()
+            next_purge = time.monotonic() + PURGE_EVERY_S
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m dsp_side.firmware",
+                                 description="Firmware process of one simulated DSP core (started by the core).")
+    ap.add_argument("--core", required=True)
+    ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--watchdog-file")
+    ap.add_argument("--crash-file")
+    args = ap.parse_args(argv)
+    # The core powers the firmware off with SIGKILL; terminal and group signals are the core's to handle.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    proc.die_with_parent()
+    soclog.setup("dsp")
+    print(f"[DSP] DSP version = {stock.VERSION}", file=sys.stderr, flush=True)
+    watchdog = WatchdogWord(args.watchdog_file) if args.watchdog_file else None
+    fw = Firmware(args.core, stock.VERSION, stock.build_registry(), watchdog, args.crash_file)
+    serve(fw, args.endpoint)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Starting, watching and ending the firmware process of a core."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dsp_side.firmware import CRASH_EXIT
+from dsp_side.watchdog import WatchdogWord
+from soc import proc
+
+
+class FirmwareProcess:
+    """One run of a core's firmware. ``fd`` (its stdout) becomes readable with the
+    READY line, and at EOF when the process dies."""
+
+    def __init__(self, core: str, endpoint: str, rt: Path) -> None:
+        self.core, self.endpoint = core, endpoint
+        self.watchdog_path = str(rt / f"{core}.watchdog")
+        self.crash_path = rt / f"{core}.crash.json"
+        self.watchdog = WatchdogWord(self.watchdog_path, create=True)
+        try:
+            self.crash_path.unlink()
+        except FileNotFoundError:
+            pass
+        cmd = [sys.executable, "-m", "dsp_side.firmware", "--core", core, "--endpoint", endpoint,
+               "--watchdog-file", self.watchdog_path, "--crash-file", str(self.crash_path)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                     cwd=os.getcwd(), env=proc.child_env(_child_env()))
+        self.fd = self.proc.stdout.fileno()
+        self.started = time.monotonic()
+        self.info: dict | None = None
+        self._buf = b""
+        self.kill_reason: str | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def on_readable(self) -> str:
+        """Consume stdout: ``"ready"`` once the READY line is in, ``"dead"`` at EOF, else ``""``."""
+        chunk = os.read(self.fd, 65536)
+        if not chunk:
+            return "dead"
+        self._buf += chunk
+        if self.info is None and b"\n" in self._buf:
+            line, _, self._buf = self._buf.partition(b"\n")
+            try:
+                self.info = json.loads(line)
+            except ValueError:
+                self.kill("bad-ready")
+                return ""
+            return "ready"
+        return ""
+
+    def watchdog_state(self, now_ns: int) -> tuple[float, int, float]:
+        """(seconds since last beat, msg_id of the running task or 0, seconds it has run)."""
+        beat, msg_id, start = self.watchdog.read()
+        return (now_ns - beat) / 1e9, msg_id, ((now_ns - start) / 1e9 if start else 0.0)
+
+    def kill(self, reason: str) -> None:
+        """SIGKILL (idempotent); ``reason`` is reported as the crash type."""
+        if self.kill_reason is None:
+            self.kill_reason = reason
+        try:
+            self.proc.send_signal(signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def reap(self, timeout: float = 5.0) -> str:
+        """Wait for the process; the crash type: exception, watchdog, killed, exit-N."""
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.proc.stdout.close()
+        if self.kill_reason:
+            return self.kill_reason
+        if code == CRASH_EXIT:
+            return "exception"
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exit {code}"
+
+    def crash_report(self) -> dict | None:
+        try:
+            return json.loads(self.crash_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def stop(self) -> None:
+        """Terminate and wait (a requested stop, not a crash)."""
+        self.kill_reason = self.kill_reason or "stopped"
+        try:
+            self.proc.send_signal(signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.reap(timeout=3.0)
+        self.close()
+
+    def close(self) -> None:
+        self.watchdog.close()
+        for path in (self.watchdog_path, self.crash_path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+
+def _child_env() -> dict:
+    """The firmware imports the project's packages: make sure they are importable."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        env["PYTHONPATH"] = os.pathsep.join([root, *paths])
+    return env

@@ -1,0 +1,1 @@
+"""Operators shipped with vdsp-sim, grouped by command-id range."""

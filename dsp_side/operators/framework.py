@@ -1,0 +1,70 @@
+"""Framework operators (0x0000-0x03ff): present in every firmware image."""
+from __future__ import annotations
+
+import time
+import zlib
+
+import numpy as np
+
+from protocol import errors, opids
+from dsp_side.registry import Registry
+
+
+def _size(name: str, size: int, *limits: tuple[str, int]) -> int:
+    """Bytes to process: ``size`` (-1 = the smallest buffer). Raises InvalidArgument."""
+    smallest = min(n for _, n in limits)
+    if size < 0:
+        return smallest
+    for what, n in limits:
+        if size > n:
+            raise errors.InvalidArgument(f"{name}: size {size} exceeds the {what} buffer of {n} bytes")
+    return size
+
+
+def ping(ctx, inputs, outputs):
+    """No-op round trip; answers with the core name."""
+    return {"core": ctx.core}
+
+
+def memcpy(ctx, inputs, outputs, size):
+    """Copy ``size`` bytes (default: all of the smaller buffer) from input 0 to output 0."""
+    src, dst = inputs[0], outputs[0]
+    n = _size("memcpy", size, ("input", src.size), ("output", dst.size))
+    dst[:n] = src[:n]
+    return {"bytes": n}
+
+
+def fill(ctx, inputs, outputs, value, size):
+    """Set ``size`` bytes of output 0 (default: all) to ``value``."""
+    dst = outputs[0]
+    n = _size("fill", size, ("output", dst.size))
+    dst[:n] = value
+    return {"bytes": n}
+
+
+def checksum(ctx, inputs, outputs, size):
+    """CRC-32 and byte sum of input 0 (read-only)."""
+    src = inputs[0]
+    n = _size("checksum", size, ("input", src.size))
+    view = src[:n]
+    return {"crc32": zlib.crc32(view), "sum": int(view.sum(dtype=np.uint64)), "bytes": n}
+
+
+def sleep(ctx, inputs, outputs, ms):
+    """Occupy the core for ``ms`` milliseconds (scheduling tests and load)."""
+    time.sleep(ms / 1000.0)
+    return {"slept_ms": ms}
+
+
+_SIZE = {"type": "int", "default": -1, "min": -1, "doc": "bytes; -1 = whole buffer"}
+
+
+def register(registry: Registry) -> None:
+    """Add the framework operators to ``registry``."""
+    registry.register(opids.PING, "ping", ping)
+    registry.register(opids.MEMCPY, "memcpy", memcpy, inputs=1, outputs=1, params={"size": _SIZE})
+    registry.register(opids.FILL, "fill", fill, outputs=1,
+                      params={"value": {"type": "int", "min": 0, "max": 255}, "size": _SIZE})
+    registry.register(opids.CHECKSUM, "checksum", checksum, inputs=1, params={"size": _SIZE})
+    registry.register(opids.SLEEP, "sleep", sleep,
+                      params={"ms": {"type": "float", "min": 0.0, "max": 60000.0}})

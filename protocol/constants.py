@@ -1,0 +1,62 @@
+"""Numbers shared by every peer: commands, core choices, priorities, limits, liveness."""
+from __future__ import annotations
+
+import enum
+
+MAGIC = b"VD"
+VERSION = 1
+
+
+class Command(enum.IntEnum):
+    """The command byte of the header. Requests carry a msg_id their reply echoes."""
+
+    HELLO = 0x01       # peer → server: who I am (role, pid, owner)
+    READY = 0x02       # server → peer: reply to HELLO (name, firmware, operators, endpoints)
+    TASK = 0x10        # run operator ``op`` on handles; reply RESULT or ERROR
+    RESULT = 0x11      # success reply to any request
+    ERROR = 0x12       # failure reply to any request: {code, name, message}
+    CANCEL = 0x13      # release a task by msg_id; reply RESULT {state}
+    HEARTBEAT = 0x20   # liveness, both ways, no reply
+    CONTROL = 0x30     # read/write a remoteproc attribute
+    QUERY = 0x31       # cores, operators, versions, stats
+    EVENT = 0x40       # server → peers: a core changed state
+    DISCONNECT = 0x50  # peer leaves; server drops its state
+
+
+REQUESTS = frozenset({Command.HELLO, Command.TASK, Command.CANCEL, Command.CONTROL, Command.QUERY})
+REPLIES = frozenset({Command.READY, Command.RESULT, Command.ERROR})
+
+
+class Core(enum.IntEnum):
+    """Core choice of a task, with hbBPUCore values (ANY = 0, bit per core)."""
+
+    ANY = 0
+    CORE_0 = 1
+    CORE_1 = 2
+
+    @property
+    def index(self) -> int | None:
+        """0 or 1 for a pinned core, None for ANY."""
+        return None if self is Core.ANY else self.value.bit_length() - 1
+
+
+CORE_NAMES = ("vdsp0", "vdsp1")
+
+PRIORITY_LOWEST = 0
+PRIORITY_HIGHEST = 255
+PRIORITY_PREEMP = 255  # HB_DNN_PRIORITY_PREEMP: goes to the head of its core's queue
+
+# Handle flags (third element of a handle on the wire).
+HANDLE_REGISTERED = 1
+
+# Size limits enforced by the codec (bytes / counts).
+MAX_BODY = 1 << 20          # msgpack body of one message
+MAX_FRAMES = 64             # header + body + raw frames
+MAX_RAW_FRAME = 64 << 20    # one inline data frame
+MAX_CONTAINER = 4096        # elements of one msgpack array or map
+MAX_HANDLES = 32            # inputs or outputs of one task
+MAX_TASKS_PER_CLIENT = 32   # in flight per client (HB_DNN_TASK_NUM_EXCEED_LIMIT)
+
+# Liveness: a peer is dead after LIVENESS intervals with no traffic from it.
+HEARTBEAT_INTERVAL_MS = 500
+LIVENESS = 3

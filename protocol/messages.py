@@ -1,0 +1,112 @@
+"""Typed constructors and body checks for every command.
+
+Each command's body is a msgpack map; ``BODY_FIELDS`` lists its fields with
+their types and whether they are required. ``check_body`` enforces the table
+so that a process only ever sees well-formed bodies past its socket adapter.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import errors
+from .constants import MAX_HANDLES, Command
+from .wire import Message
+
+_INT, _STR, _MAP, _LIST, _BOOL = (int,), (str,), (dict,), (list,), (bool,)
+
+# command -> {field: (allowed types, required)}
+BODY_FIELDS: dict[Command, dict[str, tuple[tuple[type, ...], bool]]] = {
+    Command.HELLO: {"role": (_STR, True), "pid": (_INT, False), "owner": (_INT, False),
+                    "name": (_STR, False)},
+    Command.READY: {"name": (_STR, True), "role": (_STR, True), "state": (_STR, False),
+                    "firmware_version": (_STR, False), "operators": (_LIST, False),
+                    "fw_endpoint": (_STR, False), "heartbeat_ms": (_INT, False),
+                    "cores": (_LIST, False)},
+    Command.TASK: {"inputs": (_LIST, False), "outputs": (_LIST, False), "params": (_MAP, False),
+                   "owner": (_INT, False)},
+    Command.RESULT: {},
+    Command.ERROR: {"code": (_INT, True), "name": (_STR, False), "message": (_STR, False)},
+    Command.CANCEL: {"target": (_INT, True)},
+    Command.HEARTBEAT: {},
+    Command.CONTROL: {"core": (_STR, True), "attr": (_STR, True), "value": (_STR + (type(None),), False)},
+    Command.QUERY: {"what": (_STR, True)},
+    Command.EVENT: {"core": (_STR, True), "state": (_STR, True), "reason": (_STR, False)},
+    Command.DISCONNECT: {},
+}
+
+
+def check_body(msg: Message) -> Message:
+    """Validate ``msg.body`` against ``BODY_FIELDS``. Raises ProtocolError; returns msg."""
+    for field, (types, required) in BODY_FIELDS[msg.command].items():
+        if field not in msg.body:
+            if required:
+                raise errors.ProtocolError(f"{msg.command.name} body lacks required field {field!r}")
+            continue
+        value = msg.body[field]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise errors.ProtocolError(
+                f"{msg.command.name} field {field!r} must be {'/'.join(t.__name__ for t in types)}, "
+                f"got {type(value).__name__}")
+    if msg.command is Command.TASK:
+        for key in ("inputs", "outputs"):
+            check_handles(msg.body.get(key, []), key)
+    return msg
+
+
+def check_handles(handles: list, what: str) -> None:
+    """Each handle is ``[phys_addr, size, flags]`` of non-negative ints. Raises InvalidArgument."""
+    if len(handles) > MAX_HANDLES:
+        raise errors.InvalidArgument(f"{len(handles)} {what} exceed the limit of {MAX_HANDLES}")
+    for i, h in enumerate(handles):
+        if (not isinstance(h, list) or len(h) != 3
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in h)):
+            raise errors.InvalidArgument(f"{what}[{i}] must be [phys_addr, size, flags] of ints >= 0, got {h!r:.80}")
+
+
+# --- constructors -------------------------------------------------------------------------
+
+def hello(msg_id: int, role: str, *, pid: int = 0, owner: int = 0, name: str = "") -> Message:
+    return Message(Command.HELLO, msg_id, {"role": role, "pid": pid, "owner": owner, "name": name})
+
+
+def ready(msg_id: int, name: str, role: str, **fields: Any) -> Message:
+    return Message(Command.READY, msg_id, {"name": name, "role": role, **fields})
+
+
+def task(msg_id: int, op: int, *, inputs: list, outputs: list, params: dict | None = None,
+         owner: int = 0, priority: int = 0, core: int = 0, custom_id: int = 0,
+         raw: list | None = None) -> Message:
+    body = {"inputs": inputs, "outputs": outputs, "params": params or {}, "owner": owner}
+    return Message(Command.TASK, msg_id, body, op, priority, core, custom_id, raw or [])
+
+
+def result(msg_id: int, body: dict | None = None, raw: list | None = None) -> Message:
+    return Message(Command.RESULT, msg_id, body or {}, raw=raw or [])
+
+
+def error(msg_id: int, exc: errors.VdspError) -> Message:
+    return Message(Command.ERROR, msg_id, exc.to_wire())
+
+
+def heartbeat() -> Message:
+    return Message(Command.HEARTBEAT, 0)
+
+
+def event(core: str, state: str, **fields: Any) -> Message:
+    return Message(Command.EVENT, 0, {"core": core, "state": state, **fields})
+
+
+def control(msg_id: int, core: str, attr: str, value: str | None = None) -> Message:
+    return Message(Command.CONTROL, msg_id, {"core": core, "attr": attr, "value": value})
+
+
+def query(msg_id: int, what: str) -> Message:
+    return Message(Command.QUERY, msg_id, {"what": what})
+
+
+def cancel(msg_id: int, target: int) -> Message:
+    return Message(Command.CANCEL, msg_id, {"target": target})
+
+
+def disconnect() -> Message:
+    return Message(Command.DISCONNECT, 0)

@@ -1,0 +1,142 @@
+"""Encoding and decoding of one message: ``[header][msgpack body][raw frame ...]``.
+
+The header is a fixed 24-byte little-endian struct so that routers (the relay)
+schedule and route without unpacking the body::
+
+    offset size field
+    0      2    magic       b"VD"
+    2      1    version     1
+    3      1    command     Command
+    4      2    op          operator command id (TASK), else 0
+    6      1    priority    0..255 (TASK)
+    7      1    core        Core: 0 ANY, 1 CORE_0, 2 CORE_1 (TASK)
+    8      8    msg_id      u64, chosen by the requester, echoed by the reply
+    16     8    custom_id   i64, smaller runs first among equal priorities
+
+The body is a msgpack map with str keys, unpacked with explicit limits: no
+ext types, no bin/str/array/map larger than the limits in ``constants``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Any, Sequence
+
+import msgpack
+
+from . import errors
+from .constants import (MAGIC, MAX_BODY, MAX_CONTAINER, MAX_FRAMES, MAX_RAW_FRAME, VERSION,
+                        Command)
+
+HEADER = struct.Struct("<2sBBHBBQq")
+HEADER_SIZE = HEADER.size  # 24
+_COMMANDS = {int(c): c for c in Command}
+_EMPTY_BODY = msgpack.packb({})
+
+
+@dataclasses.dataclass(slots=True)
+class Message:
+    """One decoded message. ``raw`` holds inline data frames (bytes-like)."""
+
+    command: Command
+    msg_id: int = 0
+    body: dict = dataclasses.field(default_factory=dict)
+    op: int = 0
+    priority: int = 0
+    core: int = 0
+    custom_id: int = 0
+    raw: list = dataclasses.field(default_factory=list)
+
+
+def pack_header(command: int, msg_id: int, op: int = 0, priority: int = 0, core: int = 0,
+                custom_id: int = 0) -> bytes:
+    """The 24-byte header. Raises InvalidArgument for out-of-range fields."""
+    try:
+        return HEADER.pack(MAGIC, VERSION, command, op, priority, core, msg_id, custom_id)
+    except struct.error as exc:
+        raise errors.InvalidArgument(f"header field out of range: {exc}") from exc
+
+
+def pack_body(body: dict | None) -> bytes:
+    """msgpack of a str-keyed map (bin for bytes). Raises InvalidArgument if unencodable."""
+    if not body:
+        return _EMPTY_BODY
+    try:
+        data = msgpack.packb(body, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise errors.InvalidArgument(f"message body cannot be encoded: {exc}") from exc
+    if len(data) > MAX_BODY:
+        raise errors.MessageTooLarge(f"body of {len(data)} bytes exceeds {MAX_BODY}")
+    return data
+
+
+def encode(msg: Message) -> list:
+    """Frames for ``msg``, ready for a multipart send."""
+    frames = [pack_header(msg.command, msg.msg_id, msg.op, msg.priority, msg.core, msg.custom_id),
+              pack_body(msg.body)]
+    frames.extend(msg.raw)
+    return frames
+
+
+def _no_ext(code: int, data: bytes) -> Any:
+    raise errors.ProtocolError(f"msgpack ext type {code} is not allowed")
+
+
+def unpack_body(data: bytes) -> dict:
+    """Decode a body with explicit limits. Raises ProtocolError / MessageTooLarge."""
+    if len(data) > MAX_BODY:
+        raise errors.MessageTooLarge(f"body of {len(data)} bytes exceeds {MAX_BODY}")
+    try:
+        body = msgpack.unpackb(data, raw=False, strict_map_key=True, ext_hook=_no_ext,
+                               max_str_len=MAX_BODY, max_bin_len=MAX_BODY,
+                               max_array_len=MAX_CONTAINER, max_map_len=MAX_CONTAINER,
+                               max_ext_len=0)
+    except errors.VdspError:
+        raise
+    except (ValueError, TypeError, msgpack.UnpackException, msgpack.ExtraData) as exc:
+        raise errors.ProtocolError(f"body is not valid msgpack: {exc}") from exc
+    if not isinstance(body, dict):
+        raise errors.ProtocolError(f"body must be a msgpack map, got {type(body).__name__}")
+    return body
+
+
+def parse_header(frame: bytes) -> tuple:
+    """(command, op, priority, core, msg_id, custom_id). Raises BadMagic / UnknownCommand."""
+    if len(frame) != HEADER_SIZE:
+        raise errors.ProtocolError(f"header must be {HEADER_SIZE} bytes, got {len(frame)}")
+    magic, version, command, op, priority, core, msg_id, custom_id = HEADER.unpack(frame)
+    if magic != MAGIC:
+        raise errors.BadMagic(f"bad magic {magic!r}, expected {MAGIC!r}")
+    if version != VERSION:
+        raise errors.BadMagic(f"protocol version {version} not supported (this peer speaks {VERSION})")
+    cmd = _COMMANDS.get(command)
+    if cmd is None:
+        raise errors.UnknownCommand(f"unknown command byte 0x{command:02x}")
+    return cmd, op, priority, core, msg_id, custom_id
+
+
+def check_frames(frames: Sequence) -> None:
+    """Frame-count and raw-size limits. Raises ProtocolError / MessageTooLarge."""
+    if len(frames) < 2:
+        raise errors.ProtocolError(f"a message needs a header and a body frame, got {len(frames)} frame(s)")
+    if len(frames) > MAX_FRAMES:
+        raise errors.MessageTooLarge(f"{len(frames)} frames exceed the limit of {MAX_FRAMES}")
+    for frame in frames[2:]:
+        if len(frame) > MAX_RAW_FRAME:
+            raise errors.MessageTooLarge(f"raw frame of {len(frame)} bytes exceeds {MAX_RAW_FRAME}")
+
+
+def decode(frames: Sequence) -> Message:
+    """Decode a whole message (header, body, raw frames). Raises ProtocolError subclasses."""
+    check_frames(frames)
+    cmd, op, priority, core, msg_id, custom_id = parse_header(bytes(frames[0]))
+    body = unpack_body(bytes(frames[1]))
+    return Message(cmd, msg_id, body, op, priority, core, custom_id, list(frames[2:]))
+
+
+def peek_msg_id(frames: Sequence) -> int | None:
+    """Best-effort msg_id of a frame list that failed to decode (for the error reply)."""
+    try:
+        return HEADER.unpack(bytes(frames[0]))[6] if frames and len(frames[0]) == HEADER_SIZE else None
+    except struct.error:  # pragma: no cover - size checked above
+        return None

@@ -1,0 +1,68 @@
+"""``dsp_relay_server``: the command that runs the relay."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+
+from protocol import errors
+from protocol.constants import HEARTBEAT_INTERVAL_MS, MAX_TASKS_PER_CLIENT
+from relay_server.server import RelayServer
+from soc import log as soclog, proc, runtime
+from soc.pidfile import PidFile
+
+log = logging.getLogger("vdsp.relay")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="dsp_relay_server",
+        description="Relay server of the simulated SoC: accepts any number of ARM client processes and "
+                    "schedules their tasks onto the DSP cores by priority, custom id and arrival order.")
+    ap.add_argument("--bind", help="client endpoint (default $VDSP_RELAY_ENDPOINT or ipc://$VDSP_RUNTIME_DIR/relay.sock)")
+    ap.add_argument("--core", action="append", metavar="NAME=ENDPOINT",
+                    help="a core's control endpoint, repeatable (default $VDSP_CORE_ENDPOINTS or vdsp0, vdsp1 in the runtime dir)")
+    ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS)
+    ap.add_argument("--credit", type=int, default=2, help="tasks sent ahead to each core's firmware")
+    ap.add_argument("--max-queue", type=int, default=8192, help="queued tasks before clients get a busy error")
+    ap.add_argument("--max-tasks-per-client", type=int, default=MAX_TASKS_PER_CLIENT)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    proc.die_with_parent()
+    soclog.setup("dsp")
+    try:
+        rt = runtime.runtime_dir()
+        bind = args.bind or runtime.relay_endpoint(rt)
+        cores = runtime.parse_core_list(args.core) if args.core else runtime.core_endpoints(rt)
+        pidfile = PidFile(rt / "relay.pid")
+        pidfile.acquire()
+    except errors.VdspError as exc:
+        print(f"dsp_relay_server: {exc}", file=sys.stderr)
+        return 2
+    log.info("Relay server mode, pid %d", os.getpid())
+    try:
+        server = RelayServer(bind, cores, heartbeat_ms=args.heartbeat_ms, credit=args.credit,
+                             max_queued=args.max_queue, max_tasks_per_client=args.max_tasks_per_client)
+    except Exception as exc:  # zmq bind errors: address in use, bad endpoint
+        pidfile.release()
+        print(f"dsp_relay_server: cannot start on {bind}: {exc}", file=sys.stderr)
+        return 1
+
+    def stop(signum, frame):
+        server.running = False
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        server.run()
+    finally:
+        pidfile.release()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

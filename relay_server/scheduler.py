@@ -1,0 +1,94 @@
+"""Task queues of the relay (pure: no sockets, no clock).
+
+Order: higher ``priority`` first (255 = PREEMP is therefore always at the
+head), then smaller ``custom_id``, then arrival order. A task is queued for a
+pinned core or for ANY; a core takes the better of the heads of its own queue
+and the ANY queue. Removal is lazy (a removed job is skipped when it surfaces).
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Any
+
+
+class Job:
+    """One task as the relay sees it. ``payload`` is opaque to the scheduler."""
+
+    __slots__ = ("relay_id", "client", "client_msg_id", "priority", "custom_id", "core", "seq",
+                 "payload", "state", "core_name", "enqueued", "started", "discard")
+
+    def __init__(self, relay_id: int, client: Any, client_msg_id: int, priority: int, custom_id: int,
+                 core: int | None, payload: Any, enqueued: float = 0.0) -> None:
+        self.relay_id, self.client, self.client_msg_id = relay_id, client, client_msg_id
+        self.priority, self.custom_id, self.core = priority, custom_id, core
+        self.payload, self.enqueued = payload, enqueued
+        self.seq = 0
+        self.state = "new"       # new -> queued -> running -> done | removed
+        self.core_name = ""
+        self.started = 0.0
+        self.discard = False     # released while running: drop the result
+
+    def key(self) -> tuple[int, int, int]:
+        return (-self.priority, self.custom_id, self.seq)
+
+
+class Scheduler:
+    def __init__(self, n_cores: int, max_queued: int) -> None:
+        self._queues: dict[int | None, list] = {None: [], **{i: [] for i in range(n_cores)}}
+        self._seq = itertools.count()
+        self.max_queued = max_queued
+        self.queued = 0
+
+    def full(self) -> bool:
+        return self.queued >= self.max_queued
+
+    def push(self, job: Job) -> None:
+        """Queue ``job`` (core None = ANY). Caller checks ``full()`` first."""
+        job.seq = next(self._seq)
+        job.state = "queued"
+        heapq.heappush(self._queues[job.core], (job.key(), job))
+        self.queued += 1
+
+    def remove(self, job: Job) -> bool:
+        """Take a queued job out; False if it was not queued."""
+        if job.state != "queued":
+            return False
+        job.state = "removed"
+        self.queued -= 1
+        return True
+
+    def _head(self, core: int | None) -> Job | None:
+        q = self._queues[core]
+        while q and q[0][1].state != "queued":
+            heapq.heappop(q)
+        return q[0][1] if q else None
+
+    def peek_for(self, core: int) -> Job | None:
+        """The job core ``core`` would run next, without taking it."""
+        own, anyq = self._head(core), self._head(None)
+        if own is None:
+            return anyq
+        if anyq is None:
+            return own
+        return own if own.key() <= anyq.key() else anyq
+
+    def pop_for(self, core: int) -> Job | None:
+        """Take the next job for core ``core`` (its pinned queue or ANY)."""
+        job = self.peek_for(core)
+        if job is not None:
+            heapq.heappop(self._queues[job.core])
+            job.state = "running"
+            self.queued -= 1
+        return job
+
+    def drain_pinned(self, core: int) -> list[Job]:
+        """Remove and return every job pinned to ``core`` (its core went away)."""
+        jobs = [j for _, j in self._queues[core] if j.state == "queued"]
+        for job in jobs:
+            self.remove(job)
+        self._queues[core].clear()
+        return jobs
+
+    def waiting(self, core: int | None) -> int:
+        return sum(1 for _, j in self._queues[core] if j.state == "queued")

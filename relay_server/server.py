@@ -1,0 +1,393 @@
+"""The relay: many ARM client processes, two DSP cores, one priority scheduler.
+
+Clients talk to a ROUTER; each core is a :class:`CoreLink` (control DEALER +
+firmware DEALER). The relay reads only the fixed header of a TASK (priority,
+core, custom_id, msg_id), never its body: it rewrites ``msg_id`` to its own id
+on the way to the core and back on the way to the client. In a RESULT/ERROR
+reply to a task the relay sets the header's ``core`` to the core that ran it
+and ``custom_id`` to the microseconds the task waited in the queue.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import struct
+import time
+
+import zmq
+
+from protocol import errors, messages, wire
+from protocol.constants import (HEARTBEAT_INTERVAL_MS, MAX_TASKS_PER_CLIENT, Command, Core)
+from protocol.liveness import Liveness
+from relay_server.corelink import CoreLink
+from relay_server.scheduler import Job, Scheduler
+from soc import ddr, runtime
+
+log = logging.getLogger("vdsp.relay")
+_U64 = struct.Struct("<Q")
+REAP_EVERY_S = 1.0
+TICK_MS = 20
+
+
+class Client:
+    __slots__ = ("identity", "owner", "pid", "name", "liveness", "jobs")
+
+    def __init__(self, identity: bytes, now: float, heartbeat_ms: int) -> None:
+        self.identity = identity
+        self.owner = self.pid = 0
+        self.name = ""
+        self.liveness = Liveness(now, heartbeat_ms)
+        self.jobs: dict[int, Job] = {}  # client msg_id -> job, queued or running
+
+
+def _retag(header: bytes, msg_id: int, core: int | None = None, queue_us: int | None = None) -> bytes:
+    """A copy of a 24-byte header with a new msg_id (and core / custom_id for replies)."""
+    buf = bytearray(header)
+    _U64.pack_into(buf, 8, msg_id)
+    if core is not None:
+        buf[7] = core
+    if queue_us is not None:
+        struct.pack_into("<q", buf, 16, queue_us)
+    return bytes(buf)
+
+
+class RelayServer:
+    def __init__(self, bind: str, cores: dict[str, str], *, heartbeat_ms: int = HEARTBEAT_INTERVAL_MS,
+                 credit: int = 2, max_queued: int = 8192,
+                 max_tasks_per_client: int = MAX_TASKS_PER_CLIENT) -> None:
+        self.heartbeat_ms, self.credit = heartbeat_ms, credit
+        self.max_tasks_per_client = max_tasks_per_client
+        self.ctx = zmq.Context()
+        self.front = self.ctx.socket(zmq.ROUTER)
+        self.front.linger = 0
+        self.front.router_mandatory = True
+        self.front.sndhwm = self.front.rcvhwm = 100000
+        self.front.bind(bind)
+        self.bind = bind
+        now = time.monotonic()
+        self.started = now
+        self.cores = [CoreLink(self.ctx, i, name, ep, now, heartbeat_ms) for i, (name, ep) in enumerate(cores.items())]
+        self.by_name = {c.name: c for c in self.cores}
+        self.sched = Scheduler(len(self.cores), max_queued)
+        self.clients: dict[bytes, Client] = {}
+        self.ids = itertools.count(1)
+        self.jobs: dict[int, Job] = {}          # relay_id -> job (queued or running)
+        self.forwarded: dict[int, tuple[bytes, int]] = {}  # relay_id -> (client, msg_id) of CONTROL
+        self.pending_hello: list[tuple[bytes, int]] = []
+        self.stats = {"submitted": 0, "completed": 0, "failed": 0, "rejected": 0}
+        self.running = True
+        self.fw_socks: dict[zmq.Socket, CoreLink] = {}
+        self.poller = zmq.Poller()
+        self.poller.register(self.front, zmq.POLLIN)
+        for core in self.cores:
+            self.poller.register(core.ctl, zmq.POLLIN)
+
+    # --- sending --------------------------------------------------------------------------
+    def to_client(self, identity: bytes, frames: list) -> None:
+        try:
+            self.front.send_multipart([identity, *frames], zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("client %s is not reading its replies; dropped a message", identity.hex())
+        except zmq.ZMQError as exc:  # EHOSTUNREACH: the client is gone
+            log.info("client %s unreachable (%s)", identity.hex(), exc.strerror)
+
+    def fail(self, job: Job, exc: errors.VdspError) -> None:
+        """End ``job`` with an error sent to its client (unless released)."""
+        self._forget(job)
+        self.stats["failed"] += 1
+        if not job.discard:
+            self.to_client(job.client, wire.encode(messages.error(job.client_msg_id, exc)))
+
+    def _forget(self, job: Job) -> None:
+        self.jobs.pop(job.relay_id, None)
+        client = self.clients.get(job.client)
+        if client is not None:
+            client.jobs.pop(job.client_msg_id, None)
+
+    # --- client side ----------------------------------------------------------------------
+    def on_client(self, identity: bytes, frames: list) -> None:
+        now = time.monotonic()
+        client = self.clients.get(identity)
+        if client is None:
+            client = self.clients[identity] = Client(identity, now, self.heartbeat_ms)
+        client.liveness.heard(now)
+        try:
+            wire.check_frames(frames)
+            cmd, op, priority, core, msg_id, custom_id = wire.parse_header(bytes(frames[0]))
+        except errors.VdspError as exc:
+            msg_id = wire.peek_msg_id(frames)
+            log.warning("rejected message from client %s: %s", identity.hex(), exc)
+            if msg_id is not None:
+                self.to_client(identity, wire.encode(messages.error(msg_id, exc)))
+            return
+        if cmd is Command.TASK:
+            self.submit(client, frames, priority, core, msg_id, custom_id, now)
+        elif cmd is Command.HEARTBEAT:
+            pass
+        else:
+            self.on_client_request(client, frames, cmd, msg_id)
+
+    def submit(self, client: Client, frames: list, priority: int, core: int, msg_id: int,
+               custom_id: int, now: float) -> None:
+        def reject(exc: errors.VdspError) -> None:
+            self.stats["rejected"] += 1
+            self.to_client(client.identity, wire.encode(messages.error(msg_id, exc)))
+
+        if core not in (Core.ANY, Core.CORE_0, Core.CORE_1) or (core and Core(core).index >= len(self.cores)):
+            return reject(errors.InvalidCore(f"core {core} is not ANY (0), CORE_0 (1) or CORE_1 (2)"))
+        if msg_id in client.jobs:
+            return reject(errors.InvalidArgument(f"msg_id {msg_id} is already in flight for this client"))
+        if len(client.jobs) >= self.max_tasks_per_client:
+            return reject(errors.TaskNumExceedLimit(
+                f"{len(client.jobs)} tasks already in flight for this client (limit {self.max_tasks_per_client})"))
+        index = Core(core).index
+        usable = [c for c in self.cores if c.state == "running"] if index is None else [self.cores[index]]
+        if not any(c.state == "running" for c in usable):
+            target = usable[0] if usable else None
+            if target is not None and target.state == "crashed":
+                return reject(errors.CoreCrashed(f"{target.name} is crashed"))
+            if target is not None and target.state == "dead":
+                return reject(errors.CoreDead(f"{target.name} stopped answering heartbeats"))
+            names = ", ".join(f"{c.name} {c.state}" for c in self.cores)
+            return reject(errors.CoreOffline(f"no running core for this task ({names})"))
+        if self.sched.full():
+            return reject(errors.CoreBusy(f"relay queue is full ({self.sched.max_queued} tasks); retry later"))
+        job = Job(next(self.ids), client.identity, msg_id, priority, custom_id, index, frames, now)
+        client.jobs[msg_id] = job
+        self.jobs[job.relay_id] = job
+        self.sched.push(job)
+        self.stats["submitted"] += 1
+        self.dispatch()
+
+    def on_client_request(self, client: Client, frames: list, cmd: Command, msg_id: int) -> None:
+        try:
+            msg = messages.check_body(wire.decode(frames))
+        except errors.VdspError as exc:
+            self.to_client(client.identity, wire.encode(messages.error(msg_id, exc)))
+            return
+        body = msg.body
+        if cmd is Command.HELLO:
+            client.owner, client.pid, client.name = body.get("owner", 0), body.get("pid", 0), body.get("name", "")
+            self.pending_hello.append((client.identity, msg_id))
+            self.answer_hellos(time.monotonic())
+        elif cmd is Command.CANCEL:
+            self.cancel(client, msg_id, body["target"])
+        elif cmd is Command.QUERY:
+            self.to_client(client.identity, wire.encode(messages.result(msg_id, self.query(body["what"]))))
+        elif cmd is Command.CONTROL:
+            core = self.by_name.get(body["core"])
+            if core is None:
+                exc = errors.InvalidCore(f"no core named {body['core']!r}; cores: {', '.join(self.by_name)}")
+                self.to_client(client.identity, wire.encode(messages.error(msg_id, exc)))
+                return
+            relay_id = next(self.ids)
+            self.forwarded[relay_id] = (client.identity, msg_id)
+            msg.msg_id = relay_id
+            core.send_ctl(msg)
+        elif cmd is Command.DISCONNECT:
+            self.drop_client(client, "disconnected")
+        else:
+            exc = errors.ApiUseError(f"the relay does not accept {cmd.name} from clients")
+            self.to_client(client.identity, wire.encode(messages.error(msg_id, exc)))
+
+    def cancel(self, client: Client, msg_id: int, target: int) -> None:
+        job = client.jobs.get(target)
+        if job is None:
+            state = "unknown"
+        elif self.sched.remove(job):
+            self._forget(job)
+            state = "cancelled"
+        else:
+            job.discard = True
+            state = "running"
+        self.to_client(client.identity, wire.encode(messages.result(msg_id, {"state": state, "target": target})))
+
+    def drop_client(self, client: Client, why: str) -> None:
+        dropped = 0
+        for job in list(client.jobs.values()):
+            job.discard = True
+            if self.sched.remove(job):
+                self._forget(job)
+                dropped += 1
+        self.clients.pop(client.identity, None)
+        log.info("client %s (pid %d) %s: %d queued task(s) dropped, %d running discarded",
+                 client.identity.hex(), client.pid, why, dropped, len(client.jobs) - dropped)
+
+    def answer_hellos(self, now: float) -> None:
+        """READY once every core has answered (or the liveness window passed)."""
+        known = all(c.state != "unknown" for c in self.cores)
+        if not self.pending_hello or not (known or now - self.started > self.cores[0].liveness.window if self.cores else True):
+            return
+        body = {"cores": [c.describe() for c in self.cores], "heartbeat_ms": self.heartbeat_ms,
+                "state": "running"}
+        for identity, msg_id in self.pending_hello:
+            self.to_client(identity, wire.encode(messages.ready(msg_id, "dsp_relay_server", "relay", **body)))
+        self.pending_hello.clear()
+
+    def query(self, what: str) -> dict:
+        if what == "cores":
+            return {"cores": [c.describe() for c in self.cores]}
+        if what == "stats":
+            return {**self.stats, "queued": self.sched.queued, "clients": len(self.clients),
+                    "inflight": {c.name: len(c.inflight) for c in self.cores}, "pid": os.getpid()}
+        return {"error": f"unknown query {what!r}; try cores or stats"}
+
+    # --- core side ------------------------------------------------------------------------
+    def dispatch(self) -> None:
+        """Fill every running core up to its credit, least-loaded core first."""
+        for core in sorted(self.cores, key=lambda c: len(c.inflight)):
+            while core.state == "running" and len(core.inflight) < self.credit:
+                job = self.sched.pop_for(core.index)
+                if job is None:
+                    break
+                job.core_name, job.started = core.name, time.monotonic()
+                core.inflight[job.relay_id] = job
+                frames = job.payload
+                core.fw.send_multipart([_retag(frames[0], job.relay_id), *frames[1:]])
+
+    def on_fw(self, core: CoreLink, frames: list) -> None:
+        core.liveness.heard(time.monotonic())
+        if len(frames) < 2 or len(frames[0]) != wire.HEADER_SIZE:
+            log.warning("%s: malformed reply from firmware dropped", core.name)
+            return
+        relay_id = _U64.unpack_from(frames[0], 8)[0]
+        job = core.inflight.pop(relay_id, None)
+        if job is None:
+            log.warning("%s: reply for unknown task %d dropped", core.name, relay_id)
+            return
+        self._forget(job)
+        self.stats["completed"] += 1
+        if not job.discard:
+            queue_us = int((job.started - job.enqueued) * 1e6)
+            header = _retag(frames[0], job.client_msg_id, 1 << core.index, queue_us)
+            self.to_client(job.client, [header, *frames[1:]])
+        self.dispatch()
+
+    def on_ctl(self, core: CoreLink, frames: list) -> None:
+        now = time.monotonic()
+        core.liveness.heard(now)
+        try:
+            msg = messages.check_body(wire.decode(frames))
+        except errors.VdspError as exc:
+            log.warning("%s: malformed control message dropped: %s", core.name, exc)
+            return
+        if msg.command is Command.READY:
+            was = core.state
+            self.core_state(core, msg.body.get("state", "offline"), msg.body, "ready")
+            if was in ("unknown", "dead"):
+                log.info("%s: %s, firmware %s, %d operators", core.name, core.state,
+                         core.firmware_version, len(core.operators))
+            self.answer_hellos(now)
+        elif msg.command is Command.EVENT:
+            self.core_state(core, msg.body["state"], msg.body, msg.body.get("reason", ""))
+            for identity in list(self.clients):
+                self.to_client(identity, frames)
+        elif msg.command in (Command.RESULT, Command.ERROR):
+            target = self.forwarded.pop(msg.msg_id, None)
+            if target is not None:
+                self.to_client(target[0], [_retag(frames[0], target[1]), *frames[1:]])
+
+    def core_state(self, core: CoreLink, state: str, body: dict, reason: str) -> None:
+        """Apply a core's new state; a core that stops running fails its tasks."""
+        if state != "running" and core.state == "running" or state == "dead":
+            exc_cls = {"crashed": errors.CoreCrashed, "dead": errors.CoreDead}.get(state, errors.CoreOffline)
+            self.fail_core(core, exc_cls(f"{core.name} {state} ({reason})" if reason else f"{core.name} {state}"))
+        if state == "dead":
+            core.close_fw()
+            core.state = "dead"
+        else:
+            core.apply(body, state)
+        self.dispatch()
+
+    def fail_core(self, core: CoreLink, exc: errors.VdspError) -> None:
+        jobs = list(core.inflight.values())
+        core.inflight.clear()
+        jobs += self.sched.drain_pinned(core.index)
+        if jobs:
+            log.warning("%s: failing %d task(s): %s", core.name, len(jobs), exc.message)
+        for job in jobs:
+            self.fail(job, type(exc)(exc.message))
+
+    # --- loop -----------------------------------------------------------------------------
+    def timers(self, now: float) -> None:
+        for core in self.cores:
+            core.maybe_hello(now, next(self.ids))
+            if core.state not in ("unknown", "dead") and core.liveness.dead(now):
+                log.error("%s: no heartbeat for %.1fs, declared dead", core.name, core.liveness.window)
+                self.core_state(core, "dead", {}, "heartbeats lost")
+            elif core.state not in ("unknown", "dead") and core.liveness.send_due(now):
+                core.send_ctl(messages.heartbeat())
+        beat = wire.encode(messages.heartbeat())
+        for client in list(self.clients.values()):
+            if client.liveness.dead(now):
+                self.drop_client(client, "gone silent")
+            elif client.liveness.send_due(now):
+                self.to_client(client.identity, beat)
+        self.answer_hellos(now)
+
+    def _sync_fw_sockets(self) -> None:
+        """Poll exactly the open firmware sockets (they open and close with core state)."""
+        live = {c.fw: c for c in self.cores if c.fw is not None}
+        for sock in [s for s in self.fw_socks if s not in live]:
+            self.poller.unregister(sock)
+        for sock in live:
+            if sock not in self.fw_socks:
+                self.poller.register(sock, zmq.POLLIN)
+        self.fw_socks = live
+
+    def run(self) -> None:
+        log.info("Init relay server on %s", self.bind)
+        next_reap = next_timers = 0.0
+        ctl_socks = {c.ctl: c for c in self.cores}
+        while self.running:
+            for sock, _ in self.poller.poll(TICK_MS):
+                if sock is self.front:
+                    self._drain_front()
+                elif sock in self.fw_socks:
+                    core = self.fw_socks[sock]
+                    self._drain(sock, lambda f, c=core: self.on_fw(c, f))
+                elif sock in ctl_socks:
+                    core = ctl_socks[sock]
+                    self._drain(sock, lambda f, c=core: self.on_ctl(c, f))
+            if any(self.fw_socks.get(c.fw) is not c for c in self.cores if c.fw is not None) \
+                    or any(s.closed for s in self.fw_socks):
+                self._sync_fw_sockets()
+            now = time.monotonic()
+            if now >= next_timers:
+                self.timers(now)
+                self._sync_fw_sockets()
+                next_timers = now + TICK_MS / 1000
+            if now >= next_reap:
+                ddr.reap()
+                next_reap = now + REAP_EVERY_S
+        self.close()
+
+    def _drain_front(self) -> None:
+        for _ in range(256):
+            try:
+                frames = self.front.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.on_client(frames[0], frames[1:])
+
+    @staticmethod
+    def _drain(sock: zmq.Socket, handle) -> None:
+        for _ in range(256):
+            if sock.closed:
+                return
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            handle(frames)
+
+    def close(self) -> None:
+        for job in list(self.jobs.values()):
+            self.fail(job, errors.RelayUnavailable("relay server is shutting down"))
+        for core in self.cores:
+            core.send_ctl(messages.disconnect())
+            core.close()
+        self.front.close(0)
+        self.ctx.term()
+        runtime.unlink_ipc(self.bind)

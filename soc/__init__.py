@@ -1,0 +1,1 @@
+"""The simulated board shared by both sides: DDR, runtime directory, logging, supervision."""

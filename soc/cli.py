@@ -1,0 +1,212 @@
+"""``vdsp``: run and inspect the simulated SoC.
+
+  vdsp up [-d]          start relay + vdsp0 + vdsp1 (foreground; -d: background)
+  vdsp down             stop the SoC of this runtime directory
+  vdsp status [--json]  cores, state, firmware version, operators
+  vdsp dmesg            remoteproc kernel log
+  vdsp core ...         run one core process (used by ``up`` and docker-compose)
+  vdsp sample smoke     PING every core and run memory operators, with timings
+  vdsp bench            the RPC benchmark (benchmarks/bench_rpc.py)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from protocol import errors
+from soc import log as soclog, runtime
+from soc.pidfile import PidFile
+
+
+def _pidfile(rt: Path) -> PidFile:
+    return PidFile(rt / "soc.pid")
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from soc.supervisor import Supervisor
+    rt = runtime.runtime_dir()
+    pidfile = _pidfile(rt)
+    if pidfile.read() is not None:
+        print(f"vdsp up: a SoC is already up in {rt} (pid {pidfile.read()}); 'vdsp down' first", file=sys.stderr)
+        return 1
+    if args.detach:
+        return _up_detached(rt, args)
+    soclog.setup("dsp")
+    sup = Supervisor(rt, log_dir=rt / "log" if args.log_files else None,
+                     core_args=["--watchdog-ms", str(args.watchdog_ms)])
+    pidfile.acquire()
+    stop = {"now": False}
+
+    def on_signal(signum, frame):
+        stop["now"] = True
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        sup.start()
+        status = sup.wait_ready(args.timeout)
+        print(f"SoC up in {rt}: " + ", ".join(f"{c['name']} {c['state']} fw {c.get('firmware_version', '?')}"
+                                              for c in status["cores"]), flush=True)
+        while not stop["now"]:
+            dead = sup.dead()
+            if dead:
+                print(f"vdsp up: process(es) exited: {', '.join(dead)}; stopping the SoC", file=sys.stderr)
+                return 1
+            time.sleep(0.2)
+        return 0
+    except errors.VdspError as exc:
+        print(f"vdsp up: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        sup.stop()
+        pidfile.release()
+        print("SoC down", flush=True)
+
+
+def _up_detached(rt: Path, args: argparse.Namespace) -> int:
+    (rt / "log").mkdir(exist_ok=True)
+    cmd = [sys.executable, "-m", "soc.cli", "up", "--log-files", "--timeout", str(args.timeout),
+           "--watchdog-ms", str(args.watchdog_ms)]
+    log_path = rt / "log" / "soc.log"
+    start = log_path.stat().st_size if log_path.exists() else 0
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+                                env=dict(os.environ, VDSP_RUNTIME_DIR=str(rt)))
+    deadline = time.monotonic() + args.timeout + 5
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            print(f"vdsp up -d: the SoC failed to start; see {rt / 'log'}", file=sys.stderr)
+            return 1
+        with open(log_path, "rb") as fh:
+            fh.seek(start)
+            text = fh.read().decode(errors="replace")
+        if "SoC up in" in text:
+            print(f"SoC up in {rt} (pid {proc.pid}); logs in {rt / 'log'}; stop with: vdsp down")
+            return 0
+        time.sleep(0.1)
+    print("vdsp up -d: timed out waiting for the SoC", file=sys.stderr)
+    return 1
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from soc.supervisor import stop_pid
+    rt = runtime.runtime_dir()
+    stopped = []
+    for name in ("soc", "relay"):
+        pid = PidFile(rt / f"{name}.pid").read()
+        if pid is not None:
+            if not stop_pid(pid, args.timeout):
+                print(f"vdsp down: {name} (pid {pid}) did not stop", file=sys.stderr)
+                return 1
+            stopped.append(f"{name} (pid {pid})")
+    print(f"stopped {', '.join(stopped)}" if stopped else f"no SoC is up in {rt}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from arm_side.soc import Soc
+    rt = runtime.runtime_dir()
+    relay_up = PidFile(rt / "relay.pid").read() is not None or bool(os.environ.get("VDSP_RELAY_ENDPOINT"))
+    try:
+        with Soc(mode="relay" if relay_up else "direct", autostart_relay=False, connect_timeout_s=2.0) as soc:
+            status = soc.query("cores")
+            status["mode"] = soc.mode
+    except errors.VdspError as exc:
+        status = {"cores": [], "error": str(exc)}
+    status["runtime_dir"] = str(rt)
+    if args.json:
+        print(json.dumps(status, indent=1))
+    else:
+        _print_status(status)
+    return 0 if status.get("cores") and all(c.get("state") == "running" for c in status["cores"]) else 3
+
+
+def _print_status(status: dict) -> None:
+    print(f"runtime dir: {status['runtime_dir']}" + (f"  (via {status['mode']})" if "mode" in status else ""))
+    if "error" in status:
+        print(f"SoC not reachable: {status['error']}")
+        return
+    print(f"{'core':8} {'state':10} {'firmware':10} {'crashes':>7}  operators")
+    for core in status["cores"]:
+        ops = core.get("operators", [])
+        names = ", ".join(f"{o['name']}(0x{o['id']:04x})" for o in ops)
+        print(f"{core['name']:8} {core.get('state', '?'):10} {core.get('firmware_version', '') or '-':10} "
+              f"{core.get('crash_count', 0):>7}  {len(ops)}: {names}")
+
+
+def cmd_dmesg(args: argparse.Namespace) -> int:
+    path = runtime.runtime_dir() / "dmesg"
+    if path.exists():
+        sys.stdout.write(path.read_text())
+    return 0
+
+
+def cmd_core(args: argparse.Namespace) -> int:
+    from dsp_side import core
+    core.run_from_args(args)
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from arm_side.samples import smoke
+    if args.name != "smoke":
+        print(f"vdsp sample: unknown sample {args.name!r}; samples: smoke", file=sys.stderr)
+        return 2
+    return smoke.main(args.rest)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_rpc.py"
+    if not script.exists():
+        print(f"vdsp bench: {script} not found (run from a source checkout)", file=sys.stderr)
+        return 2
+    return subprocess.call([sys.executable, str(script), *args.rest])
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="vdsp", description="Run and inspect the simulated ARM + 2×DSP SoC.",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start relay + vdsp0 + vdsp1")
+    up.add_argument("-d", "--detach", action="store_true", help="run in the background; stop with 'vdsp down'")
+    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for every core to run")
+    up.add_argument("--watchdog-ms", type=int, default=10000, help="firmware watchdog of each core")
+    up.add_argument("--log-files", action="store_true", help="write each process's log under $VDSP_RUNTIME_DIR/log")
+    up.set_defaults(fn=cmd_up)
+    down = sub.add_parser("down", help="stop the SoC of this runtime directory")
+    down.add_argument("--timeout", type=float, default=15.0)
+    down.set_defaults(fn=cmd_down)
+    st = sub.add_parser("status", help="cores, state, firmware version, operators")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(fn=cmd_status)
+    sub.add_parser("dmesg", help="remoteproc kernel log of this SoC").set_defaults(fn=cmd_dmesg)
+    from dsp_side.core import add_arguments
+    core = sub.add_parser("core", help="run one core process (remoteproc device + firmware)")
+    add_arguments(core)
+    core.set_defaults(fn=cmd_core)
+    sample = sub.add_parser("sample", help="run a sample against the SoC (starting one if none is up)")
+    sample.add_argument("name", help="smoke")
+    sample.add_argument("rest", nargs=argparse.REMAINDER)
+    sample.set_defaults(fn=cmd_sample)
+    bench = sub.add_parser("bench", help="RPC latency/throughput benchmark against a raw pyzmq baseline")
+    bench.add_argument("rest", nargs=argparse.REMAINDER)
+    bench.set_defaults(fn=cmd_bench)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.fn(args) or 0
+    except errors.VdspError as exc:
+        print(f"vdsp {args.command}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

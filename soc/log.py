@@ -1,0 +1,51 @@
+"""Log formats: DSP-side processes log like the J5 DSP firmware, ARM samples like glog.
+
+DSP format: ``[I][DSP][core.py:120][[11-21][18:03:56:987:065]] message`` (level
+letters A always, E error, W warning, I info, D debug). ARM format (glog):
+``I1121 18:03:56.987065 27751 sample.py:25] message``. ``VDSP_LOG_LEVEL``
+(debug, info, warning, error) sets the level; default info.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+_LETTER = {logging.DEBUG: "D", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E",
+           logging.CRITICAL: "A"}
+
+
+class DspFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        t = time.localtime(record.created)
+        us = int((record.created % 1) * 1_000_000)
+        stamp = f"[{t.tm_mon:02d}-{t.tm_mday:02d}][{time.strftime('%H:%M:%S', t)}:{us // 1000:03d}:{us % 1000:03d}]"
+        line = f"[{_LETTER.get(record.levelno, 'I')}][DSP][{record.filename}:{record.lineno}][{stamp}] {record.getMessage()}"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class GlogFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        t = time.localtime(record.created)
+        us = int((record.created % 1) * 1_000_000)
+        letter = "IWEF"[min(3, max(0, (record.levelno - 20) // 10))]
+        return (f"{letter}{t.tm_mon:02d}{t.tm_mday:02d} {time.strftime('%H:%M:%S', t)}.{us:06d} "
+                f"{record.process} {record.filename}:{record.lineno}] {record.getMessage()}")
+
+
+def level() -> int:
+    name = os.environ.get("VDSP_LOG_LEVEL", "info").upper()
+    return getattr(logging, name, logging.INFO) if not name.isdigit() else int(name)
+
+
+def setup(kind: str = "dsp", stream=None) -> logging.Logger:
+    """Configure the root logger once for this process; ``kind`` is ``dsp`` or ``arm``."""
+    root = logging.getLogger()
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(DspFormatter() if kind == "dsp" else GlogFormatter())
+    root.handlers[:] = [handler]
+    root.setLevel(level())
+    return root

@@ -1,0 +1,321 @@
+"""soc.ddr (segments, owners, reaping) and dsp_side.ddr_resolver."""
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dsp_side.ddr_resolver import Resolver
+from protocol.errors import (ForeignHandle, FreedHandle, HandleOutOfBounds, SysInvalidArgument,
+                             UnknownHandle)
+from soc import ddr
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def shm(tmp_path, monkeypatch):
+    """A private DDR directory; this process's owner there is closed afterwards."""
+    directory = tmp_path / "shm"
+    directory.mkdir()
+    monkeypatch.setenv("VDSP_SHM_DIR", str(directory))
+    yield directory
+    ddr.close_owner(str(directory))
+
+
+@pytest.fixture
+def resolver(shm):
+    r = Resolver()
+    yield r
+    r.close()
+
+
+def names(directory: Path) -> set[str]:
+    return set(os.listdir(directory))
+
+
+def me() -> int:
+    return ddr.current_owner().id
+
+
+def run_child(code: str, shm: Path, **kw) -> subprocess.Popen:
+    env = dict(os.environ, VDSP_SHM_DIR=str(shm), PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True, **kw)
+
+
+def age(path: Path, seconds: float = 10) -> None:
+    past = time.time() - seconds
+    os.utime(path, (past, past))
+
+
+# -- segments and owners ----------------------------------------------------------
+
+def test_create_maps_a_zeroed_file_of_exact_size_and_unlink_removes_it(shm):
+    seg = ddr.Segment.create(100)
+    path = shm / seg.name
+    assert path.stat().st_size == 100
+    assert bytes(seg.buf) == bytes(100)
+    assert names(shm) == {seg.name, ddr.lock_name(me())}
+    seg.close()
+    assert not path.exists()
+    assert names(shm) == {ddr.lock_name(me())}
+
+
+def test_files_are_private_0600(shm):
+    seg = ddr.Segment.create(10)
+    for name in names(shm):
+        assert stat.S_IMODE((shm / name).stat().st_mode) == 0o600, name
+    seg.close()
+
+
+def test_phys_decodes_to_owner_and_page_aligned_offsets_never_reused(shm):
+    first = ddr.Segment.create(5000)
+    owner, offset = ddr.parse_phys(first.phys)
+    assert owner == me() and 1 <= owner < 2**22
+    assert offset == 0x1000 and first.name == ddr.segment_name(owner, offset)
+    first.close()
+    second = ddr.Segment.create(1)
+    assert ddr.parse_phys(second.phys) == (owner, 0x1000 + 2 * ddr.PAGE)   # 5000 took two pages
+    second.close()
+    seen = {first.phys, second.phys}
+    for _ in range(20):
+        seg = ddr.Segment.create(1)
+        assert seg.phys not in seen and seg.phys % ddr.PAGE == 0
+        seen.add(seg.phys)
+        seg.close()
+
+
+@pytest.mark.parametrize("size", [0, -1, 2**32, 1.5, True, "8"])
+def test_bad_size_is_sys_invalid_argument(shm, size):
+    with pytest.raises(SysInvalidArgument) as info:
+        ddr.Segment.create(size)
+    assert info.value.code == -6000129
+    assert [n for n in names(shm) if not n.endswith(".lock")] == []
+
+
+def test_owner_close_removes_its_segments_and_lock(shm):
+    segs = [ddr.Segment.create(64) for _ in range(3)]
+    owner = ddr.current_owner()
+    owner.close()
+    assert names(shm) == set()
+    assert ddr.current_owner().id != 0    # a fresh owner is made on next use
+    del segs
+
+
+def test_env_dir_is_read_at_call_time(tmp_path, monkeypatch):
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        monkeypatch.setenv("VDSP_SHM_DIR", str(tmp_path / sub))
+        seg = ddr.Segment.create(1)
+        assert (tmp_path / sub / seg.name).exists()
+        seg.close()
+        ddr.close_owner()
+
+
+def test_fork_child_gets_its_own_owner_and_leaves_parent_files(shm):
+    parent_seg = ddr.Segment.create(10)
+    parent = ddr.current_owner()
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:    # child: never return into pytest
+        try:
+            parent.close()          # no-op in the child
+            parent_seg.close()      # must not unlink the parent's file
+            child = ddr.Segment.create(10)
+            os.write(write_fd, f"{child.owner.id}\n".encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    child_owner = int(os.read(read_fd, 100))
+    os.close(read_fd)
+    os.waitpid(pid, 0)
+    assert child_owner != parent.id
+    assert (shm / parent_seg.name).exists() and (shm / ddr.lock_name(parent.id)).exists()
+    removed = ddr.reap()    # the child died without closing: reaped as a dead owner
+    assert ddr.lock_name(child_owner) in removed
+    assert all(n.startswith(f"vdsp-{child_owner:06x}") for n in removed)
+    parent_seg.close()
+
+
+# -- reaping -----------------------------------------------------------------------
+
+CHILD_DIES = """
+import os, signal
+from soc import ddr
+segs = [ddr.Segment.create(4096 * (i + 1)) for i in range(3)]
+print(ddr.current_owner().id, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+CHILD_WAITS = """
+import sys
+from soc import ddr
+seg = ddr.Segment.create(100)
+print(ddr.current_owner().id, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_reap_removes_a_killed_owners_files_and_spares_live_ones(shm):
+    mine = ddr.Segment.create(100)
+    child = run_child(CHILD_DIES, shm)
+    out, _ = child.communicate(timeout=30)
+    assert child.returncode == -9
+    dead = int(out)
+    dead_files = {n for n in names(shm) if n.startswith(f"vdsp-{dead:06x}")}
+    assert len(dead_files) == 4 and ddr.lock_name(dead) in dead_files
+    assert sorted(ddr.reap()) == sorted(dead_files)
+    assert names(shm) == {mine.name, ddr.lock_name(me())}
+    assert ddr.reap() == []
+    mine.close()
+
+
+def test_reap_spares_a_live_owner_in_another_process(shm):
+    child = run_child(CHILD_WAITS, shm)
+    try:
+        owner = int(child.stdout.readline())
+        assert ddr.reap() == []
+        assert len([n for n in names(shm) if n.startswith(f"vdsp-{owner:06x}")]) == 2
+    finally:
+        child.communicate("", timeout=30)   # exits normally: its atexit cleans up
+    assert not [n for n in names(shm) if n.startswith(f"vdsp-{owner:06x}")]
+
+
+def test_reap_orphans_only_when_old_and_never_foreign_files(shm):
+    orphan = shm / ddr.segment_name(0xABCDEF, 0x1000)
+    orphan.write_bytes(b"x")
+    others = ["other-file", "vdsp-notes.txt", "vdsp-zzzzzz-0000001000"]
+    for name in others:
+        (shm / name).write_bytes(b"keep")
+        age(shm / name)
+    assert ddr.reap() == []            # too young: maybe a creator racing us
+    age(orphan)
+    assert ddr.reap() == [orphan.name]
+    assert names(shm) == set(others)
+
+
+def test_reap_removes_old_unlocked_temp_lock_but_not_segments_of_that_id(shm):
+    seg = ddr.Segment.create(8)
+    tmp = shm / f"{ddr.lock_name(me())}.tmp999999"  # a creator that died mid-claim of our id
+    tmp.write_bytes(b"")
+    assert ddr.reap() == []
+    age(tmp)
+    assert ddr.reap() == [tmp.name]
+    assert (shm / seg.name).exists()
+    seg.close()
+
+
+def test_reap_of_missing_dir_is_empty(tmp_path):
+    assert ddr.reap(str(tmp_path / "nope")) == []
+
+
+# -- resolver ----------------------------------------------------------------------
+
+def test_resolve_is_a_zero_copy_view_of_exact_size(resolver):
+    seg = ddr.Segment.create(32 << 20)
+    view = resolver.resolve(seg.phys + 4096, 100, client_owner=me(), registered=False)
+    assert len(view) == 100 and not view.readonly
+    view[0:3] = b"abc"
+    assert bytes(seg.buf[4096:4099]) == b"abc"
+    seg.buf[4099] = 7
+    assert view[3] == 7
+    del view
+    big = resolver.resolve(seg.phys, 32 << 20, client_owner=me(), registered=False)
+    start = time.perf_counter()
+    for _ in range(1000):
+        resolver.resolve(seg.phys, 32 << 20, client_owner=me(), registered=False)
+    assert time.perf_counter() - start < 0.5     # no 32 MiB copies
+    assert resolver.cached_count() == 1
+    del big
+    seg.close()
+
+
+@pytest.mark.parametrize("phys, size, error", [
+    (-1, 1, UnknownHandle), ("0x1000", 1, UnknownHandle), (1.0, 1, UnknownHandle),
+    (0x1000, 0, HandleOutOfBounds), (0x1000, -5, HandleOutOfBounds), (0x1000, None, HandleOutOfBounds),
+])
+def test_resolve_rejects_malformed_handles(resolver, phys, size, error):
+    with pytest.raises(error):
+        resolver.resolve(phys, size, client_owner=1, registered=False)
+
+
+def test_resolve_unknown_address(resolver):
+    seg = ddr.Segment.create(100)
+    for phys in (ddr.make_phys(me(), 0), seg.phys + 4096, ddr.make_phys(0x3FFFFF, 0x1000)):
+        with pytest.raises(UnknownHandle) as info:
+            resolver.resolve(phys, 1, client_owner=me(), registered=False)
+        assert info.value.code == -6000280 and f"0x{phys:x}" in info.value.message
+    seg.close()
+
+
+def test_resolve_freed_segment_seen_before(resolver):
+    seg = ddr.Segment.create(100)
+    view = resolver.resolve(seg.phys, 10, client_owner=me(), registered=False)
+    seg.close()
+    for phys in (seg.phys, seg.phys + 50):   # first via the cache, then via the freed ranges
+        with pytest.raises(FreedHandle) as info:
+            resolver.resolve(phys, 10, client_owner=me(), registered=False)
+        assert info.value.code == -6000281 and f"0x{phys:x}" in info.value.message
+    assert resolver.cached_count() == 0
+    del view
+    resolver.purge()    # the mapping kept alive for `view` is closed now
+
+
+def test_resolve_freed_never_seen_is_unknown(resolver):
+    seg = ddr.Segment.create(100)
+    seg.close()
+    with pytest.raises(UnknownHandle):
+        resolver.resolve(seg.phys, 10, client_owner=me(), registered=False)
+
+
+def test_resolve_out_of_bounds_names_handle_and_segment(resolver):
+    seg = ddr.Segment.create(100)
+    with pytest.raises(HandleOutOfBounds) as info:
+        resolver.resolve(seg.phys + 50, 51, client_owner=me(), registered=False)
+    err = info.value
+    assert err.code == -6000282
+    assert err.message == (f"handle 0x{seg.phys + 50:x} size 51 exceeds segment "
+                           f"0x{seg.phys:x} of 100 bytes")
+    assert len(resolver.resolve(seg.phys + 50, 50, client_owner=me(), registered=False)) == 50
+    seg.close()
+
+
+def test_resolve_foreign_unless_registered(resolver):
+    seg = ddr.Segment.create(100)
+    with pytest.raises(ForeignHandle) as info:
+        resolver.resolve(seg.phys, 100, client_owner=me() + 1, registered=False)
+    assert info.value.code == -6000283 and f"0x{seg.phys:x}" in info.value.message
+    assert len(resolver.resolve(seg.phys, 100, client_owner=me() + 1, registered=True)) == 100
+    seg.close()
+
+
+def test_purge_drops_unlinked_segments_even_with_live_views(resolver):
+    segs = [ddr.Segment.create(100) for _ in range(3)]
+    views = [resolver.resolve(s.phys, 100, client_owner=me(), registered=False) for s in segs]
+    assert resolver.cached_count() == 3
+    segs[0].close()
+    segs[1].close()
+    assert resolver.purge() == 2      # views[0:2] still exported: mappings kept, no BufferError
+    assert resolver.cached_count() == 1
+    views[0][0] = 1                   # still a valid mapping
+    del views
+    assert resolver.purge() == 0
+    segs[2].close()
+
+
+def test_cache_is_bounded(shm):
+    resolver = Resolver(max_cached=4)
+    segs = [ddr.Segment.create(10) for _ in range(10)]
+    for seg in segs:
+        resolver.resolve(seg.phys, 10, client_owner=me(), registered=False)
+    assert resolver.cached_count() == 4
+    assert len(resolver.resolve(segs[0].phys, 10, client_owner=me(), registered=False)) == 10
+    resolver.close()
+    for seg in segs:
+        seg.close()
