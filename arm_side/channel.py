@@ -12,6 +12,8 @@ import threading
 
 import zmq
 
+_EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
+
 
 class Channel:
     def __init__(self, ctx: zmq.Context, endpoint: str, name: str) -> None:
@@ -31,7 +33,7 @@ class Channel:
         with self.lock:
             if self.closed:
                 return []
-            self.sock.send_multipart(frames, copy=False)
+            self.sock.send_multipart(frames, copy=len(frames) < 3)
             return self._drain()
 
     def drain(self) -> list[list]:
@@ -42,9 +44,9 @@ class Channel:
     def _drain(self) -> list[list]:
         out = []
         sock = self.sock
-        while sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        while sock.getsockopt(_EVENTS) & _POLLIN:
             try:
-                out.append(sock.recv_multipart(zmq.NOBLOCK))
+                out.append(sock.recv_multipart(_NOBLOCK))
             except zmq.Again:
                 break
         return out

@@ -29,6 +29,7 @@ from soc import runtime
 
 log = logging.getLogger("vdsp.sdk")
 SLICE_S = 0.05
+_CORE_VALUES = frozenset(int(c) for c in Core)
 
 
 class Peer:
@@ -59,6 +60,9 @@ class Client:
         self.cv = threading.Condition()
         self.leader = threading.Lock()
         self.sync_waiters = 0
+        self._followers = 0          # threads blocked on cv (not reading)
+        self._bg_leading = False
+        self._bg_wake = threading.Event()
         self.closed = False
         self.memory = None  # set by Soc: the MemoryManager for strict-mode hooks
         self.event_callbacks: list = []
@@ -179,7 +183,7 @@ class Client:
         """Send a TASK. Raises InvalidArgument / InvalidCore / TaskNumExceedLimit / CoreOffline."""
         if self.closed:
             raise errors.ApiUseError("this SoC connection is closed")
-        if core not in (Core.ANY, Core.CORE_0, Core.CORE_1):
+        if core not in _CORE_VALUES:
             raise errors.InvalidCore(f"core must be CORE_ANY (0), CORE_0 (1) or CORE_1 (2), got {core!r}")
         if not isinstance(priority, int) or not 0 <= priority <= PRIORITY_HIGHEST:
             raise errors.InvalidArgument(f"priority must be an int in 0..255, got {priority!r}")
@@ -278,8 +282,7 @@ class Client:
                 p.inflight.discard(msg_id)
         error = errors.from_wire(body) if cmd is Command.ERROR else None
         req._complete(body, error, header, frames[2:])
-        with self.cv:
-            self.cv.notify_all()
+        self._notify()
 
     def _peer_of(self, channel: Channel) -> Peer | None:
         for peer in self.peers:
@@ -298,8 +301,7 @@ class Client:
                 cb(body)
             except Exception:
                 log.exception("event callback raised")
-        with self.cv:
-            self.cv.notify_all()
+        self._notify()
 
     def _channels(self) -> list[Channel]:
         out = []
@@ -336,15 +338,28 @@ class Client:
             if incoming:
                 self._dispatch_all(ch, incoming)
 
+    def need_reader(self) -> None:
+        """Someone relies on completions without waiting (callbacks, asyncio): make sure
+        the background thread reads when no synchronous waiter does."""
+        if not self.sync_waiters and not self._bg_leading:
+            self._bg_wake.set()
+
+    def _notify(self) -> None:
+        """Wake threads blocked on ``cv`` (cheap no-op when there are none)."""
+        if self._followers:
+            with self.cv:
+                self.cv.notify_all()
+
     def wait_for(self, req: Request, timeout_s: float | None) -> None:
         """Block until ``req`` is done. Raises TaskTimeout (req stays in flight)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self.cv:
             self.sync_waiters += 1
-        try:
-            os.write(self._kick_w, b"k")
-        except BlockingIOError:
-            pass
+        if self._bg_leading:
+            try:
+                os.write(self._kick_w, b"k")
+            except BlockingIOError:
+                pass
         try:
             while not req.done():
                 remaining = SLICE_S if deadline is None else deadline - time.monotonic()
@@ -353,35 +368,43 @@ class Client:
                                              "it is still in flight, wait again to collect it")
                 if self.leader.acquire(blocking=False):
                     try:
-                        self._pump(min(remaining, SLICE_S))
+                        while not req.done() and (deadline is None or time.monotonic() < deadline):
+                            self._pump(min(remaining, SLICE_S))
                     finally:
                         self.leader.release()
-                        with self.cv:
-                            self.cv.notify_all()
+                        self._notify()
                 else:
                     with self.cv:
-                        self.cv.wait_for(lambda: req.done() or not self.leader.locked(),
-                                         timeout=min(remaining, SLICE_S))
+                        self._followers += 1
+                        try:
+                            self.cv.wait_for(lambda: req.done() or not self.leader.locked(),
+                                             timeout=min(remaining, SLICE_S))
+                        finally:
+                            self._followers -= 1
                 if self.closed and not req.done():
                     raise errors.ApiUseError("the SoC connection was closed while waiting")
         finally:
             with self.cv:
                 self.sync_waiters -= 1
+                if self.sync_waiters == 0 and self.pending:
+                    self._bg_wake.set()  # requests nobody waits on: the background reads them
 
     def _background(self) -> None:
         while not self.closed:
             try:
                 self._tick(time.monotonic())
                 if self.sync_waiters == 0 and self.leader.acquire(blocking=False):
+                    self._bg_leading = True
                     try:
-                        self._pump(HEARTBEAT_INTERVAL_MS / 4000, kick=True)
+                        if self.sync_waiters == 0:  # re-checked: a waiter may have come meanwhile
+                            self._pump(HEARTBEAT_INTERVAL_MS / 4000, kick=True)
                     finally:
+                        self._bg_leading = False
                         self.leader.release()
-                        with self.cv:
-                            self.cv.notify_all()
+                        self._notify()
                 else:
-                    with self.cv:
-                        self.cv.wait(HEARTBEAT_INTERVAL_MS / 4000)
+                    self._bg_wake.wait(HEARTBEAT_INTERVAL_MS / 4000)
+                    self._bg_wake.clear()
             except Exception:  # the reader must survive anything a peer sends
                 if not self.closed:
                     log.exception("SDK background thread error")

@@ -53,6 +53,7 @@ class Request:
         with self._cb_lock:
             if not self._done.is_set():
                 self._callbacks.append(cb)
+                self.client.need_reader()
                 return
         self._run_callback(cb)
 

@@ -64,7 +64,12 @@ class Firmware:
             log.warning("%s: rejected malformed message: %s", self.core, exc)
             return None if msg_id is None else wire.encode(messages.error(msg_id, exc))
         if msg.command is Command.TASK:
-            return wire.encode(self.run_task(msg))
+            reply = self.run_task(msg)
+            try:
+                return wire.encode(reply)
+            except errors.VdspError as exc:  # an operator returned values msgpack cannot carry
+                return wire.encode(messages.error(msg.msg_id, errors.OperatorFailed(
+                    f"operator 0x{msg.op:04x}: result is not encodable: {exc.message}")))
         if msg.command is Command.HELLO:
             return wire.encode(messages.ready(msg.msg_id, self.core, "firmware",
                                               firmware_version=self.version, state="running"))
@@ -115,11 +120,6 @@ class Firmware:
                 self.watchdog.task_end()
         del inputs, outputs
         exec_us = int((time.perf_counter() - t0) * 1e6)
-        try:
-            wire.pack_body({"values": values})
-        except errors.VdspError as exc:
-            return messages.error(msg.msg_id, errors.OperatorFailed(
-                f"{spec.name}: result is not encodable: {exc.message}"))
         return messages.result(msg.msg_id, {"values": values, "core": self.core, "exec_us": exec_us})
 
     def crash(self, msg: wire.Message, op_name: str, params: dict) -> None:

@@ -58,7 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        server.run()
+        profile = os.environ.get("VDSP_PROFILE_RELAY")
+        if profile:  # developer aid: cProfile stats of the relay loop, written at exit
+            import cProfile
+            cProfile.runctx("server.run()", globals(), {"server": server}, profile)
+        else:
+            server.run()
     finally:
         pidfile.release()
     return 0

@@ -27,6 +27,8 @@ from soc import ddr, runtime
 log = logging.getLogger("vdsp.relay")
 _U64 = struct.Struct("<Q")
 REAP_EVERY_S = 1.0
+_EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
+_CORE_INDEX = {int(Core.ANY): None, int(Core.CORE_0): 0, int(Core.CORE_1): 1}  # header core -> index
 TICK_MS = 20
 
 
@@ -86,7 +88,7 @@ class RelayServer:
     # --- sending --------------------------------------------------------------------------
     def to_client(self, identity: bytes, frames: list) -> None:
         try:
-            self.front.send_multipart([identity, *frames], zmq.NOBLOCK)
+            self.front.send_multipart([identity, *frames], _NOBLOCK)
         except zmq.Again:
             log.warning("client %s is not reading its replies; dropped a message", identity.hex())
         except zmq.ZMQError as exc:  # EHOSTUNREACH: the client is gone
@@ -114,7 +116,7 @@ class RelayServer:
         client.liveness.heard(now)
         try:
             wire.check_frames(frames)
-            cmd, op, priority, core, msg_id, custom_id = wire.parse_header(bytes(frames[0]))
+            cmd, op, priority, core, msg_id, custom_id = wire.parse_header(frames[0])
         except errors.VdspError as exc:
             msg_id = wire.peek_msg_id(frames)
             log.warning("rejected message from client %s: %s", identity.hex(), exc)
@@ -134,15 +136,15 @@ class RelayServer:
             self.stats["rejected"] += 1
             self.to_client(client.identity, wire.encode(messages.error(msg_id, exc)))
 
-        if core not in (Core.ANY, Core.CORE_0, Core.CORE_1) or (core and Core(core).index >= len(self.cores)):
-            return reject(errors.InvalidCore(f"core {core} is not ANY (0), CORE_0 (1) or CORE_1 (2)"))
+        if core not in _CORE_INDEX or (core and _CORE_INDEX[core] >= len(self.cores)):
+            return reject(errors.InvalidCore(f"core {core} is not ANY (0), CORE_0 (1) or CORE_1 (2) of this SoC"))
         if msg_id in client.jobs:
             return reject(errors.InvalidArgument(f"msg_id {msg_id} is already in flight for this client"))
         if len(client.jobs) >= self.max_tasks_per_client:
             return reject(errors.TaskNumExceedLimit(
                 f"{len(client.jobs)} tasks already in flight for this client (limit {self.max_tasks_per_client})"))
-        index = Core(core).index
-        usable = [c for c in self.cores if c.state == "running"] if index is None else [self.cores[index]]
+        index = _CORE_INDEX[core]
+        usable = self.cores if index is None else (self.cores[index],)
         if not any(c.state == "running" for c in usable):
             target = usable[0] if usable else None
             if target is not None and target.state == "crashed":
@@ -236,6 +238,8 @@ class RelayServer:
     # --- core side ------------------------------------------------------------------------
     def dispatch(self) -> None:
         """Fill every running core up to its credit, least-loaded core first."""
+        if not self.sched.queued:
+            return
         for core in sorted(self.cores, key=lambda c: len(c.inflight)):
             while core.state == "running" and len(core.inflight) < self.credit:
                 job = self.sched.pop_for(core.index)
@@ -364,23 +368,19 @@ class RelayServer:
         self.close()
 
     def _drain_front(self) -> None:
+        front = self.front
         for _ in range(256):
-            try:
-                frames = self.front.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+            if not front.getsockopt(_EVENTS) & _POLLIN:
                 return
+            frames = front.recv_multipart(_NOBLOCK)
             self.on_client(frames[0], frames[1:])
 
     @staticmethod
     def _drain(sock: zmq.Socket, handle) -> None:
         for _ in range(256):
-            if sock.closed:
+            if sock.closed or not sock.getsockopt(_EVENTS) & _POLLIN:
                 return
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            handle(frames)
+            handle(sock.recv_multipart(_NOBLOCK))
 
     def close(self) -> None:
         for job in list(self.jobs.values()):

@@ -1,0 +1,271 @@
+"""protocol.wire: the 24-byte header, the msgpack body, raw frames and every decode error.
+
+Expected bytes and codes come from the layout documented in ``protocol/wire.py`` and the
+code table of ``protocol/errors.py``; they are written out literally here, not computed by
+the codec under test.
+"""
+from __future__ import annotations
+
+import struct
+
+import msgpack
+import pytest
+
+from protocol import errors, wire
+from protocol.constants import MAX_BODY, MAX_FRAMES, MAX_RAW_FRAME, Command
+
+# Published numeric codes (errors.py docstring).
+PROTOCOL_ERROR = -6000257
+BAD_MAGIC = -6000258
+MESSAGE_TOO_LARGE = -6000259
+UNKNOWN_COMMAND = -6000262
+INVALID_ARGUMENT = -6000001
+
+
+def header_bytes(magic=b"VD", version=1, command=0x10, op=0, priority=0, core=0, msg_id=0, custom_id=0):
+    """A header assembled field by field, independently of wire.HEADER."""
+    return (magic + bytes([version, command]) + op.to_bytes(2, "little") + bytes([priority, core])
+            + msg_id.to_bytes(8, "little") + custom_id.to_bytes(8, "little", signed=True))
+
+
+def good_body():
+    return msgpack.packb({"inputs": [], "outputs": []}, use_bin_type=True)
+
+
+def expect(exc_cls, code, fn, *args):
+    with pytest.raises(exc_cls) as info:
+        fn(*args)
+    assert type(info.value) is exc_cls
+    assert info.value.code == code
+    return info.value
+
+
+# --- header layout ---------------------------------------------------------------------------
+
+def test_header_is_24_bytes():
+    assert wire.HEADER_SIZE == 24
+    assert len(wire.pack_header(Command.HEARTBEAT, 0)) == 24
+
+
+def test_header_layout_field_by_field():
+    h = wire.pack_header(Command.TASK, msg_id=0x0102030405060708, op=0x1234, priority=200, core=2,
+                         custom_id=-2)
+    assert h[0:2] == b"VD"
+    assert h[2] == 1                                   # version
+    assert h[3] == 0x10                                # TASK command byte
+    assert h[4:6] == b"\x34\x12"                       # op, little-endian u16
+    assert h[6] == 200                                 # priority
+    assert h[7] == 2                                   # core (CORE_1)
+    assert h[8:16] == bytes([8, 7, 6, 5, 4, 3, 2, 1])  # msg_id, little-endian u64
+    assert h[16:24] == b"\xfe" + b"\xff" * 7           # custom_id -2, little-endian i64
+    # The same, read back with struct at the documented offsets.
+    assert struct.unpack_from("<H", h, 4) == (0x1234,)
+    assert struct.unpack_from("<Q", h, 8) == (0x0102030405060708,)
+    assert struct.unpack_from("<q", h, 16) == (-2,)
+
+
+def test_header_matches_independent_assembly():
+    h = wire.pack_header(Command.CANCEL, msg_id=99, custom_id=7)
+    assert h == header_bytes(command=0x13, msg_id=99, custom_id=7)
+
+
+def test_command_bytes_are_the_documented_values():
+    expected = {"HELLO": 0x01, "READY": 0x02, "TASK": 0x10, "RESULT": 0x11, "ERROR": 0x12,
+                "CANCEL": 0x13, "HEARTBEAT": 0x20, "CONTROL": 0x30, "QUERY": 0x31, "EVENT": 0x40,
+                "DISCONNECT": 0x50}
+    assert {c.name: int(c) for c in Command} == expected
+    for name, byte in expected.items():
+        assert wire.pack_header(Command[name], 0)[3] == byte
+
+
+def test_parse_header_of_hand_built_header():
+    frame = header_bytes(command=0x10, op=0x1400, priority=255, core=1, msg_id=2**64 - 1,
+                         custom_id=-(2**63))
+    assert wire.parse_header(frame) == (Command.TASK, 0x1400, 255, 1, 2**64 - 1, -(2**63))
+    assert wire.parse_header(frame)[0] is Command.TASK
+
+
+@pytest.mark.parametrize("field, value", [("priority", 256), ("core", 256), ("op", 0x10000),
+                                          ("msg_id", -1), ("msg_id", 2**64), ("custom_id", 2**63)])
+def test_pack_header_rejects_out_of_range_fields(field, value):
+    expect(errors.InvalidArgument, INVALID_ARGUMENT, lambda: wire.pack_header(Command.TASK, **{
+        "msg_id": 1, field: value}))
+
+
+# --- round trips -----------------------------------------------------------------------------
+
+def test_round_trip_task_with_raw_frames():
+    raw = [b"\x00\x01\x02", bytearray(b"xyz"), memoryview(b"abcd"), b""]
+    msg = wire.Message(Command.TASK, msg_id=42, body={"inputs": [[4096, 16, 0]], "outputs": [],
+                                                      "params": {"k": 3, "s": "x", "b": b"\xff\x00"}},
+                       op=0x0001, priority=9, core=1, custom_id=-5, raw=raw)
+    frames = wire.encode(msg)
+    assert len(frames) == 2 + 4
+    assert frames[0] == header_bytes(command=0x10, op=1, priority=9, core=1, msg_id=42, custom_id=-5)
+    out = wire.decode(frames)
+    assert out.command is Command.TASK
+    assert (out.msg_id, out.op, out.priority, out.core, out.custom_id) == (42, 1, 9, 1, -5)
+    assert out.body == {"inputs": [[4096, 16, 0]], "outputs": [], "params": {"k": 3, "s": "x", "b": b"\xff\x00"}}
+    assert isinstance(out.body["params"]["b"], bytes)  # bin stays bytes, not str
+    assert [bytes(f) for f in out.raw] == [b"\x00\x01\x02", b"xyz", b"abcd", b""]
+
+
+def test_round_trip_empty_body_and_no_raw():
+    frames = wire.encode(wire.Message(Command.HEARTBEAT))
+    assert len(frames) == 2
+    assert frames[1] == b"\x80"  # msgpack fixmap of size 0
+    out = wire.decode(frames)
+    assert out.command is Command.HEARTBEAT and out.body == {} and out.raw == []
+
+
+def test_decode_accepts_bytearray_and_memoryview_frames():
+    frames = [bytearray(header_bytes(command=0x11, msg_id=5)), memoryview(msgpack.packb({"a": 1}))]
+    out = wire.decode(frames)
+    assert out.command is Command.RESULT and out.msg_id == 5 and out.body == {"a": 1}
+
+
+def test_pack_body_rejects_unencodable_body():
+    expect(errors.InvalidArgument, INVALID_ARGUMENT, wire.pack_body, {"x": object()})
+
+
+def test_pack_body_rejects_oversize_body():
+    expect(errors.MessageTooLarge, MESSAGE_TOO_LARGE, wire.pack_body, {"blob": b"\x00" * MAX_BODY})
+
+
+# --- header errors ---------------------------------------------------------------------------
+
+def test_documented_limits():
+    assert MAX_BODY == 1 << 20
+    assert MAX_FRAMES == 64
+    assert MAX_RAW_FRAME == 64 << 20
+
+
+def test_bad_magic():
+    frames = [header_bytes(magic=b"XD"), good_body()]
+    expect(errors.BadMagic, BAD_MAGIC, wire.decode, frames)
+
+
+def test_wrong_version_is_bad_magic():
+    for version in (0, 2, 255):
+        expect(errors.BadMagic, BAD_MAGIC, wire.decode, [header_bytes(version=version), good_body()])
+
+
+@pytest.mark.parametrize("byte", [0x00, 0x03, 0x14, 0x21, 0x51, 0xFF])
+def test_unknown_command_byte(byte):
+    expect(errors.UnknownCommand, UNKNOWN_COMMAND, wire.decode, [header_bytes(command=byte), good_body()])
+
+
+@pytest.mark.parametrize("size", [0, 1, 23, 25, 48])
+def test_header_of_wrong_size(size):
+    frame = (header_bytes() * 3)[:size]
+    expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, [frame, good_body()])
+
+
+def test_bad_magic_and_unknown_command_are_protocol_errors():
+    assert issubclass(errors.BadMagic, errors.ProtocolError)
+    assert issubclass(errors.UnknownCommand, errors.ProtocolError)
+    assert issubclass(errors.MessageTooLarge, errors.ProtocolError)
+
+
+# --- frame-count and size limits -------------------------------------------------------------
+
+@pytest.mark.parametrize("frames", [[], [header_bytes()]])
+def test_fewer_than_two_frames(frames):
+    expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, frames)
+
+
+def test_frame_count_limit():
+    ok = [header_bytes(), good_body()] + [b"r"] * 62
+    assert len(ok) == 64
+    assert len(wire.decode(ok).raw) == 62
+    expect(errors.MessageTooLarge, MESSAGE_TOO_LARGE, wire.decode, ok + [b"r"])
+
+
+def test_body_size_limit():
+    # A body just over 1 MiB: a map whose one bin value carries the excess.
+    big = msgpack.packb({"b": b"\x00" * (1 << 20)}, use_bin_type=True)
+    assert len(big) > 1 << 20
+    expect(errors.MessageTooLarge, MESSAGE_TOO_LARGE, wire.decode, [header_bytes(), big])
+    # A body of exactly 1 MiB is accepted: fixmap(1) + fixstr "b" + bin32 header (5 bytes) = 8 bytes.
+    exact = msgpack.packb({"b": b"\x00" * ((1 << 20) - 8)}, use_bin_type=True)
+    assert len(exact) == 1 << 20
+    assert len(wire.decode([header_bytes(), exact]).body["b"]) == (1 << 20) - 8
+
+
+def test_raw_frame_size_limit():
+    buf = bytes((64 << 20) + 1)
+    at_limit = memoryview(buf)[: 64 << 20]
+    assert len(wire.decode([header_bytes(), good_body(), at_limit]).raw[0]) == 64 << 20
+    expect(errors.MessageTooLarge, MESSAGE_TOO_LARGE, wire.decode, [header_bytes(), good_body(), buf])
+
+
+# --- body errors -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("body", [msgpack.packb([1, 2]), msgpack.packb("text"), msgpack.packb(7),
+                                  msgpack.packb(None), msgpack.packb(b"bin", use_bin_type=True)],
+                         ids=["array", "str", "int", "nil", "bin"])
+def test_non_map_body(body):
+    expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, [header_bytes(), body])
+
+
+@pytest.mark.parametrize("body", [b"", b"\xc1", b"\x81", b"\x81\xa1a", b"\x80\x00", b"\xdf\xff\xff"],
+                         ids=["empty", "reserved-0xc1", "truncated-map", "truncated-value", "extra-data",
+                              "truncated-map32"])
+def test_invalid_msgpack(body):
+    expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, [header_bytes(), body])
+
+
+@pytest.mark.parametrize("ext", [msgpack.ExtType(5, b""), msgpack.ExtType(5, b"abc"),
+                                 msgpack.Timestamp(1, 0)],
+                         ids=["ext-empty", "ext-data", "timestamp"])
+def test_msgpack_ext_types_are_refused(ext):
+    body = msgpack.packb({"x": ext})
+    expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, [header_bytes(), body])
+
+
+def test_nested_ext_type_is_refused():
+    body = msgpack.packb({"a": [{"b": msgpack.ExtType(1, b"z")}]})
+    expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, [header_bytes(), body])
+
+
+@pytest.mark.parametrize("body", [{1: "x"}, {None: 1}, {"ok": {2: 3}}, {1.5: 0}],
+                         ids=["int-key", "nil-key", "nested-int-key", "float-key"])
+def test_non_str_map_keys(body):
+    expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, [header_bytes(), msgpack.packb(body)])
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: unpack_body relies on msgpack strict_map_key, which also "
+                                       "admits bin (bytes) keys; the documented body is a map with str keys")
+def test_bin_map_keys_are_refused():
+    body = msgpack.packb({b"role": "client"}, use_bin_type=True)
+    expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, [header_bytes(), body])
+
+
+def test_container_limit():
+    ok = msgpack.packb({"a": list(range(4096))})
+    assert len(wire.decode([header_bytes(), ok]).body["a"]) == 4096
+    over = msgpack.packb({"a": list(range(4097))})
+    with pytest.raises(errors.ProtocolError) as info:
+        wire.decode([header_bytes(), over])
+    assert info.value.code in (PROTOCOL_ERROR, MESSAGE_TOO_LARGE)
+
+
+# --- peek_msg_id -----------------------------------------------------------------------------
+
+def test_peek_msg_id_of_undecodable_message():
+    # Valid header with a bad body: the msg_id is still recoverable for the ERROR reply.
+    frames = [header_bytes(msg_id=123456789), b"\xc1"]
+    with pytest.raises(errors.ProtocolError):
+        wire.decode(frames)
+    assert wire.peek_msg_id(frames) == 123456789
+
+
+def test_peek_msg_id_reads_offset_8_even_with_bad_magic():
+    frame = b"ZZ\x09\xee" + b"\x00" * 4 + (77).to_bytes(8, "little") + b"\xff" * 8
+    assert wire.peek_msg_id([frame]) == 77
+
+
+@pytest.mark.parametrize("frames", [[], [b""], [b"short"], [b"x" * 25], [b"x" * 23, b"\x80"]],
+                         ids=["no-frames", "empty", "short", "long", "short-with-body"])
+def test_peek_msg_id_of_garbage_is_none(frames):
+    assert wire.peek_msg_id(frames) is None
