@@ -39,6 +39,7 @@ class Peer:
         self.name, self.channel = name, channel
         self.liveness = Liveness(now, HEARTBEAT_INTERVAL_MS)
         self.alive = True
+        self.connected = False                  # READY received: liveness applies from then on
         self.info: dict = {}
         self.fw: Channel | None = None          # direct mode: the core's firmware channel
         self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
@@ -114,6 +115,7 @@ class Client:
                 raise errors.RelayUnavailable(
                     f"started dsp_relay_server but it does not answer at {endpoint}; see {self.rt / 'relay.log'}") from None
         peer.liveness.heard(time.monotonic())
+        peer.connected = True
         peer.info = info
         for core in info.get("cores", []):
             self.core_states[core["name"]] = core["state"]
@@ -132,6 +134,7 @@ class Client:
                 peer.alive = False
                 self.core_states[name] = "unreachable"
                 continue
+            peer.connected = True
             self._direct_core_state(peer, peer.info.get("state", "offline"), peer.info)
         if not any(p.alive for p in self.peers):
             raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")
@@ -413,7 +416,7 @@ class Client:
     def _tick(self, now: float) -> None:
         """Heartbeats out; peers silent for the liveness window are dead."""
         for peer in list(self.peers):
-            if not peer.alive:
+            if not peer.alive or not peer.connected:
                 continue
             if peer.liveness.dead(now):
                 self._peer_dead(peer)

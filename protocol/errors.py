@@ -190,13 +190,17 @@ def describe(code: int) -> str:
 def from_wire(body: dict) -> VdspError:
     """Rebuild the exception an ERROR message carries (``{code, name, message}``)."""
     code = body.get("code")
-    if not isinstance(code, int):
+    if not isinstance(code, int) or isinstance(code, bool):
         return ProtocolError(f"error reply without an integer code: {body!r:.200}")
     cls = error_class(code)
     message = body.get("message")
     if not isinstance(message, str):
         message = cls.description
-    return cls(message, code=code)
+    exc = cls(message, code=code)
+    if cls is VdspError:  # a code with no class of its own: keep the name the peer sent
+        name = body.get("name")
+        exc.name = name if isinstance(name, str) and name else _DNN_ONLY.get(code, ("HB_DSP_UNKNOWN_ERROR",))[0]
+    return exc
 
 
 def all_codes() -> dict[int, type[VdspError]]:

@@ -13,6 +13,7 @@ firmware manifests, so they are plain data.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from . import errors
@@ -33,7 +34,17 @@ def check_schema(schema: dict) -> dict:
             raise ValueError(f"parameter {name!r}: unknown spec keys {sorted(unknown)}")
         if spec.get("type") not in TYPES:
             raise ValueError(f"parameter {name!r}: type must be one of {sorted(TYPES)}")
+        if "default" in spec and not (spec["default"] is None or _default_ok(name, spec)):
+            raise ValueError(f"parameter {name!r}: default {spec['default']!r} does not satisfy its own spec")
     return schema
+
+
+def _default_ok(name: str, spec: dict) -> bool:
+    try:
+        _check_value("schema", name, spec, spec["default"])
+    except errors.InvalidArgument:
+        return False
+    return True
 
 
 def _type_ok(value: Any, kind: str) -> bool:
@@ -51,6 +62,8 @@ def _check_value(op: str, name: str, spec: dict, value: Any) -> Any:
     if not _type_ok(value, kind):
         raise errors.InvalidArgument(f"{op}: parameter {name!r} must be {kind}, got {type(value).__name__} {value!r:.40}")
     items = value if kind in _LISTS else [value]
+    if kind in ("float", "float_list") and not all(math.isfinite(v) for v in items):
+        raise errors.InvalidArgument(f"{op}: parameter {name!r} must be finite, got {value!r:.40}")
     if "len" in spec and len(value) != spec["len"]:
         raise errors.InvalidArgument(f"{op}: parameter {name!r} must have {spec['len']} elements, got {len(value)}")
     for v in items:

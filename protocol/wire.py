@@ -97,7 +97,22 @@ def unpack_body(data: bytes) -> dict:
         raise errors.ProtocolError(f"body is not valid msgpack: {exc}") from exc
     if not isinstance(body, dict):
         raise errors.ProtocolError(f"body must be a msgpack map, got {type(body).__name__}")
+    _check_keys(body)
     return body
+
+
+def _check_keys(value: Any) -> None:
+    """Every map in a body has str keys (msgpack's strict_map_key still admits bytes)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise errors.ProtocolError(f"map keys must be str, got {type(key).__name__} {key!r:.40}")
+            if isinstance(item, (dict, list)):
+                _check_keys(item)
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, (dict, list)):
+                _check_keys(item)
 
 
 def parse_header(frame: bytes) -> tuple:

@@ -1,4 +1,71 @@
+"""Shared fixtures. Live fixtures start a real SoC (relay + vdsp0 + vdsp1 processes)
+in a private runtime directory and, on teardown, fail the test if any of its
+processes or /dev/shm segments are left behind."""
+from __future__ import annotations
+
+import os
 import sys
+import tempfile
+import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.live import LiveSoc  # noqa: E402
+
+
+@pytest.fixture
+def runtime_env(monkeypatch):
+    """A fresh, short runtime directory (ipc paths are limited to 107 characters)."""
+    rt = Path(tempfile.mkdtemp(prefix="vt", dir="/tmp"))
+    monkeypatch.setenv("VDSP_RUNTIME_DIR", str(rt))
+    for var in ("VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_RPC_MODE", "VDSP_STRICT_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    return rt
+
+
+@pytest.fixture
+def live_soc(runtime_env):
+    """A SoC of its own for one test (tests that kill or freeze parts use this)."""
+    soc = LiveSoc(runtime_env)
+    soc.start()
+    try:
+        yield soc
+    finally:
+        soc.stop_and_check()
+
+
+@pytest.fixture(scope="module")
+def shared_soc():
+    """One SoC for a module of tests that leave it healthy."""
+    rt = Path(tempfile.mkdtemp(prefix="vm", dir="/tmp"))
+    saved = {k: os.environ.get(k) for k in ("VDSP_RUNTIME_DIR", "VDSP_RPC_MODE", "VDSP_RELAY_ENDPOINT",
+                                            "VDSP_CORE_ENDPOINTS", "VDSP_STRICT_CACHE")}
+    os.environ["VDSP_RUNTIME_DIR"] = str(rt)
+    for k in saved:
+        if k != "VDSP_RUNTIME_DIR":
+            os.environ.pop(k, None)
+    soc = LiveSoc(rt)
+    soc.start()
+    try:
+        yield soc
+    finally:
+        soc.stop_and_check()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):
+    """Poll ``predicate`` until it returns a truthy value; that value, or None on timeout."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval_s)
+    return None

@@ -199,8 +199,6 @@ def test_from_wire_without_int_code_is_protocol_error(body):
     assert back.code == -6000257
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: from_wire accepts a msgpack bool as the code "
-                                       "(isinstance(True, int)); bool is not an int on the wire")
 def test_from_wire_bool_code_is_protocol_error():
     back = errors.from_wire({"code": True, "message": "x"})
     assert type(back) is errors.ProtocolError
@@ -214,9 +212,6 @@ def test_from_wire_unknown_code_keeps_code_and_message():
     assert back.message == "from a newer peer"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: from_wire drops the wire 'name' of a code without a class; "
-                                       "the rebuilt error reports name HB_DNN_RUN_TASK_FAILED with code -6000002, "
-                                       "so str() says '[-6000002 HB_DNN_RUN_TASK_FAILED] ...'")
 def test_from_wire_dnn_only_code_keeps_its_name():
     back = errors.from_wire({"code": -6000002, "name": "HB_DNN_INVALID_MODEL", "message": "bad model"})
     assert back.code == -6000002

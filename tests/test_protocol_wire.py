@@ -234,8 +234,6 @@ def test_non_str_map_keys(body):
     expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, [header_bytes(), msgpack.packb(body)])
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: unpack_body relies on msgpack strict_map_key, which also "
-                                       "admits bin (bytes) keys; the documented body is a map with str keys")
 def test_bin_map_keys_are_refused():
     body = msgpack.packb({b"role": "client"}, use_bin_type=True)
     expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, [header_bytes(), body])
@@ -269,3 +267,146 @@ def test_peek_msg_id_reads_offset_8_even_with_bad_magic():
                          ids=["no-frames", "empty", "short", "long", "short-with-body"])
 def test_peek_msg_id_of_garbage_is_none(frames):
     assert wire.peek_msg_id(frames) is None
+
+
+# ===============================================================================================
+# protocol.messages: constructors and check_body (kept here: a body check is part of decoding)
+# ===============================================================================================
+
+from protocol import messages  # noqa: E402
+from protocol.messages import check_body  # noqa: E402
+
+H = [0x1000, 64, 0]  # a well-formed handle [phys, size, flags]
+
+
+def _msg(command, body):
+    return wire.Message(command, 1, body)
+
+
+GOOD_BODIES = {
+    Command.HELLO: [{"role": "client"}, {"role": "core", "pid": 12, "owner": 3, "name": "vdsp0"}],
+    Command.READY: [{"name": "relay", "role": "server"},
+                    {"name": "vdsp0", "role": "core", "state": "running", "firmware_version": "1.0",
+                     "operators": [], "fw_endpoint": "ipc:///x", "heartbeat_ms": 500, "cores": ["vdsp0"]}],
+    Command.TASK: [{}, {"inputs": [H], "outputs": [[0, 0, 0]], "params": {"k": 1}, "owner": 0}],
+    Command.RESULT: [{}, {"values": {"bytes": 3}}],
+    Command.ERROR: [{"code": -6000001}, {"code": -22, "name": "EINVAL", "message": "no"}],
+    Command.CANCEL: [{"target": 0}, {"target": 2**63}],
+    Command.HEARTBEAT: [{}],
+    Command.CONTROL: [{"core": "vdsp0", "attr": "state"}, {"core": "vdsp0", "attr": "state", "value": None},
+                      {"core": "vdsp1", "attr": "firmware", "value": "fw.bin"}],
+    Command.QUERY: [{"what": "cores"}],
+    Command.EVENT: [{"core": "vdsp0", "state": "crashed"}, {"core": "vdsp0", "state": "offline", "reason": "x"}],
+    Command.DISCONNECT: [{}],
+}
+
+
+def test_good_bodies_cover_every_command():
+    assert set(GOOD_BODIES) == set(Command)
+
+
+@pytest.mark.parametrize("command, body", [(c, b) for c, bodies in GOOD_BODIES.items() for b in bodies],
+                         ids=lambda v: v.name if isinstance(v, Command) else None)
+def test_check_body_accepts_good_bodies(command, body):
+    msg = _msg(command, body)
+    assert check_body(msg) is msg
+    # and the same body survives the codec
+    assert check_body(wire.decode(wire.encode(msg))).body == body
+
+
+@pytest.mark.parametrize("command, missing", [
+    (Command.HELLO, "role"), (Command.READY, "name"), (Command.READY, "role"), (Command.ERROR, "code"),
+    (Command.CANCEL, "target"), (Command.CONTROL, "core"), (Command.CONTROL, "attr"),
+    (Command.QUERY, "what"), (Command.EVENT, "core"), (Command.EVENT, "state"),
+])
+def test_check_body_rejects_missing_required_field(command, missing):
+    body = dict(GOOD_BODIES[command][-1])
+    del body[missing]
+    with pytest.raises(errors.ProtocolError) as info:
+        check_body(_msg(command, body))
+    assert info.value.code == PROTOCOL_ERROR
+    assert repr(missing) in info.value.message
+
+
+@pytest.mark.parametrize("command, field, value", [
+    (Command.HELLO, "role", 1), (Command.HELLO, "pid", "12"), (Command.HELLO, "pid", True),
+    (Command.HELLO, "owner", False), (Command.HELLO, "pid", 1.0),
+    (Command.READY, "heartbeat_ms", True), (Command.READY, "operators", {}), (Command.READY, "cores", "vdsp0"),
+    (Command.TASK, "inputs", {}), (Command.TASK, "inputs", (H,)), (Command.TASK, "params", []),
+    (Command.TASK, "owner", True), (Command.TASK, "owner", None),
+    (Command.ERROR, "code", True), (Command.ERROR, "code", "-6000001"), (Command.ERROR, "message", 5),
+    (Command.CANCEL, "target", False), (Command.CANCEL, "target", 1.5), (Command.CANCEL, "target", None),
+    (Command.CONTROL, "value", 1), (Command.CONTROL, "value", b"start"), (Command.CONTROL, "value", False),
+    (Command.CONTROL, "core", 0),
+    (Command.QUERY, "what", None), (Command.EVENT, "state", 2), (Command.EVENT, "reason", None),
+])
+def test_check_body_rejects_wrong_types(command, field, value):
+    body = dict(GOOD_BODIES[command][-1])
+    body[field] = value
+    with pytest.raises(errors.ProtocolError) as info:
+        check_body(_msg(command, body))
+    assert info.value.code == PROTOCOL_ERROR
+    assert repr(field) in info.value.message
+
+
+@pytest.mark.parametrize("handle", [
+    [1, 2], [1, 2, 3, 4], [], [-1, 8, 0], [0, -8, 0], [0, 8, -1], [True, 8, 0], [0, 8, False],
+    [0.0, 8, 0], ["0", 8, 0], [0, None, 0], (0, 8, 0), 0x1000, {"phys": 0, "size": 8, "flags": 0}, None,
+])
+@pytest.mark.parametrize("key", ["inputs", "outputs"])
+def test_check_body_rejects_malformed_handles(key, handle):
+    body = {"inputs": [H], "outputs": [H], key: [H, handle]}
+    with pytest.raises(errors.InvalidArgument) as info:
+        check_body(_msg(Command.TASK, body))
+    assert info.value.code == INVALID_ARGUMENT
+    assert f"{key}[1]" in info.value.message
+
+
+def test_check_body_handle_count_limit():
+    assert check_body(_msg(Command.TASK, {"inputs": [H] * 32, "outputs": [H] * 32}))
+    for key in ("inputs", "outputs"):
+        with pytest.raises(errors.InvalidArgument) as info:
+            check_body(_msg(Command.TASK, {key: [H] * 33}))
+        assert info.value.code == INVALID_ARGUMENT
+
+
+def test_check_body_accepts_large_handle_values():
+    assert check_body(_msg(Command.TASK, {"inputs": [[2**63, 2**32, 1]]}))
+
+
+def test_constructors_produce_bodies_that_pass_check_body():
+    built = [
+        messages.hello(1, "client", pid=10, owner=10, name="app"),
+        messages.ready(2, "relay", "server", heartbeat_ms=500, cores=["vdsp0", "vdsp1"]),
+        messages.task(3, 0x0001, inputs=[H], outputs=[[0x2000, 64, 1]], params={"size": 8}, owner=5,
+                      priority=255, core=2, custom_id=-1, raw=[b"r"]),
+        messages.result(3, {"values": {}}, raw=[b"x"]),
+        messages.error(3, errors.UnknownOperator("no 0x1234")),
+        messages.cancel(4, 3),
+        messages.heartbeat(),
+        messages.control(5, "vdsp0", "state", "start"),
+        messages.control(6, "vdsp0", "state"),
+        messages.query(7, "cores"),
+        messages.event("vdsp1", "crashed", reason="watchdog"),
+        messages.disconnect(),
+    ]
+    assert {m.command for m in built} == set(Command)
+    for m in built:
+        out = check_body(wire.decode(wire.encode(m)))
+        assert (out.command, out.msg_id, out.op, out.priority, out.core, out.custom_id) == \
+               (m.command, m.msg_id, m.op, m.priority, m.core, m.custom_id)
+        assert out.body == m.body
+
+
+def test_task_constructor_header_fields():
+    m = messages.task(3, 0x0001, inputs=[], outputs=[], priority=255, core=2, custom_id=-1)
+    h = wire.encode(m)[0]
+    assert (h[3], h[4:6], h[6], h[7]) == (0x10, b"\x01\x00", 255, 2)
+    assert h[16:24] == b"\xff" * 8
+
+
+def test_error_constructor_body_decodes_to_the_same_exception():
+    m = wire.decode(wire.encode(messages.error(9, errors.CoreCrashed("vdsp1 died"))))
+    assert m.command is Command.ERROR and m.msg_id == 9
+    exc = errors.from_wire(m.body)
+    assert type(exc) is errors.CoreCrashed and exc.message == "vdsp1 died" and exc.code == -6000291

@@ -1,0 +1,713 @@
+#!/usr/bin/env python3
+"""RPC benchmark of vdsp-sim against a raw pyzmq baseline of the same topology.
+
+One run measures, in the same environment and with the rounds interleaved (so that
+background load hits every configuration alike):
+
+(a) baseline: client DEALER -> relay process (ROUTER front / DEALER back, a plain
+    Python poll loop forwarding frames) -> ONE DEALER echo worker process; ipc
+    sockets in a temp dir; a 24-byte header frame + a body frame the size of our
+    PING task body; no msgpack, no SDK;
+(b) full stack: a local SoC (relay + vdsp0 + vdsp1 + their firmware processes)
+    started by ``Supervisor`` in a private runtime dir; PING (no-op operator) through
+    the relay (``Soc(mode="relay")``) and direct (``Soc(mode="direct")``);
+(c) handle-only tasks: MEMCPY of 16 bytes between 4 KiB buffers and between 32 MiB
+    buffers (relay mode): only the handles cross the sockets, so both should cost
+    the same.
+
+Latency: sequential round trips after a warm-up, p50/p99 in µs.
+Throughput: completions/s with a window of 64 outstanding requests. The SDK allows
+32 tasks in flight per client (TaskNumExceedLimit), so the full stack uses two
+clients with a window of 32 each (two threads of this process by default, or two
+processes with ``--clients procs``); the baseline uses one client socket with a
+window of 64 and one echo worker, while the full stack has two firmware workers.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_rpc.py [--quick] [--json FILE] [--clients threads|procs]
+    vdsp bench [same options]
+
+Exit status: 0 when the run completed (PASS or MISS), 1 on error, and 3 with
+``--fail-on-miss`` when a target is missed.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import zmq  # noqa: E402
+
+WINDOW = 64                 # outstanding requests in the throughput runs
+PER_CLIENT = 32             # MAX_TASKS_PER_CLIENT of the SDK / relay
+BODY_SIZE_FALLBACK = 48
+HDR = struct.Struct("<2sBBHBBQq")   # same 24-byte layout as protocol.wire.HEADER
+TARGETS = {
+    "relay_p50_over_baseline": ("<=", 1.5),
+    "relay_tput_over_baseline": (">=", 0.7),
+    "big_p50_over_small": ("<=", 1.2),
+}
+T0 = time.monotonic()
+
+
+def progress(msg: str) -> None:
+    print(f"[bench {time.monotonic() - T0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def pct(samples: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    if not samples:
+        return float("nan")
+    s = sorted(samples)
+    k = max(0, min(len(s) - 1, int(round(q / 100.0 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+def median(values: list[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    if not n:
+        return float("nan")
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+# =========================================================================================
+# (a) the raw pyzmq baseline
+# =========================================================================================
+
+def _orphaned(parent: int) -> bool:
+    return os.getppid() != parent
+
+
+def role_baseline_relay(directory: str) -> int:
+    """ROUTER front / DEALER back, forwarding every frame both ways in a poll loop."""
+    parent = os.getppid()
+    ctx = zmq.Context()
+    front, back = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
+    for sock in (front, back):
+        sock.linger = 0
+        sock.sndhwm = sock.rcvhwm = 100000
+    front.bind(f"ipc://{directory}/front.sock")
+    back.bind(f"ipc://{directory}/back.sock")
+    print("ready", flush=True)
+    poller = zmq.Poller()
+    poller.register(front, zmq.POLLIN)
+    poller.register(back, zmq.POLLIN)
+    while True:
+        events = poller.poll(200)
+        if not events and _orphaned(parent):
+            return 0
+        for sock, _ in events:
+            other = back if sock is front else front
+            while True:
+                try:
+                    frames = sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                other.send_multipart(frames)
+
+
+def role_baseline_worker(directory: str) -> int:
+    """DEALER connected to the relay's back end: echoes every message."""
+    parent = os.getppid()
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.linger = 0
+    sock.sndhwm = sock.rcvhwm = 100000
+    sock.connect(f"ipc://{directory}/back.sock")
+    print("ready", flush=True)
+    while True:
+        if not sock.poll(200):
+            if _orphaned(parent):
+                return 0
+            continue
+        while True:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            sock.send_multipart(frames)
+
+
+class Baseline:
+    """The two baseline processes plus a client socket in this process."""
+
+    def __init__(self, body_size: int) -> None:
+        self.dir = tempfile.mkdtemp(prefix="vbb", dir="/tmp")
+        self.procs: list[subprocess.Popen] = []
+        self.ctx: zmq.Context | None = None
+        self.sock: zmq.Socket | None = None
+        self.body = bytes(body_size)
+        self.seq = 0
+
+    def _spawn(self, role: str) -> None:
+        p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--role", role, "--dir", self.dir],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        line = p.stdout.readline().strip()
+        if line != "ready":
+            raise RuntimeError(f"baseline {role} did not start (said {line!r}, exit {p.poll()})")
+
+    def start(self) -> None:
+        self._spawn("baseline-relay")
+        self._spawn("baseline-worker")
+        self.ctx = zmq.Context()
+        sock = self.ctx.socket(zmq.DEALER)
+        sock.linger = 0
+        sock.sndhwm = sock.rcvhwm = 100000
+        sock.connect(f"ipc://{self.dir}/front.sock")
+        self.sock = sock
+        self.call()   # end-to-end check (waits for the connections)
+
+    def _header(self) -> bytes:
+        self.seq += 1
+        return HDR.pack(b"VD", 1, 0x10, 0, 0, 0, self.seq, 0)
+
+    def call(self, timeout_ms: int = 5000) -> None:
+        hdr = self._header()
+        self.sock.send_multipart([hdr, self.body])
+        if not self.sock.poll(timeout_ms):
+            raise RuntimeError("baseline: no echo within 5 s")
+        frames = self.sock.recv_multipart()
+        if frames[0] != hdr:
+            raise RuntimeError("baseline: echo out of order")
+
+    def latency(self, n: int, warmup: int) -> list[float]:
+        for _ in range(warmup):
+            self.call()
+        sock, body, pack = self.sock, self.body, HDR.pack
+        out = []
+        clock = time.perf_counter_ns
+        for _ in range(n):
+            self.seq += 1
+            hdr = pack(b"VD", 1, 0x10, 0, 0, 0, self.seq, 0)
+            t0 = clock()
+            sock.send_multipart([hdr, body])
+            frames = sock.recv_multipart()
+            out.append((clock() - t0) / 1000.0)
+            if frames[0] != hdr:
+                raise RuntimeError("baseline: echo out of order")
+        return out
+
+    def throughput(self, window: int, warm_s: float, duration_s: float) -> float:
+        sock, body, pack = self.sock, self.body, HDR.pack
+        t_start = time.monotonic() + warm_s
+        t_end = t_start + duration_s
+        outstanding = count = 0
+        seq = self.seq
+        while True:
+            while outstanding < window:
+                seq += 1
+                sock.send_multipart([pack(b"VD", 1, 0x10, 0, 0, 0, seq, 0), body])
+                outstanding += 1
+            sock.recv_multipart()
+            outstanding -= 1
+            now = time.monotonic()
+            if now >= t_end:
+                break
+            if now >= t_start:
+                count += 1
+        while outstanding:
+            if not sock.poll(5000):
+                raise RuntimeError("baseline: lost replies")
+            sock.recv_multipart()
+            outstanding -= 1
+        self.seq = seq
+        return count / duration_s
+
+    def stop(self) -> None:
+        if self.sock is not None:
+            self.sock.close(0)
+        if self.ctx is not None:
+            self.ctx.term()
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            if p.stdout:
+                p.stdout.close()
+        self.procs.clear()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# =========================================================================================
+# (b), (c) the full stack
+# =========================================================================================
+
+def window_loop(soc, op: int, core: int, window: int, t_start: float, t_end: float) -> int:
+    """Keep ``window`` tasks outstanding on ``soc`` (wait for the oldest, submit one more);
+    count the completions that fall in [t_start, t_end)."""
+    q: collections.deque = collections.deque()
+    rpc = soc.rpc
+    count = 0
+    try:
+        while True:
+            while len(q) < window:
+                q.append(rpc(op, core=core))
+            q.popleft().wait(10000)
+            now = time.monotonic()
+            if now >= t_end:
+                break
+            if now >= t_start:
+                count += 1
+    finally:
+        for task in q:
+            task.wait(10000)
+    return count
+
+
+def role_soc_client(mode: str, window: int) -> int:
+    """A client process of the pipelined run: ready -> go T_START T_END -> JSON count."""
+    from arm_side import CORE_ANY, Soc, opids
+    with Soc(mode=mode, strict=False, autostart_relay=False) as soc:
+        for _ in range(20):
+            soc.rpc(opids.PING, core=CORE_ANY).wait(5000)
+        print("ready", flush=True)
+        for line in sys.stdin:
+            parts = line.split()
+            if not parts or parts[0] == "quit":
+                break
+            t_start, t_end = float(parts[1]), float(parts[2])
+            n = window_loop(soc, opids.PING, CORE_ANY, window, t_start, t_end)
+            print(json.dumps({"count": n}), flush=True)
+    return 0
+
+
+class FullStack:
+    def __init__(self, clients: str) -> None:
+        self.clients_kind = clients
+        self.rt: Path | None = None
+        self.shm: str | None = None
+        self.sup = None
+        self.socs: dict[str, list] = {}          # mode -> [Soc, Soc]
+        self.procs: dict[str, list[subprocess.Popen]] = {}
+        self.saved_env: dict[str, str | None] = {}
+
+    def _setenv(self, key: str, value: str | None) -> None:
+        self.saved_env.setdefault(key, os.environ.get(key))
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+    def start(self, timeout_s: float) -> dict:
+        from soc.supervisor import Supervisor
+        self.rt = Path(tempfile.mkdtemp(prefix="vb", dir="/tmp"))
+        self._setenv("VDSP_RUNTIME_DIR", str(self.rt))
+        for key in ("VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_STRICT_CACHE"):
+            self._setenv(key, None)
+        if not os.environ.get("VDSP_SHM_DIR"):
+            # A private DDR directory under /dev/shm: removed whole at the end.
+            self.shm = tempfile.mkdtemp(prefix="vb-shm-", dir="/dev/shm")
+            self._setenv("VDSP_SHM_DIR", self.shm)
+        self.sup = Supervisor(self.rt, log_dir=self.rt / "log")
+        self.sup.start()
+        return self.sup.wait_ready(timeout_s)
+
+    def soc(self, mode: str):
+        from arm_side import Soc
+        if mode not in self.socs:
+            self.socs[mode] = [Soc(mode=mode, strict=False, autostart_relay=False)]
+        return self.socs[mode][0]
+
+    # --- latency ----------------------------------------------------------------------
+    def latency(self, mode: str, n: int, warmup: int) -> list[float]:
+        from arm_side import CORE_ANY, opids
+        soc = self.soc(mode)
+        rpc, ping = soc.rpc, opids.PING
+        for _ in range(warmup):
+            rpc(ping, core=CORE_ANY).wait(5000)
+        clock = time.perf_counter_ns
+        out = []
+        for _ in range(n):
+            t0 = clock()
+            rpc(ping, core=CORE_ANY).wait(5000)
+            out.append((clock() - t0) / 1000.0)
+        return out
+
+    # --- throughput -------------------------------------------------------------------
+    def _client_procs(self, mode: str, n: int) -> list[subprocess.Popen]:
+        if mode not in self.procs:
+            procs = []
+            self.procs[mode] = procs
+            for _ in range(n):
+                p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--role", "soc-client",
+                                      "--mode", mode, "--window", str(PER_CLIENT)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                procs.append(p)
+            for p in procs:
+                line = p.stdout.readline().strip()
+                if line != "ready":
+                    raise RuntimeError(f"{mode} client process did not start (said {line!r}, exit {p.poll()})")
+        return self.procs[mode]
+
+    def throughput(self, mode: str, window: int, warm_s: float, duration_s: float) -> float:
+        from arm_side import CORE_ANY, Soc, opids
+        n_clients = max(1, -(-window // PER_CLIENT))
+        per = window // n_clients
+        if self.clients_kind == "procs" and n_clients > 1:
+            procs = self._client_procs(mode, n_clients)
+            t_start = time.monotonic() + warm_s
+            t_end = t_start + duration_s
+            for p in procs:
+                p.stdin.write(f"go {t_start} {t_end}\n")
+                p.stdin.flush()
+            total = 0
+            for p in procs:
+                line = p.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"{mode} client process died (exit {p.poll()})")
+                total += json.loads(line)["count"]
+            return total / duration_s
+        socs = self.socs.setdefault(mode, [])
+        while len(socs) < n_clients:
+            socs.append(Soc(mode=mode, strict=False, autostart_relay=False))
+        t_start = time.monotonic() + warm_s
+        t_end = t_start + duration_s
+        counts = [0] * n_clients
+        errs: list[BaseException] = []
+
+        def run(i: int) -> None:
+            try:
+                counts[i] = window_loop(socs[i], opids.PING, CORE_ANY, per, t_start, t_end)
+            except BaseException as exc:  # reported by the main thread
+                errs.append(exc)
+        threads = [threading.Thread(target=run, args=(i,), name=f"bench-client{i}") for i in range(n_clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errs:
+            raise errs[0]
+        return sum(counts) / duration_s
+
+    # --- handle-only tasks ------------------------------------------------------------
+    def handles(self, n: int, warmup: int, small: int, big: int) -> dict:
+        """MEMCPY of 16 bytes between two ``small`` and between two ``big`` buffers (relay),
+        interleaved; returns latencies (µs) and the DSP-side exec_us of each."""
+        from arm_side import CORE_ANY, opids
+        soc = self.soc("relay")
+        bufs = {}
+        try:
+            for name, size in (("small", small), ("big", big)):
+                src, dst = soc.mem.alloc(size), soc.mem.alloc(size)
+                src.array()[:] = 0x5A     # make every page of the buffers real
+                dst.array()[:] = 0
+                bufs[name] = (src, dst)
+            lat = {"small": [], "big": []}
+            exec_us = {"small": [], "big": []}
+            params = {"size": 16}
+            clock = time.perf_counter_ns
+            for i in range(warmup + n):
+                order = ("small", "big") if i % 2 == 0 else ("big", "small")
+                for name in order:
+                    src, dst = bufs[name]
+                    t0 = clock()
+                    task = soc.rpc(opids.MEMCPY, inputs=[src], outputs=[dst], params=params, core=CORE_ANY)
+                    values = task.wait(5000)
+                    dt = (clock() - t0) / 1000.0
+                    if values.get("bytes") != 16:
+                        raise RuntimeError(f"memcpy copied {values!r}, expected 16 bytes")
+                    if i >= warmup:
+                        lat[name].append(dt)
+                        exec_us[name].append(task.exec_us)
+            for name, (src, dst) in bufs.items():
+                if bytes(dst.array()[:16]) != b"\x5a" * 16 or dst.array()[16] != 0:
+                    raise RuntimeError(f"memcpy on the {name} buffers wrote the wrong bytes")
+            return {"lat": lat, "exec_us": exec_us}
+        finally:
+            for src, dst in bufs.values():
+                src.free()
+                dst.free()
+
+    # --- teardown ---------------------------------------------------------------------
+    def logs_tail(self, lines: int = 15) -> str:
+        out = []
+        if self.rt is not None and (self.rt / "log").is_dir():
+            for path in sorted((self.rt / "log").glob("*.log")):
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+                out.append(f"--- {path.name} ---\n" + "\n".join(text))
+        return "\n".join(out)
+
+    def stop(self) -> None:
+        errors_seen = []
+        for procs in self.procs.values():
+            for p in procs:
+                try:
+                    if p.poll() is None:
+                        p.stdin.write("quit\n")
+                        p.stdin.flush()
+                except OSError:
+                    pass
+        for procs in self.procs.values():
+            for p in procs:
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+                for f in (p.stdin, p.stdout):
+                    try:
+                        f.close()
+                    except OSError:
+                        pass
+        self.procs.clear()
+        for socs in self.socs.values():
+            for soc in socs:
+                try:
+                    soc.close()
+                except Exception as exc:  # keep tearing down
+                    errors_seen.append(exc)
+        self.socs.clear()
+        if self.sup is not None:
+            self.sup.stop()
+            self.sup = None
+        try:
+            from soc import ddr
+            ddr.close_owner()
+        except Exception as exc:
+            errors_seen.append(exc)
+        for key, value in self.saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        if self.shm:
+            shutil.rmtree(self.shm, ignore_errors=True)
+        if self.rt is not None:
+            shutil.rmtree(self.rt, ignore_errors=True)
+        if errors_seen:
+            progress(f"teardown warnings: {errors_seen}")
+
+
+# =========================================================================================
+# driver
+# =========================================================================================
+
+def ping_body_size() -> int:
+    """Size of the msgpack body of a PING task as the SDK sends it (for the baseline)."""
+    try:
+        from protocol import messages, wire
+        return len(wire.encode(messages.task(1, 0, inputs=[], outputs=[], params={}, owner=0x3FFFFF))[1])
+    except Exception:
+        return BODY_SIZE_FALLBACK
+
+
+def verdict(key: str, value: float) -> str:
+    op, target = TARGETS[key]
+    ok = value <= target if op == "<=" else value >= target
+    return "PASS" if ok else "MISS"
+
+
+def run(args: argparse.Namespace) -> dict:
+    if args.quick:
+        cfg = dict(rounds=1, lat_n=300, warmup=50, tput_s=0.6, warm_s=0.2, handle_n=100)
+    else:
+        cfg = dict(rounds=3, lat_n=2000, warmup=200, tput_s=2.0, warm_s=0.4, handle_n=600)
+    for key in ("rounds", "lat_n", "tput_s", "handle_n"):
+        value = getattr(args, key)
+        if value is not None:
+            cfg[key] = value
+    cfg.update(window=WINDOW, per_client=PER_CLIENT, clients=args.clients,
+               small=4 << 10, big=32 << 20)
+    load_before = os.getloadavg()
+    body_size = ping_body_size()
+    progress(f"{os.cpu_count()} CPUs, load average {load_before[0]:.2f}; "
+             f"{'quick' if args.quick else 'full'} run: {cfg['rounds']} round(s) interleaved")
+    results = {
+        "baseline": {"lat": [], "tput": []},
+        "relay": {"lat": [], "tput": []},
+        "direct": {"lat": [], "tput": []},
+        "handles": {"lat": {"small": [], "big": []}, "exec_us": {"small": [], "big": []}},
+    }
+    base = Baseline(body_size)
+    full = FullStack(args.clients)
+    try:
+        progress("starting the baseline processes (raw pyzmq relay + 1 echo worker)")
+        base.start()
+        progress("starting the SoC (relay, vdsp0, vdsp1) in a temp runtime dir")
+        status = full.start(args.start_timeout)
+        progress("SoC up: " + ", ".join(f"{c['name']} {c['state']}" for c in status.get("cores", [])))
+        for r in range(1, cfg["rounds"] + 1):
+            tag = f"round {r}/{cfg['rounds']}"
+            warm = cfg["warmup"] if r == 1 else cfg["warmup"] // 4
+            progress(f"{tag}: baseline latency ({cfg['lat_n']} round trips)")
+            results["baseline"]["lat"] += base.latency(cfg["lat_n"], warm)
+            for mode in ("relay", "direct"):
+                progress(f"{tag}: full stack {mode} latency ({cfg['lat_n']} PING)")
+                results[mode]["lat"] += full.latency(mode, cfg["lat_n"], warm)
+            progress(f"{tag}: handle-only MEMCPY 16 B, 4 KiB vs 32 MiB ({cfg['handle_n']} each)")
+            h = full.handles(cfg["handle_n"], max(10, warm // 4), cfg["small"], cfg["big"])
+            for k in ("small", "big"):
+                results["handles"]["lat"][k] += h["lat"][k]
+                results["handles"]["exec_us"][k] += h["exec_us"][k]
+            progress(f"{tag}: baseline throughput (window {WINDOW}, {cfg['tput_s']} s)")
+            results["baseline"]["tput"].append(base.throughput(WINDOW, cfg["warm_s"], cfg["tput_s"]))
+            for mode in ("relay", "direct"):
+                progress(f"{tag}: full stack {mode} throughput (2 {args.clients} x window {PER_CLIENT}, "
+                         f"{cfg['tput_s']} s)")
+                results[mode]["tput"].append(full.throughput(mode, WINDOW, cfg["warm_s"], cfg["tput_s"]))
+    except BaseException:
+        tail = full.logs_tail()
+        if tail:
+            print(f"SoC logs (tail):\n{tail}", file=sys.stderr)
+        raise
+    finally:
+        progress("stopping the SoC and the baseline processes")
+        try:
+            full.stop()
+        finally:
+            base.stop()
+    load_after = os.getloadavg()
+    return summarize(cfg, results, body_size, load_before, load_after)
+
+
+def summarize(cfg: dict, results: dict, body_size: int, load_before: tuple, load_after: tuple) -> dict:
+    fig: dict = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "pyzmq": zmq.__version__,
+                    "libzmq": zmq.zmq_version(), "loadavg_before": list(load_before),
+                    "loadavg_after": list(load_after)},
+        "config": {**cfg, "baseline_body_bytes": body_size, "baseline_workers": 1, "full_stack_workers": 2},
+    }
+    for name in ("baseline", "relay", "direct"):
+        lat, tput = results[name]["lat"], results[name]["tput"]
+        fig[name] = {"p50_us": pct(lat, 50), "p99_us": pct(lat, 99), "samples": len(lat),
+                     "tasks_per_s": median(tput), "tasks_per_s_rounds": tput}
+    h = results["handles"]
+    fig["handles"] = {k: {"bytes": cfg[k], "p50_us": pct(h["lat"][k], 50), "p99_us": pct(h["lat"][k], 99),
+                          "dsp_exec_p50_us": median(h["exec_us"][k]), "samples": len(h["lat"][k])}
+                      for k in ("small", "big")}
+    b = fig["baseline"]
+    ratios = {
+        "relay_p50_over_baseline": fig["relay"]["p50_us"] / b["p50_us"],
+        "relay_tput_over_baseline": fig["relay"]["tasks_per_s"] / b["tasks_per_s"],
+        "big_p50_over_small": fig["handles"]["big"]["p50_us"] / fig["handles"]["small"]["p50_us"],
+    }
+    fig["ratios"] = {k: {"value": v, "target": f"{TARGETS[k][0]} {TARGETS[k][1]}", "verdict": verdict(k, v)}
+                     for k, v in ratios.items()}
+    fig["info_ratios"] = {
+        "direct_p50_over_baseline": fig["direct"]["p50_us"] / b["p50_us"],
+        "direct_tput_over_baseline": fig["direct"]["tasks_per_s"] / b["tasks_per_s"],
+        "relay_p99_over_baseline_p99": fig["relay"]["p99_us"] / b["p99_us"],
+    }
+    return fig
+
+
+def render(fig: dict) -> str:
+    cfg, m = fig["config"], fig["machine"]
+    clients = "2 client threads (1 process)" if cfg["clients"] == "threads" else "2 client processes"
+    lines = [
+        "vdsp-sim RPC benchmark",
+        f"  machine: {m['cpus']} CPUs, Python {m['python']}, pyzmq {m['pyzmq']} / libzmq {m['libzmq']}; "
+        f"load average {m['loadavg_before'][0]:.2f} before, {m['loadavg_after'][0]:.2f} after "
+        "(shared machine: other jobs may compete for the CPUs)",
+        f"  {cfg['rounds']} interleaved round(s); latency: sequential, {fig['baseline']['samples']} samples per row "
+        f"after warm-up; throughput: median of {cfg['rounds']} x {cfg['tput_s']} s, window {cfg['window']}",
+        f"  baseline: raw pyzmq DEALER -> ROUTER/DEALER poll-loop relay -> ONE DEALER echo worker, ipc, "
+        f"24 B header + {cfg['baseline_body_bytes']} B body, no msgpack",
+        f"  full stack: SoC relay + 2 cores (2 firmware workers), PING (no-op), core=CORE_ANY; throughput window "
+        f"{cfg['window']} = {clients} x {cfg['per_client']} (per-client limit {cfg['per_client']})",
+        "",
+        f"  {'configuration':<44}{'p50 µs':>10}{'p99 µs':>10}{'tasks/s':>11}",
+        f"  {'-' * 75}",
+    ]
+    for key, label in (("baseline", "baseline raw pyzmq (1 echo worker)"),
+                       ("relay", "full stack, relay  (Soc mode=relay)"),
+                       ("direct", "full stack, direct (Soc mode=direct)")):
+        r = fig[key]
+        lines.append(f"  {label:<44}{r['p50_us']:>10.0f}{r['p99_us']:>10.0f}{r['tasks_per_s']:>11.0f}")
+    for key, label in (("small", "MEMCPY 16 B, 4 KiB in/out (relay)"), ("big", "MEMCPY 16 B, 32 MiB in/out (relay)")):
+        r = fig["handles"][key]
+        lines.append(f"  {label:<44}{r['p50_us']:>10.0f}{r['p99_us']:>10.0f}{'-':>11}"
+                     f"   (DSP exec p50 {r['dsp_exec_p50_us']:.0f} µs)")
+    lines += ["", f"  {'ratio':<44}{'value':>10}{'target':>10}{'':>3}verdict", f"  {'-' * 75}"]
+    for key, label in (("relay_p50_over_baseline", "relay p50 / baseline p50"),
+                       ("relay_tput_over_baseline", "relay tasks/s / baseline tasks/s"),
+                       ("big_p50_over_small", "32 MiB p50 / 4 KiB p50")):
+        r = fig["ratios"][key]
+        lines.append(f"  {label:<44}{r['value']:>10.2f}{r['target']:>10}{'':>3}{r['verdict']}")
+    info = fig["info_ratios"]
+    lines += [f"  {'(info) direct p50 / baseline p50':<44}{info['direct_p50_over_baseline']:>10.2f}",
+              f"  {'(info) direct tasks/s / baseline tasks/s':<44}{info['direct_tput_over_baseline']:>10.2f}",
+              f"  {'(info) relay p99 / baseline p99':<44}{info['relay_p99_over_baseline_p99']:>10.2f}",
+              f"  tasks/s per round: baseline {_fmt(fig['baseline'])}; relay {_fmt(fig['relay'])}; "
+              f"direct {_fmt(fig['direct'])}"]
+    return "\n".join(lines)
+
+
+def _fmt(r: dict) -> str:
+    return "/".join(f"{v:.0f}" for v in r["tasks_per_s_rounds"])
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="bench_rpc.py", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="short run (smoke test): 1 round, small counts")
+    ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE as JSON")
+    ap.add_argument("--clients", choices=("threads", "procs"), default="threads",
+                    help="how the full stack reaches a window of 64 with 32 tasks per client: two client "
+                         "threads in this process (default) or two client processes")
+    ap.add_argument("--rounds", type=int, help="interleaved measurement rounds (default 3, quick 1)")
+    ap.add_argument("--lat-n", dest="lat_n", type=int, help="latency samples per configuration and round")
+    ap.add_argument("--tput-s", dest="tput_s", type=float, help="seconds per throughput measurement")
+    ap.add_argument("--handle-n", dest="handle_n", type=int, help="MEMCPY samples per size and round")
+    ap.add_argument("--start-timeout", type=float, default=60.0, help="seconds to wait for the SoC to run")
+    ap.add_argument("--fail-on-miss", action="store_true", help="exit 3 when a ratio misses its target")
+    # internal: the child processes of the benchmark
+    ap.add_argument("--role", choices=("baseline-relay", "baseline-worker", "soc-client"), help=argparse.SUPPRESS)
+    ap.add_argument("--dir", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", default="relay", help=argparse.SUPPRESS)
+    ap.add_argument("--window", type=int, default=PER_CLIENT, help=argparse.SUPPRESS)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.role == "baseline-relay":
+        return role_baseline_relay(args.dir)
+    if args.role == "baseline-worker":
+        return role_baseline_worker(args.dir)
+    if args.role == "soc-client":
+        return role_soc_client(args.mode, args.window)
+
+    def on_sigterm(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        fig = run(args)
+    except KeyboardInterrupt:
+        print("bench_rpc: interrupted", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        print(f"bench_rpc: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(render(fig), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(fig, indent=1) + "\n")
+        progress(f"figures written to {args.json}")
+    missed = [k for k, r in fig["ratios"].items() if r["verdict"] == "MISS"]
+    return 3 if missed and args.fail_on_miss else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Dead and frozen peers: tasks fail with a clear code, nothing hangs, the SoC heals."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from arm_side import CORE_0, CORE_1, Soc, errors, opids
+from tests.conftest import wait_until
+from tests.live import shm_entries
+
+pytestmark = pytest.mark.live
+
+
+def ping_ok(soc, core) -> bool:
+    try:
+        return bool(soc.rpc(opids.PING, core=core).wait(2000))
+    except errors.VdspError:
+        return False
+
+
+@pytest.mark.parametrize("mode", ["relay", "direct"])
+def test_killed_firmware_fails_its_task_and_the_core_recovers(live_soc, mode):
+    with Soc(mode=mode) as soc:
+        task = soc.rpc(opids.SLEEP, params={"ms": 5000}, core=CORE_0)
+        time.sleep(0.3)
+        os.kill(live_soc.fw_pid("vdsp0"), signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(errors.CoreCrashed) as exc:
+            task.wait(4000)
+        assert exc.value.code == -6000291 and time.monotonic() - t0 < 3
+        assert soc.rpc(opids.PING, core=CORE_1).wait(2000) == {"core": "vdsp1"}  # the other core is untouched
+        assert wait_until(lambda: ping_ok(soc, CORE_0), 15), "vdsp0 did not recover"
+    dmesg = (live_soc.rt / "dmesg").read_text()
+    assert "crash detected in vdsp0: type killed by SIGKILL" in dmesg
+    assert "handling crash #1 in vdsp0" in dmesg and "recovering vdsp0" in dmesg
+    assert dmesg.count("remote processor vdsp0 is now up") == 2
+
+
+def test_killed_relay_fails_in_flight_tasks_and_the_next_call_starts_a_new_one(live_soc):
+    with Soc() as soc:
+        task = soc.rpc(opids.SLEEP, params={"ms": 5000}, core=CORE_0)
+        time.sleep(0.2)
+        old = live_soc.relay_pid()
+        os.kill(old, signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(errors.RelayUnavailable) as exc:
+            task.wait(10000)
+        assert exc.value.code == -6000300 and time.monotonic() - t0 < 4
+        assert soc.rpc(opids.PING, core=CORE_1).wait(20000) == {"core": "vdsp1"}
+        new = live_soc.relay_pid()
+        assert new is not None and new != old
+        assert wait_until(lambda: ping_ok(soc, CORE_0), 15)   # vdsp0 finishes the orphan sleep, then serves
+
+
+CLIENT = textwrap.dedent("""
+    import sys, time
+    from arm_side import Soc, opids, CORE_0
+    soc = Soc()
+    bufs = [soc.mem.alloc(1 << 20) for _ in range(3)] + [soc.mem.alloc_cached(4096)]
+    tasks = [soc.rpc(opids.SLEEP, params={"ms": 200}, core=CORE_0) for _ in range(10)]
+    print("ready", flush=True)
+    time.sleep(60)
+""")
+
+
+def test_killed_client_leaves_no_shared_memory_and_disturbs_no_one(live_soc):
+    before = shm_entries()
+    proc = subprocess.Popen([sys.executable, "-c", CLIENT], stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        created = shm_entries() - before
+        assert len(created) >= 5  # 4 segments + the owner's lock
+        with Soc() as soc:
+            proc.kill()
+            proc.wait()
+            assert soc.rpc(opids.PING, core=CORE_1).wait(2000) == {"core": "vdsp1"}
+            assert wait_until(lambda: not (shm_entries() & created), 5), f"leaked: {shm_entries() & created}"
+            # its queued sleeps are dropped: vdsp0 is free well before 10 x 200 ms
+            t0 = time.monotonic()
+            soc.rpc(opids.PING, core=CORE_0).wait(5000)
+            assert time.monotonic() - t0 < 1.9
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("mode", ["relay", "direct"])
+def test_frozen_core_is_declared_dead_and_comes_back(live_soc, mode):
+    core_pid, fw_pid = live_soc.pid("vdsp0"), live_soc.fw_pid("vdsp0")
+    with Soc(mode=mode) as soc:
+        task = soc.rpc(opids.SLEEP, params={"ms": 10}, core=CORE_0)
+        task.wait(2000)
+        os.kill(core_pid, signal.SIGSTOP)
+        os.kill(fw_pid, signal.SIGSTOP)
+        try:
+            task = soc.rpc(opids.PING, core=CORE_0)
+            t0 = time.monotonic()
+            with pytest.raises(errors.CoreDead) as exc:
+                task.wait(6000)
+            assert exc.value.code == -6000292 and time.monotonic() - t0 < 4
+            with pytest.raises(errors.CoreError):
+                soc.rpc(opids.PING, core=CORE_0).wait(2000)
+            assert soc.rpc(opids.PING, core=CORE_1).wait(2000) == {"core": "vdsp1"}
+        finally:
+            os.kill(fw_pid, signal.SIGCONT)
+            os.kill(core_pid, signal.SIGCONT)
+        if mode == "relay":
+            assert wait_until(lambda: ping_ok(soc, CORE_0), 10), "vdsp0 did not come back"
+    if mode == "direct":  # a direct client reconnects by making a new connection
+        with Soc(mode=mode) as soc:
+            assert ping_ok(soc, CORE_0)
