@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Create/refresh the project virtual environment (.venv) — idempotent, quiet when up to date.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "vdsp-sim needs Python 3.11 or newer")'
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv with $("$PY" --version)"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.vdsp-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "[setup] installing vdsp-sim and its dependencies into .venv"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+  echo "$want" > "$stamp"
+fi
