@@ -44,6 +44,14 @@ class Peer:
         self.fw: Channel | None = None          # direct mode: the core's firmware channel
         self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
 
+    def connect(self, info: dict) -> None:
+        """READY received: liveness starts now, at the interval the peer announced."""
+        self.info = info
+        interval = info.get("heartbeat_ms")
+        now = time.monotonic()
+        self.liveness = Liveness(now, interval if isinstance(interval, int) and interval > 0 else HEARTBEAT_INTERVAL_MS)
+        self.connected = True
+
 
 class Client:
     """Connection to a SoC. ``mode`` is ``relay`` or ``direct``."""
@@ -101,8 +109,10 @@ class Client:
         if self.autostart_relay and autostart.should_start(endpoint):
             autostart.start_relay(self.rt)
             started = True
+        # A local (ipc) relay that does not answer quickly is started; a remote one is waited for.
+        probe = 0.5 if self.autostart_relay and endpoint.startswith("ipc://") and not started else self.connect_timeout_s
         try:
-            info = self._hello(channel, 0.5 if not started else self.connect_timeout_s)
+            info = self._hello(channel, probe)
         except errors.TaskTimeout:
             if not self.autostart_relay or not endpoint.startswith("ipc://") or started:
                 channel.close()
@@ -114,9 +124,7 @@ class Client:
                 channel.close()
                 raise errors.RelayUnavailable(
                     f"started dsp_relay_server but it does not answer at {endpoint}; see {self.rt / 'relay.log'}") from None
-        peer.liveness.heard(time.monotonic())
-        peer.connected = True
-        peer.info = info
+        peer.connect(info)
         for core in info.get("cores", []):
             self.core_states[core["name"]] = core["state"]
 
@@ -134,7 +142,7 @@ class Client:
                 peer.alive = False
                 self.core_states[name] = "unreachable"
                 continue
-            peer.connected = True
+            peer.connect(peer.info)
             self._direct_core_state(peer, peer.info.get("state", "offline"), peer.info)
         if not any(p.alive for p in self.peers):
             raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")

@@ -167,7 +167,7 @@ class CoreServer:
         except errors.VdspError as exc:
             msg_id = wire.peek_msg_id(frames)
             log.warning("%s: rejected message from %r: %s", self.name, identity, exc)
-            if msg_id is not None:
+            if msg_id:  # 0 = one-way message (heartbeat, event): nobody to answer
                 self._send(identity, messages.error(msg_id, exc))
             return
         now = time.monotonic()

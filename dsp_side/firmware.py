@@ -62,7 +62,7 @@ class Firmware:
         except errors.VdspError as exc:
             msg_id = wire.peek_msg_id(frames)
             log.warning("%s: rejected malformed message: %s", self.core, exc)
-            return None if msg_id is None else wire.encode(messages.error(msg_id, exc))
+            return wire.encode(messages.error(msg_id, exc)) if msg_id else None  # 0 = one-way
         if msg.command is Command.TASK:
             reply = self.run_task(msg)
             try:

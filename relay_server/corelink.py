@@ -65,6 +65,10 @@ class CoreLink:
         self.firmware_version = body.get("firmware_version", self.firmware_version)
         self.operators = body.get("operators", self.operators)
         self.crash_count = body.get("crash_count", self.crash_count)
+        interval = body.get("heartbeat_ms")
+        if isinstance(interval, int) and interval > 0 and interval != self.heartbeat_ms:
+            self.heartbeat_ms = interval
+            self.liveness = Liveness(self.liveness.last_heard, interval)
         if state == "running":
             fw_endpoint = runtime.connectable(body.get("fw_endpoint", ""), self.endpoint)
             if self.fw is None or fw_endpoint != self.fw_endpoint:

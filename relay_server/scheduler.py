@@ -82,13 +82,17 @@ class Scheduler:
             self.queued -= 1
         return job
 
-    def drain_pinned(self, core: int) -> list[Job]:
-        """Remove and return every job pinned to ``core`` (its core went away)."""
+    def drain_pinned(self, core: int | None) -> list[Job]:
+        """Remove and return every job queued for ``core`` (None: the ANY queue)."""
         jobs = [j for _, j in self._queues[core] if j.state == "queued"]
         for job in jobs:
             self.remove(job)
         self._queues[core].clear()
         return jobs
+
+    def drain_any(self) -> list[Job]:
+        """Remove and return every job queued for ANY core."""
+        return self.drain_pinned(None)
 
     def waiting(self, core: int | None) -> int:
         return sum(1 for _, j in self._queues[core] if j.state == "queued")

@@ -18,7 +18,7 @@ import time
 import zmq
 
 from protocol import errors, messages, wire
-from protocol.constants import (HEARTBEAT_INTERVAL_MS, MAX_TASKS_PER_CLIENT, Command, Core)
+from protocol.constants import HEARTBEAT_INTERVAL_MS, LIVENESS, MAX_TASKS_PER_CLIENT, Command, Core
 from protocol.liveness import Liveness
 from relay_server.corelink import CoreLink
 from relay_server.scheduler import Job, Scheduler
@@ -75,7 +75,7 @@ class RelayServer:
         self.clients: dict[bytes, Client] = {}
         self.ids = itertools.count(1)
         self.jobs: dict[int, Job] = {}          # relay_id -> job (queued or running)
-        self.forwarded: dict[int, tuple[bytes, int]] = {}  # relay_id -> (client, msg_id) of CONTROL
+        self.forwarded: dict[int, tuple[bytes, int, int]] = {}  # relay_id -> (client, msg_id, core index)
         self.pending_hello: list[tuple[bytes, int]] = []
         self.stats = {"submitted": 0, "completed": 0, "failed": 0, "rejected": 0}
         self.running = True
@@ -120,7 +120,7 @@ class RelayServer:
         except errors.VdspError as exc:
             msg_id = wire.peek_msg_id(frames)
             log.warning("rejected message from client %s: %s", identity.hex(), exc)
-            if msg_id is not None:
+            if msg_id:  # 0 = one-way message (heartbeat, event): nobody to answer
                 self.to_client(identity, wire.encode(messages.error(msg_id, exc)))
             return
         if cmd is Command.TASK:
@@ -146,11 +146,10 @@ class RelayServer:
         index = _CORE_INDEX[core]
         usable = self.cores if index is None else (self.cores[index],)
         if not any(c.state == "running" for c in usable):
-            target = usable[0] if usable else None
-            if target is not None and target.state == "crashed":
-                return reject(errors.CoreCrashed(f"{target.name} is crashed"))
-            if target is not None and target.state == "dead":
-                return reject(errors.CoreDead(f"{target.name} stopped answering heartbeats"))
+            if index is not None and usable[0].state == "crashed":
+                return reject(errors.CoreCrashed(f"{usable[0].name} is crashed"))
+            if index is not None and usable[0].state == "dead":
+                return reject(errors.CoreDead(f"{usable[0].name} stopped answering heartbeats"))
             names = ", ".join(f"{c.name} {c.state}" for c in self.cores)
             return reject(errors.CoreOffline(f"no running core for this task ({names})"))
         if self.sched.full():
@@ -176,7 +175,11 @@ class RelayServer:
         elif cmd is Command.CANCEL:
             self.cancel(client, msg_id, body["target"])
         elif cmd is Command.QUERY:
-            self.to_client(client.identity, wire.encode(messages.result(msg_id, self.query(body["what"]))))
+            try:
+                reply = messages.result(msg_id, self.query(body["what"]))
+            except errors.VdspError as exc:
+                reply = messages.error(msg_id, exc)
+            self.to_client(client.identity, wire.encode(reply))
         elif cmd is Command.CONTROL:
             core = self.by_name.get(body["core"])
             if core is None:
@@ -184,7 +187,7 @@ class RelayServer:
                 self.to_client(client.identity, wire.encode(messages.error(msg_id, exc)))
                 return
             relay_id = next(self.ids)
-            self.forwarded[relay_id] = (client.identity, msg_id)
+            self.forwarded[relay_id] = (client.identity, msg_id, core.index)
             msg.msg_id = relay_id
             core.send_ctl(msg)
         elif cmd is Command.DISCONNECT:
@@ -218,11 +221,14 @@ class RelayServer:
 
     def answer_hellos(self, now: float) -> None:
         """READY once every core has answered (or the liveness window passed)."""
-        known = all(c.state != "unknown" for c in self.cores)
-        if not self.pending_hello or not (known or now - self.started > self.cores[0].liveness.window if self.cores else True):
+        if not self.pending_hello:
             return
+        known = all(c.state != "unknown" for c in self.cores)
+        if not known and now - self.started <= LIVENESS * self.heartbeat_ms / 1000:
+            return
+        running = any(c.state == "running" for c in self.cores)
         body = {"cores": [c.describe() for c in self.cores], "heartbeat_ms": self.heartbeat_ms,
-                "state": "running"}
+                "state": "running" if running else "offline"}
         for identity, msg_id in self.pending_hello:
             self.to_client(identity, wire.encode(messages.ready(msg_id, "dsp_relay_server", "relay", **body)))
         self.pending_hello.clear()
@@ -233,7 +239,7 @@ class RelayServer:
         if what == "stats":
             return {**self.stats, "queued": self.sched.queued, "clients": len(self.clients),
                     "inflight": {c.name: len(c.inflight) for c in self.cores}, "pid": os.getpid()}
-        return {"error": f"unknown query {what!r}; try cores or stats"}
+        raise errors.InvalidArgument(f"unknown query {what!r}; the relay answers 'cores' and 'stats'")
 
     # --- core side ------------------------------------------------------------------------
     def dispatch(self) -> None:
@@ -285,12 +291,15 @@ class RelayServer:
             self.answer_hellos(now)
         elif msg.command is Command.EVENT:
             self.core_state(core, msg.body["state"], msg.body, msg.body.get("reason", ""))
-            for identity in list(self.clients):
-                self.to_client(identity, frames)
+            self._broadcast(frames)
         elif msg.command in (Command.RESULT, Command.ERROR):
             target = self.forwarded.pop(msg.msg_id, None)
             if target is not None:
                 self.to_client(target[0], [_retag(frames[0], target[1]), *frames[1:]])
+
+    def _broadcast(self, frames: list) -> None:
+        for identity in list(self.clients):
+            self.to_client(identity, frames)
 
     def core_state(self, core: CoreLink, state: str, body: dict, reason: str) -> None:
         """Apply a core's new state; a core that stops running fails its tasks."""
@@ -300,11 +309,28 @@ class RelayServer:
         if state == "dead":
             core.close_fw()
             core.state = "dead"
+            self._broadcast(wire.encode(messages.event(core.name, "dead", reason=reason)))
         else:
             core.apply(body, state)
+        if not any(c.state == "running" for c in self.cores):
+            self.fail_stranded()
         self.dispatch()
 
+    def fail_stranded(self) -> None:
+        """No core runs: tasks queued for ANY would wait for ever; fail them now."""
+        jobs = self.sched.drain_any()
+        if jobs:
+            names = ", ".join(f"{c.name} {c.state}" for c in self.cores)
+            log.warning("no core running (%s): failing %d queued task(s)", names, len(jobs))
+        for job in jobs:
+            self.fail(job, errors.CoreOffline(f"no core is running ({', '.join(f'{c.name} {c.state}' for c in self.cores)})"))
+
     def fail_core(self, core: CoreLink, exc: errors.VdspError) -> None:
+        if isinstance(exc, errors.CoreDead):  # a silent core will not answer CONTROLs either
+            for relay_id, (identity, msg_id, index) in list(self.forwarded.items()):
+                if index == core.index:
+                    del self.forwarded[relay_id]
+                    self.to_client(identity, wire.encode(messages.error(msg_id, type(exc)(exc.message))))
         jobs = list(core.inflight.values())
         core.inflight.clear()
         jobs += self.sched.drain_pinned(core.index)

@@ -4,6 +4,7 @@ processes or /dev/shm segments are left behind."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -23,7 +24,8 @@ def runtime_env(monkeypatch):
     monkeypatch.setenv("VDSP_RUNTIME_DIR", str(rt))
     for var in ("VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_RPC_MODE", "VDSP_STRICT_CACHE"):
         monkeypatch.delenv(var, raising=False)
-    return rt
+    yield rt
+    shutil.rmtree(rt, ignore_errors=True)
 
 
 @pytest.fixture
@@ -58,6 +60,7 @@ def shared_soc():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        shutil.rmtree(rt, ignore_errors=True)
 
 
 def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):

@@ -58,7 +58,7 @@ class LiveSoc:
         """Stop everything; raise AssertionError for leftover processes, sockets or shm."""
         fw_pids = []
         try:
-            fw_pids = [self.fw_pid(c) for c in ("vdsp0", "vdsp1")]
+            fw_pids = [p for p in (self.fw_pid(c) for c in ("vdsp0", "vdsp1")) if p]
         except Exception:  # a test may have left a core down; its pid is then gone anyway
             pass
         extra_relay = self.relay_pid()

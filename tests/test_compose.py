@@ -99,10 +99,14 @@ def test_dockerfile_installs_the_project():
     assert lines[0] == "FROM python:3.11-slim"
     assert re.search(r"^RUN pip install \.", dockerfile, re.M), "the image must pip install the project"
     assert re.search(r"VDSP_RUNTIME_DIR=(/\S+)", dockerfile), "VDSP_RUNTIME_DIR must be set in the image"
-    copied = {m[1].rstrip("/") for m in re.finditer(r"^COPY (\S+)", dockerfile, re.M)}
+    copied = {src.rstrip("/") for m in re.finditer(r"^COPY (.+)$", dockerfile, re.M)
+              for src in m[1].split()[:-1]}
     with open(ROOT / "pyproject.toml", "rb") as fh:
-        include = tomllib.load(fh)["tool"]["setuptools"]["packages"]["find"]["include"]
+        pyproject = tomllib.load(fh)
+    include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
     needed = {"pyproject.toml"} | {pattern.rstrip("*") for pattern in include}
+    if isinstance(pyproject["project"].get("readme"), str):
+        needed.add(pyproject["project"]["readme"])
     if "." not in copied:
         assert needed <= copied, f"the image lacks {sorted(needed - copied)}"
     runtime_dir = re.search(r"VDSP_RUNTIME_DIR=(/\S+)", dockerfile)[1]

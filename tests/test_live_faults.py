@@ -108,6 +108,7 @@ def test_frozen_core_is_declared_dead_and_comes_back(live_soc, mode):
             assert exc.value.code == -6000292 and time.monotonic() - t0 < 4
             with pytest.raises(errors.CoreError):
                 soc.rpc(opids.PING, core=CORE_0).wait(2000)
+            assert soc.core_states["vdsp0"] == "dead"   # clients hear about it
             assert soc.rpc(opids.PING, core=CORE_1).wait(2000) == {"core": "vdsp1"}
         finally:
             os.kill(fw_pid, signal.SIGCONT)
