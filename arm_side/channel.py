@@ -12,12 +12,13 @@ import threading
 
 import zmq
 
-_EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
+from soc.zsock import EVENTS as _EVENTS, NOBLOCK as _NOBLOCK, POLLIN as _POLLIN, send_frames
 
 
 class Channel:
     def __init__(self, ctx: zmq.Context, endpoint: str, name: str) -> None:
         self.endpoint, self.name = endpoint, name
+        self.peer = None  # the client's Peer this channel belongs to (set by the client)
         self.lock = threading.Lock()
         sock = ctx.socket(zmq.DEALER)
         sock.linger = 0
@@ -33,7 +34,7 @@ class Channel:
         with self.lock:
             if self.closed:
                 return []
-            self.sock.send_multipart(frames, copy=len(frames) < 3)
+            send_frames(self.sock, frames)
             return self._drain()
 
     def drain(self) -> list[list]:

@@ -37,6 +37,7 @@ class Peer:
 
     def __init__(self, name: str, channel: Channel, now: float) -> None:
         self.name, self.channel = name, channel
+        channel.peer = self
         self.liveness = Liveness(now, HEARTBEAT_INTERVAL_MS)
         self.alive = True
         self.connected = False                  # READY received: liveness applies from then on
@@ -70,6 +71,7 @@ class Client:
         self.leader = threading.Lock()
         self.sync_waiters = 0
         self._followers = 0          # threads blocked on cv (not reading)
+        self._callback_pending = 0   # requests with done-callbacks not yet complete
         self._bg_leading = False
         self._bg_wake = threading.Event()
         self.closed = False
@@ -156,6 +158,7 @@ class Client:
                 if peer.fw is not None:
                     peer.fw.close()
                 peer.fw = Channel(self.ctx, endpoint, f"{peer.name}.fw")
+                peer.fw.peer = peer
             peer.info.update({k: v for k, v in body.items() if k != "state"})
             return
         if peer.fw is not None:
@@ -241,14 +244,19 @@ class Client:
         return self._request(peer.channel, msg)
 
     def release(self, task: Task) -> str:
+        channel = None
         if self.mode == "relay" and self.peers[0].alive:
+            channel = self.peers[0].channel
+        elif self.mode == "direct":
+            peer = next((p for p in self.peers if task.msg_id in p.inflight), None)
+            channel = peer.fw if peer is not None else None
+        state = "running"
+        if channel is not None:
             try:
-                reply = self.request(messages.cancel(next(self.ids), task.msg_id)).wait(5000)
+                reply = self._request(channel, messages.cancel(next(self.ids), task.msg_id)).wait(5000)
+                state = {"not-waiting": "running"}.get(reply.get("state"), reply.get("state", "running"))
             except errors.VdspError:
-                reply = {"state": "running"}
-            state = reply.get("state", "running")
-        else:
-            state = "running"
+                pass
         if self.pending.pop(task.msg_id, None) is not None or state == "cancelled":
             task._complete(None, errors.TaskCancelled(f"task {task.msg_id} released"))
         for peer in self.peers:
@@ -266,12 +274,11 @@ class Client:
             self._dispatch(channel, frames)
 
     def _dispatch(self, channel: Channel, frames: list) -> None:
-        now = time.monotonic()
-        peer = self._peer_of(channel)
+        peer = channel.peer
         if peer is not None:
-            peer.liveness.heard(now)
+            peer.liveness.last_heard = time.monotonic()
         try:
-            header = wire.parse_header(bytes(frames[0]))
+            header = wire.parse_header(frames[0])
         except (errors.VdspError, IndexError) as exc:
             log.warning("dropped malformed message from %s: %s", channel.name, exc)
             return
@@ -293,13 +300,9 @@ class Client:
                 p.inflight.discard(msg_id)
         error = errors.from_wire(body) if cmd is Command.ERROR else None
         req._complete(body, error, header, frames[2:])
-        self._notify()
+        if req.followed:
+            self._notify()
 
-    def _peer_of(self, channel: Channel) -> Peer | None:
-        for peer in self.peers:
-            if peer.channel is channel or peer.fw is channel:
-                return peer
-        return None
 
     def _on_event(self, peer: Peer | None, body: dict) -> None:
         core, state = body.get("core", "?"), body.get("state", "?")
@@ -350,10 +353,15 @@ class Client:
                 self._dispatch_all(ch, incoming)
 
     def need_reader(self) -> None:
-        """Someone relies on completions without waiting (callbacks, asyncio): make sure
-        the background thread reads when no synchronous waiter does."""
-        if not self.sync_waiters and not self._bg_leading:
-            self._bg_wake.set()
+        """A request got a done-callback (callbacks, asyncio): until it completes, the
+        background thread reads whenever no synchronous waiter does."""
+        with self.cv:
+            self._callback_pending += 1
+        self._bg_wake.set()
+
+    def reader_released(self) -> None:
+        with self.cv:
+            self._callback_pending -= 1
 
     def _notify(self) -> None:
         """Wake threads blocked on ``cv`` (cheap no-op when there are none)."""
@@ -385,6 +393,7 @@ class Client:
                         self.leader.release()
                         self._notify()
                 else:
+                    req.followed = True
                     with self.cv:
                         self._followers += 1
                         try:
@@ -397,8 +406,8 @@ class Client:
         finally:
             with self.cv:
                 self.sync_waiters -= 1
-                if self.sync_waiters == 0 and self.pending:
-                    self._bg_wake.set()  # requests nobody waits on: the background reads them
+                if self.sync_waiters == 0 and self._callback_pending:
+                    self._bg_wake.set()  # callbacks still to deliver: the background reads
 
     def _background(self) -> None:
         while not self.closed:
@@ -408,12 +417,14 @@ class Client:
                     self._bg_leading = True
                     try:
                         if self.sync_waiters == 0:  # re-checked: a waiter may have come meanwhile
-                            self._pump(HEARTBEAT_INTERVAL_MS / 4000, kick=True)
+                            # Block reading only while callbacks wait for completions; otherwise
+                            # just take in what is there (heartbeats, events) and sleep below.
+                            self._pump(HEARTBEAT_INTERVAL_MS / 4000 if self._callback_pending else 0, kick=True)
                     finally:
                         self._bg_leading = False
                         self.leader.release()
                         self._notify()
-                else:
+                if not self._callback_pending or self.sync_waiters:
                     self._bg_wake.wait(HEARTBEAT_INTERVAL_MS / 4000)
                     self._bg_wake.clear()
             except Exception:  # the reader must survive anything a peer sends

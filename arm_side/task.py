@@ -13,7 +13,8 @@ class Request:
 
     def __init__(self, client: Any, msg_id: int) -> None:
         self.client, self.msg_id = client, msg_id
-        self._done = threading.Event()
+        self._done = False
+        self.followed = False    # a thread other than the reader waits for it (wake it when done)
         self._callbacks: list[Callable] = []
         self._cb_lock = threading.Lock()
         self.body: dict = {}
@@ -22,18 +23,20 @@ class Request:
         self.error: errors.VdspError | None = None
 
     def done(self) -> bool:
-        return self._done.is_set()
+        return self._done
 
     def _complete(self, body: dict | None, error: errors.VdspError | None, header: tuple = (),
                   raw: list | None = None) -> bool:
         """Record the outcome (first call wins) and run callbacks. Returns False if already done."""
         with self._cb_lock:
-            if self._done.is_set():
+            if self._done:
                 return False
             self.body, self.error, self.header, self.raw = body or {}, error, header, raw or []
             self._on_complete()
-            self._done.set()
+            self._done = True
             callbacks, self._callbacks = self._callbacks, []
+        if callbacks:
+            self.client.reader_released()
         for cb in callbacks:
             self._run_callback(cb)
         return True
@@ -51,9 +54,10 @@ class Request:
     def add_done_callback(self, cb: Callable[["Request"], None]) -> None:
         """Call ``cb(task)`` when the task ends (at once if it already has)."""
         with self._cb_lock:
-            if not self._done.is_set():
+            if not self._done:
+                if not self._callbacks:
+                    self.client.need_reader()
                 self._callbacks.append(cb)
-                self.client.need_reader()
                 return
         self._run_callback(cb)
 

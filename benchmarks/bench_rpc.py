@@ -15,12 +15,18 @@ background load hits every configuration alike):
     buffers (relay mode): only the handles cross the sockets, so both should cost
     the same.
 
-Latency: sequential round trips after a warm-up, p50/p99 in µs.
+Latency: sequential round trips after a warm-up, p50/p99 in µs. Extra "(info)" rows repeat the
+latency with every process of the benchmark pinned to one CPU: on a small VM a cross-CPU wake-up
+costs tens of µs, so unpinned figures depend on where the scheduler put each process; pinned
+figures compare the software paths.
 Throughput: completions/s with a window of 64 outstanding requests. The SDK allows
 32 tasks in flight per client (TaskNumExceedLimit), so the full stack uses two
 clients with a window of 32 each (two threads of this process by default, or two
 processes with ``--clients procs``); the baseline uses one client socket with a
 window of 64 and one echo worker, while the full stack has two firmware workers.
+
+The throughput runs also report CPU µs per task of each process (from /proc, all threads,
+libzmq I/O threads included) and how busy the machine was, to tell "CPU-bound" from "waiting".
 
 Usage::
 
@@ -84,6 +90,73 @@ def median(values: list[float]) -> float:
     if not n:
         return float("nan")
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+# --- the process tree: CPU accounting and pinning -------------------------------------
+
+_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it (Linux /proc; [root] elsewhere)."""
+    kids: dict[int, list[int]] = collections.defaultdict(list)
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return [root]
+    for name in names:
+        if name.isdigit():
+            st = _proc_stat(int(name))
+            if st:
+                kids[int(st[1])].append(int(name))
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(kids.get(pid, ()))
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a whole process (all its threads, zmq I/O threads included)."""
+    st = _proc_stat(pid)
+    return (int(st[11]) + int(st[12])) / _TCK if st else 0.0
+
+
+def system_busy_seconds() -> float:
+    """CPU seconds all CPUs spent busy since boot (/proc/stat; 0 where unavailable)."""
+    try:
+        with open("/proc/stat") as fh:
+            f = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (f + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / _TCK
+
+
+def set_tree_affinity(cpus: set[int]) -> bool:
+    """Pin every thread of this process and of its descendants to ``cpus``. False if unsupported."""
+    if not hasattr(os, "sched_setaffinity"):
+        return False
+    for pid in descendants(os.getpid()):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                os.sched_setaffinity(int(tid), cpus)
+            except OSError:
+                pass
+    return True
 
 
 # =========================================================================================
@@ -361,10 +434,22 @@ class FullStack:
                     raise RuntimeError(f"{mode} client process did not start (said {line!r}, exit {p.poll()})")
         return self.procs[mode]
 
+    def prepare(self, mode: str, window: int) -> None:
+        """Connect the throughput clients of ``mode`` (outside the measured time)."""
+        from arm_side import Soc
+        n_clients = max(1, -(-window // PER_CLIENT))
+        if self.clients_kind == "procs" and n_clients > 1:
+            self._client_procs(mode, n_clients)
+            return
+        socs = self.socs.setdefault(mode, [])
+        while len(socs) < n_clients:
+            socs.append(Soc(mode=mode, strict=False, autostart_relay=False))
+
     def throughput(self, mode: str, window: int, warm_s: float, duration_s: float) -> float:
-        from arm_side import CORE_ANY, Soc, opids
+        from arm_side import CORE_ANY, opids
         n_clients = max(1, -(-window // PER_CLIENT))
         per = window // n_clients
+        self.prepare(mode, window)
         if self.clients_kind == "procs" and n_clients > 1:
             procs = self._client_procs(mode, n_clients)
             t_start = time.monotonic() + warm_s
@@ -379,9 +464,7 @@ class FullStack:
                     raise RuntimeError(f"{mode} client process died (exit {p.poll()})")
                 total += json.loads(line)["count"]
             return total / duration_s
-        socs = self.socs.setdefault(mode, [])
-        while len(socs) < n_clients:
-            socs.append(Soc(mode=mode, strict=False, autostart_relay=False))
+        socs = self.socs[mode]
         t_start = time.monotonic() + warm_s
         t_end = t_start + duration_s
         counts = [0] * n_clients
@@ -439,6 +522,21 @@ class FullStack:
             for src, dst in bufs.values():
                 src.free()
                 dst.free()
+
+    def process_labels(self) -> dict[int, str]:
+        """pid -> role of every process of the SoC (relay, vdsp0/1 core, fw0/1 firmware)."""
+        labels: dict[int, str] = {}
+        if self.sup is None:
+            return labels
+        for name, p in self.sup.procs.items():
+            labels[p.pid] = name if name == "relay" else f"{name}.core"
+            if name != "relay":
+                for child in descendants(p.pid)[1:]:
+                    labels[child] = f"{name}.fw"
+        for mode, procs in self.procs.items():
+            for i, p in enumerate(procs):
+                labels[p.pid] = f"client{i}"
+        return labels
 
     # --- teardown ---------------------------------------------------------------------
     def logs_tail(self, lines: int = 15) -> str:
@@ -513,6 +611,27 @@ def ping_body_size() -> int:
         return BODY_SIZE_FALLBACK
 
 
+def measure_cpu(fn, labels: dict[int, str], duration_s: float) -> tuple[float, dict[str, float]]:
+    """Run ``fn`` (returns tasks/s over ``duration_s``); CPU µs per completed task per process
+    (processes that used < 0.5 % of the run are left out)."""
+    before = {pid: cpu_seconds(pid) for pid in labels}
+    busy0, ours0 = system_busy_seconds(), sum(cpu_seconds(p) for p in descendants(os.getpid()))
+    t0 = time.monotonic()
+    rate = fn()
+    wall = time.monotonic() - t0
+    busy = system_busy_seconds() - busy0
+    ours = sum(cpu_seconds(p) for p in descendants(os.getpid())) - ours0
+    tasks = max(1.0, rate * wall)   # the warm-up and drain run at the same rate
+    out = {}
+    for pid, label in labels.items():
+        used = cpu_seconds(pid) - before[pid]
+        if used > 0.005 * wall:
+            out[label] = round(used / tasks * 1e6, 1)
+    out["_other_cpu_pct"] = round(max(0.0, busy - ours) / wall * 100, 1)   # foreign load (% of one CPU)
+    out["_busy_cpu_pct"] = round(busy / wall * 100, 1)
+    return rate, out
+
+
 def verdict(key: str, value: float) -> str:
     op, target = TARGETS[key]
     ok = value <= target if op == "<=" else value >= target
@@ -539,7 +658,11 @@ def run(args: argparse.Namespace) -> dict:
         "relay": {"lat": [], "tput": []},
         "direct": {"lat": [], "tput": []},
         "handles": {"lat": {"small": [], "big": []}, "exec_us": {"small": [], "big": []}},
+        "pinned": {"baseline": [], "relay": [], "direct": []},
+        "cpu_per_task": {"baseline": [], "relay": [], "direct": []},
     }
+    all_cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    pin_cpu = {max(all_cpus)} if len(all_cpus) > 1 and not args.no_pin else None
     base = Baseline(body_size)
     full = FullStack(args.clients)
     try:
@@ -556,18 +679,38 @@ def run(args: argparse.Namespace) -> dict:
             for mode in ("relay", "direct"):
                 progress(f"{tag}: full stack {mode} latency ({cfg['lat_n']} PING)")
                 results[mode]["lat"] += full.latency(mode, cfg["lat_n"], warm)
+            if pin_cpu:
+                n_pin = max(100, cfg["lat_n"] // 2)
+                progress(f"{tag}: latency with every process pinned to CPU {min(pin_cpu)} ({n_pin} each)")
+                try:
+                    set_tree_affinity(pin_cpu)
+                    results["pinned"]["baseline"] += base.latency(n_pin, 50)
+                    for mode in ("relay", "direct"):
+                        results["pinned"][mode] += full.latency(mode, n_pin, 50)
+                finally:
+                    set_tree_affinity(all_cpus)
             progress(f"{tag}: handle-only MEMCPY 16 B, 4 KiB vs 32 MiB ({cfg['handle_n']} each)")
             h = full.handles(cfg["handle_n"], max(10, warm // 4), cfg["small"], cfg["big"])
             for k in ("small", "big"):
                 results["handles"]["lat"][k] += h["lat"][k]
                 results["handles"]["exec_us"][k] += h["exec_us"][k]
             progress(f"{tag}: baseline throughput (window {WINDOW}, {cfg['tput_s']} s)")
-            results["baseline"]["tput"].append(base.throughput(WINDOW, cfg["warm_s"], cfg["tput_s"]))
+            me = os.getpid()
+            labels = {me: "client", base.procs[0].pid: "relay", base.procs[1].pid: "worker"}
+            rate, cpu = measure_cpu(lambda: base.throughput(WINDOW, cfg["warm_s"], cfg["tput_s"]), labels,
+                                    cfg["tput_s"])
+            results["baseline"]["tput"].append(rate)
+            results["cpu_per_task"]["baseline"].append(cpu)
             for mode in ("relay", "direct"):
                 progress(f"{tag}: full stack {mode} throughput (2 {args.clients} x window {PER_CLIENT}, "
                          f"{cfg['tput_s']} s)")
-                results[mode]["tput"].append(full.throughput(mode, WINDOW, cfg["warm_s"], cfg["tput_s"]))
-    except BaseException:
+                full.prepare(mode, WINDOW)
+                labels = {me: "client", **full.process_labels()}
+                rate, cpu = measure_cpu(lambda: full.throughput(mode, WINDOW, cfg["warm_s"], cfg["tput_s"]),
+                                        labels, cfg["tput_s"])
+                results[mode]["tput"].append(rate)
+                results["cpu_per_task"][mode].append(cpu)
+    except Exception:
         tail = full.logs_tail()
         if tail:
             print(f"SoC logs (tail):\n{tail}", file=sys.stderr)
@@ -579,6 +722,7 @@ def run(args: argparse.Namespace) -> dict:
         finally:
             base.stop()
     load_after = os.getloadavg()
+    cfg["pinned_cpu"] = min(pin_cpu) if pin_cpu else None
     return summarize(cfg, results, body_size, load_before, load_after)
 
 
@@ -597,6 +741,12 @@ def summarize(cfg: dict, results: dict, body_size: int, load_before: tuple, load
     fig["handles"] = {k: {"bytes": cfg[k], "p50_us": pct(h["lat"][k], 50), "p99_us": pct(h["lat"][k], 99),
                           "dsp_exec_p50_us": median(h["exec_us"][k]), "samples": len(h["lat"][k])}
                       for k in ("small", "big")}
+    fig["pinned"] = {k: {"p50_us": pct(v, 50), "p99_us": pct(v, 99), "samples": len(v)}
+                     for k, v in results["pinned"].items() if v}
+    fig["cpu_us_per_task"] = {}
+    for name, rounds in results["cpu_per_task"].items():
+        keys = sorted({k for r in rounds for k in r})
+        fig["cpu_us_per_task"][name] = {k: median([r.get(k, 0.0) for r in rounds]) for k in keys}
     b = fig["baseline"]
     ratios = {
         "relay_p50_over_baseline": fig["relay"]["p50_us"] / b["p50_us"],
@@ -610,6 +760,10 @@ def summarize(cfg: dict, results: dict, body_size: int, load_before: tuple, load
         "direct_tput_over_baseline": fig["direct"]["tasks_per_s"] / b["tasks_per_s"],
         "relay_p99_over_baseline_p99": fig["relay"]["p99_us"] / b["p99_us"],
     }
+    if fig["pinned"].get("baseline"):
+        pb = fig["pinned"]["baseline"]["p50_us"]
+        fig["info_ratios"]["pinned_relay_p50_over_baseline"] = fig["pinned"]["relay"]["p50_us"] / pb
+        fig["info_ratios"]["pinned_direct_p50_over_baseline"] = fig["pinned"]["direct"]["p50_us"] / pb
     return fig
 
 
@@ -640,6 +794,11 @@ def render(fig: dict) -> str:
         r = fig["handles"][key]
         lines.append(f"  {label:<44}{r['p50_us']:>10.0f}{r['p99_us']:>10.0f}{'-':>11}"
                      f"   (DSP exec p50 {r['dsp_exec_p50_us']:.0f} µs)")
+    if fig.get("pinned"):
+        for key, label in (("baseline", "baseline, all pinned to 1 CPU"), ("relay", "relay, all pinned to 1 CPU"),
+                           ("direct", "direct, all pinned to 1 CPU")):
+            r = fig["pinned"][key]
+            lines.append(f"  {'(info) ' + label:<44}{r['p50_us']:>10.0f}{r['p99_us']:>10.0f}{'-':>11}")
     lines += ["", f"  {'ratio':<44}{'value':>10}{'target':>10}{'':>3}verdict", f"  {'-' * 75}"]
     for key, label in (("relay_p50_over_baseline", "relay p50 / baseline p50"),
                        ("relay_tput_over_baseline", "relay tasks/s / baseline tasks/s"),
@@ -650,9 +809,24 @@ def render(fig: dict) -> str:
     lines += [f"  {'(info) direct p50 / baseline p50':<44}{info['direct_p50_over_baseline']:>10.2f}",
               f"  {'(info) direct tasks/s / baseline tasks/s':<44}{info['direct_tput_over_baseline']:>10.2f}",
               f"  {'(info) relay p99 / baseline p99':<44}{info['relay_p99_over_baseline_p99']:>10.2f}",
+              *([f"  {'(info) pinned relay p50 / pinned baseline p50':<44}"
+                 f"{info['pinned_relay_p50_over_baseline']:>10.2f}"] if "pinned_relay_p50_over_baseline" in info else []),
               f"  tasks/s per round: baseline {_fmt(fig['baseline'])}; relay {_fmt(fig['relay'])}; "
               f"direct {_fmt(fig['direct'])}"]
+    cpu = fig.get("cpu_us_per_task", {})
+    if cpu:
+        lines.append("  CPU µs per task in the throughput runs (all threads of each process, median of rounds):")
+        for key in ("baseline", "relay", "direct"):
+            if cpu.get(key):
+                lines.append(f"    {key:<9}{_fmt_cpu(cpu[key])}")
     return "\n".join(lines)
+
+
+def _fmt_cpu(d: dict) -> str:
+    procs = {k: v for k, v in d.items() if not k.startswith("_")}
+    return (", ".join(f"{k} {v:.0f}" for k, v in sorted(procs.items(), key=lambda kv: -kv[1]))
+            + f" (total {sum(procs.values()):.0f}); machine busy {d.get('_busy_cpu_pct', 0):.0f}% of "
+            f"{os.cpu_count() * 100}%, other processes {d.get('_other_cpu_pct', 0):.0f}%")
 
 
 def _fmt(r: dict) -> str:
@@ -660,7 +834,7 @@ def _fmt(r: dict) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="bench_rpc.py", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="vdsp bench", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="short run (smoke test): 1 round, small counts")
     ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE as JSON")
@@ -672,6 +846,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--tput-s", dest="tput_s", type=float, help="seconds per throughput measurement")
     ap.add_argument("--handle-n", dest="handle_n", type=int, help="MEMCPY samples per size and round")
     ap.add_argument("--start-timeout", type=float, default=60.0, help="seconds to wait for the SoC to run")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="skip the extra latency rows measured with every process pinned to one CPU")
     ap.add_argument("--fail-on-miss", action="store_true", help="exit 3 when a ratio misses its target")
     # internal: the child processes of the benchmark
     ap.add_argument("--role", choices=("baseline-relay", "baseline-worker", "soc-client"), help=argparse.SUPPRESS)
@@ -682,6 +858,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--"]:   # ``vdsp bench -- --quick`` passes the separator through
+        argv = argv[1:]
     args = parser().parse_args(argv)
     if args.role == "baseline-relay":
         return role_baseline_relay(args.dir)

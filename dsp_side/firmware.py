@@ -25,9 +25,11 @@ from protocol import errors, messages, schema, wire
 from protocol.constants import HANDLE_REGISTERED, Command
 from dsp_side import stock
 from dsp_side.ddr_resolver import Resolver
+from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
 from dsp_side.watchdog import WatchdogWord
 from soc import log as soclog, proc
+from soc.zsock import NOBLOCK, readable, send_frames
 
 CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
@@ -76,7 +78,24 @@ class Firmware:
         if msg.command in (Command.HEARTBEAT, Command.DISCONNECT):
             return None
         return wire.encode(messages.error(msg.msg_id, errors.ApiUseError(
-            f"the firmware endpoint of {self.core} accepts TASK and HELLO, not {msg.command.name}")))
+            f"the firmware endpoint of {self.core} accepts TASK, CANCEL and HELLO, not {msg.command.name}")))
+
+    def handle_now(self, frames: list, identity: bytes, inbox: Inbox) -> list[list]:
+        """Replies to a request that is not queued (CANCEL, HELLO, garbage...)."""
+        if len(frames) >= 2 and len(frames[0]) == wire.HEADER_SIZE and frames[0][3] == Command.CANCEL:
+            try:
+                msg = messages.check_body(wire.decode(frames))
+            except errors.VdspError as exc:
+                return [wire.encode(messages.error(wire.peek_msg_id(frames) or 0, exc))]
+            target = msg.body["target"]
+            cancelled = inbox.cancel(identity, target)
+            if cancelled is None:
+                return [wire.encode(messages.result(msg.msg_id, {"state": "not-waiting", "target": target}))]
+            exc = errors.TaskCancelled(f"task {target} released before it started on {self.core}")
+            return [wire.encode(messages.error(target, exc)),
+                    wire.encode(messages.result(msg.msg_id, {"state": "cancelled", "target": target}))]
+        reply = self.handle(frames)
+        return [] if reply is None else [reply]
 
     def _buffers(self, handles: list, owner: int, writable: bool, what: str) -> list:
         out = []
@@ -163,13 +182,21 @@ def serve(fw: Firmware, endpoint: str) -> None:
     log.info("%s: firmware %s serving %d operators", fw.core, fw.version, len(fw.registry))
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
+    inbox = Inbox()
     next_purge = time.monotonic() + PURGE_EVERY_S
     while True:
-        if poller.poll(PURGE_EVERY_S * 1000):
-            frames = sock.recv_multipart()
-            reply = fw.handle(frames[1:])
+        if not inbox and not readable(sock):
+            poller.poll(PURGE_EVERY_S * 1000)
+        while readable(sock):                       # take in everything that has arrived
+            frames = sock.recv_multipart(NOBLOCK)
+            if not inbox.offer(frames[0], frames[1:]):
+                for reply in fw.handle_now(frames[1:], frames[0], inbox):
+                    send_frames(sock, [frames[0], *reply])
+        if inbox:                                   # then run the best waiting task
+            identity, frames = inbox.pop()
+            reply = fw.handle(frames)
             if reply is not None:
-                sock.send_multipart([frames[0], *reply])
+                send_frames(sock, [identity, *reply])
         if time.monotonic() >= next_purge:
             fw.resolver.purge()
             next_purge = time.monotonic() + PURGE_EVERY_S

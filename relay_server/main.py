@@ -25,7 +25,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--core", action="append", metavar="NAME=ENDPOINT",
                     help="a core's control endpoint, repeatable (default $VDSP_CORE_ENDPOINTS or vdsp0, vdsp1 in the runtime dir)")
     ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS)
-    ap.add_argument("--credit", type=int, default=2, help="tasks sent ahead to each core's firmware")
+    ap.add_argument("--credit", type=int, default=8,
+                    help="tasks sent ahead to each core's firmware, which keeps them in priority order")
     ap.add_argument("--max-queue", type=int, default=8192, help="queued tasks before clients get a busy error")
     ap.add_argument("--max-tasks-per-client", type=int, default=MAX_TASKS_PER_CLIENT)
     return ap

@@ -11,6 +11,8 @@ import heapq
 import itertools
 from typing import Any
 
+from protocol.ordering import order_key
+
 
 class Job:
     """One task as the relay sees it. ``payload`` is opaque to the scheduler."""
@@ -30,7 +32,7 @@ class Job:
         self.discard = False     # released while running: drop the result
 
     def key(self) -> tuple[int, int, int]:
-        return (-self.priority, self.custom_id, self.seq)
+        return order_key(self.priority, self.custom_id, self.seq)
 
 
 class Scheduler:

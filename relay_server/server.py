@@ -23,6 +23,7 @@ from protocol.liveness import Liveness
 from relay_server.corelink import CoreLink
 from relay_server.scheduler import Job, Scheduler
 from soc import ddr, runtime
+from soc.zsock import send_frames
 
 log = logging.getLogger("vdsp.relay")
 _U64 = struct.Struct("<Q")
@@ -56,7 +57,7 @@ def _retag(header: bytes, msg_id: int, core: int | None = None, queue_us: int | 
 
 class RelayServer:
     def __init__(self, bind: str, cores: dict[str, str], *, heartbeat_ms: int = HEARTBEAT_INTERVAL_MS,
-                 credit: int = 2, max_queued: int = 8192,
+                 credit: int = 8, max_queued: int = 8192,
                  max_tasks_per_client: int = MAX_TASKS_PER_CLIENT) -> None:
         self.heartbeat_ms, self.credit = heartbeat_ms, credit
         self.max_tasks_per_client = max_tasks_per_client
@@ -76,6 +77,7 @@ class RelayServer:
         self.ids = itertools.count(1)
         self.jobs: dict[int, Job] = {}          # relay_id -> job (queued or running)
         self.forwarded: dict[int, tuple[bytes, int, int]] = {}  # relay_id -> (client, msg_id, core index)
+        self.cancels: dict[int, tuple[bytes, int, int]] = {}    # relay_id -> (client, msg_id, core index)
         self.pending_hello: list[tuple[bytes, int]] = []
         self.stats = {"submitted": 0, "completed": 0, "failed": 0, "rejected": 0}
         self.running = True
@@ -88,7 +90,7 @@ class RelayServer:
     # --- sending --------------------------------------------------------------------------
     def to_client(self, identity: bytes, frames: list) -> None:
         try:
-            self.front.send_multipart([identity, *frames], _NOBLOCK)
+            send_frames(self.front, [identity, *frames], _NOBLOCK)
         except zmq.Again:
             log.warning("client %s is not reading its replies; dropped a message", identity.hex())
         except zmq.ZMQError as exc:  # EHOSTUNREACH: the client is gone
@@ -197,6 +199,9 @@ class RelayServer:
             self.to_client(client.identity, wire.encode(messages.error(msg_id, exc)))
 
     def cancel(self, client: Client, msg_id: int, target: int) -> None:
+        """Release a task: queued here -> removed; sent ahead to a firmware -> ask it to drop
+        the task if it has not started (the firmware's answer settles the reply); running ->
+        its result is discarded."""
         job = client.jobs.get(target)
         if job is None:
             state = "unknown"
@@ -205,6 +210,12 @@ class RelayServer:
             state = "cancelled"
         else:
             job.discard = True
+            core = next((c for c in self.cores if job.relay_id in c.inflight), None)
+            if core is not None and core.fw is not None:
+                relay_id = next(self.ids)
+                self.cancels[relay_id] = (client.identity, msg_id, core.index)
+                send_frames(core.fw, wire.encode(messages.cancel(relay_id, job.relay_id)))
+                return
             state = "running"
         self.to_client(client.identity, wire.encode(messages.result(msg_id, {"state": state, "target": target})))
 
@@ -254,7 +265,7 @@ class RelayServer:
                 job.core_name, job.started = core.name, time.monotonic()
                 core.inflight[job.relay_id] = job
                 frames = job.payload
-                core.fw.send_multipart([_retag(frames[0], job.relay_id), *frames[1:]])
+                send_frames(core.fw, [_retag(frames[0], job.relay_id), *frames[1:]])
 
     def on_fw(self, core: CoreLink, frames: list) -> None:
         core.liveness.heard(time.monotonic())
@@ -264,7 +275,7 @@ class RelayServer:
         relay_id = _U64.unpack_from(frames[0], 8)[0]
         job = core.inflight.pop(relay_id, None)
         if job is None:
-            log.warning("%s: reply for unknown task %d dropped", core.name, relay_id)
+            self._cancel_answered(relay_id, frames)
             return
         self._forget(job)
         self.stats["completed"] += 1
@@ -273,6 +284,20 @@ class RelayServer:
             header = _retag(frames[0], job.client_msg_id, 1 << core.index, queue_us)
             self.to_client(job.client, [header, *frames[1:]])
         self.dispatch()
+
+    def _cancel_answered(self, relay_id: int, frames: list) -> None:
+        """The firmware's verdict on a CANCEL we forwarded: tell the client."""
+        pending = self.cancels.pop(relay_id, None)
+        if pending is None:
+            log.warning("reply for unknown task %d dropped", relay_id)
+            return
+        identity, msg_id, _ = pending
+        try:
+            verdict = wire.unpack_body(bytes(frames[1])).get("state")
+        except errors.VdspError:
+            verdict = None
+        state = "cancelled" if verdict == "cancelled" else "running"
+        self.to_client(identity, wire.encode(messages.result(msg_id, {"state": state})))
 
     def on_ctl(self, core: CoreLink, frames: list) -> None:
         now = time.monotonic()
@@ -331,6 +356,10 @@ class RelayServer:
                 if index == core.index:
                     del self.forwarded[relay_id]
                     self.to_client(identity, wire.encode(messages.error(msg_id, type(exc)(exc.message))))
+        for relay_id, (identity, msg_id, index) in list(self.cancels.items()):
+            if index == core.index:  # its task ends with the core; the result is discarded anyway
+                del self.cancels[relay_id]
+                self.to_client(identity, wire.encode(messages.result(msg_id, {"state": "running"})))
         jobs = list(core.inflight.values())
         core.inflight.clear()
         jobs += self.sched.drain_pinned(core.index)

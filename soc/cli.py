@@ -200,6 +200,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:  # every option belongs to the benchmark script
+        return cmd_bench(argparse.Namespace(rest=argv[1:]))
     args = parser().parse_args(argv)
     try:
         return args.fn(args) or 0

@@ -18,6 +18,26 @@ from tests.live import LiveSoc  # noqa: E402
 
 
 @pytest.fixture
+def shm(tmp_path, monkeypatch):
+    """A private DDR directory (not /dev/shm); this process's owner there is closed afterwards."""
+    from soc import ddr
+    directory = tmp_path / "shm"
+    directory.mkdir()
+    monkeypatch.setenv("VDSP_SHM_DIR", str(directory))
+    monkeypatch.delenv("VDSP_STRICT_CACHE", raising=False)
+    yield directory
+    ddr.close_owner(str(directory))
+
+
+@pytest.fixture(params=["relay", "direct"])
+def mode_soc(request, shared_soc):
+    """A client of the shared SoC, once in relay mode and once in direct mode."""
+    from arm_side import Soc
+    with Soc(mode=request.param) as soc:
+        yield soc
+
+
+@pytest.fixture
 def runtime_env(monkeypatch):
     """A fresh, short runtime directory (ipc paths are limited to 107 characters)."""
     rt = Path(tempfile.mkdtemp(prefix="vt", dir="/tmp"))

@@ -19,16 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def shm(tmp_path, monkeypatch):
-    """A private DDR directory; this process's owner there is closed afterwards."""
-    directory = tmp_path / "shm"
-    directory.mkdir()
-    monkeypatch.setenv("VDSP_SHM_DIR", str(directory))
-    yield directory
-    ddr.close_owner(str(directory))
-
-
-@pytest.fixture
 def resolver(shm):
     r = Resolver()
     yield r

@@ -16,10 +16,9 @@ from soc import ddr
 pytestmark = pytest.mark.live
 
 
-@pytest.fixture(params=["relay", "direct"])
-def soc(request, shared_soc):
-    with Soc(mode=request.param) as s:
-        yield s
+@pytest.fixture
+def soc(mode_soc):
+    return mode_soc
 
 
 def still_serving(soc):

@@ -52,3 +52,20 @@ def test_relay_refuses_unknown_queries(shared_soc):
             soc.query("weather")
         stats = soc.query("stats")
         assert stats["clients"] >= 1 and set(stats["inflight"]) == {"vdsp0", "vdsp1"}
+
+
+def test_sdk_starts_the_relay_when_none_answers(runtime_env):
+    from tests.live import LiveSoc
+    soc_procs = LiveSoc(runtime_env, relay=False)   # cores only, as after a board boots
+    soc_procs.start()
+    try:
+        assert soc_procs.relay_pid() is None and not (runtime_env / "relay.sock").exists()
+        with Soc() as soc:                           # relay mode by default
+            assert soc.rpc(opids.PING, core=CORE_1).wait(5000) == {"core": "vdsp1"}
+        relay = soc_procs.relay_pid()
+        assert relay is not None
+        with Soc() as soc:                           # the next client uses the same relay
+            assert soc.query("stats")["pid"] == relay
+        assert "Connect to vdsp core1 success!" in (runtime_env / "relay.log").read_text()
+    finally:
+        soc_procs.stop_and_check()                   # also stops the auto-started relay

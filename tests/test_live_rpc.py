@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import threading
+import time
 import zlib
 
 import numpy as np
@@ -14,10 +15,9 @@ pytestmark = pytest.mark.live
 MODES = ["relay", "direct"]
 
 
-@pytest.fixture(params=MODES)
-def soc(request, shared_soc):
-    with Soc(mode=request.param) as s:
-        yield s
+@pytest.fixture
+def soc(mode_soc):
+    return mode_soc
 
 
 def test_ping_reaches_the_pinned_core(soc):
@@ -99,19 +99,44 @@ def test_done_callbacks_run_once_with_the_task(soc):
     assert seen == [{"core": "vdsp1"}] and late == ["vdsp1"]
 
 
-def test_release_of_a_queued_task_means_it_never_runs(shared_soc):
-    with Soc(mode="relay") as soc:
-        buf = soc.mem.alloc(4096)
-        blocker = soc.rpc(opids.SLEEP, params={"ms": 400}, core=CORE_0)
-        fillers = [soc.rpc(opids.SLEEP, params={"ms": 1}, core=CORE_0) for _ in range(3)]  # fill the core's credit
-        victim = soc.rpc(opids.FILL, outputs=[buf], params={"value": 9}, core=CORE_0)
-        assert victim.release() == "cancelled"
-        with pytest.raises(errors.InvalidTaskHandle):
-            victim.wait(100)
-        blocker.wait(5000)
-        for t in fillers:
-            t.wait(5000)
-        assert not buf.array().any()        # the released fill never ran
+@pytest.mark.parametrize("queued_behind", [0, 12])   # 12: more than the relay sends ahead
+def test_release_of_a_queued_task_means_it_never_runs(soc, queued_behind):
+    buf = soc.mem.alloc(4096)
+    blocker = soc.rpc(opids.SLEEP, params={"ms": 400}, core=CORE_0)
+    others = [soc.rpc(opids.SLEEP, params={"ms": 1}, core=CORE_0) for _ in range(queued_behind)]
+    victim = soc.rpc(opids.FILL, outputs=[buf], params={"value": 9}, core=CORE_0)
+    assert victim.release() == "cancelled"
+    with pytest.raises(errors.InvalidTaskHandle):
+        victim.wait(100)
+    blocker.wait(5000)
+    for t in others:
+        t.wait(5000)
+    soc.rpc(opids.PING, core=CORE_0).wait(5000)
+    assert not buf.array().any()            # the released fill never ran
+
+
+def test_release_of_a_running_task_discards_its_result(soc):
+    task = soc.rpc(opids.SLEEP, params={"ms": 300}, core=CORE_1)
+    time.sleep(0.1)
+    assert task.release() == "running"
+    with pytest.raises(errors.InvalidTaskHandle):
+        task.wait(1000)
+    assert soc.rpc(opids.PING, core=CORE_1).wait(5000) == {"core": "vdsp1"}
+
+
+def test_higher_priority_runs_first_among_waiting_tasks(soc):
+    order = []
+    blocker = soc.rpc(opids.SLEEP, params={"ms": 300}, core=CORE_0)
+    time.sleep(0.05)                        # the blocker is running: the rest must wait
+    tasks = [soc.rpc(opids.SLEEP, params={"ms": 1}, core=CORE_0, priority=p, custom_id=c)
+             for p, c in [(1, 0), (1, 0), (5, 9), (5, 2), (255, 50), (1, -1)]]
+    for i, t in enumerate(tasks):
+        t.add_done_callback(lambda _t, i=i: order.append(i))
+    blocker.wait(5000)
+    for t in tasks:
+        t.wait(5000)
+    # priority desc, then custom_id asc, then arrival
+    assert order == [4, 3, 2, 5, 0, 1]
 
 
 def test_freed_memory_is_refused_before_sending(soc):

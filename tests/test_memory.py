@@ -18,16 +18,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def shm(tmp_path, monkeypatch):
-    directory = tmp_path / "shm"
-    directory.mkdir()
-    monkeypatch.setenv("VDSP_SHM_DIR", str(directory))
-    monkeypatch.delenv("VDSP_STRICT_CACHE", raising=False)
-    yield directory
-    ddr.close_owner(str(directory))
-
-
-@pytest.fixture
 def mm(shm):
     manager = MemoryManager(strict=False)
     yield manager
