@@ -10,6 +10,7 @@ EVENT on every state change.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -22,6 +23,7 @@ from protocol import errors, messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, Command
 from protocol.liveness import Liveness
 from protocol.remoteproc import Action, State
+from dsp_side import image
 from dsp_side.fwproc import FirmwareProcess
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
@@ -63,20 +65,40 @@ class CoreServer:
 
     # --- firmware lifecycle ---------------------------------------------------------------
     def boot(self, action: Action) -> None:
-        """Start the firmware process; the state changes when it reports READY."""
-        self.device.busy = action
+        """Find and verify the image, start the firmware process; the state changes when it
+        reports READY. Raises RemoteprocNoEnt (no image) / RemoteprocInvalid (corrupt image),
+        leaving the device as it was (the caller's action is then over)."""
         if action is Action.RECOVER:
             self.kmsg.write(f"recovering {self.name}")
-        self.fw = FirmwareProcess(self.name, self.fw_bind, self.rt)
+        try:
+            path = image.find(self.device.firmware, runtime.firmware_search(self.rt))
+            header, _ = image.read(path)
+        except errors.FileNotFound as exc:
+            self.kmsg.write(f"Direct firmware load for {self.device.firmware} failed with error -2")
+            raise errors.RemoteprocNoEnt(f"{self.name}: {exc.message}") from None
+        except errors.RemoteprocInvalid as exc:
+            self.kmsg.write(f"{self.name}: firmware {self.device.firmware} is not valid: {exc.message}")
+            raise
+        self.kmsg.write(f"powering up {self.name}")
+        self.kmsg.write(f"Booting fw image {self.device.firmware}, size {path.stat().st_size}, version {header['version']}")
+        self.fw = FirmwareProcess(self.name, self.fw_bind, self.rt, path)
         self.poller.register(self.fw.fd, zmq.POLLIN)
-        log.info("%s: booting firmware %s (pid %d)", self.name, self.device.firmware, self.fw.pid)
+        log.info("%s: booting firmware %s %s (pid %d)", self.name, path, header["version"], self.fw.pid)
+
+    def start_action(self, action: Action) -> errors.VdspError | None:
+        """Run a boot-type action the device accepted; an error ends it at once (offline)."""
+        try:
+            self.boot(action)
+        except errors.VdspError as exc:
+            self.device.finish(False)
+            self._broadcast_state(f"boot failed: {exc.message}")
+            return exc
+        return None
 
     def _fw_readable(self) -> None:
-        fw = self.fw
-        event = fw.on_readable()
+        event = self.fw.on_readable()
         if event == "ready":
-            self.device.busy = None
-            self.device.set_state(State.RUNNING)
+            self.device.finish(True)
             self.kmsg.write(f"remote processor {self.name} is now up")
             self._answer_pending(None)
             self._broadcast_state("booted")
@@ -87,33 +109,48 @@ class CoreServer:
         fw, self.fw = self.fw, None
         self.poller.unregister(fw.fd)
         kind = fw.reap()
-        report = fw.crash_report()
+        report = fw.crash_report() or {}
         fw.close()
-        booting = fw.info is None
         if kind == "stopped":
             return
-        if booting:
-            self.device.busy = None
-            self.device.set_state(State.OFFLINE)
+        if fw.info is None:  # died before READY: the boot failed
+            self.device.finish(False)
             self.kmsg.write(f"{self.name}: firmware {self.device.firmware} failed to boot ({kind})")
-            self._answer_pending(errors.RemoteprocInvalid(f"{self.name}: firmware failed to boot ({kind})"))
+            self._answer_pending(errors.RemoteprocInvalid(f"{self.name}: firmware failed to boot ({kind}); see its log"))
             self._broadcast_state(f"boot failed: {kind}")
             return
-        self.device.busy = None
-        self.device.crash_count += 1
-        self.device.set_state(State.CRASHED)
+        if not self.device.crash():
+            return  # only the first crash is handled
         self.kmsg.write(f"crash detected in {self.name}: type {kind}")
-        self._broadcast_state(f"crash: {kind}", crash=report)
+        dump = self._coredump(kind, fw.info or {}, report)
+        self._broadcast_state(f"crash: {kind}", crash={"type": kind, "task": report.get("task"), **dump})
         if self.device.recovery == "enabled":
             self.kmsg.write(f"handling crash #{self.device.crash_count} in {self.name}")
-            self.boot(Action.RECOVER)
+            self.device.begin(Action.RECOVER)
+            self.start_action(Action.RECOVER)
+
+    def _coredump(self, kind: str, info: dict, report: dict) -> dict:
+        """Write the dump file (coredump enabled/inline); its path, and the dump if inline."""
+        mode = self.device.coredump
+        if mode == "disabled":
+            return {}
+        dump = {"core": self.name, "crash": self.device.crash_count, "type": kind,
+                "firmware": self.device.firmware, "firmware_version": info.get("version", ""),
+                "task": report.get("task"), "traceback": report.get("traceback", ""),
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        directory = self.rt / "coredump"
+        directory.mkdir(exist_ok=True)
+        path = directory / f"{self.name}-crash{self.device.crash_count}.json"
+        path.write_text(json.dumps(dump, indent=1))
+        self.kmsg.write(f"{self.name}: coredump written to {path}")
+        return {"coredump": str(path), **({"dump": dump} if mode == "inline" else {})}
 
     def shutdown_firmware(self) -> None:
         fw, self.fw = self.fw, None
         if fw is not None:
             self.poller.unregister(fw.fd)
             fw.stop()
-        self.device.set_state(State.OFFLINE)
+        self.device.finish(True)
         self.kmsg.write(f"stopped remote processor {self.name}")
         self._broadcast_state("stopped")
 
@@ -156,7 +193,7 @@ class CoreServer:
         body = self.ready_body()
         body.pop("state")
         if crash:
-            body["crash"] = {"type": crash.get("type"), "task": crash.get("task")}
+            body["crash"] = crash
         msg = messages.event(self.name, self.device.state.value, reason=reason, **body)
         for identity in list(self.peers):
             self._send(identity, msg)
@@ -214,8 +251,11 @@ class CoreServer:
             self.shutdown_firmware()
             self._send(identity, messages.result(msg.msg_id, {"value": self.device.state.value}))
             return
-        self.pending.append((identity, msg.msg_id))
-        self.boot(action)
+        exc = self.start_action(action)
+        if exc is not None:
+            self._send(identity, messages.error(msg.msg_id, exc))
+        else:
+            self.pending.append((identity, msg.msg_id))
 
     # --- loop -----------------------------------------------------------------------------
     def _timers(self, now: float) -> None:
@@ -230,7 +270,10 @@ class CoreServer:
     def run(self) -> None:
         log.info("%s: control endpoint %s, firmware endpoint %s", self.name, self.bind, self.fw_bind)
         if self.autostart:
-            self.boot(Action.BOOT)
+            self.device.begin(Action.BOOT)
+            exc = self.start_action(Action.BOOT)
+            if exc is not None:
+                log.error("%s: stays offline: %s", self.name, exc)
         next_reap = 0.0
         while self.running:
             for sock, _ in self.poller.poll(100):

@@ -17,13 +17,14 @@ import signal
 import sys
 import time
 import traceback
+from pathlib import Path
 
 import numpy as np
 import zmq
 
 from protocol import errors, messages, schema, wire
 from protocol.constants import HANDLE_REGISTERED, Command
-from dsp_side import stock
+from dsp_side import image
 from dsp_side.ddr_resolver import Resolver
 from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
@@ -207,6 +208,8 @@ def main(argv: list[str] | None = None) -> None:
                                  description="Firmware process of one simulated DSP core (started by the core).")
     ap.add_argument("--core", required=True)
     ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--image", required=True, help="firmware image file")
+    ap.add_argument("--workdir", required=True, help="where the image's code is unpacked")
     ap.add_argument("--watchdog-file")
     ap.add_argument("--crash-file")
     args = ap.parse_args(argv)
@@ -215,9 +218,14 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     proc.die_with_parent()
     soclog.setup("dsp")
-    print(f"[DSP] DSP version = {stock.VERSION}", file=sys.stderr, flush=True)
+    try:
+        header, registry = image.load(Path(args.image), Path(args.workdir))
+    except errors.VdspError as exc:
+        log.error("%s: cannot load firmware %s: %s", args.core, args.image, exc.message)
+        sys.exit(3)
+    print(f"[DSP] DSP version = {header['version']}", file=sys.stderr, flush=True)
     watchdog = WatchdogWord(args.watchdog_file) if args.watchdog_file else None
-    fw = Firmware(args.core, stock.VERSION, stock.build_registry(), watchdog, args.crash_file)
+    fw = Firmware(args.core, header["version"], registry, watchdog, args.crash_file)
     serve(fw, args.endpoint)
 
 

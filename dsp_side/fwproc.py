@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,8 +19,9 @@ class FirmwareProcess:
     """One run of a core's firmware. ``fd`` (its stdout) becomes readable with the
     READY line, and at EOF when the process dies."""
 
-    def __init__(self, core: str, endpoint: str, rt: Path) -> None:
-        self.core, self.endpoint = core, endpoint
+    def __init__(self, core: str, endpoint: str, rt: Path, image_path: Path) -> None:
+        self.core, self.endpoint, self.image_path = core, endpoint, image_path
+        self.workdir = rt / f"{core}.fw"
         self.watchdog_path = str(rt / f"{core}.watchdog")
         self.crash_path = rt / f"{core}.crash.json"
         self.watchdog = WatchdogWord(self.watchdog_path, create=True)
@@ -28,7 +30,8 @@ class FirmwareProcess:
         except FileNotFoundError:
             pass
         cmd = [sys.executable, "-m", "dsp_side.firmware", "--core", core, "--endpoint", endpoint,
-               "--watchdog-file", self.watchdog_path, "--crash-file", str(self.crash_path)]
+               "--watchdog-file", self.watchdog_path, "--crash-file", str(self.crash_path),
+               "--image", str(image_path), "--workdir", str(self.workdir)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                      cwd=os.getcwd(), env=proc.child_env(_child_env()))
         self.fd = self.proc.stdout.fileno()
@@ -105,6 +108,7 @@ class FirmwareProcess:
 
     def close(self) -> None:
         self.watchdog.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
         for path in (self.watchdog_path, self.crash_path):
             try:
                 os.unlink(path)

@@ -1,16 +1,17 @@
 """The remoteproc device model of one core: its sysfs-like attributes and state.
 
-Attribute writes are checked here (errno semantics) and turned into actions
-the core performs; the state changes only when the core reports an action's
-success (``set_state``), never at the start of it.
+Every write is looked up in ``protocol.remoteproc.TABLE`` under the device
+lock; the resulting action is performed by the core, and the state changes
+only when the core reports that the action succeeded (``finish``), never at
+its start.
 """
 from __future__ import annotations
 
 import threading
 
 from protocol import errors
-from protocol.remoteproc import (ATTRIBUTES, COREDUMP_VALUES, FIRMWARE_WRITABLE, Action, State,
-                                 state_write)
+from protocol.remoteproc import (ATTRIBUTES, COREDUMP_VALUES, RECOVERY_VALUES, STATE_WORDS, Action, Op,
+                                 State, Transition, lookup)
 
 
 class Device:
@@ -24,7 +25,8 @@ class Device:
         self.recovery = "enabled"
         self.coredump = "disabled"
         self.crash_count = 0
-        self.busy: Action | None = None  # an action under way (boot/shutdown/recover)
+        self.busy: Action | None = None       # an action under way (boot/shutdown/recover)
+        self.pending: Transition | None = None
 
     def read(self, attr: str) -> str:
         """Raises RemoteprocInvalid for an unknown attribute."""
@@ -34,51 +36,73 @@ class Device:
         return value.value if isinstance(value, State) else str(value)
 
     def write(self, attr: str, value: str) -> Action | None:
-        """Apply a write; returns the action the core must perform, if any.
+        """Apply a write; returns the action the core must perform (None: nothing to do).
 
         Raises RemoteprocBusy / RemoteprocInvalid with Linux semantics.
         """
         word = value.rstrip("\n")
+        op, check = self._op(attr, word)
         with self.lock:
             if self.busy is not None:
                 raise errors.RemoteprocBusy(f"{self.name} is busy ({self.busy.value} in progress)")
-            if attr == "state":
-                return state_write(self.state, word)
-            if attr == "firmware":
-                return self._write_firmware(word)
-            if attr == "recovery":
-                return self._write_recovery(word)
-            if attr == "coredump":
-                return self._write_coredump(word)
-            if attr == "name":
-                raise errors.RemoteprocInvalid(f"{self.name}: name is read-only")
-            raise errors.RemoteprocInvalid(f"{self.name} has no attribute {attr!r}; attributes: {', '.join(ATTRIBUTES)}")
+            transition = lookup(self.state, op, f"write {word!r} to {attr} of {self.name}")
+            check()  # the value itself, once the state allows the write
+            if transition.action is Action.NONE:
+                setattr(self, attr, word)
+                return None
+            self.busy, self.pending = transition.action, transition
+            return transition.action
 
-    def _write_firmware(self, word: str) -> None:
-        if self.state not in FIRMWARE_WRITABLE:
-            raise errors.RemoteprocBusy(f"{self.name}: firmware can only change while offline (state {self.state.value})")
-        if not word or "/" in word:
-            raise errors.RemoteprocInvalid(f"{self.name}: firmware name must be a non-empty file name, got {word!r}")
-        self.firmware = word
-        return None
+    def _op(self, attr: str, word: str):
+        def invalid(msg: str):
+            def raise_():
+                raise errors.RemoteprocInvalid(f"{self.name}: {msg}")
+            return raise_
+        ok = lambda: None  # noqa: E731
+        if attr == "state":
+            op = STATE_WORDS.get(word.strip())
+            if op is None:  # EINVAL whatever the state, as Linux's state_store
+                raise errors.RemoteprocInvalid(f"{self.name}: state takes start or stop, got {word!r}")
+            return op, ok
+        if attr == "firmware":
+            bad = not word or "/" in word
+            return Op.FIRMWARE, invalid(f"firmware name must be a non-empty file name, got {word!r}") if bad else ok
+        if attr == "recovery":
+            if word == "recover":
+                return Op.RECOVER, ok
+            return Op.RECOVERY, (ok if word in RECOVERY_VALUES else
+                                 invalid(f"recovery takes enabled, disabled or recover, got {word!r}"))
+        if attr == "coredump":
+            return Op.COREDUMP, (ok if word in COREDUMP_VALUES else
+                                 invalid(f"coredump takes {', '.join(COREDUMP_VALUES)}, got {word!r}"))
+        if attr == "name":
+            raise errors.RemoteprocInvalid(f"{self.name}: name is read-only")
+        raise errors.RemoteprocInvalid(f"{self.name} has no attribute {attr!r}; attributes: {', '.join(ATTRIBUTES)}")
 
-    def _write_recovery(self, word: str) -> Action | None:
-        if word == "recover":
-            if self.state is not State.CRASHED:
-                raise errors.RemoteprocInvalid(f"{self.name}: nothing to recover (state {self.state.value})")
-            return Action.RECOVER
-        if word not in ("enabled", "disabled"):
-            raise errors.RemoteprocInvalid(f"{self.name}: recovery takes enabled, disabled or recover, got {word!r}")
-        self.recovery = word
-        return None
+    def crash(self) -> bool:
+        """The core detected a crash. True if it must be handled (the first one), with the
+        state now crashed and the counter incremented; False if it is ignored."""
+        with self.lock:
+            transition = lookup(self.state, Op.CRASH)
+            if transition.action is Action.IGNORE:
+                return False
+            self.crash_count += 1
+            self.state = transition.next_state
+            self.busy = self.pending = None
+            return True
 
-    def _write_coredump(self, word: str) -> None:
-        if self.state is State.CRASHED:
-            raise errors.RemoteprocBusy(f"{self.name}: coredump cannot change while crashed")
-        if word not in COREDUMP_VALUES:
-            raise errors.RemoteprocInvalid(f"{self.name}: coredump takes {', '.join(COREDUMP_VALUES)}, got {word!r}")
-        self.coredump = word
-        return None
+    def begin(self, action: Action) -> None:
+        """An action the core starts by itself (autostart boot, automatic recovery)."""
+        with self.lock:
+            self.busy = action
+            self.pending = Transition(action, State.RUNNING)
+
+    def finish(self, ok: bool, state_on_failure: State = State.OFFLINE) -> None:
+        """The action under way ended: enter its target state, or ``state_on_failure``."""
+        with self.lock:
+            target = self.pending.next_state if self.pending else None
+            self.state = (target or self.state) if ok else state_on_failure
+            self.busy = self.pending = None
 
     def set_state(self, state: State) -> None:
         with self.lock:

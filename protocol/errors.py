@@ -41,7 +41,8 @@ The same codes travel on the wire as ``{code, name, message}``.
     ├── RelayUnavailable        -6000300    HB_DSP_RELAY_UNAVAILABLE
     └── RemoteprocError                     (sysfs-style attribute writes, errno)
         ├── RemoteprocBusy      -16         EBUSY
-        └── RemoteprocInvalid   -22         EINVAL
+        ├── RemoteprocNoEnt     -2          ENOENT (firmware image missing)
+        └── RemoteprocInvalid   -22         EINVAL (also a corrupt image)
 """
 from __future__ import annotations
 
@@ -156,6 +157,7 @@ class RemoteprocError(VdspError):
 
 
 RemoteprocBusy = _error("RemoteprocBusy", RemoteprocError, -16, "EBUSY", "device or resource busy")
+RemoteprocNoEnt = _error("RemoteprocNoEnt", RemoteprocError, -2, "ENOENT", "no such file or directory")
 RemoteprocInvalid = _error("RemoteprocInvalid", RemoteprocError, -22, "EINVAL", "invalid argument")
 
 _DNN_ONLY = {  # codes of the SDK that have no class here but must still be described

@@ -1,11 +1,23 @@
 """The remoteproc device state machine, as data (Linux remoteproc sysfs semantics).
 
-``state`` reads ``offline``, ``running`` or ``crashed``. A write to ``state``
-is looked up in ``STATE_WRITES``: either an action to perform (the new state is
-set by the device only at the end of a successful action) or an errno error.
+``TABLE[(state, op)]`` is either a :class:`Transition` — the action the core
+performs and the state the device enters *when that action succeeds* — or
+the errno error to raise. Operations are attribute writes (start, stop,
+firmware, recovery, recover, coredump) and the crash the core detects.
+
+::
+
+    state \\ op   start        stop            firmware  recovery  recover        coredump  crash
+    offline      BOOT→running EINVAL          ok        ok        EINVAL         ok        ignored
+    running      EBUSY        SHUTDOWN→offl.  EBUSY     ok        EINVAL         ok        CRASH→crashed
+    crashed      EBUSY        EINVAL          EBUSY     ok        RECOVER→run.   EBUSY     ignored
+
+While an action is under way (booting, recovering) every write is EBUSY.
+"Only the first crash is handled": a crash reported while not running is ignored.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 
 from . import errors
@@ -17,35 +29,78 @@ class State(str, enum.Enum):
     CRASHED = "crashed"
 
 
+class Op(str, enum.Enum):
+    START = "start"
+    STOP = "stop"
+    FIRMWARE = "firmware"
+    RECOVERY = "recovery"
+    RECOVER = "recover"
+    COREDUMP = "coredump"
+    CRASH = "crash"
+
+
 class Action(str, enum.Enum):
+    NONE = "none"            # attribute stored, nothing to do
     BOOT = "boot"            # load firmware, start the firmware process
     SHUTDOWN = "shutdown"    # stop the firmware process
     RECOVER = "recover"      # reload firmware after a crash
+    CRASH = "crash"          # handle a crash (count, dump, maybe recover)
+    IGNORE = "ignore"        # a crash while not running: only the first is handled
 
 
-# (current state, written word) -> Action, or the error class to raise.
-STATE_WRITES: dict[tuple[State, str], Action | type[errors.RemoteprocError]] = {
-    (State.OFFLINE, "start"): Action.BOOT,
-    (State.RUNNING, "start"): errors.RemoteprocBusy,
-    (State.CRASHED, "start"): errors.RemoteprocBusy,
-    (State.RUNNING, "stop"): Action.SHUTDOWN,
-    (State.OFFLINE, "stop"): errors.RemoteprocInvalid,
-    (State.CRASHED, "stop"): errors.RemoteprocInvalid,
+@dataclasses.dataclass(frozen=True)
+class Transition:
+    action: Action
+    next_state: State | None = None   # None: the state does not change
+
+
+_OK = Transition(Action.NONE)
+OFF, RUN, CRASHED = State.OFFLINE, State.RUNNING, State.CRASHED
+EBUSY, EINVAL = errors.RemoteprocBusy, errors.RemoteprocInvalid
+
+TABLE: dict[tuple[State, Op], Transition | type[errors.RemoteprocError]] = {
+    (OFF, Op.START): Transition(Action.BOOT, RUN),
+    (RUN, Op.START): EBUSY,
+    (CRASHED, Op.START): EBUSY,
+    (OFF, Op.STOP): EINVAL,
+    (RUN, Op.STOP): Transition(Action.SHUTDOWN, OFF),
+    (CRASHED, Op.STOP): EINVAL,
+    (OFF, Op.FIRMWARE): _OK,
+    (RUN, Op.FIRMWARE): EBUSY,
+    (CRASHED, Op.FIRMWARE): EBUSY,
+    (OFF, Op.RECOVERY): _OK,
+    (RUN, Op.RECOVERY): _OK,
+    (CRASHED, Op.RECOVERY): _OK,
+    (OFF, Op.RECOVER): EINVAL,
+    (RUN, Op.RECOVER): EINVAL,
+    (CRASHED, Op.RECOVER): Transition(Action.RECOVER, RUN),
+    (OFF, Op.COREDUMP): _OK,
+    (RUN, Op.COREDUMP): _OK,
+    (CRASHED, Op.COREDUMP): EBUSY,
+    (OFF, Op.CRASH): Transition(Action.IGNORE),
+    (RUN, Op.CRASH): Transition(Action.CRASH, CRASHED),
+    (CRASHED, Op.CRASH): Transition(Action.IGNORE),
 }
-
-# States in which attribute writes other than ``state`` are refused with EBUSY.
-FIRMWARE_WRITABLE = frozenset({State.OFFLINE})
 
 RECOVERY_VALUES = ("enabled", "disabled")
 COREDUMP_VALUES = ("disabled", "enabled", "inline")
 ATTRIBUTES = ("name", "firmware", "state", "recovery", "coredump")
+# Words accepted by the state attribute, mapped to operations.
+STATE_WORDS = {"start": Op.START, "stop": Op.STOP}
+
+
+def lookup(state: State, op: Op, what: str = "") -> Transition:
+    """The transition for ``op`` in ``state``. Raises RemoteprocBusy / RemoteprocInvalid."""
+    outcome = TABLE[(state, op)]
+    if isinstance(outcome, type):
+        raise outcome(f"cannot {what or op.value} while {state.value}")
+    return outcome
 
 
 def state_write(state: State, word: str) -> Action:
     """The action for writing ``word`` to ``state``. Raises RemoteprocBusy / RemoteprocInvalid."""
-    outcome = STATE_WRITES.get((state, word.strip()))
-    if outcome is None:
-        raise errors.RemoteprocInvalid(f"cannot write {word.strip()!r} to state while {state.value}")
-    if isinstance(outcome, type):
-        raise outcome(f"cannot write {word.strip()!r} to state while {state.value}")
-    return outcome
+    word = word.strip()
+    op = STATE_WORDS.get(word)
+    if op is None:
+        raise errors.RemoteprocInvalid(f"cannot write {word!r} to state while {state.value}")
+    return lookup(state, op, f"write {word!r} to state").action

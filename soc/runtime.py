@@ -93,6 +93,28 @@ def connectable(announced: str, via: str) -> str:
     return announced
 
 
+def firmware_dir(rt: Path | None = None) -> Path:
+    """The SoC's default firmware directory (``VDSP_FIRMWARE_DIR``, else runtime dir/firmware),
+    like /system/lib/firmware on the board."""
+    env = os.environ.get("VDSP_FIRMWARE_DIR")
+    return Path(env) if env else (rt or runtime_dir()) / "firmware"
+
+
+def firmware_path_file(rt: Path | None = None) -> Path:
+    """Backing file of /sys/module/firmware_class/parameters/path (empty = unset)."""
+    return (rt or runtime_dir()) / "firmware_class.path"
+
+
+def firmware_search(rt: Path | None = None) -> list[Path]:
+    """Where a core looks for its image: the custom path if set, then the default directory."""
+    rt = rt or runtime_dir()
+    try:
+        custom = firmware_path_file(rt).read_text().strip()
+    except FileNotFoundError:
+        custom = ""
+    return ([Path(custom)] if custom else []) + [firmware_dir(rt)]
+
+
 def unlink_ipc(endpoint: str) -> None:
     """Remove the socket file of an ipc endpoint we bound (no-op for tcp)."""
     if endpoint.startswith("ipc://"):

@@ -55,6 +55,9 @@ class Supervisor:
         """Spawn cores then the relay. Raises ApiUseError if a relay already runs here."""
         if self.relay and PidFile(self.rt / "relay.pid").read() is not None:
             raise errors.ApiUseError(f"a relay already runs for {self.rt} (vdsp down first)")
+        from soc.firmware_cli import install_stock
+        for path in install_stock(self.rt, self.cores):
+            log.info("installed the stock firmware image as %s", path)
         for name in self.cores:
             self._spawn(name, [sys.executable, "-m", "soc.cli", "core", "--name", name, *self.core_args])
         if self.relay:

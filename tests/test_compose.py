@@ -275,6 +275,7 @@ def python_argv(argv: list[str]) -> list[str]:
 def base_env(rt: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VDSP_")}
     env.update(VDSP_RUNTIME_DIR=str(rt), PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1",
+               VDSP_FIRMWARE_DIR=str(rt.parent / "firmware"),  # the image's firmware directory
                VDSP_PARENT_PID=str(os.getpid()))  # die with the test if it is killed
     return env
 
@@ -361,6 +362,9 @@ def live_run():
     logs: dict[str, Path] = {}
     run = LiveRun()
     try:
+        # what the Dockerfile does at image build time: install the stock firmware images
+        subprocess.run(python_argv(["vdsp", "firmware", "install-stock"]), env=base_env(base / "build"),
+                       cwd=ROOT, check=True, capture_output=True, timeout=60)
         for name in ("vdsp0", "vdsp1", "relay"):   # compose's start order
             rt = base / name
             env = base_env(rt)
@@ -455,3 +459,9 @@ def test_live_sample_uses_the_remote_soc(live_run):
     assert live_run.sample is not None, live_run.status_error
     output = live_run.sample.stdout + live_run.sample.stderr
     assert "starting relay" not in output, output
+
+
+def test_dockerfile_builds_the_stock_firmware():
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    assert re.search(r"VDSP_FIRMWARE_DIR=/\S+", dockerfile)
+    assert "vdsp firmware install-stock" in dockerfile

@@ -45,6 +45,7 @@ PUBLISHED = {
     "RelayUnavailable": (-6000300, "HB_DSP_RELAY_UNAVAILABLE"),
     # errno, negated
     "RemoteprocBusy": (-16, "EBUSY"),
+    "RemoteprocNoEnt": (-2, "ENOENT"),
     "RemoteprocInvalid": (-22, "EINVAL"),
 }
 
@@ -96,6 +97,7 @@ def test_duplicate_code_is_refused_at_class_creation():
     ("CoreOffline", "CoreError"), ("CoreCrashed", "CoreError"), ("CoreDead", "CoreError"),
     ("CoreBusy", "CoreError"),
     ("RemoteprocBusy", "RemoteprocError"), ("RemoteprocInvalid", "RemoteprocError"),
+    ("RemoteprocNoEnt", "RemoteprocError"),
 ])
 def test_subclass_relations(sub, base):
     assert issubclass(getattr(errors, sub), getattr(errors, base))
