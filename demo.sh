@@ -7,6 +7,7 @@ bash scripts/venv.sh
 export PATH="$PWD/.venv/bin:$PATH"
 export VDSP_RUNTIME_DIR="${VDSP_RUNTIME_DIR:-$(mktemp -d /tmp/vdsp-demo.XXXXXX)}"
 trap 'vdsp down >/dev/null' EXIT
+vdsp firmware install-stock          # build the stock DSP image as vdsp0 and vdsp1
 vdsp up -d
 vdsp status
 vdsp sample smoke "$@"

@@ -100,8 +100,8 @@ class CoreServer:
         if event == "ready":
             self.device.finish(True)
             self.kmsg.write(f"remote processor {self.name} is now up")
+            self._broadcast_state("booted")   # before the reply: peers know the state when it arrives
             self._answer_pending(None)
-            self._broadcast_state("booted")
         elif event == "dead":
             self._fw_died()
 
@@ -116,8 +116,8 @@ class CoreServer:
         if fw.info is None:  # died before READY: the boot failed
             self.device.finish(False)
             self.kmsg.write(f"{self.name}: firmware {self.device.firmware} failed to boot ({kind})")
-            self._answer_pending(errors.RemoteprocInvalid(f"{self.name}: firmware failed to boot ({kind}); see its log"))
             self._broadcast_state(f"boot failed: {kind}")
+            self._answer_pending(errors.RemoteprocInvalid(f"{self.name}: firmware failed to boot ({kind}); see its log"))
             return
         if not self.device.crash():
             return  # only the first crash is handled

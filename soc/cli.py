@@ -6,6 +6,8 @@
   vdsp dmesg            remoteproc kernel log
   vdsp core ...         run one core process (used by ``up`` and docker-compose)
   vdsp firmware build SRC_DIR -o FILE / info FILE   DSP firmware images
+  vdsp sysfs cat|echo|ls  the remoteproc sysfs files (/sys/class/remoteproc/remoteproc1/state ...)
+  vdsp deploy IMAGE_DIR   stop both cores, install images vdsp0/vdsp1, start them
   vdsp sample smoke     PING every core and run memory operators, with timings
   vdsp bench            the RPC benchmark (benchmarks/bench_rpc.py)
 """
@@ -190,8 +192,9 @@ def parser() -> argparse.ArgumentParser:
     core = sub.add_parser("core", help="run one core process (remoteproc device + firmware)")
     add_arguments(core)
     core.set_defaults(fn=cmd_core)
-    from soc import firmware_cli
+    from soc import firmware_cli, sysfs
     firmware_cli.add_parser(sub)
+    sysfs.add_parsers(sub)
     sample = sub.add_parser("sample", help="run a sample against the SoC (starting one if none is up)")
     sample.add_argument("name", help="smoke")
     sample.add_argument("rest", nargs=argparse.REMAINDER)

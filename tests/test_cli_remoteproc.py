@@ -1,0 +1,92 @@
+"""The J5 remoteproc shell workflow and the README's custom-operator tutorial, as commands."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.live import LiveSoc
+
+pytestmark = pytest.mark.live
+ROOT = Path(__file__).resolve().parent.parent
+VDSP = [sys.executable, "-m", "soc.cli"]
+RP1, RP2 = "/sys/class/remoteproc/remoteproc1", "/sys/class/remoteproc/remoteproc2"
+
+
+@pytest.fixture
+def sh(live_soc):
+    """Run a command line as a user in the SoC's runtime dir would."""
+    env = dict(os.environ, VDSP_RUNTIME_DIR=str(live_soc.rt), PYTHONPATH=str(ROOT))
+
+    def run(*argv, cwd=None) -> subprocess.CompletedProcess:
+        return subprocess.run([*argv], env=env, cwd=cwd or ROOT, capture_output=True, text=True, timeout=60)
+    run.rt = live_soc.rt
+    return run
+
+
+def test_sysfs_cat_echo_ls_like_the_board(sh):
+    assert sh(*VDSP, "sysfs", "cat", f"{RP1}/firmware").stdout == "vdsp0\n"
+    assert sh(*VDSP, "sysfs", "cat", f"{RP2}/state").stdout == "running\n"
+    res = sh(*VDSP, "sysfs", "echo", "start", f"{RP1}/state")
+    assert res.returncode == 1 and res.stderr.strip() == "sh: echo: write error: Device or resource busy"
+    res = sh(*VDSP, "sysfs", "echo", "vdsp0", f"{RP1}/firmware")
+    assert res.returncode == 1 and "Device or resource busy" in res.stderr
+    assert sh(*VDSP, "sysfs", "echo", "stop", f"{RP1}/state").returncode == 0
+    assert sh(*VDSP, "sysfs", "cat", f"{RP1}/state").stdout == "offline\n"
+    res = sh(*VDSP, "sysfs", "echo", "stop", f"{RP1}/state")
+    assert res.returncode == 1 and res.stderr.strip() == "sh: echo: write error: Invalid argument"
+    assert sh(*VDSP, "sysfs", "echo", "vdsp0", f"{RP1}/firmware").returncode == 0
+    assert sh(*VDSP, "sysfs", "echo", "-n", "/tmp_vdsp/image/", "/sys/module/firmware_class/parameters/path").returncode == 0
+    assert sh(*VDSP, "sysfs", "cat", "/sys/module/firmware_class/parameters/path").stdout == "/tmp_vdsp/image/\n"
+    assert sh(*VDSP, "sysfs", "echo", "start", f"{RP1}/state").returncode == 0   # falls back to the default dir
+    assert sh(*VDSP, "sysfs", "cat", f"{RP1}/state").stdout == "running\n"
+    assert sh(*VDSP, "sysfs", "echo", "disabled", "/sys/kernel/debug/remoteproc/remoteproc2/recovery").returncode == 0
+    assert sh(*VDSP, "sysfs", "cat", f"{RP2}/recovery").stdout == "disabled\n"
+    res = sh(*VDSP, "sysfs", "cat", "/sys/class/remoteproc/remoteproc9/state")
+    assert res.returncode == 1 and "No such file or directory" in res.stderr
+    listing = sh(*VDSP, "sysfs", "ls").stdout.split()
+    assert f"{RP2}/coredump" in listing and "/sys/module/firmware_class/parameters/path" in listing
+    dmesg = sh(*VDSP, "dmesg").stdout
+    assert "remoteproc remoteproc1: stopped remote processor vdsp0" in dmesg
+
+
+def test_deploy_installs_new_images_on_both_cores(sh, tmp_path):
+    images = tmp_path / "image"
+    for name in ("vdsp0", "vdsp1"):
+        res = sh(*VDSP, "firmware", "build", "examples/custom_op", "-o", str(images / name))
+        assert res.returncode == 0 and "version 1.0.0" in res.stdout
+    res = sh(*VDSP, "deploy", str(images))
+    assert res.returncode == 0, res.stderr
+    assert "stopped vdsp0" in res.stdout and "stopped vdsp1" in res.stdout
+    assert res.stdout.count("running, firmware") == 2 and res.stdout.count("version 1.0.0") >= 2
+    (images / "vdsp1").write_bytes((images / "vdsp1").read_bytes()[:100])
+    res = sh(*VDSP, "deploy", str(images))
+    assert res.returncode == 1 and "truncated" in res.stderr        # refused before touching a core
+    assert sh(*VDSP, "sysfs", "cat", f"{RP2}/state").stdout == "running\n"
+
+
+def test_the_readme_custom_operator_tutorial(sh, tmp_path):
+    work = tmp_path / "work"
+    shutil.copytree(ROOT / "examples", work / "examples")
+    steps = [
+        [*VDSP, "firmware", "build", "examples/custom_op", "-o", "build/image/vdsp1"],
+        [*VDSP, "firmware", "info", "build/image/vdsp1"],
+        [*VDSP, "sysfs", "echo", "stop", f"{RP2}/state"],
+        [*VDSP, "sysfs", "echo", "-n", f"{work}/build/image/", "/sys/module/firmware_class/parameters/path"],
+        [*VDSP, "sysfs", "echo", "vdsp1", f"{RP2}/firmware"],
+        [*VDSP, "sysfs", "echo", "start", f"{RP2}/state"],
+        [*VDSP, "status"],
+        [sys.executable, "examples/custom_op/call_it.py"],
+    ]
+    outputs = []
+    for argv in steps:
+        res = sh(*argv, cwd=work)
+        assert res.returncode == 0, (argv, res.stdout, res.stderr)
+        outputs.append(res.stdout)
+    assert "0x1400  saturate_add" in outputs[1]
+    assert "saturate_add(0x1400)" in outputs[6]
+    assert outputs[7].strip() == "result: {'bytes': 8} output: [10, 11, 110, 210, 255, 255, 17, 19]"
