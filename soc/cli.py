@@ -156,11 +156,17 @@ def cmd_core(args: argparse.Namespace) -> int:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from arm_side.samples import smoke
-    if args.name != "smoke":
-        print(f"vdsp sample: unknown sample {args.name!r}; samples: smoke", file=sys.stderr)
+    import importlib
+    import pkgutil
+    from arm_side import samples
+    names = sorted(m.name for m in pkgutil.iter_modules(samples.__path__) if m.name in samples.SAMPLES)
+    if args.name in ("help", "list"):
+        print("samples: " + ", ".join(names))
+        return 0
+    if args.name not in names:
+        print(f"vdsp sample: unknown sample {args.name!r}; samples: {', '.join(names)}", file=sys.stderr)
         return 2
-    return smoke.main(args.rest)
+    return importlib.import_module(f"arm_side.samples.{args.name}").main(args.rest)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -196,7 +202,7 @@ def parser() -> argparse.ArgumentParser:
     firmware_cli.add_parser(sub)
     sysfs.add_parsers(sub)
     sample = sub.add_parser("sample", help="run a sample against the SoC (starting one if none is up)")
-    sample.add_argument("name", help="smoke")
+    sample.add_argument("name", help="smoke, cv, nn ... ('help' lists them)")
     sample.add_argument("rest", nargs=argparse.REMAINDER)
     sample.set_defaults(fn=cmd_sample)
     bench = sub.add_parser("bench", help="RPC latency/throughput benchmark against a raw pyzmq baseline")
