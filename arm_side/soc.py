@@ -78,6 +78,31 @@ class Soc:
         """``rpc`` then ``wait``: the operator's result values."""
         return self.rpc(cmd, inputs, outputs, params, **kw).wait(timeout_ms)
 
+    def batch(self, cmd: int, items: Sequence[dict], *, timeout_ms: float = 10000, priority: int = 0,
+              custom_id: int = 0) -> list[dict]:
+        """Run one operator on a batch split over both cores: the first half of ``items`` on
+        CORE_0, the rest on CORE_1 (like multi-batch inference over two NPU cores); results
+        come back in item order. Each item is ``{"inputs": [...], "outputs": [...], "params": {...}}``.
+
+        Raises the first item's error (after every task has ended), or TaskTimeout.
+        """
+        half = (len(items) + 1) // 2
+        tasks = []
+        for i, item in enumerate(items):
+            tasks.append(self.rpc(cmd, item.get("inputs", ()), item.get("outputs", ()), item.get("params"),
+                                  core=Core.CORE_0 if i < half else Core.CORE_1, priority=priority,
+                                  custom_id=custom_id))
+        results, first_error = [], None
+        for task in tasks:
+            try:
+                results.append(task.wait(timeout_ms))
+            except errors.VdspError as exc:
+                first_error = first_error or exc
+                results.append(None)
+        if first_error is not None:
+            raise first_error
+        return results
+
     # --- control and queries --------------------------------------------------------------
     def query(self, what: str = "cores", timeout_ms: float = 5000) -> dict:
         """Relay mode: the relay's view (``cores`` or ``stats``). Direct mode: each core's status."""

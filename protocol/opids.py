@@ -15,6 +15,7 @@ MEMCPY = 0x0001
 FILL = 0x0002
 CHECKSUM = 0x0003
 SLEEP = 0x0004
+COUNT = 0x0005
 
 
 def range_of(op_id: int) -> str:

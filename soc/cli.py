@@ -10,6 +10,7 @@
   vdsp deploy IMAGE_DIR   stop both cores, install images vdsp0/vdsp1, start them
   vdsp sample smoke     PING every core and run memory operators, with timings
   vdsp bench            the RPC benchmark (benchmarks/bench_rpc.py)
+  vdsp loadtest         many clients, mixed priorities and cores, every output verified
 """
 from __future__ import annotations
 
@@ -205,6 +206,8 @@ def parser() -> argparse.ArgumentParser:
     sample.add_argument("name", help="smoke, cv, nn ... ('help' lists them)")
     sample.add_argument("rest", nargs=argparse.REMAINDER)
     sample.set_defaults(fn=cmd_sample)
+    sub.add_parser("loadtest", help="N client processes x M verified tasks; lost/duplicated/wrong counts, "
+                                    "latency and queue wait per priority class (--help for options)")
     bench = sub.add_parser("bench", help="RPC latency/throughput benchmark against a raw pyzmq baseline")
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(fn=cmd_bench)
@@ -215,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:  # every option belongs to the benchmark script
         return cmd_bench(argparse.Namespace(rest=argv[1:]))
+    if argv[:1] == ["loadtest"]:
+        from soc import loadtest
+        return loadtest.main(argv[1:])
     args = parser().parse_args(argv)
     try:
         return args.fn(args) or 0

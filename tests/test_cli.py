@@ -25,7 +25,8 @@ def run(cmd, rt: Path, timeout=90, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, **kw)
 
 
-@pytest.mark.parametrize("args", [[], ["up"], ["down"], ["status"], ["dmesg"], ["core"], ["sample"], ["bench"]])
+@pytest.mark.parametrize("args", [[], ["up"], ["down"], ["status"], ["dmesg"], ["core"], ["sample"], ["bench"],
+                                  ["loadtest"], ["firmware"], ["firmware", "build"], ["sysfs"], ["deploy"]])
 def test_every_command_has_help(args, runtime_env):
     res = run(VDSP + args + ["--help"], runtime_env)
     assert res.returncode == 0 and "usage: vdsp" in res.stdout

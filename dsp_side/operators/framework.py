@@ -56,6 +56,18 @@ def sleep(ctx, inputs, outputs, ms):
     return {"slept_ms": ms}
 
 
+def count(ctx, inputs, outputs, slot, ms):
+    """Add 1 to the uint32 counter ``slot`` of output 0, after ``ms`` of work: a task that
+    ran twice leaves 2 there (the load test's exactly-once check)."""
+    counters = outputs[0][: outputs[0].size // 4 * 4].view(np.uint32)
+    if slot >= counters.size:
+        raise errors.InvalidArgument(f"count: slot {slot} is outside the {counters.size} counters of output 0")
+    if ms:
+        time.sleep(ms / 1000.0)
+    counters[slot] += 1
+    return {"value": int(counters[slot])}
+
+
 _SIZE = {"type": "int", "default": -1, "min": -1, "doc": "bytes; -1 = whole buffer"}
 
 
@@ -68,3 +80,6 @@ def register(registry: Registry) -> None:
     registry.register(opids.CHECKSUM, "checksum", checksum, inputs=1, params={"size": _SIZE})
     registry.register(opids.SLEEP, "sleep", sleep,
                       params={"ms": {"type": "float", "min": 0.0, "max": 60000.0}})
+    registry.register(opids.COUNT, "count", count, outputs=1,
+                      params={"slot": {"type": "int", "min": 0},
+                              "ms": {"type": "float", "default": 0.0, "min": 0.0, "max": 60000.0}})

@@ -1,0 +1,117 @@
+"""What every CV operator shares: buffer binding, parameter specs, OpenCV enums.
+
+Invariant kept by :func:`bind`: an operator gets views of exactly the valid
+pixels of each image's region, so a kernel that writes only into its
+destination views can never touch padding bytes or pixels outside the ROI.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import cv2
+import numpy as np
+
+from protocol import errors
+from dsp_side.operators.cv import formats
+from dsp_side.operators.cv.formats import Image
+
+# Formats by role.
+GRAY = ("Y", "U8")
+PACKED8 = ("Y", "U8", "RGB", "BGR", "YUV444")
+ALL_PIXELS = ("Y", "U8", "U16", "S16", "S32", "F32", "RGB", "BGR", "YUV444")
+GEOMETRY = ALL_PIXELS + formats.YUV420      # per-plane geometric operators also take NV12
+
+BORDERS = {"reflect101": cv2.BORDER_REFLECT_101, "constant": cv2.BORDER_CONSTANT,
+           "replicate": cv2.BORDER_REPLICATE, "reflect": cv2.BORDER_REFLECT, "wrap": cv2.BORDER_WRAP,
+           "transparent": cv2.BORDER_TRANSPARENT}
+FILTER_BORDERS = ["reflect101", "constant", "replicate", "reflect"]   # what OpenCV's filter engine takes
+WARP_BORDERS = ["constant", "replicate", "reflect", "wrap", "reflect101", "transparent"]
+INTERPOLATIONS = {"nearest": cv2.INTER_NEAREST, "linear": cv2.INTER_LINEAR, "cubic": cv2.INTER_CUBIC,
+                  "area": cv2.INTER_AREA, "lanczos4": cv2.INTER_LANCZOS4,
+                  "linear_exact": cv2.INTER_LINEAR_EXACT, "nearest_exact": cv2.INTER_NEAREST_EXACT}
+WARP_INTERPOLATIONS = ["nearest", "linear", "cubic", "lanczos4"]
+
+
+def image_param(doc: str) -> dict:
+    return {"type": "any", "doc": doc + " (image descriptor: format, width, height, stride, roi)"}
+
+
+SRC = image_param("source image")
+DST = image_param("destination image")
+
+
+def border_param(choices: list[str], default: str = "reflect101") -> dict:
+    return {"type": "str", "choices": choices, "default": default, "doc": "border extrapolation (OpenCV BORDER_*)"}
+
+
+def size_param(doc: str, default: list[int] | None = None, odd: bool = False) -> dict:
+    spec = {"type": "int_list", "len": 2, "min": 1, "max": 255, "doc": doc + " [width, height]"}
+    if odd:
+        spec["odd"] = True
+    if default is not None:
+        spec["default"] = default
+    return spec
+
+
+def bind(op: str, buffers: list, specs: list[tuple[str, object, tuple[str, ...]]]) -> list[tuple[Image, list]]:
+    """Parse each ``(name, descriptor, accepted formats)`` and give it its buffers, in order.
+
+    Returns ``[(image, plane views), ...]``. Raises InvalidArgument when a descriptor
+    is bad, when the number of buffers does not match the formats, or a buffer is too small.
+    """
+    images = [formats.parse(name, desc, accepted) for name, desc, accepted in specs]
+    need = sum(img.buffers for img in images)
+    if need != len(buffers):
+        names = ", ".join(f"{img.name} {img.format}: {img.buffers}" for img in images)
+        raise errors.InvalidArgument(f"{op}: the images need {need} buffers ({names}), the task has {len(buffers)}")
+    out, at = [], 0
+    for img in images:
+        out.append((img, formats.planes(img, buffers[at:at + img.buffers])))
+        at += img.buffers
+    return out
+
+
+def same_size(op: str, a: Image, b: Image) -> None:
+    """Raises InvalidArgument unless the two regions have the same width and height."""
+    if a.size != b.size:
+        raise errors.InvalidArgument(f"{op}: {b.name} region {b.size[0]}x{b.size[1]} must equal the "
+                                     f"{a.name} region {a.size[0]}x{a.size[1]}")
+
+
+def same_format(op: str, a: Image, b: Image) -> None:
+    """Raises InvalidArgument unless both images have the same format."""
+    if a.format != b.format and not {a.format, b.format} <= set(formats.YUV420) \
+            and not {a.format, b.format} <= set(GRAY):
+        raise errors.InvalidArgument(f"{op}: {b.name} format {b.format} must match {a.name} format {a.format}")
+
+
+def kernel_list(op: str, name: str, values: list, length: int) -> np.ndarray:
+    """A float32 kernel of exactly ``length`` coefficients. Raises InvalidArgument."""
+    if len(values) != length:
+        raise errors.InvalidArgument(f"{op}: parameter {name!r} must have {length} coefficients, got {len(values)}")
+    return np.asarray(values, dtype=np.float32)
+
+
+def anchor_in(op: str, anchor: list[int], kw: int, kh: int) -> tuple[int, int]:
+    """(-1, -1) means the centre. Raises InvalidArgument for an anchor outside the kernel."""
+    x, y = anchor
+    if (x, y) != (-1, -1) and not (0 <= x < kw and 0 <= y < kh):
+        raise errors.InvalidArgument(f"{op}: parameter 'anchor' {anchor} must be [-1, -1] or inside the {kw}x{kh} kernel")
+    return x, y
+
+
+def store(dst: np.ndarray, result: np.ndarray) -> None:
+    """Make sure ``result`` is in ``dst`` (OpenCV writes in place when it can; copy otherwise)."""
+    if result is not dst:
+        dst[...] = result
+
+
+@contextlib.contextmanager
+def opencv(op: str) -> Iterator[None]:
+    """Map an OpenCV refusal to InvalidArgument (a safety net: parameters are checked before)."""
+    try:
+        yield
+    except cv2.error as exc:
+        msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else "error"
+        raise errors.InvalidArgument(f"{op}: OpenCV refused the arguments: {msg}") from exc
