@@ -155,7 +155,7 @@ def test_framework_register_table():
     framework.register(reg)
     table = reg.table()
     assert [(e["id"], e["name"]) for e in table] == [(0, "ping"), (1, "memcpy"), (2, "fill"),
-                                                     (3, "checksum"), (4, "sleep")]
+                                                     (3, "checksum"), (4, "sleep"), (5, "count")]
     by_name = {e["name"]: e for e in table}
     assert by_name["memcpy"]["inputs"] == [1, 1] and by_name["memcpy"]["outputs"] == [1, 1]
     assert by_name["fill"]["inputs"] == [0, 0] and by_name["fill"]["outputs"] == [1, 1]
@@ -260,3 +260,12 @@ def test_checksum_size_larger_than_input(ctx):
 
 def test_sleep_zero(ctx):
     assert framework.sleep(ctx, [], [], 0.0) == {"slept_ms": 0.0}
+
+
+def test_count_adds_one_to_its_slot_only():
+    out = np.zeros(16, np.uint8)
+    assert framework.count(None, [], [out], slot=2, ms=0.0) == {"value": 1}
+    assert framework.count(None, [], [out], slot=2, ms=0.0) == {"value": 2}
+    assert out.view(np.uint32).tolist() == [0, 0, 2, 0]
+    with pytest.raises(errors.InvalidArgument):
+        framework.count(None, [], [out], slot=4, ms=0.0)

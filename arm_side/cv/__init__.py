@@ -1,0 +1,27 @@
+"""ARM-side CV API: images in shared memory and one typed function per DSP CV operator.
+
+::
+
+    from arm_side import Soc, cv
+    with Soc() as soc:
+        src = cv.write_image(soc, gray, "Y", stride=512)
+        dst = cv.alloc_image(soc, "Y", src.width, src.height, stride=512)
+        cv.gaussian_blur(soc, src, dst, ksize=(5, 5), sigma_x=1.2)
+        blurred = cv.read_image(dst)
+
+See docs/cv.md for the operators, formats and parameters.
+"""
+from arm_side.cv.image import (Image, alloc_image, free_image, min_stride, put_image, read_image, read_padding,
+                               write_image)
+from arm_side.cv.ops import (bilateral_filter, box_filter, canny, corner_harris, cvt_color, dilate, equalize_hist,
+                             erode, filter2d, flip, gaussian_blur, integral, median_blur, pyr_down, pyr_up, remap,
+                             resize, roi_resize, rotate, run, sep_filter2d, sobel, threshold, transpose,
+                             warp_affine, warp_perspective)
+from dsp_side.operators.cv import ids
+from dsp_side.operators.cv.formats import FORMATS
+
+__all__ = ["Image", "alloc_image", "free_image", "min_stride", "put_image", "read_image", "read_padding",
+           "write_image", "ids", "FORMATS", "run", "bilateral_filter", "box_filter", "canny", "corner_harris",
+           "cvt_color", "dilate", "equalize_hist", "erode", "filter2d", "flip", "gaussian_blur", "integral",
+           "median_blur", "pyr_down", "pyr_up", "remap", "resize", "roi_resize", "rotate", "sep_filter2d", "sobel",
+           "threshold", "transpose", "warp_affine", "warp_perspective"]

@@ -1,0 +1,53 @@
+"""Typed ARM API of the NN operators: one function per operator, returning the Task.
+
+A :class:`Tensor` pairs memory with its properties, like hbDNNTensor. Keyword arguments
+``core``, ``priority`` and ``custom_id`` go to ``Soc.rpc``. Bad descriptors are refused by
+the firmware with InvalidArgument (-6000001) when the task is waited for.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from dsp_side.operators.nn import ids
+from arm_side.memory import Mem
+from arm_side.nn.tensor import TensorProperties
+
+
+@dataclasses.dataclass(frozen=True)
+class Tensor:
+    """hbDNNTensor: ``mem`` (a Mem or a raw ``(phys_addr, size)`` handle) and its properties."""
+    mem: Any
+    props: TensorProperties
+
+    @property
+    def handle(self):
+        return self.mem if isinstance(self.mem, Mem) else tuple(self.mem)
+
+
+def _io(src: Tensor, dst: Tensor) -> dict:
+    return {"input": src.props.to_wire(), "output": dst.props.to_wire()}
+
+
+def quantize(soc, src: Tensor, dst: Tensor, **rpc):
+    """Float ``src`` -> integer ``dst`` with ``dst.props.quant`` (SCALE or SHIFT). A padded ``dst``
+    (see ``tensor.aligned``) makes this the BPU feature-map padding fused with quantisation."""
+    return soc.rpc(ids.QUANTIZE, [src.handle], [dst.handle], _io(src, dst), **rpc)
+
+
+def dequantize(soc, src: Tensor, dst: Tensor, **rpc):
+    """Integer ``src`` with ``src.props.quant`` -> float ``dst``."""
+    return soc.rpc(ids.DEQUANTIZE, [src.handle], [dst.handle], _io(src, dst), **rpc)
+
+
+def softmax(soc, src: Tensor, dst: Tensor, axis: int = -1, **rpc):
+    """Softmax along ``axis``; a quantised ``src`` is dequantised first. ``dst`` is F32 or F64."""
+    return soc.rpc(ids.SOFTMAX, [src.handle], [dst.handle], {**_io(src, dst), "axis": int(axis)}, **rpc)
+
+
+def convert_layout(soc, src: Tensor, dst: Tensor, channels: int = -1, platform: str = "", **rpc):
+    """NCHW / NHWC / NC1HWC2 conversion (or a repack between strides of one layout).
+    ``channels`` is needed only between two NC1HWC2 tensors; ``platform`` makes the
+    firmware check C2 against its table."""
+    params = {**_io(src, dst), "channels": int(channels), "platform": platform}
+    return soc.rpc(ids.LAYOUT, [src.handle], [dst.handle], params, **rpc)

@@ -1,0 +1,78 @@
+"""ARM-side voxelization of the DSP path: pillar ids through a 2-D lookup table, packed
+features written straight to their final pillar-major offsets.
+
+Input is stage 1's output (packed cell per point, -1 for a skipped point; packed int8
+features per point). The rules are the reference's, in vectorised form:
+
+* a cell's pillar id is the rank of its first valid point among the first points of all
+  cells (first come first served), capped at ``max_pillars - 1``;
+* the coords row of pillar ``max_pillars - 1`` is the cell that came last when there were
+  more cells than pillars (each new cell overwrote it);
+* within a pillar, points keep file order and only the first ``max_points`` are stored
+  (a stable sort by pillar id gives each point its slot).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from arm_side.pointcloud.params import COORDS_FILL, PillarParams
+
+
+class Voxelizer:
+    """Reusable scratch (the 2-D lookup table) for one parameter set."""
+
+    def __init__(self, p: PillarParams) -> None:
+        self.p = p.checked()
+        gx, gy = self.p.grid
+        self.lut = np.empty((gy, gx), dtype=np.int32)       # cell (idy, idx) -> first point, then pillar id
+        self._sort_dtype = np.uint16 if self.p.max_pillars <= 1 << 16 else np.int32   # uint16: radix sort
+
+    def run(self, cells: np.ndarray, xyzr: np.ndarray, t: np.ndarray | None,
+            coords: np.ndarray, voxel_xyzr: np.ndarray, voxel_t: np.ndarray | None) -> int:
+        """Fill ``coords`` (int32 P x 4) and the first pillars of ``voxel_xyzr`` (int32 P*M) and
+        ``voxel_t`` (int8 P*M, 5-dim only); returns the number of pillars in use."""
+        p, lut = self.p, self.lut
+        valid = np.flatnonzero(cells >= 0)
+        packed = cells[valid]
+        idy, idx = packed >> 16, packed & 0xFFFF
+        lin = idy * lut.shape[1] + idx                       # flat index into the 2-D table
+        flat = lut.reshape(-1)
+        order = np.arange(len(lin), dtype=np.int32)
+        flat.fill(len(lin))
+        np.minimum.at(flat, lin, order)                       # first valid point of every cell
+        new_cells = lin[flat[lin] == order]                   # cells in order of their first point
+        rank = np.arange(len(new_cells), dtype=np.int32)
+        np.minimum(rank, p.max_pillars - 1, out=rank)
+        flat[new_cells] = rank
+        pillar = flat[lin]
+        used = min(len(new_cells), p.max_pillars)
+        self._write_coords(coords, new_cells, used)
+        self._write_voxels(pillar, valid, used, xyzr, t, voxel_xyzr, voxel_t)
+        return used
+
+    def _write_coords(self, coords: np.ndarray, new_cells: np.ndarray, used: int) -> None:
+        p, gx = self.p, self.lut.shape[1]
+        owners = new_cells[:used].copy()
+        if len(new_cells) > p.max_pillars:
+            owners[-1] = new_cells[-1]                        # the last new cell overwrote the last row
+        coords[used:] = COORDS_FILL
+        rows = coords[:used]
+        rows[:, :2] = 0
+        np.floor_divide(owners, gx, out=rows[:, 2])
+        np.remainder(owners, gx, out=rows[:, 3])
+
+    def _write_voxels(self, pillar, valid, used, xyzr, t, voxel_xyzr, voxel_t) -> None:
+        m = self.p.max_points
+        by_pillar = np.argsort(pillar.astype(self._sort_dtype), kind="stable")   # file order within a pillar
+        sorted_pillar = pillar[by_pillar]
+        counts = np.bincount(sorted_pillar, minlength=used)
+        starts = np.cumsum(counts, dtype=np.int64) - counts
+        slot = np.arange(len(pillar), dtype=np.int64) - starts[sorted_pillar]
+        keep = slot < m
+        dest = sorted_pillar[keep] * m + slot[keep]
+        src = valid[by_pillar[keep]]
+        voxel_xyzr[:used * m] = 0
+        voxel_xyzr[dest] = xyzr[src]
+        if voxel_t is not None:
+            voxel_t[:used * m] = 0
+            voxel_t[dest] = t[src]

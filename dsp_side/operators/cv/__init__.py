@@ -1,0 +1,13 @@
+"""The CV operator catalog (command ids 0x0800-0x0fff), OpenCV kernels on shared-memory images.
+
+``register(registry)`` adds all 25 operators; see docs/cv.md. Submodules are
+imported on registration only, so ``ids`` and ``formats`` stay importable
+without OpenCV (the ARM side uses them).
+"""
+
+
+def register(registry) -> None:
+    """Register every CV operator. Raises ValueError on an id clash (registry)."""
+    from dsp_side.operators.cv import color, features, filters, geometry, intensity, morphology
+    for module in (filters, morphology, features, intensity, color, geometry):
+        module.register(registry)

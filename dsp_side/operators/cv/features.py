@@ -1,0 +1,40 @@
+"""Feature detectors: canny edges and the Harris corner response (OpenCV)."""
+from __future__ import annotations
+
+import cv2
+
+from protocol import errors
+from dsp_side.operators.cv import ids
+from dsp_side.operators.cv.common import BORDERS, DST, FILTER_BORDERS, GRAY, SRC, border_param, opencv, store
+from dsp_side.operators.cv.filters import unary
+
+
+def canny(ctx, inputs, outputs, src, dst, threshold1, threshold2, aperture_size, l2_gradient):
+    """Canny edges (cv::Canny): 255 on edges, 0 elsewhere."""
+    _, sv, _, dv = unary("canny", inputs, outputs, src, dst, GRAY)
+    with opencv("canny"):
+        store(dv, cv2.Canny(sv, threshold1, threshold2, edges=dv, apertureSize=aperture_size,
+                            L2gradient=l2_gradient))
+
+
+def corner_harris(ctx, inputs, outputs, src, dst, block_size, ksize, k, border):
+    """Harris corner response (cv::cornerHarris) as an F32 image."""
+    _, sv, _, dv = unary("cornerHarris", inputs, outputs, src, dst, GRAY, ("F32",), same_fmt=False)
+    if block_size < 2 and ksize == 1:
+        raise errors.InvalidArgument("cornerHarris: block_size 1 with ksize 1 has no neighbourhood; use block_size >= 2")
+    with opencv("cornerHarris"):
+        store(dv, cv2.cornerHarris(sv, block_size, ksize, k, dst=dv, borderType=BORDERS[border]))
+
+
+def register(registry) -> None:
+    registry.register(ids.CANNY, "cv.canny", canny, inputs=1, outputs=1, params={
+        "src": SRC, "dst": DST,
+        "threshold1": {"type": "float", "min": 0.0, "max": 1e6, "default": 100.0, "doc": "hysteresis low"},
+        "threshold2": {"type": "float", "min": 0.0, "max": 1e6, "default": 200.0, "doc": "hysteresis high"},
+        "aperture_size": {"type": "int", "choices": [3, 5, 7], "default": 3},
+        "l2_gradient": {"type": "bool", "default": False}})
+    registry.register(ids.CORNER_HARRIS, "cv.cornerHarris", corner_harris, inputs=1, outputs=1, params={
+        "src": SRC, "dst": DST, "block_size": {"type": "int", "min": 1, "max": 31, "default": 2},
+        "ksize": {"type": "int", "choices": [1, 3, 5, 7], "default": 3},
+        "k": {"type": "float", "min": 0.0, "max": 1.0, "default": 0.04},
+        "border": border_param(FILTER_BORDERS)})

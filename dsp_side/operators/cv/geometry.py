@@ -1,0 +1,217 @@
+"""Geometric operators: flip, rotate, transpose, resize, roiResize, pyrDown, pyrUp,
+warpAffine, warpPerspective, remap (OpenCV kernels).
+
+Per-plane operators (flip, rotate, transpose, resize, roiResize, pyrDown, pyrUp)
+also take NV12 / NV12_SEPARATE: the Y plane and the interleaved UV plane (half
+size, two channels) are transformed alike, which is what the operator means on
+a 4:2:0 image.
+"""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from protocol import errors
+from dsp_side.operators.cv import formats, ids
+from dsp_side.operators.cv.common import (ALL_PIXELS, BORDERS, DST, GEOMETRY, INTERPOLATIONS, SRC,
+                                          WARP_BORDERS, WARP_INTERPOLATIONS, bind, border_param, opencv,
+                                          same_format, same_size, store)
+from dsp_side.operators.cv.formats import Image
+
+
+def _pair(op: str, inputs, outputs, src, dst, accepted=GEOMETRY):
+    """(src image, src planes, dst image, dst planes) of the same format family."""
+    ((s, sp),) = bind(op, inputs, [("src", src, accepted)])
+    ((d, dp),) = bind(op, outputs, [("dst", dst, accepted)])
+    same_format(op, s, d)
+    return s, sp, d, dp
+
+
+def _dst_size(op: str, d: Image, want: tuple[int, int]) -> None:
+    if d.size != want:
+        raise errors.InvalidArgument(f"{op}: dst region must be {want[0]}x{want[1]}, got {d.size[0]}x{d.size[1]}")
+
+
+def flip(ctx, inputs, outputs, src, dst, flip_code):
+    """Mirror (cv::flip): 0 around the x axis, 1 around the y axis, -1 both."""
+    s, sp, d, dp = _pair("flip", inputs, outputs, src, dst)
+    same_size("flip", s, d)
+    for sv, dv in zip(sp, dp):
+        store(dv, cv2.flip(sv, flip_code, dst=dv))
+
+
+ROTATIONS = {"90cw": cv2.ROTATE_90_CLOCKWISE, "180": cv2.ROTATE_180, "90ccw": cv2.ROTATE_90_COUNTERCLOCKWISE}
+
+
+def rotate(ctx, inputs, outputs, src, dst, rotate_code):
+    """Rotation by a multiple of 90 degrees (cv::rotate)."""
+    s, sp, d, dp = _pair("rotate", inputs, outputs, src, dst)
+    w, h = s.size
+    _dst_size("rotate", d, (w, h) if rotate_code == "180" else (h, w))
+    for sv, dv in zip(sp, dp):
+        store(dv, cv2.rotate(sv, ROTATIONS[rotate_code], dst=dv))
+
+
+def transpose(ctx, inputs, outputs, src, dst):
+    """Swap rows and columns (cv::transpose)."""
+    s, sp, d, dp = _pair("transpose", inputs, outputs, src, dst)
+    _dst_size("transpose", d, (s.size[1], s.size[0]))
+    for sv, dv in zip(sp, dp):
+        store(dv, cv2.transpose(sv, dst=dv))
+
+
+def _resize_planes(sp, dp, interpolation: str) -> None:
+    for sv, dv in zip(sp, dp):
+        store(dv, cv2.resize(sv, (dv.shape[1], dv.shape[0]), dst=dv, interpolation=INTERPOLATIONS[interpolation]))
+
+
+def resize(ctx, inputs, outputs, src, dst, interpolation):
+    """Scale the src region to the dst region's size (cv::resize)."""
+    _, sp, _, dp = _pair("resize", inputs, outputs, src, dst)
+    with opencv("resize"):
+        _resize_planes(sp, dp, interpolation)
+
+
+def letterbox(src_size: tuple[int, int], dst_size: tuple[int, int], even: bool) -> tuple[int, int, int, int]:
+    """(x, y, w, h) of the largest rectangle of src's aspect ratio centred in dst
+    (even coordinates and sizes when ``even``, for YUV 4:2:0)."""
+    scale = min(dst_size[0] / src_size[0], dst_size[1] / src_size[1])
+    w = max(1, min(dst_size[0], int(round(src_size[0] * scale))))
+    h = max(1, min(dst_size[1], int(round(src_size[1] * scale))))
+    if even:
+        w, h = max(2, w - w % 2), max(2, h - h % 2)
+    x, y = (dst_size[0] - w) // 2, (dst_size[1] - h) // 2
+    if even:
+        x, y = x - x % 2, y - y % 2
+    return x, y, w, h
+
+
+def roi_resize(ctx, inputs, outputs, src, dst, roi, keep_aspect, interpolation, pad_value):
+    """Crop ``roi`` [left, top, right, bottom] (inclusive, within the src region) and scale it
+    into the dst region; with keep_aspect, centred and padded with ``pad_value``."""
+    op = "roiResize"
+    s, sp, d, dp = _pair(op, inputs, outputs, src, dst)
+    crop = formats.parse("roi", {"format": s.format, "width": s.size[0], "height": s.size[1], "roi": roi}).roi
+    left, top, right, bottom = crop
+    yuv = s.format in formats.YUV420
+    channels = 3 if yuv else s.channels
+    if pad_value is not None and len(pad_value) != channels:
+        raise errors.InvalidArgument(f"{op}: pad_value needs {channels} values for {s.format}, got {len(pad_value)}")
+    pad = pad_value if pad_value is not None else ([0, 128, 128] if yuv else [0] * channels)
+    src_planes = [sp[0][top:bottom + 1, left:right + 1]]
+    if yuv:
+        src_planes.append(sp[1][top // 2:(bottom + 1) // 2, left // 2:(right + 1) // 2])
+    if not keep_aspect:
+        with opencv(op):
+            _resize_planes(src_planes, dp, interpolation)
+        return {"rect": [0, 0, d.size[0], d.size[1]]}
+    x, y, w, h = letterbox((right - left + 1, bottom - top + 1), d.size, yuv)
+    pads = [pad[0], pad[1:]] if yuv else [pad if channels > 1 else pad[0]]
+    inner = []
+    for i, (dv, value) in enumerate(zip(dp, pads)):
+        k = 2 if (yuv and i == 1) else 1
+        dv[...] = value                                  # padding first: the image is drawn over it
+        inner.append(dv[y // k:(y + h) // k, x // k:(x + w) // k])
+    with opencv(op):
+        _resize_planes(src_planes, inner, interpolation)
+    return {"rect": [x, y, w, h]}
+
+
+def _pyr_check(op: str, sw: int, sh: int, dw: int, dh: int, up: bool) -> None:
+    if up:
+        ok = abs(dw - 2 * sw) <= dw % 2 and abs(dh - 2 * sh) <= dh % 2
+        rule = "2 x src (or 2 x src + 1)"
+    else:
+        ok = abs(2 * dw - sw) <= 2 and abs(2 * dh - sh) <= 2
+        rule = "(src + 1) / 2, within 1 pixel"
+    if not ok:
+        raise errors.InvalidArgument(f"{op}: dst region {dw}x{dh} does not fit src {sw}x{sh}; it must be {rule}")
+
+
+def _pyr(op: str, fn, up: bool, inputs, outputs, src, dst):
+    _, sp, _, dp = _pair(op, inputs, outputs, src, dst)
+    for sv, dv in zip(sp, dp):      # checked per plane: a YUV 4:2:0 chroma plane must fit too
+        _pyr_check(op, sv.shape[1], sv.shape[0], dv.shape[1], dv.shape[0], up)
+    with opencv(op):
+        for sv, dv in zip(sp, dp):
+            store(dv, fn(sv, dst=dv, dstsize=(dv.shape[1], dv.shape[0])))
+
+
+def pyr_down(ctx, inputs, outputs, src, dst):
+    """Gaussian pyramid step down (cv::pyrDown, 5x5 kernel, BORDER_REFLECT_101)."""
+    _pyr("pyrDown", cv2.pyrDown, False, inputs, outputs, src, dst)
+
+
+def pyr_up(ctx, inputs, outputs, src, dst):
+    """Gaussian pyramid step up (cv::pyrUp, BORDER_REFLECT_101)."""
+    _pyr("pyrUp", cv2.pyrUp, True, inputs, outputs, src, dst)
+
+
+def _warp(op: str, fn, matrix: np.ndarray, inputs, outputs, src, dst, interpolation, inverse_map, border,
+          border_value):
+    _, (sv,), d, (dv,) = _pair(op, inputs, outputs, src, dst, ALL_PIXELS)
+    if not inverse_map and abs(np.linalg.det(matrix if matrix.shape == (3, 3) else matrix[:, :2])) < 1e-12:
+        raise errors.InvalidArgument(f"{op}: matrix is singular and cannot be inverted (set inverse_map if it "
+                                     "already maps dst to src)")
+    flags = INTERPOLATIONS[interpolation] | (cv2.WARP_INVERSE_MAP if inverse_map else 0)
+    with opencv(op):
+        store(dv, fn(sv, matrix, d.size, dst=dv, flags=flags, borderMode=BORDERS[border],
+                     borderValue=(border_value,) * 4))
+
+
+def warp_affine(ctx, inputs, outputs, src, dst, matrix, interpolation, inverse_map, border, border_value):
+    """Affine warp (cv::warpAffine) by a 2x3 matrix given row-major (6 values)."""
+    _warp("warpAffine", cv2.warpAffine, np.asarray(matrix, np.float64).reshape(2, 3), inputs, outputs, src, dst,
+          interpolation, inverse_map, border, border_value)
+
+
+def warp_perspective(ctx, inputs, outputs, src, dst, matrix, interpolation, inverse_map, border, border_value):
+    """Perspective warp (cv::warpPerspective) by a 3x3 matrix given row-major (9 values)."""
+    _warp("warpPerspective", cv2.warpPerspective, np.asarray(matrix, np.float64).reshape(3, 3), inputs, outputs,
+          src, dst, interpolation, inverse_map, border, border_value)
+
+
+def remap(ctx, inputs, outputs, src, map_x, map_y, dst, interpolation, border, border_value):
+    """Generic remap (cv::remap): dst(x, y) = src(map_x(x, y), map_y(x, y)); maps are F32 images."""
+    op = "remap"
+    (s, (sv,)), (mx, (mxv,)), (my, (myv,)) = bind(op, inputs, [
+        ("src", src, ALL_PIXELS), ("map_x", map_x, ("F32",)), ("map_y", map_y, ("F32",))])
+    ((d, (dv,)),) = bind(op, outputs, [("dst", dst, ALL_PIXELS)])
+    same_format(op, s, d)
+    same_size(op, d, mx)
+    same_size(op, d, my)
+    with opencv(op):
+        store(dv, cv2.remap(sv, mxv, myv, INTERPOLATIONS[interpolation], dst=dv, borderMode=BORDERS[border],
+                            borderValue=(border_value,) * 4))
+
+
+def register(registry) -> None:
+    interp = {"type": "str", "choices": list(INTERPOLATIONS), "default": "linear"}
+    warp_interp = {"type": "str", "choices": WARP_INTERPOLATIONS, "default": "linear"}
+    warp_border = border_param(WARP_BORDERS, "constant")
+    value = {"type": "float", "default": 0.0, "doc": "value of constant borders"}
+    pair = {"src": SRC, "dst": DST}
+    registry.register(ids.FLIP, "cv.flip", flip, inputs=(1, 2), outputs=(1, 2), params={
+        **pair, "flip_code": {"type": "int", "choices": [0, 1, -1], "default": 1}})
+    registry.register(ids.ROTATE, "cv.rotate", rotate, inputs=(1, 2), outputs=(1, 2), params={
+        **pair, "rotate_code": {"type": "str", "choices": list(ROTATIONS), "default": "90cw"}})
+    registry.register(ids.TRANSPOSE, "cv.transpose", transpose, inputs=(1, 2), outputs=(1, 2), params=dict(pair))
+    registry.register(ids.RESIZE, "cv.resize", resize, inputs=(1, 2), outputs=(1, 2), params={
+        **pair, "interpolation": interp})
+    registry.register(ids.ROI_RESIZE, "cv.roiResize", roi_resize, inputs=(1, 2), outputs=(1, 2), params={
+        **pair, "roi": {"type": "int_list", "len": 4, "min": 0, "doc": "[left, top, right, bottom] inclusive"},
+        "keep_aspect": {"type": "bool", "default": False}, "interpolation": interp,
+        "pad_value": {"type": "int_list", "min": 0, "max": 255, "default": None,
+                      "doc": "one value per channel (Y, U, V for NV12); default black"}})
+    registry.register(ids.PYR_DOWN, "cv.pyrDown", pyr_down, inputs=(1, 2), outputs=(1, 2), params=dict(pair))
+    registry.register(ids.PYR_UP, "cv.pyrUp", pyr_up, inputs=(1, 2), outputs=(1, 2), params=dict(pair))
+    warp = {"interpolation": warp_interp, "inverse_map": {"type": "bool", "default": False},
+            "border": warp_border, "border_value": value}
+    registry.register(ids.WARP_AFFINE, "cv.warpAffine", warp_affine, inputs=1, outputs=1, params={
+        **pair, "matrix": {"type": "float_list", "len": 6, "doc": "2x3 row-major"}, **warp})
+    registry.register(ids.WARP_PERSPECTIVE, "cv.warpPerspective", warp_perspective, inputs=1, outputs=1, params={
+        **pair, "matrix": {"type": "float_list", "len": 9, "doc": "3x3 row-major"}, **warp})
+    registry.register(ids.REMAP, "cv.remap", remap, inputs=3, outputs=1, params={
+        "src": SRC, "map_x": dict(SRC, doc="F32 x coordinates, dst-sized"),
+        "map_y": dict(SRC, doc="F32 y coordinates, dst-sized"), "dst": DST,
+        "interpolation": warp_interp, "border": warp_border, "border_value": value})

@@ -1,0 +1,181 @@
+"""Pillar preprocessing of LiDAR point clouds (CenterPoint / PointPillars), the two DSP stages.
+
+The J5 split: stage 1 (``pointcloud_encode``) runs per point on the DSP, the voxelization
+(pillar ids, first come first served) runs on the ARM side, stage 2
+(``pointcloud_transpose``) turns the pillar-major voxel buffer into the model's layout.
+
+Stage 1, for N points of ``dim`` float32 values (input 0, N x dim, row-major):
+
+* output 0, int32[N]: ``idy << 16 | idx`` with ``idx = int((x - back) / x_scale)``,
+  ``idy = int((y - right) / y_scale)`` (float32, truncation), or -1 when the point is not
+  strictly inside the x, y, z ranges (NaN and infinities included);
+* output 1, int32[N]: the quantised x, y, z, r features packed as four int8 bytes
+  (byte 0 = x, little-endian); output 2 (5-dim only), int8[N]: the quantised 5th value.
+  A feature is ``((v - lo) / (hi - lo)) / scale`` in float32 (the 5th value: ``v / scale``),
+  rounded to nearest with ties to even, clamped to [-128, 127]; NaN gives 0.
+
+Stage 2: input 0 int32[P*M] (packed x, y, z, r of pillar p, slot m at p*M + m), input 1
+int8[P*M] (5th value, 5-dim only) -> output 0 int8 features, ``cmp`` layout
+``[dim][M][stride]`` or ``cpm`` layout ``[dim][stride][M]``. Only the first ``num_pillars``
+pillars are read; every other byte of the output (unused pillars, stride padding) is 0.
+"""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from protocol import errors
+
+ENCODE = 0x0600
+TRANSPOSE = 0x0601
+
+_FLOAT = {"type": "float"}
+_ENCODE_PARAMS = {
+    "dim": {"type": "int", "choices": [4, 5], "doc": "values per point"},
+    "num_points": {"type": "int", "min": 0, "doc": "points in input 0"},
+    **{k: dict(_FLOAT, doc=d) for k, d in (
+        ("back", "x lower bound (open)"), ("front", "x upper bound (open)"),
+        ("right", "y lower bound (open)"), ("left", "y upper bound (open)"),
+        ("bottom", "z lower bound (open)"), ("top", "z upper bound (open)"),
+        ("lower", "intensity lower bound"), ("upper", "intensity upper bound"),
+        ("x_scale", "cell size along x"), ("y_scale", "cell size along y"),
+        ("scale", "input quantisation scale"))},
+}
+_TRANSPOSE_PARAMS = {
+    "dim": {"type": "int", "choices": [4, 5]},
+    "layout": {"type": "str", "choices": ["cmp", "cpm"], "doc": "cmp: [dim][M][stride]; cpm: [dim][stride][M]"},
+    "max_pillars": {"type": "int", "min": 1},
+    "max_points": {"type": "int", "min": 1},
+    "pillar_stride": {"type": "int", "min": 1, "doc": "allocated pillar axis length (>= max_pillars)"},
+    "num_pillars": {"type": "int", "min": 0, "doc": "pillars in use (<= max_pillars)"},
+}
+_GRID_MAX = 32767       # idx and idy must fit the 15 low bits of their half of the packed int32
+
+
+def _need(what: str, buf: np.ndarray, nbytes: int) -> None:
+    """Raises InvalidArgument when ``buf`` is smaller than ``nbytes``."""
+    if buf.size < nbytes:
+        raise errors.InvalidArgument(f"{what} holds {buf.size} bytes, needs {nbytes}")
+
+
+def _view(buf: np.ndarray, dtype, count: int) -> np.ndarray:
+    """The first ``count`` items of a DDR byte buffer as ``dtype`` (no copy)."""
+    return buf[:count * np.dtype(dtype).itemsize].view(dtype)
+
+
+def _float32(params: dict) -> dict:
+    """float32 copies of the float parameters. Raises InvalidArgument for empty ranges,
+    non-positive scales or a pseudo-image too large for the 16-bit packing."""
+    f = {k: np.float32(v) for k, v in params.items() if k not in ("dim", "num_points")}
+    for name, v in f.items():
+        if not np.isfinite(v):
+            raise errors.InvalidArgument(f"{name} {params[name]} overflows float32")
+    for lo, hi in (("back", "front"), ("right", "left"), ("bottom", "top"), ("lower", "upper")):
+        if not f[hi] - f[lo] > 0:
+            raise errors.InvalidArgument(f"{hi} ({params[hi]}) must be greater than {lo} ({params[lo]})")
+    for name in ("x_scale", "y_scale", "scale"):
+        if not f[name] > 0:
+            raise errors.InvalidArgument(f"{name} must be > 0, got {params[name]}")
+    for lo, hi, cell in (("back", "front", "x_scale"), ("right", "left", "y_scale")):
+        top = np.nextafter(f[hi], np.float32(-np.inf), dtype=np.float32)
+        if (top - f[lo]) / f[cell] >= _GRID_MAX:
+            raise errors.InvalidArgument(f"({lo}, {hi}) / {cell} gives more than {_GRID_MAX} cells")
+    return f
+
+
+def _cells(pts: np.ndarray, f: dict) -> np.ndarray:
+    """Packed cell index per point, -1 outside the open ranges (NaN compares false)."""
+    x, y, z = pts[:, 0], pts[:, 1], pts[:, 2]
+    inside = (x > f["back"]) & (x < f["front"])
+    inside &= (y > f["right"]) & (y < f["left"])
+    inside &= (z > f["bottom"]) & (z < f["top"])
+    idx = ((x - f["back"]) / f["x_scale"]).astype(np.int32)      # truncation toward zero
+    idy = ((y - f["right"]) / f["y_scale"]).astype(np.int32)
+    np.left_shift(idy, 16, out=idy)
+    idy |= idx
+    return np.where(inside, idy, np.int32(-1))
+
+
+def _features(pts: np.ndarray, f: dict, dim: int) -> np.ndarray:
+    """float32 features rounded to integers in [-128, 127] (NaN -> 0), N x dim."""
+    sub = np.array([f["back"], f["right"], f["bottom"], f["lower"], 0][:dim], np.float32)
+    span = np.array([f["front"] - f["back"], f["left"] - f["right"], f["top"] - f["bottom"],
+                     f["upper"] - f["lower"], 1][:dim], np.float32)        # (t - 0) / 1 == t exactly
+    out = np.subtract(pts, sub)
+    out /= span
+    out /= f["scale"]
+    extra = out[:, 3:]                                  # x, y, z of a kept point are finite
+    np.copyto(extra, 0, where=np.isnan(extra))
+    np.rint(out, out=out)                               # ties to even
+    np.clip(out, -128, 127, out=out)
+    return out
+
+
+def encode(ctx, inputs, outputs, dim, num_points, **floats):
+    """Stage 1: packed pseudo-image cell and quantised features of every point."""
+    f = _float32(floats)
+    n = num_points
+    _need("input 0 (points)", inputs[0], n * dim * 4)
+    _need("output 0 (cells)", outputs[0], n * 4)
+    _need("output 1 (packed xyzr)", outputs[1], n * 4)
+    if (dim == 5) != (len(outputs) == 3):
+        raise errors.InvalidArgument(f"dim {dim} takes {3 if dim == 5 else 2} outputs, got {len(outputs)}")
+    if dim == 5:
+        _need("output 2 (5th value)", outputs[2], n)
+    pts = _view(inputs[0], np.float32, n * dim).reshape(n, dim)
+    with np.errstate(all="ignore"):                     # NaN/inf points: their lanes are discarded
+        cells = _cells(pts, f)
+        feats = _features(pts, f, dim)
+        _view(outputs[0], np.int32, n)[:] = cells
+        np.copyto(_view(outputs[1], np.int8, n * 4).reshape(n, 4), feats[:, :4], casting="unsafe")
+        if dim == 5:
+            np.copyto(_view(outputs[2], np.int8, n), feats[:, 4], casting="unsafe")
+    return {"points": n, "valid": int(np.count_nonzero(cells >= 0))}
+
+
+def _plane_writer(out: np.ndarray, layout: str, used: int):
+    """A function writing one (used x M) pillar-major plane into channel c of ``out``."""
+    def write(c: int, plane: np.ndarray) -> None:
+        if layout == "cmp":
+            out[c, :, :used] = cv2.transpose(plane) if plane.size else plane.T
+        else:
+            out[c, :used, :] = plane
+    return write
+
+
+def transpose(ctx, inputs, outputs, dim, layout, max_pillars, max_points, pillar_stride, num_pillars):
+    """Stage 2: pillar-major voxel buffer -> features in the model's layout (zeros elsewhere)."""
+    if pillar_stride < max_pillars:
+        raise errors.InvalidArgument(f"pillar_stride {pillar_stride} is smaller than max_pillars {max_pillars}")
+    if num_pillars > max_pillars:
+        raise errors.InvalidArgument(f"num_pillars {num_pillars} exceeds max_pillars {max_pillars}")
+    if (dim == 5) != (len(inputs) == 2):
+        raise errors.InvalidArgument(f"dim {dim} takes {2 if dim == 5 else 1} inputs, got {len(inputs)}")
+    cap, used, m = max_pillars * max_points, num_pillars, max_points
+    _need("input 0 (voxel xyzr)", inputs[0], cap * 4)
+    if dim == 5:
+        _need("input 1 (voxel 5th value)", inputs[1], cap)
+    _need("output 0 (features)", outputs[0], dim * m * pillar_stride)
+    shape = (dim, m, pillar_stride) if layout == "cmp" else (dim, pillar_stride, m)
+    out = outputs[0][:dim * m * pillar_stride].view(np.int8).reshape(shape)
+    if layout == "cmp":
+        out[:, :, used:] = 0
+    else:
+        out[:, used:, :] = 0
+    write = _plane_writer(out, layout, used)
+    xyzr = inputs[0][:used * m * 4].view(np.int8).reshape(used * m, 1, 4)
+    planes = cv2.split(xyzr) if used else [np.empty((0, 1), np.int8)] * 4
+    for c in range(4):
+        write(c, planes[c].reshape(used, m))
+    if dim == 5:
+        write(4, inputs[1][:used * m].view(np.int8).reshape(used, m))
+    return {"pillars": used}
+
+
+def register(registry) -> None:
+    """Add the point-cloud operators (ids 0x0600-0x06ff of the NN range) to ``registry``."""
+    registry.register(ENCODE, "pointcloud_encode", encode, inputs=1, outputs=(2, 3), params=_ENCODE_PARAMS,
+                      doc="pillar preprocessing stage 1: packed cell index and quantised features per point")
+    registry.register(TRANSPOSE, "pointcloud_transpose", transpose, inputs=(1, 2), outputs=1,
+                      params=_TRANSPOSE_PARAMS,
+                      doc="pillar preprocessing stage 2: pillar-major voxels -> model layout")
