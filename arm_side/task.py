@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any, Callable
 
 from protocol import errors
@@ -21,6 +22,8 @@ class Request:
         self.raw: list = []
         self.header: tuple = ()
         self.error: errors.VdspError | None = None
+        self.submitted_at = time.perf_counter()
+        self.completed_at = 0.0  # perf_counter() when the reply arrived
 
     def done(self) -> bool:
         return self._done
@@ -32,6 +35,7 @@ class Request:
             if self._done:
                 return False
             self.body, self.error, self.header, self.raw = body or {}, error, header, raw or []
+            self.completed_at = time.perf_counter()
             self._on_complete()
             self._done = True
             callbacks, self._callbacks = self._callbacks, []
@@ -96,7 +100,7 @@ class Request:
 class Task(Request):
     """A TASK on a DSP core. After it ends: ``values`` (the operator's result), ``core``
     (which core ran it), ``exec_us`` (compute time on the DSP), ``queue_us`` (time queued
-    in the relay; 0 in direct mode)."""
+    in the relay; 0 in direct mode), ``latency_us`` (submit to reply)."""
 
     def __init__(self, client: Any, msg_id: int, op: int, outputs: list, core_name: str = "") -> None:
         super().__init__(client, msg_id)
@@ -115,6 +119,10 @@ class Task(Request):
             self.queue_us = max(0, self.header[5])
         if self.error is None:
             self.client.after_task(self)
+
+    @property
+    def latency_us(self) -> float:
+        return (self.completed_at - self.submitted_at) * 1e6 if self.completed_at else 0.0
 
     def wait(self, timeout_ms: float = 0) -> dict:
         """Wait for the task; returns the operator's result values (see Request.wait)."""
