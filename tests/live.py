@@ -67,7 +67,7 @@ class LiveSoc:
             stop_pid(extra_relay, 5)
         problems = []
         for pid in fw_pids:
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 10
             while alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
             if alive(pid):
@@ -77,7 +77,7 @@ class LiveSoc:
         if sockets:
             problems.append(f"socket files left in {self.rt}: {sockets}")
         mine = own_shm_prefix()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 10
         while True:
             ddr.reap()
             leaked = {n for n in shm_entries() - self.shm_before if not n.startswith(mine)}
