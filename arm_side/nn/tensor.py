@@ -9,7 +9,6 @@ elements of ``valid_shape`` are data: padding bytes are never read.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Sequence
 
 import numpy as np
@@ -171,10 +170,3 @@ def read(mem: Mem, props: TensorProperties, *, invalidate: bool = True) -> np.nd
         mem.flush(INVALIDATE)
     return props.view(mem.array()).copy()
 
-
-def nbytes(props: TensorProperties) -> int:
-    return int(props.aligned_byte_size)
-
-
-def element_count(props: TensorProperties) -> int:
-    return math.prod(props.valid_shape)

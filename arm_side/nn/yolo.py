@@ -74,10 +74,18 @@ def split(batch: int, parts: int = 2) -> list[tuple[int, int]]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Detections:
+    """What a run returns: box count per batch (batch order), and per task its core and DSP time."""
+    counts: list
+    cores: list
+    exec_us: list
+
+
 def detection_output(soc, maps: Sequence[Mem], out: Mem, p: YoloParams, batch: int,
-                     cores: Sequence[int] = (Core.CORE_0, Core.CORE_1), timeout_ms: float = 60000) -> list[int]:
+                     cores: Sequence[int] = (Core.CORE_0, Core.CORE_1), timeout_ms: float = 60000) -> Detections:
     """Run the fused operator with ``batch`` split over ``cores`` (one RPC per core, each on its
-    slices of the maps and of ``out``), wait for all; box count per batch, in batch order.
+    slices of the maps and of ``out``), wait for all.
 
     Raises InvalidArgument (bad parameters, short buffers) and the errors of ``Task.wait``.
     """
@@ -93,7 +101,7 @@ def detection_output(soc, maps: Sequence[Mem], out: Mem, p: YoloParams, batch: i
     counts = []
     for task in tasks:  # gathered in batch order: task i holds the batches after task i - 1
         counts += task.wait(timeout_ms)["boxes"]
-    return counts
+    return Detections(counts, [t.core for t in tasks], [t.exec_us for t in tasks])
 
 
 class Chain:
@@ -109,8 +117,8 @@ class Chain:
         self.candidates = soc.mem.alloc(block)
         self.kept = soc.mem.alloc(block)
 
-    def run(self, maps: Sequence[Mem], out: Mem, core: int = Core.ANY, timeout_ms: float = 60000) -> list[int]:
-        """Four RPCs in sequence; box count per batch. Raises like ``detection_output``."""
+    def run(self, maps: Sequence[Mem], out: Mem, core: int = Core.ANY, timeout_ms: float = 60000) -> Detections:
+        """Four RPCs in sequence. Raises like ``detection_output``."""
         p, n, cap = self.p, self.batch, self.capacity
         steps = [
             (ids.YOLO_DECODE, list(maps), self.decoded, {**p.geometry(), "batch": n}),
@@ -120,10 +128,13 @@ class Chain:
             (ids.YOLO_NMS, [self.candidates], self.kept, {"nms_thresh": p.nms_thresh, "capacity": cap, "batch": n}),
             (ids.YOLO_TOPK, [self.kept], out, {"max_box_num": p.max_box_num, "capacity": cap, "batch": n}),
         ]
-        values = {}
+        values, names, exec_us = {}, [], []
         for op, ins, dst, params in steps:
-            values = self.soc.rpc(op, ins, [dst], params, core=core).wait(timeout_ms)
-        return values["boxes"]
+            task = self.soc.rpc(op, ins, [dst], params, core=core)
+            values = task.wait(timeout_ms)
+            names.append(task.core)
+            exec_us.append(task.exec_us)
+        return Detections(values["boxes"], names, exec_us)
 
     def close(self) -> None:
         for mem in (self.decoded, self.candidates, self.kept):

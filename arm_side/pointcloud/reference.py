@@ -16,7 +16,8 @@ def quantize(value: np.float32) -> int:
     cast does on aarch64)."""
     if value != value:
         return 0
-    return int(min(max(round(float(value)), -128), 127))     # round(): ties to even, exact on a float32
+    rounded = float(np.rint(value))                            # round to nearest, ties to even
+    return int(min(max(rounded, -128.0), 127.0))
 
 
 def voxelize(points: np.ndarray, p: PillarParams) -> tuple[list, list, list]:
@@ -67,16 +68,17 @@ def preprocess(points: np.ndarray, p: PillarParams) -> tuple[np.ndarray, np.ndar
     """(coords int32 1x1xPx4, features int8 in ``p.feature_shape``) of an N x dim float32 cloud."""
     p = p.checked()
     points = np.asarray(points, dtype=np.float32).reshape(-1, p.dim)
-    coords_rows, pillars, _ = voxelize(points, p)
-    coords = np.full(p.coords_shape, COORDS_FILL, dtype=np.int32)
-    features = np.zeros(p.feature_shape, dtype=np.int8)
-    for pid, row in enumerate(coords_rows):
-        coords[0, 0, pid] = row
-    for pid, pts in enumerate(pillars):
-        for slot, point in enumerate(pts):
-            for c, q in enumerate(encode(point, p)):   # transpose: scatter into the model's layout
-                if p.layout == "cmp":
-                    features[0, c, slot, pid] = q
-                else:
-                    features[0, c, pid, slot] = q
+    with np.errstate(all="ignore"):                    # NaN/inf inputs are handled by the rules
+        coords_rows, pillars, _ = voxelize(points, p)
+        coords = np.full(p.coords_shape, COORDS_FILL, dtype=np.int32)
+        features = np.zeros(p.feature_shape, dtype=np.int8)
+        for pid, row in enumerate(coords_rows):
+            coords[0, 0, pid] = row
+        for pid, pts in enumerate(pillars):
+            for slot, point in enumerate(pts):
+                for c, q in enumerate(encode(point, p)):   # transpose: scatter into the model's layout
+                    if p.layout == "cmp":
+                        features[0, c, slot, pid] = q
+                    else:
+                        features[0, c, pid, slot] = q
     return coords, features

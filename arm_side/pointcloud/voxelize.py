@@ -65,9 +65,9 @@ class Voxelizer:
         m = self.p.max_points
         by_pillar = np.argsort(pillar.astype(self._sort_dtype), kind="stable")   # file order within a pillar
         sorted_pillar = pillar[by_pillar]
-        counts = np.bincount(sorted_pillar, minlength=used)
-        starts = np.cumsum(counts, dtype=np.int64) - counts
-        slot = np.arange(len(pillar), dtype=np.int64) - starts[sorted_pillar]
+        counts = np.bincount(sorted_pillar, minlength=used).astype(np.int32)
+        starts = np.cumsum(counts, dtype=np.int32) - counts
+        slot = np.arange(len(pillar), dtype=np.int32) - starts[sorted_pillar]
         keep = slot < m
         dest = sorted_pillar[keep] * m + slot[keep]
         src = valid[by_pillar[keep]]

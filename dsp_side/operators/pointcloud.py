@@ -83,29 +83,49 @@ def _float32(params: dict) -> dict:
     return f
 
 
-def _cells(pts: np.ndarray, f: dict) -> np.ndarray:
-    """Packed cell index per point, -1 outside the open ranges (NaN compares false)."""
+def _cells(pts: np.ndarray, shifted: np.ndarray, f: dict) -> np.ndarray:
+    """Packed cell index per point, -1 outside the open ranges (NaN compares false).
+    ``shifted`` holds x - back and y - right (float32) in its first two columns."""
     x, y, z = pts[:, 0], pts[:, 1], pts[:, 2]
     inside = (x > f["back"]) & (x < f["front"])
     inside &= (y > f["right"]) & (y < f["left"])
     inside &= (z > f["bottom"]) & (z < f["top"])
-    idx = ((x - f["back"]) / f["x_scale"]).astype(np.int32)      # truncation toward zero
-    idy = ((y - f["right"]) / f["y_scale"]).astype(np.int32)
+    idx = (shifted[:, 0] / f["x_scale"]).astype(np.int32)       # truncation toward zero
+    idy = (shifted[:, 1] / f["y_scale"]).astype(np.int32)
     np.left_shift(idy, 16, out=idy)
     idy |= idx
     return np.where(inside, idy, np.int32(-1))
 
 
-def _features(pts: np.ndarray, f: dict, dim: int) -> np.ndarray:
-    """float32 features rounded to integers in [-128, 127] (NaN -> 0), N x dim."""
+_BLOCK = 256     # points per row of the blocked view: long inner loops for numpy
+
+
+def _per_column(ufunc, src: np.ndarray, vec: np.ndarray, out: np.ndarray) -> None:
+    """``out = ufunc(src, vec)`` for an N x dim array and a dim vector, through a
+    (N / block) x (block * dim) view so numpy's inner loop is long (same float32 results)."""
+    n, dim = src.shape
+    head = n - n % _BLOCK
+    if head:
+        wide = (head // _BLOCK, _BLOCK * dim)
+        ufunc(src[:head].reshape(wide), np.tile(vec, _BLOCK), out=out[:head].reshape(wide))
+    ufunc(src[head:], vec, out=out[head:])
+
+
+def _shift(pts: np.ndarray, f: dict, dim: int) -> np.ndarray:
+    """v - lo of every value (float32, N x dim); the 5th value minus 0 is itself."""
     sub = np.array([f["back"], f["right"], f["bottom"], f["lower"], 0][:dim], np.float32)
+    out = np.empty(pts.shape, np.float32)
+    _per_column(np.subtract, pts, sub, out)
+    return out
+
+
+def _features(out: np.ndarray, f: dict, dim: int) -> np.ndarray:
+    """Shifted values -> float32 features rounded to integers in [-128, 127] (NaN -> 0), in place."""
     span = np.array([f["front"] - f["back"], f["left"] - f["right"], f["top"] - f["bottom"],
-                     f["upper"] - f["lower"], 1][:dim], np.float32)        # (t - 0) / 1 == t exactly
-    out = np.subtract(pts, sub)
-    out /= span
+                     f["upper"] - f["lower"], 1][:dim], np.float32)        # t / 1 == t exactly
+    _per_column(np.divide, out, span, out)
     out /= f["scale"]
-    extra = out[:, 3:]                                  # x, y, z of a kept point are finite
-    np.copyto(extra, 0, where=np.isnan(extra))
+    np.copyto(out, 0, where=np.isnan(out))              # NaN -> 0 (only r, t of a kept point can be NaN)
     np.rint(out, out=out)                               # ties to even
     np.clip(out, -128, 127, out=out)
     return out
@@ -124,8 +144,9 @@ def encode(ctx, inputs, outputs, dim, num_points, **floats):
         _need("output 2 (5th value)", outputs[2], n)
     pts = _view(inputs[0], np.float32, n * dim).reshape(n, dim)
     with np.errstate(all="ignore"):                     # NaN/inf points: their lanes are discarded
-        cells = _cells(pts, f)
-        feats = _features(pts, f, dim)
+        shifted = _shift(pts, f, dim)
+        cells = _cells(pts, shifted, f)
+        feats = _features(shifted, f, dim)
         _view(outputs[0], np.int32, n)[:] = cells
         np.copyto(_view(outputs[1], np.int8, n * 4).reshape(n, 4), feats[:, :4], casting="unsafe")
         if dim == 5:

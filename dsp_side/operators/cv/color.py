@@ -15,7 +15,6 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from protocol import errors
 from dsp_side.operators.cv import formats, ids
 from dsp_side.operators.cv.common import DST, SRC, bind, opencv, same_size, store
 
@@ -62,8 +61,7 @@ def cvt_color(ctx, inputs, outputs, src, dst, code, chroma):
             store(dviews[0], cv2.cvtColor(sv, cv2.COLOR_RGB2GRAY if fmt == "RGB" else cv2.COLOR_BGR2GRAY,
                                           dst=dviews[0]))
         return
-    if s.size[0] % 2 or s.size[1] % 2:
-        raise errors.InvalidArgument(f"{op}: {code} needs an even-sized src region, got {s.size[0]}x{s.size[1]}")
+    # same_size with a YUV 4:2:0 dst (even-sized by formats.parse) makes the src region even too.
     with opencv(op):
         encode_nv12(sv, dviews[0], dviews[1], fmt, chroma)
 

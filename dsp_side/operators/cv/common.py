@@ -97,7 +97,8 @@ def anchor_in(op: str, anchor: list[int], kw: int, kh: int) -> tuple[int, int]:
     """(-1, -1) means the centre. Raises InvalidArgument for an anchor outside the kernel."""
     x, y = anchor
     if (x, y) != (-1, -1) and not (0 <= x < kw and 0 <= y < kh):
-        raise errors.InvalidArgument(f"{op}: parameter 'anchor' {anchor} must be [-1, -1] or inside the {kw}x{kh} kernel")
+        raise errors.InvalidArgument(
+            f"{op}: parameter 'anchor' {anchor} must be [-1, -1] or inside the {kw}x{kh} kernel")
     return x, y
 
 

@@ -21,7 +21,8 @@ def corner_harris(ctx, inputs, outputs, src, dst, block_size, ksize, k, border):
     """Harris corner response (cv::cornerHarris) as an F32 image."""
     _, sv, _, dv = unary("cornerHarris", inputs, outputs, src, dst, GRAY, ("F32",), same_fmt=False)
     if block_size < 2 and ksize == 1:
-        raise errors.InvalidArgument("cornerHarris: block_size 1 with ksize 1 has no neighbourhood; use block_size >= 2")
+        raise errors.InvalidArgument(
+            "cornerHarris: block_size 1 with ksize 1 has no neighbourhood; use block_size >= 2")
     with opencv("cornerHarris"):
         store(dv, cv2.cornerHarris(sv, block_size, ksize, k, dst=dv, borderType=BORDERS[border]))
 

@@ -102,8 +102,6 @@ def sobel(ctx, inputs, outputs, src, dst, dx, dy, ksize, scale, delta, border):
         raise errors.InvalidArgument(f"{op}: dx + dy must be at least 1, got dx {dx}, dy {dy}")
     if ksize == -1 and dx + dy != 1:
         raise errors.InvalidArgument(f"{op}: Scharr (ksize -1) takes dx + dy == 1, got dx {dx}, dy {dy}")
-    if ksize > 1 and max(dx, dy) >= ksize:
-        raise errors.InvalidArgument(f"{op}: derivative order {max(dx, dy)} needs ksize > order, got {ksize}")
     with opencv(op):
         store(dv, cv2.Sobel(sv, _DDEPTH[d.format], dx, dy, dst=dv, ksize=ksize, scale=scale, delta=delta,
                             borderType=BORDERS[border]))

@@ -8,7 +8,7 @@ float32 scale, then rounded to the nearest integer with ties away from zero (C
 * SCALE quantize:   q = clip(round(x / scale + zero_point))
 * SHIFT quantize:   q = clip(round(x * 2**shift))
 * SCALE dequantize: x = (q - zero_point) * scale   (exact in float64, one rounding to the output type)
-* SHIFT dequantize: x = q / 2**shift
+* SHIFT dequantize: x = q / 2**shift   (beyond an F16 output's range: +-inf)
 
 Writing through a padded output descriptor is the BPU's feature-map padding fused
 with quantisation: only valid elements are written, padding bytes are left as they are.
@@ -24,24 +24,30 @@ QUANTIZED = ("S8", "U8", "S16", "U16", "S32")
 
 
 def round_half_away(v: np.ndarray) -> np.ndarray:
-    """Nearest integer, ties away from zero. ``v - trunc(v)`` is exact, so no double rounding."""
+    """Nearest integer, ties away from zero; consumes ``v`` (float64) as scratch.
+    ``v - trunc(v)`` is exact, so there is no double rounding."""
     t = np.trunc(v)
-    frac = v - t
-    t += (frac >= 0.5)
-    t -= (frac <= -0.5)
+    v -= t
+    t += v >= 0.5
+    t -= v <= -0.5
     return t
 
 
 def quantize_values(x: np.ndarray, q: tensor.Quant, out_dtype: np.dtype) -> np.ndarray:
     """The integer values of float ``x`` under ``q`` (SCALE or SHIFT), as ``out_dtype``."""
-    v = np.nan_to_num(x.astype(np.float64), nan=0.0, posinf=np.inf, neginf=-np.inf)
+    v = x.astype(np.float64)
+    nan = np.isnan(v)
+    if nan.any():
+        v[nan] = 0.0
     if q.kind == "SCALE":
         v /= q.along(q.scale.astype(np.float64), v.ndim)
         v += q.along(q.zero_point.astype(np.float64), v.ndim)
     else:
         v *= q.along(np.ldexp(1.0, q.shift), v.ndim)
     info = np.iinfo(out_dtype)
-    return np.clip(round_half_away(v), info.min, info.max).astype(out_dtype)
+    r = round_half_away(v)
+    np.clip(r, info.min, info.max, out=r)
+    return r.astype(out_dtype)
 
 
 def dequantize_values(qv: np.ndarray, q: tensor.Quant, out_dtype: np.dtype) -> np.ndarray:
@@ -52,7 +58,8 @@ def dequantize_values(qv: np.ndarray, q: tensor.Quant, out_dtype: np.dtype) -> n
         v *= q.along(q.scale.astype(np.float64), v.ndim)
     elif q.kind == "SHIFT":
         v /= q.along(np.ldexp(1.0, q.shift), v.ndim)
-    return v.astype(out_dtype)
+    with np.errstate(over="ignore"):  # beyond the float type's range: +-inf, like a C cast
+        return v.astype(out_dtype)
 
 
 def quantize(ctx, inputs, outputs, input, output):

@@ -137,7 +137,8 @@ def iou_one(box: np.ndarray, others: np.ndarray) -> np.ndarray:
     iw = np.minimum(box[2], others[:, 2]) - np.maximum(box[0], others[:, 0])
     ih = np.minimum(box[3], others[:, 3]) - np.maximum(box[1], others[:, 1])
     inter = np.maximum(iw, 0) * np.maximum(ih, 0)
-    union = (box[2] - box[0]) * (box[3] - box[1]) + (others[:, 2] - others[:, 0]) * (others[:, 3] - others[:, 1]) - inter
+    area = (others[:, 2] - others[:, 0]) * (others[:, 3] - others[:, 1])
+    union = (box[2] - box[0]) * (box[3] - box[1]) + area - inter
     return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
 
 

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""CV operator benchmark: every CV operator on a 1920x1080 image, OpenCV in-process vs the
+same operator by RPC on the DSP, with the no-op (PING) task latency from the same run.
+
+Target per operator: RPC time - in-process time <= 1.3 x the no-op latency, i.e. the RPC
+adds only the task's round trip: pixels are never copied on their way (handles cross the
+sockets; the DSP computes straight into the destination's shared memory).
+
+The measurements are interleaved in rounds (ping, then each operator in-process and by
+RPC alternately) so background load hits all alike; each figure is a median in µs.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_cv.py [--rounds 3] [--n 5] [--only gaussianBlur,resize] [--json FILE]
+
+Exit status 0 when the run completes, 3 with ``--fail-on-miss`` if an operator misses the target.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from arm_side import CORE_0, Soc, cv, opids  # noqa: E402
+from arm_side.samples import cv_inputs  # noqa: E402
+
+W, H = 1920, 1080
+
+
+def cases(bgr: np.ndarray):
+    """name -> (src format, src pixels, dst format, dst (w, h), rpc(soc, src, dst), in-process(pixels))."""
+    gray = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
+    rgb = bgr[..., ::-1].copy()
+    nv12 = cv_inputs.nv12_from_bgr(bgr)
+    y, uv = nv12[:H], nv12[H:].reshape(H // 2, W // 2, 2)
+    rot = cv2.getRotationMatrix2D((W / 2, H / 2), 20, 0.9)
+    persp = cv2.getPerspectiveTransform(np.float32([[0, 0], [W, 0], [W, H], [0, H]]),
+                                        np.float32([[50, 20], [W - 80, 0], [W, H], [0, H - 60]]))
+    k5 = np.float32([[1, 2, 3, 2, 1]] * 5) / 45
+    emboss = np.float32([[-2, -1, 0], [-1, 1, 1], [0, 1, 2]])
+    ell = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5))
+    gy, gx = np.mgrid[0:H, 0:W].astype(np.float32)
+    mx, my = (gx + 6 * np.sin(gy / 20)).astype(np.float32), (gy + 6 * np.sin(gx / 30)).astype(np.float32)
+    both = lambda f: (f(y), f(uv))     # noqa: E731 - NV12 in-process: the same per-plane calls
+    return {
+        "bilateralFilter": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.bilateral_filter(s, a, b, 5, 30, 5),
+                            lambda: cv2.bilateralFilter(gray, 5, 30, 5)),
+        "boxFilter": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.box_filter(s, a, b, (5, 5)),
+                      lambda: cv2.boxFilter(gray, -1, (5, 5))),
+        "canny": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.canny(s, a, b, 60, 160), lambda: cv2.Canny(gray, 60, 160)),
+        "cvtColor RGB2GRAY": ("RGB", rgb, "Y", (W, H), lambda s, a, b: cv.cvt_color(s, a, b, "RGB2GRAY"),
+                              lambda: cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)),
+        "cvtColor RGB2NV12": ("RGB", rgb, "NV12", (W, H), lambda s, a, b: cv.cvt_color(s, a, b, "RGB2NV12"),
+                              lambda: _encode(rgb)),
+        "dilate": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.dilate(s, a, b, (5, 5), "ellipse"),
+                   lambda: cv2.dilate(gray, ell)),
+        "equalizeHist": ("Y", gray, "Y", (W, H), cv.equalize_hist, lambda: cv2.equalizeHist(gray)),
+        "erode": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.erode(s, a, b, (5, 5), "ellipse"),
+                  lambda: cv2.erode(gray, ell)),
+        "filter2D": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.filter2d(s, a, b, emboss),
+                     lambda: cv2.filter2D(gray, -1, emboss)),
+        "flip": ("NV12", nv12, "NV12", (W, H), lambda s, a, b: cv.flip(s, a, b, 1),
+                 lambda: both(lambda p: cv2.flip(p, 1))),
+        "gaussianBlur": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.gaussian_blur(s, a, b, (5, 5), 1.2),
+                         lambda: cv2.GaussianBlur(gray, (5, 5), 1.2)),
+        "integral": ("Y", gray, "S32", (W + 1, H + 1), cv.integral, lambda: cv2.integral(gray)),
+        "medianBlur": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.median_blur(s, a, b, 5),
+                       lambda: cv2.medianBlur(gray, 5)),
+        "pyrDown": ("NV12", nv12, "NV12", (W // 2, H // 2), cv.pyr_down, lambda: both(cv2.pyrDown)),
+        "pyrUp": ("NV12", nv12, "NV12", (W * 2, H * 2), cv.pyr_up, lambda: both(cv2.pyrUp)),
+        "resize": ("NV12", nv12, "NV12", (1280, 720), cv.resize,
+                   lambda: (cv2.resize(y, (1280, 720)), cv2.resize(uv, (640, 360)))),
+        "roiResize": ("NV12", nv12, "NV12", (640, 640),
+                      lambda s, a, b: cv.roi_resize(s, a, b, (400, 200, 1399, 999), keep_aspect=True),
+                      lambda: (cv2.resize(y[200:1000, 400:1400], (640, 512)),
+                               cv2.resize(uv[100:500, 200:700], (320, 256)))),
+        "rotate": ("NV12", nv12, "NV12", (H, W), lambda s, a, b: cv.rotate(s, a, b, "90cw"),
+                   lambda: both(lambda p: cv2.rotate(p, cv2.ROTATE_90_CLOCKWISE))),
+        "sepFilter2D": ("Y", gray, "S16", (W, H), lambda s, a, b: cv.sep_filter2d(s, a, b, k5[0], [-1, 0, 1]),
+                        lambda: cv2.sepFilter2D(gray, cv2.CV_16S, k5[0], np.float32([-1, 0, 1]))),
+        "sobel": ("Y", gray, "S16", (W, H), lambda s, a, b: cv.sobel(s, a, b, 1, 0, 3),
+                  lambda: cv2.Sobel(gray, cv2.CV_16S, 1, 0)),
+        "threshold": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.threshold(s, a, b, 128, 255),
+                      lambda: cv2.threshold(gray, 128, 255, cv2.THRESH_BINARY)),
+        "transpose": ("NV12", nv12, "NV12", (H, W), cv.transpose, lambda: both(cv2.transpose)),
+        "warpAffine": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.warp_affine(s, a, b, rot),
+                       lambda: cv2.warpAffine(gray, rot, (W, H))),
+        "warpPerspective": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.warp_perspective(s, a, b, persp),
+                            lambda: cv2.warpPerspective(gray, persp, (W, H))),
+        "cornerHarris": ("Y", gray, "F32", (W, H), lambda s, a, b: cv.corner_harris(s, a, b, 2, 3, 0.04),
+                         lambda: cv2.cornerHarris(gray, 2, 3, 0.04)),
+        "remap": ("Y", gray, "Y", (W, H), None, lambda: cv2.remap(gray, mx, my, cv2.INTER_LINEAR)),
+    }, (mx, my)
+
+
+def _encode(rgb):
+    from dsp_side.operators.cv.color import encode_nv12
+    out_y, out_uv = np.empty((H, W), np.uint8), np.empty((H // 2, W // 2, 2), np.uint8)
+    encode_nv12(rgb, out_y, out_uv)
+
+
+class _Pinned:
+    """A Soc whose tasks all go to CORE_0 and which remembers the last task (for exec_us)."""
+
+    def __init__(self, soc) -> None:
+        self.soc, self.mem, self.last = soc, soc.mem, None
+
+    def rpc(self, *a, **kw):
+        kw["core"] = CORE_0
+        self.last = self.soc.rpc(*a, **kw)
+        return self.last
+
+
+def _us(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e6
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--n", type=int, default=5, help="timed calls per operator and round, each way")
+    ap.add_argument("--ping-n", type=int, default=200)
+    ap.add_argument("--only", default="", help="comma-separated operator names")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--fail-on-miss", action="store_true")
+    args = ap.parse_args(argv)
+    import os
+    from soc.supervisor import Supervisor
+    rt = Path(tempfile.mkdtemp(prefix="vb", dir="/tmp"))
+    os.environ["VDSP_RUNTIME_DIR"] = str(rt)
+    sup = Supervisor(rt, log_dir=rt / "log")
+    print(f"starting a SoC in {rt} ...", file=sys.stderr)
+    sup.start()
+    try:
+        sup.wait_ready(60)
+        with Soc() as soc:
+            return _run(_Pinned(soc), args)
+    finally:
+        sup.stop()
+        shutil.rmtree(rt, ignore_errors=True)
+
+
+def _run(soc, args) -> int:
+    table, (mx, my) = cases(cv_inputs.scene(W, H, seed=11))
+    names = [n for n in table if not args.only or n in args.only.split(",")]
+    images = {}
+    for name in names:
+        sfmt, pixels, dfmt, (dw, dh), call, _ = table[name]
+        src = cv.write_image(soc, pixels, sfmt)
+        dst = cv.alloc_image(soc, dfmt, dw, dh)
+        if name == "remap":
+            maps = cv.write_image(soc, mx, "F32"), cv.write_image(soc, my, "F32")
+            call = lambda s, a, b, m=maps: cv.remap(s, a, m[0], m[1], b)   # noqa: E731
+        images[name] = (src, dst, call)
+    ping, inproc, rpc, dsp = [], {n: [] for n in names}, {n: [] for n in names}, {n: [] for n in names}
+    for r in range(args.rounds):
+        print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
+        for _ in range(10):
+            soc.soc.call(opids.PING, core=CORE_0)
+        ping += [_us(lambda: soc.soc.call(opids.PING, core=CORE_0)) for _ in range(args.ping_n)]
+        for name in names:
+            src, dst, call = images[name]
+            local = table[name][5]
+            local()
+            call(soc, src, dst)           # warm-up both
+            for _ in range(args.n):
+                inproc[name].append(_us(local))
+                rpc[name].append(_us(lambda: call(soc, src, dst)))
+                dsp[name].append(soc.last.exec_us)
+    noop = statistics.median(ping)
+    rows, misses = [], 0
+    print(f"\nCV operators on {W}x{H}, medians in µs; no-op task (PING, relay, CORE_0) {noop:.0f} µs; "
+          f"target: rpc - in-process <= 1.3 x no-op = {1.3 * noop:.0f} µs\n")
+    print(f"| operator | in-process | rpc | dsp exec | rpc - in-process | verdict |")
+    print("|---|---:|---:|---:|---:|---|")
+    for name in names:
+        a, b, e = statistics.median(inproc[name]), statistics.median(rpc[name]), statistics.median(dsp[name])
+        ok = b - a <= 1.3 * noop
+        misses += not ok
+        rows.append({"op": name, "inproc_us": a, "rpc_us": b, "dsp_exec_us": e, "overhead_us": b - a, "pass": ok})
+        print(f"| {name} | {a:.0f} | {b:.0f} | {e:.0f} | {b - a:.0f} | {'PASS' if ok else 'MISS'} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"noop_us": noop, "rows": rows}, indent=1))
+    return 3 if misses and args.fail_on_miss else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
