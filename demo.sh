@@ -10,4 +10,6 @@ trap 'vdsp down >/dev/null' EXIT
 vdsp firmware install-stock          # build the stock DSP image as vdsp0 and vdsp1
 vdsp up -d
 vdsp status
-vdsp sample smoke "$@"
+vdsp sample smoke
+vdsp sample cv                       # the 25 CV operators; images in output/, output/cv_contact_sheet.png
+vdsp sample nn                       # quantize, dequantize, softmax, layout, yolov3, pointpillar, centerpoint

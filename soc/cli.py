@@ -9,7 +9,7 @@
   vdsp sysfs cat|echo|ls  the remoteproc sysfs files (/sys/class/remoteproc/remoteproc1/state ...)
   vdsp deploy IMAGE_DIR   stop both cores, install images vdsp0/vdsp1, start them
   vdsp sample smoke     PING every core and run memory operators, with timings
-  vdsp bench            the RPC benchmark (benchmarks/bench_rpc.py)
+  vdsp bench [NAME]     benchmarks: rpc, cv, nn, pointcloud (all by default)
   vdsp loadtest         many clients, mixed priorities and cores, every output verified
 """
 from __future__ import annotations
@@ -170,12 +170,34 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return importlib.import_module(f"arm_side.samples.{args.name}").main(args.rest)
 
 
+BENCHES = ("rpc", "cv", "nn", "pointcloud")
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_rpc.py"
-    if not script.exists():
-        print(f"vdsp bench: {script} not found (run from a source checkout)", file=sys.stderr)
+    """``vdsp bench [NAME ...] [OPTIONS]``: run benchmarks/bench_NAME.py (all by default)."""
+    rest = list(args.rest)
+    names = []
+    while rest and rest[0] in BENCHES:
+        names.append(rest.pop(0))
+    if not names and rest[:1] in (["-h"], ["--help"]):
+        print(f"usage: vdsp bench [{'|'.join(BENCHES)} ...] [OPTIONS]\n\n"
+              "Runs the named benchmarks (all of them by default), one after the other; options go to\n"
+              "a single named benchmark (see 'vdsp bench NAME --help').")
+        return 0
+    names = names or list(BENCHES)
+    if rest and len(names) > 1:
+        print("vdsp bench: options go with one named benchmark, e.g. vdsp bench rpc --quick", file=sys.stderr)
         return 2
-    return subprocess.call([sys.executable, str(script), *args.rest])
+    directory = Path(__file__).resolve().parent.parent / "benchmarks"
+    status = 0
+    for name in names:
+        script = directory / f"bench_{name}.py"
+        if not script.exists():
+            print(f"vdsp bench: {script} not found (run from a source checkout)", file=sys.stderr)
+            return 2
+        print(f"=== vdsp bench {name}", flush=True)
+        status |= subprocess.call([sys.executable, str(script), *rest])
+    return status
 
 
 def parser() -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ import sys
 # name -> module under arm_side.samples. Filled in as the samples land.
 SUBSAMPLES: dict[str, str] = {
     "quantize": "nn_ops", "dequantize": "nn_ops", "softmax": "nn_ops", "layout": "nn_ops",
-    "yolo": "nn_ops", "yolov3": "nn_ops",
+    "yolov3": "nn_ops",
     "pointpillar": "nn_pointcloud", "centerpoint": "nn_pointcloud",
 }
 
