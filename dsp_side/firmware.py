@@ -122,7 +122,7 @@ class Firmware:
             spec.check_counts(len(inputs_h), len(outputs_h))
             params = schema.validate(spec.name, spec.params, body.get("params", {}))
             owner = body.get("owner", 0)
-            inputs = self._buffers(inputs_h, owner, False, "inputs")
+            inputs = self._buffers(inputs_h, owner, spec.inputs_writable, "inputs")
             outputs = self._buffers(outputs_h, owner, True, "outputs")
         except errors.VdspError as exc:
             return messages.error(msg.msg_id, exc)

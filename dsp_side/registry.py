@@ -32,6 +32,9 @@ class OperatorSpec:
     inputs: tuple[int, int]
     outputs: tuple[int, int]
     doc: str = ""
+    # Inputs are read-only views unless this is set. OpenCV's Python binding copies a
+    # read-only array before using it, so OpenCV-backed operators set it to stay zero-copy.
+    inputs_writable: bool = False
 
     def describe(self) -> dict:
         """Plain-data entry of the operator table (READY, manifests, ``vdsp status``)."""
@@ -58,7 +61,7 @@ class Registry:
 
     def register(self, op_id: int, name: str, fn: Callable, *, params: dict | None = None,
                  inputs: int | tuple[int, int] = 0, outputs: int | tuple[int, int] = 0,
-                 doc: str = "") -> OperatorSpec:
+                 doc: str = "", inputs_writable: bool = False) -> OperatorSpec:
         """Add one operator. Raises ValueError for a duplicate or out-of-range id or bad schema."""
         opids.range_of(op_id)
         if op_id in self._ops:
@@ -66,7 +69,7 @@ class Registry:
         if any(s.name == name for s in self._ops.values()):
             raise ValueError(f"operator name {name!r} registered twice")
         spec = OperatorSpec(op_id, name, fn, schema.check_schema(dict(params or {})), _count(inputs),
-                            _count(outputs), doc or (fn.__doc__ or "").strip().split("\n")[0])
+                            _count(outputs), doc or (fn.__doc__ or "").strip().split("\n")[0], inputs_writable)
         self._ops[op_id] = spec
         return spec
 
@@ -76,6 +79,10 @@ class Registry:
             self.register(op_id, name, fn, **kw)
             return fn
         return deco
+
+    def defaults(self, **kw) -> "RegistryDefaults":
+        """This registry, registering with ``kw`` as default keyword arguments."""
+        return RegistryDefaults(self, kw)
 
     def get(self, op_id: int) -> OperatorSpec:
         """Raises UnknownOperator."""
@@ -89,3 +96,16 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._ops)
+
+
+class RegistryDefaults:
+    """``registry.defaults(inputs_writable=True).register(...)``: shared registration options."""
+
+    def __init__(self, registry: Registry, kw: dict) -> None:
+        self._registry, self._kw = registry, kw
+
+    def register(self, *args, **kw) -> OperatorSpec:
+        return self._registry.register(*args, **{**self._kw, **kw})
+
+    def operator(self, op_id: int, name: str, **kw) -> Callable[[Callable], Callable]:
+        return self._registry.operator(op_id, name, **{**self._kw, **kw})

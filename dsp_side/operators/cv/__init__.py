@@ -9,5 +9,6 @@ without OpenCV (the ARM side uses them).
 def register(registry) -> None:
     """Register every CV operator. Raises ValueError on an id clash (registry)."""
     from dsp_side.operators.cv import color, features, filters, geometry, intensity, morphology
+    opencv_ops = registry.defaults(inputs_writable=True)  # OpenCV copies read-only arrays
     for module in (filters, morphology, features, intensity, color, geometry):
-        module.register(registry)
+        module.register(opencv_ops)
