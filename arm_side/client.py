@@ -58,7 +58,7 @@ class Client:
     """Connection to a SoC. ``mode`` is ``relay`` or ``direct``."""
 
     def __init__(self, mode: str, *, owner: int, connect_timeout_s: float = 20.0,
-                 autostart_relay: bool = True) -> None:
+                 autostart_relay: bool = True, busy_poll_us: int = 0) -> None:
         if mode not in ("relay", "direct"):
             raise errors.InvalidArgument(f"VDSP_RPC_MODE must be relay or direct, got {mode!r}")
         self.mode, self.owner = mode, owner
@@ -82,6 +82,9 @@ class Client:
         os.set_blocking(self._kick_r, False)
         os.set_blocking(self._kick_w, False)
         self.connect_timeout_s, self.autostart_relay = connect_timeout_s, autostart_relay
+        # Busy polling (like SO_BUSY_POLL): a synchronous waiter spins this long before it
+        # blocks, which saves the wake-up of a sleeping thread at the cost of a busy CPU.
+        self.busy_poll_s = max(0, busy_poll_us) / 1e6
         self._bg = threading.Thread(target=self._background, name="vdsp-sdk-io", daemon=True)
         self._bg.start()
         try:
@@ -326,9 +329,23 @@ class Client:
                 out.append(peer.fw)
         return out
 
-    def _pump(self, timeout: float, kick: bool = False) -> None:
-        """Read and dispatch what is waiting, sleeping up to ``timeout`` if nothing is."""
+    def _spin(self, channels: list[Channel], seconds: float) -> bool:
+        """Poll the channels without sleeping for up to ``seconds``; True once something came."""
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            for ch in channels:
+                incoming = ch.drain()
+                if incoming:
+                    self._dispatch_all(ch, incoming)
+                    return True
+        return False
+
+    def _pump(self, timeout: float, kick: bool = False, spin: float = 0.0) -> None:
+        """Read and dispatch what is waiting, sleeping up to ``timeout`` if nothing is
+        (after spinning up to ``spin`` seconds)."""
         channels = self._channels()
+        if spin and self._spin(channels, min(spin, timeout)):
+            return
         got = False
         for ch in channels:
             incoming = ch.drain()
@@ -387,8 +404,10 @@ class Client:
                                              "it is still in flight, wait again to collect it")
                 if self.leader.acquire(blocking=False):
                     try:
+                        spin = self.busy_poll_s
                         while not req.done() and (deadline is None or time.monotonic() < deadline):
-                            self._pump(min(remaining, SLICE_S))
+                            self._pump(min(remaining, SLICE_S), spin=spin)
+                            spin = 0.0  # spin once per wait, then block
                     finally:
                         self.leader.release()
                         self._notify()

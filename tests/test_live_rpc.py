@@ -190,3 +190,12 @@ async def test_async_soc_awaits_tasks(shared_soc):
         assert (buf.array() == 5).all()
         with pytest.raises(errors.UnknownOperator):
             await soc.rpc(0x13FF)
+
+
+def test_busy_polling_client_gets_the_same_answers(shared_soc):
+    with Soc(busy_poll_us=2000) as soc:
+        buf = soc.mem.alloc(4096)
+        assert soc.rpc(opids.PING, core=CORE_1).wait(5000) == {"core": "vdsp1"}
+        assert soc.rpc(opids.SLEEP, params={"ms": 5}, core=CORE_0).wait(5000) == {"slept_ms": 5.0}  # outlasts the spin
+        assert soc.rpc(opids.FILL, outputs=[buf], params={"value": 6}).wait(5000) == {"bytes": 4096}
+        assert (buf.array() == 6).all()
