@@ -10,6 +10,8 @@ import enum
 import numpy as np
 
 from protocol import errors
+# RKNN's table of C2 per platform (int8 covers S8/U8; float16): one copy, shared with the DSP side.
+from dsp_side.operators.nn.layout import C2_TABLE
 
 
 class DataType(enum.IntEnum):
@@ -68,17 +70,6 @@ class QuantiType(enum.IntEnum):
     NONE = 0
     SHIFT = 1
     SCALE = 2
-
-
-# RKNN's table of C2 per platform: int8 (S8/U8) and float16. Missing = no NC1HWC2 form.
-C2_TABLE = {
-    "RK2118": {"F16": 4},
-    "RK3566": {"INT8": 8, "F16": 4}, "RK3568": {"INT8": 8, "F16": 4},
-    "RK3588": {"INT8": 16, "F16": 8}, "RK3576": {"INT8": 16, "F16": 8},
-    "RV1103B": {"INT8": 8}, "RV1106B": {"INT8": 8},
-    "RV1103": {"INT8": 16, "F16": 8}, "RV1106": {"INT8": 16, "F16": 8},
-    "RK3562": {"INT8": 16, "F16": 8},
-}
 
 
 def c2_for(platform: str, dtype: DataType) -> int:
