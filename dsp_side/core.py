@@ -44,7 +44,7 @@ class Peer:
 
 class CoreServer:
     def __init__(self, name: str, bind: str, fw_bind: str, rt: Path, *, firmware: str | None = None,
-                 autostart: bool = True, watchdog_ms: int = 10000,
+                 autostart: bool = True, watchdog_ms: int = 30000,
                  heartbeat_ms: int = HEARTBEAT_INTERVAL_MS) -> None:
         self.name, self.bind, self.fw_bind, self.rt = name, bind, fw_bind, rt
         self.device = Device(name, firmware or name)
@@ -313,7 +313,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--fw-bind", help="firmware task endpoint (default: next to the control endpoint)")
     ap.add_argument("--firmware", help="firmware image name (default: the core name)")
     ap.add_argument("--no-autostart", action="store_true", help="stay offline until 'start' is written to state")
-    ap.add_argument("--watchdog-ms", type=int, default=10000, help="kill a firmware stuck this long in one task")
+    ap.add_argument("--watchdog-ms", type=int, default=30000, help="kill a firmware stuck this long in one task")
     ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS)
 
 

@@ -14,5 +14,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[setup] installing vdsp-sim and its dependencies into .venv"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+  echo "[setup] compiling the point-cloud kernels (numba, cached next to the sources)"
+  .venv/bin/python -m arm_side.pointcloud.inprocess
   echo "$want" > "$stamp"
 fi

@@ -207,7 +207,7 @@ def parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start relay + vdsp0 + vdsp1")
     up.add_argument("-d", "--detach", action="store_true", help="run in the background; stop with 'vdsp down'")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for every core to run")
-    up.add_argument("--watchdog-ms", type=int, default=10000, help="firmware watchdog of each core")
+    up.add_argument("--watchdog-ms", type=int, default=30000, help="firmware watchdog of each core")
     up.add_argument("--log-files", action="store_true", help="write each process's log under $VDSP_RUNTIME_DIR/log")
     up.set_defaults(fn=cmd_up)
     down = sub.add_parser("down", help="stop the SoC of this runtime directory")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arm_side.pointcloud import binfile, reference, synthetic
+from arm_side.pointcloud import binfile, inprocess, reference, synthetic
 from arm_side.pointcloud.params import COORDS_FILL, preset
 from arm_side.pointcloud.voxelize import Voxelizer
 from dsp_side.operators import pointcloud as ops
@@ -15,19 +15,7 @@ from protocol.errors import InvalidArgument
 
 def kernels(points: np.ndarray, p):
     """The DSP path's three steps with the operators called directly on byte buffers."""
-    n, dim = len(points), p.dim
-    src = np.ascontiguousarray(points, np.float32).view(np.uint8).reshape(-1)
-    cells, xyzr, t = np.zeros(n * 4, np.uint8), np.zeros(n * 4, np.uint8), np.zeros(n, np.uint8)
-    ops.encode(None, [src], [cells, xyzr] + ([t] if dim == 5 else []), num_points=n, **p.encode_params())
-    cap = p.max_pillars * p.max_points
-    coords = np.zeros((p.max_pillars, 4), np.int32)
-    vx, vt = np.full(cap, 0x55555555, np.int32), np.full(cap, 0x55, np.int8)     # garbage must not leak
-    used = Voxelizer(p).run(cells.view(np.int32), xyzr.view(np.int32), t.view(np.int8) if dim == 5 else None,
-                            coords, vx, vt if dim == 5 else None)
-    feats = np.full(int(np.prod(p.feature_shape)), 0x77, np.uint8)
-    ops.transpose(None, [vx.view(np.uint8)] + ([vt.view(np.uint8)] if dim == 5 else []), [feats],
-                  **p.transpose_params(used))
-    return coords.reshape(p.coords_shape), feats.view(np.int8).reshape(p.feature_shape)
+    return inprocess.run(points, p)
 
 
 def ref(points, p):

@@ -10,12 +10,25 @@ features per point). The rules are the reference's, in vectorised form:
   more cells than pillars (each new cell overwrote it);
 * within a pillar, points keep file order and only the first ``max_points`` are stored
   (a stable sort by pillar id gives each point its slot).
+
+With numba (:mod:`arm_side.pointcloud._jit`) the same rules run as the reference's single
+loop over the points, compiled; the numpy passes below are the fallback.
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
 from arm_side.pointcloud.params import COORDS_FILL, PillarParams
+from protocol.errors import InvalidArgument
+
+
+@functools.cache
+def _compiled():
+    """The numba kernel module, or None without numba (imported at first use, ~0.2 s)."""
+    from arm_side.pointcloud import _jit
+    return _jit if _jit.AVAILABLE else None
 
 
 class Voxelizer:
@@ -30,7 +43,12 @@ class Voxelizer:
     def run(self, cells: np.ndarray, xyzr: np.ndarray, t: np.ndarray | None,
             coords: np.ndarray, voxel_xyzr: np.ndarray, voxel_t: np.ndarray | None) -> int:
         """Fill ``coords`` (int32 P x 4) and the first pillars of ``voxel_xyzr`` (int32 P*M) and
-        ``voxel_t`` (int8 P*M, 5-dim only); returns the number of pillars in use."""
+        ``voxel_t`` (int8 P*M, 5-dim only); returns the number of pillars in use.
+        With numba, raises InvalidArgument when a cell lies outside the pseudo-image (cells
+        not from stage 1 with these parameters)."""
+        jit = _compiled()
+        if jit is not None:
+            return self._run_compiled(jit, cells, xyzr, t, coords, voxel_xyzr, voxel_t)
         p, lut = self.p, self.lut
         valid = np.flatnonzero(cells >= 0)
         packed = cells[valid]
@@ -48,6 +66,19 @@ class Voxelizer:
         used = min(len(new_cells), p.max_pillars)
         self._write_coords(coords, new_cells, used)
         self._write_voxels(pillar, valid, used, xyzr, t, voxel_xyzr, voxel_t)
+        return used
+
+    def _run_compiled(self, jit, cells, xyzr, t, coords, voxel_xyzr, voxel_t) -> int:
+        """:meth:`run` through the numba kernel."""
+        p, lut, none = self.p, self.lut, np.empty(0, np.int8)
+        rows = np.ascontiguousarray(coords)              # a view unless coords is strided
+        used = jit.voxelize(cells, xyzr, none if t is None else t, t is not None, lut.reshape(-1),
+                            lut.shape[1], lut.shape[0], p.max_pillars, p.max_points, rows.reshape(-1),
+                            voxel_xyzr, none if voxel_t is None else voxel_t, COORDS_FILL)
+        if rows is not coords:
+            coords[...] = rows
+        if used < 0:
+            raise InvalidArgument(f"a cell index lies outside the {lut.shape[1]}x{lut.shape[0]} pseudo-image")
         return used
 
     def _write_coords(self, coords: np.ndarray, new_cells: np.ndarray, used: int) -> None:

@@ -21,6 +21,8 @@ pillars are read; every other byte of the output (unused pillars, stride padding
 """
 from __future__ import annotations
 
+import functools
+
 import cv2
 import numpy as np
 
@@ -50,6 +52,14 @@ _TRANSPOSE_PARAMS = {
     "num_pillars": {"type": "int", "min": 0, "doc": "pillars in use (<= max_pillars)"},
 }
 _GRID_MAX = 32767       # idx and idy must fit the 15 low bits of their half of the packed int32
+
+
+@functools.cache
+def _compiled():
+    """The numba kernels (:mod:`pointcloud_jit`), or None without numba. Imported at the first
+    stage-1 call, not at firmware load: a boot does not pay numba's import (~0.2 s)."""
+    from dsp_side.operators import pointcloud_jit
+    return pointcloud_jit if pointcloud_jit.AVAILABLE else None
 
 
 def _need(what: str, buf: np.ndarray, nbytes: int) -> None:
@@ -142,6 +152,13 @@ def encode(ctx, inputs, outputs, dim, num_points, **floats):
         raise errors.InvalidArgument(f"dim {dim} takes {3 if dim == 5 else 2} outputs, got {len(outputs)}")
     if dim == 5:
         _need("output 2 (5th value)", outputs[2], n)
+    jit = _compiled()
+    if jit is not None:
+        t = _view(outputs[2 if dim == 5 else 1], np.int8, n if dim == 5 else 0)   # same array type either way
+        vec = np.array([f[k] for k in jit.PARAMS], np.float32)
+        valid = jit.encode(_view(inputs[0], np.float32, n * dim), n, dim, vec,
+                           _view(outputs[0], np.int32, n), _view(outputs[1], np.int8, n * 4), t)
+        return {"points": n, "valid": int(valid)}
     pts = _view(inputs[0], np.float32, n * dim).reshape(n, dim)
     with np.errstate(all="ignore"):                     # NaN/inf points: their lanes are discarded
         shifted = _shift(pts, f, dim)
@@ -154,14 +171,32 @@ def encode(ctx, inputs, outputs, dim, num_points, **floats):
     return {"points": n, "valid": int(np.count_nonzero(cells >= 0))}
 
 
-def _plane_writer(out: np.ndarray, layout: str, used: int):
-    """A function writing one (used x M) pillar-major plane into channel c of ``out``."""
-    def write(c: int, plane: np.ndarray) -> None:
-        if layout == "cmp":
-            out[c, :, :used] = cv2.transpose(plane) if plane.size else plane.T
-        else:
-            out[c, :used, :] = plane
-    return write
+def _transpose_into(src: np.ndarray, dst: np.ndarray) -> None:
+    """``dst[:] = src.T`` through OpenCV's blocked transpose (rows of ``dst`` may be strided)."""
+    if src.size == 0:
+        return
+    got = cv2.transpose(src, dst=dst)
+    if not np.may_share_memory(got, dst):          # OpenCV reallocated instead of writing in place
+        dst[:] = got
+
+
+def _write_cmp(out: np.ndarray, xyzr: np.ndarray, t: np.ndarray | None, used: int, m: int) -> None:
+    """out[c, s, p] = byte c of point slot s of pillar p: one transpose of the (used x 4m)
+    byte matrix gives row 4s + c per (c, s)."""
+    rows = np.empty((4 * m, used), np.int8)
+    _transpose_into(xyzr.reshape(used, 4 * m), rows)
+    for c in range(4):
+        out[c, :, :used] = rows[c::4]
+    if t is not None:
+        _transpose_into(t.reshape(used, m), out[4, :, :used])
+
+
+def _write_cpm(out: np.ndarray, xyzr: np.ndarray, t: np.ndarray | None, used: int, m: int) -> None:
+    """out[c, p, s] = byte c of point slot s of pillar p: the (used*m x 4) byte matrix transposed."""
+    planes = out.reshape(out.shape[0], -1)
+    _transpose_into(xyzr.reshape(used * m, 4), planes[:4, :used * m])
+    if t is not None:
+        planes[4, :used * m] = t
 
 
 def transpose(ctx, inputs, outputs, dim, layout, max_pillars, max_points, pillar_stride, num_pillars):
@@ -183,13 +218,9 @@ def transpose(ctx, inputs, outputs, dim, layout, max_pillars, max_points, pillar
         out[:, :, used:] = 0
     else:
         out[:, used:, :] = 0
-    write = _plane_writer(out, layout, used)
-    xyzr = inputs[0][:used * m * 4].view(np.int8).reshape(used * m, 1, 4)
-    planes = cv2.split(xyzr) if used else [np.empty((0, 1), np.int8)] * 4
-    for c in range(4):
-        write(c, planes[c].reshape(used, m))
-    if dim == 5:
-        write(4, inputs[1][:used * m].view(np.int8).reshape(used, m))
+    xyzr = inputs[0][:used * m * 4].view(np.int8)
+    t = inputs[1][:used * m].view(np.int8) if dim == 5 else None
+    (_write_cmp if layout == "cmp" else _write_cpm)(out, xyzr, t, used, m)
     return {"pillars": used}
 
 
