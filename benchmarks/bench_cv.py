@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from arm_side import CORE_0, Soc, cv, opids  # noqa: E402
 from arm_side.samples import cv_inputs  # noqa: E402
+from awake import cpus_kept_awake  # noqa: E402  (benchmarks/ is the script's directory)
 
 W, H = 1920, 1080
 
@@ -135,6 +136,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="", help="comma-separated operator names")
     ap.add_argument("--json", default="")
     ap.add_argument("--fail-on-miss", action="store_true")
+    ap.add_argument("--keep-cpus-awake", action="store_true",
+                    help="one SCHED_IDLE spinner per CPU while measuring (see benchmarks/awake.py)")
     args = ap.parse_args(argv)
     import os
     from soc.supervisor import Supervisor
@@ -145,7 +148,7 @@ def main(argv=None) -> int:
     sup.start()
     try:
         sup.wait_ready(60)
-        with Soc() as soc:
+        with Soc() as soc, cpus_kept_awake(args.keep_cpus_awake):
             return _run(_Pinned(soc), args)
     finally:
         sup.stop()

@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from awake import cpus_kept_awake  # benchmarks/ is the script's directory
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -133,6 +135,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="3 rounds")
     ap.add_argument("--json", help="write every figure to this file")
     ap.add_argument("--fail-on-miss", action="store_true")
+    ap.add_argument("--keep-cpus-awake", action="store_true",
+                    help="one SCHED_IDLE spinner per CPU while measuring (see benchmarks/awake.py)")
     args = ap.parse_args(argv)
     rounds = 3 if args.quick else args.rounds
     rt = Path(tempfile.mkdtemp(prefix="vbn", dir="/tmp"))
@@ -146,7 +150,7 @@ def main(argv=None) -> int:
     try:
         sup.start()
         sup.wait_ready(60)
-        with Soc() as soc:
+        with Soc() as soc, cpus_kept_awake(args.keep_cpus_awake):
             print(f"yolo: {rounds} rounds, batch {args.batch} ...", file=sys.stderr)
             y = bench_yolo(soc, rounds, args.batch)
             print("quantize ...", file=sys.stderr)
