@@ -7,20 +7,9 @@ file (``cache=True``).
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-try:
-    if os.environ.get("VDSP_NO_NUMBA", "") not in ("", "0"):
-        raise ImportError("VDSP_NO_NUMBA is set")
-    from numba import njit
-    AVAILABLE = True
-except ImportError:             # numba missing or disabled: the numpy code runs instead
-    AVAILABLE = False
-
-    def njit(*_args, **_kwargs):
-        return lambda fn: fn
+from soc.jit import AVAILABLE, njit  # noqa: F401  (AVAILABLE is read by callers)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -12,20 +12,10 @@ The kernels trust their caller (:mod:`pointcloud`) for sizes: no bounds checks.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
-try:
-    if os.environ.get("VDSP_NO_NUMBA", "") not in ("", "0"):
-        raise ImportError("VDSP_NO_NUMBA is set")
-    from numba import njit
-    AVAILABLE = True
-except ImportError:             # numba missing or disabled: the numpy code runs instead
-    AVAILABLE = False
-
-    def njit(*_args, **_kwargs):
-        return lambda fn: fn
+from soc.jit import AVAILABLE, njit  # noqa: F401  (AVAILABLE is read by callers)
 
 #: order of the float32 parameter vector of :func:`encode`
 PARAMS = ("back", "front", "right", "left", "bottom", "top", "lower", "upper", "x_scale", "y_scale", "scale")
