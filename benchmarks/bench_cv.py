@@ -9,6 +9,11 @@ sockets; the DSP computes straight into the destination's shared memory).
 The measurements are interleaved in rounds (ping, then each operator in-process and by
 RPC alternately) so background load hits all alike; each figure is a median in µs.
 
+The same run also times each operator through the *floor* (``floor.py``): the same process
+topology, ARM process -> relay process -> worker process over ZeroMQ ipc, with nothing of
+vdsp-sim in it; the worker calls the very in-process callable. Its ``rpc - in-process`` over
+its own no-op shows what any implementation of this topology gets on the machine.
+
 Usage::
 
     .venv/bin/python benchmarks/bench_cv.py [--rounds 3] [--n 5] [--only gaussianBlur,resize] [--json FILE]
@@ -18,6 +23,7 @@ Exit status 0 when the run completes, 3 with ``--fail-on-miss`` if an operator m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import statistics
@@ -34,6 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from arm_side import CORE_0, Soc, cv, opids  # noqa: E402
 from arm_side.samples import cv_inputs  # noqa: E402
 from awake import cpus_kept_awake  # noqa: E402  (benchmarks/ is the script's directory)
+from floor import Floor  # noqa: E402
+from dsp_side.heap import keep_heap  # noqa: E402
 
 W, H = 1920, 1080
 
@@ -104,6 +112,12 @@ def cases(bgr: np.ndarray):
     }, (mx, my)
 
 
+def floor_kernels() -> dict:
+    """The in-process callables of every operator, for the floor's worker process."""
+    table, _ = cases(cv_inputs.scene(W, H, seed=11))
+    return {name: case[5] for name, case in table.items()}
+
+
 def _encode(rgb):
     from dsp_side.operators.cv.color import encode_nv12
     out_y, out_uv = np.empty((H, W), np.uint8), np.empty((H // 2, W // 2, 2), np.uint8)
@@ -136,9 +150,11 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="", help="comma-separated operator names")
     ap.add_argument("--json", default="")
     ap.add_argument("--fail-on-miss", action="store_true")
+    ap.add_argument("--no-floor", action="store_true", help="skip the raw-pyzmq floor (see floor.py)")
     ap.add_argument("--keep-cpus-awake", action="store_true",
                     help="one SCHED_IDLE spinner per CPU while measuring (see benchmarks/awake.py)")
     args = ap.parse_args(argv)
+    keep_heap()     # the in-process figures at their best, as the firmware's (dsp_side/heap.py)
     import os
     from soc.supervisor import Supervisor
     rt = Path(tempfile.mkdtemp(prefix="vb", dir="/tmp"))
@@ -148,14 +164,16 @@ def main(argv=None) -> int:
     sup.start()
     try:
         sup.wait_ready(60)
-        with Soc() as soc, cpus_kept_awake(args.keep_cpus_awake):
-            return _run(_Pinned(soc), args)
+        with Soc() as soc, contextlib.ExitStack() as stack:
+            floor = None if args.no_floor else stack.enter_context(Floor("bench_cv:floor_kernels"))
+            stack.enter_context(cpus_kept_awake(args.keep_cpus_awake))
+            return _run(_Pinned(soc), floor, args)
     finally:
         sup.stop()
         shutil.rmtree(rt, ignore_errors=True)
 
 
-def _run(soc, args) -> int:
+def _run(soc, floor, args) -> int:
     table, (mx, my) = cases(cv_inputs.scene(W, H, seed=11))
     names = [n for n in table if not args.only or n in args.only.split(",")]
     images = {}
@@ -168,11 +186,14 @@ def _run(soc, args) -> int:
             call = lambda s, a, b, m=maps: cv.remap(s, a, m[0], m[1], b)   # noqa: E731
         images[name] = (src, dst, call)
     ping, inproc, rpc, dsp = [], {n: [] for n in names}, {n: [] for n in names}, {n: [] for n in names}
+    floor_ping, floor_rpc = [], {n: [] for n in names}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
         for _ in range(10):
             soc.soc.call(opids.PING, core=CORE_0)
         ping += [_us(lambda: soc.soc.call(opids.PING, core=CORE_0)) for _ in range(args.ping_n)]
+        if floor:
+            floor_ping += [floor.call("") for _ in range(args.ping_n)]
         for name in names:
             src, dst, call = images[name]
             local = table[name][5]
@@ -182,20 +203,38 @@ def _run(soc, args) -> int:
                 inproc[name].append(_us(local))
                 rpc[name].append(_us(lambda: call(soc, src, dst)))
                 dsp[name].append(soc.last.exec_us)
-    noop = statistics.median(ping)
-    rows, misses = [], 0
+                if floor:
+                    floor_rpc[name].append(floor.call(name))
+    med = statistics.median
+    noop = med(ping)
+    fnoop = med(floor_ping) if floor else 0.0
+    rows, misses, floor_misses = [], 0, 0
     print(f"\nCV operators on {W}x{H}, medians in µs; no-op task (PING, relay, CORE_0) {noop:.0f} µs; "
-          f"target: rpc - in-process <= 1.3 x no-op = {1.3 * noop:.0f} µs\n")
-    print(f"| operator | in-process | rpc | dsp exec | rpc - in-process | verdict |")
-    print("|---|---:|---:|---:|---:|---|")
+          f"target: rpc - in-process <= 1.3 x no-op = {1.3 * noop:.0f} µs")
+    if floor:
+        print(f"floor (raw pyzmq, same topology, the in-process callable in a worker process): "
+              f"no-op {fnoop:.0f} µs")
+    print("\n| operator | in-process | rpc | dsp exec | rpc - in-process | / no-op | verdict |"
+          + (" floor rpc - in-process | floor / floor no-op |" if floor else ""))
+    print("|---|---:|---:|---:|---:|---:|---|" + ("---:|---:|" if floor else ""))
     for name in names:
-        a, b, e = statistics.median(inproc[name]), statistics.median(rpc[name]), statistics.median(dsp[name])
+        a, b, e = med(inproc[name]), med(rpc[name]), med(dsp[name])
         ok = b - a <= 1.3 * noop
         misses += not ok
-        rows.append({"op": name, "inproc_us": a, "rpc_us": b, "dsp_exec_us": e, "overhead_us": b - a, "pass": ok})
-        print(f"| {name} | {a:.0f} | {b:.0f} | {e:.0f} | {b - a:.0f} | {'PASS' if ok else 'MISS'} |")
+        row = {"op": name, "inproc_us": a, "rpc_us": b, "dsp_exec_us": e, "overhead_us": b - a,
+               "ratio": (b - a) / noop, "pass": ok}
+        line = f"| {name} | {a:.0f} | {b:.0f} | {e:.0f} | {b - a:.0f} | {(b - a) / noop:.2f} | {'PASS' if ok else 'MISS'} |"
+        if floor:
+            f = med(floor_rpc[name])
+            row.update(floor_rpc_us=f, floor_overhead_us=f - a, floor_ratio=(f - a) / fnoop)
+            floor_misses += f - a > 1.3 * fnoop
+            line += f" {f - a:.0f} | {(f - a) / fnoop:.2f} |"
+        rows.append(row)
+        print(line)
+    print(f"\n{misses} of {len(names)} operators miss the target"
+          + (f"; through the floor, {floor_misses} of {len(names)} do" if floor else ""))
     if args.json:
-        Path(args.json).write_text(json.dumps({"noop_us": noop, "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"noop_us": noop, "floor_noop_us": fnoop, "rows": rows}, indent=1))
     return 3 if misses and args.fail_on_miss else 0
 
 

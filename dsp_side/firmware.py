@@ -24,7 +24,7 @@ import zmq
 
 from protocol import errors, messages, schema, wire
 from protocol.constants import HANDLE_REGISTERED, Command
-from dsp_side import image
+from dsp_side import heap, image
 from dsp_side.ddr_resolver import Resolver
 from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
@@ -218,6 +218,8 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     proc.die_with_parent()
     soclog.setup("dsp")
+    if not heap.keep_heap():
+        log.info("%s: mallopt is not available: operator temporaries are mapped per task", args.core)
     try:
         header, registry = image.load(Path(args.image), Path(args.workdir))
     except errors.VdspError as exc:
