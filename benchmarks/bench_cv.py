@@ -186,7 +186,7 @@ def _run(soc, floor, args) -> int:
             call = lambda s, a, b, m=maps: cv.remap(s, a, m[0], m[1], b)   # noqa: E731
         images[name] = (src, dst, call)
     ping, inproc, rpc, dsp = [], {n: [] for n in names}, {n: [] for n in names}, {n: [] for n in names}
-    floor_ping, floor_rpc = [], {n: [] for n in names}
+    floor_ping, floor_rpc, floor_exec = [], {n: [] for n in names}, {n: [] for n in names}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
         for _ in range(10):
@@ -205,6 +205,7 @@ def _run(soc, floor, args) -> int:
                 dsp[name].append(soc.last.exec_us)
                 if floor:
                     floor_rpc[name].append(floor.call(name))
+                    floor_exec[name].append(floor.last_exec_us)
     med = statistics.median
     noop = med(ping)
     fnoop = med(floor_ping) if floor else 0.0
@@ -215,8 +216,8 @@ def _run(soc, floor, args) -> int:
         print(f"floor (raw pyzmq, same topology, the in-process callable in a worker process): "
               f"no-op {fnoop:.0f} µs")
     print("\n| operator | in-process | rpc | dsp exec | rpc - in-process | / no-op | verdict |"
-          + (" floor rpc - in-process | floor / floor no-op |" if floor else ""))
-    print("|---|---:|---:|---:|---:|---:|---|" + ("---:|---:|" if floor else ""))
+          + (" floor worker exec | floor rpc - in-process | floor / floor no-op |" if floor else ""))
+    print("|---|---:|---:|---:|---:|---:|---|" + ("---:|---:|---:|" if floor else ""))
     for name in names:
         a, b, e = med(inproc[name]), med(rpc[name]), med(dsp[name])
         ok = b - a <= 1.3 * noop
@@ -226,9 +227,10 @@ def _run(soc, floor, args) -> int:
         line = f"| {name} | {a:.0f} | {b:.0f} | {e:.0f} | {b - a:.0f} | {(b - a) / noop:.2f} | {'PASS' if ok else 'MISS'} |"
         if floor:
             f = med(floor_rpc[name])
-            row.update(floor_rpc_us=f, floor_overhead_us=f - a, floor_ratio=(f - a) / fnoop)
+            fe = med(floor_exec[name])
+            row.update(floor_rpc_us=f, floor_exec_us=fe, floor_overhead_us=f - a, floor_ratio=(f - a) / fnoop)
             floor_misses += f - a > 1.3 * fnoop
-            line += f" {f - a:.0f} | {(f - a) / fnoop:.2f} |"
+            line += f" {fe:.0f} | {f - a:.0f} | {(f - a) / fnoop:.2f} |"
         rows.append(row)
         print(line)
     print(f"\n{misses} of {len(names)} operators miss the target"
