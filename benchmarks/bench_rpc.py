@@ -228,23 +228,29 @@ class Baseline:
         self.body = bytes(body_size)
         self.seq = 0
 
-    def _spawn(self, role: str) -> None:
-        p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--role", role, "--dir", self.dir],
+    def _spawn(self, role: str, script: str = "", *extra: str) -> None:
+        """Start ``script`` (default: this file) with ``--role role --dir DIR *extra``; wait for "ready"."""
+        p = subprocess.Popen([sys.executable, script or str(Path(__file__).resolve()), "--role", role,
+                              "--dir", self.dir, *extra],
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
         self.procs.append(p)
         line = p.stdout.readline().strip()
         if line != "ready":
             raise RuntimeError(f"baseline {role} did not start (said {line!r}, exit {p.poll()})")
 
-    def start(self) -> None:
-        self._spawn("baseline-relay")
-        self._spawn("baseline-worker")
+    def _connect(self) -> None:
+        """The client socket, on the relay's front end."""
         self.ctx = zmq.Context()
         sock = self.ctx.socket(zmq.DEALER)
         sock.linger = 0
         sock.sndhwm = sock.rcvhwm = 100000
         sock.connect(f"ipc://{self.dir}/front.sock")
         self.sock = sock
+
+    def start(self) -> None:
+        self._spawn("baseline-relay")
+        self._spawn("baseline-worker")
+        self._connect()
         self.call()   # end-to-end check (waits for the connections)
 
     def _header(self) -> bytes:

@@ -19,25 +19,25 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import zmq
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from bench_rpc import Baseline  # noqa: E402
 
 
 def role_worker(directory: str, kernels: str) -> int:
     """DEALER on the relay's back end: runs the named callable, answers its name and time."""
     parent = os.getppid()
     module, _, function = kernels.partition(":")
-    for path in (str(HERE.parent), str(HERE)):
-        if path not in sys.path:
-            sys.path.insert(0, path)
+    if str(HERE.parent) not in sys.path:
+        sys.path.insert(0, str(HERE.parent))
     from dsp_side.heap import keep_heap
     keep_heap()                 # as the firmware does: the floor is the best plain implementation
     table = getattr(importlib.import_module(module), function)()
@@ -66,16 +66,14 @@ def role_worker(directory: str, kernels: str) -> int:
         sock.send_multipart([identity, name, b"%.1f" % us])
 
 
-class Floor:
+class Floor(Baseline):
     """Start with ``with Floor("bench_cv:floor_kernels") as floor:``; ``floor.call(name)`` returns
-    the round trip in µs, and ``floor.last_exec_us`` the worker's time in the callable."""
+    the round trip in µs, and ``floor.last_exec_us`` the worker's time in the callable.
+    The relay, the processes' lifecycle and ``stop`` are the raw baseline's (``bench_rpc.Baseline``)."""
 
     def __init__(self, kernels: str, start_timeout_s: float = 120.0) -> None:
+        super().__init__(body_size=0)
         self.kernels, self.timeout = kernels, start_timeout_s
-        self.dir = ""
-        self.procs: list[subprocess.Popen] = []
-        self.ctx: zmq.Context | None = None
-        self.sock: zmq.Socket | None = None
         self.last_exec_us = 0.0
 
     def __enter__(self) -> "Floor":
@@ -89,24 +87,13 @@ class Floor:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _spawn(self, *args: str) -> None:
-        p = subprocess.Popen([sys.executable, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
-        self.procs.append(p)
-        line = p.stdout.readline().strip()
-        if line != "ready":
-            raise RuntimeError(f"floor process {args[0]} {args[1:3]} did not start (said {line!r}, exit {p.poll()})")
-
     def start(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="vbf", dir="/tmp")
-        self._spawn(str(HERE / "bench_rpc.py"), "--role", "baseline-relay", "--dir", self.dir)
-        self._spawn(str(Path(__file__).resolve()), "--role", "worker", "--dir", self.dir, "--kernels", self.kernels)
-        self.ctx = zmq.Context()
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.linger = 0
-        self.sock.connect(f"ipc://{self.dir}/front.sock")
+        self._spawn("baseline-relay")
+        self._spawn("worker", str(Path(__file__).resolve()), "--kernels", self.kernels)
+        self._connect()
         self.call("", timeout_ms=int(self.timeout * 1000))
 
-    def call(self, name: str, timeout_ms: int = 10000) -> float:
+    def call(self, name: str = "", timeout_ms: int = 10000) -> float:
         """One round trip running ``name`` in the worker ("" = no-op); wall-clock µs."""
         want = name.encode()
         t0 = time.perf_counter()
@@ -119,28 +106,6 @@ class Floor:
             raise RuntimeError(f"floor: asked {name!r}, got {got!r}")
         self.last_exec_us = float(exec_us)
         return us
-
-    def stop(self) -> None:
-        if self.sock is not None:
-            self.sock.close(0)
-            self.sock = None
-        if self.ctx is not None:
-            self.ctx.term()
-            self.ctx = None
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            if p.stdout:
-                p.stdout.close()
-        self.procs.clear()
-        if self.dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
