@@ -25,8 +25,8 @@ from typing import Any, Sequence
 import msgpack
 
 from . import errors
-from .constants import (MAGIC, MAX_BODY, MAX_CONTAINER, MAX_FRAMES, MAX_RAW_FRAME, VERSION,
-                        Command)
+from .constants import (MAGIC, MAX_BODY, MAX_CONTAINER, MAX_DEPTH, MAX_FRAMES, MAX_MESSAGE, MAX_RAW_FRAME,
+                        VERSION, Command)
 
 HEADER = struct.Struct("<2sBBHBBQq")
 HEADER_SIZE = HEADER.size  # 24
@@ -93,6 +93,8 @@ def unpack_body(data: bytes) -> dict:
                                max_ext_len=0)
     except errors.VdspError:
         raise
+    except msgpack.StackError as exc:
+        raise errors.ProtocolError(f"body nests maps/arrays deeper than {MAX_DEPTH} levels") from exc
     except (ValueError, TypeError, msgpack.UnpackException, msgpack.ExtraData) as exc:
         raise errors.ProtocolError(f"body is not valid msgpack: {exc}") from exc
     if not isinstance(body, dict):
@@ -101,18 +103,22 @@ def unpack_body(data: bytes) -> dict:
     return body
 
 
-def _check_keys(value: Any) -> None:
-    """Every map in a body has str keys (msgpack's strict_map_key still admits bytes)."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise errors.ProtocolError(f"map keys must be str, got {type(key).__name__} {key!r:.40}")
-            if isinstance(item, (dict, list)):
-                _check_keys(item)
-    elif isinstance(value, list):
-        for item in value:
-            if isinstance(item, (dict, list)):
-                _check_keys(item)
+def _check_keys(body: dict) -> None:
+    """Every map has str keys (msgpack's strict_map_key still admits bytes) and nothing nests
+    deeper than MAX_DEPTH. Iterative: a hostile body must not exhaust Python's stack."""
+    stack: list[tuple[Any, int]] = [(body, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise errors.ProtocolError(f"body nests maps/arrays deeper than {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise errors.ProtocolError(f"map keys must be str, got {type(key).__name__} {key!r:.40}")
+                if isinstance(item, (dict, list)):
+                    stack.append((item, depth + 1))
+        else:
+            stack.extend((item, depth + 1) for item in value if isinstance(item, (dict, list)))
 
 
 def parse_header(frame: bytes) -> tuple:
@@ -136,9 +142,13 @@ def check_frames(frames: Sequence) -> None:
         raise errors.ProtocolError(f"a message needs a header and a body frame, got {len(frames)} frame(s)")
     if len(frames) > MAX_FRAMES:
         raise errors.MessageTooLarge(f"{len(frames)} frames exceed the limit of {MAX_FRAMES}")
+    total = 0
     for frame in frames[2:]:
         if len(frame) > MAX_RAW_FRAME:
             raise errors.MessageTooLarge(f"raw frame of {len(frame)} bytes exceeds {MAX_RAW_FRAME}")
+        total += len(frame)
+    if total > MAX_MESSAGE:
+        raise errors.MessageTooLarge(f"raw frames of {total} bytes in one message exceed {MAX_MESSAGE}")
 
 
 def decode(frames: Sequence) -> Message:

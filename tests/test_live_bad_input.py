@@ -154,6 +154,10 @@ GARBAGE = [
     ("oversize body", [header(), b"\x80" * (1 << 20 | 1)], -6000259),
     ("too many frames", [header(), b"\x80"] + [b"x"] * 80, -6000259),
     ("handle not a triple", [header(), msgpack.packb({"outputs": [[1, 2]]})], -6000001),
+    # ~1 KB bodies nested 1,000 deep once killed the relay, a core or a firmware (RecursionError)
+    ("deeply nested task", [header(), b"\x81\xa1a" + b"\x91" * 1000 + b"\x80"], -6000257),
+    ("deeply nested query", [header(cmd=0x31), b"\x81\xa4what" + b"\x91" * 1000 + b"\x80"], -6000257),
+    ("task over the message size", [header(), b"\x80"] + [b"\x00" * (32 << 20)] * 3, -6000259),
 ]
 
 

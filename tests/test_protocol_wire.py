@@ -410,3 +410,41 @@ def test_error_constructor_body_decodes_to_the_same_exception():
     assert m.command is Command.ERROR and m.msg_id == 9
     exc = errors.from_wire(m.body)
     assert type(exc) is errors.CoreCrashed and exc.message == "vdsp1 died" and exc.code == -6000291
+
+
+# --- nesting depth and whole-message size (a 1 KB message once killed every peer) ------------
+
+def _nested(depth: int, leaf: bytes = b"\x80") -> bytes:
+    """``{"a": [[[ ... {} ... ]]]}`` with ``depth`` arrays, written byte by byte (fixmap, fixarray)."""
+    return b"\x81\xa1a" + b"\x91" * depth + leaf
+
+
+@pytest.mark.parametrize("depth", [999, 1000, 1022, 5000])
+def test_deep_nesting_is_a_protocol_error_not_a_crash(depth):
+    body = _nested(depth)
+    assert len(body) < 6000
+    err = expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, [header_bytes(), body])
+    assert "deep" in err.message
+
+
+def test_nesting_up_to_the_documented_depth_is_accepted():
+    # the body map is level 1, so MAX_DEPTH - 2 arrays hold the innermost map at MAX_DEPTH
+    from protocol.constants import MAX_DEPTH
+    assert MAX_DEPTH == 32
+    assert wire.decode([header_bytes(), _nested(MAX_DEPTH - 2)]).body["a"]
+    expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, [header_bytes(), _nested(MAX_DEPTH - 1)])
+
+
+def test_bad_key_deep_inside_is_still_found():
+    body = b"\x81\xa1a" + b"\x91" * 20 + msgpack.packb({1: 2})
+    expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, [header_bytes(), body])
+
+
+def test_total_message_size_limit():
+    from protocol.constants import MAX_MESSAGE
+    assert MAX_MESSAGE == 64 << 20
+    frame = b"\x00" * (16 << 20)
+    assert len(wire.decode([header_bytes(), good_body(), frame, frame, frame]).raw) == 3
+    expect(errors.MessageTooLarge, MESSAGE_TOO_LARGE, wire.decode,
+           [header_bytes(), good_body(), frame, frame, frame, frame, b"x"])
+    assert len(wire.decode([header_bytes(), good_body(), frame, frame, frame, frame]).raw) == 4
