@@ -23,7 +23,7 @@ import numpy as np
 import zmq
 
 from protocol import errors, messages, schema, wire
-from protocol.constants import HANDLE_REGISTERED, Command
+from protocol.constants import HANDLE_REGISTERED, MAX_RAW_FRAME, Command
 from dsp_side import heap, image
 from dsp_side.ddr_resolver import Resolver
 from dsp_side.inbox import Inbox
@@ -175,6 +175,7 @@ def serve(fw: Firmware, endpoint: str) -> None:
     sock = ctx.socket(zmq.ROUTER)
     sock.linger = 0
     sock.router_mandatory = False
+    sock.maxmsgsize = MAX_RAW_FRAME     # a larger frame closes that connection before it is read
     sock.bind(endpoint)
     print(json.dumps({"version": fw.version, "operators": fw.registry.table(), "pid": os.getpid()}),
           flush=True)
@@ -184,13 +185,20 @@ def serve(fw: Firmware, endpoint: str) -> None:
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
     inbox = Inbox()
+    busy = soclog.RateLimited(log)
     next_purge = time.monotonic() + PURGE_EVERY_S
     while True:
         if not inbox and not readable(sock):
             poller.poll(PURGE_EVERY_S * 1000)
         while readable(sock):                       # take in everything that has arrived
             frames = sock.recv_multipart(NOBLOCK)
-            if not inbox.offer(frames[0], frames[1:]):
+            try:
+                queued = inbox.offer(frames[0], frames[1:])
+            except errors.CoreBusy as exc:          # bounded: the excess is refused, not held
+                busy.warn(frames[0], "%s: refused a task of peer %s: %s", fw.core, frames[0].hex(), exc.message)
+                send_frames(sock, [frames[0], *wire.encode(messages.error(wire.peek_msg_id(frames[1:]) or 0, exc))])
+                continue
+            if not queued:
                 for reply in fw.handle_now(frames[1:], frames[0], inbox):
                     send_frames(sock, [frames[0], *reply])
         if inbox:                                   # then run the best waiting task

@@ -4,6 +4,10 @@ The relay may send a core several tasks ahead (its credit) so that the DSP never
 idles between tasks; the firmware keeps them in the same order the relay uses,
 so a later high-priority arrival still runs before earlier low-priority ones,
 and a task still waiting here can be cancelled.
+
+The inbox is bounded, in all and per peer: a peer that floods a firmware
+directly (bypassing the relay's limits) gets CoreBusy for the excess, and the
+relay's share stays free.
 """
 from __future__ import annotations
 
@@ -11,11 +15,14 @@ import heapq
 import itertools
 import struct
 
+from protocol import errors
 from protocol.constants import MAGIC, Command
 from protocol.ordering import order_key
 
 _CUSTOM_ID = struct.Struct("<q")
 _MSG_ID = struct.Struct("<Q")
+MAX_WAITING = 1024          # tasks waiting in one firmware
+MAX_WAITING_PER_PEER = 256  # of which one peer (connection) may hold
 
 
 def task_key(header: bytes, seq: int) -> tuple | None:
@@ -26,20 +33,38 @@ def task_key(header: bytes, seq: int) -> tuple | None:
 
 
 class Inbox:
-    def __init__(self) -> None:
+    def __init__(self, max_waiting: int = MAX_WAITING, max_per_peer: int = MAX_WAITING_PER_PEER) -> None:
         self._heap: list = []
         self._seq = itertools.count()
+        self._per_peer: dict[bytes, int] = {}
+        self.max_waiting, self.max_per_peer = max_waiting, max_per_peer
 
     def offer(self, identity: bytes, frames: list) -> bool:
-        """Queue ``frames`` if they are a TASK; False means: handle them now."""
+        """Queue ``frames`` if they are a TASK; False means: handle them now.
+
+        Raises CoreBusy (nothing queued) when the inbox or the peer's share is full.
+        """
         key = task_key(bytes(frames[0]), next(self._seq)) if frames else None
         if key is None:
             return False
+        held = self._per_peer.get(identity, 0)
+        if len(self._heap) >= self.max_waiting or held >= self.max_per_peer:
+            raise errors.CoreBusy(f"firmware queue full ({len(self._heap)} waiting, {held} of them yours; "
+                                  f"limits {self.max_waiting} and {self.max_per_peer} per peer); retry later")
+        self._per_peer[identity] = held + 1
         heapq.heappush(self._heap, (key, identity, frames))
         return True
 
+    def _taken(self, identity: bytes) -> None:
+        held = self._per_peer[identity] - 1
+        if held:
+            self._per_peer[identity] = held
+        else:
+            del self._per_peer[identity]
+
     def pop(self) -> tuple[bytes, list]:
         _, identity, frames = heapq.heappop(self._heap)
+        self._taken(identity)
         return identity, frames
 
     def cancel(self, identity: bytes, msg_id: int) -> list | None:
@@ -49,6 +74,7 @@ class Inbox:
                 self._heap[i] = self._heap[-1]
                 self._heap.pop()
                 heapq.heapify(self._heap)
+                self._taken(identity)
                 return frames
         return None
 

@@ -1,9 +1,13 @@
 """Task queues of the relay (pure: no sockets, no clock).
 
 Order: higher ``priority`` first (255 = PREEMP is therefore always at the
-head), then smaller ``custom_id``, then arrival order. A task is queued for a
-pinned core or for ANY; a core takes the better of the heads of its own queue
-and the ANY queue. Removal is lazy (a removed job is skipped when it surfaces).
+head), then smaller ``custom_id``, then arrival order — fairly shared between
+clients: among equal priority and custom_id, clients take turns (start-time
+fair queuing: a job's turn is ``max(its client's next turn, the turn now
+served)``), so one client's burst cannot hold the others back; one client's
+own tasks keep their arrival order. A task is queued for a pinned core or for
+ANY; a core takes the better of the heads of its own queue and the ANY queue.
+Removal is lazy (a removed job is skipped when it surfaces).
 """
 from __future__ import annotations
 
@@ -25,13 +29,13 @@ class Job:
         self.relay_id, self.client, self.client_msg_id = relay_id, client, client_msg_id
         self.priority, self.custom_id, self.core = priority, custom_id, core
         self.payload, self.enqueued = payload, enqueued
-        self.seq = 0
+        self.seq: tuple[int, int] = (0, 0)   # (fair-share turn, arrival)
         self.state = "new"       # new -> queued -> running -> done | removed
         self.core_name = ""
         self.started = 0.0
         self.discard = False     # released while running: drop the result
 
-    def key(self) -> tuple[int, int, int]:
+    def key(self) -> tuple:
         return order_key(self.priority, self.custom_id, self.seq)
 
 
@@ -39,6 +43,8 @@ class Scheduler:
     def __init__(self, n_cores: int, max_queued: int) -> None:
         self._queues: dict[int | None, list] = {None: [], **{i: [] for i in range(n_cores)}}
         self._seq = itertools.count()
+        self._turn: dict[Any, int] = {}   # client -> its next turn
+        self._serving = 0                 # the turn of the job taken last (never decreases)
         self.max_queued = max_queued
         self.queued = 0
 
@@ -47,7 +53,9 @@ class Scheduler:
 
     def push(self, job: Job) -> None:
         """Queue ``job`` (core None = ANY). Caller checks ``full()`` first."""
-        job.seq = next(self._seq)
+        turn = max(self._turn.get(job.client, 0), self._serving)
+        self._turn[job.client] = turn + 1
+        job.seq = (turn, next(self._seq))
         job.state = "queued"
         heapq.heappush(self._queues[job.core], (job.key(), job))
         self.queued += 1
@@ -82,7 +90,12 @@ class Scheduler:
             heapq.heappop(self._queues[job.core])
             job.state = "running"
             self.queued -= 1
+            self._serving = max(self._serving, job.seq[0])
         return job
+
+    def forget_client(self, client: Any) -> None:
+        """Drop a departed client's turn counter (its jobs are removed by the caller)."""
+        self._turn.pop(client, None)
 
     def drain_pinned(self, core: int | None) -> list[Job]:
         """Remove and return every job queued for ``core`` (None: the ANY queue)."""

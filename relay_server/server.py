@@ -6,6 +6,12 @@ core, custom_id, msg_id), never its body: it rewrites ``msg_id`` to its own id
 on the way to the core and back on the way to the client. In a RESULT/ERROR
 reply to a task the relay sets the header's ``core`` to the core that ran it
 and ``custom_id`` to the microseconds the task waited in the queue.
+
+What a client can make the relay hold is bounded: tasks in flight
+(``max_tasks_per_client``), bytes of queued tasks per client and in all
+(``MAX_CLIENT_BYTES``, ``MAX_QUEUED_BYTES``: CoreBusy beyond), and replies
+waiting for a client that does not read them (``CLIENT_SNDHWM`` messages;
+the excess is dropped and counted). Warnings about one peer are rate-limited.
 """
 from __future__ import annotations
 
@@ -18,11 +24,13 @@ import time
 import zmq
 
 from protocol import errors, messages, wire
-from protocol.constants import HEARTBEAT_INTERVAL_MS, LIVENESS, MAX_TASKS_PER_CLIENT, Command, Core
+from protocol.constants import (HEARTBEAT_INTERVAL_MS, LIVENESS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT, Command,
+                                Core)
 from protocol.liveness import Liveness
 from relay_server.corelink import CoreLink
 from relay_server.scheduler import Job, Scheduler
 from soc import ddr, runtime
+from soc.log import RateLimited
 from soc.zsock import send_frames
 
 log = logging.getLogger("vdsp.relay")
@@ -31,14 +39,17 @@ REAP_EVERY_S = 1.0
 _EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
 _CORE_INDEX = {int(Core.ANY): None, int(Core.CORE_0): 0, int(Core.CORE_1): 1}  # header core -> index
 TICK_MS = 20
+MAX_CLIENT_BYTES = 256 << 20    # bytes of one client's tasks the relay holds (queued, not yet sent)
+MAX_QUEUED_BYTES = 1 << 30      # the same, all clients together
+CLIENT_SNDHWM = 1000            # replies waiting for one client before the next is dropped
 
 
 class Client:
-    __slots__ = ("identity", "owner", "pid", "name", "liveness", "jobs")
+    __slots__ = ("identity", "owner", "pid", "name", "liveness", "jobs", "held_bytes", "dropped")
 
     def __init__(self, identity: bytes, now: float, heartbeat_ms: int) -> None:
         self.identity = identity
-        self.owner = self.pid = 0
+        self.owner = self.pid = self.held_bytes = self.dropped = 0
         self.name = ""
         self.liveness = Liveness(now, heartbeat_ms)
         self.jobs: dict[int, Job] = {}  # client msg_id -> job, queued or running
@@ -55,6 +66,10 @@ def _retag(header: bytes, msg_id: int, core: int | None = None, queue_us: int | 
     return bytes(buf)
 
 
+def _size(frames: list) -> int:
+    return sum(len(f) for f in frames)
+
+
 class RelayServer:
     def __init__(self, bind: str, cores: dict[str, str], *, heartbeat_ms: int = HEARTBEAT_INTERVAL_MS,
                  credit: int = 8, max_queued: int = 8192,
@@ -65,7 +80,9 @@ class RelayServer:
         self.front = self.ctx.socket(zmq.ROUTER)
         self.front.linger = 0
         self.front.router_mandatory = True
-        self.front.sndhwm = self.front.rcvhwm = 100000
+        self.front.sndhwm = CLIENT_SNDHWM        # per client: a client that never reads cannot grow us
+        self.front.rcvhwm = 10000
+        self.front.maxmsgsize = MAX_RAW_FRAME    # a larger frame closes that connection before it is read
         self.front.bind(bind)
         self.bind = bind
         now = time.monotonic()
@@ -79,7 +96,9 @@ class RelayServer:
         self.forwarded: dict[int, tuple[bytes, int, int]] = {}  # relay_id -> (client, msg_id, core index)
         self.cancels: dict[int, tuple[bytes, int, int]] = {}    # relay_id -> (client, msg_id, core index)
         self.pending_hello: list[tuple[bytes, int]] = []
-        self.stats = {"submitted": 0, "completed": 0, "failed": 0, "rejected": 0}
+        self.stats = {"submitted": 0, "completed": 0, "failed": 0, "rejected": 0, "dropped_replies": 0}
+        self.held_bytes = 0                      # payload bytes of queued tasks, all clients
+        self.warn = RateLimited(log)
         self.running = True
         self.fw_socks: dict[zmq.Socket, CoreLink] = {}
         self.poller = zmq.Poller()
@@ -92,9 +111,14 @@ class RelayServer:
         try:
             send_frames(self.front, [identity, *frames], _NOBLOCK)
         except zmq.Again:
-            log.warning("client %s is not reading its replies; dropped a message", identity.hex())
+            self.stats["dropped_replies"] += 1
+            client = self.clients.get(identity)
+            if client is not None:
+                client.dropped += 1
+            self.warn.warn(("slow", identity), "client %s is not reading its replies (%d waiting); dropped a "
+                           "message", identity.hex(), CLIENT_SNDHWM)
         except zmq.ZMQError as exc:  # EHOSTUNREACH: the client is gone
-            log.info("client %s unreachable (%s)", identity.hex(), exc.strerror)
+            self.warn.warn(("gone", identity), "client %s unreachable (%s)", identity.hex(), exc.strerror)
 
     def fail(self, job: Job, exc: errors.VdspError) -> None:
         """End ``job`` with an error sent to its client (unless released)."""
@@ -105,9 +129,20 @@ class RelayServer:
 
     def _forget(self, job: Job) -> None:
         self.jobs.pop(job.relay_id, None)
+        self._release(job)
         client = self.clients.get(job.client)
         if client is not None:
             client.jobs.pop(job.client_msg_id, None)
+
+    def _release(self, job: Job) -> None:
+        """The relay no longer holds ``job``'s payload (sent to a core, or ended)."""
+        if job.payload is not None:
+            size = _size(job.payload)
+            self.held_bytes -= size
+            client = self.clients.get(job.client)
+            if client is not None:
+                client.held_bytes -= size
+            job.payload = None
 
     # --- client side ----------------------------------------------------------------------
     def on_client(self, identity: bytes, frames: list) -> None:
@@ -121,7 +156,7 @@ class RelayServer:
             cmd, op, priority, core, msg_id, custom_id = wire.parse_header(frames[0])
         except errors.VdspError as exc:
             msg_id = wire.peek_msg_id(frames)
-            log.warning("rejected message from client %s: %s", identity.hex(), exc)
+            self.warn.warn(("bad", identity), "rejected message from client %s: %s", identity.hex(), exc)
             if msg_id:  # 0 = one-way message (heartbeat, event): nobody to answer
                 self.to_client(identity, wire.encode(messages.error(msg_id, exc)))
             return
@@ -156,7 +191,14 @@ class RelayServer:
             return reject(errors.CoreOffline(f"no running core for this task ({names})"))
         if self.sched.full():
             return reject(errors.CoreBusy(f"relay queue is full ({self.sched.max_queued} tasks); retry later"))
+        size = _size(frames)
+        if client.held_bytes + size > MAX_CLIENT_BYTES or self.held_bytes + size > MAX_QUEUED_BYTES:
+            return reject(errors.CoreBusy(
+                f"relay holds {client.held_bytes} bytes of this client's queued tasks and {self.held_bytes} in all "
+                f"(limits {MAX_CLIENT_BYTES} and {MAX_QUEUED_BYTES}); retry later"))
         job = Job(next(self.ids), client.identity, msg_id, priority, custom_id, index, frames, now)
+        client.held_bytes += size
+        self.held_bytes += size
         client.jobs[msg_id] = job
         self.jobs[job.relay_id] = job
         self.sched.push(job)
@@ -220,15 +262,27 @@ class RelayServer:
         self.to_client(client.identity, wire.encode(messages.result(msg_id, {"state": state, "target": target})))
 
     def drop_client(self, client: Client, why: str) -> None:
-        dropped = 0
+        """Forget a departed client: its queued tasks never run, tasks sent ahead to a firmware
+        are cancelled there if they have not started, running ones finish unseen."""
+        dropped = cancelled = 0
         for job in list(client.jobs.values()):
             job.discard = True
             if self.sched.remove(job):
                 self._forget(job)
                 dropped += 1
+                continue
+            core = next((c for c in self.cores if job.relay_id in c.inflight), None)
+            if core is not None and core.fw is not None:
+                relay_id = next(self.ids)
+                self.cancels[relay_id] = (None, 0, core.index)   # nobody to tell the outcome
+                send_frames(core.fw, wire.encode(messages.cancel(relay_id, job.relay_id)))
+                cancelled += 1
+        self.sched.forget_client(client.identity)
         self.clients.pop(client.identity, None)
-        log.info("client %s (pid %d) %s: %d queued task(s) dropped, %d running discarded",
-                 client.identity.hex(), client.pid, why, dropped, len(client.jobs) - dropped)
+        log.info("client %s (pid %d) %s: %d queued task(s) dropped, %d sent ahead cancelled, %d running "
+                 "discarded%s", client.identity.hex(), client.pid, why, dropped, cancelled,
+                 len(client.jobs) - dropped, f"; {client.dropped} replies it did not read were dropped"
+                 if client.dropped else "")
 
     def answer_hellos(self, now: float) -> None:
         """READY once every core has answered (or the liveness window passed)."""
@@ -249,6 +303,7 @@ class RelayServer:
             return {"cores": [c.describe() for c in self.cores]}
         if what == "stats":
             return {**self.stats, "queued": self.sched.queued, "clients": len(self.clients),
+                    "queued_bytes": self.held_bytes,
                     "inflight": {c.name: len(c.inflight) for c in self.cores}, "pid": os.getpid()}
         raise errors.InvalidArgument(f"unknown query {what!r}; the relay answers 'cores' and 'stats'")
 
@@ -266,6 +321,7 @@ class RelayServer:
                 core.inflight[job.relay_id] = job
                 frames = job.payload
                 send_frames(core.fw, [_retag(frames[0], job.relay_id), *frames[1:]])
+                self._release(job)
 
     def on_fw(self, core: CoreLink, frames: list) -> None:
         core.liveness.heard(time.monotonic())
@@ -292,6 +348,8 @@ class RelayServer:
             log.warning("reply for unknown task %d dropped", relay_id)
             return
         identity, msg_id, _ = pending
+        if identity is None:      # a cancel sent for a departed client
+            return
         try:
             verdict = wire.unpack_body(bytes(frames[1])).get("state")
         except errors.VdspError:
@@ -359,7 +417,8 @@ class RelayServer:
         for relay_id, (identity, msg_id, index) in list(self.cancels.items()):
             if index == core.index:  # its task ends with the core; the result is discarded anyway
                 del self.cancels[relay_id]
-                self.to_client(identity, wire.encode(messages.result(msg_id, {"state": "running"})))
+                if identity is not None:
+                    self.to_client(identity, wire.encode(messages.result(msg_id, {"state": "running"})))
         jobs = list(core.inflight.values())
         core.inflight.clear()
         jobs += self.sched.drain_pinned(core.index)

@@ -49,3 +49,30 @@ def setup(kind: str = "dsp", stream=None) -> logging.Logger:
     root.handlers[:] = [handler]
     root.setLevel(level())
     return root
+
+
+class RateLimited:
+    """Warnings about one peer at most once per ``interval_s``; the next says how many were held back.
+
+    A flood of bad input must not become a flood of log lines (one line per peer per interval).
+    Keys are forgotten after ``interval_s`` of silence, so the table stays small.
+    """
+
+    def __init__(self, logger: logging.Logger, interval_s: float = 10.0, level: int = logging.WARNING) -> None:
+        self.logger, self.interval_s, self.level = logger, interval_s, level
+        self._last: dict[object, tuple[float, int]] = {}   # key -> (time of last line, suppressed since)
+
+    def warn(self, key: object, fmt: str, *args: object) -> bool:
+        """Log ``fmt % args`` for ``key`` unless it logged within the interval. True if it logged."""
+        now = time.monotonic()
+        last, held = self._last.get(key, (-1e18, 0))
+        if now - last < self.interval_s:
+            self._last[key] = (last, held + 1)
+            return False
+        if len(self._last) > 4096:
+            self._last = {k: v for k, v in self._last.items() if now - v[0] < self.interval_s}
+        self._last[key] = (now, 0)
+        if held:
+            fmt += f" ({held} similar message(s) held back in the last {self.interval_s:.0f}s)"
+        self.logger.log(self.level, fmt, *args)
+        return True

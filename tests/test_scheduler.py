@@ -235,3 +235,46 @@ def test_drain_pinned_of_empty_core(s):
     s.push(job(name="any"))
     assert s.drain_pinned(1) == []
     assert s.queued == 1
+
+
+# --- fair sharing between clients --------------------------------------------------------------
+
+def cjob(client, name, priority=0, custom_id=0, core=ANY):
+    rid = next(_ids)
+    return Job(rid, client, rid, priority, custom_id, core, name)
+
+
+def test_a_burst_of_one_client_does_not_hold_back_another(s):
+    for i in range(30):
+        s.push(cjob("greedy", f"g{i}"))
+    s.push(cjob("late", "l0"))
+    order = drain(s, 0)
+    assert order.index("l0") <= 1          # the late client's first task runs at the next turn
+    assert [n for n in order if n.startswith("g")] == [f"g{i}" for i in range(30)]   # own order kept
+
+
+def test_clients_take_turns_within_a_priority(s):
+    for i in range(3):
+        s.push(cjob("a", f"a{i}"))
+    for i in range(3):
+        s.push(cjob("b", f"b{i}"))
+    assert drain(s, 0) == ["a0", "b0", "a1", "b1", "a2", "b2"]
+
+
+def test_fairness_never_overrides_priority_or_custom_id(s):
+    for i in range(5):
+        s.push(cjob("a", f"a{i}", priority=9))
+    s.push(cjob("b", "b-low", priority=0))
+    s.push(cjob("b", "b-pre", priority=255))
+    s.push(cjob("c", "c-cid0", priority=9, custom_id=-1))
+    assert drain(s, 1) == ["b-pre", "c-cid0", "a0", "a1", "a2", "a3", "a4", "b-low"]
+
+
+def test_a_client_arriving_later_does_not_jump_ahead_of_work_already_served(s):
+    for i in range(4):
+        s.push(cjob("a", f"a{i}"))
+    assert [s.pop_for(0).payload for _ in range(3)] == ["a0", "a1", "a2"]
+    for i in range(3):                      # b's turns start at the turn now served (2), not at 0
+        s.push(cjob("b", f"b{i}"))
+    s.push(cjob("a", "a4"))
+    assert drain(s, 0) == ["b0", "a3", "b1", "b2", "a4"]
