@@ -57,6 +57,7 @@ class Firmware:
         self.watchdog, self.crash_file = watchdog, crash_file
         self.resolver = Resolver()
         self.ctx = OperatorContext(core)
+        self.warn = soclog.RateLimited(log)
 
     def handle(self, frames: list) -> list | None:
         """Reply frames for one request (without the routing identity), or None."""
@@ -64,7 +65,7 @@ class Firmware:
             msg = messages.check_body(wire.decode(frames))
         except errors.VdspError as exc:
             msg_id = wire.peek_msg_id(frames)
-            log.warning("%s: rejected malformed message: %s", self.core, exc)
+            self.warn.warn("malformed", "%s: rejected malformed message: %s", self.core, exc)
             return wire.encode(messages.error(msg_id, exc)) if msg_id else None  # 0 = one-way
         if msg.command is Command.TASK:
             reply = self.run_task(msg)

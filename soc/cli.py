@@ -11,6 +11,7 @@
   vdsp sample smoke     PING every core and run memory operators, with timings
   vdsp bench [NAME]     benchmarks: rpc, cv, nn, pointcloud (all by default)
   vdsp loadtest         many clients, mixed priorities and cores, every output verified
+  vdsp fuzz             structure-aware fuzzing of every peer; all processes must keep serving
 """
 from __future__ import annotations
 
@@ -230,6 +231,8 @@ def parser() -> argparse.ArgumentParser:
     sample.set_defaults(fn=cmd_sample)
     sub.add_parser("loadtest", help="N client processes x M verified tasks; lost/duplicated/wrong counts, "
                                     "latency and queue wait per priority class (--help for options)")
+    sub.add_parser("fuzz", help="structure-aware fuzzing of the relay, cores and firmwares; every process "
+                                "must keep serving (--help for options)")
     bench = sub.add_parser("bench", help="RPC latency/throughput benchmark against a raw pyzmq baseline")
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(fn=cmd_bench)
@@ -243,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["loadtest"]:
         from soc import loadtest
         return loadtest.main(argv[1:])
+    if argv[:1] == ["fuzz"]:
+        from soc import fuzz
+        return fuzz.main(argv[1:])
     args = parser().parse_args(argv)
     try:
         return args.fn(args) or 0
