@@ -226,6 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     proc.die_with_parent()
+    proc.private_umask()
     soclog.setup("dsp")
     if not heap.keep_heap():
         log.info("%s: mallopt is not available: operator temporaries are mapped per task", args.core)

@@ -35,6 +35,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     proc.die_with_parent()
+    proc.private_umask()
     soclog.setup("dsp")
     try:
         rt = runtime.runtime_dir()

@@ -250,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         from soc import fuzz
         return fuzz.main(argv[1:])
     args = parser().parse_args(argv)
+    if args.command in ("up", "core", "deploy"):   # SoC processes and what they install: private files
+        from soc import proc
+        proc.private_umask()
     try:
         return args.fn(args) or 0
     except errors.VdspError as exc:

@@ -24,6 +24,12 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+def private_umask() -> None:
+    """Files and sockets a SoC process creates get no group or world access, whatever the
+    umask it was started with (each call site also creates what matters with explicit modes)."""
+    os.umask(0o077)
+
+
 def child_env(env: dict | None = None) -> dict:
     """Environment for a child that must not outlive this process."""
     return {**(env if env is not None else os.environ), PARENT_ENV: str(os.getpid())}

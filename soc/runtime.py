@@ -11,6 +11,7 @@ environment overrides them for tcp (containers, several hosts):
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from protocol import errors
@@ -20,7 +21,11 @@ IPC_PATH_MAX = 107  # sun_path limit of a unix socket, less the terminating NUL
 
 
 def runtime_dir(create: bool = True) -> Path:
-    """The runtime directory (created 0700 if asked). Raises InvalidArgument if unusable."""
+    """The runtime directory (created 0700 if asked), checked to be private.
+
+    Raises InvalidArgument if it cannot be created, or if it exists and is not a
+    directory of ours that only we can use (see :func:`check_private_dir`).
+    """
     env = os.environ.get("VDSP_RUNTIME_DIR")
     if env:
         path = Path(env)
@@ -32,7 +37,31 @@ def runtime_dir(create: bool = True) -> Path:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise errors.InvalidArgument(f"cannot create runtime directory {path}: {exc}") from exc
+    if create or os.path.lexists(path):
+        check_private_dir(path)
     return path
+
+
+def check_private_dir(path: Path) -> None:
+    """Refuse a directory another user could have planted or can write into, as ssh does.
+
+    It must be a real directory (not a symlink), owned by us, with no group or world access:
+    sockets, firmware images and pid files in it are trusted by every process of the SoC.
+    Raises InvalidArgument saying what is wrong and how to fix it.
+    """
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise errors.InvalidArgument(f"runtime directory {path}: {exc.strerror}") from exc
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise errors.InvalidArgument(f"runtime directory {path} is not a directory (a symlink or a file): "
+                                     "refusing it; remove it or set VDSP_RUNTIME_DIR")
+    if st.st_uid != os.getuid():
+        raise errors.InvalidArgument(f"runtime directory {path} is owned by uid {st.st_uid}, not by you "
+                                     f"(uid {os.getuid()}): refusing it; remove it or set VDSP_RUNTIME_DIR")
+    if st.st_mode & 0o077:
+        raise errors.InvalidArgument(f"bad permissions {stat.S_IMODE(st.st_mode):04o} on runtime directory {path}: "
+                                     f"it must be private (chmod 700 {path})")
 
 
 def ipc(path: Path) -> str:
