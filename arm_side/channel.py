@@ -12,6 +12,7 @@ import threading
 
 import zmq
 
+from soc import curve
 from soc.zsock import EVENTS as _EVENTS, NOBLOCK as _NOBLOCK, POLLIN as _POLLIN, send_frames
 
 
@@ -24,6 +25,7 @@ class Channel:
         sock.linger = 0
         sock.sndhwm = sock.rcvhwm = 100000
         sock.reconnect_ivl = 50
+        curve.secure_client(sock, endpoint)
         sock.connect(endpoint)
         self.sock = sock
         self.fd = sock.getsockopt(zmq.FD)

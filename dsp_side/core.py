@@ -27,7 +27,7 @@ from dsp_side import image
 from dsp_side.fwproc import FirmwareProcess
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
-from soc import ddr, log as soclog, proc, runtime
+from soc import curve, ddr, log as soclog, proc, runtime
 
 log = logging.getLogger("vdsp.core")
 BOOT_TIMEOUT_S = 60.0
@@ -59,6 +59,9 @@ class CoreServer:
         self.sock.linger = 0
         self.sock.router_mandatory = False
         self.sock.sndhwm = 10000
+        self.gate = curve.Gate(self.ctx, curve.keys_dir()) if curve.is_tcp(bind) else None
+        curve.secure_server(self.sock, bind)
+        self.names: dict[bytes, str] = {}   # peer identity -> CURVE name (tcp only)
         self.sock.bind(bind)
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
@@ -219,6 +222,7 @@ class CoreServer:
             pass
         elif cmd is Command.DISCONNECT:
             self.peers.pop(identity, None)
+            self.names.pop(identity, None)
         elif cmd is Command.CONTROL:
             self._control(identity, msg)
         elif cmd is Command.QUERY:
@@ -240,6 +244,8 @@ class CoreServer:
             if value is None:
                 self._send(identity, messages.result(msg.msg_id, {"value": self.device.read(attr)}))
                 return
+            if self.gate is not None and not curve.is_admin(self.names.get(identity, "")):
+                raise errors.RemoteprocDenied(f"writing {attr!r} of {self.name} needs an admin key over tcp")
             action = self.device.write(attr, value)
         except errors.VdspError as exc:
             self._send(identity, messages.error(msg.msg_id, exc))
@@ -263,6 +269,7 @@ class CoreServer:
             if peer.liveness.dead(now):
                 log.info("%s: peer %s (%s) gone silent, dropped", self.name, identity.hex(), peer.role)
                 del self.peers[identity]
+                self.names.pop(identity, None)
             elif peer.liveness.send_due(now):
                 self._send(identity, messages.heartbeat())
         self._check_watchdog()
@@ -277,9 +284,14 @@ class CoreServer:
         next_reap = 0.0
         while self.running:
             for sock, _ in self.poller.poll(100):
-                if sock is self.sock:
+                if sock is self.sock and self.gate is None:
                     frames = self.sock.recv_multipart()
                     self.handle(frames[0], frames[1:])
+                elif sock is self.sock:   # CURVE: remember who the peer is
+                    parts = self.sock.recv_multipart(copy=False)
+                    if len(parts) > 1:
+                        self.names[parts[0].bytes] = curve.peer_name(parts[1])
+                    self.handle(parts[0].bytes, [p.bytes for p in parts[1:]])
                 elif self.fw is not None and sock == self.fw.fd:
                     self._fw_readable()
             now = time.monotonic()
@@ -296,6 +308,8 @@ class CoreServer:
         for identity in list(self.peers):
             self._send(identity, messages.event(self.name, "offline", reason="core exiting"))
         self.sock.close(0)
+        if self.gate is not None:
+            self.gate.stop()
         self.ctx.term()
         runtime.unlink_ipc(self.bind)
         runtime.unlink_ipc(self.fw_bind)

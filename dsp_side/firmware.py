@@ -29,7 +29,7 @@ from dsp_side.ddr_resolver import Resolver
 from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
 from dsp_side.watchdog import WatchdogWord
-from soc import log as soclog, proc
+from soc import curve, log as soclog, proc
 from soc.zsock import NOBLOCK, readable, send_frames
 
 CRASH_EXIT = 70
@@ -177,6 +177,8 @@ def serve(fw: Firmware, endpoint: str) -> None:
     sock.linger = 0
     sock.router_mandatory = False
     sock.maxmsgsize = MAX_RAW_FRAME     # a larger frame closes that connection before it is read
+    gate = curve.Gate(ctx, curve.keys_dir()) if curve.is_tcp(endpoint) else None   # runs while we serve
+    curve.secure_server(sock, endpoint)
     sock.bind(endpoint)
     print(json.dumps({"version": fw.version, "operators": fw.registry.table(), "pid": os.getpid()}),
           flush=True)

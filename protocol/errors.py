@@ -42,7 +42,8 @@ The same codes travel on the wire as ``{code, name, message}``.
     └── RemoteprocError                     (sysfs-style attribute writes, errno)
         ├── RemoteprocBusy      -16         EBUSY
         ├── RemoteprocNoEnt     -2          ENOENT (firmware image missing)
-        └── RemoteprocInvalid   -22         EINVAL (also a corrupt image)
+        ├── RemoteprocInvalid   -22         EINVAL (also a corrupt image)
+        └── RemoteprocDenied    -13         EACCES (a write over tcp without an admin key)
 """
 from __future__ import annotations
 
@@ -159,6 +160,7 @@ class RemoteprocError(VdspError):
 RemoteprocBusy = _error("RemoteprocBusy", RemoteprocError, -16, "EBUSY", "device or resource busy")
 RemoteprocNoEnt = _error("RemoteprocNoEnt", RemoteprocError, -2, "ENOENT", "no such file or directory")
 RemoteprocInvalid = _error("RemoteprocInvalid", RemoteprocError, -22, "EINVAL", "invalid argument")
+RemoteprocDenied = _error("RemoteprocDenied", RemoteprocError, -13, "EACCES", "permission denied")
 
 _DNN_ONLY = {  # codes of the SDK that have no class here but must still be described
     0: ("HB_DNN_SUCCESS", "success"),

@@ -8,7 +8,7 @@ import zmq
 from protocol import messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from protocol.liveness import Liveness
-from soc import runtime
+from soc import curve, runtime
 
 log = logging.getLogger("vdsp.relay")
 HELLO_RETRY_S = 0.5
@@ -44,6 +44,7 @@ class CoreLink:
         sock.linger = 0
         sock.sndhwm = sock.rcvhwm = 100000
         sock.reconnect_ivl = 50
+        curve.secure_client(sock, endpoint, key_file=curve.keys_dir() / "relay.key_secret")
         sock.connect(endpoint)
         return sock
 

@@ -29,7 +29,7 @@ from protocol.constants import (HEARTBEAT_INTERVAL_MS, LIVENESS, MAX_RAW_FRAME, 
 from protocol.liveness import Liveness
 from relay_server.corelink import CoreLink
 from relay_server.scheduler import Job, Scheduler
-from soc import ddr, runtime
+from soc import curve, ddr, runtime
 from soc.log import RateLimited
 from soc.zsock import send_frames
 
@@ -45,10 +45,11 @@ CLIENT_SNDHWM = 1000            # replies waiting for one client before the next
 
 
 class Client:
-    __slots__ = ("identity", "owner", "pid", "name", "liveness", "jobs", "held_bytes", "dropped")
+    __slots__ = ("identity", "owner", "pid", "name", "liveness", "jobs", "held_bytes", "dropped", "peer")
 
-    def __init__(self, identity: bytes, now: float, heartbeat_ms: int) -> None:
+    def __init__(self, identity: bytes, now: float, heartbeat_ms: int, peer: str = "") -> None:
         self.identity = identity
+        self.peer = peer       # "" on ipc; the CURVE name (admin:NAME / client:NAME) on tcp
         self.owner = self.pid = self.held_bytes = self.dropped = 0
         self.name = ""
         self.liveness = Liveness(now, heartbeat_ms)
@@ -83,6 +84,8 @@ class RelayServer:
         self.front.sndhwm = CLIENT_SNDHWM        # per client: a client that never reads cannot grow us
         self.front.rcvhwm = 10000
         self.front.maxmsgsize = MAX_RAW_FRAME    # a larger frame closes that connection before it is read
+        self.gate = curve.Gate(self.ctx, curve.keys_dir()) if curve.is_tcp(bind) else None
+        curve.secure_server(self.front, bind)
         self.front.bind(bind)
         self.bind = bind
         now = time.monotonic()
@@ -145,11 +148,11 @@ class RelayServer:
             job.payload = None
 
     # --- client side ----------------------------------------------------------------------
-    def on_client(self, identity: bytes, frames: list) -> None:
+    def on_client(self, identity: bytes, frames: list, peer: str = "") -> None:
         now = time.monotonic()
         client = self.clients.get(identity)
         if client is None:
-            client = self.clients[identity] = Client(identity, now, self.heartbeat_ms)
+            client = self.clients[identity] = Client(identity, now, self.heartbeat_ms, peer)
         client.liveness.heard(now)
         try:
             wire.check_frames(frames)
@@ -228,6 +231,11 @@ class RelayServer:
             core = self.by_name.get(body["core"])
             if core is None:
                 exc = errors.InvalidCore(f"no core named {body['core']!r}; cores: {', '.join(self.by_name)}")
+                self.to_client(client.identity, wire.encode(messages.error(msg_id, exc)))
+                return
+            if body.get("value") is not None and self.gate is not None and not curve.is_admin(client.peer):
+                exc = errors.RemoteprocDenied(f"writing {body.get('attr')!r} of {body['core']} needs an admin key "
+                                              f"over tcp (this peer is {client.peer or 'unnamed'})")
                 self.to_client(client.identity, wire.encode(messages.error(msg_id, exc)))
                 return
             relay_id = next(self.ids)
@@ -486,8 +494,13 @@ class RelayServer:
         for _ in range(256):
             if not front.getsockopt(_EVENTS) & _POLLIN:
                 return
-            frames = front.recv_multipart(_NOBLOCK)
-            self.on_client(frames[0], frames[1:])
+            if self.gate is None:
+                frames = front.recv_multipart(_NOBLOCK)
+                self.on_client(frames[0], frames[1:])
+            else:   # CURVE: the peer's name rides on its frames (one copy, as with copy=True)
+                parts = front.recv_multipart(_NOBLOCK, copy=False)
+                peer = curve.peer_name(parts[1]) if len(parts) > 1 else ""
+                self.on_client(parts[0].bytes, [p.bytes for p in parts[1:]], peer)
 
     @staticmethod
     def _drain(sock: zmq.Socket, handle) -> None:
@@ -503,5 +516,7 @@ class RelayServer:
             core.send_ctl(messages.disconnect())
             core.close()
         self.front.close(0)
+        if self.gate is not None:
+            self.gate.stop()
         self.ctx.term()
         runtime.unlink_ipc(self.bind)

@@ -12,6 +12,7 @@
   vdsp bench [NAME]     benchmarks: rpc, cv, nn, pointcloud (all by default)
   vdsp loadtest         many clients, mixed priorities and cores, every output verified
   vdsp fuzz             structure-aware fuzzing of every peer; all processes must keep serving
+  vdsp keys             CURVE keys of the tcp endpoints (server pair, allowed client and admin keys)
 """
 from __future__ import annotations
 
@@ -231,6 +232,8 @@ def parser() -> argparse.ArgumentParser:
     sample.set_defaults(fn=cmd_sample)
     sub.add_parser("loadtest", help="N client processes x M verified tasks; lost/duplicated/wrong counts, "
                                     "latency and queue wait per priority class (--help for options)")
+    keys = sub.add_parser("keys", help="CURVE keys for tcp endpoints: init, add, allow, revoke, list (--help)")
+    keys.add_argument("rest", nargs=argparse.REMAINDER, help="what 'vdsp keys --help' lists")
     sub.add_parser("fuzz", help="structure-aware fuzzing of the relay, cores and firmwares; every process "
                                 "must keep serving (--help for options)")
     bench = sub.add_parser("bench", help="RPC latency/throughput benchmark against a raw pyzmq baseline")
@@ -249,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["fuzz"]:
         from soc import fuzz
         return fuzz.main(argv[1:])
+    if argv[:1] == ["keys"]:
+        from soc import curve
+        return curve.main(argv[1:])
     args = parser().parse_args(argv)
     if args.command in ("up", "core", "deploy"):   # SoC processes and what they install: private files
         from soc import proc

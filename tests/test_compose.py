@@ -33,7 +33,8 @@ from soc import cli, runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
-SERVICES = {"relay", "vdsp0", "vdsp1", "sample"}
+SERVICES = {"keys", "relay", "vdsp0", "vdsp1", "sample"}
+KEYS_MOUNT = "/keys"    # where the keys volume is mounted in every container
 CORES = ("vdsp0", "vdsp1")
 SHM = "/dev/shm"
 
@@ -118,8 +119,20 @@ def test_ipc_namespace_is_shared():
     svcs = services()
     owners = [n for n, s in svcs.items() if s.get("ipc") == "shareable"]
     assert owners == ["vdsp0"], f"exactly vdsp0 must own a shareable IPC namespace, got {owners}"
-    for name in SERVICES - {"vdsp0"}:
+    for name in SERVICES - {"vdsp0", "keys"}:
         assert svcs[name].get("ipc") == "service:vdsp0", f"{name} must join vdsp0's IPC namespace (/dev/shm)"
+
+
+def test_every_service_reaches_the_soc_with_curve_keys():
+    svcs = services()
+    made = {"condition": "service_completed_successfully"}
+    assert svcs["keys"]["command"] == ["vdsp", "keys", "init"]
+    for name in SERVICES:
+        assert svcs[name]["environment"]["VDSP_KEYS_DIR"] == KEYS_MOUNT, name
+        assert f"keys:{KEYS_MOUNT}" in svcs[name]["volumes"], name
+    for name in ("relay", *CORES):      # the sample starts after the relay, which starts after the keys
+        assert svcs[name]["depends_on"]["keys"] == made, name
+    assert "keys" in compose()["volumes"]
 
 
 def test_healthchecks_and_start_order():
@@ -129,7 +142,8 @@ def test_healthchecks_and_start_order():
         assert hc and hc.get("test") and not hc.get("disable"), f"{name} needs a healthcheck"
         for key in ("interval", "timeout", "retries"):
             assert key in hc, f"{name}: healthcheck lacks {key}"
-    assert svcs["relay"]["depends_on"] == {c: {"condition": "service_healthy"} for c in CORES}
+    assert svcs["relay"]["depends_on"] == {"keys": {"condition": "service_completed_successfully"},
+                                           **{c: {"condition": "service_healthy"} for c in CORES}}
     assert svcs["sample"]["depends_on"] == {"relay": {"condition": "service_healthy"}}
     # Joining vdsp0's IPC namespace needs vdsp0 started first.
     assert svcs["vdsp1"]["depends_on"]["vdsp0"]["condition"] in ("service_started", "service_healthy")
@@ -276,6 +290,7 @@ def base_env(rt: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VDSP_")}
     env.update(VDSP_RUNTIME_DIR=str(rt), PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1",
                VDSP_FIRMWARE_DIR=str(rt.parent / "firmware"),  # the image's firmware directory
+               VDSP_KEYS_DIR=str(rt.parent / "keys"),          # the keys volume
                VDSP_PARENT_PID=str(os.getpid()))  # die with the test if it is killed
     return env
 
@@ -365,10 +380,13 @@ def live_run():
         # what the Dockerfile does at image build time: install the stock firmware images
         subprocess.run(python_argv(["vdsp", "firmware", "install-stock"]), env=base_env(base / "build"),
                        cwd=ROOT, check=True, capture_output=True, timeout=60)
+        subprocess.run(python_argv(svcs["keys"]["command"]), env=base_env(base / "keys-service"), cwd=ROOT,
+                       check=True, capture_output=True, timeout=60)
         for name in ("vdsp0", "vdsp1", "relay"):   # compose's start order
             rt = base / name
             env = base_env(rt)
-            env.update({k: loop(str(v), name) for k, v in (svcs[name].get("environment") or {}).items()})
+            env.update({k: loop(str(v), name) for k, v in (svcs[name].get("environment") or {}).items()
+                        if k != "VDSP_KEYS_DIR"})
             logs[name] = base / f"{name}.log"
             with open(logs[name], "wb") as out:
                 procs[name] = subprocess.Popen(
@@ -396,7 +414,8 @@ def live_run():
                 run.healthchecks[name] = (proc.returncode, proc.stdout[-2000:] + proc.stderr[-2000:])
             sample = svcs["sample"]
             env = base_env(base / "sample")
-            env.update({k: loop(str(v), "sample") for k, v in (sample.get("environment") or {}).items()})
+            env.update({k: loop(str(v), "sample") for k, v in (sample.get("environment") or {}).items()
+                        if k != "VDSP_KEYS_DIR"})
             procs["sample"] = proc = subprocess.Popen(
                 python_argv([loop(a, "sample") for a in sample["command"]]), env=env, cwd=ROOT,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

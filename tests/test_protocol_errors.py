@@ -47,6 +47,7 @@ PUBLISHED = {
     "RemoteprocBusy": (-16, "EBUSY"),
     "RemoteprocNoEnt": (-2, "ENOENT"),
     "RemoteprocInvalid": (-22, "EINVAL"),
+    "RemoteprocDenied": (-13, "EACCES"),
 }
 
 

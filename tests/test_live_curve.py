@@ -1,0 +1,206 @@
+"""Over tcp only peers with an allowed CURVE key reach the SoC, and only admins write attributes.
+
+Before, anyone who reached a tcp port (the compose layout binds 0.0.0.0) could submit tasks,
+talk to a firmware directly, and stop, start or re-point cores through CONTROL.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from arm_side import CORE_0, CORE_1, Soc, errors, opids
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.live
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+class TcpSoc:
+    """relay + vdsp0 + vdsp1 on loopback tcp, with keys made by ``vdsp keys init``."""
+
+    def __init__(self) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="vk", dir="/tmp"))
+        self.keys = self.base / "keys"
+        relay, c0, f0, c1, f1 = free_ports(5)
+        self.relay = f"tcp://127.0.0.1:{relay}"
+        self.ctl = {"vdsp0": f"tcp://127.0.0.1:{c0}", "vdsp1": f"tcp://127.0.0.1:{c1}"}
+        self.fw = {"vdsp0": f"tcp://127.0.0.1:{f0}", "vdsp1": f"tcp://127.0.0.1:{f1}"}
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def env(self, name: str) -> dict:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VDSP_")}
+        rt = self.base / name
+        rt.mkdir(mode=0o700, exist_ok=True)
+        env.update(VDSP_RUNTIME_DIR=str(rt), VDSP_KEYS_DIR=str(self.keys), PYTHONPATH=str(ROOT),
+                   VDSP_FIRMWARE_DIR=str(self.base / "firmware"))
+        return env
+
+    def start(self) -> None:
+        vdsp = [sys.executable, "-m", "soc.cli"]
+        subprocess.run(vdsp + ["keys", "init"], env=self.env("keys"), check=True, capture_output=True, timeout=60)
+        subprocess.run(vdsp + ["firmware", "install-stock"], env=self.env("build"), check=True,
+                       capture_output=True, timeout=120)
+        for name in ("vdsp0", "vdsp1"):
+            self._spawn(name, vdsp + ["core", "--name", name, "--bind", self.ctl[name], "--fw-bind", self.fw[name]])
+        self._spawn("relay", [sys.executable, "-m", "relay_server.main", "--bind", self.relay,
+                              "--core", f"vdsp0={self.ctl['vdsp0']}", "--core", f"vdsp1={self.ctl['vdsp1']}"])
+        os.environ.update(VDSP_KEYS_DIR=str(self.keys), VDSP_RELAY_ENDPOINT=self.relay,
+                          VDSP_RUNTIME_DIR=str(self.base / "client"))
+        (self.base / "client").mkdir(mode=0o700, exist_ok=True)
+
+        def up():
+            try:
+                with Soc(autostart_relay=False, connect_timeout_s=2) as soc:
+                    return [c["state"] for c in soc.query("cores")["cores"]] == ["running"] * 2
+            except errors.VdspError:
+                return False
+        assert wait_until(up, 60), self.logs()
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        with open(self.base / f"{name}.log", "wb") as out:
+            self.procs[name] = subprocess.Popen(argv, env=self.env(name), stdin=subprocess.DEVNULL, stdout=out,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in self.base.glob("*.log"))
+
+    def alive(self) -> bool:
+        return all(p.poll() is None for p in self.procs.values())
+
+    def stop(self) -> None:
+        for name in ("relay", "vdsp1", "vdsp0"):
+            proc = self.procs.get(name)
+            if proc and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def tcp_soc():
+    saved = {k: os.environ.get(k) for k in ("VDSP_KEYS_DIR", "VDSP_RELAY_ENDPOINT", "VDSP_RUNTIME_DIR",
+                                            "VDSP_CORE_ENDPOINTS", "VDSP_RPC_MODE", "VDSP_CLIENT_KEY")}
+    for k in saved:
+        os.environ.pop(k, None)
+    soc = TcpSoc()
+    try:
+        soc.start()
+        yield soc
+    finally:
+        soc.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_an_allowed_client_runs_tasks_and_reads_but_cannot_write_attributes(tcp_soc):
+    with Soc(autostart_relay=False) as soc:
+        assert soc.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
+        assert soc.rpc(opids.PING, core=CORE_1).wait(5000) == {"core": "vdsp1"}
+        assert soc.control("vdsp0", "state") == "running"
+        with pytest.raises(errors.VdspError) as exc:
+            soc.control("vdsp0", "state", "stop")
+        assert exc.value.code == -13 and "admin key" in exc.value.message
+        assert soc.control("vdsp0", "state") == "running"
+
+
+def test_an_admin_key_may_write_attributes(tcp_soc, monkeypatch):
+    monkeypatch.setenv("VDSP_CLIENT_KEY", str(tcp_soc.keys / "admin.key_secret"))
+    with Soc(autostart_relay=False) as soc:
+        assert soc.control("vdsp1", "recovery", "disabled") == "disabled"
+        assert soc.control("vdsp1", "recovery", "enabled") == "enabled"
+
+
+def test_an_allowed_client_may_use_direct_mode_but_not_write_there_either(tcp_soc, monkeypatch):
+    monkeypatch.setenv("VDSP_CORE_ENDPOINTS", ",".join(f"{n}={e}" for n, e in tcp_soc.ctl.items()))
+    with Soc(mode="direct", autostart_relay=False) as soc:
+        assert soc.rpc(opids.PING, core=CORE_1).wait(5000) == {"core": "vdsp1"}
+        with pytest.raises(errors.VdspError) as exc:
+            soc.control("vdsp1", "state", "stop")
+        assert exc.value.code == -13
+
+
+STRANGER = textwrap.dedent("""
+    import json, os, sys, tempfile, time
+    import zmq, zmq.auth
+    from protocol import messages, wire
+    os.setgid(65534)    # modules are loaded (the venv's python lives in root's home); from here on: nobody
+    os.setuid(65534)
+    endpoints, server_public = json.loads(sys.argv[1]), sys.argv[2].encode()
+    keydir = tempfile.mkdtemp()
+    public, secret = zmq.auth.load_certificate(zmq.auth.create_certificates(keydir, "me")[1])
+    ctx = zmq.Context()
+    answers = {}
+    for where, endpoint in endpoints.items():
+        for keyed in (False, True):
+            sock = ctx.socket(zmq.DEALER)
+            sock.linger = 0
+            if keyed:   # a well-formed CURVE key the SoC never allowed
+                sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = server_public, public, secret
+            sock.connect(endpoint)
+            sock.send_multipart(wire.encode(messages.task(1, 0, inputs=[], outputs=[], core=1)))
+            sock.send_multipart(wire.encode(messages.control(2, "vdsp0", "state", "stop")))
+            sock.send_multipart(wire.encode(messages.hello(3, "client")))
+            answers[f"{where} keyed={keyed}"] = sock.poll(1500) != 0
+            sock.close(0)
+    print(json.dumps({"uid": os.getuid(), "answers": answers}))
+""")
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to run the stranger as another uid")
+def test_a_peer_without_an_allowed_key_from_another_uid_gets_nothing_at_all(tcp_soc):
+    from soc import curve
+    endpoints = {"relay": tcp_soc.relay, "vdsp0 control": tcp_soc.ctl["vdsp0"], "vdsp0 firmware": tcp_soc.fw["vdsp0"]}
+    server_public = curve.load_public(tcp_soc.keys / "server.key").decode()
+    res = subprocess.run([sys.executable, "-c", STRANGER, json.dumps(endpoints), server_public],
+                         capture_output=True, text=True, timeout=60, cwd="/tmp",
+                         env={"PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"], "HOME": "/tmp"})
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["uid"] == 65534
+    assert out["answers"] and not any(out["answers"].values()), out["answers"]
+    assert tcp_soc.alive()
+    with Soc(autostart_relay=False) as soc:       # nothing was stopped
+        assert soc.control("vdsp0", "state") == "running"
+        assert soc.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
+    logs = tcp_soc.logs()
+    assert "refused a tcp peer with CURVE key" in logs
+
+
+def test_a_server_without_its_key_refuses_to_start_with_a_clear_message(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VDSP_")}
+    rt = tmp_path / "rt"
+    env.update(VDSP_RUNTIME_DIR=str(rt), VDSP_KEYS_DIR=str(tmp_path / "nokeys"), PYTHONPATH=str(ROOT))
+    port = free_ports(1)[0]
+    res = subprocess.run([sys.executable, "-m", "relay_server.main", "--bind", f"tcp://127.0.0.1:{port}",
+                          "--core", f"vdsp0=tcp://127.0.0.1:{port + 1}"], env=env, capture_output=True,
+                         text=True, timeout=30)
+    assert res.returncode != 0
+    assert "vdsp keys init" in res.stderr and "Traceback" not in res.stderr
