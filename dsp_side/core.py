@@ -75,7 +75,7 @@ class CoreServer:
             self.kmsg.write(f"recovering {self.name}")
         try:
             path = image.find(self.device.firmware, runtime.firmware_search(self.rt))
-            header, _ = image.read(path)
+            header, size = image.check(path)   # bounded reads: the firmware process verifies the payload
         except errors.FileNotFound as exc:
             self.kmsg.write(f"Direct firmware load for {self.device.firmware} failed with error -2")
             raise errors.RemoteprocNoEnt(f"{self.name}: {exc.message}") from None
@@ -83,7 +83,7 @@ class CoreServer:
             self.kmsg.write(f"{self.name}: firmware {self.device.firmware} is not valid: {exc.message}")
             raise
         self.kmsg.write(f"powering up {self.name}")
-        self.kmsg.write(f"Booting fw image {self.device.firmware}, size {path.stat().st_size}, version {header['version']}")
+        self.kmsg.write(f"Booting fw image {self.device.firmware}, size {size}, version {header['version']}")
         self.fw = FirmwareProcess(self.name, self.fw_bind, self.rt, path)
         self.poller.register(self.fw.fd, zmq.POLLIN)
         log.info("%s: booting firmware %s %s (pid %d)", self.name, path, header["version"], self.fw.pid)

@@ -16,23 +16,46 @@ File layout (all integers little-endian)::
 
 Loading checks the magic, the sizes and the SHA-256 of the payload, so a
 corrupt or truncated image is refused with a clear error before any code runs.
+
+Limits and rules (each refusal is an :class:`ImageError`, EINVAL):
+
+- the image is opened without following a symbolic link (``O_NOFOLLOW``) and must
+  be a regular file of at most ``MAX_IMAGE`` bytes (checked by ``fstat`` before
+  any read); the header is at most ``MAX_HEADER`` bytes and follows the schema
+  of :func:`_check_header` (every field present, with its type);
+- the payload is checked from the zip's central directory *before* anything is
+  unpacked: at most ``MAX_MEMBERS`` members, unpacking to at most ``MAX_UNPACKED``
+  bytes in all, each a regular file (no symbolic link, directory or device) under
+  a relative path without ``..``, stored or deflated, not encrypted; unpacking
+  then counts the bytes actually written against the same budget, as the central
+  directory may lie.
+
+:func:`check` does only bounded reads (header, end of the zip, its central
+directory: well under a few MiB whatever the image), so a core can call it in its
+event loop; :func:`read` (and :func:`load`, in the firmware process) also reads
+the whole payload and verifies its SHA-256.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.util
 import io
 import json
+import os
 import re
 import shutil
+import stat
 import struct
 import sys
 import time
 import zipfile
+import zlib
 from pathlib import Path
 from types import ModuleType
 
 from protocol import errors
+from protocol.remoteproc import firmware_name_problem
 from dsp_side.operators import framework
 from dsp_side.registry import Registry
 
@@ -40,8 +63,20 @@ MAGIC = b"VDSPFW\x00\x01"
 _LEN = struct.Struct("<I")
 FORMAT = 1
 MAX_HEADER = 1 << 20
+MAX_IMAGE = 64 << 20            # bytes of a whole image file (magic, header, payload)
+MAX_UNPACKED = 64 << 20         # bytes of the unpacked payload, all members together
+MAX_MEMBERS = 1024              # files in the payload
+MAX_CENTRAL_DIR = MAX_MEMBERS * 512   # bytes of the zip's central directory
+MAX_MEMBER_PATH = 1024          # bytes of a member's path (each component at most 255)
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _ZIP_TIME = (2020, 1, 1, 0, 0, 0)
+_EOCD = struct.Struct("<4s4H2LH")       # zip end of central directory record, without comment
+_EOCD_SIG, _ZIP64_LOCATOR_SIG = b"PK\x05\x06", b"PK\x06\x07"
+_CHUNK = 1 << 20
+# What a damaged or hostile zip can raise from the zipfile module.
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError,
+               NotImplementedError, RuntimeError, struct.error)
 
 
 class ImageError(errors.RemoteprocInvalid):
@@ -115,34 +150,289 @@ def build(src: Path, out: Path, name: str | None = None) -> dict:
     return header
 
 
-def read(path: Path) -> tuple[dict, bytes]:
-    """(header, payload) of a verified image. Raises FileNotFound or ImageError."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise errors.FileNotFound(f"firmware image {path} does not exist") from None
+def _short(text: str, limit: int = 60) -> str:
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
+
+
+def _open(path: Path) -> tuple[int, int]:
+    """(fd, size) of the image at ``path``: not through a symbolic link, a regular file, not
+    over MAX_IMAGE (fstat, before any read). Raises FileNotFound or ImageError; the caller closes fd."""
+    try:   # O_NONBLOCK: opening a FIFO planted in its place must not block
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError as exc:
+        raise errors.FileNotFound(f"firmware image {path} does not exist") from exc
     except OSError as exc:
-        raise ImageError(f"cannot read firmware image {path}: {exc}") from exc
-    if data[:len(MAGIC)] != MAGIC:
-        raise ImageError(f"{path} is not a vdsp firmware image (bad magic)")
-    if len(data) < len(MAGIC) + _LEN.size:
-        raise ImageError(f"{path} is truncated")
-    (hlen,) = _LEN.unpack_from(data, len(MAGIC))
+        if exc.errno == errno.ELOOP:
+            raise ImageError(f"{path} is a symbolic link: a firmware image must be a regular file") from exc
+        raise ImageError(f"cannot open firmware image {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:   # an embedded NUL
+        raise ImageError(f"cannot open firmware image {path!r}: {exc}") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ImageError(f"{path} is not a regular file")
+        if st.st_size > MAX_IMAGE:
+            raise ImageError(f"{path} is {st.st_size} bytes, over the limit of {MAX_IMAGE} bytes for a firmware image")
+    except OSError as exc:
+        os.close(fd)
+        raise ImageError(f"cannot stat firmware image {path}: {exc.strerror or exc}") from exc
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+def _pread(fd: int, offset: int, n: int, path: Path) -> bytes:
+    """Exactly ``n`` bytes at ``offset``. Raises ImageError (truncated, I/O error)."""
+    parts, got = [], 0
+    try:
+        while got < n:
+            chunk = os.pread(fd, min(n - got, _CHUNK), offset + got)
+            if not chunk:
+                raise ImageError(f"{path} is truncated (it changed while being read?)")
+            parts.append(chunk)
+            got += len(chunk)
+    except OSError as exc:
+        raise ImageError(f"cannot read firmware image {path}: {exc.strerror or exc}") from exc
+    return b"".join(parts)
+
+
+def _header(fd: int, size: int, path: Path) -> tuple[dict, int]:
+    """(header, payload offset) of an open image; the header's schema and the payload's
+    size are checked. Raises ImageError."""
     start = len(MAGIC) + _LEN.size
-    if hlen > MAX_HEADER or start + hlen > len(data):
+    head = _pread(fd, 0, min(size, start), path)
+    if head[:len(MAGIC)] != MAGIC:
+        raise ImageError(f"{path} is not a vdsp firmware image (bad magic)")
+    if len(head) < start:
+        raise ImageError(f"{path} is truncated")
+    (hlen,) = _LEN.unpack_from(head, len(MAGIC))
+    if hlen > MAX_HEADER:
+        raise ImageError(f"{path}: header of {hlen} bytes, over the limit of {MAX_HEADER} bytes")
+    if start + hlen > size:
         raise ImageError(f"{path} is truncated (header of {hlen} bytes)")
     try:
-        header = json.loads(data[start:start + hlen])
-    except ValueError as exc:
+        header = json.loads(_pread(fd, start, hlen, path))
+    except (ValueError, RecursionError) as exc:
         raise ImageError(f"{path}: corrupt header: {exc}") from exc
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise ImageError(f"{path}: unsupported image format {header.get('format') if isinstance(header, dict) else '?'}")
-    payload = data[start + hlen:]
-    if len(payload) != header.get("payload_size"):
-        raise ImageError(f"{path} is truncated: payload {len(payload)} of {header.get('payload_size')} bytes")
-    if hashlib.sha256(payload).hexdigest() != header.get("payload_sha256"):
+    _check_header(header, str(path))
+    payload = size - start - hlen
+    if payload != header["payload_size"]:
+        state = "truncated" if payload < header["payload_size"] else "too long"
+        raise ImageError(f"{path} is {state}: payload {payload} of {header['payload_size']} bytes")
+    return header, start + hlen
+
+
+def _describe(value) -> str:
+    text = json.dumps(value) if isinstance(value, (int, float, str, bool, type(None))) else type(value).__name__
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _field(obj: dict, key: str, ok, what: str, where: str):
+    if key not in obj:
+        raise ImageError(f"{where}: field {key!r} is missing")
+    if not ok(obj[key]):
+        raise ImageError(f"{where}: field {key!r} must be {what}, got {_describe(obj[key])}")
+    return obj[key]
+
+
+def _count_pair(value) -> bool:
+    return (isinstance(value, list) and len(value) == 2 and all(_is_int(v) for v in value)
+            and 0 <= value[0] <= value[1])
+
+
+def _check_header(header, where: str) -> None:
+    """The header schema: every field present with its type (extra fields are ignored).
+    Raises ImageError naming the field."""
+    if not isinstance(header, dict):
+        raise ImageError(f"{where}: the header must be a JSON object, got {_describe(header)}")
+    fmt = header.get("format")
+    if not _is_int(fmt) or fmt != FORMAT:
+        raise ImageError(f"{where}: unsupported image format {_describe(fmt)} (this loader reads format {FORMAT})")
+    at = f"{where}: header"
+    _field(header, "name", lambda v: isinstance(v, str) and 0 < len(v) <= 255, "a string of 1 to 255 characters", at)
+    _field(header, "version", lambda v: isinstance(v, str) and _VERSION_RE.match(v), "a string like '1.2.3'", at)
+    _field(header, "built", lambda v: isinstance(v, str) and len(v) <= 64, "a string (a UTC time)", at)
+    _field(header, "payload_size", lambda v: _is_int(v) and v >= 0, "a non-negative integer", at)
+    _field(header, "payload_sha256", lambda v: isinstance(v, str) and _SHA256_RE.match(v),
+           "64 lowercase hex digits", at)
+    operators = _field(header, "operators", lambda v: isinstance(v, list), "a list", at)
+    ids = set()
+    for i, op in enumerate(operators):
+        on = f"{where}: header operator #{i}"
+        if not isinstance(op, dict):
+            raise ImageError(f"{on} must be an object, got {_describe(op)}")
+        op_id = _field(op, "id", lambda v: _is_int(v) and 0 <= v <= 0xFFFF, "an integer 0..65535", on)
+        _field(op, "name", lambda v: isinstance(v, str) and 0 < len(v) <= 255, "a string of 1 to 255 characters", on)
+        _field(op, "params", lambda v: isinstance(v, dict) and all(
+            isinstance(k, str) and isinstance(p, dict) and isinstance(p.get("type"), str) for k, p in v.items()),
+            "an object of parameter specs (each with a string 'type')", on)
+        _field(op, "inputs", _count_pair, "[min, max] counts", on)
+        _field(op, "outputs", _count_pair, "[min, max] counts", on)
+        _field(op, "doc", lambda v: isinstance(v, str), "a string", on)
+        if op_id in ids:
+            raise ImageError(f"{on}: id 0x{op_id:04x} appears twice")
+        ids.add(op_id)
+
+
+class _Window(io.RawIOBase):
+    """Read-only file object over bytes [start, start + size) of ``fd`` (pread: the
+    descriptor's offset is not used). Lets zipfile read the central directory in place."""
+
+    def __init__(self, fd: int, start: int, size: int) -> None:
+        super().__init__()
+        self._fd, self._start, self._size, self._pos = fd, start, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        if base + offset < 0:
+            raise OSError(errno.EINVAL, "seek before the start of the payload")
+        self._pos = base + offset
+        return self._pos
+
+    def readinto(self, buffer) -> int:
+        n = max(0, min(len(buffer), self._size - self._pos))
+        data = os.pread(self._fd, n, self._start + self._pos) if n else b""
+        buffer[:len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+
+def _member_problem(info: zipfile.ZipInfo) -> str | None:
+    name = info.filename
+    if info.is_dir() or info.external_attr & 0x10:   # 0x10: the MS-DOS directory attribute
+        return "is a directory, not a regular file"
+    mode = info.external_attr >> 16        # unix mode; a file type of 0 (no type given) is a file
+    if stat.S_IFMT(mode) not in (0, stat.S_IFREG):
+        return "is a symbolic link, not a regular file" if stat.S_ISLNK(mode) else "is not a regular file"
+    if (not name or name.startswith("/") or "\\" in name or "\x00" in name
+            or len(name.encode()) > MAX_MEMBER_PATH
+            or any(part in ("", ".", "..") or len(part.encode()) > 255 for part in name.split("/"))):
+        return "has an unsafe path (absolute, '..', empty parts or too long)"
+    if info.flag_bits & 0x1:
+        return "is encrypted"
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        return f"uses compression method {info.compress_type} (only stored and deflated are read)"
+    return None
+
+
+def _open_zip(fileobj, size: int, where: str) -> zipfile.ZipFile:
+    """The payload as a ZipFile whose members were all checked, from the end record and the
+    central directory only: nothing is decompressed. Raises ImageError."""
+    if size < _EOCD.size:
+        raise ImageError(f"{where}: the payload is not a zip archive")
+    start = max(0, size - _EOCD.size - 4)     # the end record and the 4 bytes before it, if any
+    try:
+        fileobj.seek(start)
+        tail = fileobj.read(size - start).rjust(_EOCD.size + 4, b"\0")
+    except OSError as exc:
+        raise ImageError(f"cannot read {where}: {exc}") from exc
+    if len(tail) != _EOCD.size + 4:
+        raise ImageError(f"{where} is truncated (it changed while being read?)")
+    sig, disk, cd_disk, n_disk, n_total, cd_size, cd_offset, comment = _EOCD.unpack(tail[4:])
+    # Our builds write no archive comment and no zip64 records: anything else is refused
+    # before zipfile reads a central directory of any size.
+    if sig != _EOCD_SIG or comment or disk or cd_disk or n_disk != n_total:
+        raise ImageError(f"{where}: the payload is not a zip archive this loader reads (bad end record)")
+    if tail[:4] == _ZIP64_LOCATOR_SIG:
+        raise ImageError(f"{where}: the payload uses zip64 records, which images never need")
+    if n_total > MAX_MEMBERS:
+        raise ImageError(f"{where}: the payload has {n_total} members, over the limit of {MAX_MEMBERS} members")
+    if cd_size > MAX_CENTRAL_DIR or cd_offset + cd_size != size - _EOCD.size:
+        raise ImageError(f"{where}: the payload's zip central directory is damaged or too large "
+                         f"({cd_size} bytes at {cd_offset})")
+    try:
+        zf = zipfile.ZipFile(fileobj)
+    except _ZIP_ERRORS as exc:
+        raise ImageError(f"{where}: the payload is not a valid zip archive: {exc}") from exc
+    try:
+        infos = zf.infolist()
+        if len(infos) != n_total:
+            raise ImageError(f"{where}: the payload's zip central directory is damaged "
+                             f"({len(infos)} members, {n_total} announced)")
+        total, seen = 0, set()
+        for info in infos:
+            problem = _member_problem(info)
+            if problem is None and info.filename in seen:
+                problem = "appears twice"
+            if problem is not None:
+                raise ImageError(f"{where}: payload member {_short(info.filename)} {problem}")
+            seen.add(info.filename)
+            total += info.file_size
+        if total > MAX_UNPACKED:
+            raise ImageError(f"{where}: the payload would unpack to {total} bytes, "
+                             f"over the limit of {MAX_UNPACKED} bytes")
+    except BaseException:
+        zf.close()
+        raise
+    return zf
+
+
+def check(path: Path) -> tuple[dict, int]:
+    """(header, file size) of an image, with bounded reads only (a core calls this in its
+    event loop): symlink, type and size limit, header schema, payload size, the zip's end
+    record and central directory. The SHA-256 and the members' contents are left to
+    :func:`read` / :func:`load`. Raises FileNotFound or ImageError."""
+    fd, size = _open(path)
+    try:
+        header, offset = _header(fd, size, path)
+        _open_zip(_Window(fd, offset, size - offset), size - offset, str(path)).close()
+    finally:
+        os.close(fd)
+    return header, size
+
+
+def read(path: Path) -> tuple[dict, bytes]:
+    """(header, payload) of a verified image. Raises FileNotFound or ImageError."""
+    fd, size = _open(path)
+    try:
+        header, offset = _header(fd, size, path)
+        payload = _pread(fd, offset, size - offset, path)
+    finally:
+        os.close(fd)
+    if hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
         raise ImageError(f"{path}: checksum mismatch, the image is corrupt")
+    _open_zip(io.BytesIO(payload), len(payload), str(path)).close()
     return header, payload
+
+
+def _extract(zf: zipfile.ZipFile, workdir: Path, where: str, budget: int | None = None) -> None:
+    """Unpack every (checked) member into ``workdir``, streaming, counting the bytes really
+    written against ``budget`` (default MAX_UNPACKED) and each member's announced size.
+    Raises ImageError."""
+    budget = MAX_UNPACKED if budget is None else budget
+    left = budget
+    for info in zf.infolist():
+        dest = workdir.joinpath(*info.filename.split("/"))
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as out, zf.open(info) as src:
+                written = 0
+                while chunk := src.read(_CHUNK):
+                    written += len(chunk)
+                    if written > info.file_size:
+                        raise ImageError(f"{where}: payload member {_short(info.filename)} unpacks to more "
+                                         f"than the {info.file_size} bytes its central directory entry announces")
+                    if written > left:
+                        raise ImageError(f"{where}: the payload unpacks to more than the limit of {budget} bytes")
+                    out.write(chunk)
+        except _ZIP_ERRORS as exc:
+            raise ImageError(f"{where}: cannot unpack {_short(info.filename)}: {exc}") from exc
+        left -= written
 
 
 def load(path: Path, workdir: Path) -> tuple[dict, Registry]:
@@ -152,13 +442,14 @@ def load(path: Path, workdir: Path) -> tuple[dict, Registry]:
     """
     header, payload = read(path)
     shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True, mode=0o700)
-    with zipfile.ZipFile(io.BytesIO(payload)) as zf:
-        for member in zf.namelist():
-            if member.startswith("/") or ".." in Path(member).parts:
-                raise ImageError(f"{path}: unsafe path {member!r} in the image")
-        zf.extractall(workdir)
-    module = _import_tree(workdir, f"{header['name']}_{header['payload_sha256'][:12]}")
+    try:
+        workdir.mkdir(parents=True, mode=0o700)
+    except OSError as exc:
+        raise ImageError(f"cannot create {workdir} to unpack {path}: {exc.strerror or exc}") from exc
+    with _open_zip(io.BytesIO(payload), len(payload), str(path)) as zf:
+        _extract(zf, workdir, str(path))
+    tag = re.sub(r"\W", "_", header["name"], flags=re.ASCII)[:64]
+    module = _import_tree(workdir, f"{tag}_{header['payload_sha256'][:12]}")
     version, registry = registry_of(module, str(path))
     manifest = [(o["id"], o["name"]) for o in header["operators"]]
     if version != header["version"] or [(o["id"], o["name"]) for o in registry.table()] != manifest:
@@ -167,9 +458,27 @@ def load(path: Path, workdir: Path) -> tuple[dict, Registry]:
 
 
 def find(name: str, search: list[Path]) -> Path:
-    """The first ``dir/name`` in ``search`` that exists. Raises FileNotFound listing the dirs."""
+    """The first ``dir/name`` in ``search`` that exists. Raises ImageError for an invalid
+    name (see protocol.remoteproc.firmware_name_problem) or an entry that is not a regular
+    file (a symbolic link, a FIFO, a directory...), FileNotFound listing the dirs."""
+    problem = firmware_name_problem(name)
+    if problem is not None:
+        raise ImageError(f"invalid firmware name {_short(name)}: {problem}")
     for directory in search:
-        candidate = directory / name
-        if candidate.is_file():
-            return candidate
+        candidate = Path(directory) / name
+        try:
+            st = os.lstat(candidate)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:   # no such file can exist there: search on
+                continue
+            raise ImageError(f"cannot look up firmware {name!r} in {directory}: {exc.strerror or exc}") from exc
+        except ValueError as exc:   # an embedded NUL in the search path
+            raise ImageError(f"cannot look up firmware {name!r} in {str(directory)!r}: {exc}") from exc
+        if stat.S_ISLNK(st.st_mode):
+            raise ImageError(f"{candidate} is a symbolic link: a firmware image must be a regular file")
+        if not stat.S_ISREG(st.st_mode):
+            raise ImageError(f"{candidate} is not a regular file")
+        return candidate
     raise errors.FileNotFound(f"firmware {name!r} not found in {', '.join(map(str, search)) or 'no directory'}")

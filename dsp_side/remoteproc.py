@@ -11,7 +11,7 @@ import threading
 
 from protocol import errors
 from protocol.remoteproc import (ATTRIBUTES, COREDUMP_VALUES, RECOVERY_VALUES, STATE_WORDS, Action, Op,
-                                 State, Transition, lookup)
+                                 State, Transition, firmware_name_problem, lookup)
 
 
 class Device:
@@ -65,8 +65,9 @@ class Device:
                 raise errors.RemoteprocInvalid(f"{self.name}: state takes start or stop, got {word!r}")
             return op, ok
         if attr == "firmware":
-            bad = not word or "/" in word
-            return Op.FIRMWARE, invalid(f"firmware name must be a non-empty file name, got {word!r}") if bad else ok
+            problem = firmware_name_problem(word)
+            shown = repr(word) if len(word) <= 60 else f"{word[:60]!r}... ({len(word)} characters)"
+            return Op.FIRMWARE, invalid(f"invalid firmware name {shown}: {problem}") if problem else ok
         if attr == "recovery":
             if word == "recover":
                 return Op.RECOVER, ok

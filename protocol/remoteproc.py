@@ -14,6 +14,9 @@ firmware, recovery, recover, coredump) and the crash the core detects.
 
 While an action is under way (booting, recovering) every write is EBUSY.
 "Only the first crash is handled": a crash reported while not running is ignored.
+
+A firmware name (the ``firmware`` attribute) is one file name looked up in the
+firmware search path: see :func:`firmware_name_problem`.
 """
 from __future__ import annotations
 
@@ -87,6 +90,33 @@ COREDUMP_VALUES = ("disabled", "enabled", "inline")
 ATTRIBUTES = ("name", "firmware", "state", "recovery", "coredump")
 # Words accepted by the state attribute, mapped to operations.
 STATE_WORDS = {"start": Op.START, "stop": Op.STOP}
+FIRMWARE_NAME_MAX = 255   # bytes of UTF-8, NAME_MAX of Linux file systems
+
+
+def firmware_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a firmware name, or None if it can.
+
+    A firmware name is one file name of the firmware search path: not empty, not
+    ``.`` or ``..``, no ``/`` (no sub-directories, no absolute path), no control
+    character (NUL, newline, tab, DEL...), at most FIRMWARE_NAME_MAX bytes of UTF-8.
+    The trailing newline of ``echo NAME > firmware`` is removed before this check.
+    """
+    if not name:
+        return "it is empty"
+    if name in (".", ".."):
+        return f"{name!r} is not a file name"
+    if "/" in name:
+        return "it contains '/' (a file name of the firmware search path, not a path)"
+    bad = next((c for c in name if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        return f"it contains the control character {bad!r}"
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "it is not valid UTF-8"
+    if size > FIRMWARE_NAME_MAX:
+        return f"it is {size} bytes long, over the limit of {FIRMWARE_NAME_MAX} bytes for a file name"
+    return None
 
 
 def lookup(state: State, op: Op, what: str = "") -> Transition:

@@ -139,7 +139,7 @@ def firmware_search(rt: Path | None = None) -> list[Path]:
     rt = rt or runtime_dir()
     try:
         custom = firmware_path_file(rt).read_text().strip()
-    except FileNotFoundError:
+    except (OSError, ValueError):   # missing, unreadable or not text: no custom path, as if never set
         custom = ""
     return ([Path(custom)] if custom else []) + [firmware_dir(rt)]
 
