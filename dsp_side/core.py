@@ -20,7 +20,7 @@ from pathlib import Path
 import zmq
 
 from protocol import errors, messages, wire
-from protocol.constants import HEARTBEAT_INTERVAL_MS, Command
+from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, Command
 from protocol.liveness import Liveness
 from protocol.remoteproc import Action, State
 from dsp_side import image
@@ -44,7 +44,7 @@ class Peer:
 
 class CoreServer:
     def __init__(self, name: str, bind: str, fw_bind: str, rt: Path, *, firmware: str | None = None,
-                 autostart: bool = True, watchdog_ms: int = 30000,
+                 autostart: bool = True, watchdog_ms: int = DEFAULT_WATCHDOG_MS,
                  heartbeat_ms: int = HEARTBEAT_INTERVAL_MS) -> None:
         self.name, self.bind, self.fw_bind, self.rt = name, bind, fw_bind, rt
         self.device = Device(name, firmware or name)
@@ -84,7 +84,7 @@ class CoreServer:
             raise
         self.kmsg.write(f"powering up {self.name}")
         self.kmsg.write(f"Booting fw image {self.device.firmware}, size {size}, version {header['version']}")
-        self.fw = FirmwareProcess(self.name, self.fw_bind, self.rt, path)
+        self.fw = FirmwareProcess(self.name, self.fw_bind, self.rt, path, watchdog_ms=round(self.watchdog_s * 1000))
         self.poller.register(self.fw.fd, zmq.POLLIN)
         log.info("%s: booting firmware %s %s (pid %d)", self.name, path, header["version"], self.fw.pid)
 
@@ -327,7 +327,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--fw-bind", help="firmware task endpoint (default: next to the control endpoint)")
     ap.add_argument("--firmware", help="firmware image name (default: the core name)")
     ap.add_argument("--no-autostart", action="store_true", help="stay offline until 'start' is written to state")
-    ap.add_argument("--watchdog-ms", type=int, default=30000, help="kill a firmware stuck this long in one task")
+    ap.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS, help="kill a firmware stuck this long in one task")
     ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import zmq
 
 from protocol import errors, messages, schema, wire
-from protocol.constants import HANDLE_REGISTERED, MAX_RAW_FRAME, Command
+from protocol.constants import DEFAULT_WATCHDOG_MS, HANDLE_REGISTERED, MAX_RAW_FRAME, Command
 from dsp_side import heap, image
 from dsp_side.ddr_resolver import Resolver
 from dsp_side.inbox import Inbox
@@ -40,23 +40,24 @@ log = logging.getLogger("vdsp.firmware")
 class OperatorContext:
     """What an operator sees of its environment."""
 
-    __slots__ = ("core", "log", "msg_id")
+    __slots__ = ("core", "log", "msg_id", "watchdog_ms")
 
-    def __init__(self, core: str) -> None:
+    def __init__(self, core: str, watchdog_ms: int = DEFAULT_WATCHDOG_MS) -> None:
         self.core = core
         self.log = logging.getLogger(f"vdsp.op.{core}")
         self.msg_id = 0
+        self.watchdog_ms = watchdog_ms      # the core kills a task that runs this long
 
 
 class Firmware:
     """Sans-socket task executor: frames in, reply frames out."""
 
     def __init__(self, core: str, version: str, registry: Registry, watchdog: WatchdogWord | None,
-                 crash_file: str | None) -> None:
+                 crash_file: str | None, watchdog_ms: int = DEFAULT_WATCHDOG_MS) -> None:
         self.core, self.version, self.registry = core, version, registry
         self.watchdog, self.crash_file = watchdog, crash_file
         self.resolver = Resolver()
-        self.ctx = OperatorContext(core)
+        self.ctx = OperatorContext(core, watchdog_ms)
         self.warn = soclog.RateLimited(log)
 
     def handle(self, frames: list) -> list | None:
@@ -223,6 +224,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workdir", required=True, help="where the image's code is unpacked")
     ap.add_argument("--watchdog-file")
     ap.add_argument("--crash-file")
+    ap.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS,
+                    help="the core's watchdog: operators refuse work they declare to last this long")
     args = ap.parse_args(argv)
     # The core powers the firmware off with SIGKILL; terminal and group signals are the core's to handle.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -239,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(3)
     print(f"[DSP] DSP version = {header['version']}", file=sys.stderr, flush=True)
     watchdog = WatchdogWord(args.watchdog_file) if args.watchdog_file else None
-    fw = Firmware(args.core, header["version"], registry, watchdog, args.crash_file)
+    fw = Firmware(args.core, header["version"], registry, watchdog, args.crash_file, args.watchdog_ms)
     serve(fw, args.endpoint)
 
 

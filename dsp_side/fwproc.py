@@ -19,7 +19,7 @@ class FirmwareProcess:
     """One run of a core's firmware. ``fd`` (its stdout) becomes readable with the
     READY line, and at EOF when the process dies."""
 
-    def __init__(self, core: str, endpoint: str, rt: Path, image_path: Path) -> None:
+    def __init__(self, core: str, endpoint: str, rt: Path, image_path: Path, *, watchdog_ms: int) -> None:
         self.core, self.endpoint, self.image_path = core, endpoint, image_path
         self.workdir = rt / f"{core}.fw"
         self.watchdog_path = str(rt / f"{core}.watchdog")
@@ -31,7 +31,7 @@ class FirmwareProcess:
             pass
         cmd = [sys.executable, "-m", "dsp_side.firmware", "--core", core, "--endpoint", endpoint,
                "--watchdog-file", self.watchdog_path, "--crash-file", str(self.crash_path),
-               "--image", str(image_path), "--workdir", str(self.workdir)]
+               "--image", str(image_path), "--workdir", str(self.workdir), "--watchdog-ms", str(watchdog_ms)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                      cwd=os.getcwd(), env=proc.child_env(_child_env()))
         self.fd = self.proc.stdout.fileno()

@@ -61,4 +61,10 @@ MAX_TASKS_PER_CLIENT = 32   # in flight per client (HB_DNN_TASK_NUM_EXCEED_LIMIT
 
 # Liveness: a peer is dead after LIVENESS intervals with no traffic from it.
 HEARTBEAT_INTERVAL_MS = 500
+# A core kills a firmware stuck this long in one task (``--watchdog-ms``). Operators whose
+# work is declared by a parameter (SLEEP, COUNT's ``ms``) refuse more than
+# SLEEP_SHARE_OF_WATCHDOG of the core's watchdog, so a legal task never trips it.
+DEFAULT_WATCHDOG_MS = 30_000
+SLEEP_SHARE_OF_WATCHDOG = 0.8
+MAX_SLEEP_MS = DEFAULT_WATCHDOG_MS * SLEEP_SHARE_OF_WATCHDOG   # the schema's bound, for the default watchdog
 LIVENESS = 3

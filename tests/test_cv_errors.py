@@ -120,6 +120,16 @@ CHECKS = [
     ("remap-map-format", ids.REMAP, {"src": Y(w=16, h=8), "map_x": IMG("S16", w=16, h=8),
                                      "map_y": IMG("F32", w=16, h=8), "dst": Y(w=16, h=8)}, 3, 1,
      "map_x: format 'S16' is not accepted"),
+    # OpenCV's bicubic + reflect101 never returns on a 1-pixel source: the core hung until its watchdog
+    ("warp-affine-cubic-1px-wide", ids.WARP_AFFINE, {"src": Y(w=1), "dst": Y(), "matrix": [1.0, 0, 0, 0, 1.0, 0],
+                                                     "interpolation": "cubic", "border": "reflect101"}, 1, 1,
+     "src of at least 2x2 pixels, got 1x48"),
+    ("warp-persp-cubic-1px-high", ids.WARP_PERSPECTIVE, {"src": Y(h=1), "dst": Y(), "matrix": [1.0, 0, 0, 0, 1.0, 0, 0, 0, 1.0],
+                                                         "interpolation": "cubic", "border": "reflect101"}, 1, 1,
+     "src of at least 2x2 pixels, got 64x1"),
+    ("remap-cubic-1px", ids.REMAP, {"src": Y(w=1, h=1), "map_x": IMG("F32", w=16, h=8), "map_y": IMG("F32", w=16, h=8),
+                                    "dst": Y(w=16, h=8), "interpolation": "cubic", "border": "reflect101"}, 3, 1,
+     "src of at least 2x2 pixels, got 1x1"),
     ("buffers-wrong-count", ids.REMAP, {"src": Y(w=16, h=8), "map_x": IMG("F32", w=16, h=8),
                                         "map_y": IMG("F32", w=16, h=8), "dst": Y(w=16, h=8)}, 1, 1, "takes 3 inputs"),
 ]

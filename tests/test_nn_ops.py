@@ -246,6 +246,16 @@ def test_bad_descriptors_are_invalid_argument():
     _expect_invalid(Q, [inp], [out], {**io, "output": {**s8.to_wire(), "aligned_byte_size": 3}}, "aligned_byte_size")
 
 
+@pytest.mark.parametrize("field, value", [("dtype", ["S8"]), ("dtype", {"a": 1}), ("dtype", None), ("dtype", 3),
+                                          ("layout", ["NCHW"]), ("layout", {"x": 1}), ("quant", {"type": ["SCALE"]})])
+def test_descriptor_fields_of_the_wrong_type_are_invalid_argument(field, value):
+    """A list or map where a name belongs was a TypeError (unhashable) that crashed the firmware."""
+    f32 = nn.dense((2, 4), DT.F32)
+    s8 = nn.dense((2, 4), DT.S8, quant=nn.Quantization.scale_(0.1))
+    io = {"input": f32.to_wire(), "output": {**s8.to_wire(), field: value}}
+    _expect_invalid(nn.ids.QUANTIZE, [buffer(32)], [buffer(8)], io, f"output.{field}" if field != "quant" else "quant")
+
+
 def test_bad_softmax_and_layout_arguments():
     f32 = nn.dense((2, 4), DT.F32)
     _expect_invalid(nn.ids.SOFTMAX, [buffer(32)], [buffer(32)],

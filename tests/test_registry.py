@@ -9,7 +9,7 @@ import pytest
 
 from dsp_side.operators import framework
 from dsp_side.registry import Registry
-from protocol import errors
+from protocol import errors, schema
 
 
 def noop(ctx, inputs, outputs):
@@ -168,7 +168,7 @@ def test_framework_register_table():
 
 @pytest.fixture
 def ctx():
-    return types.SimpleNamespace(core="vdsp1", msg_id=7)
+    return types.SimpleNamespace(core="vdsp1", msg_id=7, watchdog_ms=30000)
 
 
 def arr(data):
@@ -262,10 +262,28 @@ def test_sleep_zero(ctx):
     assert framework.sleep(ctx, [], [], 0.0) == {"slept_ms": 0.0}
 
 
-def test_count_adds_one_to_its_slot_only():
+def test_count_adds_one_to_its_slot_only(ctx):
     out = np.zeros(16, np.uint8)
-    assert framework.count(None, [], [out], slot=2, ms=0.0) == {"value": 1}
-    assert framework.count(None, [], [out], slot=2, ms=0.0) == {"value": 2}
+    assert framework.count(ctx, [], [out], slot=2, ms=0.0) == {"value": 1}
+    assert framework.count(ctx, [], [out], slot=2, ms=0.0) == {"value": 2}
     assert out.view(np.uint32).tolist() == [0, 0, 2, 0]
     with pytest.raises(errors.InvalidArgument):
-        framework.count(None, [], [out], slot=4, ms=0.0)
+        framework.count(ctx, [], [out], slot=4, ms=0.0)
+
+
+def test_declared_work_never_trips_the_watchdog():
+    """The schema admits no sleep the default watchdog (30 s) would kill (31,000 ms was legal and
+    killed the firmware), and a core with a shorter watchdog refuses what would trip it."""
+    reg = Registry()
+    framework.register(reg)
+    by_name = {e["name"]: e for e in reg.table()}
+    for name in ("sleep", "count"):
+        assert by_name[name]["params"]["ms"]["max"] < 30000
+    with pytest.raises(errors.InvalidArgument):
+        schema.validate("sleep", reg.get(4).params, {"ms": 31000.0})
+    short = types.SimpleNamespace(core="vdsp0", msg_id=1, watchdog_ms=1000)
+    for fn, kw in [(framework.sleep, {}), (framework.count, {"slot": 0})]:
+        with pytest.raises(errors.InvalidArgument) as info:
+            fn(short, [], [np.zeros(4, np.uint8)], ms=900.0, **kw)
+        assert "watchdog (1000 ms)" in str(info.value)
+    assert framework.sleep(short, [], [], ms=1.0) == {"slept_ms": 1.0}

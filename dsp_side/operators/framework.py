@@ -7,6 +7,7 @@ import zlib
 import numpy as np
 
 from protocol import errors, opids
+from protocol.constants import MAX_SLEEP_MS, SLEEP_SHARE_OF_WATCHDOG
 from dsp_side.registry import Registry
 
 
@@ -50,8 +51,17 @@ def checksum(ctx, inputs, outputs, size):
     return {"crc32": zlib.crc32(view), "sum": int(view.sum(dtype=np.uint64)), "bytes": n}
 
 
+def _declared_work(op: str, ctx, ms: float) -> None:
+    """Refuse work that would trip the core's watchdog (InvalidArgument): a legal task never does."""
+    limit = ctx.watchdog_ms * SLEEP_SHARE_OF_WATCHDOG
+    if ms > limit:
+        raise errors.InvalidArgument(f"{op}: ms={ms:g} is over {limit:g}, {SLEEP_SHARE_OF_WATCHDOG:.0%} of this "
+                                     f"core's watchdog ({ctx.watchdog_ms} ms)")
+
+
 def sleep(ctx, inputs, outputs, ms):
     """Occupy the core for ``ms`` milliseconds (scheduling tests and load)."""
+    _declared_work("sleep", ctx, ms)
     time.sleep(ms / 1000.0)
     return {"slept_ms": ms}
 
@@ -62,9 +72,10 @@ def count(ctx, inputs, outputs, slot, ms):
     counters = outputs[0][: outputs[0].size // 4 * 4].view(np.uint32)
     if slot >= counters.size:
         raise errors.InvalidArgument(f"count: slot {slot} is outside the {counters.size} counters of output 0")
+    _declared_work("count", ctx, ms)
     if ms:
         time.sleep(ms / 1000.0)
-    counters[slot] += 1
+    counters[slot] = (int(counters[slot]) + 1) & 0xFFFFFFFF   # wraps like the uint32 it is
     return {"value": int(counters[slot])}
 
 
@@ -79,7 +90,7 @@ def register(registry: Registry) -> None:
                       params={"value": {"type": "int", "min": 0, "max": 255}, "size": _SIZE})
     registry.register(opids.CHECKSUM, "checksum", checksum, inputs=1, params={"size": _SIZE})
     registry.register(opids.SLEEP, "sleep", sleep,
-                      params={"ms": {"type": "float", "min": 0.0, "max": 60000.0}})
+                      params={"ms": {"type": "float", "min": 0.0, "max": MAX_SLEEP_MS}})
     registry.register(opids.COUNT, "count", count, outputs=1,
                       params={"slot": {"type": "int", "min": 0},
-                              "ms": {"type": "float", "default": 0.0, "min": 0.0, "max": 60000.0}})
+                              "ms": {"type": "float", "default": 0.0, "min": 0.0, "max": MAX_SLEEP_MS}})

@@ -147,9 +147,19 @@ def pyr_up(ctx, inputs, outputs, src, dst):
     _pyr("pyrUp", cv2.pyrUp, True, inputs, outputs, src, dst)
 
 
+def _loops_forever(op: str, src_w: int, src_h: int, interpolation: str, border: str) -> None:
+    """OpenCV's bicubic remap with BORDER_REFLECT_101 never returns on a source 1 pixel wide or
+    high (seen with opencv-python-headless 4.x: warpAffine, warpPerspective and remap alike);
+    refuse it (InvalidArgument) rather than hang the core until its watchdog fires."""
+    if interpolation == "cubic" and border == "reflect101" and min(src_w, src_h) < 2:
+        raise errors.InvalidArgument(f"{op}: cubic interpolation with a reflect101 border needs a src of at least "
+                                     f"2x2 pixels, got {src_w}x{src_h} (use another border or interpolation)")
+
+
 def _warp(op: str, fn, matrix: np.ndarray, inputs, outputs, src, dst, interpolation, inverse_map, border,
           border_value):
-    _, (sv,), d, (dv,) = _pair(op, inputs, outputs, src, dst, ALL_PIXELS)
+    s, (sv,), d, (dv,) = _pair(op, inputs, outputs, src, dst, ALL_PIXELS)
+    _loops_forever(op, *s.size, interpolation, border)
     if not inverse_map and abs(np.linalg.det(matrix if matrix.shape == (3, 3) else matrix[:, :2])) < 1e-12:
         raise errors.InvalidArgument(f"{op}: matrix is singular and cannot be inverted (set inverse_map if it "
                                      "already maps dst to src)")
@@ -180,6 +190,7 @@ def remap(ctx, inputs, outputs, src, map_x, map_y, dst, interpolation, border, b
     same_format(op, s, d)
     same_size(op, d, mx)
     same_size(op, d, my)
+    _loops_forever(op, *s.size, interpolation, border)
     with opencv(op):
         store(dv, cv2.remap(sv, mxv, myv, INTERPOLATIONS[interpolation], dst=dv, borderMode=BORDERS[border],
                             borderValue=(border_value,) * 4))

@@ -115,12 +115,14 @@ def parse(name: str, desc) -> Tensor:
     if unknown:
         raise _bad(name, f"unknown field(s) {sorted(unknown)}; accepted: {sorted(_KEYS)}")
     dtype = desc.get("dtype")
+    if not isinstance(dtype, str):     # a list or map is unhashable: never look it up
+        raise _bad(f"{name}.dtype", f"must be one of {sorted(DTYPES)}, got {dtype!r:.80}")
     if dtype in PACKED:
         raise _bad(f"{name}.dtype", f"{dtype} is packed 4-bit data, which this operator cannot address")
     if dtype not in DTYPES:
         raise _bad(f"{name}.dtype", f"must be one of {sorted(DTYPES)}, got {dtype!r}")
     layout = desc.get("layout", "NONE")
-    if layout not in LAYOUTS:
+    if not isinstance(layout, str) or layout not in LAYOUTS:
         raise _bad(f"{name}.layout", f"must be one of {list(LAYOUTS)}, got {layout!r}")
     shape = _int_list(f"{name}.valid_shape", desc.get("valid_shape"), None, 1)
     ndim, itemsize = len(shape), np.dtype(DTYPES[dtype]).itemsize
