@@ -176,3 +176,48 @@ def test_operator_rejects_short_buffers():
         ops.encode(None, [np.zeros(200, np.uint8)], [small] * 2, num_points=1, **p.encode_params())
     with pytest.raises(InvalidArgument, match="num_pillars"):
         ops.transpose(None, [small], [small], **dict(preset("pointpillars").transpose_params(50000)))
+
+
+FIRMWARE_AFTER_SETUP = """
+from arm_side.pointcloud import inprocess, synthetic
+from arm_side.pointcloud.params import preset
+from arm_side.memory import MemoryManager
+from dsp_side.firmware import Firmware
+from dsp_side.operators import pointcloud_jit as jit
+from protocol import messages, wire
+from protocol.constants import Command
+from soc import fuzz
+
+KERNELS = ("encode", "_columns", "_quantize_block", "_cells_block")
+inprocess.main()                                    # what the install step runs
+after_setup = {k: len(getattr(jit, k).signatures) for k in KERNELS}
+version, registry = fuzz.stock_registry()
+fw = Firmware("vdsp0", version, registry, None, None)
+with MemoryManager() as mm:
+    for name in ("centerpoint", "pointpillar"):
+        p = preset(name)
+        pts = synthetic.generate(5000, p.dim, seed=1)
+        src = mm.alloc(pts.nbytes)
+        src.write(pts.tobytes())
+        outs = [mm.alloc(len(pts) * 4), mm.alloc(len(pts) * 4)] + ([mm.alloc(len(pts))] if p.dim == 5 else [])
+        task = messages.task(1, 0x0600, inputs=[src.handle()], outputs=[o.handle() for o in outs],
+                             params=dict(p.encode_params(), num_points=len(pts)), owner=fuzz._owner_id())
+        reply = fw.handle(wire.encode(task))
+        assert reply[0][3] == Command.RESULT, reply
+print(after_setup == {k: len(getattr(jit, k).signatures) for k in KERNELS}, after_setup)
+"""
+
+
+@pytest.mark.skipif(not __import__("soc.jit").jit.AVAILABLE, reason="numba is disabled (VDSP_NO_NUMBA)")
+def test_a_firmware_task_after_the_install_step_compiles_nothing(shm):
+    """The install step (``python -m arm_side.pointcloud.inprocess``) compiles the very signatures
+    a firmware task calls: the first point-cloud task after an install stalled ~10 s in numba."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    child = subprocess.run([sys.executable, "-c", FIRMWARE_AFTER_SETUP], cwd=root, capture_output=True, text=True,
+                           env=dict(os.environ, VDSP_SHM_DIR=str(shm)), timeout=240)
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert child.stdout.split()[0] == "True", child.stdout

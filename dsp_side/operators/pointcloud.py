@@ -73,6 +73,15 @@ def _view(buf: np.ndarray, dtype, count: int) -> np.ndarray:
     return buf[:count * np.dtype(dtype).itemsize].view(dtype)
 
 
+def _readonly(view: np.ndarray) -> np.ndarray:
+    """``view`` as a read-only array: numba compiles one machine-code version per array type,
+    and read-only is one. The firmware's inputs are read-only, a caller's own arrays often not:
+    passing every input read-only makes them one signature, the one compiled at install."""
+    view = view.view()
+    view.flags.writeable = False
+    return view
+
+
 def _float32(params: dict) -> dict:
     """float32 copies of the float parameters. Raises InvalidArgument for empty ranges,
     non-positive scales or a pseudo-image too large for the 16-bit packing."""
@@ -156,7 +165,7 @@ def encode(ctx, inputs, outputs, dim, num_points, **floats):
     if jit is not None:
         t = _view(outputs[2 if dim == 5 else 1], np.int8, n if dim == 5 else 0)   # same array type either way
         vec = np.array([f[k] for k in jit.PARAMS], np.float32)
-        valid = jit.encode(_view(inputs[0], np.float32, n * dim), n, dim, vec,
+        valid = jit.encode(_readonly(_view(inputs[0], np.float32, n * dim)), n, dim, vec,
                            _view(outputs[0], np.int32, n), _view(outputs[1], np.int8, n * 4), t)
         return {"points": n, "valid": int(valid)}
     pts = _view(inputs[0], np.float32, n * dim).reshape(n, dim)
