@@ -216,15 +216,15 @@ class MemoryManager:
             raise SysRegisterMemFailed(f"no DDR at {where}")
         base, path = found
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            fd, st = ddr.open_segment(path)     # never through a symlink; keeps no fd once mapped
         except OSError as exc:
             raise SysRegisterMemFailed(f"no DDR at {where}: {exc}") from exc
         try:
-            seg_size = os.fstat(fd).st_size
+            seg_size = st.st_size
             if offset + size > base + seg_size:
                 raise SysRegisterMemFailed(
                     f"{where} exceeds segment 0x{ddr.make_phys(owner, base):x} of {seg_size} bytes")
-            mm = mmap.mmap(fd, seg_size)
+            mm = ddr.map_shared(fd, seg_size)
         except OSError as exc:
             raise SysRegisterMemFailed(f"cannot map DDR at {where}: {exc}") from exc
         finally:

@@ -1,8 +1,12 @@
 """DSP-side view of the shared DDR: turn a handle (phys, size) into a memoryview.
 
 The resolver maps each segment once and keeps it in a per-owner sorted cache,
-so a hit costs a dict lookup, a bisect and one fstat (to notice a free). The
-returned memoryview is a slice of the mapping: nothing is copied.
+so a hit costs a dict lookup, a bisect and one lstat of the segment's name: the
+file must still be the one mapped (else it was freed) and still of the mapped
+size (a client that truncates its file would otherwise kill the firmware with
+SIGBUS; a truncation during a task's compute still does). A miss opens the
+exact name first (see ``ddr.find_segment``). Mappings keep no file descriptor.
+The returned memoryview is a slice of the mapping: nothing is copied.
 """
 from __future__ import annotations
 
@@ -10,22 +14,33 @@ import bisect
 import collections
 import mmap
 import os
+import stat
 import threading
 
 from protocol.errors import FreedHandle, ForeignHandle, HandleOutOfBounds, UnknownHandle
 from soc import ddr
 
 MAX_FREED = 4096        # freed ranges remembered to tell "freed" from "unknown"
-MAX_CACHED = 1024       # mapped segments kept (each costs two fds)
+MAX_CACHED = 1024       # mapped segments kept (each costs a mapping, no fd)
 
 
 class _Entry:
-    """A mapped segment. Invariant: ``fd`` and ``mm`` refer to the same file."""
+    """A mapped segment: ``mm`` maps ``size`` bytes of the file ``ident`` (st_dev, st_ino) at ``path``."""
 
-    __slots__ = ("owner", "base", "size", "fd", "mm")
+    __slots__ = ("owner", "base", "size", "path", "ident", "mm")
 
-    def __init__(self, owner: int, base: int, size: int, fd: int, mm: mmap.mmap) -> None:
-        self.owner, self.base, self.size, self.fd, self.mm = owner, base, size, fd, mm
+    def __init__(self, owner: int, base: int, size: int, path: str, ident: tuple[int, int],
+                 mm: mmap.mmap) -> None:
+        self.owner, self.base, self.size, self.mm = owner, base, size, mm
+        self.path, self.ident = path, ident
+
+    def current(self) -> os.stat_result | None:
+        """The file now at ``path`` if it is still the one mapped, else None (freed)."""
+        try:
+            st = os.lstat(self.path)
+        except OSError:
+            return None
+        return st if (st.st_dev, st.st_ino) == self.ident and stat.S_ISREG(st.st_mode) else None
 
 
 def _hex(value: object) -> str:
@@ -63,34 +78,24 @@ class Resolver:
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
             raise HandleOutOfBounds(f"{_where(phys, size)}: size must be a positive integer")
         owner, offset = ddr.parse_phys(phys)
+        where = _where(phys, size)
         with self._mutex:
-            entry = self._lookup(owner, offset)
-            if entry is not None and os.fstat(entry.fd).st_nlink == 0:
-                self._drop(entry, freed=True)
-                entry = self._scan(owner, offset)   # the id may have been reused since
-                if entry is None:
-                    raise FreedHandle(f"{_where(phys, size)}: memory was freed")
+            entry = self._cached(owner, offset)
             if entry is None:
-                entry = self._scan(owner, offset)
-            if entry is None:
-                if self._was_freed(owner, offset):
-                    raise FreedHandle(f"{_where(phys, size)}: memory was freed")
-                raise UnknownHandle(f"{_where(phys, size)}: no memory at this address")
+                entry = self._map(owner, offset, size, where)
             start = offset - entry.base
             if start + size > entry.size:
-                raise HandleOutOfBounds(
-                    f"{_where(phys, size)} exceeds segment 0x{ddr.make_phys(owner, entry.base):x} "
-                    f"of {entry.size} bytes")
+                raise HandleOutOfBounds(_exceeds(where, owner, entry.base, entry.size))
             if owner != client_owner and not registered:
                 raise ForeignHandle(
-                    f"{_where(phys, size)}: memory of owner {_hex(owner)} is not registered "
+                    f"{where}: memory of owner {_hex(owner)} is not registered "
                     f"and the client is owner {_hex(client_owner)}")
             return memoryview(entry.mm)[start:start + size]
 
     def purge(self) -> int:
         """Drop cached segments that were unlinked; retry closing old mappings. Returns drops."""
         with self._mutex:
-            dead = [e for e in self._entries.values() if os.fstat(e.fd).st_nlink == 0]
+            dead = [e for e in self._entries.values() if e.current() is None]
             for entry in dead:
                 self._drop(entry, freed=True)
             self._zombies = [mm for mm in self._zombies if not _try_close(mm)]
@@ -123,31 +128,55 @@ class Resolver:
         self._entries.move_to_end(key)
         return entry
 
-    def _scan(self, owner: int, offset: int) -> _Entry | None:
-        """Find, map and cache the live segment containing ``offset``, or None."""
+    def _cached(self, owner: int, offset: int) -> _Entry | None:
+        """The cached entry containing ``offset`` if its file is unchanged, else None.
+
+        One lstat. A freed file is dropped as freed (the name may hold a new file
+        by now: the caller looks again); a resized one is dropped to be mapped afresh.
+        """
+        entry = self._lookup(owner, offset)
+        if entry is None:
+            return None
+        st = entry.current()
+        if st is None or st.st_size != entry.size:
+            self._drop(entry, freed=st is None)
+            return None
+        return entry
+
+    def _map(self, owner: int, offset: int, size: int, where: str) -> _Entry:
+        """Find, check, map and cache the segment containing ``offset`` (a cache miss).
+
+        Raises UnknownHandle, FreedHandle, or HandleOutOfBounds (before mapping:
+        a file too small for the range is never mapped).
+        """
         found = ddr.find_segment(owner, offset, self._dir)
-        if found is None:
-            return None
-        base, path = found
-        old = self._entries.get((owner, base))
-        if old is not None:
-            if os.fstat(old.fd).st_nlink != 0:
-                return None     # cached, live, and does not contain offset
-            self._drop(old, freed=True)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            st = os.fstat(fd)
-            if st.st_nlink == 0 or not base <= offset < base + st.st_size:
-                os.close(fd)
-                return None
-            mm = mmap.mmap(fd, st.st_size)
-        except (OSError, ValueError):
+        opened = None
+        if found is not None:
+            try:
+                opened = ddr.open_segment(found[1])     # a symlink or another user's file: unknown
+            except OSError:
+                pass
+        if opened is not None:
+            base, path = found
+            fd, st = opened
+            # a segment holds its base even when truncated to nothing: the handle names it
+            if offset == base or offset < base + st.st_size:
+                try:
+                    if offset + size > base + st.st_size:
+                        raise HandleOutOfBounds(_exceeds(where, owner, base, st.st_size))
+                    mm = ddr.map_shared(fd, st.st_size)
+                except OSError as exc:
+                    raise UnknownHandle(f"{where}: cannot map its memory: {exc}") from None
+                finally:
+                    os.close(fd)
+                old = self._entries.get((owner, base))
+                if old is not None:     # cached but stale (resized, or replaced under the same name)
+                    self._drop(old, freed=old.current() is None)
+                return self._add(_Entry(owner, base, st.st_size, path, (st.st_dev, st.st_ino), mm))
             os.close(fd)
-            return None
-        return self._add(_Entry(owner, base, st.st_size, fd, mm))
+        if self._was_freed(owner, offset):
+            raise FreedHandle(f"{where}: memory was freed")
+        raise UnknownHandle(f"{where}: no memory at this address")
 
     def _add(self, entry: _Entry) -> _Entry:
         while len(self._entries) >= self._max_cached:
@@ -162,7 +191,6 @@ class Resolver:
         del bases[bisect.bisect_left(bases, entry.base)]
         if not bases:
             del self._bases[entry.owner]
-        os.close(entry.fd)
         if not _try_close(entry.mm):
             self._zombies.append(entry.mm)
         if freed:
@@ -170,6 +198,10 @@ class Resolver:
 
     def _was_freed(self, owner: int, offset: int) -> bool:
         return any(o == owner and lo <= offset < hi for o, lo, hi in self._freed)
+
+
+def _exceeds(where: str, owner: int, base: int, seg_size: int) -> str:
+    return f"{where} exceeds segment 0x{ddr.make_phys(owner, base):x} of {seg_size} bytes"
 
 
 def _try_close(mm: mmap.mmap) -> bool:

@@ -7,16 +7,32 @@ flock on ``vdsp-{owner:06x}.lock`` for its whole life, and names its segments
 page steps and are never reused while the owner lives. Anyone may
 :func:`reap` the files of owners whose lock is no longer held.
 
+Finding things without scanning: a handle is resolved by opening the exact name
+``segment_name(owner, offset)`` (a handle usually starts at its buffer's base);
+only an interior address needs a directory listing, and listings are reused
+while the directory's mtime shows nothing was created or unlinked. :func:`reap`
+checks the locks of the owners it knows every call, and lists the directory
+again only when it changed, at most SCAN_BUDGET of the time. Mappings keep no
+file descriptor (:func:`map_shared`), and segment files are opened without
+following symlinks and only if they are regular files of this user
+(:func:`open_segment`).
+
 ``VDSP_SHM_DIR`` (read at call time) replaces ``/dev/shm``, e.g. for tests.
 """
 from __future__ import annotations
 
 import atexit
+import bisect
+import ctypes
+import errno
 import fcntl
+import functools
 import mmap
 import os
 import re
 import secrets
+import stat
+import sys
 import threading
 import time
 
@@ -30,6 +46,10 @@ MAX_OWNER = 1 << 22                 # owner ids are in [1, MAX_OWNER)
 FIRST_OFFSET = 0x1000               # offset 0 is never a valid address
 ORPHAN_AGE = 2.0                    # seconds before a lock-less file may be reaped
 PREFIX = "vdsp-"
+LISTING_MAX_AGE = 60.0              # seconds a directory listing is reused at most, whatever the mtime says
+RACY_NS = 2_000_000_000             # a listing is reusable only if the directory's mtime was this much older
+SCAN_BUDGET = 0.01                  # reap() lists a changed directory at most this fraction of the time
+MAX_LISTED_DIRS = 8                 # directories whose listing / reap state is kept
 
 _SEG_RE = re.compile(r"vdsp-([0-9a-f]{6})-([0-9a-f]{10})")
 _LOCK_RE = re.compile(r"vdsp-([0-9a-f]{6})\.lock")
@@ -75,29 +95,168 @@ def check_size(size: object) -> int:
 def find_segment(owner: int, offset: int, directory: str | None = None) -> tuple[int, str] | None:
     """``(base, path)`` of ``owner``'s segment with the largest base <= ``offset``, or None.
 
-    The segment may not contain ``offset``; callers check its size. Scans the directory.
+    The segment may not contain ``offset``; callers check its size. A page-aligned
+    ``offset`` is first tried as a base (one lstat: the common case of a handle at
+    the start of its buffer); otherwise the base is looked up in a listing of the
+    directory, reused while it is exact (see :class:`_Listing`).
     """
+    if not 0 < owner < MAX_OWNER:
+        return None
     directory = directory or shm_dir()
-    prefix = f"vdsp-{owner:06x}-"
-    best = -1
+    name = segment_name(owner, offset)
+    if offset % PAGE == 0 and os.path.lexists(os.path.join(directory, name)):
+        return offset, os.path.join(directory, name)
+    listing = _exact_listing(directory)
+    if listing is None:
+        return None
+    names, prefix = listing.names, name[:12]
+    i = bisect.bisect_right(names, name) - 1    # fixed-width lowercase hex: name order is address order
+    while i >= 0 and names[i].startswith(prefix):
+        if _SEG_RE.fullmatch(names[i]):
+            return int(names[i][12:], 16), os.path.join(directory, names[i])
+        i -= 1      # a stray name such as "vdsp-xxxxxx-0000001000.bak"
+    return None
+
+
+def open_segment(path: str) -> tuple[int, os.stat_result]:
+    """``(fd, fstat)`` of the segment file ``path`` opened read-write, never through a symlink.
+
+    Raises OSError unless it is a regular file of this process's user: a symlink
+    (ELOOP), a FIFO, a directory or another user's file named like a segment is refused.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        names = os.listdir(directory)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            raise OSError(errno.EPERM, "not a regular file of this user", path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+_MAP_FIXED = 0x10       # Linux's value on every architecture the simulator runs on
+_unusable: list[mmap.mmap] = []     # placeholders whose replacement failed: never unmapped
+
+
+@functools.lru_cache(maxsize=None)
+def _libc_mmap():
+    fn = ctypes.CDLL(None, use_errno=True).mmap
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    return fn
+
+
+def map_shared(fd: int, size: int) -> mmap.mmap:
+    """A shared read-write mapping of the first ``size`` bytes of ``fd`` that keeps no fd.
+
+    ``mmap.mmap(fd, ...)`` keeps a duplicate of ``fd`` as long as it lives (until
+    Python 3.13's ``trackfd=False``), so 20,000 buffers would hold 20,000 open files.
+    Here the mmap object is created anonymous (no fd), then its pages are replaced at
+    the same address by the file's (``MAP_FIXED``). It then behaves as any mmap
+    (slicing, buffer protocol, ``close`` refused while views exist, unmapped when
+    closed or collected), except ``size()`` and ``resize()``. The caller may close
+    ``fd`` at once. Raises OSError.
+    """
+    if sys.version_info >= (3, 13):
+        return mmap.mmap(fd, size, trackfd=False)
+    mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_NORESERVE", 0))
+    probe = ctypes.c_char.from_buffer(mm)
+    addr = ctypes.addressof(probe)
+    del probe       # releases the export: mm can be closed again
+    got = _libc_mmap()(addr, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | _MAP_FIXED, fd, 0)
+    if got != addr:
+        err = ctypes.get_errno()
+        _unusable.append(mm)    # a failed MAP_FIXED may leave a hole someone else maps: never munmap it
+        raise OSError(err, os.strerror(err))
+    return mm
+
+
+class _Listing:
+    """The sorted names in a directory at one moment, and how to tell it is still exact.
+
+    ``key`` is the directory's (dev, ino, mtime_ns) taken before listing. Any create,
+    unlink or rename in the directory stamps a new mtime, so an unchanged key means
+    an unchanged directory, provided the listed mtime was at least RACY_NS older than
+    the listing (*trusted*): mtimes are coarse (tmpfs and ext4 tick with jiffies, some
+    file systems by seconds), and a change made just after a listing could otherwise
+    share its mtime. An untrusted listing is exact when taken but is not reused.
+    """
+
+    __slots__ = ("key", "names", "trusted", "taken", "cost")
+
+    def __init__(self, directory: str) -> None:
+        """Raises FileNotFoundError if ``directory`` does not exist."""
+        cpu, now_ns = time.thread_time(), time.time_ns()
+        self.taken = time.monotonic()
+        st = os.stat(directory)
+        self.key = (st.st_dev, st.st_ino, st.st_mtime_ns)
+        self.names = sorted(os.listdir(directory))
+        self.trusted = st.st_mtime_ns <= now_ns - RACY_NS
+        self.cost = time.thread_time() - cpu     # CPU seconds: a busy machine does not inflate it
+
+    def exact(self, key: tuple[int, int, int]) -> bool:
+        """True if nothing was created or unlinked since, ``key`` being the directory's now."""
+        return self.trusted and key == self.key and time.monotonic() - self.taken < LISTING_MAX_AGE
+
+    def group(self, owner: int) -> list[str]:
+        """The segment names of ``owner``."""
+        prefix = f"vdsp-{owner:06x}-"
+        lo = bisect.bisect_left(self.names, prefix)
+        hi = bisect.bisect_left(self.names, prefix + "~", lo)     # "~" sorts after every hex digit
+        return [n for n in self.names[lo:hi] if _SEG_RE.fullmatch(n)]
+
+
+_listing_mutex = threading.Lock()
+_listings: dict[str, _Listing] = {}     # directory -> its latest listing (exact or not)
+
+
+def _dir_key(directory: str) -> tuple[int, int, int]:
+    st = os.stat(directory)
+    return st.st_dev, st.st_ino, st.st_mtime_ns
+
+
+def _bounded_put(table: dict, key: str, value: object) -> None:
+    table.pop(key, None)
+    table[key] = value
+    while len(table) > MAX_LISTED_DIRS:
+        del table[next(iter(table))]
+
+
+def _new_listing(directory: str) -> _Listing:
+    """List ``directory`` now and remember it. Raises FileNotFoundError."""
+    listing = _Listing(directory)
+    with _listing_mutex:
+        _bounded_put(_listings, directory, listing)
+    return listing
+
+
+def _cached_listing(directory: str) -> _Listing | None:
+    with _listing_mutex:
+        return _listings.get(directory)
+
+
+def _exact_listing(directory: str) -> _Listing | None:
+    """A listing of ``directory`` exact now: the cached one if still exact, else a new one.
+
+    None if the directory does not exist.
+    """
+    try:
+        key = _dir_key(directory)
+        cached = _cached_listing(directory)
+        if cached is not None and cached.exact(key):
+            return cached
+        return _new_listing(directory)
     except FileNotFoundError:
         return None
-    for name in names:
-        if name.startswith(prefix) and (m := _SEG_RE.fullmatch(name)):
-            base = int(m[2], 16)
-            if best < base <= offset:
-                best = base
-    return None if best < 0 else (best, os.path.join(directory, segment_name(owner, best)))
 
 
 def _unlink_quiet(path: str) -> bool:
-    """Unlink ``path``; False if it was already gone (others may reap concurrently)."""
+    """Unlink ``path``; False if it was already gone (others may reap concurrently) or is not ours."""
     try:
         os.unlink(path)
         return True
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError):
         return False
 
 
@@ -236,8 +395,10 @@ def _close_all() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _registry_mutex
+    global _registry_mutex, _listing_mutex, _reap_mutex
     _registry_mutex = threading.Lock()
+    _listing_mutex = threading.Lock()
+    _reap_mutex = threading.Lock()
     for owner in _owners.values():
         owner.forget()
     _owners.clear()
@@ -286,7 +447,7 @@ class Segment:
             os.fchmod(fd, 0o600)
             os.ftruncate(fd, size)
             os.posix_fallocate(fd, 0, size)   # reserve now: a full tmpfs must not SIGBUS later
-            buf = mmap.mmap(fd, size)
+            buf = map_shared(fd, size)
         except OSError as exc:
             owner.discard(offset)
             _unlink_quiet(path)
@@ -316,37 +477,118 @@ class Segment:
         return f"Segment(phys=0x{self.phys:x}, size={self.size}, unlinked={self.unlinked})"
 
 
+class _ReapState:
+    """What reap() keeps between calls for one directory, all derived from ``listing``."""
+
+    def __init__(self) -> None:
+        self.listing: _Listing | None = None
+        self.next_scan = 0.0                # monotonic time before which a changed directory is not relisted
+        self.owners: list[int] = []         # owners with a lock file: checked on every call
+        self.tmps: list[str] = []           # temporary lock files, until reaped or gone
+        self.orphans: list[str] = []        # segments of owners without a lock file, until reaped or gone
+
+    def use(self, listing: _Listing) -> None:
+        if listing is not self.listing:
+            self.listing = listing
+            self.owners, self.tmps, self.orphans = _classify(listing.names)
+
+
+_reap_mutex = threading.Lock()
+_reap_states: dict[str, _ReapState] = {}
+
+
 def reap(shm_dir: str | None = None) -> list[str]:
     """Unlink the files of dead owners and old orphans; return the unlinked names.
 
     Safe to run concurrently from several processes. Never touches a file
     whose name does not match the vdsp patterns, nor a live owner's files
     (including the caller's own: its lock cannot be taken a second time).
+
+    Cost: a stat of the directory and one open+flock per known owner. The
+    directory is listed again only when it changed, and then at most once per
+    ``SCAN_BUDGET`` of the time (a listing taking 10 ms waits 1 s after the
+    previous one); between listings the owners already known are still checked,
+    so an owner that dies is reaped on the next call. An owner created since the
+    last listing is discovered by the next one.
     """
     directory = shm_dir or _default_dir()
     try:
-        names = os.listdir(directory)
+        key = _dir_key(directory)
     except FileNotFoundError:
         return []
-    removed: list[str] = []
-    for name in names:
+    with _reap_mutex:
+        state = _reap_states.get(directory)
+        if state is None:
+            state = _ReapState()
+            _bounded_put(_reap_states, directory, state)
+        listing, exact = _cached_listing(directory), True
+        if listing is None or not listing.exact(key):
+            if state.listing is None or time.monotonic() >= state.next_scan:
+                try:
+                    listing = _new_listing(directory)
+                except FileNotFoundError:
+                    return []
+                state.next_scan = time.monotonic() + listing.cost / SCAN_BUDGET
+            else:
+                listing, exact = state.listing, False   # rate-limited: the owners known so far
+        state.use(listing)
+        return _reap_dead(directory, state.owners, listing if exact else None) \
+            + _reap_tmps(directory, state) + _reap_orphans(directory, state)
+
+
+def _classify(names: list[str]) -> tuple[list[int], list[str], list[str]]:
+    """``(owners with a lock file, temporary lock names, segments of owners without a lock)``.
+
+    ``names`` is sorted: vdsp names are one range and each owner's segments are a
+    sub-range, skipped with a bisect, so the cost grows with owners, not segments.
+    """
+    lo, hi = bisect.bisect_left(names, PREFIX), bisect.bisect_left(names, "vdsp.")
+    owners, tmps, groups = [], [], []
+    i = lo
+    while i < hi:
+        name = names[i]
+        if name[11:12] == "-":      # "vdsp-xxxxxx-...": one owner's segments
+            j = bisect.bisect_left(names, name[:12] + "~", i, hi)
+            groups.append((name[5:11], i, j))
+            i = j
+            continue
         if m := _LOCK_RE.fullmatch(name):
-            removed += _reap_owner(directory, int(m[1], 16))
+            owners.append(int(m[1], 16))
         elif _TMP_RE.fullmatch(name):
-            removed += _reap_tmp(directory, name)
-    removed += _reap_orphans(directory, names)
-    return removed
+            tmps.append(name)
+        i += 1
+    locked = {f"{owner:06x}" for owner in owners}
+    orphans = [n for owner, i, j in groups if owner not in locked for n in names[i:j] if _SEG_RE.fullmatch(n)]
+    return owners, tmps, orphans
+
+
+def _open_lock(path: str) -> int | None:
+    """A read-only fd of ``path`` if it is a regular file of this user, else None.
+
+    Never follows a symlink nor blocks on a FIFO named like a lock.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:     # gone, a symlink, or not ours to open
+        return None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def _lock_if_dead(path: str) -> int | None:
     """An fd holding LOCK_EX on ``path`` if nobody holds it and it is still that file, else None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:     # gone, or not ours to open
+    fd = _open_lock(path)
+    if fd is None:
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        st, now = os.fstat(fd), os.stat(path)
+        st, now = os.fstat(fd), os.lstat(path)
         if (st.st_ino, st.st_dev) == (now.st_ino, now.st_dev):
             return fd   # still the file at that name: another reaper has not removed it
     except OSError:     # held (owner alive), or vanished meanwhile
@@ -355,51 +597,76 @@ def _lock_if_dead(path: str) -> int | None:
     return None
 
 
-def _reap_owner(directory: str, owner: int) -> list[str]:
-    lock_path = os.path.join(directory, lock_name(owner))
-    fd = _lock_if_dead(lock_path)
-    if fd is None:
+def _reap_dead(directory: str, owners: list[int], listing: _Listing | None) -> list[str]:
+    """Unlink the segments and lock of each of ``owners`` whose lock nobody holds.
+
+    ``listing`` must be exact (None: list again if any owner is dead). It may miss
+    a segment created just after it by an owner that then died: that segment is
+    reaped later as an orphan.
+    """
+    dead = []
+    for owner in owners:
+        fd = _lock_if_dead(os.path.join(directory, lock_name(owner)))
+        if fd is not None:
+            dead.append((owner, fd))
+    if not dead:
         return []
-    try:    # we hold the dead owner's lock: nobody can claim the id until we unlink it
-        prefix = f"vdsp-{owner:06x}-"
-        removed = [n for n in os.listdir(directory)
-                   if n.startswith(prefix) and _SEG_RE.fullmatch(n)
-                   and _unlink_quiet(os.path.join(directory, n))]
-        if _unlink_quiet(lock_path):
-            removed.append(lock_name(owner))
-        return removed
+    removed: list[str] = []
+    try:    # we hold the dead owners' locks: nobody can claim their ids until we unlink them
+        listing = listing or _exact_listing(directory)
+        for owner, _ in dead:
+            names = listing.group(owner) if listing is not None else []
+            removed += [n for n in names if _unlink_quiet(os.path.join(directory, n))]
+            if _unlink_quiet(os.path.join(directory, lock_name(owner))):
+                removed.append(lock_name(owner))
     finally:
-        os.close(fd)
+        for _, fd in dead:
+            os.close(fd)
+    return removed
 
 
-def _reap_tmp(directory: str, name: str) -> list[str]:
-    """A temporary lock left by a creator that died: unlink it alone (its owner id may be live)."""
-    path = os.path.join(directory, name)
-    fd = _lock_if_dead(path)
-    if fd is None:
-        return []
-    try:
-        if time.time() - os.fstat(fd).st_mtime >= ORPHAN_AGE and _unlink_quiet(path):
-            return [name]
-        return []
-    finally:
-        os.close(fd)
-
-
-def _reap_orphans(directory: str, names: list[str]) -> list[str]:
-    """Segments whose owner has no lock file at all, older than ORPHAN_AGE."""
-    removed = []
-    now = time.time()
-    for name in names:
-        m = _SEG_RE.fullmatch(name)
-        if not m or os.path.exists(os.path.join(directory, lock_name(int(m[1], 16)))):
+def _reap_tmps(directory: str, state: _ReapState) -> list[str]:
+    """Temporary locks left by creators that died: unlink them alone (their owner ids may be live)."""
+    removed, keep = [], []
+    for name in state.tmps:
+        path = os.path.join(directory, name)
+        fd = _lock_if_dead(path)
+        if fd is None:
+            if os.path.lexists(path):
+                keep.append(name)   # held: a creator is claiming an id right now
             continue
+        try:
+            if time.time() - os.fstat(fd).st_mtime < ORPHAN_AGE:
+                keep.append(name)
+            elif _unlink_quiet(path):
+                removed.append(name)
+        finally:
+            os.close(fd)
+    state.tmps = keep
+    return removed
+
+
+def _reap_orphans(directory: str, state: _ReapState) -> list[str]:
+    """Segments whose owner has no lock file at all, older than ORPHAN_AGE."""
+    removed, keep = [], []
+    now, uid = time.time(), os.geteuid()
+    locked: dict[str, bool] = {}
+    for name in state.orphans:
+        owner = name[5:11]
+        if owner not in locked:
+            locked[owner] = os.path.lexists(os.path.join(directory, f"vdsp-{owner}.lock"))
+        if locked[owner]:
+            continue    # an owner claimed the id since: its files are its own
         path = os.path.join(directory, name)
         try:
-            if now - os.stat(path).st_mtime < ORPHAN_AGE:
-                continue    # maybe a creator that has just claimed the id
+            st = os.lstat(path)
         except FileNotFoundError:
             continue
-        if _unlink_quiet(path):
+        if st.st_uid != uid:
+            continue    # another user's: not ours to unlink
+        if now - st.st_mtime < ORPHAN_AGE:
+            keep.append(name)   # maybe a creator that has just claimed the id
+        elif _unlink_quiet(path):
             removed.append(name)
+    state.orphans = keep
     return removed

@@ -309,3 +309,77 @@ def test_cache_is_bounded(shm):
     resolver.close()
     for seg in segs:
         seg.close()
+
+
+# -- hostile files: truncation, symlinks, foreign files ---------------------------------
+
+def test_truncated_segment_is_out_of_bounds_not_a_sigbus(resolver, shm):
+    seg = ddr.Segment.create(3 * ddr.PAGE)
+    assert len(resolver.resolve(seg.phys, 3 * ddr.PAGE, client_owner=me(), registered=False)) == 3 * ddr.PAGE
+    os.truncate(shm / seg.name, ddr.PAGE)   # the client shrinks its file behind the cached mapping
+    with pytest.raises(HandleOutOfBounds) as info:
+        resolver.resolve(seg.phys, 3 * ddr.PAGE, client_owner=me(), registered=False)
+    assert info.value.message.endswith(f"exceeds segment 0x{seg.phys:x} of {ddr.PAGE} bytes")
+    with pytest.raises(HandleOutOfBounds):
+        resolver.resolve(seg.phys + ddr.PAGE - 1, 2, client_owner=me(), registered=False)
+    assert len(resolver.resolve(seg.phys + 10, ddr.PAGE - 10, client_owner=me(), registered=False)) == ddr.PAGE - 10
+    os.truncate(shm / seg.name, 0)
+    for r in (resolver, Resolver()):        # cached or not
+        with pytest.raises(HandleOutOfBounds, match=" of 0 bytes"):
+            r.resolve(seg.phys, 1, client_owner=me(), registered=False)
+    seg.close()     # never touch seg.buf again: its pages are gone
+
+
+def test_symlink_named_like_a_segment_is_unknown(resolver, shm):
+    from arm_side.memory import MemoryManager
+    from protocol.errors import SysRegisterMemFailed
+    seg = ddr.Segment.create(2 * ddr.PAGE)
+    link_offset = 0x100_0000
+    link = shm / ddr.segment_name(me(), link_offset)
+    os.symlink(shm / seg.name, link)
+    phys = ddr.make_phys(me(), link_offset)
+    for handle in (phys, phys + 10):
+        with pytest.raises(UnknownHandle):
+            resolver.resolve(handle, 10, client_owner=me(), registered=False)
+    with pytest.raises(SysRegisterMemFailed):
+        MemoryManager().register(phys, 10)
+    link.unlink()
+    os.symlink("/nonexistent", link)        # dangling: the same
+    with pytest.raises(UnknownHandle):
+        resolver.resolve(phys, 10, client_owner=me(), registered=False)
+    link.unlink()
+    os.mkfifo(link)                          # not a regular file
+    with pytest.raises(UnknownHandle):
+        resolver.resolve(phys, 1, client_owner=me(), registered=False)
+    link.unlink()
+    seg.close()
+
+
+def test_segment_of_another_uid_is_unknown(resolver, monkeypatch):
+    seg = ddr.Segment.create(100)
+    real = os.geteuid()
+    monkeypatch.setattr(os, "geteuid", lambda: real + 1)   # as if the file were someone else's
+    with pytest.raises(UnknownHandle):
+        resolver.resolve(seg.phys, 10, client_owner=me(), registered=False)
+    monkeypatch.setattr(os, "geteuid", lambda: real)
+    assert len(resolver.resolve(seg.phys, 10, client_owner=me(), registered=False)) == 10
+    seg.close()
+
+
+def test_reap_is_not_stalled_or_misled_by_fifos_and_symlinks_named_like_locks(shm):
+    import threading
+    fifo = shm / "fifo"
+    os.mkfifo(fifo)
+    os.symlink(fifo, shm / ddr.lock_name(0x7AB123))     # opening a FIFO for reading blocks
+    os.mkfifo(shm / ddr.lock_name(0x7AB124))
+    for fake in (0x7AB123, 0x7AB124):
+        (shm / ddr.segment_name(fake, 0x1000)).write_bytes(b"x")
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (ddr.reap(), done.set()), daemon=True)
+    worker.start()
+    try:
+        assert done.wait(5), "reap blocked on a FIFO"
+    finally:
+        for path in (fifo, shm / ddr.lock_name(0x7AB124)):     # unblock a stuck reader, if any
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK)) if not done.is_set() else None
+        worker.join(5)
