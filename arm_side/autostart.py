@@ -1,22 +1,90 @@
-"""Starting ``dsp_relay_server`` from PATH when no relay answers (as the J5 scripts rely on)."""
+"""What the SDK does when no relay answers at the local (ipc) relay endpoint of a runtime dir.
+
+- A SoC supervisor runs there (``vdsp up``: ``soc.pid``). It restarts its relay by itself,
+  so the SDK starts nothing: it waits (``SUPERVISOR_WAIT_S`` at most) for that relay, and
+  fails at once if the supervisor gave the relay up or is stopping the SoC.
+- No supervisor, but DSP cores answer at their endpoints (cores started on their own, like a
+  board's DSPs after boot): the SDK starts ``dsp_relay_server`` for them, as the J5 sample
+  scripts rely on. That relay exits by itself once no core has answered for
+  ``RELAY_EXIT_WITHOUT_CORES_S``, so it never outlives the cores it serves.
+- Nothing runs: the SDK starts nothing and fails, saying to run ``vdsp up -d``. (Starting a
+  whole SoC from a library call would leave long-lived processes that no one owns, and
+  would bring a SoC back right after a ``vdsp down`` for a client still running.)
+"""
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from protocol import errors
-from soc.pidfile import PidFile
+from soc import runtime
+from soc.pidfile import PidFile, supervisor_state
+
+SUPERVISOR_WAIT_S = 5.0            # how long a client waits for the supervisor to restart the relay
+RELAY_EXIT_WITHOUT_CORES_S = 5.0   # a relay the SDK started exits after this long without a core
+PROBE_S = 0.5                      # a relay that runs answers HELLO well within this
 
 
-def should_start(endpoint: str) -> bool:
-    """An ipc relay whose socket file does not exist certainly needs starting."""
-    if not endpoint.startswith("ipc://"):
+@dataclass
+class Plan:
+    action: str      # "wait" (for the supervisor), "start" (a relay for running cores) or "fail"
+    message: str
+
+
+def plan(rt: Path, endpoint: str) -> Plan:
+    """What to do now that no relay answers at ``endpoint`` (an ipc endpoint in ``rt``)."""
+    pid = PidFile(rt / "soc.pid").read()
+    if pid is not None:
+        return Plan("wait", f"no relay answers at {endpoint} and the SoC supervisor (pid {pid}) has not "
+                            f"brought it back within {SUPERVISOR_WAIT_S:.0f} s; see 'vdsp status' and {rt / 'log'}")
+    if cores_listening(rt):
+        return Plan("start", f"started dsp_relay_server but it does not answer at {endpoint}; see {rt / 'relay.log'}")
+    return Plan("fail", f"no SoC is up in {rt}: no relay answers at {endpoint} and no DSP core runs there. "
+                        "Start one with 'vdsp up -d' (stop it with 'vdsp down'), or set VDSP_RUNTIME_DIR "
+                        "to the runtime dir of a SoC that is up")
+
+
+def supervisor_problem(rt: Path) -> str | None:
+    """Why waiting for the supervisor's relay is pointless now; None to keep waiting."""
+    if PidFile(rt / "soc.pid").read() is None:
+        return f"the SoC supervisor of {rt} has exited; start the SoC again with 'vdsp up -d'"
+    state = supervisor_state(rt)
+    if state is None:
+        return None
+    if state.get("state") == "stopping":
+        return f"the SoC in {rt} is being stopped ('vdsp down')"
+    relay = state.get("processes", {}).get("relay", {})
+    if relay.get("gave_up"):
+        return (f"the SoC supervisor gave up restarting the relay ({relay.get('last_exit_text', '')}); see "
+                f"'vdsp status' and {rt / 'log' / 'relay.log'}")
+    return None
+
+
+def cores_listening(rt: Path) -> bool:
+    """True if some DSP core endpoint of ``rt`` accepts connections (a core process serves it)."""
+    return any(_listening(endpoint) for endpoint in runtime.core_endpoints(rt).values())
+
+
+def _listening(endpoint: str) -> bool:
+    try:
+        if endpoint.startswith("ipc://"):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(0.5)
+                sock.connect(endpoint[6:])
+            return True
+        if endpoint.startswith("tcp://"):
+            url = urlsplit(endpoint)
+            with socket.create_connection((url.hostname, url.port), timeout=0.5):
+                return True
+    except (OSError, ValueError):
         return False
-    path = Path(endpoint[6:])
-    return not path.exists() and PidFile(path.parent / "relay.pid").read() is None
+    return False
 
 
 def relay_command() -> str:
@@ -36,11 +104,13 @@ def relay_command() -> str:
 
 
 def start_relay(rt: Path) -> int:
-    """Start a detached relay for runtime dir ``rt``; returns its pid. Its log: rt/relay.log."""
-    if PidFile(rt / "relay.pid").read() is not None:
-        return PidFile(rt / "relay.pid").read()
+    """Start a detached relay for the cores of runtime dir ``rt``; returns its pid. It exits by
+    itself once no core has answered for RELAY_EXIT_WITHOUT_CORES_S. Its log: rt/relay.log."""
+    running = PidFile(rt / "relay.pid").read()
+    if running is not None:
+        return running
     env = dict(os.environ, VDSP_RUNTIME_DIR=str(rt))
     with open(rt / "relay.log", "ab") as logf:
-        proc = subprocess.Popen([relay_command()], stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                                env=env, start_new_session=True)
+        proc = subprocess.Popen([relay_command(), "--exit-without-cores", str(RELAY_EXIT_WITHOUT_CORES_S)],
+                                stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env, start_new_session=True)
     return proc.pid

@@ -17,6 +17,7 @@ import threading
 import time
 
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from protocol import errors, messages, wire
 from protocol.constants import (HEARTBEAT_INTERVAL_MS, MAX_TASKS_PER_CLIENT, PRIORITY_HIGHEST, Command,
@@ -44,6 +45,7 @@ class Peer:
         self.info: dict = {}
         self.fw: Channel | None = None          # direct mode: the core's firmware channel
         self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
+        self.monitor: zmq.Socket | None = None  # relay mode: hears the connection close (relay died)
 
     def connect(self, info: dict) -> None:
         """READY received: liveness starts now, at the interval the peer announced."""
@@ -82,6 +84,7 @@ class Client:
         os.set_blocking(self._kick_r, False)
         os.set_blocking(self._kick_w, False)
         self.connect_timeout_s, self.autostart_relay = connect_timeout_s, autostart_relay
+        self._reconnecting = threading.Lock()
         # Busy polling (like SO_BUSY_POLL): a synchronous waiter spins this long before it
         # blocks, which saves the wake-up of a sleeping thread at the cost of a busy CPU.
         self.busy_poll_s = max(0, busy_poll_us) / 1e6
@@ -106,32 +109,67 @@ class Client:
             self.pending.pop(req.msg_id, None)
 
     def _connect_relay(self) -> None:
+        """Connect to the relay (see ``_await_relay``). Raises RelayUnavailable; the next call
+        then tries again."""
         endpoint = runtime.relay_endpoint(self.rt)
         channel = Channel(self.ctx, endpoint, "relay")
         peer = Peer("relay", channel, time.monotonic())
+        with channel.lock:   # a relay that dies closes the connection: we hear it at once
+            peer.monitor = channel.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         self.peers = [peer]  # pumped from now on: the READY arrives on it
-        started = False
-        if self.autostart_relay and autostart.should_start(endpoint):
-            autostart.start_relay(self.rt)
-            started = True
-        # A local (ipc) relay that does not answer quickly is started; a remote one is waited for.
-        probe = 0.5 if self.autostart_relay and endpoint.startswith("ipc://") and not started else self.connect_timeout_s
         try:
-            info = self._hello(channel, probe)
-        except errors.TaskTimeout:
-            if not self.autostart_relay or not endpoint.startswith("ipc://") or started:
-                channel.close()
-                raise errors.RelayUnavailable(f"no relay answers at {endpoint}") from None
-            autostart.start_relay(self.rt)
-            try:
-                info = self._hello(channel, self.connect_timeout_s)
-            except errors.TaskTimeout:
-                channel.close()
-                raise errors.RelayUnavailable(
-                    f"started dsp_relay_server but it does not answer at {endpoint}; see {self.rt / 'relay.log'}") from None
+            info = self._await_relay(channel, endpoint)
+        except BaseException:
+            peer.alive = False
+            self._close_peer(peer)
+            raise
+        self._disconnected(peer)  # forget a connection that closed before this READY came
         peer.connect(info)
         for core in info.get("cores", []):
             self.core_states[core["name"]] = core["state"]
+
+    def _await_relay(self, channel: Channel, endpoint: str) -> dict:
+        """HELLO the relay; its READY body. A local (ipc) relay that does not answer within
+        PROBE_S (at once if its socket file is missing) is handled as ``autostart.plan`` says:
+        wait for the SoC supervisor to restart it, start one for the cores that run, or fail.
+
+        Raises RelayUnavailable saying which, or the error the relay answered with.
+        """
+        req = self._request(channel, messages.hello(next(self.ids), "client", pid=os.getpid(), owner=self.owner,
+                                                    name=f"pid{os.getpid()}"))
+        try:
+            now = time.monotonic()
+            deadline = now + self.connect_timeout_s
+            decide_at = None
+            if self.autostart_relay and endpoint.startswith("ipc://"):
+                decide_at = now + (autostart.PROBE_S if os.path.exists(endpoint[6:]) else 0.0)
+            message, supervised = f"no relay answers at {endpoint}", False
+            while not req.done():
+                now = time.monotonic()
+                if decide_at is not None and now >= decide_at:
+                    decide_at = None
+                    plan = autostart.plan(self.rt, endpoint)
+                    message = plan.message
+                    if plan.action == "fail":
+                        raise errors.RelayUnavailable(message)
+                    if plan.action == "start":
+                        autostart.start_relay(self.rt)
+                    else:   # the supervisor restarts its relay; starting another would race it
+                        supervised = True
+                        deadline = min(deadline, now + autostart.SUPERVISOR_WAIT_S)
+                if supervised:
+                    problem = autostart.supervisor_problem(self.rt)
+                    if problem:
+                        raise errors.RelayUnavailable(f"no relay answers at {endpoint}: {problem}")
+                if now >= deadline:
+                    raise errors.RelayUnavailable(message)
+                try:
+                    req.wait(max(1.0, min(0.1, deadline - now) * 1000))
+                except errors.TaskTimeout:
+                    pass
+            return req.wait()
+        finally:
+            self.pending.pop(req.msg_id, None)
 
     def _connect_direct(self) -> None:
         now = time.monotonic()
@@ -187,12 +225,47 @@ class Client:
         return req
 
     def _ensure_relay(self) -> Peer:
+        """The relay peer, reconnected if it died (a restarted relay answers at the same
+        endpoint). Raises RelayUnavailable if none answers (see ``_await_relay``)."""
         peer = self.peers[0]
-        if not peer.alive:  # the relay died: reconnect (auto-starting a new one)
-            peer.channel.close()
-            self._connect_relay()
-            peer = self.peers[0]
+        if not peer.alive:
+            with self._reconnecting:
+                peer = self.peers[0]
+                if not peer.alive:
+                    self._close_peer(peer)
+                    self._connect_relay()
+                    peer = self.peers[0]
         return peer
+
+    def _close_peer(self, peer: Peer) -> None:
+        with peer.channel.lock:
+            if peer.monitor is not None:
+                if not peer.channel.closed:
+                    try:
+                        peer.channel.sock.disable_monitor()
+                    except zmq.ZMQError:
+                        pass
+                peer.monitor.close(0)
+                peer.monitor = None
+        peer.channel.close()
+        if peer.fw is not None:
+            peer.fw.close()
+
+    def _disconnected(self, peer: Peer) -> bool:
+        """True if the peer's connection closed since the last look (its process is gone)."""
+        with peer.channel.lock:
+            if peer.monitor is None or peer.channel.closed:
+                return False
+            gone = False
+            while True:
+                try:
+                    frames = peer.monitor.recv_multipart(zmq.NOBLOCK)
+                except zmq.ZMQError:
+                    return gone
+                try:
+                    gone = gone or parse_monitor_message(frames)["event"] == zmq.EVENT_DISCONNECTED
+                except (ValueError, KeyError, IndexError):
+                    pass
 
     def submit(self, op: int, inputs: list, outputs: list, params: dict, *, core: int = Core.ANY,
                priority: int = 0, custom_id: int = 0, out_mems: list | None = None,
@@ -452,11 +525,14 @@ class Client:
                     time.sleep(0.05)
 
     def _tick(self, now: float) -> None:
-        """Heartbeats out; peers silent for the liveness window are dead."""
+        """Heartbeats out; peers silent for the liveness window, or whose connection closed
+        (relay mode), are dead."""
         for peer in list(self.peers):
             if not peer.alive or not peer.connected:
                 continue
-            if peer.liveness.dead(now):
+            if self._disconnected(peer):
+                self._peer_dead(peer, "its connection closed")
+            elif peer.liveness.dead(now):
                 self._peer_dead(peer)
             elif peer.liveness.send_due(now):
                 try:
@@ -464,14 +540,15 @@ class Client:
                 except zmq.ZMQError:
                     pass
 
-    def _peer_dead(self, peer: Peer) -> None:
+    def _peer_dead(self, peer: Peer, why: str = "") -> None:
         peer.alive = False
         if self.mode == "relay":
-            log.error("relay silent for %.1fs: failing %d request(s)", peer.liveness.window, len(self.pending))
+            why = why or f"silent for {peer.liveness.window:.1f}s (heartbeats lost)"
+            log.error("relay %s: failing %d request(s)", why, len(self.pending))
             for msg_id in list(self.pending):
                 req = self.pending.pop(msg_id, None)
                 if req is not None:
-                    req._complete(None, errors.RelayUnavailable("relay server stopped answering (heartbeats lost)"))
+                    req._complete(None, errors.RelayUnavailable(f"relay server stopped answering: {why}"))
         else:
             log.error("core %s silent for %.1fs: declared dead", peer.name, peer.liveness.window)
             self._direct_core_state(peer, "dead", {})
@@ -498,9 +575,7 @@ class Client:
             req._complete(None, errors.ApiUseError("the SoC connection was closed"))
         self.pending.clear()
         for peer in self.peers:
-            peer.channel.close()
-            if peer.fw is not None:
-                peer.fw.close()
+            self._close_peer(peer)
         self.ctx.term()
         os.close(self._kick_r)
         os.close(self._kick_w)

@@ -6,6 +6,8 @@ import logging
 import os
 import signal
 import sys
+import threading
+import time
 
 from protocol import errors
 from protocol.constants import HEARTBEAT_INTERVAL_MS, MAX_TASKS_PER_CLIENT
@@ -29,7 +31,23 @@ def parser() -> argparse.ArgumentParser:
                     help="tasks sent ahead to each core's firmware, which keeps them in priority order")
     ap.add_argument("--max-queue", type=int, default=8192, help="queued tasks before clients get a busy error")
     ap.add_argument("--max-tasks-per-client", type=int, default=MAX_TASKS_PER_CLIENT)
+    ap.add_argument("--exit-without-cores", type=float, default=0.0, metavar="SECONDS",
+                    help="exit once no core has answered for this long (0: never); the SDK starts its relays "
+                         "so, so that one never outlives the cores it serves")
     return ap
+
+
+def exit_without_cores(server: RelayServer, seconds: float) -> None:
+    """Stop ``server`` once none of its cores has been heard for ``seconds`` (runs in a thread;
+    it only reads core states and clears ``running``, which the loop checks every tick)."""
+    since = time.monotonic()
+    while server.running:
+        time.sleep(min(0.5, seconds / 4))
+        if any(core.state not in ("unknown", "dead") for core in server.cores):
+            since = time.monotonic()
+        elif time.monotonic() - since >= seconds:
+            log.warning("no DSP core has answered for %.0f s: exiting (--exit-without-cores)", seconds)
+            server.running = False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         server.running = False
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if args.exit_without_cores > 0:
+        threading.Thread(target=exit_without_cores, args=(server, args.exit_without_cores),
+                         name="exit-without-cores", daemon=True).start()
     try:
         profile = os.environ.get("VDSP_PROFILE_RELAY")
         if profile:  # developer aid: cProfile stats of the relay loop, written at exit

@@ -1,8 +1,8 @@
 """``vdsp``: run and inspect the simulated SoC.
 
-  vdsp up [-d]          start relay + vdsp0 + vdsp1 (foreground; -d: background)
+  vdsp up [-d]          start relay + vdsp0 + vdsp1 (foreground; -d: background) and restart any that dies
   vdsp down             stop the SoC of this runtime directory
-  vdsp status [--json]  cores, state, firmware version, operators
+  vdsp status [--json]  cores, state, firmware version, operators; restarts of each process
   vdsp dmesg            remoteproc kernel log
   vdsp core ...         run one core process (used by ``up`` and docker-compose)
   vdsp firmware build SRC_DIR -o FILE / info FILE   DSP firmware images
@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 
 from protocol import errors
+from protocol.constants import DEFAULT_WATCHDOG_MS
 from soc import log as soclog, runtime
-from soc.pidfile import PidFile
+from soc.pidfile import PidFile, supervisor_state
 
 
 def _pidfile(rt: Path) -> PidFile:
@@ -35,7 +36,7 @@ def _pidfile(rt: Path) -> PidFile:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from soc.supervisor import Supervisor
+    from soc.supervisor import TICK_S, Supervisor
     rt = runtime.runtime_dir()
     pidfile = _pidfile(rt)
     if pidfile.read() is not None:
@@ -45,7 +46,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         return _up_detached(rt, args)
     soclog.setup("dsp")
     sup = Supervisor(rt, log_dir=rt / "log" if args.log_files else None,
-                     core_args=["--watchdog-ms", str(args.watchdog_ms)])
+                     core_args=["--watchdog-ms", str(args.watchdog_ms)], restart=True)
     pidfile.acquire()
     stop = {"now": False}
 
@@ -58,12 +59,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         status = sup.wait_ready(args.timeout)
         print(f"SoC up in {rt}: " + ", ".join(f"{c['name']} {c['state']} fw {c.get('firmware_version', '?')}"
                                               for c in status["cores"]), flush=True)
-        while not stop["now"]:
-            dead = sup.dead()
-            if dead:
-                print(f"vdsp up: process(es) exited: {', '.join(dead)}; stopping the SoC", file=sys.stderr)
-                return 1
-            time.sleep(0.2)
+        while not stop["now"]:   # a process that exits is restarted (or given up): see soc/supervisor.py
+            sup.tick()
+            time.sleep(TICK_S)
         return 0
     except errors.VdspError as exc:
         print(f"vdsp up: {exc}", file=sys.stderr)
@@ -125,15 +123,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     except errors.VdspError as exc:
         status = {"cores": [], "error": str(exc)}
     status["runtime_dir"] = str(rt)
+    supervisor = supervisor_state(rt)
+    if supervisor is not None:
+        status["supervisor"] = {"pid": supervisor["supervisor_pid"], "state": supervisor.get("state", "?"),
+                                "restart_policy": supervisor.get("restart_policy", {}),
+                                "processes": supervisor.get("processes", {})}
     if args.json:
         print(json.dumps(status, indent=1))
     else:
         _print_status(status)
-    return 0 if status.get("cores") and all(c.get("state") == "running" for c in status["cores"]) else 3
+    gave_up = supervisor is not None and any(p.get("gave_up") for p in supervisor.get("processes", {}).values())
+    running = status.get("cores") and all(c.get("state") == "running" for c in status["cores"])
+    return 0 if running and not gave_up else 3
 
 
 def _print_status(status: dict) -> None:
     print(f"runtime dir: {status['runtime_dir']}" + (f"  (via {status['mode']})" if "mode" in status else ""))
+    if "supervisor" in status:
+        _print_supervisor(status["supervisor"])
     if "error" in status:
         print(f"SoC not reachable: {status['error']}")
         return
@@ -143,6 +150,23 @@ def _print_status(status: dict) -> None:
         names = ", ".join(f"{o['name']}(0x{o['id']:04x})" for o in ops)
         print(f"{core['name']:8} {core.get('state', '?'):10} {core.get('firmware_version', '') or '-':10} "
               f"{core.get('crash_count', 0):>7}  {len(ops)}: {names}")
+
+
+def _print_supervisor(sup: dict) -> None:
+    policy = sup.get("restart_policy", {})
+    print(f"supervisor: pid {sup['pid']}, {sup['state']}; gives a process up after {policy.get('burst', '?')} "
+          f"exits within {policy.get('window_s', '?')} s")
+    print(f"{'process':8} {'pid':>7}  {'state':10} {'restarts':>8}  last exit")
+    for name, p in sup.get("processes", {}).items():
+        note = ""
+        if p.get("gave_up"):
+            note = f"  -- gave up after {p.get('recent_exits', '?')} exits; not restarted"
+        elif p.get("restart_in_s") is not None:
+            note = f"  -- restarting in {p['restart_in_s']:.1f} s"
+        state = "gave up" if p.get("gave_up") else p.get("state", "?")
+        print(f"{name:8} {p.get('pid') or '-':>7}  {state:10} {p.get('restarts', 0):>8}  "
+              f"{p.get('last_exit_text') or '-'}{note}")
+    print()
 
 
 def cmd_dmesg(args: argparse.Namespace) -> int:
@@ -206,16 +230,19 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vdsp", description="Run and inspect the simulated ARM + 2×DSP SoC.",
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="start relay + vdsp0 + vdsp1")
+    up = sub.add_parser("up", help="start relay + vdsp0 + vdsp1 and restart any of them that dies",
+                        description="Start relay + vdsp0 + vdsp1 and supervise them: a process that exits is "
+                                    "restarted at once, then with a doubling backoff; after 5 exits within 30 s "
+                                    "it is given up ('vdsp status' shows restarts and give-ups).")
     up.add_argument("-d", "--detach", action="store_true", help="run in the background; stop with 'vdsp down'")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for every core to run")
-    up.add_argument("--watchdog-ms", type=int, default=30000, help="firmware watchdog of each core")
+    up.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS, help="firmware watchdog of each core")
     up.add_argument("--log-files", action="store_true", help="write each process's log under $VDSP_RUNTIME_DIR/log")
     up.set_defaults(fn=cmd_up)
     down = sub.add_parser("down", help="stop the SoC of this runtime directory")
     down.add_argument("--timeout", type=float, default=15.0)
     down.set_defaults(fn=cmd_down)
-    st = sub.add_parser("status", help="cores, state, firmware version, operators")
+    st = sub.add_parser("status", help="cores, state, firmware version, operators; restarts of each process")
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(fn=cmd_status)
     sub.add_parser("dmesg", help="remoteproc kernel log of this SoC").set_defaults(fn=cmd_dmesg)

@@ -5,6 +5,11 @@ memory (0 afterwards = never ran, 2 = ran twice), MEMCPY tasks copy a random
 block that is compared byte for byte, CHECKSUM tasks read a block whose CRC is
 known. The report counts each task exactly once: completed, failed (by code),
 lost (no answer before its timeout), duplicated, wrong output.
+
+A task may fail with one of the codes a fault gives (FAULT_CODES: relay unavailable, core
+crashed, dead or offline — a process of the SoC was killed or restarted); that is a failure
+with a code, not a loss. Any other failure code is an error of the run, like a lost,
+duplicated or wrong task: the exit status is 1.
 """
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ import zlib
 import numpy as np
 
 CLASSES = {"high": 200, "normal": 100, "low": 10}
+# RelayUnavailable, CoreCrashed, CoreDead, CoreOffline (protocol/errors.py)
+FAULT_CODES = frozenset({-6000300, -6000291, -6000292, -6000290})
 CORES = {"any": 0, "core0": 1, "core1": 2}
 WINDOW = 32  # the per-client in-flight limit
 
@@ -169,9 +176,11 @@ def summarize(results: list[dict], clients: int, tasks: int, wall_s: float) -> d
                         "mean_queue_us": sum(queue[cls]) / len(queue[cls])}
     completed = by_status.pop("ok", 0)
     lost = by_status.pop("lost", 0)
+    failed = dict(by_status)
     return {"clients": clients, "tasks_per_client": tasks, "submitted": clients * tasks,
             "answered": len(records), "completed": completed, "lost": lost + clients * tasks - len(records),
-            "failed": dict(by_status), "duplicated": sum(r.get("dup", False) for r in records),
+            "failed": failed, "unexpected": {c: n for c, n in failed.items() if int(c) not in FAULT_CODES},
+            "duplicated": sum(r.get("dup", False) for r in records),
             "wrong": sum(r["wrong"] for r in records), "classes": classes,
             "tasks_per_s": completed / wall_s if wall_s else 0.0, "wall_s": wall_s}
 
@@ -181,7 +190,8 @@ def format_report(rep: dict) -> str:
     lines = [f"clients {rep['clients']} x tasks {rep['tasks_per_client']} in {rep['wall_s']:.1f} s",
              f"  submitted   {rep['submitted']}", f"  completed   {rep['completed']}"]
     for code, n in sorted(rep["failed"].items()):
-        lines.append(f"  failed      {n}  ({code} {describe(int(code)) if code.lstrip('-').isdigit() else code})")
+        kind = "failed    " if int(code) in FAULT_CODES else "UNEXPECTED"
+        lines.append(f"  {kind}  {n}  ({code} {describe(int(code))})")
     lines += [f"  lost        {rep['lost']}   (must be 0)", f"  duplicated  {rep['duplicated']}   (must be 0)",
               f"  wrong       {rep['wrong']}   (must be 0)", f"  tasks/s     {rep['tasks_per_s']:.0f}",
               "  class     priority      n    p50 ms    p99 ms   mean queue wait ms"]
@@ -213,5 +223,5 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rep, fh, indent=1)
-    ok = rep["lost"] == 0 and rep["duplicated"] == 0 and rep["wrong"] == 0
+    ok = rep["lost"] == 0 and rep["duplicated"] == 0 and rep["wrong"] == 0 and not rep["unexpected"]
     return 0 if ok else 1

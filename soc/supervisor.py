@@ -1,9 +1,29 @@
-"""Bringing a local SoC up and down: relay + vdsp0 + vdsp1 as separate processes."""
+"""Bringing a local SoC up and down: relay + vdsp0 + vdsp1 as separate processes.
+
+With ``restart=True`` (what ``vdsp up`` uses) the supervisor is a small service manager:
+call :meth:`Supervisor.tick` often and a process that exits — killed, crashed, or ended by
+anyone but the supervisor — is started again. The policy is systemd's ``Restart=always``
+with a start limit and a backoff:
+
+- the first exit is restarted at once; while exits keep coming, the next restart waits
+  ``BACKOFF_FIRST_S`` (0.5 s), then twice as long each time, at most ``BACKOFF_CAP_S``;
+- exits older than ``RESTART_WINDOW_S`` (30 s) are forgotten, so a process that fails
+  now and then is always restarted at once;
+- the ``RESTART_BURST``-th (5th) exit within the window gives the process up: it is not
+  restarted again, the log says so, and so does ``vdsp status`` (state ``gave-up``).
+
+The supervisor keeps its view in ``<runtime dir>/soc.state.json`` (0600, rewritten
+atomically on every change): per process its pid, state, restart count, last exit status
+and whether it was given up. ``vdsp status`` shows it; the SDK reads it to wait for a relay
+being restarted instead of starting one of its own.
+"""
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -11,10 +31,15 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from soc import proc
-from soc.pidfile import PidFile, alive
+from soc import proc, runtime
+from soc.pidfile import SUPERVISOR_STATE, PidFile, StateFile, alive
 
 log = logging.getLogger("vdsp.soc")
+RESTART_BURST = 5          # exits within the window that make the supervisor give a process up
+RESTART_WINDOW_S = 30.0
+BACKOFF_FIRST_S = 0.5      # wait before the second restart in a row; doubles each time
+BACKOFF_CAP_S = 10.0
+TICK_S = 0.05              # how often `vdsp up` looks at its processes
 
 
 def _env(rt: Path) -> dict:
@@ -26,27 +51,80 @@ def _env(rt: Path) -> dict:
     return env
 
 
+def exit_text(code: int | None) -> str:
+    """``exit 1``, ``killed by SIGKILL`` (a Popen returncode), or '' while it runs."""
+    if code is None:
+        return ""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
+
+
+class Child:
+    """One supervised process and its restart bookkeeping (times are time.monotonic())."""
+
+    def __init__(self, name: str, cmd: list[str]) -> None:
+        self.name, self.cmd = name, cmd
+        self.proc: subprocess.Popen | None = None
+        self.restarts = 0
+        self.last_exit: int | None = None
+        self.exits: collections.deque[float] = collections.deque()   # within RESTART_WINDOW_S
+        self.restart_at: float | None = None                          # a restart is due then
+        self.gave_up = False
+
+    @property
+    def state(self) -> str:
+        if self.gave_up:
+            return "gave-up"
+        if self.proc is not None and self.proc.poll() is None:
+            return "running"
+        return "restarting" if self.restart_at is not None else "stopped"
+
+    def backoff(self) -> float:
+        """Seconds to wait before the next restart, given the exits in the window."""
+        n = len(self.exits)
+        return 0.0 if n <= 1 else min(BACKOFF_FIRST_S * 2 ** (n - 2), BACKOFF_CAP_S)
+
+    def describe(self, now: float) -> dict:
+        return {"pid": self.proc.pid if self.proc is not None else None, "state": self.state,
+                "restarts": self.restarts, "last_exit": self.last_exit, "last_exit_text": exit_text(self.last_exit),
+                "gave_up": self.gave_up, "recent_exits": len(self.exits),
+                "restart_in_s": None if self.restart_at is None else round(max(0.0, self.restart_at - now), 2)}
+
+
 class Supervisor:
-    """Starts the processes of one SoC in runtime dir ``rt`` and stops them all.
+    """Starts the processes of one SoC in runtime dir ``rt``, restarts them (``restart=True``,
+    driven by :meth:`tick`) and stops them all.
 
     ``log_dir`` None: children write to our stderr; else one log file each.
     """
 
     def __init__(self, rt: Path, *, cores: tuple[str, ...] = CORE_NAMES, relay: bool = True,
                  log_dir: Path | None = None, core_args: list[str] | None = None,
-                 relay_args: list[str] | None = None) -> None:
+                 relay_args: list[str] | None = None, restart: bool = False) -> None:
         self.rt, self.cores, self.relay, self.log_dir = rt, cores, relay, log_dir
         self.core_args, self.relay_args = core_args or [], relay_args or []
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.restart = restart
+        self.children: dict[str, Child] = {}
+        self.stopping = False
+        self.state_file = StateFile(rt / SUPERVISOR_STATE) if restart else None
 
-    def _spawn(self, name: str, cmd: list[str]) -> None:
+    @property
+    def procs(self) -> dict[str, subprocess.Popen]:
+        """Name -> the process now running (or last run) under that name."""
+        return {n: c.proc for n, c in self.children.items() if c.proc is not None}
+
+    def _spawn(self, child: Child) -> None:
         out = None
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            out = open(self.log_dir / f"{name}.log", "ab")
+            out = open(self.log_dir / f"{child.name}.log", "ab")
         try:
-            self.procs[name] = subprocess.Popen(cmd, env=proc.child_env(_env(self.rt)), stdin=subprocess.DEVNULL,
-                                                stdout=out, stderr=out)
+            child.proc = subprocess.Popen(child.cmd, env=proc.child_env(_env(self.rt)), stdin=subprocess.DEVNULL,
+                                          stdout=out, stderr=out)
         finally:
             if out is not None:
                 out.close()
@@ -59,21 +137,105 @@ class Supervisor:
         for path in install_stock(self.rt, self.cores):
             log.info("installed the stock firmware image as %s", path)
         for name in self.cores:
-            self._spawn(name, [sys.executable, "-m", "soc.cli", "core", "--name", name, *self.core_args])
+            self.children[name] = Child(name, [sys.executable, "-m", "soc.cli", "core", "--name", name,
+                                               *self.core_args])
         if self.relay:
-            self._spawn("relay", [sys.executable, "-m", "relay_server.main", *self.relay_args])
+            self.children["relay"] = Child("relay", [sys.executable, "-m", "relay_server.main", *self.relay_args])
+        for child in self.children.values():
+            self._spawn(child)
+        self._write_state()
+
+    # --- supervision ----------------------------------------------------------------------
+    def tick(self, now: float | None = None) -> None:
+        """Notice exits, restart what is due (``restart=True`` only); call it every TICK_S."""
+        if not self.restart or self.stopping:
+            return
+        now = time.monotonic() if now is None else now
+        changed = False
+        for child in self.children.values():
+            if child.gave_up:
+                continue
+            if child.restart_at is None and child.proc is not None and child.proc.poll() is not None:
+                self._exited(child, now)
+                changed = True
+            if child.restart_at is not None and now >= child.restart_at:
+                child.restart_at = None
+                child.restarts += 1
+                self._spawn(child)
+                log.warning("%s restarted (pid %d, restart %d)", child.name, child.proc.pid, child.restarts)
+                changed = True
+        if changed:
+            self._write_state()
+
+    def _exited(self, child: Child, now: float) -> None:
+        child.last_exit = child.proc.returncode
+        child.exits.append(now)
+        while child.exits and now - child.exits[0] > RESTART_WINDOW_S:
+            child.exits.popleft()
+        how = exit_text(child.last_exit)
+        if len(child.exits) >= RESTART_BURST:
+            child.gave_up = True
+            log.error("%s (pid %d) exited (%s), its %s exit within %.0f s: giving up on %s; it stays down "
+                      "(see %s; 'vdsp down' then 'vdsp up' to try again)", child.name, child.proc.pid, how,
+                      _ordinal(len(child.exits)), RESTART_WINDOW_S, child.name,
+                      self.log_dir / f"{child.name}.log" if self.log_dir else "its log")
+            self._clean_endpoints(child)
+            return
+        delay = child.backoff()
+        child.restart_at = now + delay
+        log.warning("%s (pid %d) exited (%s); restarting it %s", child.name, child.proc.pid, how,
+                    "now" if delay == 0 else f"in {delay:.1f} s ({len(child.exits)} exits within {RESTART_WINDOW_S:.0f} s)")
+
+    def _clean_endpoints(self, child: Child) -> None:
+        """Remove the socket files a dead process bound (after SIGKILL it cannot): a stale file
+        would make clients believe someone serves there."""
+        if child.name == "relay":
+            endpoints = [runtime.relay_endpoint(self.rt)]
+        else:
+            control = runtime.core_endpoints(self.rt).get(child.name, "")
+            endpoints = [control, runtime.fw_endpoint_for(control)] if control else []
+        for endpoint in endpoints:
+            if not endpoint.startswith("ipc://"):
+                continue
+            try:
+                if stat.S_ISSOCK(os.lstat(endpoint[6:]).st_mode):
+                    os.unlink(endpoint[6:])
+            except OSError:
+                pass
+
+    def _write_state(self) -> None:
+        if self.state_file is None:
+            return
+        now = time.monotonic()
+        doc = {"supervisor_pid": os.getpid(), "state": "stopping" if self.stopping else "running",
+               "updated": time.time(),
+               "restart_policy": {"burst": RESTART_BURST, "window_s": RESTART_WINDOW_S,
+                                  "first_backoff_s": BACKOFF_FIRST_S, "backoff_cap_s": BACKOFF_CAP_S},
+               "processes": {n: c.describe(now) for n, c in self.children.items()}}
+        try:
+            self.state_file.write(doc)
+        except OSError as exc:
+            log.warning("cannot write %s: %s", self.state_file.path, exc)
+
+    def gave_up(self) -> list[str]:
+        return [n for n, c in self.children.items() if c.gave_up]
 
     def wait_ready(self, timeout_s: float = 60.0) -> dict:
         """Block until every core is running (as the relay or the cores report).
 
-        Raises CoreOffline with the last status seen, or if a process died.
+        Raises CoreOffline with the last status seen, or if a process died (``restart=False``)
+        or was given up (``restart=True``).
         """
         from arm_side.soc import Soc  # late: the SDK is a client of what we start
         deadline = time.monotonic() + timeout_s
         last: dict = {}
         while time.monotonic() < deadline:
+            self.tick()
+            if self.restart and self.gave_up():
+                raise errors.CoreOffline(f"gave up on {', '.join(self.gave_up())} during start-up "
+                                         f"({RESTART_BURST} exits within {RESTART_WINDOW_S:.0f} s)")
             dead = self.dead()
-            if dead:
+            if dead and not self.restart:
                 raise errors.CoreOffline(f"process(es) exited during start-up: {', '.join(dead)}")
             try:
                 with Soc(mode="relay" if self.relay else "direct", autostart_relay=False,
@@ -90,19 +252,33 @@ class Supervisor:
         return [f"{n} (exit {p.returncode})" for n, p in self.procs.items() if p.poll() is not None]
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """SIGTERM the relay, then the cores; SIGKILL what is left after ``timeout_s``."""
-        order = [n for n in ("relay",) if n in self.procs] + [n for n in self.procs if n != "relay"]
-        for name in order:
-            proc = self.procs[name]
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+        """SIGTERM the relay, then the cores; SIGKILL what is left after ``timeout_s``.
+        Nothing is restarted from now on; stale socket files of our processes are removed."""
+        self.stopping = True
+        self._write_state()
+        order = [c for n, c in self.children.items() if n == "relay"] + \
+                [c for n, c in self.children.items() if n != "relay"]
+        for child in order:
+            p = child.proc
+            if p is None:
+                continue
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
             try:
-                proc.wait(timeout_s)
+                p.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                log.warning("%s did not stop in %.0fs; killing it", name, timeout_s)
-                proc.kill()
-                proc.wait()
-        self.procs.clear()
+                log.warning("%s did not stop in %.0fs; killing it", child.name, timeout_s)
+                p.kill()
+                p.wait()
+        for child in order:       # every one of them has exited: any socket file left is stale
+            self._clean_endpoints(child)
+        if self.state_file is not None:
+            self.state_file.remove()
+        self.children.clear()
+
+
+def _ordinal(n: int) -> str:
+    return {1: "1st", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
 
 
 def stop_pid(pid: int, timeout_s: float = 15.0) -> bool:
