@@ -323,7 +323,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--name", default="vdsp0", help="core name (vdsp0, vdsp1)")
-    ap.add_argument("--bind", help="control endpoint (default ipc://$VDSP_RUNTIME_DIR/<name>.sock)")
+    ap.add_argument("--bind", help="control endpoint (default: this core's entry in VDSP_CORE_ENDPOINTS, "
+                                   "else ipc://$VDSP_RUNTIME_DIR/<name>.sock)")
     ap.add_argument("--fw-bind", help="firmware task endpoint (default: next to the control endpoint)")
     ap.add_argument("--firmware", help="firmware image name (default: the core name)")
     ap.add_argument("--no-autostart", action="store_true", help="stay offline until 'start' is written to state")
@@ -335,7 +336,7 @@ def run_from_args(args: argparse.Namespace) -> None:
     proc.die_with_parent()
     soclog.setup("dsp")
     rt = runtime.runtime_dir()
-    bind = args.bind or runtime.ipc(rt / f"{args.name}.sock")
+    bind = args.bind or runtime.core_endpoints(rt).get(args.name) or runtime.ipc(rt / f"{args.name}.sock")
     fw_bind = args.fw_bind or runtime.fw_endpoint_for(bind)
     server = CoreServer(args.name, bind, fw_bind, rt, firmware=args.firmware, autostart=not args.no_autostart,
                         watchdog_ms=args.watchdog_ms, heartbeat_ms=args.heartbeat_ms)

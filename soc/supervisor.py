@@ -31,7 +31,7 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from soc import proc, runtime
+from soc import curve, proc, runtime
 from soc.pidfile import SUPERVISOR_STATE, PidFile, StateFile, alive
 
 log = logging.getLogger("vdsp.soc")
@@ -133,6 +133,7 @@ class Supervisor:
         """Spawn cores then the relay. Raises ApiUseError if a relay already runs here."""
         if self.relay and PidFile(self.rt / "relay.pid").read() is not None:
             raise errors.ApiUseError(f"a relay already runs for {self.rt} (vdsp down first)")
+        self._ensure_keys()
         from soc.firmware_cli import install_stock
         for path in install_stock(self.rt, self.cores):
             log.info("installed the stock firmware image as %s", path)
@@ -144,6 +145,16 @@ class Supervisor:
         for child in self.children.values():
             self._spawn(child)
         self._write_state()
+
+    def _ensure_keys(self) -> None:
+        """A SoC with a tcp endpoint needs CURVE keys: make those missing (``vdsp keys init``)."""
+        endpoints = list(runtime.core_endpoints(self.rt).values()) + ([runtime.relay_endpoint(self.rt)] if self.relay else [])
+        if not any(curve.is_tcp(e) for e in endpoints):
+            return
+        directory = curve.keys_dir(self.rt)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for path in curve.init(directory):
+            log.info("made the CURVE key pair %s (tcp endpoints need keys; see 'vdsp keys')", path)
 
     # --- supervision ----------------------------------------------------------------------
     def tick(self, now: float | None = None) -> None:

@@ -204,3 +204,44 @@ def test_a_server_without_its_key_refuses_to_start_with_a_clear_message(tmp_path
                          text=True, timeout=30)
     assert res.returncode != 0
     assert "vdsp keys init" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_vdsp_up_with_tcp_endpoints_starts_a_tcp_soc_with_its_keys(tmp_path):
+    """`vdsp up` with VDSP_RELAY_ENDPOINT / VDSP_CORE_ENDPOINTS on tcp binds the cores there
+    (it bound ipc, and the relay waited 60 s for cores that never came), makes its keys,
+    serves clients with an allowed key only, and `vdsp down` leaves nothing behind."""
+    from soc import curve
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VDSP_")}
+    rt = tmp_path / "rt"
+    relay, c0, c1 = free_ports(3)
+    env.update(VDSP_RUNTIME_DIR=str(rt), PYTHONPATH=str(ROOT), VDSP_RELAY_ENDPOINT=f"tcp://127.0.0.1:{relay}",
+               VDSP_CORE_ENDPOINTS=f"vdsp0=tcp://127.0.0.1:{c0},vdsp1=tcp://127.0.0.1:{c1}")
+    vdsp = [sys.executable, "-m", "soc.cli"]
+    up = subprocess.run(vdsp + ["up", "-d", "--timeout", "60"], env=env, capture_output=True, text=True, timeout=120)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        keys = rt / "keys"
+        assert (keys / "server.key_secret").exists() and (keys / "client.key_secret").exists()
+        listening = {p for p in (relay, c0, c0 + 1, c1, c1 + 1)
+                     if socket.socket().connect_ex(("127.0.0.1", p)) == 0}
+        assert listening == {relay, c0, c0 + 1, c1, c1 + 1}
+        assert not list(rt.glob("*.sock")), "the cores bound ipc instead of tcp"
+        smoke = subprocess.run(vdsp + ["sample", "smoke", "--rounds", "3"], env=env, capture_output=True, text=True,
+                               timeout=120)
+        assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+        status = subprocess.run(vdsp + ["status", "--json"], env=env, capture_output=True, text=True, timeout=60)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert [c["state"] for c in json.loads(status.stdout)["cores"]] == ["running", "running"]
+        # a client whose key is not on the allow-list gets nothing over that tcp relay
+        stranger_keys = tmp_path / "stranger"
+        stranger_keys.mkdir(mode=0o700)
+        curve.create(stranger_keys, "client", role=None)
+        shutil.copy(keys / "server.key", stranger_keys / "server.key")
+        refused = subprocess.run(vdsp + ["status", "--json"], env=dict(env, VDSP_KEYS_DIR=str(stranger_keys)),
+                                 capture_output=True, text=True, timeout=60)
+        assert refused.returncode != 0
+    finally:
+        down = subprocess.run(vdsp + ["down"], env=env, capture_output=True, text=True, timeout=60)
+    assert down.returncode == 0, down.stdout + down.stderr
+    for p in (relay, c0, c0 + 1, c1, c1 + 1):
+        assert socket.socket().connect_ex(("127.0.0.1", p)) != 0, f"port {p} still open after vdsp down"
