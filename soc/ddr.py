@@ -63,6 +63,30 @@ def shm_dir() -> str:
 
 _default_dir = shm_dir   # for functions whose ``shm_dir`` parameter shadows the name
 
+QUOTA_ENV = "VDSP_DDR_QUOTA"
+DEFAULT_QUOTA_SHARE = 25        # percent of the DDR file system one owner may hold by default
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+_QUOTA_RE = re.compile(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*|\s*(\d+(?:\.\d+)?)\s*%\s*", re.I)
+
+
+def quota(directory: str | None = None) -> int:
+    """Bytes of DDR one owner may hold in ``directory``: ``VDSP_DDR_QUOTA`` (read at call time:
+    bytes, with an optional K/M/G suffix, or a percentage of the directory's file system),
+    by default DEFAULT_QUOTA_SHARE % of that file system, so one client cannot fill the DDR
+    and starve the others. Raises SysInvalidArgument for a malformed value."""
+    text = os.environ.get(QUOTA_ENV, "").strip() or f"{DEFAULT_QUOTA_SHARE}%"
+    m = _QUOTA_RE.fullmatch(text)
+    if not m:
+        raise SysInvalidArgument(f"{QUOTA_ENV}={text!r}: give bytes (e.g. 268435456, 256M, 2G) or a share "
+                                 "of the DDR file system (e.g. 25%)")
+    if m[1] is not None:
+        return int(m[1]) * _UNITS[m[2].upper()]
+    percent = float(m[3])
+    if not 0 < percent <= 100:
+        raise SysInvalidArgument(f"{QUOTA_ENV}={text!r}: a share must be in (0, 100] %")
+    st = os.statvfs(directory or shm_dir())
+    return int(st.f_blocks * st.f_frsize * percent / 100)
+
 
 def parse_phys(phys: int) -> tuple[int, int]:
     """``phys`` -> ``(owner, offset)``."""
@@ -274,6 +298,8 @@ class Owner:
         self._mutex = threading.Lock()
         self._next = FIRST_OFFSET
         self._live: dict[int, str] = {}     # offset -> segment file name
+        self._sizes: dict[int, int] = {}    # offset -> bytes of a live segment
+        self.held = 0                       # bytes of the live segments and those being made
         self.id, self.lock_fd = _claim_owner_id(directory)
 
     @property
@@ -290,13 +316,34 @@ class Owner:
                 raise SysOutOfMemory(f"address space of DDR owner 0x{self.id:06x} is exhausted")
             return offset
 
+    def charge(self, size: int, quota: int) -> None:
+        """Count ``size`` more bytes against ``quota``; refund with :meth:`discard` (after
+        :meth:`add`) or :meth:`refund`. Raises SysOutOfMemory past the quota."""
+        with self._mutex:
+            if self.held + size > quota:
+                raise SysOutOfMemory(
+                    f"DDR owner 0x{self.id:06x} holds {self.held} bytes; {size} more would exceed its quota of "
+                    f"{quota} bytes ({QUOTA_ENV}; free buffers first)")
+            self.held += size
+
+    def refund(self, size: int) -> None:
+        with self._mutex:
+            self.held -= size
+
     def add(self, offset: int, name: str) -> None:
         with self._mutex:
             self._live[offset] = name
 
+    def settle(self, offset: int, size: int) -> None:
+        """The segment at ``offset`` is made: its ``size`` bytes, charged already, are refunded
+        when it is discarded."""
+        with self._mutex:
+            self._sizes[offset] = size
+
     def discard(self, offset: int) -> None:
         with self._mutex:
             self._live.pop(offset, None)
+            self.held -= self._sizes.pop(offset, 0)
 
     def live_names(self) -> list[str]:
         with self._mutex:
@@ -430,6 +477,15 @@ class Segment:
         """
         check_size(size)
         owner = owner or current_owner()
+        owner.charge(size, quota(owner.dir))
+        try:
+            return cls._create(size, owner)
+        except BaseException:
+            owner.refund(size)      # _create discarded (refunding nothing) or never added the segment
+            raise
+
+    @classmethod
+    def _create(cls, size: int, owner: Owner) -> "Segment":
         for _ in range(64):
             offset = owner.next_offset(size)
             path = os.path.join(owner.dir, segment_name(owner.id, offset))
@@ -454,6 +510,7 @@ class Segment:
             raise SysOutOfMemory(f"cannot allocate {size} bytes of DDR at {path}: {exc}") from exc
         finally:
             os.close(fd)
+        owner.settle(offset, size)      # from now on, unlinking the segment refunds its charge
         return cls(owner, offset, size, buf)
 
     def unlink(self) -> None:

@@ -1,0 +1,92 @@
+"""A per-owner DDR quota: one client filled the DDR tmpfs and no other client could allocate
+4 KiB. Now an owner gets HB_SYS_OUT_OF_MEMORY past its quota (``VDSP_DDR_QUOTA``, by default
+25 % of the DDR file system) and the others keep allocating."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arm_side.memory import MemoryManager
+from protocol import errors
+from soc import ddr
+
+ROOT = Path(__file__).resolve().parent.parent
+MiB = 1 << 20
+
+OTHER_CLIENT = """
+from arm_side.memory import MemoryManager
+with MemoryManager() as mm:
+    mm.alloc(4096).write(b"still room")
+print("allocated")
+"""
+
+
+def other_client_allocates(shm: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", OTHER_CLIENT], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, VDSP_SHM_DIR=str(shm)))
+
+
+def test_an_owner_past_its_quota_gets_out_of_memory_and_others_still_allocate(shm, monkeypatch):
+    monkeypatch.setenv("VDSP_DDR_QUOTA", "3M")
+    mm = MemoryManager()
+    try:
+        first = [mm.alloc(MiB), mm.alloc(MiB), mm.alloc_cached(MiB)]
+        with pytest.raises(errors.SysOutOfMemory) as info:
+            mm.alloc(4096)
+        assert info.value.code == -6000130
+        assert "quota of 3145728 bytes" in info.value.message and "VDSP_DDR_QUOTA" in info.value.message
+        assert len([n for n in os.listdir(shm) if not n.endswith(".lock")]) == 3    # the refusal made no file
+        assert other_client_allocates(shm).stdout.strip() == "allocated"
+        first[0].free()                                  # freeing gives the quota back, exactly
+        mm.alloc(MiB)
+        with pytest.raises(errors.SysOutOfMemory):
+            mm.alloc(1)
+    finally:
+        mm.close()
+
+
+def test_a_malformed_quota_is_a_clear_invalid_argument(shm, monkeypatch):
+    for bad in ("lots", "-5", "0%", "150%"):
+        monkeypatch.setenv("VDSP_DDR_QUOTA", bad)
+        with pytest.raises(errors.SysInvalidArgument) as info:
+            MemoryManager().alloc(4096)
+        assert "VDSP_DDR_QUOTA" in info.value.message
+    monkeypatch.setenv("VDSP_DDR_QUOTA", "50%")
+    with MemoryManager() as mm:
+        assert mm.alloc(4096).size == 4096
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_one_client_cannot_fill_a_ddr_tmpfs_by_default(tmp_path):
+    """The reported case on a real tmpfs of 16 MiB: a client allocating until it fails stops at
+    its default quota, and another client still gets 4 KiB."""
+    tmpfs = tmp_path / "ddr"
+    tmpfs.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(tmpfs)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        greedy = """
+from arm_side.memory import MemoryManager
+from protocol import errors
+mm, held = MemoryManager(), 0
+try:
+    while True:
+        mm.alloc(1 << 20); held += 1 << 20
+except errors.SysOutOfMemory as exc:
+    print(held, exc.code)
+import sys; sys.stdout.flush()
+import subprocess
+print(subprocess.run([sys.executable, "-c", sys.argv[1]], capture_output=True, text=True).stdout.strip())
+"""
+        out = subprocess.run([sys.executable, "-c", greedy, OTHER_CLIENT], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120, env=dict(os.environ, VDSP_SHM_DIR=str(tmpfs), PYTHONPATH=str(ROOT)))
+        held, code, other = out.stdout.split()
+        assert code == "-6000130" and 0 < int(held) <= 16 * MiB * ddr.DEFAULT_QUOTA_SHARE // 100, out.stdout
+        assert other == "allocated", out.stdout + out.stderr
+        assert [n for n in os.listdir(tmpfs)] == []      # both exited: nothing left
+    finally:
+        subprocess.run(["umount", str(tmpfs)])
