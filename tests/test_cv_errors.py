@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
-from dsp_side.operators.cv import ids
+from protocol.contract import cv_ids as ids
 
 pytestmark = pytest.mark.live
 

@@ -5,7 +5,7 @@ import cv2
 import numpy as np
 import pytest
 
-from dsp_side.operators.cv import formats
+from protocol.contract import image_formats as formats
 from dsp_side.operators.cv.color import encode_nv12
 from dsp_side.operators.cv.geometry import letterbox
 from protocol import errors

@@ -17,8 +17,8 @@ from arm_side.cv.ops import (bilateral_filter, box_filter, canny, corner_harris,
                              erode, filter2d, flip, gaussian_blur, integral, median_blur, pyr_down, pyr_up, remap,
                              resize, roi_resize, rotate, run, sep_filter2d, sobel, threshold, transpose,
                              warp_affine, warp_perspective)
-from dsp_side.operators.cv import ids
-from dsp_side.operators.cv.formats import FORMATS
+from protocol.contract import cv_ids as ids
+from protocol.contract.image_formats import FORMATS
 
 __all__ = ["Image", "alloc_image", "free_image", "min_stride", "put_image", "read_image", "read_padding",
            "write_image", "ids", "FORMATS", "run", "bilateral_filter", "box_filter", "canny", "corner_harris",

@@ -9,7 +9,7 @@
 
 NV12 / NV12_SEPARATE pixels are exchanged in OpenCV's NV12 layout: an
 (H * 3/2) x W uint8 array, Y rows then interleaved UV rows. Layout rules and
-descriptor fields are those of :mod:`dsp_side.operators.cv.formats`.
+descriptor fields are those of :mod:`protocol.contract.image_formats`.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import dataclasses
 import numpy as np
 
 from arm_side.memory import CLEAN, INVALIDATE, Mem
-from dsp_side.operators.cv import formats
+from protocol.contract import image_formats as formats
 from protocol import errors
 
 

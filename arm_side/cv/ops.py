@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from protocol.constants import Core
 from arm_side.cv.image import Image
-from dsp_side.operators.cv import ids
+from protocol.contract import cv_ids as ids
 
 
 def run(soc, op_id: int, inputs: Sequence[tuple[str, Image]], outputs: Sequence[tuple[str, Image]],

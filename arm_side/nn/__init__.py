@@ -6,7 +6,7 @@ operator calls and the Yolov3DetectionOutput helpers. References live in ``arm_s
     src_props = nn.dense((1, 64, 56, 56), nn.DataType.F32, nn.Layout.NCHW)
     nn.quantize(soc, nn.Tensor(src, src_props), nn.Tensor(dst, props)).wait()
 """
-from dsp_side.operators.nn import ids
+from protocol.contract import nn_ids as ids
 from arm_side.nn.dtypes import C2_TABLE, DataType, Layout, QuantiType, c2_for, from_numpy
 from arm_side.nn.ops import Tensor, convert_layout, dequantize, quantize, softmax
 from arm_side.nn.tensor import (BPU_ALIGN, NO_QUANT, Quantization, TensorProperties, aligned, aligned_last_dim,

@@ -11,7 +11,7 @@ import numpy as np
 
 from protocol import errors
 # RKNN's table of C2 per platform (int8 covers S8/U8; float16): one copy, shared with the DSP side.
-from dsp_side.operators.nn.layout import C2_TABLE
+from protocol.contract.tensor_types import C2_TABLE
 
 
 class DataType(enum.IntEnum):

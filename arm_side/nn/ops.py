@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from dsp_side.operators.nn import ids
+from protocol.contract import nn_ids as ids
 from arm_side.memory import Mem
 from arm_side.nn.tensor import TensorProperties
 

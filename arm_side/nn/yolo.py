@@ -14,7 +14,7 @@ import numpy as np
 
 from protocol import errors
 from protocol.constants import Core
-from dsp_side.operators.nn import ids
+from protocol.contract import nn_ids as ids
 from arm_side.memory import Mem
 
 HEADER, RECORD, F4 = 64, 7, 4

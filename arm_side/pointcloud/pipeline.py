@@ -17,10 +17,9 @@ import numpy as np
 from arm_side import CLEAN, CORE_0, CORE_1, INVALIDATE, Soc
 from arm_side.pointcloud.params import PillarParams
 from arm_side.pointcloud.voxelize import Voxelizer
+from protocol.contract import pointcloud_ids
 from protocol.errors import InvalidArgument
 
-ENCODE_OP = 0x0600       # dsp_side.operators.pointcloud.ENCODE
-TRANSPOSE_OP = 0x0601    # dsp_side.operators.pointcloud.TRANSPOSE
 #: below this many points stage 1 runs on one core (a second RPC would cost more than it saves)
 SPLIT_MIN_POINTS = 8192
 
@@ -96,7 +95,7 @@ class DspPreprocessor:
             if self.t is not None:
                 outs.append(self._slice(self.t, lo, k))
             params = dict(self.p.encode_params(), num_points=k)
-            tasks.append(self.soc.rpc(ENCODE_OP, inputs=[self._slice(self.points, lo * dim * 4, k * dim * 4)],
+            tasks.append(self.soc.rpc(pointcloud_ids.ENCODE, inputs=[self._slice(self.points, lo * dim * 4, k * dim * 4)],
                                       outputs=outs, params=params, core=core))
         return sum(task.wait(self.timeout_ms)["valid"] for task in tasks)
 
@@ -122,7 +121,7 @@ class DspPreprocessor:
 
     def _stage2(self, used: int) -> None:
         inputs = [self.voxel_xyzr] + ([self.voxel_t] if self.voxel_t is not None else [])
-        self.soc.rpc(TRANSPOSE_OP, inputs=inputs, outputs=[self.features],
+        self.soc.rpc(pointcloud_ids.TRANSPOSE, inputs=inputs, outputs=[self.features],
                      params=self.p.transpose_params(used)).wait(self.timeout_ms)
         self.features.flush(INVALIDATE)
 

@@ -27,9 +27,7 @@ import cv2
 import numpy as np
 
 from protocol import errors
-
-ENCODE = 0x0600
-TRANSPOSE = 0x0601
+from protocol.contract.pointcloud_ids import ENCODE, TRANSPOSE
 
 _FLOAT = {"type": "float"}
 _ENCODE_PARAMS = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from dsp_side.operators.cv import formats, ids
+from protocol.contract import cv_ids as ids, image_formats as formats
 from dsp_side.operators.cv.common import DST, SRC, bind, opencv, same_size, store
 
 _Y = np.array([0.299, 0.587, 0.114]) * 219 / 255

@@ -13,8 +13,8 @@ import cv2
 import numpy as np
 
 from protocol import errors
-from dsp_side.operators.cv import formats
-from dsp_side.operators.cv.formats import Image
+from protocol.contract import image_formats as formats
+from protocol.contract.image_formats import Image
 
 # Formats by role.
 GRAY = ("Y", "U8")

@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 
 from protocol import errors
-from dsp_side.operators.cv import ids
+from protocol.contract import cv_ids as ids
 from dsp_side.operators.cv.common import (BORDERS, DST, FILTER_BORDERS, GRAY, PACKED8, SRC, anchor_in, bind,
                                           border_param, kernel_list, opencv, same_format, same_size, size_param,
                                           store)

@@ -12,11 +12,11 @@ import cv2
 import numpy as np
 
 from protocol import errors
-from dsp_side.operators.cv import formats, ids
+from protocol.contract import cv_ids as ids, image_formats as formats
 from dsp_side.operators.cv.common import (ALL_PIXELS, BORDERS, DST, GEOMETRY, INTERPOLATIONS, SRC,
                                           WARP_BORDERS, WARP_INTERPOLATIONS, bind, border_param, opencv,
                                           same_format, same_size, store)
-from dsp_side.operators.cv.formats import Image
+from protocol.contract.image_formats import Image
 
 
 def _pair(op: str, inputs, outputs, src, dst, accepted=GEOMETRY):

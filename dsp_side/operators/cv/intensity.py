@@ -4,7 +4,7 @@ from __future__ import annotations
 import cv2
 
 from protocol import errors
-from dsp_side.operators.cv import ids
+from protocol.contract import cv_ids as ids
 from dsp_side.operators.cv.common import DST, GRAY, SRC, bind, opencv, store
 from dsp_side.operators.cv.filters import unary
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import cv2
 
-from dsp_side.operators.cv import ids
+from protocol.contract import cv_ids as ids
 from dsp_side.operators.cv.common import BORDERS, DST, FILTER_BORDERS, PACKED8, SRC, anchor_in, border_param, \
     opencv, size_param, store
 from dsp_side.operators.cv.filters import unary

@@ -5,7 +5,8 @@ Tensors travel as descriptors (``tensor.parse``) in the params; data stays in DD
 """
 from __future__ import annotations
 
-from dsp_side.operators.nn import ids, layout, quant, softmax, yolo
+from protocol.contract import nn_ids as ids, tensor_types
+from dsp_side.operators.nn import layout, quant, softmax, yolo
 from dsp_side.registry import Registry
 
 _TENSOR = {"type": "any", "doc": "tensor descriptor (hbDNNTensorProperties)"}
@@ -35,7 +36,7 @@ def register(registry: Registry) -> None:
                       params={**io, "axis": {"type": "int", "default": -1}})
     registry.register(ids.LAYOUT, "layout", layout.convert, inputs=1, outputs=1, params={
         **io, "channels": {"type": "int", "default": -1, "min": -1, "doc": "C; -1 = from the NCHW/NHWC side"},
-        "platform": {"type": "str", "default": "", "choices": ["", *layout.C2_TABLE],
+        "platform": {"type": "str", "default": "", "choices": ["", *tensor_types.C2_TABLE],
                      "doc": "check C2 against this platform's table"}})
     registry.register(ids.YOLOV3_DETECTION_OUTPUT, "yolov3_detection_output", yolo.detection_output,
                       inputs=(1, yolo.MAX_MAPS), outputs=1, params={

@@ -13,21 +13,11 @@ import numpy as np
 
 from protocol import errors
 from dsp_side.operators.nn import tensor
+from protocol.contract.tensor_types import C2_TABLE, c2_class
 
-# platform -> {element class -> C2}; RKNN's table (int8 covers S8/U8).
-C2_TABLE = {
-    "RK2118": {"F16": 4},
-    "RK3566": {"INT8": 8, "F16": 4}, "RK3568": {"INT8": 8, "F16": 4},
-    "RK3588": {"INT8": 16, "F16": 8}, "RK3576": {"INT8": 16, "F16": 8},
-    "RV1103B": {"INT8": 8}, "RV1106B": {"INT8": 8},
-    "RV1103": {"INT8": 16, "F16": 8}, "RV1106": {"INT8": 16, "F16": 8},
-    "RK3562": {"INT8": 16, "F16": 8},
-}
 PLANAR = ("NCHW", "NHWC")
 
 
-def c2_class(dtype_name: str) -> str:
-    return "INT8" if dtype_name in ("S8", "U8") else dtype_name
 
 
 def to_nchw(x: np.ndarray, layout: str, channels: int) -> np.ndarray:

@@ -21,13 +21,7 @@ import numpy as np
 
 from protocol import errors
 
-MAX_DIMS = 8  # HB_DNN_TENSOR_MAX_DIMENSIONS
-DTYPES = {"S8": np.int8, "U8": np.uint8, "S16": np.int16, "U16": np.uint16, "S32": np.int32,
-          "U32": np.uint32, "S64": np.int64, "U64": np.uint64, "F16": np.float16, "F32": np.float32,
-          "F64": np.float64}
-PACKED = ("S4", "U4")  # known to the descriptor, not addressable per element by the operators
-LAYOUTS = ("NHWC", "NCHW", "NC1HWC2", "NONE")
-QUANT_TYPES = ("NONE", "SHIFT", "SCALE")
+from protocol.contract.tensor_types import DTYPES, LAYOUTS, MAX_DIMS, PACKED, QUANT_TYPES  # noqa: F401
 _KEYS = {"dtype", "layout", "valid_shape", "aligned_shape", "stride", "aligned_byte_size", "quant"}
 
 
