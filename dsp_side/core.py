@@ -23,7 +23,7 @@ from protocol import errors, messages, wire
 from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, Command
 from protocol.liveness import Liveness
 from protocol.remoteproc import Action, State
-from dsp_side import image
+from dsp_side import image, signing
 from dsp_side.fwproc import FirmwareProcess
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
@@ -45,8 +45,9 @@ class Peer:
 class CoreServer:
     def __init__(self, name: str, bind: str, fw_bind: str, rt: Path, *, firmware: str | None = None,
                  autostart: bool = True, watchdog_ms: int = DEFAULT_WATCHDOG_MS,
-                 heartbeat_ms: int = HEARTBEAT_INTERVAL_MS) -> None:
+                 heartbeat_ms: int = HEARTBEAT_INTERVAL_MS, allow_unsigned: bool = False) -> None:
         self.name, self.bind, self.fw_bind, self.rt = name, bind, fw_bind, rt
+        self.allow_unsigned = allow_unsigned   # development: boot images that carry no signature
         self.device = Device(name, firmware or name)
         self.autostart, self.watchdog_s, self.heartbeat_ms = autostart, watchdog_ms / 1000, heartbeat_ms
         self.kmsg = Kmsg(rt, name)
@@ -69,13 +70,20 @@ class CoreServer:
     # --- firmware lifecycle ---------------------------------------------------------------
     def boot(self, action: Action) -> None:
         """Find and verify the image, start the firmware process; the state changes when it
-        reports READY. Raises RemoteprocNoEnt (no image) / RemoteprocInvalid (corrupt image),
-        leaving the device as it was (the caller's action is then over)."""
+        reports READY. Raises RemoteprocNoEnt (no image) / RemoteprocInvalid (corrupt image,
+        unsigned, unknown key, bad signature), leaving the device as it was (the caller's action
+        is then over)."""
         if action is Action.RECOVER:
             self.kmsg.write(f"recovering {self.name}")
         try:
             path = image.find(self.device.firmware, runtime.firmware_search(self.rt))
-            header, size = image.check(path)   # bounded reads: the firmware process verifies the payload
+            # the trusted keys are read at every boot: 'vdsp firmware trust|untrust' apply at the next one
+            try:
+                trust = signing.Trust.of(curve.keys_dir(self.rt), allow_unsigned=self.allow_unsigned)
+            except errors.InvalidArgument as exc:   # an unsafe key directory: trust nothing in it
+                raise errors.RemoteprocInvalid(f"cannot read the trusted firmware keys: {exc.message}") from None
+            # bounded reads: the firmware process verifies the payload against the signed header
+            header, size, signer = image.check(path, trust)
         except errors.FileNotFound as exc:
             self.kmsg.write(f"Direct firmware load for {self.device.firmware} failed with error -2")
             raise errors.RemoteprocNoEnt(f"{self.name}: {exc.message}") from None
@@ -83,8 +91,15 @@ class CoreServer:
             self.kmsg.write(f"{self.name}: firmware {self.device.firmware} is not valid: {exc.message}")
             raise
         self.kmsg.write(f"powering up {self.name}")
-        self.kmsg.write(f"Booting fw image {self.device.firmware}, size {size}, version {header['version']}")
-        self.fw = FirmwareProcess(self.name, self.fw_bind, self.rt, path, watchdog_ms=round(self.watchdog_s * 1000))
+        if signer.unsigned:
+            self.kmsg.write(f"{self.name}: booting UNSIGNED firmware {self.device.firmware}: "
+                            "--allow-unsigned is set (development only)")
+            log.warning("%s: booting UNSIGNED firmware %s: this core runs with --allow-unsigned, which is for "
+                        "development only", self.name, path)
+        self.kmsg.write(f"Booting fw image {self.device.firmware}, size {size}, version {header['version']}, "
+                        f"signed by {signer}")
+        self.fw = FirmwareProcess(self.name, self.fw_bind, self.rt, path, watchdog_ms=round(self.watchdog_s * 1000),
+                                  signer=signer)
         self.poller.register(self.fw.fd, zmq.POLLIN)
         log.info("%s: booting firmware %s %s (pid %d)", self.name, path, header["version"], self.fw.pid)
 
@@ -118,6 +133,11 @@ class CoreServer:
             return
         if fw.info is None:  # died before READY: the boot failed
             self.device.finish(False)
+            if fw.refusal:   # the firmware process refused the image before running any of it
+                self.kmsg.write(f"{self.name}: firmware {self.device.firmware} is not valid: {fw.refusal}")
+                self._broadcast_state(f"boot failed: {fw.refusal}")
+                self._answer_pending(errors.RemoteprocInvalid(f"{self.name}: {fw.refusal}"))
+                return
             self.kmsg.write(f"{self.name}: firmware {self.device.firmware} failed to boot ({kind})")
             self._broadcast_state(f"boot failed: {kind}")
             self._answer_pending(errors.RemoteprocInvalid(f"{self.name}: firmware failed to boot ({kind}); see its log"))
@@ -190,7 +210,8 @@ class CoreServer:
         return {"state": snap["state"], "firmware": snap["firmware"],
                 "firmware_version": info.get("version", ""), "operators": info.get("operators", []),
                 "fw_endpoint": self.fw_bind, "heartbeat_ms": self.heartbeat_ms,
-                "crash_count": snap["crash_count"]}
+                "crash_count": snap["crash_count"],
+                "firmware_signer": str(self.fw.signer) if info else "", "allow_unsigned": self.allow_unsigned}
 
     def _broadcast_state(self, reason: str, crash: dict | None = None) -> None:
         body = self.ready_body()
@@ -330,6 +351,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--no-autostart", action="store_true", help="stay offline until 'start' is written to state")
     ap.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS, help="kill a firmware stuck this long in one task")
     ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS)
+    ap.add_argument("--allow-unsigned", action="store_true",
+                    help="DEVELOPMENT ONLY: also boot images that carry no signature (logged at every boot, "
+                         "shown by 'vdsp status'); images signed by an unknown key or with a bad signature "
+                         "are still refused")
 
 
 def run_from_args(args: argparse.Namespace) -> None:
@@ -339,7 +364,11 @@ def run_from_args(args: argparse.Namespace) -> None:
     bind = args.bind or runtime.core_endpoints(rt).get(args.name) or runtime.ipc(rt / f"{args.name}.sock")
     fw_bind = args.fw_bind or runtime.fw_endpoint_for(bind)
     server = CoreServer(args.name, bind, fw_bind, rt, firmware=args.firmware, autostart=not args.no_autostart,
-                        watchdog_ms=args.watchdog_ms, heartbeat_ms=args.heartbeat_ms)
+                        watchdog_ms=args.watchdog_ms, heartbeat_ms=args.heartbeat_ms,
+                        allow_unsigned=args.allow_unsigned)
+    if args.allow_unsigned:
+        log.warning("%s: --allow-unsigned: this core also boots UNSIGNED firmware images (development only)",
+                    args.name)
 
     def stop(signum, frame):
         server.running = False

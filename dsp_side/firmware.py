@@ -1,8 +1,10 @@
 """The firmware process of one core: binds the task endpoint and runs tasks one at a time.
 
 Started by the core (``python -m dsp_side.firmware ...``). It prints one JSON
-line on stdout once it serves (firmware version and operator table); its
-stdout closing tells the core it died. A task is validated (operator, buffer
+line on stdout once it serves (firmware version and operator table), or
+``{"refused": why}`` if the image fails verification (signature, header, payload,
+manifest: see ``dsp_side.image.load``) and exits; its stdout closing tells the
+core it died. A task is validated (operator, buffer
 counts, parameters, handles) before compute, so a bad task is an error reply;
 an exception that is not a ``VdspError`` escaping an operator is a firmware
 crash: a crash report is written and the process exits with ``CRASH_EXIT``.
@@ -24,7 +26,7 @@ import zmq
 
 from protocol import errors, messages, schema, wire
 from protocol.constants import DEFAULT_WATCHDOG_MS, HANDLE_REGISTERED, MAX_RAW_FRAME, Command
-from dsp_side import heap, image
+from dsp_side import heap, image, signing
 from dsp_side.ddr_resolver import Resolver
 from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
@@ -226,6 +228,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--crash-file")
     ap.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS,
                     help="the core's watchdog: operators refuse work they declare to last this long")
+    signer = ap.add_mutually_exclusive_group(required=True)   # the core's verdict on the image, checked again here
+    signer.add_argument("--signer", metavar="BASE64", help="the only public key the image may be signed by")
+    signer.add_argument("--allow-unsigned", action="store_true", help="the image is unsigned, and the core allows it")
     args = ap.parse_args(argv)
     # The core powers the firmware off with SIGKILL; terminal and group signals are the core's to handle.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -235,10 +240,12 @@ def main(argv: list[str] | None = None) -> None:
     soclog.setup("dsp")
     if not heap.keep_heap():
         log.info("%s: mallopt is not available: operator temporaries are mapped per task", args.core)
-    try:
-        header, registry = image.load(Path(args.image), Path(args.workdir))
+    try:   # signature, header, payload digest, then import, then registry == signed manifest
+        trust = signing.Trust.only(None if args.allow_unsigned else args.signer)
+        header, registry = image.load(Path(args.image), Path(args.workdir), trust)
     except errors.VdspError as exc:
         log.error("%s: cannot load firmware %s: %s", args.core, args.image, exc.message)
+        print(json.dumps({"refused": exc.message}), flush=True)   # instead of READY: the core reports why
         sys.exit(3)
     print(f"[DSP] DSP version = {header['version']}", file=sys.stderr, flush=True)
     watchdog = WatchdogWord(args.watchdog_file) if args.watchdog_file else None

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from dsp_side.firmware import CRASH_EXIT
+from dsp_side.signing import Signer
 from dsp_side.watchdog import WatchdogWord
 from soc import proc
 
@@ -19,8 +20,12 @@ class FirmwareProcess:
     """One run of a core's firmware. ``fd`` (its stdout) becomes readable with the
     READY line, and at EOF when the process dies."""
 
-    def __init__(self, core: str, endpoint: str, rt: Path, image_path: Path, *, watchdog_ms: int) -> None:
-        self.core, self.endpoint, self.image_path = core, endpoint, image_path
+    def __init__(self, core: str, endpoint: str, rt: Path, image_path: Path, *, watchdog_ms: int,
+                 signer: Signer) -> None:
+        """``signer``: who signed the image, as the core verified it; the firmware process
+        verifies the image again against exactly that key (or, for an unsigned image the core
+        allowed, against none) before it unpacks or runs anything."""
+        self.core, self.endpoint, self.image_path, self.signer = core, endpoint, image_path, signer
         self.workdir = rt / f"{core}.fw"
         self.watchdog_path = str(rt / f"{core}.watchdog")
         self.crash_path = rt / f"{core}.crash.json"
@@ -31,7 +36,8 @@ class FirmwareProcess:
             pass
         cmd = [sys.executable, "-m", "dsp_side.firmware", "--core", core, "--endpoint", endpoint,
                "--watchdog-file", self.watchdog_path, "--crash-file", str(self.crash_path),
-               "--image", str(image_path), "--workdir", str(self.workdir), "--watchdog-ms", str(watchdog_ms)]
+               "--image", str(image_path), "--workdir", str(self.workdir), "--watchdog-ms", str(watchdog_ms),
+               *(["--allow-unsigned"] if signer.unsigned else ["--signer", signer.public_b64])]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                      cwd=os.getcwd(), env=proc.child_env(_child_env()))
         self.fd = self.proc.stdout.fileno()
@@ -39,24 +45,31 @@ class FirmwareProcess:
         self.info: dict | None = None
         self._buf = b""
         self.kill_reason: str | None = None
+        self.refusal: str | None = None     # why the firmware process refused the image, if it did
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
     def on_readable(self) -> str:
-        """Consume stdout: ``"ready"`` once the READY line is in, ``"dead"`` at EOF, else ``""``."""
+        """Consume stdout: ``"ready"`` once the READY line is in, ``"dead"`` at EOF, else ``""``.
+        A ``{"refused": MESSAGE}`` line instead of READY (the image failed verification) sets
+        ``refusal``; the process then exits."""
         chunk = os.read(self.fd, 65536)
         if not chunk:
             return "dead"
         self._buf += chunk
-        if self.info is None and b"\n" in self._buf:
+        if self.info is None and self.refusal is None and b"\n" in self._buf:
             line, _, self._buf = self._buf.partition(b"\n")
             try:
-                self.info = json.loads(line)
+                info = json.loads(line)
             except ValueError:
                 self.kill("bad-ready")
                 return ""
+            if isinstance(info, dict) and "refused" in info:
+                self.refusal = str(info["refused"])[:2000]
+                return ""
+            self.info = info
             return "ready"
         return ""
 

@@ -6,16 +6,24 @@ An operator source tree is a folder whose ``firmware.py`` defines ``VERSION``
 carries the framework operators (PING, memcpy, ...), registered by the loader
 first, like the runtime library a DSP image links.
 
-File layout (all integers little-endian)::
+File layout (format 2; all integers little-endian)::
 
-    magic         8 bytes   b"VDSPFW\\x00\\x01"
+    magic         8 bytes   b"VDSPFW\\x00\\x02"
     header_len    u32
     header        JSON: format, name, version, built, operators (the manifest:
                   id, name, params, inputs, outputs, doc), payload_size, payload_sha256
+    seal_len      u32       0 for an unsigned image, at most signing.MAX_SEAL
+    seal          JSON: the Ed25519 signature of magic + header_len + header (dsp_side.signing)
     payload       zip archive of the source tree (*.py, sorted, fixed timestamps)
 
-Loading checks the magic, the sizes and the SHA-256 of the payload, so a
-corrupt or truncated image is refused with a clear error before any code runs.
+Nothing of an image runs, and nothing of it is even parsed, before its signature is
+checked against the trusted keys (:class:`signing.Trust`): an unsigned image, one signed
+by an unknown key or whose signature does not verify is a :class:`signing.SignatureError`
+(EINVAL). Then the header's schema, the sizes and (in the firmware process, before
+unpacking) the payload's SHA-256, which the signed header names, are checked. After the
+code has registered its operators, the registry must equal the signed manifest
+operator for operator (id, name, parameters, buffer counts, doc) or the image is refused
+before any operator can run. Format 1 images (no seal) are refused: rebuild them.
 
 Limits and rules (each refusal is an :class:`ImageError`, EINVAL):
 
@@ -56,12 +64,14 @@ from types import ModuleType
 
 from protocol import errors
 from protocol.remoteproc import firmware_name_problem
+from dsp_side import signing
 from dsp_side.operators import framework
 from dsp_side.registry import Registry
 
-MAGIC = b"VDSPFW\x00\x01"
+MAGIC = b"VDSPFW\x00\x02"
+MAGIC_V1 = b"VDSPFW\x00\x01"     # before images were signed: refused, with a word on rebuilding
 _LEN = struct.Struct("<I")
-FORMAT = 1
+FORMAT = 2
 MAX_HEADER = 1 << 20
 MAX_IMAGE = 64 << 20            # bytes of a whole image file (magic, header, payload)
 MAX_UNPACKED = 64 << 20         # bytes of the unpacked payload, all members together
@@ -131,8 +141,16 @@ def registry_of(module: ModuleType, where: str) -> tuple[str, Registry]:
     return version, registry
 
 
-def build(src: Path, out: Path, name: str | None = None) -> dict:
-    """Build an image of ``src`` into ``out``; returns its header. Raises FileNotFound, ImageError."""
+INSTALL_KEY = "install"
+
+
+def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY) -> dict:
+    """Build an image of ``src`` into ``out``; returns its header. ``key``: an Ed25519 private
+    key, INSTALL_KEY (this install's signing key, see :func:`signing.install_key`) or None
+    (an unsigned image, which only a core started with --allow-unsigned boots).
+    Raises FileNotFound (no source tree, no signing key), ImageError, InvalidArgument (a bad key)."""
+    if key == INSTALL_KEY:
+        key = signing.install_key()
     src = src.resolve()
     files = _sources(src)
     module = _import_tree(src, f"build_{abs(hash(str(src)))}_{time.monotonic_ns()}")
@@ -143,11 +161,26 @@ def build(src: Path, out: Path, name: str | None = None) -> dict:
               "operators": registry.table(), "payload_size": len(payload),
               "payload_sha256": hashlib.sha256(payload).hexdigest()}
     blob = json.dumps(header, sort_keys=True).encode()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(MAGIC + _LEN.pack(len(blob)) + blob + payload)
-    tmp.replace(out)  # atomic: a core never sees a half-written image
+    signed = MAGIC + _LEN.pack(len(blob)) + blob
+    seal = signing.sign(signed, key) if key is not None else b""
+    write_atomically(out, signed + _LEN.pack(len(seal)) + seal + payload)
     return header
+
+
+def write_atomically(out: Path, data: bytes) -> None:
+    """Write ``out`` through a temporary file and a rename: a core never sees a half-written
+    image, and a symbolic link planted at ``out`` or at the temporary name is replaced, not
+    followed."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        tmp.unlink()
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, out)
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -197,11 +230,14 @@ def _pread(fd: int, offset: int, n: int, path: Path) -> bytes:
     return b"".join(parts)
 
 
-def _header(fd: int, size: int, path: Path) -> tuple[dict, int]:
-    """(header, payload offset) of an open image; the header's schema and the payload's
-    size are checked. Raises ImageError."""
+def _parts(fd: int, size: int, path: Path) -> tuple[bytes, bytes, int]:
+    """(signed bytes: magic + header length + header, seal, payload offset) of an open image,
+    with bounded reads and nothing parsed. Raises ImageError."""
     start = len(MAGIC) + _LEN.size
     head = _pread(fd, 0, min(size, start), path)
+    if head[:len(MAGIC)] == MAGIC_V1:
+        raise ImageError(f"{path} is a format 1 image, made before images were signed: rebuild it with "
+                         "'vdsp firmware build'")
     if head[:len(MAGIC)] != MAGIC:
         raise ImageError(f"{path} is not a vdsp firmware image (bad magic)")
     if len(head) < start:
@@ -209,18 +245,52 @@ def _header(fd: int, size: int, path: Path) -> tuple[dict, int]:
     (hlen,) = _LEN.unpack_from(head, len(MAGIC))
     if hlen > MAX_HEADER:
         raise ImageError(f"{path}: header of {hlen} bytes, over the limit of {MAX_HEADER} bytes")
-    if start + hlen > size:
+    if start + hlen + _LEN.size > size:
         raise ImageError(f"{path} is truncated (header of {hlen} bytes)")
+    rest = _pread(fd, start, hlen + _LEN.size, path)
+    (slen,) = _LEN.unpack_from(rest, hlen)
+    if slen > signing.MAX_SEAL:
+        raise ImageError(f"{path}: seal of {slen} bytes, over the limit of {signing.MAX_SEAL} bytes")
+    seal_at = start + hlen + _LEN.size
+    if seal_at + slen > size:
+        raise ImageError(f"{path} is truncated (seal of {slen} bytes)")
+    seal = _pread(fd, seal_at, slen, path)
+    return head + rest[:hlen], seal, seal_at + slen
+
+
+def _parse_header(signed: bytes, size: int, offset: int, path: Path) -> dict:
+    """The header in ``signed``; its schema and the payload's size (the file's ``size`` less
+    ``offset``) are checked. Raises ImageError."""
     try:
-        header = json.loads(_pread(fd, start, hlen, path))
+        header = json.loads(signed[len(MAGIC) + _LEN.size:])
     except (ValueError, RecursionError) as exc:
         raise ImageError(f"{path}: corrupt header: {exc}") from exc
     _check_header(header, str(path))
-    payload = size - start - hlen
+    payload = size - offset
     if payload != header["payload_size"]:
         state = "truncated" if payload < header["payload_size"] else "too long"
         raise ImageError(f"{path} is {state}: payload {payload} of {header['payload_size']} bytes")
-    return header, start + hlen
+    return header
+
+
+def _header(fd: int, size: int, path: Path, trust: signing.Trust | None,
+            judge: bool = True) -> tuple[dict, int, signing.Signer | signing.SignatureError]:
+    """(header, payload offset, signer) of an open image: the signature is verified against
+    ``trust`` (None: this SoC's trusted keys) before the header is parsed. ``judge`` False
+    (inspection only) returns the SignatureError in place of the signer instead of raising it.
+    Raises ImageError, SignatureError."""
+    signed, seal, offset = _parts(fd, size, path)
+    try:
+        signer = signing.verify(signed, seal, _trust(trust), str(path))
+    except signing.SignatureError as exc:
+        if judge:
+            raise
+        signer = exc
+    return _parse_header(signed, size, offset, path), offset, signer
+
+
+def _trust(trust: signing.Trust | None) -> signing.Trust:
+    return signing.Trust.of(signing.default_dir()) if trust is None else trust
 
 
 def _describe(value) -> str:
@@ -381,32 +451,46 @@ def _open_zip(fileobj, size: int, where: str) -> zipfile.ZipFile:
     return zf
 
 
-def check(path: Path) -> tuple[dict, int]:
-    """(header, file size) of an image, with bounded reads only (a core calls this in its
-    event loop): symlink, type and size limit, header schema, payload size, the zip's end
-    record and central directory. The SHA-256 and the members' contents are left to
-    :func:`read` / :func:`load`. Raises FileNotFound or ImageError."""
+def check(path: Path, trust: signing.Trust | None = None) -> tuple[dict, int, signing.Signer]:
+    """(header, file size, signer) of an image a core may boot, with bounded reads only (a
+    core calls this in its event loop): symlink, type and size limit, the signature against
+    ``trust`` (None: this SoC's trusted keys, no unsigned images), header schema, payload
+    size, the zip's end record and central directory. The SHA-256 and the members' contents
+    are left to :func:`read` / :func:`load`. Raises FileNotFound, ImageError, SignatureError."""
     fd, size = _open(path)
     try:
-        header, offset = _header(fd, size, path)
+        header, offset, signer = _header(fd, size, path, trust)
         _open_zip(_Window(fd, offset, size - offset), size - offset, str(path)).close()
     finally:
         os.close(fd)
-    return header, size
+    return header, size, signer
 
 
-def read(path: Path) -> tuple[dict, bytes]:
-    """(header, payload) of a verified image. Raises FileNotFound or ImageError."""
+def read(path: Path, trust: signing.Trust | None = None) -> tuple[dict, bytes, signing.Signer]:
+    """(header, payload, signer) of a verified image (signature as in :func:`check`, and the
+    payload's SHA-256). Raises FileNotFound, ImageError, SignatureError."""
+    header, payload, signer = _read(path, trust, judge=True)
+    return header, payload, signer
+
+
+def examine(path: Path, trust: signing.Trust | None = None) -> tuple[dict, bytes, signing.Signer | signing.SignatureError]:
+    """Like :func:`read`, for inspection ('vdsp firmware info'): a signature ``trust`` refuses
+    is returned as the SignatureError in place of the signer. Raises FileNotFound, ImageError."""
+    return _read(path, trust, judge=False)
+
+
+def _read(path: Path, trust: signing.Trust | None, judge: bool):
     fd, size = _open(path)
     try:
-        header, offset = _header(fd, size, path)
+        header, offset, signer = _header(fd, size, path, trust, judge)
         payload = _pread(fd, offset, size - offset, path)
     finally:
         os.close(fd)
     if hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
-        raise ImageError(f"{path}: checksum mismatch, the image is corrupt")
+        raise ImageError(f"{path}: checksum mismatch, the payload is not the one that was signed "
+                         "(the image is corrupt or was changed after it was signed)")
     _open_zip(io.BytesIO(payload), len(payload), str(path)).close()
-    return header, payload
+    return header, payload, signer
 
 
 def _extract(zf: zipfile.ZipFile, workdir: Path, where: str, budget: int | None = None) -> None:
@@ -435,12 +519,14 @@ def _extract(zf: zipfile.ZipFile, workdir: Path, where: str, budget: int | None 
         left -= written
 
 
-def load(path: Path, workdir: Path) -> tuple[dict, Registry]:
-    """Verify, unpack into ``workdir`` and import an image: (header, registry).
+def load(path: Path, workdir: Path, trust: signing.Trust | None = None) -> tuple[dict, Registry]:
+    """Verify (as :func:`read`), unpack into ``workdir`` and import an image: (header, registry).
+    Nothing is unpacked or imported before the signature, header and payload are verified;
+    the registry the code builds must then equal the signed manifest.
 
-    Raises FileNotFound or ImageError (also when the code does not match the manifest).
+    Raises FileNotFound, ImageError (also when the code does not match the manifest), SignatureError.
     """
-    header, payload = read(path)
+    header, payload, _ = read(path, trust)
     shutil.rmtree(workdir, ignore_errors=True)
     try:
         workdir.mkdir(parents=True, mode=0o700)
@@ -451,10 +537,30 @@ def load(path: Path, workdir: Path) -> tuple[dict, Registry]:
     tag = re.sub(r"\W", "_", header["name"], flags=re.ASCII)[:64]
     module = _import_tree(workdir, f"{tag}_{header['payload_sha256'][:12]}")
     version, registry = registry_of(module, str(path))
-    manifest = [(o["id"], o["name"]) for o in header["operators"]]
-    if version != header["version"] or [(o["id"], o["name"]) for o in registry.table()] != manifest:
-        raise ImageError(f"{path}: code does not match the image manifest")
+    if version != header["version"]:
+        raise ImageError(f"{path}: code does not match the signed manifest: the code is version {version}, "
+                         f"the manifest says {header['version']}")
+    problem = manifest_mismatch(header["operators"], registry.table())
+    if problem:
+        raise ImageError(f"{path}: code does not match the signed manifest: {problem}")
     return header, registry
+
+
+def manifest_mismatch(manifest: list, table: list) -> str | None:
+    """What differs between a manifest and the operator table the code registered (compared
+    as JSON values, every field), or None when they are equal."""
+    registered = {op["id"]: op for op in json.loads(json.dumps(table))}
+    listed = {op["id"]: op for op in manifest}
+    for op_id in sorted(set(registered) | set(listed)):
+        mine, theirs = registered.get(op_id), listed.get(op_id)
+        if theirs is None:
+            return f"the code registers operator 0x{op_id:04x} {mine['name']}, which the manifest does not list"
+        if mine is None:
+            return f"the manifest lists operator 0x{op_id:04x} {theirs['name']}, which the code does not register"
+        fields = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        if fields:
+            return f"operator 0x{op_id:04x} {mine['name']} differs in {', '.join(fields)}"
+    return None
 
 
 def find(name: str, search: list[Path]) -> Path:

@@ -30,6 +30,8 @@ class CoreLink:
         self.firmware_version = ""
         self.operators: list = []
         self.crash_count = 0
+        self.firmware_signer = ""        # who signed the running image ("UNSIGNED" under --allow-unsigned)
+        self.allow_unsigned = False      # the core boots unsigned images (development)
         self.fw: zmq.Socket | None = None
         self.fw_endpoint = ""
         self.inflight: dict[int, object] = {}
@@ -66,6 +68,8 @@ class CoreLink:
         self.firmware_version = body.get("firmware_version", self.firmware_version)
         self.operators = body.get("operators", self.operators)
         self.crash_count = body.get("crash_count", self.crash_count)
+        self.firmware_signer = body.get("firmware_signer", self.firmware_signer)
+        self.allow_unsigned = body.get("allow_unsigned", self.allow_unsigned)
         interval = body.get("heartbeat_ms")
         if isinstance(interval, int) and interval > 0 and interval != self.heartbeat_ms:
             self.heartbeat_ms = interval
@@ -89,7 +93,8 @@ class CoreLink:
     def describe(self) -> dict:
         return {"name": self.name, "index": self.index, "endpoint": self.endpoint, "state": self.state,
                 "firmware_version": self.firmware_version, "operators": self.operators,
-                "crash_count": self.crash_count, "inflight": len(self.inflight)}
+                "crash_count": self.crash_count, "inflight": len(self.inflight),
+                "firmware_signer": self.firmware_signer, "allow_unsigned": self.allow_unsigned}
 
     def close(self) -> None:
         self.close_fw()

@@ -46,7 +46,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         return _up_detached(rt, args)
     soclog.setup("dsp")
     sup = Supervisor(rt, log_dir=rt / "log" if args.log_files else None,
-                     core_args=["--watchdog-ms", str(args.watchdog_ms)], restart=True)
+                     core_args=["--watchdog-ms", str(args.watchdog_ms),
+                                *(["--allow-unsigned"] if args.allow_unsigned else [])], restart=True)
+    if args.allow_unsigned:
+        print("vdsp up: --allow-unsigned: the cores also boot UNSIGNED firmware images (development only)",
+              file=sys.stderr, flush=True)
     pidfile.acquire()
     stop = {"now": False}
 
@@ -75,7 +79,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 def _up_detached(rt: Path, args: argparse.Namespace) -> int:
     (rt / "log").mkdir(exist_ok=True)
     cmd = [sys.executable, "-m", "soc.cli", "up", "--log-files", "--timeout", str(args.timeout),
-           "--watchdog-ms", str(args.watchdog_ms)]
+           "--watchdog-ms", str(args.watchdog_ms)] + (["--allow-unsigned"] if args.allow_unsigned else [])
     log_path = rt / "log" / "soc.log"
     start = log_path.stat().st_size if log_path.exists() else 0
     with open(log_path, "ab") as out:
@@ -150,6 +154,13 @@ def _print_status(status: dict) -> None:
         names = ", ".join(f"{o['name']}(0x{o['id']:04x})" for o in ops)
         print(f"{core['name']:8} {core.get('state', '?'):10} {core.get('firmware_version', '') or '-':10} "
               f"{core.get('crash_count', 0):>7}  {len(ops)}: {names}")
+    signers = [f"{c['name']} {c['firmware_signer']}" for c in status["cores"] if c.get("firmware_signer")]
+    if signers:
+        print(f"firmware signed by: {', '.join(signers)}")
+    for core in status["cores"]:
+        if core.get("allow_unsigned"):
+            print(f"WARNING: {core['name']} runs with --allow-unsigned: it boots UNSIGNED firmware images "
+                  "(development only)")
 
 
 def _print_supervisor(sup: dict) -> None:
@@ -238,6 +249,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for every core to run")
     up.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS, help="firmware watchdog of each core")
     up.add_argument("--log-files", action="store_true", help="write each process's log under $VDSP_RUNTIME_DIR/log")
+    up.add_argument("--allow-unsigned", action="store_true",
+                    help="DEVELOPMENT ONLY: the cores also boot unsigned firmware images (logged at every boot, "
+                         "shown by 'vdsp status')")
     up.set_defaults(fn=cmd_up)
     down = sub.add_parser("down", help="stop the SoC of this runtime directory")
     down.add_argument("--timeout", type=float, default=15.0)

@@ -1,36 +1,83 @@
-"""``vdsp firmware build|info`` and installing the stock images."""
+"""``vdsp firmware build|info|install-stock|keygen|trust|untrust|trusted``: DSP firmware images
+and the keys that sign them (see ``dsp_side.signing``)."""
 from __future__ import annotations
 
 import argparse
-import shutil
+import logging
 import sys
 from pathlib import Path
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from dsp_side import image
-from soc import runtime
+from dsp_side import image, signing
+from soc import curve, runtime
 
+log = logging.getLogger("vdsp.firmware")
 STOCK_SRC = Path(__file__).resolve().parent.parent / "dsp_side" / "firmware_src" / "stock"
 
 
-def install_stock(rt: Path, names: tuple[str, ...] = CORE_NAMES) -> list[Path]:
-    """Build the stock image into the default firmware directory for every core that has
-    no image there yet (as flashing a board does). Returns the images written."""
+def install_stock(rt: Path, names: tuple[str, ...] = CORE_NAMES, *,
+                  allow_unsigned: bool = False) -> list[tuple[Path, str]]:
+    """Build the stock image, signed with this install's key (made and trusted if missing),
+    into the default firmware directory for every core whose image there is missing or is
+    one a core would refuse (unsigned unless ``allow_unsigned``, signed by an unknown key, a
+    bad signature, corrupt): such an image is replaced, never kept, and the log says why.
+
+    Returns (image written, why: "missing" or the refusal). Raises InvalidArgument when this
+    install's key is not trusted (the rebuilt images would be refused too)."""
+    keys = curve.keys_dir(rt)
+    signing.keygen(keys)
+    trust = signing.Trust.of(keys, allow_unsigned=allow_unsigned)
+    key = signing.install_key(keys)
+    if signing.public_raw(key) not in trust.keys:
+        raise errors.InvalidArgument(
+            f"this install's firmware signing key {signing.signing_key_path(keys)} is not trusted, so the cores "
+            f"would refuse the stock images it signs: trust it again with 'vdsp firmware trust "
+            f"{keys / signing.SIGNING_PUB} --name {signing.INSTALL_NAME}'")
     fwdir = runtime.firmware_dir(rt)
-    missing = [fwdir / n for n in names if not (fwdir / n).exists()]
-    if missing:
-        image.build(STOCK_SRC, missing[0], name="stock")
-        for path in missing[1:]:
-            shutil.copyfile(missing[0], path)
-    return missing
+    todo = []
+    for name in names:
+        why = _untrusted(fwdir / name, trust)
+        if why is not None:
+            todo.append((fwdir / name, why))
+            if why != "missing":
+                log.warning("replacing firmware image %s, which a core would refuse: %s", fwdir / name, why)
+    if todo:
+        first = todo[0][0]
+        try:
+            image.build(STOCK_SRC, first, name="stock", key=key)
+            data = first.read_bytes()
+            for path, _ in todo[1:]:
+                image.write_atomically(path, data)
+        except OSError as exc:    # e.g. a directory where an image should be
+            raise errors.InvalidArgument(f"cannot install the stock image in {fwdir}: {exc}") from exc
+    return todo
+
+
+def _untrusted(path: Path, trust: signing.Trust) -> str | None:
+    """Why a core would refuse the image at ``path`` ("missing" if there is none), or None."""
+    try:
+        image.read(path, trust)
+    except errors.FileNotFound:
+        return "missing"
+    except errors.VdspError as exc:
+        return exc.message
+    return None
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    header = image.build(Path(args.src), Path(args.output), name=args.name)
+    if args.unsigned:
+        key = None
+    elif args.key:
+        key = signing.load_private(Path(args.key))
+    else:
+        key = image.INSTALL_KEY
+    header = image.build(Path(args.src), Path(args.output), name=args.name, key=key)
     ops = ", ".join(f"{o['name']}(0x{o['id']:04x})" for o in header["operators"])
+    signed = "UNSIGNED (only a core started with --allow-unsigned boots it)" if args.unsigned else \
+        f"signed with {args.key or signing.signing_key_path(signing.default_dir())}"
     print(f"built {args.output}: {header['name']} version {header['version']}, "
-          f"{len(header['operators'])} operators: {ops}")
+          f"{len(header['operators'])} operators: {ops}; {signed}")
     return 0
 
 
@@ -38,20 +85,27 @@ def cmd_install_stock(args: argparse.Namespace) -> int:
     rt = runtime.runtime_dir()
     written = install_stock(rt, tuple(args.cores))
     where = runtime.firmware_dir(rt)
-    print(f"installed stock firmware as {', '.join(p.name for p in written)} in {where}" if written
-          else f"{where} already has images for {', '.join(args.cores)}")
+    for path, why in written:
+        if why != "missing":
+            print(f"replaced {path}: {why}")
+    print(f"installed stock firmware as {', '.join(p.name for p, _ in written)} in {where}" if written
+          else f"{where} already has trusted images for {', '.join(args.cores)}")
     return 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    header, _ = image.read(Path(args.image))
+    header, _, signer = image.examine(Path(args.image))
+    if isinstance(signer, signing.SignatureError):
+        verdict = f"REFUSED by this SoC's cores ({signer.reason}): {signer.message}"
+    else:
+        verdict = f"{signer}, trusted here"
     if args.json:
         import json
-        print(json.dumps(header, indent=1))
+        print(json.dumps({**header, "signature": verdict}, indent=1))
         return 0
     print(f"image:    {args.image}\nname:     {header['name']}\nversion:  {header['version']}\n"
           f"built:    {header['built']}\npayload:  {header['payload_size']} bytes, sha256 {header['payload_sha256']}\n"
-          f"operators ({len(header['operators'])}):")
+          f"signed:   {verdict}\noperators ({len(header['operators'])}):")
     for op in header["operators"]:
         params = ", ".join(f"{k}: {v['type']}" + (f"={v['default']!r}" if "default" in v else "")
                            for k, v in op["params"].items())
@@ -60,19 +114,68 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keygen(args: argparse.Namespace) -> int:
+    keys = signing.default_dir()
+    path, made = signing.keygen(keys)
+    raw = signing.public_raw(signing.load_private(path))
+    print(f"{'made' if made else 'kept'} {path} ({signing.key_id(raw)}); public key {keys / signing.SIGNING_PUB}"
+          + (f", trusted as {signing.INSTALL_NAME!r}" if made else ""))
+    return 0
+
+
+def cmd_trust(args: argparse.Namespace) -> int:
+    path, kid = signing.trust(signing.default_dir(), Path(args.public_file), args.name)
+    print(f"trusted {kid} as {path.stem} ({path}): the cores boot images it signs from their next boot on")
+    return 0
+
+
+def cmd_untrust(args: argparse.Namespace) -> int:
+    path = signing.untrust(signing.default_dir(), args.name)
+    if path is None:
+        print(f"vdsp firmware untrust: no trusted key named {args.name!r}", file=sys.stderr)
+        return 1
+    print(f"untrusted {args.name} (removed {path}): images it signed are refused from the next boot on")
+    return 0
+
+
+def cmd_trusted(args: argparse.Namespace) -> int:
+    keys = signing.default_dir()
+    for name, raw, path in signing.trusted(keys):
+        print(f"{name:20} {signing.key_id(raw)}  {path}")
+    return 0
+
+
 def add_parser(sub) -> None:
-    fw = sub.add_parser("firmware", help="build and inspect DSP firmware images")
+    fw = sub.add_parser("firmware", help="build, inspect and sign DSP firmware images; trust signing keys")
     fsub = fw.add_subparsers(dest="fw_command", required=True)
-    build = fsub.add_parser("build", help="build an image from an operator source tree (a folder with firmware.py)")
+    build = fsub.add_parser("build", help="build a signed image from an operator source tree (a folder with firmware.py)",
+                            description="Build an image and sign it: with --key FILE, else with this install's "
+                                        "signing key (made by 'vdsp firmware keygen' or the first 'vdsp up').")
     build.add_argument("src", metavar="SRC_DIR")
     build.add_argument("-o", "--output", required=True, metavar="OUT_FILE")
     build.add_argument("--name", help="image name in the manifest (default: the folder name)")
+    how = build.add_mutually_exclusive_group()
+    how.add_argument("--key", metavar="KEYFILE", help="Ed25519 private key to sign with (PKCS#8 PEM or OpenSSH, "
+                                                      "mode 0600; default: this install's key)")
+    how.add_argument("--unsigned", action="store_true",
+                     help="do not sign: only a core started with --allow-unsigned boots the image")
     build.set_defaults(fn=cmd_build)
-    info = fsub.add_parser("info", help="print an image's manifest (version, operators) after verifying it")
+    info = fsub.add_parser("info", help="print an image's manifest (version, operators, signer) after verifying it")
     info.add_argument("image", metavar="FILE")
     info.add_argument("--json", action="store_true")
     info.set_defaults(fn=cmd_info)
-    stock = fsub.add_parser("install-stock", help="build the stock image into the default firmware directory "
-                                                  "($VDSP_FIRMWARE_DIR, else $VDSP_RUNTIME_DIR/firmware) where missing")
+    stock = fsub.add_parser("install-stock", help="build the signed stock image into the default firmware directory "
+                                                  "($VDSP_FIRMWARE_DIR, else $VDSP_RUNTIME_DIR/firmware) where an "
+                                                  "image is missing or would be refused")
     stock.add_argument("cores", nargs="*", default=list(CORE_NAMES), help="image names (default: vdsp0 vdsp1)")
     stock.set_defaults(fn=cmd_install_stock)
+    fsub.add_parser("keygen", help="make this install's signing key in the key directory and trust it "
+                                   "(kept if present)").set_defaults(fn=cmd_keygen)
+    trust = fsub.add_parser("trust", help="trust an Ed25519 public key: the cores boot images it signs")
+    trust.add_argument("public_file", metavar="FILE.pub", help="OpenSSH ('ssh-ed25519 ...') or PEM public key")
+    trust.add_argument("--name", help="name to trust it under (default: the file name without .pub)")
+    trust.set_defaults(fn=cmd_trust)
+    untrust = fsub.add_parser("untrust", help="stop trusting a key: images it signs are refused at the next boot")
+    untrust.add_argument("name")
+    untrust.set_defaults(fn=cmd_untrust)
+    fsub.add_parser("trusted", help="list the trusted signing keys").set_defaults(fn=cmd_trusted)

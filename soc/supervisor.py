@@ -135,8 +135,10 @@ class Supervisor:
             raise errors.ApiUseError(f"a relay already runs for {self.rt} (vdsp down first)")
         self._ensure_keys()
         from soc.firmware_cli import install_stock
-        for path in install_stock(self.rt, self.cores):
-            log.info("installed the stock firmware image as %s", path)
+        # an image the cores would refuse is replaced; the cores' own policy decides ("--allow-unsigned")
+        for path, why in install_stock(self.rt, self.cores, allow_unsigned="--allow-unsigned" in self.core_args):
+            log.info("installed the stock firmware image as %s (%s)", path,
+                     "none was there" if why == "missing" else f"replacing one the cores would refuse: {why}")
         for name in self.cores:
             self.children[name] = Child(name, [sys.executable, "-m", "soc.cli", "core", "--name", name,
                                                *self.core_args])

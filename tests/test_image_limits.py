@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dsp_side import image
+from dsp_side import image, signing
 from dsp_side.remoteproc import Device
 from protocol import errors
 from protocol.remoteproc import FIRMWARE_NAME_MAX, firmware_name_problem
@@ -26,8 +26,17 @@ MiB = 1 << 20
 
 
 def pack(header, payload: bytes) -> bytes:
+    """An image of ``header`` and ``payload``, signed with the trusted key of the ``keys`` fixture."""
     blob = header if isinstance(header, bytes) else json.dumps(header).encode()
-    return image.MAGIC + struct.pack("<I", len(blob)) + blob + payload
+    signed = image.MAGIC + struct.pack("<I", len(blob)) + blob
+    seal = signing.sign(signed, signing.install_key())
+    return signed + struct.pack("<I", len(seal)) + seal + payload
+
+
+def payload_at(data: bytes) -> int:
+    """Offset of the payload in a packed image."""
+    hlen = struct.unpack_from("<I", data, 8)[0]
+    return 12 + hlen + 4 + struct.unpack_from("<I", data, 12 + hlen)[0]
 
 
 def sealed(header: dict, payload: bytes) -> dict:
@@ -40,6 +49,16 @@ def zip_of(members, compression=zipfile.ZIP_DEFLATED) -> bytes:
         for info, data in members:
             zf.writestr(info, data)
     return buf.getvalue()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def keys(tmp_path_factory):
+    """A key directory of its own (VDSP_KEYS_DIR) with a signing key, trusted."""
+    directory = tmp_path_factory.mktemp("keys")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VDSP_KEYS_DIR", str(directory))
+        signing.keygen(directory)
+        yield directory
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +213,8 @@ HEADERS = [
     ("no format", _drop("format"), "format"),
     ("format a bool", _set("format", True), "format"),
     ("format a string", _set("format", "1"), "format"),
-    ("format 2", _set("format", 2), "format"),
+    ("format 1", _set("format", 1), "format"),   # format 2 is the one read now
+    ("format 3", _set("format", 3), "format"),
     *[(f"no {key}", _drop(key), key) for key in ("name", "version", "built", "operators", "payload_size",
                                                  "payload_sha256")],
     ("name empty", _set("name", ""), "name"),
@@ -423,12 +443,11 @@ def test_random_damage_is_only_ever_an_image_error(tmp_path, base):
             else:
                 data[at:at] = rng.randbytes(rng.randrange(1, 64))
         if rng.random() < 0.5:   # reseal, so that damage to the zip itself gets past the checksum
-            hlen = struct.unpack_from("<I", good, 8)[0]
-            body = bytes(data[12 + hlen:])
+            body = bytes(data[payload_at(good):])
             data = bytearray(pack(sealed(base, body), body))
         path.write_bytes(bytes(data))
         for fn in (image.check, image.read, lambda p: image.load(p, tmp_path / f"w{i}")):
             try:
                 fn(path)
-            except image.ImageError:
+            except (image.ImageError, signing.SignatureError):   # damage to the signed bytes: bad signature
                 pass

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from arm_side import CORE_1, Soc, errors, opids
-from dsp_side import image
+from dsp_side import image, signing
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from soc import runtime
 from tests.conftest import wait_until
@@ -42,8 +42,12 @@ FW_SRC = b'VERSION = "1.0.0"\n\n\ndef register(registry):\n    pass\n'
 # --- images built by hand, in the image module's own format -------------------------------
 
 def pack(header, payload: bytes) -> bytes:
+    """An image of ``header`` and ``payload`` signed with the SoC's own key (VDSP_RUNTIME_DIR's),
+    so the checks after the signature's are the ones tested."""
     blob = json.dumps(header).encode()
-    return image.MAGIC + struct.pack("<I", len(blob)) + blob + payload
+    signed = image.MAGIC + struct.pack("<I", len(blob)) + blob
+    seal = signing.sign(signed, signing.install_key())
+    return signed + struct.pack("<I", len(seal)) + seal + payload
 
 
 def sealed(header: dict, payload: bytes) -> dict:
@@ -61,7 +65,7 @@ def zip_of(members) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory) -> dict:
+def base(shared_soc, tmp_path_factory) -> dict:
     """The header of a valid tiny firmware (framework operators only)."""
     tree = tmp_path_factory.mktemp("src") / "tiny"
     tree.mkdir()
