@@ -5,7 +5,8 @@
   vdsp status [--json]  cores, state, firmware version, operators; restarts of each process
   vdsp dmesg            remoteproc kernel log
   vdsp core ...         run one core process (used by ``up`` and docker-compose)
-  vdsp firmware build SRC_DIR -o FILE / info FILE   DSP firmware images
+  vdsp firmware build SRC_DIR -o FILE / info FILE   DSP firmware images (signed)
+  vdsp firmware keygen|trust FILE.pub|untrust NAME|trusted   the keys whose images the cores boot
   vdsp sysfs cat|echo|ls  the remoteproc sysfs files (/sys/class/remoteproc/remoteproc1/state ...)
   vdsp deploy IMAGE_DIR   stop both cores, install images vdsp0/vdsp1, start them
   vdsp sample smoke     PING every core and run memory operators, with timings
