@@ -46,8 +46,10 @@ PRIORITY_LOWEST = 0
 PRIORITY_HIGHEST = 255
 PRIORITY_PREEMP = 255  # HB_DNN_PRIORITY_PREEMP: goes to the head of its core's queue
 
-# Handle flags (third element of a handle on the wire).
+# Handle flags (third element of a handle on the wire). REGISTERED marks memory the SDK mapped
+# with register(); it grants nothing (PROTOCOL.md §6.2). Every other bit is reserved.
 HANDLE_REGISTERED = 1
+HANDLE_FLAGS = HANDLE_REGISTERED    # the defined bits; a handle with another bit set is refused
 
 # Size limits enforced by the codec (bytes / counts).
 MAX_BODY = 1 << 20          # msgpack body of one message

@@ -33,6 +33,7 @@ The same codes travel on the wire as ``{code, name, message}``.
     │   ├── FreedHandle         -6000281    HB_DSP_FREED_HANDLE
     │   ├── HandleOutOfBounds   -6000282    HB_DSP_HANDLE_OUT_OF_BOUNDS
     │   └── ForeignHandle       -6000283    HB_DSP_FOREIGN_HANDLE
+    ├── ClaimRefused            -6000284    HB_DSP_CLAIM_REFUSED (HELLO: an owner or role not held)
     ├── CoreError                           (the core cannot serve)
     │   ├── CoreOffline         -6000290    HB_DSP_CORE_OFFLINE
     │   ├── CoreCrashed         -6000291    HB_DSP_CORE_CRASHED
@@ -137,7 +138,9 @@ FreedHandle = _error("FreedHandle", HandleError, -6000281, "HB_DSP_FREED_HANDLE"
 HandleOutOfBounds = _error("HandleOutOfBounds", HandleError, -6000282, "HB_DSP_HANDLE_OUT_OF_BOUNDS",
                            "handle exceeds its memory segment")
 ForeignHandle = _error("ForeignHandle", HandleError, -6000283, "HB_DSP_FOREIGN_HANDLE",
-                       "memory belongs to another process and was not registered")
+                       "memory belongs to another owner and is not granted to this connection's owner")
+ClaimRefused = _error("ClaimRefused", VdspError, -6000284, "HB_DSP_CLAIM_REFUSED",
+                      "the peer does not hold the DDR owner or the role its HELLO claims")
 
 
 class CoreError(VdspError):

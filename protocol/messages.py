@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import errors
-from .constants import MAX_HANDLES, Command
+from .constants import HANDLE_FLAGS, MAX_HANDLES, Command
 from .wire import Message
 
 _INT, _STR, _MAP, _LIST, _BOOL = (int,), (str,), (dict,), (list,), (bool,)
@@ -54,13 +54,20 @@ def check_body(msg: Message) -> Message:
 
 
 def check_handles(handles: list, what: str) -> None:
-    """Each handle is ``[phys_addr, size, flags]`` of non-negative ints. Raises InvalidArgument."""
+    """Each handle is ``[phys_addr, size, flags]`` of non-negative ints with no reserved flag bit.
+
+    Raises InvalidArgument.
+    """
     if len(handles) > MAX_HANDLES:
         raise errors.InvalidArgument(f"{len(handles)} {what} exceed the limit of {MAX_HANDLES}")
     for i, h in enumerate(handles):
         if (not isinstance(h, list) or len(h) != 3
                 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in h)):
             raise errors.InvalidArgument(f"{what}[{i}] must be [phys_addr, size, flags] of ints >= 0, got {h!r:.80}")
+        if h[2] & ~HANDLE_FLAGS:
+            raise errors.InvalidArgument(
+                f"{what}[{i}]: flags 0x{h[2]:x} set reserved bits 0x{h[2] & ~HANDLE_FLAGS:x} "
+                f"(only bit 0, REGISTERED, is defined; send the others as 0)")
 
 
 # --- constructors -------------------------------------------------------------------------

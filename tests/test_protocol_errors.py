@@ -38,6 +38,7 @@ PUBLISHED = {
     "FreedHandle": (-6000281, "HB_DSP_FREED_HANDLE"),
     "HandleOutOfBounds": (-6000282, "HB_DSP_HANDLE_OUT_OF_BOUNDS"),
     "ForeignHandle": (-6000283, "HB_DSP_FOREIGN_HANDLE"),
+    "ClaimRefused": (-6000284, "HB_DSP_CLAIM_REFUSED"),
     "CoreOffline": (-6000290, "HB_DSP_CORE_OFFLINE"),
     "CoreCrashed": (-6000291, "HB_DSP_CORE_CRASHED"),
     "CoreDead": (-6000292, "HB_DSP_CORE_DEAD"),
