@@ -117,6 +117,7 @@ class Gate:
         self.directory = directory
         self.refusals = RateLimited(log)
         self.names: dict[bytes, str] = {}
+        self.keys: dict[str, bytes] = {}     # the reverse: which key a name authenticated with
         self.auth = _Authenticator(ctx, gate=self)
         self.auth.start()
         self.auth.configure_curve_callback(domain="*", credentials_provider=self)
@@ -129,7 +130,13 @@ class Gate:
                                z85_key[:8].decode(errors="replace"), self.directory)
             return False
         self.names[z85_key] = name
+        self.keys[name] = z85_key
         return True
+
+    def key_of(self, name: str) -> str | None:
+        """The Z85 public key the peer named ``name`` (``client:NAME``) authenticated with."""
+        key = self.keys.get(name)
+        return key.decode("ascii") if key is not None else None
 
     def _lookup(self, z85_key: bytes) -> str | None:
         for role, prefix in ((ADMIN, "admin"), (CLIENT, "client")):
@@ -179,12 +186,21 @@ def secure_client(sock: zmq.Socket, endpoint: str, *, key_file: Path | None = No
     if not is_tcp(endpoint):
         return False
     directory = keys_dir()
-    secret_file = key_file or Path(os.environ.get("VDSP_CLIENT_KEY") or directory / "client.key_secret")
-    public, secret = load_pair(secret_file)
+    public, secret = load_pair(key_file or client_key_file())
     server_file = Path(os.environ.get("VDSP_SERVER_KEY") or directory / "server.key")
     sock.curve_serverkey = load_public(server_file)
     sock.curve_publickey, sock.curve_secretkey = public, secret
     return True
+
+
+def client_key_file() -> Path:
+    """This client's ``.key_secret`` file: ``VDSP_CLIENT_KEY``, else the key directory's ``client.key_secret``."""
+    return Path(os.environ.get("VDSP_CLIENT_KEY") or keys_dir() / "client.key_secret")
+
+
+def client_public_key() -> str:
+    """This client's CURVE public key (Z85), the one it connects with. Raises FileNotFound / InvalidArgument."""
+    return load_pair(client_key_file())[0].decode("ascii")
 
 
 def peer_name(frame: zmq.Frame) -> str:

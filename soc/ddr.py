@@ -46,6 +46,7 @@ MAX_OWNER = 1 << 22                 # owner ids are in [1, MAX_OWNER)
 FIRST_OFFSET = 0x1000               # offset 0 is never a valid address
 ORPHAN_AGE = 2.0                    # seconds before a lock-less file may be reaped
 PREFIX = "vdsp-"
+SIDECARS = (".acl", ".acl.tmp")     # files an owner keeps beside its lock (soc.acl); they go before the lock
 LISTING_MAX_AGE = 60.0              # seconds a directory listing is reused at most, whatever the mtime says
 RACY_NS = 2_000_000_000             # a listing is reusable only if the directory's mtime was this much older
 SCAN_BUDGET = 0.01                  # reap() lists a changed directory at most this fraction of the time
@@ -358,6 +359,8 @@ class Owner:
             names, self._live = list(self._live.values()), {}
         for name in names:
             _unlink_quiet(os.path.join(self.dir, name))
+        for suffix in SIDECARS:
+            _unlink_quiet(os.path.join(self.dir, f"vdsp-{self.id:06x}{suffix}"))
         _unlink_quiet(self.lock_path)   # segments first: a lock-less segment looks orphaned
         os.close(self.lock_fd)
 
@@ -674,6 +677,8 @@ def _reap_dead(directory: str, owners: list[int], listing: _Listing | None) -> l
         for owner, _ in dead:
             names = listing.group(owner) if listing is not None else []
             removed += [n for n in names if _unlink_quiet(os.path.join(directory, n))]
+            removed += [f"vdsp-{owner:06x}{s}" for s in SIDECARS
+                        if _unlink_quiet(os.path.join(directory, f"vdsp-{owner:06x}{s}"))]
             if _unlink_quiet(os.path.join(directory, lock_name(owner))):
                 removed.append(lock_name(owner))
     finally:
