@@ -17,7 +17,7 @@ import os
 import stat
 import threading
 
-from protocol.errors import FreedHandle, ForeignHandle, HandleOutOfBounds, UnknownHandle
+from protocol.errors import FreedHandle, HandleOutOfBounds, UnknownHandle
 from soc import ddr
 
 MAX_FREED = 4096        # freed ranges remembered to tell "freed" from "unknown"
@@ -64,14 +64,13 @@ class Resolver:
         self._freed: collections.deque[tuple[int, int, int]] = collections.deque(maxlen=MAX_FREED)
         self._zombies: list[mmap.mmap] = []     # dropped mappings that still have views
 
-    def resolve(self, phys: int, size: int, *, client_owner: int, registered: bool,
-                writable: bool = True) -> memoryview:
+    def resolve(self, phys: int, size: int, *, writable: bool = True) -> memoryview:
         """A writable memoryview of exactly ``size`` bytes of DDR at ``phys``.
 
-        Raises UnknownHandle (bad address or no such memory), FreedHandle (the
-        memory was freed), HandleOutOfBounds (bad size, or the range exceeds its
-        segment), ForeignHandle (another process's memory, not registered).
-        ``writable`` is accepted for future use.
+        Whether the task may use that memory at all is decided before, from the address
+        alone (``protocol.acl``); this only maps it. Raises UnknownHandle (bad address or
+        no such memory), FreedHandle (the memory was freed), HandleOutOfBounds (bad size,
+        or the range exceeds its segment). ``writable`` is accepted for future use.
         """
         if not isinstance(phys, int) or isinstance(phys, bool) or phys < 0:
             raise UnknownHandle(f"{_where(phys, size)}: not a physical address")
@@ -86,10 +85,6 @@ class Resolver:
             start = offset - entry.base
             if start + size > entry.size:
                 raise HandleOutOfBounds(_exceeds(where, owner, entry.base, entry.size))
-            if owner != client_owner and not registered:
-                raise ForeignHandle(
-                    f"{where}: memory of owner {_hex(owner)} is not registered "
-                    f"and the client is owner {_hex(client_owner)}")
             return memoryview(entry.mm)[start:start + size]
 
     def purge(self) -> int:

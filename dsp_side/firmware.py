@@ -25,13 +25,14 @@ import numpy as np
 import zmq
 
 from protocol import errors, messages, schema, wire
-from protocol.constants import DEFAULT_WATCHDOG_MS, HANDLE_REGISTERED, MAX_RAW_FRAME, Command
+from protocol.constants import DEFAULT_WATCHDOG_MS, MAX_RAW_FRAME, Command
 from dsp_side import heap, image, signing
 from dsp_side.ddr_resolver import Resolver
 from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
 from dsp_side.watchdog import WatchdogWord
-from soc import curve, log as soclog, proc
+from soc import curve, log as soclog, proc, runtime
+from soc.ownership import Bindings, Ownership
 from soc.zsock import NOBLOCK, readable, send_frames
 
 CRASH_EXIT = 70
@@ -61,9 +62,17 @@ class Firmware:
         self.resolver = Resolver()
         self.ctx = OperatorContext(core, watchdog_ms)
         self.warn = soclog.RateLimited(log)
+        # Which owner each connection proved in its HELLO (or RELAY): its tasks may use that
+        # owner's memory and what other owners granted it, nothing else (soc.ownership).
+        self.ownership = Ownership(f"{core} firmware", accept_relay=True)
+        self.bindings = Bindings()
 
-    def handle(self, frames: list) -> list | None:
-        """Reply frames for one request (without the routing identity), or None."""
+    def handle(self, frames: list, identity: bytes = b"", meta: object = None, peer: str = "") -> list | None:
+        """Reply frames for one request of connection ``identity`` (frames without the identity), or None.
+
+        ``meta`` is a frame of the message received with ``copy=False`` (its properties tell
+        who sent a HELLO), ``peer`` the CURVE name on tcp.
+        """
         try:
             msg = messages.check_body(wire.decode(frames))
         except errors.VdspError as exc:
@@ -71,21 +80,31 @@ class Firmware:
             self.warn.warn("malformed", "%s: rejected malformed message: %s", self.core, exc)
             return wire.encode(messages.error(msg_id, exc)) if msg_id else None  # 0 = one-way
         if msg.command is Command.TASK:
-            reply = self.run_task(msg)
+            reply = self.run_task(msg, self.bindings.get(identity))
             try:
                 return wire.encode(reply)
             except errors.VdspError as exc:  # an operator returned values msgpack cannot carry
                 return wire.encode(messages.error(msg.msg_id, errors.OperatorFailed(
                     f"operator 0x{msg.op:04x}: result is not encodable: {exc.message}")))
         if msg.command is Command.HELLO:
-            return wire.encode(messages.ready(msg.msg_id, self.core, "firmware",
-                                              firmware_version=self.version, state="running"))
+            return wire.encode(self.hello(msg, identity, meta, peer))
         if msg.command in (Command.HEARTBEAT, Command.DISCONNECT):
             return None
         return wire.encode(messages.error(msg.msg_id, errors.ApiUseError(
             f"the firmware endpoint of {self.core} accepts TASK, CANCEL and HELLO, not {msg.command.name}")))
 
-    def handle_now(self, frames: list, identity: bytes, inbox: Inbox) -> list[list]:
+    def hello(self, msg: wire.Message, identity: bytes, meta: object, peer: str) -> wire.Message:
+        """READY, binding the connection to what it proved; ERROR ClaimRefused (and no binding) otherwise."""
+        try:
+            binding = self.ownership.claim(msg.body, meta, peer)
+        except errors.ClaimRefused as exc:
+            self.bindings.set(identity, None)
+            return messages.error(msg.msg_id, exc)
+        self.bindings.set(identity, binding)
+        return messages.ready(msg.msg_id, self.core, "firmware", firmware_version=self.version, state="running")
+
+    def handle_now(self, frames: list, identity: bytes, inbox: Inbox, meta: object = None,
+                   peer: str = "") -> list[list]:
         """Replies to a request that is not queued (CANCEL, HELLO, garbage...)."""
         if len(frames) >= 2 and len(frames[0]) == wire.HEADER_SIZE and frames[0][3] == Command.CANCEL:
             try:
@@ -99,15 +118,14 @@ class Firmware:
             exc = errors.TaskCancelled(f"task {target} released before it started on {self.core}")
             return [wire.encode(messages.error(target, exc)),
                     wire.encode(messages.result(msg.msg_id, {"state": "cancelled", "target": target}))]
-        reply = self.handle(frames)
+        reply = self.handle(frames, identity, meta, peer)
         return [] if reply is None else [reply]
 
-    def _buffers(self, handles: list, owner: int, writable: bool, what: str) -> list:
+    def _buffers(self, handles: list, writable: bool, what: str) -> list:
         out = []
-        for i, (phys, size, flags) in enumerate(handles):
+        for i, (phys, size, _flags) in enumerate(handles):
             try:
-                view = self.resolver.resolve(phys, size, client_owner=owner,
-                                             registered=bool(flags & HANDLE_REGISTERED), writable=writable)
+                view = self.resolver.resolve(phys, size, writable=writable)
             except errors.HandleError as exc:
                 raise type(exc)(f"{what}[{i}]: {exc.message}") from None
             arr = np.frombuffer(view, dtype=np.uint8)
@@ -116,18 +134,19 @@ class Firmware:
             out.append(arr)
         return out
 
-    def run_task(self, msg: wire.Message) -> wire.Message:
-        """RESULT or ERROR for one TASK; a non-VdspError from compute crashes the process."""
+    def run_task(self, msg: wire.Message, binding: int | None = None) -> wire.Message:
+        """RESULT or ERROR for one TASK of a connection bound to ``binding`` (its verified owner,
+        RELAY, or None); a non-VdspError from compute crashes the process."""
         t0 = time.perf_counter()
         body = msg.body
         try:
+            self.ownership.check_task(binding, body)    # first, from addresses alone (PROTOCOL.md §6.4)
             spec = self.registry.get(msg.op)
             inputs_h, outputs_h = body.get("inputs", []), body.get("outputs", [])
             spec.check_counts(len(inputs_h), len(outputs_h))
             params = schema.validate(spec.name, spec.params, body.get("params", {}))
-            owner = body.get("owner", 0)
-            inputs = self._buffers(inputs_h, owner, spec.inputs_writable, "inputs")
-            outputs = self._buffers(outputs_h, owner, True, "outputs")
+            inputs = self._buffers(inputs_h, spec.inputs_writable, "inputs")
+            outputs = self._buffers(outputs_h, True, "outputs")
         except errors.VdspError as exc:
             return messages.error(msg.msg_id, exc)
         self.ctx.msg_id = msg.msg_id
@@ -183,6 +202,11 @@ def serve(fw: Firmware, endpoint: str) -> None:
     gate = curve.Gate(ctx, curve.keys_dir()) if curve.is_tcp(endpoint) else None   # runs while we serve
     curve.secure_server(sock, endpoint)
     sock.bind(endpoint)
+    fw.ownership.gate = gate
+    try:        # where relay.pid tells which process is the relay (ipc)
+        fw.ownership.rt = runtime.runtime_dir(create=False)
+    except errors.VdspError:
+        fw.ownership.rt = None      # then no ipc peer can prove it is the relay
     print(json.dumps({"version": fw.version, "operators": fw.registry.table(), "pid": os.getpid()}),
           flush=True)
     if fw.watchdog:
@@ -197,7 +221,10 @@ def serve(fw: Firmware, endpoint: str) -> None:
         if not inbox and not readable(sock):
             poller.poll(PURGE_EVERY_S * 1000)
         while readable(sock):                       # take in everything that has arrived
-            frames = sock.recv_multipart(NOBLOCK)
+            meta = sock.recv(NOBLOCK, copy=False)   # the identity: it carries the peer's credentials
+            if not meta.more:
+                continue
+            frames = [meta.bytes, *sock.recv_multipart(NOBLOCK)]
             try:
                 queued = inbox.offer(frames[0], frames[1:])
             except errors.CoreBusy as exc:          # bounded: the excess is refused, not held
@@ -205,11 +232,12 @@ def serve(fw: Firmware, endpoint: str) -> None:
                 send_frames(sock, [frames[0], *wire.encode(messages.error(wire.peek_msg_id(frames[1:]) or 0, exc))])
                 continue
             if not queued:
-                for reply in fw.handle_now(frames[1:], frames[0], inbox):
+                peer = curve.peer_name(meta) if gate is not None else ""
+                for reply in fw.handle_now(frames[1:], frames[0], inbox, meta, peer):
                     send_frames(sock, [frames[0], *reply])
         if inbox:                                   # then run the best waiting task
             identity, frames = inbox.pop()
-            reply = fw.handle(frames)
+            reply = fw.handle(frames, identity)
             if reply is not None:
                 send_frames(sock, [identity, *reply])
         if time.monotonic() >= next_purge:

@@ -1,9 +1,13 @@
 """The relay: many ARM client processes, two DSP cores, one priority scheduler.
 
 Clients talk to a ROUTER; each core is a :class:`CoreLink` (control DEALER +
-firmware DEALER). The relay reads only the fixed header of a TASK (priority,
-core, custom_id, msg_id), never its body: it rewrites ``msg_id`` to its own id
-on the way to the core and back on the way to the client. In a RESULT/ERROR
+firmware DEALER). The relay schedules a TASK by its fixed header (priority,
+core, custom_id, msg_id) and unpacks its body once, to check that every handle
+belongs to the owner the client proved in its HELLO or lies within a grant
+(``soc.ownership``); it forwards the frames unchanged, so the firmware, which
+trusts the relay's check (the relay proves itself in its own HELLO there), sees
+exactly what the client sent. It rewrites ``msg_id`` to its own id on the way
+to the core and back on the way to the client. In a RESULT/ERROR
 reply to a task the relay sets the header's ``core`` to the core that ran it
 and ``custom_id`` to the microseconds the task waited in the queue.
 
@@ -31,6 +35,7 @@ from relay_server.corelink import CoreLink
 from relay_server.scheduler import Job, Scheduler
 from soc import curve, ddr, runtime
 from soc.log import RateLimited
+from soc.ownership import Ownership
 from soc.zsock import send_frames
 
 log = logging.getLogger("vdsp.relay")
@@ -50,7 +55,8 @@ class Client:
     def __init__(self, identity: bytes, now: float, heartbeat_ms: int, peer: str = "") -> None:
         self.identity = identity
         self.peer = peer       # "" on ipc; the CURVE name (admin:NAME / client:NAME) on tcp
-        self.owner = self.pid = self.held_bytes = self.dropped = 0
+        self.owner: int | None = None   # the DDR owner its HELLO proved (None: none proved)
+        self.pid = self.held_bytes = self.dropped = 0
         self.name = ""
         self.liveness = Liveness(now, heartbeat_ms)
         self.jobs: dict[int, Job] = {}  # client msg_id -> job, queued or running
@@ -85,6 +91,9 @@ class RelayServer:
         self.front.rcvhwm = 10000
         self.front.maxmsgsize = MAX_RAW_FRAME    # a larger frame closes that connection before it is read
         self.gate = curve.Gate(self.ctx, curve.keys_dir()) if curve.is_tcp(bind) else None
+        self.ownership = Ownership("relay", gate=self.gate)
+        self.fw_hellos: dict[int, str] = {}      # relay_id of our HELLO to a firmware -> core name
+        self.greeted: dict[int, zmq.Socket] = {}  # core index -> the firmware socket we said HELLO on
         curve.secure_server(self.front, bind)
         self.front.bind(bind)
         self.bind = bind
@@ -148,7 +157,9 @@ class RelayServer:
             job.payload = None
 
     # --- client side ----------------------------------------------------------------------
-    def on_client(self, identity: bytes, frames: list, peer: str = "") -> None:
+    def on_client(self, identity: bytes, frames: list, peer: str = "", meta: object = None) -> None:
+        """One message of client ``identity``; ``meta`` a frame of it received with ``copy=False``
+        (who sent a HELLO: ``soc.ownership``), ``peer`` its CURVE name on tcp."""
         now = time.monotonic()
         client = self.clients.get(identity)
         if client is None:
@@ -168,7 +179,7 @@ class RelayServer:
         elif cmd is Command.HEARTBEAT:
             pass
         else:
-            self.on_client_request(client, frames, cmd, msg_id)
+            self.on_client_request(client, frames, cmd, msg_id, meta)
 
     def submit(self, client: Client, frames: list, priority: int, core: int, msg_id: int,
                custom_id: int, now: float) -> None:
@@ -178,6 +189,12 @@ class RelayServer:
 
         if core not in _CORE_INDEX or (core and _CORE_INDEX[core] >= len(self.cores)):
             return reject(errors.InvalidCore(f"core {core} is not ANY (0), CORE_0 (1) or CORE_1 (2) of this SoC"))
+        try:    # the body once: well-formed handles, each the client's own or granted to it
+            body = wire.unpack_body(frames[1])
+            messages.check_body(wire.Message(Command.TASK, msg_id, body))
+            self.ownership.check_task(client.owner, body)
+        except errors.VdspError as exc:
+            return reject(exc)
         if msg_id in client.jobs:
             return reject(errors.InvalidArgument(f"msg_id {msg_id} is already in flight for this client"))
         if len(client.jobs) >= self.max_tasks_per_client:
@@ -208,7 +225,8 @@ class RelayServer:
         self.stats["submitted"] += 1
         self.dispatch()
 
-    def on_client_request(self, client: Client, frames: list, cmd: Command, msg_id: int) -> None:
+    def on_client_request(self, client: Client, frames: list, cmd: Command, msg_id: int,
+                          meta: object = None) -> None:
         try:
             msg = messages.check_body(wire.decode(frames))
         except errors.VdspError as exc:
@@ -216,7 +234,13 @@ class RelayServer:
             return
         body = msg.body
         if cmd is Command.HELLO:
-            client.owner, client.pid, client.name = body.get("owner", 0), body.get("pid", 0), body.get("name", "")
+            client.pid, client.name = body.get("pid", 0), body.get("name", "")
+            try:
+                client.owner = self.ownership.claim(body, meta, client.peer)
+            except errors.ClaimRefused as exc:
+                client.owner = None
+                self.to_client(client.identity, wire.encode(messages.error(msg_id, exc)))
+                return
             self.pending_hello.append((client.identity, msg_id))
             self.answer_hellos(time.monotonic())
         elif cmd is Command.CANCEL:
@@ -339,7 +363,10 @@ class RelayServer:
         relay_id = _U64.unpack_from(frames[0], 8)[0]
         job = core.inflight.pop(relay_id, None)
         if job is None:
-            self._cancel_answered(relay_id, frames)
+            if relay_id in self.fw_hellos:
+                self._fw_greeted(self.fw_hellos.pop(relay_id), frames)
+            else:
+                self._cancel_answered(relay_id, frames)
             return
         self._forget(job)
         self.stats["completed"] += 1
@@ -348,6 +375,27 @@ class RelayServer:
             header = _retag(frames[0], job.client_msg_id, 1 << core.index, queue_us)
             self.to_client(job.client, [header, *frames[1:]])
         self.dispatch()
+
+    def _greet_fw(self, core: CoreLink) -> None:
+        """Say HELLO as the relay on a newly opened firmware socket, before any task goes there:
+        the firmware then trusts our ownership checks for the tasks we forward."""
+        if core.fw is None or self.greeted.get(core.index) is core.fw:
+            return
+        self.greeted[core.index] = core.fw
+        relay_id = next(self.ids)
+        self.fw_hellos[relay_id] = core.name
+        if len(self.fw_hellos) > 64:     # unanswered greetings of firmwares long gone
+            del self.fw_hellos[next(iter(self.fw_hellos))]
+        send_frames(core.fw, wire.encode(messages.hello(relay_id, "relay", pid=os.getpid(), name="dsp_relay_server")))
+
+    def _fw_greeted(self, core_name: str, frames: list) -> None:
+        if len(frames[0]) == wire.HEADER_SIZE and frames[0][3] == Command.ERROR:
+            try:
+                why = wire.unpack_body(bytes(frames[1])).get("message", "?")
+            except errors.VdspError as exc:
+                why = exc.message
+            log.error("%s: the firmware refused the relay's HELLO (%s): tasks with buffers will be refused there",
+                      core_name, why)
 
     def _cancel_answered(self, relay_id: int, frames: list) -> None:
         """The firmware's verdict on a CANCEL we forwarded: tell the client."""
@@ -403,6 +451,7 @@ class RelayServer:
             self._broadcast(wire.encode(messages.event(core.name, "dead", reason=reason)))
         else:
             core.apply(body, state)
+            self._greet_fw(core)
         if not any(c.state == "running" for c in self.cores):
             self.fail_stranded()
         self.dispatch()
@@ -494,13 +543,12 @@ class RelayServer:
         for _ in range(256):
             if not front.getsockopt(_EVENTS) & _POLLIN:
                 return
-            if self.gate is None:
-                frames = front.recv_multipart(_NOBLOCK)
-                self.on_client(frames[0], frames[1:])
-            else:   # CURVE: the peer's name rides on its frames (one copy, as with copy=True)
-                parts = front.recv_multipart(_NOBLOCK, copy=False)
-                peer = curve.peer_name(parts[1]) if len(parts) > 1 else ""
-                self.on_client(parts[0].bytes, [p.bytes for p in parts[1:]], peer)
+            # The identity frame carries the peer's properties (its pid on ipc, its CURVE name on tcp).
+            meta = front.recv(_NOBLOCK, copy=False)
+            if not meta.more:
+                continue
+            frames = front.recv_multipart(_NOBLOCK)
+            self.on_client(meta.bytes, frames, curve.peer_name(meta) if self.gate is not None else "", meta)
 
     @staticmethod
     def _drain(sock: zmq.Socket, handle) -> None:

@@ -373,8 +373,11 @@ def fuzz_firmware(messages: int, seed: int = 0, limit_findings: int = 20,
         gen = Generator(seed, registry.table(), [Buffer(b.phys_addr, b.size) for b in bufs], _owner_id())
         for i in range(messages):
             frames = gen.frames()
+            # One connection that proved this process's owner (a HELLO here has no peer to verify
+            # and would be refused, leaving every later buffer foreign): bound afresh each time.
+            fw.bindings.set(b"fuzz", gen.owner)
             try:
-                reply = fw.handle(frames)
+                reply = fw.handle(frames, b"fuzz")
                 if outcomes is not None:
                     kind = "none" if reply is None else "ok" if reply[0][3] == Command.RESULT else \
                         msgpack.unpackb(reply[1]).get("code")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dsp_side.ddr_resolver import Resolver
-from protocol.errors import (ForeignHandle, FreedHandle, HandleOutOfBounds, SysInvalidArgument,
+from protocol.errors import (FreedHandle, HandleOutOfBounds, SysInvalidArgument,
                              UnknownHandle)
 from soc import ddr
 
@@ -209,17 +209,17 @@ def test_reap_of_missing_dir_is_empty(tmp_path):
 
 def test_resolve_is_a_zero_copy_view_of_exact_size(resolver):
     seg = ddr.Segment.create(32 << 20)
-    view = resolver.resolve(seg.phys + 4096, 100, client_owner=me(), registered=False)
+    view = resolver.resolve(seg.phys + 4096, 100)
     assert len(view) == 100 and not view.readonly
     view[0:3] = b"abc"
     assert bytes(seg.buf[4096:4099]) == b"abc"
     seg.buf[4099] = 7
     assert view[3] == 7
     del view
-    big = resolver.resolve(seg.phys, 32 << 20, client_owner=me(), registered=False)
+    big = resolver.resolve(seg.phys, 32 << 20)
     start = time.perf_counter()
     for _ in range(1000):
-        resolver.resolve(seg.phys, 32 << 20, client_owner=me(), registered=False)
+        resolver.resolve(seg.phys, 32 << 20)
     assert time.perf_counter() - start < 0.5     # no 32 MiB copies
     assert resolver.cached_count() == 1
     del big
@@ -232,25 +232,25 @@ def test_resolve_is_a_zero_copy_view_of_exact_size(resolver):
 ])
 def test_resolve_rejects_malformed_handles(resolver, phys, size, error):
     with pytest.raises(error):
-        resolver.resolve(phys, size, client_owner=1, registered=False)
+        resolver.resolve(phys, size)
 
 
 def test_resolve_unknown_address(resolver):
     seg = ddr.Segment.create(100)
     for phys in (ddr.make_phys(me(), 0), seg.phys + 4096, ddr.make_phys(0x3FFFFF, 0x1000)):
         with pytest.raises(UnknownHandle) as info:
-            resolver.resolve(phys, 1, client_owner=me(), registered=False)
+            resolver.resolve(phys, 1)
         assert info.value.code == -6000280 and f"0x{phys:x}" in info.value.message
     seg.close()
 
 
 def test_resolve_freed_segment_seen_before(resolver):
     seg = ddr.Segment.create(100)
-    view = resolver.resolve(seg.phys, 10, client_owner=me(), registered=False)
+    view = resolver.resolve(seg.phys, 10)
     seg.close()
     for phys in (seg.phys, seg.phys + 50):   # first via the cache, then via the freed ranges
         with pytest.raises(FreedHandle) as info:
-            resolver.resolve(phys, 10, client_owner=me(), registered=False)
+            resolver.resolve(phys, 10)
         assert info.value.code == -6000281 and f"0x{phys:x}" in info.value.message
     assert resolver.cached_count() == 0
     del view
@@ -261,33 +261,24 @@ def test_resolve_freed_never_seen_is_unknown(resolver):
     seg = ddr.Segment.create(100)
     seg.close()
     with pytest.raises(UnknownHandle):
-        resolver.resolve(seg.phys, 10, client_owner=me(), registered=False)
+        resolver.resolve(seg.phys, 10)
 
 
 def test_resolve_out_of_bounds_names_handle_and_segment(resolver):
     seg = ddr.Segment.create(100)
     with pytest.raises(HandleOutOfBounds) as info:
-        resolver.resolve(seg.phys + 50, 51, client_owner=me(), registered=False)
+        resolver.resolve(seg.phys + 50, 51)
     err = info.value
     assert err.code == -6000282
     assert err.message == (f"handle 0x{seg.phys + 50:x} size 51 exceeds segment "
                            f"0x{seg.phys:x} of 100 bytes")
-    assert len(resolver.resolve(seg.phys + 50, 50, client_owner=me(), registered=False)) == 50
-    seg.close()
-
-
-def test_resolve_foreign_unless_registered(resolver):
-    seg = ddr.Segment.create(100)
-    with pytest.raises(ForeignHandle) as info:
-        resolver.resolve(seg.phys, 100, client_owner=me() + 1, registered=False)
-    assert info.value.code == -6000283 and f"0x{seg.phys:x}" in info.value.message
-    assert len(resolver.resolve(seg.phys, 100, client_owner=me() + 1, registered=True)) == 100
+    assert len(resolver.resolve(seg.phys + 50, 50)) == 50
     seg.close()
 
 
 def test_purge_drops_unlinked_segments_even_with_live_views(resolver):
     segs = [ddr.Segment.create(100) for _ in range(3)]
-    views = [resolver.resolve(s.phys, 100, client_owner=me(), registered=False) for s in segs]
+    views = [resolver.resolve(s.phys, 100) for s in segs]
     assert resolver.cached_count() == 3
     segs[0].close()
     segs[1].close()
@@ -303,9 +294,9 @@ def test_cache_is_bounded(shm):
     resolver = Resolver(max_cached=4)
     segs = [ddr.Segment.create(10) for _ in range(10)]
     for seg in segs:
-        resolver.resolve(seg.phys, 10, client_owner=me(), registered=False)
+        resolver.resolve(seg.phys, 10)
     assert resolver.cached_count() == 4
-    assert len(resolver.resolve(segs[0].phys, 10, client_owner=me(), registered=False)) == 10
+    assert len(resolver.resolve(segs[0].phys, 10)) == 10
     resolver.close()
     for seg in segs:
         seg.close()
@@ -315,18 +306,18 @@ def test_cache_is_bounded(shm):
 
 def test_truncated_segment_is_out_of_bounds_not_a_sigbus(resolver, shm):
     seg = ddr.Segment.create(3 * ddr.PAGE)
-    assert len(resolver.resolve(seg.phys, 3 * ddr.PAGE, client_owner=me(), registered=False)) == 3 * ddr.PAGE
+    assert len(resolver.resolve(seg.phys, 3 * ddr.PAGE)) == 3 * ddr.PAGE
     os.truncate(shm / seg.name, ddr.PAGE)   # the client shrinks its file behind the cached mapping
     with pytest.raises(HandleOutOfBounds) as info:
-        resolver.resolve(seg.phys, 3 * ddr.PAGE, client_owner=me(), registered=False)
+        resolver.resolve(seg.phys, 3 * ddr.PAGE)
     assert info.value.message.endswith(f"exceeds segment 0x{seg.phys:x} of {ddr.PAGE} bytes")
     with pytest.raises(HandleOutOfBounds):
-        resolver.resolve(seg.phys + ddr.PAGE - 1, 2, client_owner=me(), registered=False)
-    assert len(resolver.resolve(seg.phys + 10, ddr.PAGE - 10, client_owner=me(), registered=False)) == ddr.PAGE - 10
+        resolver.resolve(seg.phys + ddr.PAGE - 1, 2)
+    assert len(resolver.resolve(seg.phys + 10, ddr.PAGE - 10)) == ddr.PAGE - 10
     os.truncate(shm / seg.name, 0)
     for r in (resolver, Resolver()):        # cached or not
         with pytest.raises(HandleOutOfBounds, match=" of 0 bytes"):
-            r.resolve(seg.phys, 1, client_owner=me(), registered=False)
+            r.resolve(seg.phys, 1)
     seg.close()     # never touch seg.buf again: its pages are gone
 
 
@@ -340,17 +331,17 @@ def test_symlink_named_like_a_segment_is_unknown(resolver, shm):
     phys = ddr.make_phys(me(), link_offset)
     for handle in (phys, phys + 10):
         with pytest.raises(UnknownHandle):
-            resolver.resolve(handle, 10, client_owner=me(), registered=False)
+            resolver.resolve(handle, 10)
     with pytest.raises(SysRegisterMemFailed):
         MemoryManager().register(phys, 10)
     link.unlink()
     os.symlink("/nonexistent", link)        # dangling: the same
     with pytest.raises(UnknownHandle):
-        resolver.resolve(phys, 10, client_owner=me(), registered=False)
+        resolver.resolve(phys, 10)
     link.unlink()
     os.mkfifo(link)                          # not a regular file
     with pytest.raises(UnknownHandle):
-        resolver.resolve(phys, 1, client_owner=me(), registered=False)
+        resolver.resolve(phys, 1)
     link.unlink()
     seg.close()
 
@@ -360,9 +351,9 @@ def test_segment_of_another_uid_is_unknown(resolver, monkeypatch):
     real = os.geteuid()
     monkeypatch.setattr(os, "geteuid", lambda: real + 1)   # as if the file were someone else's
     with pytest.raises(UnknownHandle):
-        resolver.resolve(seg.phys, 10, client_owner=me(), registered=False)
+        resolver.resolve(seg.phys, 10)
     monkeypatch.setattr(os, "geteuid", lambda: real)
-    assert len(resolver.resolve(seg.phys, 10, client_owner=me(), registered=False)) == 10
+    assert len(resolver.resolve(seg.phys, 10)) == 10
     seg.close()
 
 

@@ -99,9 +99,9 @@ def test_reap_and_resolve_do_not_scan_a_crowded_directory(crowded, monkeypatch):
     resolver = Resolver()
     try:
         for seg in segs:
-            assert len(resolver.resolve(seg.phys, 10, client_owner=me, registered=False)) == 10
+            assert len(resolver.resolve(seg.phys, 10)) == 10
         for seg in segs:
-            assert len(resolver.resolve(seg.phys + ddr.PAGE + 5, 10, client_owner=me, registered=False)) == 10
+            assert len(resolver.resolve(seg.phys + ddr.PAGE + 5, 10)) == 10
         counts = calls.take()
         assert listings(counts) == 0 and stats(counts) <= 3 * len(segs), counts
     finally:
@@ -112,11 +112,11 @@ def test_reap_and_resolve_do_not_scan_a_crowded_directory(crowded, monkeypatch):
     resolver = Resolver()
     try:
         for seg in segs:
-            assert len(resolver.resolve(seg.phys + 100, 10, client_owner=me, registered=False)) == 10
+            assert len(resolver.resolve(seg.phys + 100, 10)) == 10
         bogus = ddr.make_phys(me, 0xF0_0000_0123)
         for _ in range(5):
             with pytest.raises(UnknownHandle):
-                resolver.resolve(bogus, 10, client_owner=me, registered=False)
+                resolver.resolve(bogus, 10)
         assert listings(calls.take()) <= 1
     finally:
         resolver.close()
@@ -161,12 +161,12 @@ manager = MemoryManager()
 mems = [manager.alloc(100) for _ in range(600)]                         # the client's mappings
 regs = [manager.register(m.phys_addr + 10, 50) for m in mems[:300]]     # registered mappings
 resolver = Resolver()                                                   # the DSP's mappings
-views = [resolver.resolve(m.phys_addr, 100, client_owner=me, registered=False) for m in mems]
+views = [resolver.resolve(m.phys_addr, 100) for m in mems]
 for i, (mem, view) in enumerate(zip(mems, views)):
     view[0] = i % 256
     assert mem.read(1) == bytes([i % 256])
 assert resolver.cached_count() == 600
-again = [resolver.resolve(m.phys_addr + 1, 99, client_owner=me, registered=False) for m in mems]
+again = [resolver.resolve(m.phys_addr + 1, 99) for m in mems]
 print("fds", len(os.listdir("/proc/self/fd")), flush=True)
 """
 
