@@ -4,11 +4,11 @@
 """
 from protocol import errors, opids
 from protocol.constants import Core, PRIORITY_HIGHEST, PRIORITY_LOWEST, PRIORITY_PREEMP
-from arm_side.memory import CLEAN, INVALIDATE, Mem, MemoryManager
+from arm_side.memory import ANY_OWNER, CLEAN, INVALIDATE, Grant, Mem, MemoryManager
 from arm_side.soc import AsyncSoc, Soc
 from arm_side.task import Task
 
 CORE_ANY, CORE_0, CORE_1 = Core.ANY, Core.CORE_0, Core.CORE_1
 
-__all__ = ["Soc", "AsyncSoc", "Task", "Mem", "MemoryManager", "CLEAN", "INVALIDATE", "CORE_ANY", "CORE_0",
-           "CORE_1", "PRIORITY_LOWEST", "PRIORITY_HIGHEST", "PRIORITY_PREEMP", "errors", "opids"]
+__all__ = ["Soc", "AsyncSoc", "Task", "Mem", "MemoryManager", "Grant", "ANY_OWNER", "CLEAN", "INVALIDATE",
+           "CORE_ANY", "CORE_0", "CORE_1", "PRIORITY_LOWEST", "PRIORITY_HIGHEST", "PRIORITY_PREEMP", "errors", "opids"]

@@ -26,7 +26,7 @@ from protocol.liveness import Liveness
 from arm_side.channel import Channel
 from arm_side.task import Request, Task
 from arm_side import autostart
-from soc import runtime
+from soc import acl, curve, ddr, runtime
 
 log = logging.getLogger("vdsp.sdk")
 SLICE_S = 0.05
@@ -44,6 +44,7 @@ class Peer:
         self.connected = False                  # READY received: liveness applies from then on
         self.info: dict = {}
         self.fw: Channel | None = None          # direct mode: the core's firmware channel
+        self.fw_hello: Request | None = None    # direct mode: our HELLO on ``fw`` (proves our owner there)
         self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
         self.monitor: zmq.Socket | None = None  # relay mode: hears the connection close (relay died)
 
@@ -91,6 +92,7 @@ class Client:
         self._bg = threading.Thread(target=self._background, name="vdsp-sdk-io", daemon=True)
         self._bg.start()
         try:
+            self._declare_key()
             if mode == "relay":
                 self._connect_relay()
             else:
@@ -100,6 +102,18 @@ class Client:
             raise
 
     # --- connecting -----------------------------------------------------------------------
+    def _declare_key(self) -> None:
+        """Over tcp a server verifies our owner by the CURVE key our owner names in its access
+        list (PROTOCOL.md §16): name ours before the first HELLO. Raises FileNotFound /
+        InvalidArgument (no usable key file), SysRegisterMemFailed (the list cannot be written)."""
+        endpoints = [runtime.relay_endpoint(self.rt)] if self.mode == "relay" else \
+            list(runtime.core_endpoints(self.rt).values())
+        if not self.owner or not any(curve.is_tcp(e) for e in endpoints):
+            return
+        owner = ddr.current_owner()
+        if owner.id == self.owner:
+            acl.own_list(owner).set_key(curve.client_public_key())
+
     def _hello(self, channel: Channel, timeout_s: float) -> dict:
         req = self._request(channel, messages.hello(next(self.ids), "client", pid=os.getpid(), owner=self.owner,
                                                     name=f"pid{os.getpid()}"))
@@ -187,6 +201,11 @@ class Client:
                 continue
             peer.connect(peer.info)
             self._direct_core_state(peer, peer.info.get("state", "offline"), peer.info)
+            if peer.fw_hello is not None:   # a refused owner claim fails the connection, with its code
+                try:
+                    peer.fw_hello.wait(self.connect_timeout_s * 1000)
+                except errors.TaskTimeout:
+                    log.warning("the firmware of %s does not answer our HELLO", name)
         if not any(p.alive for p in self.peers):
             raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")
 
@@ -198,19 +217,38 @@ class Client:
             if peer.fw is None or peer.fw.endpoint != endpoint:
                 if peer.fw is not None:
                     peer.fw.close()
+                self._forget_fw_hello(peer)
                 peer.fw = Channel(self.ctx, endpoint, f"{peer.name}.fw")
                 peer.fw.peer = peer
+                self._hello_fw(peer)
             peer.info.update({k: v for k, v in body.items() if k != "state"})
             return
         if peer.fw is not None:
             peer.fw.close()
             peer.fw = None
+            self._forget_fw_hello(peer)
         exc_cls = {"crashed": errors.CoreCrashed, "dead": errors.CoreDead}.get(state, errors.CoreOffline)
         for msg_id in list(peer.inflight):
             req = self.pending.pop(msg_id, None)
             if req is not None:
                 req._complete(None, exc_cls(f"{peer.name} {state}"))
         peer.inflight.clear()
+
+    def _hello_fw(self, peer: Peer) -> None:
+        """Direct mode: tell a firmware, before any task goes there, which owner we are; it checks
+        the claim against our process (or our key on tcp) and refuses our buffers without it."""
+        msg = messages.hello(next(self.ids), "client", pid=os.getpid(), owner=self.owner, name=f"pid{os.getpid()}")
+        req = peer.fw_hello = self._request(peer.fw, msg)
+
+        def refused(r: Request, core: str = peer.name) -> None:
+            if isinstance(r.error, errors.ClaimRefused):
+                log.error("the firmware of %s refused our HELLO: %s", core, r.error)
+        req.add_done_callback(refused)
+
+    def _forget_fw_hello(self, peer: Peer) -> None:
+        req, peer.fw_hello = peer.fw_hello, None
+        if req is not None and self.pending.pop(req.msg_id, None) is not None:
+            req._complete({}, None)
 
     # --- sending --------------------------------------------------------------------------
     def _request(self, channel: Channel, msg: wire.Message, req: Request | None = None) -> Request:

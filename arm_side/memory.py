@@ -5,6 +5,13 @@ Uncached memory is the DDR mapping itself. Cached memory has a process-private
 reach DDR (and the DSP) only on ``flush(CLEAN)``, DSP writes reach the CPU only
 on ``flush(INVALIDATE)``. Strict mode (``VDSP_STRICT_CACHE=1``) turns forgotten
 flushes into CacheCoherencyError through the hooks the RPC layer calls.
+
+Sharing: a task may use only its own process's memory and memory another owner
+granted it. ``mem.share(to=owner_id)`` (or ``to=ANY_OWNER``) grants a range of a
+buffer; ``grant.revoke()`` ends it; freeing the buffer or exiting ends its grants.
+``register(phys, size)`` maps another owner's memory only within such a grant.
+Grants live in the owner's access list in the DDR directory (``soc.acl``), where
+the relay and every firmware read them.
 """
 from __future__ import annotations
 
@@ -16,12 +23,15 @@ from typing import Callable
 
 import numpy as np
 
+from protocol import acl as aclrule
 from protocol.errors import CacheCoherencyError, SysInvalidArgument, SysRegisterMemFailed
-from soc import ddr
+from soc import acl, ddr
 
 INVALIDATE = 1      # HB_SYS_MEM_CACHE_INVALIDATE: DDR -> cache
 CLEAN = 2           # HB_SYS_MEM_CACHE_CLEAN: cache -> DDR
-REGISTERED = 1      # flag bit of a handle whose memory was registered
+REGISTERED = 1      # flag bit of a handle whose memory was registered (it grants nothing)
+ANY_OWNER = aclrule.ANY     # share(to=ANY_OWNER): every owner that proves itself to the SoC
+_grants_reader = acl.Reader()
 
 
 def strict_default() -> bool:
@@ -59,6 +69,7 @@ class Mem:
         self._on_free = on_free     # unlinks (allocated) or unmaps (registered) the DDR
         self._freed = False
         self._device_written = False    # strict mode: DDR changed since the last INVALIDATE
+        self._grants: list[Grant] = []  # grants of this memory in force
 
     phys_addr = property(lambda self: self._phys)
     size = property(lambda self: self._size)
@@ -148,6 +159,11 @@ class Mem:
             self._cache[:] = self._ddr
             self._device_written = False
 
+    def share(self, to: int = ANY_OWNER, offset: int = 0, size: int | None = None) -> "Grant":
+        """Grant owner ``to`` (an owner id, or ANY_OWNER) the use of ``size`` bytes at ``offset``
+        (default: all of it) in tasks and ``register``. See :meth:`MemoryManager.grant`."""
+        return self._manager.grant(self, to, offset, size)
+
     def handle(self) -> list[int]:
         """The wire form ``[phys, size, flags]``. Raises SysInvalidArgument if freed."""
         self._check_live()
@@ -156,6 +172,11 @@ class Mem:
     def free(self) -> None:
         """hbSysFreeMem (hbSysUnregisterMem for registered memory). Raises SysInvalidArgument if freed."""
         self._check_live()
+        for grant in list(self._grants):
+            try:
+                self._manager.revoke(grant)
+            except SysRegisterMemFailed:
+                pass    # the list could not be rewritten: the grant names memory that is gone anyway
         self._freed = True
         self._cache = None
         try:
@@ -176,6 +197,23 @@ class Mem:
         extra = ", registered" if self._registered else ""
         extra += ", freed" if self._freed else ""
         return f"Mem(phys=0x{self._phys:x}, size={self._size}, cached={self.cached}{extra})"
+
+
+class Grant:
+    """``size`` bytes at ``phys_addr`` granted to owner ``to`` (ANY_OWNER: any); ``revoke()`` ends it."""
+
+    def __init__(self, mem: Mem, phys: int, size: int, to: int, token: int, owner: ddr.Owner) -> None:
+        self.mem, self.phys_addr, self.size, self.to = mem, phys, size, to
+        self._token, self._owner = token, owner
+        self.revoked = False
+
+    def revoke(self) -> None:
+        """End the grant: tasks checked from now on may not use the range. Raises SysInvalidArgument if ended."""
+        self.mem._manager.revoke(self)
+
+    def __repr__(self) -> str:
+        to = "any owner" if self.to == ANY_OWNER else f"owner 0x{self.to:06x}"
+        return f"Grant(phys=0x{self.phys_addr:x}, size={self.size}, to={to}{', revoked' if self.revoked else ''})"
 
 
 class MemoryManager:
@@ -200,17 +238,66 @@ class MemoryManager:
         return self._track(Mem(self, seg.phys, memoryview(seg.buf), cache=cache,
                                registered=False, on_free=seg.close))
 
+    @property
+    def owner_id(self) -> int:
+        """This process's DDR owner id: what another process passes as ``share(to=...)``."""
+        return ddr.current_owner().id
+
+    def grant(self, mem: Mem, to: int = ANY_OWNER, offset: int = 0, size: int | None = None) -> Grant:
+        """Let owner ``to`` (ANY_OWNER: every owner) use ``size`` bytes of ``mem`` at ``offset``
+        (default: the rest of it) in its tasks and ``register``, until revoked, freed or this
+        process exits.
+
+        Raises SysInvalidArgument (not this process's allocated memory, freed, bad range or
+        owner, 64 grants in force already), SysRegisterMemFailed (cannot publish the grant).
+        """
+        self._own(mem)
+        if mem.registered:
+            raise SysInvalidArgument(f"memory 0x{mem.phys_addr:x} was registered, not allocated here: "
+                                     "only its owner may grant it")
+        if size is None and _is_int(offset):
+            size = mem.size - offset
+        lo, hi = mem._span(offset, size)
+        if hi == lo:
+            raise SysInvalidArgument(f"a grant of memory 0x{mem.phys_addr:x} needs at least one byte")
+        owner = ddr.current_owner()
+        holder, base = ddr.parse_phys(mem.phys_addr)
+        if holder != owner.id:
+            raise SysInvalidArgument(f"memory 0x{mem.phys_addr:x} belongs to owner 0x{holder:06x}, "
+                                     f"not to this process's owner 0x{owner.id:06x}")
+        token = acl.own_list(owner).grant(base + lo, hi - lo, to)
+        grant = Grant(mem, mem.phys_addr + lo, hi - lo, to, token, owner)
+        mem._grants.append(grant)
+        return grant
+
+    def revoke(self, grant: Grant) -> None:
+        """End ``grant``. Raises SysInvalidArgument if it is not a grant of this manager in force."""
+        if not isinstance(grant, Grant) or grant.mem._manager is not self:
+            raise SysInvalidArgument(f"{grant!r} is not a grant of this manager")
+        if grant.revoked:
+            raise SysInvalidArgument(f"{grant!r} was already revoked")
+        grant.revoked = True
+        if grant in grant.mem._grants:
+            grant.mem._grants.remove(grant)
+        if not grant._owner.closed:
+            acl.own_list(grant._owner).revoke(grant._token)
+
     def register(self, phys_addr: int, size: int) -> Mem:
-        """hbSysRegisterMem: map ``size`` bytes of existing DDR (any owner's) as cached memory.
+        """hbSysRegisterMem: map ``size`` bytes of existing DDR as cached memory: this process's
+        own, or another owner's within a grant it made to this process's owner or to any owner.
 
         The cache starts as a copy of DDR. Raises SysInvalidArgument for a bad
-        size or address, SysRegisterMemFailed if the range is not live DDR.
+        size or address, SysRegisterMemFailed if the range is not granted or not live DDR.
         """
         ddr.check_size(size)
         if not _is_int(phys_addr) or phys_addr < 0:
             raise SysInvalidArgument(f"physical address {phys_addr!r} must be a non-negative integer")
         owner, offset = ddr.parse_phys(phys_addr)
         where = f"0x{phys_addr:x} size {size}"
+        me = ddr.current_owner().id
+        if owner != me and not any(g.covers(me, offset, size) for g in _grants_reader.grants(owner)):
+            raise SysRegisterMemFailed(f"{where}: memory of owner 0x{owner:06x} is not granted to this "
+                                       f"process's owner 0x{me:06x} (its owner grants it with mem.share())")
         found = ddr.find_segment(owner, offset)
         if found is None:
             raise SysRegisterMemFailed(f"no DDR at {where}")

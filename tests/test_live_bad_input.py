@@ -91,10 +91,14 @@ def _foreign_owner(q_out: mp.Queue, q_in: mp.Queue) -> None:
     with MemoryManager() as mm:
         buf = mm.alloc(4096)
         q_out.put(buf.phys_addr)
+        to = q_in.get(timeout=60)
+        buf.share(to=to)
+        q_out.put("shared")
         q_in.get(timeout=60)
 
 
-def test_foreign_memory_needs_register(soc):
+def test_foreign_memory_needs_a_grant(soc):
+    """Another process's memory is refused until it grants it (tests/test_live_ownership.py has more)."""
     ctx = mp.get_context("spawn")
     q_out, q_in = ctx.Queue(), ctx.Queue()
     p = ctx.Process(target=_foreign_owner, args=(q_out, q_in))
@@ -103,12 +107,17 @@ def test_foreign_memory_needs_register(soc):
         phys = q_out.get(timeout=30)
         err = raises_code(-6000283, soc.call, opids.FILL, outputs=[(phys, 4096)], params={"value": 1})
         assert f"0x{phys:x}" in str(err)
+        raises_code(-6000283, soc.call, opids.FILL, outputs=[(phys, 4096, 1)], params={"value": 1})  # REGISTERED
+        raises_code(-6000131, soc.mem.register, phys, 4096)
+        q_in.put(soc.mem.owner_id)
+        assert q_out.get(timeout=30) == "shared"
         foreign = soc.mem.register(phys, 4096)
         assert soc.call(opids.FILL, outputs=[foreign], params={"value": 4}) == {"bytes": 4096}
         foreign.flush(1)  # INVALIDATE: registered memory is cached
         assert (foreign.array() == 4).all()
         soc.mem.unregister(foreign)
     finally:
+        q_in.put("done")
         q_in.put("done")
         p.join(30)
     still_serving(soc)

@@ -40,8 +40,7 @@ def dsp(shm):
 
 def ddr_view(dsp: Resolver, mem: Mem) -> memoryview:
     """What the DSP sees of ``mem``."""
-    return dsp.resolve(mem.phys_addr, mem.size, client_owner=ddr.current_owner().id,
-                       registered=mem.registered)
+    return dsp.resolve(mem.phys_addr, mem.size)
 
 
 def segments(shm: Path) -> list[str]:
@@ -223,21 +222,52 @@ from arm_side.memory import MemoryManager
 mem = MemoryManager().alloc(100)
 mem.write(b"hello from another process")
 print(mem.phys_addr, flush=True)
-sys.stdin.read()
+grants = []
+for line in sys.stdin:                  # "share TO OFFSET SIZE" / "revoke" (the last grant)
+    cmd = line.split()
+    if cmd[0] == "share":
+        grants.append(mem.share(to=int(cmd[1], 0), offset=int(cmd[2]), size=int(cmd[3])))
+    elif cmd[0] == "revoke":
+        grants.pop().revoke()
+    print("ok", flush=True)
 """
 
 
-def test_register_foreign_memory(mm, dsp, shm):
-    env = dict(os.environ, VDSP_SHM_DIR=str(shm), PYTHONPATH=str(ROOT))
-    child = subprocess.Popen([sys.executable, "-c", CHILD_OWNS], env=env, cwd=ROOT, text=True,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+class Child:
+    """Another process owning 100 bytes of DDR, sharing them on request."""
+
+    def __init__(self, shm: Path) -> None:
+        env = dict(os.environ, VDSP_SHM_DIR=str(shm), PYTHONPATH=str(ROOT))
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD_OWNS], env=env, cwd=ROOT, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.phys = int(self.proc.stdout.readline())
+
+    def say(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "ok"
+
+    def close(self) -> None:
+        self.proc.communicate("", timeout=30)
+        assert self.proc.returncode == 0
+
+
+def test_register_foreign_memory_only_within_a_grant(mm, dsp, shm):
+    child = Child(shm)
     try:
-        phys = int(child.stdout.readline())
+        phys = child.phys
+        with pytest.raises(SysRegisterMemFailed) as info:       # hbSysRegisterMem of memory never shared
+            mm.register(phys + 11, 15)
+        assert info.value.code == -6000131 and "not granted" in info.value.message
+        child.say(f"share {mm.owner_id} 11 15")                 # exactly those 15 bytes, to us
+        for p, n in ((phys + 10, 15), (phys + 11, 16)):
+            with pytest.raises(SysRegisterMemFailed):
+                mm.register(p, n)
         mem = mm.register(phys + 11, 15)
         assert (mem.cached, mem.registered, mem.size) == (True, True, 15)
         assert mem.handle() == [phys + 11, 15, REGISTERED]
         assert mem.read() == b"another process"
-        view = ddr_view(dsp, mem)    # foreign owner, but the handle says registered
+        view = ddr_view(dsp, mem)
         assert bytes(view) == b"another process"
         mem.write(b"A")
         assert view[0] == ord("a")   # cached: needs CLEAN
@@ -246,9 +276,42 @@ def test_register_foreign_memory(mm, dsp, shm):
         del view
         mm.unregister(mem)
         assert mem.freed
+        child.say("revoke")
+        with pytest.raises(SysRegisterMemFailed):
+            mm.register(phys + 11, 15)
+        child.say("share 0 0 100")                              # to any owner
+        mm.unregister(mm.register(phys, 100))
     finally:
-        child.communicate("", timeout=30)
-    assert child.returncode == 0
+        child.close()
+    assert [n for n in os.listdir(shm) if n.endswith(".acl")] == []     # its grants went with it
+
+
+def test_grants_of_own_memory(mm, shm):
+    from protocol import acl as aclrule
+    from soc import acl
+    mem, other = mm.alloc(4096), mm.alloc(64)
+    whole = mem.share()
+    part = mm.grant(mem, to=0x123, offset=100, size=50)
+    assert (whole.phys_addr, whole.size, part.phys_addr, part.size) == (mem.phys_addr, 4096, mem.phys_addr + 100, 50)
+    base = ddr.parse_phys(mem.phys_addr)[1]
+    assert acl.Reader().grants(mm.owner_id) == (aclrule.Grant(base, 4096, 0), aclrule.Grant(base + 100, 50, 0x123))
+    part.revoke()
+    with pytest.raises(SysInvalidArgument):
+        part.revoke()
+    for bad in (dict(offset=4000, size=200), dict(offset=-1), dict(size=0), dict(to=-5), dict(to=1 << 22)):
+        with pytest.raises(SysInvalidArgument):
+            mem.share(**bad)
+    mem.free()                                  # freeing ends its grants
+    assert whole.revoked and acl.Reader().grants(mm.owner_id) == ()
+    with pytest.raises(SysInvalidArgument):
+        mem.share()
+    grants = [other.share(to=i + 1) for i in range(aclrule.MAX_GRANTS)]
+    with pytest.raises(SysInvalidArgument) as info:     # bounded per owner
+        other.share()
+    assert "64 grants" in info.value.message
+    for g in grants:
+        g.revoke()
+    assert not (shm / acl.acl_name(mm.owner_id)).exists()
 
 
 def test_register_own_memory_shares_ddr(mm):
