@@ -1,0 +1,78 @@
+"""Over tcp an owner is tied to the CURVE key it names: another key cannot claim it.
+
+There is no peer pid on tcp, so the relay and the firmwares check a HELLO's owner claim
+against the key the owner names in its access list (``vdsp-<owner>.acl``). Client A (the
+``client`` key) owns a buffer; B (this process, key ``mallory``, also allowed) claims A's
+owner and is refused, in relay and direct mode, and uses A's buffer only once A grants it.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+
+import pytest
+
+from arm_side import CORE_0, CORE_1, Soc, errors, opids
+from arm_side.client import Client
+from soc import curve
+from tests.test_live_curve import TcpSoc
+from tests.test_live_ownership import CLAIM_REFUSED, FOREIGN, SECRET, OwnerA, refused
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture(scope="module")
+def tcp_soc():
+    saved = {k: os.environ.get(k) for k in ("VDSP_KEYS_DIR", "VDSP_RELAY_ENDPOINT", "VDSP_RUNTIME_DIR",
+                                            "VDSP_CORE_ENDPOINTS", "VDSP_RPC_MODE", "VDSP_CLIENT_KEY")}
+    for k in saved:
+        os.environ.pop(k, None)
+    soc = TcpSoc()
+    try:
+        soc.start()
+        curve.create(soc.keys, "mallory", role=curve.CLIENT)
+        yield soc
+    finally:
+        soc.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture
+def owner_a(tcp_soc):
+    env = {k: v for k, v in os.environ.items() if k != "VDSP_CLIENT_KEY"}
+    a = OwnerA(env)       # the default client key; connects over tcp and uses its own buffer
+    try:
+        assert int(a.ask("connect relay")) == zlib.crc32(SECRET)
+        yield a
+    finally:
+        a.close()
+
+
+@pytest.fixture(params=["relay", "direct"])
+def mode(request, tcp_soc, monkeypatch):
+    monkeypatch.setenv("VDSP_CLIENT_KEY", str(tcp_soc.keys / "mallory.key_secret"))
+    if request.param == "direct":
+        monkeypatch.setenv("VDSP_CORE_ENDPOINTS", ",".join(f"{n}={e}" for n, e in tcp_soc.ctl.items()))
+    return request.param
+
+
+def test_another_key_cannot_claim_an_owner(tcp_soc, owner_a, mode):
+    a = owner_a
+    with pytest.raises(errors.VdspError) as info:
+        Client(mode, owner=a.owner, connect_timeout_s=5, autostart_relay=False)
+    assert info.value.code == CLAIM_REFUSED, info.value
+    assert f"0x{a.owner:06x}" in info.value.message and "another CURVE key" in info.value.message
+    with Soc(mode=mode, autostart_relay=False) as soc:      # B as itself: its own key, its own owner
+        mine = soc.mem.alloc(64)
+        assert soc.call(opids.FILL, outputs=[mine], params={"value": 3}, core=CORE_1) == {"bytes": 64}
+        refused(FOREIGN, soc.call, opids.CHECKSUM, inputs=[(a.phys, 4096)], core=CORE_0)
+        refused(FOREIGN, soc.call, opids.FILL, outputs=[(a.phys, 4096, 1)], params={"value": 9}, core=CORE_1)
+        a.share(to=soc.mem.owner_id)
+        assert soc.call(opids.CHECKSUM, inputs=[(a.phys, 4096)], core=CORE_0)["crc32"] == zlib.crc32(SECRET)
+        a.revoke()
+        refused(FOREIGN, soc.call, opids.CHECKSUM, inputs=[(a.phys, 4096)], core=CORE_1)
+    assert a.content() == SECRET
