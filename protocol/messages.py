@@ -61,8 +61,9 @@ def check_handles(handles: list, what: str) -> None:
     if len(handles) > MAX_HANDLES:
         raise errors.InvalidArgument(f"{len(handles)} {what} exceed the limit of {MAX_HANDLES}")
     for i, h in enumerate(handles):
-        if (not isinstance(h, list) or len(h) != 3
-                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in h)):
+        # exact types (a bool is no int): decoded msgpack has no subclasses, and the relay runs this per task
+        if (type(h) is not list or len(h) != 3 or type(h[0]) is not int or type(h[1]) is not int
+                or type(h[2]) is not int or h[0] < 0 or h[1] < 0 or h[2] < 0):
             raise errors.InvalidArgument(f"{what}[{i}] must be [phys_addr, size, flags] of ints >= 0, got {h!r:.80}")
         if h[2] & ~HANDLE_FLAGS:
             raise errors.InvalidArgument(
