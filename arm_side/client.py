@@ -45,6 +45,7 @@ class Peer:
         self.info: dict = {}
         self.fw: Channel | None = None          # direct mode: the core's firmware channel
         self.fw_hello: Request | None = None    # direct mode: our HELLO on ``fw`` (proves our owner there)
+        self.fw_refused: errors.VdspError | None = None     # direct mode: the firmware refused that HELLO
         self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
         self.monitor: zmq.Socket | None = None  # relay mode: hears the connection close (relay died)
 
@@ -201,11 +202,6 @@ class Client:
                 continue
             peer.connect(peer.info)
             self._direct_core_state(peer, peer.info.get("state", "offline"), peer.info)
-            if peer.fw_hello is not None:   # a refused owner claim fails the connection, with its code
-                try:
-                    peer.fw_hello.wait(self.connect_timeout_s * 1000)
-                except errors.TaskTimeout:
-                    log.warning("the firmware of %s does not answer our HELLO", name)
         if not any(p.alive for p in self.peers):
             raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")
 
@@ -236,13 +232,19 @@ class Client:
 
     def _hello_fw(self, peer: Peer) -> None:
         """Direct mode: tell a firmware, before any task goes there, which owner we are; it checks
-        the claim against our process (or our key on tcp) and refuses our buffers without it."""
+        the claim against our process (or our key on tcp) and refuses our buffers without it.
+
+        Not waited for: a firmware running a long task answers only after it, and messages
+        on one connection arrive in order, so tasks may follow at once. A refusal is logged
+        and kept: later tasks with buffers to that firmware raise it (ClaimRefused)."""
         msg = messages.hello(next(self.ids), "client", pid=os.getpid(), owner=self.owner, name=f"pid{os.getpid()}")
+        peer.fw_refused = None
         req = peer.fw_hello = self._request(peer.fw, msg)
 
-        def refused(r: Request, core: str = peer.name) -> None:
-            if isinstance(r.error, errors.ClaimRefused):
-                log.error("the firmware of %s refused our HELLO: %s", core, r.error)
+        def refused(r: Request, peer: Peer = peer) -> None:
+            if isinstance(r.error, errors.ClaimRefused) and peer.fw_hello is r:
+                peer.fw_refused = r.error
+                log.error("the firmware of %s refused our HELLO: %s", peer.name, r.error)
         req.add_done_callback(refused)
 
     def _forget_fw_hello(self, peer: Peer) -> None:
@@ -325,6 +327,8 @@ class Client:
             peer = self._ensure_relay()
             return self._request(peer.channel, msg, task)
         peer = self._pick_direct(Core(core))
+        if peer.fw_refused is not None and (inputs or outputs):
+            raise errors.ClaimRefused(f"{peer.name}: {peer.fw_refused.message}")
         task.core = peer.name
         peer.inflight.add(msg_id)
         self._request(peer.fw, msg, task)

@@ -13,10 +13,9 @@ import zlib
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
-from arm_side.client import Client
 from soc import curve
 from tests.test_live_curve import TcpSoc
-from tests.test_live_ownership import CLAIM_REFUSED, FOREIGN, SECRET, OwnerA, refused
+from tests.test_live_ownership import CLAIM_REFUSED, FOREIGN, SECRET, OwnerA, claim_owner, refused
 
 pytestmark = pytest.mark.live
 
@@ -62,10 +61,9 @@ def mode(request, tcp_soc, monkeypatch):
 
 def test_another_key_cannot_claim_an_owner(tcp_soc, owner_a, mode):
     a = owner_a
-    with pytest.raises(errors.VdspError) as info:
-        Client(mode, owner=a.owner, connect_timeout_s=5, autostart_relay=False)
-    assert info.value.code == CLAIM_REFUSED, info.value
-    assert f"0x{a.owner:06x}" in info.value.message and "another CURVE key" in info.value.message
+    err = claim_owner(mode, a)
+    assert err.code == CLAIM_REFUSED, err
+    assert f"0x{a.owner:06x}" in err.message and "another CURVE key" in err.message
     with Soc(mode=mode, autostart_relay=False) as soc:      # B as itself: its own key, its own owner
         mine = soc.mem.alloc(64)
         assert soc.call(opids.FILL, outputs=[mine], params={"value": 3}, core=CORE_1) == {"bytes": 64}
