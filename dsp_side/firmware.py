@@ -8,6 +8,11 @@ core it died. A task is validated (operator, buffer
 counts, parameters, handles) before compute, so a bad task is an error reply;
 an exception that is not a ``VdspError`` escaping an operator is a firmware
 crash: a crash report is written and the process exits with ``CRASH_EXIT``.
+
+Whose memory a task may touch is decided first: each connection is bound to the
+owner its HELLO proved, or to the relay once it proved itself (``soc.ownership``);
+a direct client's handles must be its own or granted to it, the relay's were
+checked by the relay.
 """
 from __future__ import annotations
 
