@@ -8,7 +8,8 @@ import pytest
 from arm_side import CORE_0, CORE_1, Soc, opids
 from arm_side.pointcloud import reference, synthetic
 from arm_side.pointcloud.params import preset
-from arm_side.pointcloud.pipeline import ENCODE_OP, TRANSPOSE_OP, DspPreprocessor, preprocess
+from arm_side.pointcloud.pipeline import DspPreprocessor, preprocess
+from protocol.contract.pointcloud_ids import ENCODE as ENCODE_OP, TRANSPOSE as TRANSPOSE_OP
 from arm_side.samples import nn
 from protocol.errors import InvalidArgument
 from tests.test_pointcloud_kernels import boundary_cloud
