@@ -23,8 +23,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from protocol import errors
-from soc import runtime
-from soc.pidfile import PidFile, supervisor_state
+from vdsp_sim.board import runtime
+from vdsp_sim.board.pidfile import PidFile, supervisor_state
 
 SUPERVISOR_WAIT_S = 5.0            # how long a client waits for the supervisor to restart the relay
 RELAY_EXIT_WITHOUT_CORES_S = 5.0   # a relay the SDK started exits after this long without a core

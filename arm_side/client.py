@@ -26,7 +26,7 @@ from protocol.liveness import Liveness
 from arm_side.channel import Channel
 from arm_side.task import Request, Task
 from arm_side import autostart
-from soc import acl, curve, ddr, runtime
+from vdsp_sim.board import acl, curve, ddr, runtime
 
 log = logging.getLogger("vdsp.sdk")
 SLICE_S = 0.05

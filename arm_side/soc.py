@@ -22,7 +22,7 @@ from protocol.constants import Core, HANDLE_REGISTERED
 from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
 from arm_side.task import Task
-from soc import ddr
+from vdsp_sim.board import ddr
 
 
 def _handles(buffers: Sequence[Any], what: str, memory: MemoryManager, check: bool) -> tuple[list, list]:

@@ -27,7 +27,7 @@ from dsp_side import image, signing
 from dsp_side.fwproc import FirmwareProcess
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
-from soc import curve, ddr, log as soclog, proc, runtime
+from vdsp_sim.board import curve, ddr, log as soclog, proc, runtime
 
 log = logging.getLogger("vdsp.core")
 BOOT_TIMEOUT_S = 60.0

@@ -18,7 +18,7 @@ import stat
 import threading
 
 from protocol.errors import FreedHandle, HandleOutOfBounds, UnknownHandle
-from soc import ddr
+from vdsp_sim.board import ddr
 
 MAX_FREED = 4096        # freed ranges remembered to tell "freed" from "unknown"
 MAX_CACHED = 1024       # mapped segments kept (each costs a mapping, no fd)

@@ -13,7 +13,7 @@ from pathlib import Path
 from dsp_side.firmware import CRASH_EXIT
 from dsp_side.signing import Signer
 from dsp_side.watchdog import WatchdogWord
-from soc import proc
+from vdsp_sim.board import proc
 
 
 class FirmwareProcess:

@@ -8,7 +8,7 @@ import zmq
 from protocol import messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from protocol.liveness import Liveness
-from soc import curve, runtime
+from vdsp_sim.board import curve, runtime
 
 log = logging.getLogger("vdsp.relay")
 HELLO_RETRY_S = 0.5

@@ -12,8 +12,8 @@ import time
 from protocol import errors
 from protocol.constants import HEARTBEAT_INTERVAL_MS, MAX_TASKS_PER_CLIENT
 from relay_server.server import RelayServer
-from soc import log as soclog, proc, runtime
-from soc.pidfile import PidFile
+from vdsp_sim.board import log as soclog, proc, runtime
+from vdsp_sim.board.pidfile import PidFile
 
 log = logging.getLogger("vdsp.relay")
 

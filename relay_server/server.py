@@ -4,7 +4,7 @@ Clients talk to a ROUTER; each core is a :class:`CoreLink` (control DEALER +
 firmware DEALER). The relay schedules a TASK by its fixed header (priority,
 core, custom_id, msg_id) and unpacks its body once, to check that every handle
 belongs to the owner the client proved in its HELLO or lies within a grant
-(``soc.ownership``); it forwards the frames unchanged, so the firmware, which
+(``vdsp_sim.board.ownership``); it forwards the frames unchanged, so the firmware, which
 trusts the relay's check (the relay proves itself in its own HELLO there), sees
 exactly what the client sent. It rewrites ``msg_id`` to its own id on the way
 to the core and back on the way to the client. In a RESULT/ERROR
@@ -33,10 +33,10 @@ from protocol.constants import (HEARTBEAT_INTERVAL_MS, LIVENESS, MAX_RAW_FRAME, 
 from protocol.liveness import Liveness
 from relay_server.corelink import CoreLink
 from relay_server.scheduler import Job, Scheduler
-from soc import curve, ddr, runtime
-from soc.log import RateLimited
-from soc.ownership import Ownership
-from soc.zsock import send_frames
+from vdsp_sim.board import curve, ddr, runtime
+from vdsp_sim.board.log import RateLimited
+from vdsp_sim.board.ownership import Ownership
+from vdsp_sim.board.zsock import send_frames
 
 log = logging.getLogger("vdsp.relay")
 _U64 = struct.Struct("<Q")
@@ -159,7 +159,7 @@ class RelayServer:
     # --- client side ----------------------------------------------------------------------
     def on_client(self, identity: bytes, frames: list, peer: str = "", meta: object = None) -> None:
         """One message of client ``identity``; ``meta`` a frame of it received with ``copy=False``
-        (who sent a HELLO: ``soc.ownership``), ``peer`` its CURVE name on tcp."""
+        (who sent a HELLO: ``vdsp_sim.board.ownership``), ``peer`` its CURVE name on tcp."""
         now = time.monotonic()
         client = self.clients.get(identity)
         if client is None:

@@ -15,6 +15,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
   echo "[setup] compiling the point-cloud kernels (numba, cached next to the sources)"
-  .venv/bin/python -m arm_side.pointcloud.inprocess
+  .venv/bin/python -m vdsp_sim.pointcloud_inprocess
   echo "$want" > "$stamp"
 fi

@@ -20,7 +20,7 @@ from tests.live import LiveSoc  # noqa: E402
 @pytest.fixture
 def shm(tmp_path, monkeypatch):
     """A private DDR directory (not /dev/shm); this process's owner there is closed afterwards."""
-    from soc import ddr
+    from vdsp_sim.board import ddr
     directory = tmp_path / "shm"
     directory.mkdir()
     monkeypatch.setenv("VDSP_SHM_DIR", str(directory))

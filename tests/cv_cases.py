@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 
 from arm_side import cv
-from arm_side.samples import cv_inputs
+from vdsp_sim.samples import cv_inputs
 
 W, H = 64, 48
 

@@ -6,9 +6,9 @@ import signal
 import time
 from pathlib import Path
 
-from soc import ddr
-from soc.pidfile import PidFile, alive
-from soc.supervisor import Supervisor, stop_pid
+from vdsp_sim.board import ddr
+from vdsp_sim.board.pidfile import PidFile, alive
+from vdsp_sim.supervisor import Supervisor, stop_pid
 
 
 def shm_entries() -> set[str]:

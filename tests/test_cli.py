@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from soc.pidfile import PidFile, alive
+from vdsp_sim.board.pidfile import PidFile, alive
 from tests.conftest import wait_until
 from tests.live import shm_entries
 
-VDSP = [sys.executable, "-m", "soc.cli"]
+VDSP = [sys.executable, "-m", "vdsp_sim.cli"]
 RELAY = [sys.executable, "-m", "relay_server.main"]
 
 

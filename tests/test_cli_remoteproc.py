@@ -13,7 +13,7 @@ from tests.live import LiveSoc
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent
-VDSP = [sys.executable, "-m", "soc.cli"]
+VDSP = [sys.executable, "-m", "vdsp_sim.cli"]
 RP1, RP2 = "/sys/class/remoteproc/remoteproc1", "/sys/class/remoteproc/remoteproc2"
 
 

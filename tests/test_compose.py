@@ -29,7 +29,8 @@ import pytest
 import yaml
 
 from relay_server import main as relay_main
-from soc import cli, runtime
+from vdsp_sim import cli
+from vdsp_sim.board import runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
@@ -182,7 +183,7 @@ class _Parsed(Exception):
 
 def _parse_sample(name: str, rest: list[str], monkeypatch) -> argparse.Namespace:
     """Parse a sample's own arguments with its real parser, without running it."""
-    module = importlib.import_module(f"arm_side.samples.{name}")
+    module = importlib.import_module(f"vdsp_sim.samples.{name}")
     original = argparse.ArgumentParser.parse_args
 
     def parse_only(self, args=None, namespace=None):
@@ -204,14 +205,14 @@ def check_argv(argv: list[str], monkeypatch, what: str) -> argparse.Namespace:
     prog, args = argv[0], argv[1:]
     entry = scripts().get(prog)
     assert entry is not None, f"{what}: {prog!r} is not a console script of pyproject.toml ({sorted(scripts())})"
-    ap = {"soc.cli:main": cli.parser, "relay_server.main:main": relay_main.parser}[entry]()
+    ap = {"vdsp_sim.cli:main": cli.parser, "relay_server.main:main": relay_main.parser}[entry]()
     try:
         ns = ap.parse_args(args)
     except SystemExit as exc:
         pytest.fail(f"{what}: {argv!r} does not parse (exit {exc.code})")
     if entry == "relay_server.main:main" and ns.core:
         runtime.parse_core_list(ns.core)
-    if entry == "soc.cli:main" and ns.command == "sample":
+    if entry == "vdsp_sim.cli:main" and ns.command == "sample":
         _parse_sample(ns.name, ns.rest, monkeypatch)
     return ns
 
@@ -358,7 +359,7 @@ class LiveRun:
 def _status(loop: Loopback, rt: Path) -> tuple[int, dict | None, str]:
     env = base_env(rt)
     env["VDSP_RELAY_ENDPOINT"] = loop(services()["sample"]["environment"]["VDSP_RELAY_ENDPOINT"], "sample")
-    proc = subprocess.run([sys.executable, "-m", "soc.cli", "status", "--json"], env=env, cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "vdsp_sim.cli", "status", "--json"], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=20)
     try:
         return proc.returncode, json.loads(proc.stdout), proc.stderr

@@ -7,8 +7,8 @@ import cv2
 import numpy as np
 import pytest
 
-from arm_side.samples import cv as sample
-from arm_side.samples import cv_inputs
+from vdsp_sim.samples import cv as sample
+from vdsp_sim.samples import cv_inputs
 
 
 def test_help_lists_every_operator(capsys):

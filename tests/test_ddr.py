@@ -1,4 +1,4 @@
-"""soc.ddr (segments, owners, reaping) and dsp_side.ddr_resolver."""
+"""vdsp_sim.board.ddr (segments, owners, reaping) and dsp_side.ddr_resolver."""
 from __future__ import annotations
 
 import os
@@ -13,7 +13,7 @@ import pytest
 from dsp_side.ddr_resolver import Resolver
 from protocol.errors import (FreedHandle, HandleOutOfBounds, SysInvalidArgument,
                              UnknownHandle)
-from soc import ddr
+from vdsp_sim.board import ddr
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,7 +137,7 @@ def test_fork_child_gets_its_own_owner_and_leaves_parent_files(shm):
 
 CHILD_DIES = """
 import os, signal
-from soc import ddr
+from vdsp_sim.board import ddr
 segs = [ddr.Segment.create(4096 * (i + 1)) for i in range(3)]
 print(ddr.current_owner().id, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
@@ -145,7 +145,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 CHILD_WAITS = """
 import sys
-from soc import ddr
+from vdsp_sim.board import ddr
 seg = ddr.Segment.create(100)
 print(ddr.current_owner().id, flush=True)
 sys.stdin.read()

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from protocol import errors, messages, wire
-from soc import fuzz
+from vdsp_sim import fuzz
 
 HEADER = st.builds(
     lambda magic, version, cmd, op, prio, core, msg_id, cid: (

@@ -24,3 +24,56 @@ def test_the_arm_sdk_loads_no_dsp_firmware_code():
 def test_the_contract_is_pure():
     assert loaded_after("protocol.contract.cv_ids, protocol.contract.nn_ids, protocol.contract.pointcloud_ids, "
                         "protocol.contract.image_formats, protocol.contract.tensor_types", "zmq") == []
+
+
+# Which first-party packages each layer may import (its own included). Function-level imports
+# count too: a late import is still an edge between the layers.
+OURS = ("protocol", "vdsp_sim", "arm_side", "dsp_side", "relay_server")
+ALLOWED = {
+    "protocol": {"protocol"},
+    "vdsp_sim.board": {"protocol", "vdsp_sim.board"},
+    "arm_side": {"protocol", "vdsp_sim.board", "arm_side"},
+    "dsp_side": {"protocol", "vdsp_sim.board", "dsp_side"},
+    "relay_server": {"protocol", "vdsp_sim.board", "relay_server"},
+}
+
+
+def layer_of(module: str) -> str:
+    if module == "vdsp_sim.board" or module.startswith("vdsp_sim.board."):
+        return "vdsp_sim.board"
+    return module.split(".")[0]
+
+
+def first_party_imports(path: Path, package: str) -> set[str]:
+    import ast
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:      # relative: resolve against the module's package
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                found.add(".".join(base + ([node.module] if node.module else [])))
+            elif node.module:
+                found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return {m for m in found if m.split(".")[0] in OURS}
+
+
+def test_imports_only_go_down():
+    bad = []
+    for layer, allowed in ALLOWED.items():
+        folder = ROOT / layer.replace(".", "/")
+        for path in sorted(folder.rglob("*.py")):
+            rel = path.relative_to(ROOT).with_suffix("")
+            package = ".".join(rel.parts[:-1] if rel.name != "__init__" else rel.parts[:-1])
+            for module in first_party_imports(path, package):
+                if layer_of(module) not in allowed:
+                    bad.append(f"{rel}: imports {module}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_layer_check_can_fail(tmp_path):
+    bad = tmp_path / "m.py"
+    bad.write_text("def f():\n    from dsp_side import core\n")
+    assert {"dsp_side", "dsp_side.core"} <= first_party_imports(bad, "arm_side")
+    assert "dsp_side" not in ALLOWED["arm_side"]

@@ -57,7 +57,7 @@ class TcpSoc:
         return env
 
     def start(self) -> None:
-        vdsp = [sys.executable, "-m", "soc.cli"]
+        vdsp = [sys.executable, "-m", "vdsp_sim.cli"]
         subprocess.run(vdsp + ["keys", "init"], env=self.env("keys"), check=True, capture_output=True, timeout=60)
         subprocess.run(vdsp + ["firmware", "install-stock"], env=self.env("build"), check=True,
                        capture_output=True, timeout=120)
@@ -176,7 +176,7 @@ STRANGER = textwrap.dedent("""
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to run the stranger as another uid")
 def test_a_peer_without_an_allowed_key_from_another_uid_gets_nothing_at_all(tcp_soc):
-    from soc import curve
+    from vdsp_sim.board import curve
     endpoints = {"relay": tcp_soc.relay, "vdsp0 control": tcp_soc.ctl["vdsp0"], "vdsp0 firmware": tcp_soc.fw["vdsp0"]}
     server_public = curve.load_public(tcp_soc.keys / "server.key").decode()
     res = subprocess.run([sys.executable, "-c", STRANGER, json.dumps(endpoints), server_public],
@@ -210,13 +210,13 @@ def test_vdsp_up_with_tcp_endpoints_starts_a_tcp_soc_with_its_keys(tmp_path):
     """`vdsp up` with VDSP_RELAY_ENDPOINT / VDSP_CORE_ENDPOINTS on tcp binds the cores there
     (it bound ipc, and the relay waited 60 s for cores that never came), makes its keys,
     serves clients with an allowed key only, and `vdsp down` leaves nothing behind."""
-    from soc import curve
+    from vdsp_sim.board import curve
     env = {k: v for k, v in os.environ.items() if not k.startswith("VDSP_")}
     rt = tmp_path / "rt"
     relay, c0, c1 = free_ports(3)
     env.update(VDSP_RUNTIME_DIR=str(rt), PYTHONPATH=str(ROOT), VDSP_RELAY_ENDPOINT=f"tcp://127.0.0.1:{relay}",
                VDSP_CORE_ENDPOINTS=f"vdsp0=tcp://127.0.0.1:{c0},vdsp1=tcp://127.0.0.1:{c1}")
-    vdsp = [sys.executable, "-m", "soc.cli"]
+    vdsp = [sys.executable, "-m", "vdsp_sim.cli"]
     up = subprocess.run(vdsp + ["up", "-d", "--timeout", "60"], env=env, capture_output=True, text=True, timeout=120)
     try:
         assert up.returncode == 0, up.stdout + up.stderr

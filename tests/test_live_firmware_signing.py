@@ -21,12 +21,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from arm_side import CORE_1, Soc, errors, opids
 from dsp_side import image, signing
-from soc import firmware_cli, runtime
+from vdsp_sim import firmware_cli
+from vdsp_sim.board import runtime
 from tests.live import LiveSoc
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent
-VDSP = [sys.executable, "-m", "soc.cli"]
+VDSP = [sys.executable, "-m", "vdsp_sim.cli"]
 CORE = "vdsp1"
 EINVAL = -22
 TOUCH = 0x1400

@@ -26,12 +26,12 @@ import pytest
 from arm_side import CORE_1, Soc, errors, opids
 from dsp_side import image, signing
 from protocol.constants import HEARTBEAT_INTERVAL_MS
-from soc import runtime
+from vdsp_sim.board import runtime
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent
-VDSP = [sys.executable, "-m", "soc.cli"]
+VDSP = [sys.executable, "-m", "vdsp_sim.cli"]
 RP2 = "/sys/class/remoteproc/remoteproc2"
 CORE = "vdsp1"
 EINVAL, ENOENT = -22, -2

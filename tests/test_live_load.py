@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
-from soc import loadtest
+from vdsp_sim import loadtest
 from tests.conftest import wait_until
 from tests.live import LiveSoc
 

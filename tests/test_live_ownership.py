@@ -23,7 +23,7 @@ import zmq
 from arm_side import ANY_OWNER, CORE_0, CORE_1, Soc, errors, opids
 from arm_side.client import Client
 from protocol import messages, wire
-from soc import acl, ddr
+from vdsp_sim.board import acl, ddr
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.live

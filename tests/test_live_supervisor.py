@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
-from soc import ddr
-from soc.pidfile import PidFile, alive
+from vdsp_sim.board import ddr
+from vdsp_sim.board.pidfile import PidFile, alive
 from tests.conftest import wait_until
 from tests.live import LiveSoc, own_shm_prefix, shm_entries
 
 pytestmark = pytest.mark.live
 
-VDSP = [sys.executable, "-m", "soc.cli"]
+VDSP = [sys.executable, "-m", "vdsp_sim.cli"]
 # What a task may fail with when part of the SoC is killed (README "faults end tasks").
 FAULT_CODES = {str(errors.RelayUnavailable.code), str(errors.CoreCrashed.code), str(errors.CoreDead.code),
                str(errors.CoreOffline.code)}
@@ -202,7 +202,7 @@ def test_a_core_that_keeps_failing_is_given_up_and_status_says_so(up_soc):
         res = run(VDSP + ["status"], rt)
         assert res.returncode == 3                               # not every core runs
         assert "gave up" in res.stdout and "vdsp1" in res.stdout, res.stdout
-        log = (rt / "log" / "soc.log").read_text()
+        log = (rt / "log" / "vdsp_sim.board.log").read_text()
         assert "giving up on vdsp1" in log, log[-2000:]
         with Soc(connect_timeout_s=10) as soc:                  # the rest of the SoC still serves
             assert ping(soc, CORE_0)

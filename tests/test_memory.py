@@ -12,7 +12,7 @@ import pytest
 from arm_side.memory import CLEAN, INVALIDATE, REGISTERED, Mem, MemoryManager
 from dsp_side.ddr_resolver import Resolver
 from protocol.errors import (CacheCoherencyError, SysInvalidArgument, SysRegisterMemFailed)
-from soc import ddr
+from vdsp_sim.board import ddr
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -288,7 +288,7 @@ def test_register_foreign_memory_only_within_a_grant(mm, dsp, shm):
 
 def test_grants_of_own_memory(mm, shm):
     from protocol import acl as aclrule
-    from soc import acl
+    from vdsp_sim.board import acl
     mem, other = mm.alloc(4096), mm.alloc(64)
     whole = mem.share()
     part = mm.grant(mem, to=0x123, offset=100, size=50)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arm_side.pointcloud import binfile, inprocess, reference, synthetic
+from vdsp_sim import pointcloud_inprocess as inprocess
+from arm_side.pointcloud import binfile, reference, synthetic
 from arm_side.pointcloud.params import COORDS_FILL, preset
 from arm_side.pointcloud.voxelize import Voxelizer
 from dsp_side.operators import pointcloud as ops
@@ -179,14 +180,15 @@ def test_operator_rejects_short_buffers():
 
 
 FIRMWARE_AFTER_SETUP = """
-from arm_side.pointcloud import inprocess, synthetic
+from vdsp_sim import pointcloud_inprocess as inprocess
+from arm_side.pointcloud import synthetic
 from arm_side.pointcloud.params import preset
 from arm_side.memory import MemoryManager
 from dsp_side.firmware import Firmware
 from dsp_side.operators import pointcloud_jit as jit
 from protocol import messages, wire
 from protocol.constants import Command
-from soc import fuzz
+from vdsp_sim import fuzz
 
 KERNELS = ("encode", "_columns", "_quantize_block", "_cells_block")
 inprocess.main()                                    # what the install step runs
@@ -209,9 +211,9 @@ print(after_setup == {k: len(getattr(jit, k).signatures) for k in KERNELS}, afte
 """
 
 
-@pytest.mark.skipif(not __import__("soc.jit").jit.AVAILABLE, reason="numba is disabled (VDSP_NO_NUMBA)")
+@pytest.mark.skipif(not __import__("vdsp_sim.board.jit").board.jit.AVAILABLE, reason="numba is disabled (VDSP_NO_NUMBA)")
 def test_a_firmware_task_after_the_install_step_compiles_nothing(shm):
-    """The install step (``python -m arm_side.pointcloud.inprocess``) compiles the very signatures
+    """The install step (``python -m vdsp_sim.pointcloud_inprocess``) compiles the very signatures
     a firmware task calls: the first point-cloud task after an install stalled ~10 s in numba."""
     import os
     import subprocess

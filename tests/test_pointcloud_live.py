@@ -10,7 +10,7 @@ from arm_side.pointcloud import reference, synthetic
 from arm_side.pointcloud.params import preset
 from arm_side.pointcloud.pipeline import DspPreprocessor, preprocess
 from protocol.contract.pointcloud_ids import ENCODE as ENCODE_OP, TRANSPOSE as TRANSPOSE_OP
-from arm_side.samples import nn
+from vdsp_sim.samples import nn
 from protocol.errors import InvalidArgument
 from tests.test_pointcloud_kernels import boundary_cloud
 

@@ -7,9 +7,9 @@ import stat
 
 import pytest
 
-from soc import cli, supervisor
-from soc.pidfile import SUPERVISOR_STATE, StateFile, supervisor_state
-from soc.supervisor import Child, Supervisor
+from vdsp_sim import cli, supervisor
+from vdsp_sim.board.pidfile import SUPERVISOR_STATE, StateFile, supervisor_state
+from vdsp_sim.supervisor import Child, Supervisor
 
 
 class FakeProc:

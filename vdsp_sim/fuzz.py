@@ -393,7 +393,7 @@ def fuzz_firmware(messages: int, seed: int = 0, limit_findings: int = 20,
 
 
 def _owner_id() -> int:
-    from soc import ddr
+    from vdsp_sim.board import ddr
     return ddr.current_owner().id
 
 
@@ -573,8 +573,8 @@ def main(argv: list[str] | None = None) -> int:
 def _live(args: argparse.Namespace) -> int:
     import tempfile
 
-    from soc import runtime
-    from soc.supervisor import Supervisor
+    from vdsp_sim.board import runtime
+    from vdsp_sim.supervisor import Supervisor
     sup = None
     if args.start:
         rt = Path(tempfile.mkdtemp(prefix="vfz", dir="/tmp"))

@@ -11,8 +11,8 @@ import numpy as np
 from arm_side import CORE_0, CORE_1, Soc
 from arm_side import nn
 from arm_side.nn import reference as ref
-from arm_side.samples.common import local_soc, setup_logging
-from soc import proc
+from vdsp_sim.samples.common import local_soc, setup_logging
+from vdsp_sim.board import proc
 
 log = logging.getLogger("vdsp.sample.nn")
 DT = nn.DataType

@@ -1,5 +1,5 @@
 """The DSP path's three steps called directly in one process (no SoC): for kernel tests
-and for compiling the numba kernels ahead of time (``python -m arm_side.pointcloud.inprocess``)."""
+and for compiling the numba kernels ahead of time (``python -m vdsp_sim.pointcloud_inprocess``)."""
 from __future__ import annotations
 
 import sys

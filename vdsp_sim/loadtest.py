@@ -128,7 +128,7 @@ def run(clients: int, tasks: int, *, classes: dict | None = None, cores: dict | 
         timeout_s: float = 60.0, seed: int = 1, during=None, progress=None) -> dict:
     """Run the load against the SoC of $VDSP_RUNTIME_DIR; ``during(report_so_far)`` is called
     once all clients run (fault injection). Returns the report (see ``summarize``)."""
-    from soc import runtime
+    from vdsp_sim.board import runtime
     rt = str(runtime.runtime_dir())
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         classes, cores = parse_weights(args.mix, CLASSES), parse_weights(args.cores, CORES)
     except ValueError as exc:
         ap.error(str(exc))
-    from arm_side.samples.common import local_soc
+    from vdsp_sim.samples.common import local_soc
     with local_soc():
         rep = run(args.clients, args.tasks, classes=classes, cores=cores, work_ms=args.work_ms,
                   timeout_s=args.timeout, progress=lambda m: print(f"[loadtest] {m}", file=sys.stderr, flush=True))

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import DEFAULT_WATCHDOG_MS
-from soc import log as soclog, runtime
-from soc.pidfile import PidFile, supervisor_state
+from vdsp_sim.board import log as soclog, runtime
+from vdsp_sim.board.pidfile import PidFile, supervisor_state
 
 
 def _pidfile(rt: Path) -> PidFile:
@@ -37,7 +37,7 @@ def _pidfile(rt: Path) -> PidFile:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from soc.supervisor import TICK_S, Supervisor
+    from vdsp_sim.supervisor import TICK_S, Supervisor
     rt = runtime.runtime_dir()
     pidfile = _pidfile(rt)
     if pidfile.read() is not None:
@@ -64,7 +64,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         status = sup.wait_ready(args.timeout)
         print(f"SoC up in {rt}: " + ", ".join(f"{c['name']} {c['state']} fw {c.get('firmware_version', '?')}"
                                               for c in status["cores"]), flush=True)
-        while not stop["now"]:   # a process that exits is restarted (or given up): see soc/supervisor.py
+        while not stop["now"]:   # a process that exits is restarted (or given up): see vdsp_sim/supervisor.py
             sup.tick()
             time.sleep(TICK_S)
         return 0
@@ -79,9 +79,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def _up_detached(rt: Path, args: argparse.Namespace) -> int:
     (rt / "log").mkdir(exist_ok=True)
-    cmd = [sys.executable, "-m", "soc.cli", "up", "--log-files", "--timeout", str(args.timeout),
+    cmd = [sys.executable, "-m", "vdsp_sim.cli", "up", "--log-files", "--timeout", str(args.timeout),
            "--watchdog-ms", str(args.watchdog_ms)] + (["--allow-unsigned"] if args.allow_unsigned else [])
-    log_path = rt / "log" / "soc.log"
+    log_path = rt / "log" / "vdsp_sim.board.log"
     start = log_path.stat().st_size if log_path.exists() else 0
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
@@ -103,7 +103,7 @@ def _up_detached(rt: Path, args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from soc.supervisor import stop_pid
+    from vdsp_sim.supervisor import stop_pid
     rt = runtime.runtime_dir()
     stopped = []
     for name in ("soc", "relay"):
@@ -197,7 +197,7 @@ def cmd_core(args: argparse.Namespace) -> int:
 def cmd_sample(args: argparse.Namespace) -> int:
     import importlib
     import pkgutil
-    from arm_side import samples
+    from vdsp_sim import samples
     names = sorted(m.name for m in pkgutil.iter_modules(samples.__path__) if m.name in samples.SAMPLES)
     if args.name in ("help", "list"):
         print("samples: " + ", ".join(names))
@@ -205,14 +205,14 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if args.name not in names:
         print(f"vdsp sample: unknown sample {args.name!r}; samples: {', '.join(names)}", file=sys.stderr)
         return 2
-    return importlib.import_module(f"arm_side.samples.{args.name}").main(args.rest)
+    return importlib.import_module(f"vdsp_sim.samples.{args.name}").main(args.rest)
 
 
 BENCHES = ("rpc", "cv", "nn", "pointcloud")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """``vdsp bench [NAME ...] [OPTIONS]``: run benchmarks/bench_NAME.py (all by default)."""
+    """``vdsp bench [NAME ...] [OPTIONS]``: run ``python -m vdsp_sim.benchmarks.bench_NAME`` (all by default)."""
     rest = list(args.rest)
     names = []
     while rest and rest[0] in BENCHES:
@@ -226,15 +226,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if rest and len(names) > 1:
         print("vdsp bench: options go with one named benchmark, e.g. vdsp bench rpc --quick", file=sys.stderr)
         return 2
-    directory = Path(__file__).resolve().parent.parent / "benchmarks"
     status = 0
     for name in names:
-        script = directory / f"bench_{name}.py"
-        if not script.exists():
-            print(f"vdsp bench: {script} not found (run from a source checkout)", file=sys.stderr)
-            return 2
         print(f"=== vdsp bench {name}", flush=True)
-        status |= subprocess.call([sys.executable, str(script), *rest])
+        status |= subprocess.call([sys.executable, "-m", f"vdsp_sim.benchmarks.bench_{name}", *rest])
     return status
 
 
@@ -265,7 +260,7 @@ def parser() -> argparse.ArgumentParser:
     core = sub.add_parser("core", help="run one core process (remoteproc device + firmware)")
     add_arguments(core)
     core.set_defaults(fn=cmd_core)
-    from soc import firmware_cli, sysfs
+    from vdsp_sim import firmware_cli, sysfs
     firmware_cli.add_parser(sub)
     sysfs.add_parsers(sub)
     sample = sub.add_parser("sample", help="run a sample against the SoC (starting one if none is up)")
@@ -289,17 +284,17 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["bench"]:  # every option belongs to the benchmark script
         return cmd_bench(argparse.Namespace(rest=argv[1:]))
     if argv[:1] == ["loadtest"]:
-        from soc import loadtest
+        from vdsp_sim import loadtest
         return loadtest.main(argv[1:])
     if argv[:1] == ["fuzz"]:
-        from soc import fuzz
+        from vdsp_sim import fuzz
         return fuzz.main(argv[1:])
     if argv[:1] == ["keys"]:
-        from soc import curve
+        from vdsp_sim.board import curve
         return curve.main(argv[1:])
     args = parser().parse_args(argv)
     if args.command in ("up", "core", "deploy"):   # SoC processes and what they install: private files
-        from soc import proc
+        from vdsp_sim.board import proc
         proc.private_umask()
     try:
         return args.fn(args) or 0

@@ -16,7 +16,7 @@ its own no-op shows what any implementation of this topology gets on the machine
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_cv.py [--rounds 3] [--n 5] [--only gaussianBlur,resize] [--json FILE]
+    .venv/bin/vdsp bench cv [--rounds 3] [--n 5] [--only gaussianBlur,resize] [--json FILE]
 
 Exit status 0 when the run completes, 3 with ``--fail-on-miss`` if an operator misses the target.
 """
@@ -35,12 +35,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from arm_side import CORE_0, Soc, cv, opids  # noqa: E402
-from arm_side.samples import cv_inputs  # noqa: E402
-from awake import cpus_kept_awake  # noqa: E402  (benchmarks/ is the script's directory)
-from floor import Floor  # noqa: E402
+from vdsp_sim.samples import cv_inputs  # noqa: E402
+from vdsp_sim.benchmarks.awake import cpus_kept_awake  # noqa: E402
+from vdsp_sim.benchmarks.floor import Floor  # noqa: E402
 from dsp_side.heap import keep_heap  # noqa: E402
 
 W, H = 1920, 1080
@@ -152,11 +150,11 @@ def main(argv=None) -> int:
     ap.add_argument("--fail-on-miss", action="store_true")
     ap.add_argument("--no-floor", action="store_true", help="skip the raw-pyzmq floor (see floor.py)")
     ap.add_argument("--keep-cpus-awake", action="store_true",
-                    help="one SCHED_IDLE spinner per CPU while measuring (see benchmarks/awake.py)")
+                    help="one SCHED_IDLE spinner per CPU while measuring (see vdsp_sim/benchmarks/awake.py)")
     args = ap.parse_args(argv)
     keep_heap()     # the in-process figures at their best, as the firmware's (dsp_side/heap.py)
     import os
-    from soc.supervisor import Supervisor
+    from vdsp_sim.supervisor import Supervisor
     rt = Path(tempfile.mkdtemp(prefix="vb", dir="/tmp"))
     os.environ["VDSP_RUNTIME_DIR"] = str(rt)
     sup = Supervisor(rt, log_dir=rt / "log")
@@ -165,7 +163,7 @@ def main(argv=None) -> int:
     try:
         sup.wait_ready(60)
         with Soc() as soc, contextlib.ExitStack() as stack:
-            floor = None if args.no_floor else stack.enter_context(Floor("bench_cv:floor_kernels"))
+            floor = None if args.no_floor else stack.enter_context(Floor("vdsp_sim.benchmarks.bench_cv:floor_kernels"))
             stack.enter_context(cpus_kept_awake(args.keep_cpus_awake))
             return _run(_Pinned(soc), floor, args)
     finally:

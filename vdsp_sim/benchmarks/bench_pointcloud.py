@@ -21,8 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import numpy as np  # noqa: E402
 
 # J5 board figures (vendor sample log and AI Benchmark table), milliseconds
@@ -80,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", choices=["relay", "direct"], default="relay")
     ap.add_argument("--json", help="write the figures as JSON")
     args = ap.parse_args(argv)
-    from soc.supervisor import Supervisor
+    from vdsp_sim.supervisor import Supervisor
     rt = Path(tempfile.mkdtemp(prefix="vpb", dir="/tmp"))
     shm = tempfile.mkdtemp(prefix="vpb-shm-", dir="/dev/shm")
     os.environ.update(VDSP_RUNTIME_DIR=str(rt), VDSP_SHM_DIR=shm)

@@ -53,10 +53,6 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 import zmq  # noqa: E402
 
 WINDOW = 64                 # outstanding requests in the throughput runs
@@ -228,9 +224,9 @@ class Baseline:
         self.body = bytes(body_size)
         self.seq = 0
 
-    def _spawn(self, role: str, script: str = "", *extra: str) -> None:
-        """Start ``script`` (default: this file) with ``--role role --dir DIR *extra``; wait for "ready"."""
-        p = subprocess.Popen([sys.executable, script or str(Path(__file__).resolve()), "--role", role,
+    def _spawn(self, role: str, module: str = "", *extra: str) -> None:
+        """Start ``python -m module`` (default: this one) with ``--role role --dir DIR *extra``; wait for "ready"."""
+        p = subprocess.Popen([sys.executable, "-m", module or __spec__.name, "--role", role,
                               "--dir", self.dir, *extra],
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
         self.procs.append(p)
@@ -390,7 +386,7 @@ class FullStack:
             os.environ[key] = value
 
     def start(self, timeout_s: float) -> dict:
-        from soc.supervisor import Supervisor
+        from vdsp_sim.supervisor import Supervisor
         self.rt = Path(tempfile.mkdtemp(prefix="vb", dir="/tmp"))
         self._setenv("VDSP_RUNTIME_DIR", str(self.rt))
         for key in ("VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_STRICT_CACHE"):
@@ -430,7 +426,7 @@ class FullStack:
             procs = []
             self.procs[mode] = procs
             for _ in range(n):
-                p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--role", "soc-client",
+                p = subprocess.Popen([sys.executable, "-m", __spec__.name, "--role", "soc-client",
                                       "--mode", mode, "--window", str(PER_CLIENT)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                 procs.append(p)
@@ -587,7 +583,7 @@ class FullStack:
             self.sup.stop()
             self.sup = None
         try:
-            from soc import ddr
+            from vdsp_sim.board import ddr
             ddr.close_owner()
         except Exception as exc:
             errors_seen.append(exc)

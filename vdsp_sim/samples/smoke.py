@@ -9,8 +9,8 @@ import zlib
 import numpy as np
 
 from arm_side import CLEAN, CORE_0, CORE_1, INVALIDATE, Soc, opids
-from arm_side.samples.common import local_soc, setup_logging
-from soc import proc
+from vdsp_sim.samples.common import local_soc, setup_logging
+from vdsp_sim.board import proc
 
 log = logging.getLogger("vdsp.sample.smoke")
 

@@ -18,9 +18,9 @@ from arm_side import Soc
 from arm_side.pointcloud import binfile, dump, reference, synthetic
 from arm_side.pointcloud.params import TYPICAL_POINTS, preset
 from arm_side.pointcloud.pipeline import DspPreprocessor
-from arm_side.samples.common import local_soc, setup_logging
+from vdsp_sim.samples.common import local_soc, setup_logging
 from protocol.errors import VdspError
-from soc import proc
+from vdsp_sim.board import proc
 
 log = logging.getLogger("vdsp.sample.pointcloud")
 

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from soc import curve, proc, runtime
-from soc.pidfile import SUPERVISOR_STATE, PidFile, StateFile, alive
+from vdsp_sim.board import curve, proc, runtime
+from vdsp_sim.board.pidfile import SUPERVISOR_STATE, PidFile, StateFile, alive
 
 log = logging.getLogger("vdsp.soc")
 RESTART_BURST = 5          # exits within the window that make the supervisor give a process up
@@ -134,13 +134,13 @@ class Supervisor:
         if self.relay and PidFile(self.rt / "relay.pid").read() is not None:
             raise errors.ApiUseError(f"a relay already runs for {self.rt} (vdsp down first)")
         self._ensure_keys()
-        from soc.firmware_cli import install_stock
+        from vdsp_sim.firmware_cli import install_stock
         # an image the cores would refuse is replaced; the cores' own policy decides ("--allow-unsigned")
         for path, why in install_stock(self.rt, self.cores, allow_unsigned="--allow-unsigned" in self.core_args):
             log.info("installed the stock firmware image as %s (%s)", path,
                      "none was there" if why == "missing" else f"replacing one the cores would refuse: {why}")
         for name in self.cores:
-            self.children[name] = Child(name, [sys.executable, "-m", "soc.cli", "core", "--name", name,
+            self.children[name] = Child(name, [sys.executable, "-m", "vdsp_sim.cli", "core", "--name", name,
                                                *self.core_args])
         if self.relay:
             self.children["relay"] = Child("relay", [sys.executable, "-m", "relay_server.main", *self.relay_args])

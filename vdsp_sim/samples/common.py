@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from soc import log as soclog, runtime
-from soc.pidfile import PidFile
+from vdsp_sim.board import log as soclog, runtime
+from vdsp_sim.board.pidfile import PidFile
 
 log = logging.getLogger("vdsp.sample")
 
@@ -24,7 +24,7 @@ def soc_is_up(rt: Path) -> bool:
 @contextlib.contextmanager
 def local_soc() -> Iterator[None]:
     """Use the SoC that is up in the runtime dir, or bring one up for the sample's duration."""
-    from soc.supervisor import Supervisor
+    from vdsp_sim.supervisor import Supervisor
     rt = runtime.runtime_dir()
     if soc_is_up(rt):
         yield

@@ -4,7 +4,7 @@ plus ``output/cv_contact_sheet.png`` with every input and output side by side.
 
 ``vdsp sample cv help`` lists the operators. Inputs (``data/input.jpg``, ``data/500x480.yuv``,
 ``data/CornersR/G/B.pgm``, ``data/cornerharris_128_128.pgm``) are generated
-deterministically by :mod:`arm_side.samples.cv_inputs` when missing.
+deterministically by :mod:`vdsp_sim.samples.cv_inputs` when missing.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import cv2
 import numpy as np
 
 from arm_side import Soc, cv
-from arm_side.samples import cv_inputs
-from arm_side.samples.common import local_soc, setup_logging
-from soc import proc
+from vdsp_sim.samples import cv_inputs
+from vdsp_sim.samples.common import local_soc, setup_logging
+from vdsp_sim.board import proc
 
 log = logging.getLogger("vdsp.sample.cv")
 DATA, OUTPUT = Path("data"), Path("output")

@@ -5,7 +5,7 @@ firmware's task endpoint) is a CURVE server. A peer must know the SoC's server p
 key and present a client key on the allow-list; anything else fails the handshake and
 gets nothing at all, not even an error reply (the refusal is logged, at most once per
 key per 10 s). ipc endpoints keep file-permission protection (a private runtime
-directory, see ``soc.runtime``) and need no keys.
+directory, see ``vdsp_sim.board.runtime``) and need no keys.
 
 The key directory (``VDSP_KEYS_DIR``, else ``<runtime dir>/keys``), made by
 ``vdsp keys init`` and ``vdsp keys add``::
@@ -36,7 +36,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 from protocol import errors
-from soc.log import RateLimited
+from vdsp_sim.board.log import RateLimited
 
 log = logging.getLogger("vdsp.curve")
 ADMIN, CLIENT = "admins", "clients"
@@ -46,7 +46,7 @@ def keys_dir(rt: Path | None = None) -> Path:
     env = os.environ.get("VDSP_KEYS_DIR")
     if env:
         return Path(env)
-    from soc import runtime
+    from vdsp_sim.board import runtime
     return (rt or runtime.runtime_dir()) / "keys"
 
 

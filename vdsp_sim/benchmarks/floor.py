@@ -11,7 +11,7 @@ The operator benchmarks time their kernels through it in the same run as through
 topology (ARM process -> relay process -> DSP process over ZeroMQ ipc sockets) gets on the
 machine. When the floor misses a target too, the miss belongs to the machine, not to the stack.
 
-The worker builds its table by calling ``module:function`` (a module of ``benchmarks/``),
+The worker builds its table by calling ``module:function`` (a module of ``vdsp_sim.benchmarks``),
 which returns ``{name: callable}``: the same in-process callables the benchmark times.
 """
 from __future__ import annotations
@@ -25,19 +25,13 @@ from pathlib import Path
 
 import zmq
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-from bench_rpc import Baseline  # noqa: E402
+from vdsp_sim.benchmarks.bench_rpc import Baseline
 
 
 def role_worker(directory: str, kernels: str) -> int:
     """DEALER on the relay's back end: runs the named callable, answers its name and time."""
     parent = os.getppid()
     module, _, function = kernels.partition(":")
-    if str(HERE.parent) not in sys.path:
-        sys.path.insert(0, str(HERE.parent))
     from dsp_side.heap import keep_heap
     keep_heap()                 # as the firmware does: the floor is the best plain implementation
     table = getattr(importlib.import_module(module), function)()
@@ -67,7 +61,7 @@ def role_worker(directory: str, kernels: str) -> int:
 
 
 class Floor(Baseline):
-    """Start with ``with Floor("bench_cv:floor_kernels") as floor:``; ``floor.call(name)`` returns
+    """Start with ``with Floor("vdsp_sim.benchmarks.bench_cv:floor_kernels") as floor:``; ``floor.call(name)`` returns
     the round trip in µs, and ``floor.last_exec_us`` the worker's time in the callable.
     The relay, the processes' lifecycle and ``stop`` are the raw baseline's (``bench_rpc.Baseline``)."""
 
@@ -89,7 +83,7 @@ class Floor(Baseline):
 
     def start(self) -> None:
         self._spawn("baseline-relay")
-        self._spawn("worker", str(Path(__file__).resolve()), "--kernels", self.kernels)
+        self._spawn("worker", __spec__.name, "--kernels", self.kernels)
         self._connect()
         self.call("", timeout_ms=int(self.timeout * 1000))
 

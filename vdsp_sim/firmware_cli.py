@@ -10,7 +10,7 @@ from pathlib import Path
 from protocol import errors
 from protocol.constants import CORE_NAMES
 from dsp_side import image, signing
-from soc import curve, runtime
+from vdsp_sim.board import curve, runtime
 
 log = logging.getLogger("vdsp.firmware")
 STOCK_SRC = Path(__file__).resolve().parent.parent / "dsp_side" / "firmware_src" / "stock"

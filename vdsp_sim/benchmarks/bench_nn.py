@@ -19,7 +19,7 @@ medians over the rounds; ``exec_us`` is the firmware's own time for the task.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_nn.py [--rounds N] [--quick] [--json FILE]
+    .venv/bin/vdsp bench nn [--rounds N] [--quick] [--json FILE]
 
 Exit status 0 when the run completes (PASS or MISS), 1 on error, 3 with --fail-on-miss on a miss.
 """
@@ -36,12 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from awake import cpus_kept_awake  # benchmarks/ is the script's directory
-from floor import Floor
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from vdsp_sim.benchmarks.awake import cpus_kept_awake
+from vdsp_sim.benchmarks.floor import Floor
 
 from dsp_side.heap import keep_heap  # noqa: E402
 
@@ -177,7 +173,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fail-on-miss", action="store_true")
     ap.add_argument("--no-floor", action="store_true", help="skip the raw-pyzmq floor (see floor.py)")
     ap.add_argument("--keep-cpus-awake", action="store_true",
-                    help="one SCHED_IDLE spinner per CPU while measuring (see benchmarks/awake.py)")
+                    help="one SCHED_IDLE spinner per CPU while measuring (see vdsp_sim/benchmarks/awake.py)")
     args = ap.parse_args(argv)
     keep_heap()     # the in-process figures at their best, as the firmware's (dsp_side/heap.py)
     rounds = 3 if args.quick else args.rounds
@@ -186,14 +182,14 @@ def main(argv=None) -> int:
     os.environ.update(VDSP_RUNTIME_DIR=str(rt), VDSP_SHM_DIR=shm)
     for key in ("VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_STRICT_CACHE"):
         os.environ.pop(key, None)
-    from soc.supervisor import Supervisor
+    from vdsp_sim.supervisor import Supervisor
     from arm_side import Soc
     sup = Supervisor(rt, log_dir=rt / "log")
     try:
         sup.start()
         sup.wait_ready(60)
         with Soc() as soc, contextlib.ExitStack() as stack:
-            floor = None if args.no_floor else stack.enter_context(Floor("bench_nn:floor_kernels"))
+            floor = None if args.no_floor else stack.enter_context(Floor("vdsp_sim.benchmarks.bench_nn:floor_kernels"))
             stack.enter_context(cpus_kept_awake(args.keep_cpus_awake))
             print(f"yolo: {rounds} rounds, batch {args.batch} ...", file=sys.stderr)
             y = bench_yolo(soc, rounds, args.batch)

@@ -3,10 +3,10 @@
 The relay (for its clients) and every firmware (for direct-mode clients and for the relay)
 bind each connection to what its HELLO claimed once the claim is verified:
 
-- ``owner`` X over **ipc**: the peer process (its pid from the kernel, ``soc.peercred``)
+- ``owner`` X over **ipc**: the peer process (its pid from the kernel, ``vdsp_sim.board.peercred``)
   holds the exclusive flock of X's lock file ``vdsp-{X:06x}.lock`` in the DDR directory;
 - ``owner`` X over **tcp** (CURVE): X is alive (its lock is held) and its access list
-  (``soc.acl``) names the CURVE key this peer authenticated with; one key per owner, set
+  (``vdsp_sim.board.acl``) names the CURVE key this peer authenticated with; one key per owner, set
   by the owner, so no other key can use X while X lives;
 - ``role: relay`` at a firmware: over ipc the peer is the process in the runtime
   directory's ``relay.pid``; over tcp it authenticated with the relay's key (``admin:relay``).
@@ -24,9 +24,9 @@ import os
 from pathlib import Path
 
 from protocol import acl as aclrule, errors
-from soc import acl, ddr, peercred
-from soc.log import RateLimited
-from soc.pidfile import PidFile
+from vdsp_sim.board import acl, ddr, peercred
+from vdsp_sim.board.log import RateLimited
+from vdsp_sim.board.pidfile import PidFile
 
 log = logging.getLogger("vdsp.ownership")
 RELAY = -1              # the binding of a verified relay connection

@@ -1,1 +1,0 @@
-"""The simulated board shared by both sides: DDR, runtime directory, logging, supervision."""
