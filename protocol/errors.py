@@ -10,14 +10,21 @@ The same codes travel on the wire as ``{code, name, message}``.
     ├── InvalidArgument         -6000001    HB_DNN_INVALID_ARGUMENT
     │   ├── UnknownOperator     -6000260    HB_DSP_UNKNOWN_OPERATOR
     │   └── InvalidCore         -6000261    HB_DSP_INVALID_CORE
+    ├── InvalidModel            -6000002    HB_DNN_INVALID_MODEL (model file/data, arm_side.dnn)
+    ├── ModelNumberExceedLimit  -6000003    HB_DNN_MODEL_NUMBER_EXCEED_LIMIT
+    ├── InvalidPackedDnnHandle  -6000004    HB_DNN_INVALID_PACKED_DNN_HANDLE
+    ├── InvalidDnnHandle        -6000005    HB_DNN_INVALID_DNN_HANDLE
     ├── FileNotFound            -6000006    HB_DNN_CAN_NOT_OPEN_FILE
     ├── OutOfMemory             -6000007    HB_DNN_OUT_OF_MEMORY
     ├── TaskTimeout             -6000008    HB_DNN_TIMEOUT
     ├── TaskNumExceedLimit      -6000009    HB_DNN_TASK_NUM_EXCEED_LIMIT
+    ├── TaskBatchSizeExceedLimit -6000010   HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT (``more``)
     ├── InvalidTaskHandle       -6000011    HB_DNN_INVALID_TASK_HANDLE
     ├── RunTaskFailed           -6000012    HB_DNN_RUN_TASK_FAILED
     │   ├── OperatorFailed      -6000270    HB_DSP_OPERATOR_FAILED
     │   └── TaskCancelled       -6000271    HB_DSP_TASK_CANCELLED
+    ├── ModelIsRunning          -6000013    HB_DNN_MODEL_IS_RUNNING
+    ├── IncompatibleModel       -6000014    HB_DNN_INCOMPATIBLE_MODEL
     ├── ApiUseError             -6000015    HB_DNN_API_USE_ERROR
     ├── SysError                            (memory API, hbSys*)
     │   ├── SysInvalidArgument  -6000129    HB_SYS_INVALID_ARGUMENT
@@ -87,13 +94,23 @@ def _error(cls_name: str, base: type[VdspError], code: int, name: str, desc: str
 InvalidArgument = _error("InvalidArgument", VdspError, -6000001, "HB_DNN_INVALID_ARGUMENT", "invalid argument")
 UnknownOperator = _error("UnknownOperator", InvalidArgument, -6000260, "HB_DSP_UNKNOWN_OPERATOR", "unknown operator")
 InvalidCore = _error("InvalidCore", InvalidArgument, -6000261, "HB_DSP_INVALID_CORE", "invalid core id")
+InvalidModel = _error("InvalidModel", VdspError, -6000002, "HB_DNN_INVALID_MODEL", "invalid model")
+ModelNumberExceedLimit = _error("ModelNumberExceedLimit", VdspError, -6000003, "HB_DNN_MODEL_NUMBER_EXCEED_LIMIT",
+                                "model number exceeds limit")
+InvalidPackedDnnHandle = _error("InvalidPackedDnnHandle", VdspError, -6000004, "HB_DNN_INVALID_PACKED_DNN_HANDLE",
+                                "invalid packed DNN handle")
+InvalidDnnHandle = _error("InvalidDnnHandle", VdspError, -6000005, "HB_DNN_INVALID_DNN_HANDLE", "invalid DNN handle")
 FileNotFound = _error("FileNotFound", VdspError, -6000006, "HB_DNN_CAN_NOT_OPEN_FILE", "file does not exist")
 OutOfMemory = _error("OutOfMemory", VdspError, -6000007, "HB_DNN_OUT_OF_MEMORY", "not enough memory")
 TaskTimeout = _error("TaskTimeout", VdspError, -6000008, "HB_DNN_TIMEOUT", "timeout")
 TaskNumExceedLimit = _error("TaskNumExceedLimit", VdspError, -6000009, "HB_DNN_TASK_NUM_EXCEED_LIMIT",
                             "task number exceeds limit")
+TaskBatchSizeExceedLimit = _error("TaskBatchSizeExceedLimit", VdspError, -6000010,
+                                  "HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT", "task batch size exceeds limit")
 InvalidTaskHandle = _error("InvalidTaskHandle", VdspError, -6000011, "HB_DNN_INVALID_TASK_HANDLE",
                            "invalid task handle")
+ModelIsRunning = _error("ModelIsRunning", VdspError, -6000013, "HB_DNN_MODEL_IS_RUNNING", "model is running")
+IncompatibleModel = _error("IncompatibleModel", VdspError, -6000014, "HB_DNN_INCOMPATIBLE_MODEL", "incompatible model")
 ApiUseError = _error("ApiUseError", VdspError, -6000015, "HB_DNN_API_USE_ERROR", "API used wrongly")
 
 
@@ -167,13 +184,6 @@ RemoteprocDenied = _error("RemoteprocDenied", RemoteprocError, -13, "EACCES", "p
 
 _DNN_ONLY = {  # codes of the SDK that have no class here but must still be described
     0: ("HB_DNN_SUCCESS", "success"),
-    -6000002: ("HB_DNN_INVALID_MODEL", "invalid model"),
-    -6000003: ("HB_DNN_MODEL_NUMBER_EXCEED_LIMIT", "model number exceeds limit"),
-    -6000004: ("HB_DNN_INVALID_PACKED_DNN_HANDLE", "invalid packed DNN handle"),
-    -6000005: ("HB_DNN_INVALID_DNN_HANDLE", "invalid DNN handle"),
-    -6000010: ("HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT", "task batch size exceeds limit"),
-    -6000013: ("HB_DNN_MODEL_IS_RUNNING", "model is running"),
-    -6000014: ("HB_DNN_INCOMPATIBLE_MODEL", "incompatible model"),
     -6000016: ("HB_DNN_MULTI_PROGRESS_USE_ERROR", "multi-process use error"),
 }
 

@@ -13,12 +13,19 @@ from protocol import errors
 PUBLISHED = {
     # HB_DNN_*
     "InvalidArgument": (-6000001, "HB_DNN_INVALID_ARGUMENT"),
+    "InvalidModel": (-6000002, "HB_DNN_INVALID_MODEL"),
+    "ModelNumberExceedLimit": (-6000003, "HB_DNN_MODEL_NUMBER_EXCEED_LIMIT"),
+    "InvalidPackedDnnHandle": (-6000004, "HB_DNN_INVALID_PACKED_DNN_HANDLE"),
+    "InvalidDnnHandle": (-6000005, "HB_DNN_INVALID_DNN_HANDLE"),
     "FileNotFound": (-6000006, "HB_DNN_CAN_NOT_OPEN_FILE"),
     "OutOfMemory": (-6000007, "HB_DNN_OUT_OF_MEMORY"),
     "TaskTimeout": (-6000008, "HB_DNN_TIMEOUT"),
     "TaskNumExceedLimit": (-6000009, "HB_DNN_TASK_NUM_EXCEED_LIMIT"),
+    "TaskBatchSizeExceedLimit": (-6000010, "HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT"),
     "InvalidTaskHandle": (-6000011, "HB_DNN_INVALID_TASK_HANDLE"),
     "RunTaskFailed": (-6000012, "HB_DNN_RUN_TASK_FAILED"),
+    "ModelIsRunning": (-6000013, "HB_DNN_MODEL_IS_RUNNING"),
+    "IncompatibleModel": (-6000014, "HB_DNN_INCOMPATIBLE_MODEL"),
     "ApiUseError": (-6000015, "HB_DNN_API_USE_ERROR"),
     # HB_SYS_*
     "SysInvalidArgument": (-6000129, "HB_SYS_INVALID_ARGUMENT"),
@@ -138,15 +145,26 @@ def test_describe_known_code_exact_text():
     assert errors.describe(-6000008) == "HB_DNN_TIMEOUT: timeout"
 
 
-@pytest.mark.parametrize("code, text", [
-    (0, "HB_DNN_SUCCESS"), (-6000002, "HB_DNN_INVALID_MODEL"), (-6000003, "HB_DNN_MODEL_NUMBER_EXCEED_LIMIT"),
-    (-6000004, "HB_DNN_INVALID_PACKED_DNN_HANDLE"), (-6000005, "HB_DNN_INVALID_DNN_HANDLE"),
-    (-6000010, "HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT"), (-6000013, "HB_DNN_MODEL_IS_RUNNING"),
-    (-6000014, "HB_DNN_INCOMPATIBLE_MODEL"), (-6000016, "HB_DNN_MULTI_PROGRESS_USE_ERROR"),
-])
+@pytest.mark.parametrize("code, text", [(0, "HB_DNN_SUCCESS"), (-6000016, "HB_DNN_MULTI_PROGRESS_USE_ERROR")])
 def test_describe_dnn_only_code(code, text):
     assert errors.describe(code).startswith(text + ": ")
     assert errors.error_class(code) is errors.VdspError  # no class, but described
+
+
+@pytest.mark.parametrize("code, name, cls", [
+    (-6000002, "HB_DNN_INVALID_MODEL", "InvalidModel"),
+    (-6000003, "HB_DNN_MODEL_NUMBER_EXCEED_LIMIT", "ModelNumberExceedLimit"),
+    (-6000004, "HB_DNN_INVALID_PACKED_DNN_HANDLE", "InvalidPackedDnnHandle"),
+    (-6000005, "HB_DNN_INVALID_DNN_HANDLE", "InvalidDnnHandle"),
+    (-6000010, "HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT", "TaskBatchSizeExceedLimit"),
+    (-6000013, "HB_DNN_MODEL_IS_RUNNING", "ModelIsRunning"),
+    (-6000014, "HB_DNN_INCOMPATIBLE_MODEL", "IncompatibleModel"),
+])
+def test_the_model_runtime_codes_have_classes_with_the_manuals_numbers(code, name, cls):
+    """The ARM-side model runtime (arm_side.dnn) raises these: each is a class with the manual's number."""
+    assert errors.error_class(code) is getattr(errors, cls)
+    assert getattr(errors, cls).name == name
+    assert errors.describe(code).startswith(name + ": ")
 
 
 @pytest.mark.parametrize("code", [1, -1, -6000000, -6000017, -6000128, -6000999, 123456])
