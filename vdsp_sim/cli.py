@@ -3,6 +3,7 @@
   vdsp up [-d]          start relay + vdsp0 + vdsp1 (foreground; -d: background) and restart any that dies
   vdsp down             stop the SoC of this runtime directory
   vdsp status [--json]  cores, state, firmware version, operators; restarts of each process
+  vdsp health [--core NAME]  a buffer round trip through each core (exit 0 only if the bytes come back)
   vdsp dmesg            remoteproc kernel log
   vdsp core ...         run one core process (used by ``up`` and docker-compose)
   vdsp firmware build SRC_DIR -o FILE / info FILE   DSP firmware images (signed)
@@ -256,6 +257,9 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.set_defaults(fn=cmd_status)
     sub.add_parser("dmesg", help="remoteproc kernel log of this SoC").set_defaults(fn=cmd_dmesg)
+    health = sub.add_parser("health", help="a buffer round trip through each core; exit 0 only if the bytes "
+                                           "come back (--help for options)")
+    health.add_argument("rest", nargs=argparse.REMAINDER)
     from dsp_side.core import add_arguments
     core = sub.add_parser("core", help="run one core process (remoteproc device + firmware)")
     add_arguments(core)
@@ -286,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["loadtest"]:
         from vdsp_sim import loadtest
         return loadtest.main(argv[1:])
+    if argv[:1] == ["health"]:
+        from vdsp_sim import health
+        return health.main(argv[1:])
     if argv[:1] == ["fuzz"]:
         from vdsp_sim import fuzz
         return fuzz.main(argv[1:])

@@ -1,0 +1,94 @@
+"""``vdsp health``: prove that the SoC works, not only that it answers.
+
+For each core it allocates a buffer of random bytes (cached, then cleaned to DDR), has
+that core copy it into a second buffer (MEMCPY) and checksum the copy (CHECKSUM), reads
+the copy back and compares both with what it wrote. A core that answers PING but cannot
+map this process's DDR (another /dev/shm, a lost shared directory, a foreign owner) fails
+here, which is what the container healthchecks need to see.
+
+  vdsp health                       every core, through the relay ($VDSP_RELAY_ENDPOINT or the runtime dir)
+  VDSP_RPC_MODE=direct VDSP_CORE_ENDPOINTS=vdsp0=tcp://127.0.0.1:6100 vdsp health --core vdsp0
+
+Exit status: 0 every named core returned the same bytes; 1 a core returned wrong bytes or
+an error; 3 the SoC (or a named core) is not reachable or not running.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import zlib
+
+from protocol import errors
+from protocol.constants import Core
+
+NOT_REACHABLE, WRONG = 3, 1
+
+
+def _round_trip(soc, core: Core, name: str, size: int, timeout_ms: float) -> tuple[bool, str]:
+    from arm_side import CLEAN, opids
+    pattern = os.urandom(size)
+    src, dst = soc.mem.alloc_cached(size), soc.mem.alloc(size)
+    try:
+        src.write(pattern)
+        src.flush(CLEAN)
+        dst.write(bytes(size))
+        t0 = time.perf_counter()
+        task = soc.rpc(opids.MEMCPY, inputs=[src], outputs=[dst], core=core)
+        task.wait(timeout_ms)
+        crc = soc.rpc(opids.CHECKSUM, inputs=[dst], core=core).wait(timeout_ms)["crc32"]
+        ms = (time.perf_counter() - t0) * 1e3
+        if task.core != name:
+            return False, f"{name}: the task ran on {task.core}"
+        if dst.read() != pattern:
+            return False, f"{name}: the {size}-byte copy differs from what was written"
+        if crc != zlib.crc32(pattern):
+            return False, f"{name}: checksum 0x{crc:08x}, expected 0x{zlib.crc32(pattern):08x}"
+        return True, f"{name}: {size}-byte buffer round trip ok ({ms:.1f} ms)"
+    finally:
+        src.free()
+        dst.free()
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="vdsp health", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--core", action="append", default=[], metavar="NAME",
+                    help="a core to check (repeatable; default: every core of the SoC)")
+    ap.add_argument("--size", type=int, default=64 << 10, help="bytes of the buffer (default 64 KiB)")
+    ap.add_argument("--timeout-ms", type=float, default=5000, help="per task (default 5000)")
+    ap.add_argument("--connect-timeout", type=float, default=3.0, help="seconds to reach the SoC (default 3)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from arm_side.soc import Soc
+    try:
+        with Soc(autostart_relay=False, connect_timeout_s=args.connect_timeout) as soc:
+            cores = soc.query("cores", timeout_ms=args.timeout_ms)["cores"]
+            names = [c["name"] for c in cores]
+            wanted = args.core or names
+            missing = [n for n in wanted if n not in names]
+            down = [f"{c['name']} is {c.get('state', '?')}" for c in cores
+                    if c["name"] in wanted and c.get("state") != "running"]
+            if missing or down:
+                print(f"vdsp health: {', '.join([f'no core {n}' for n in missing] + down)}", file=sys.stderr)
+                return NOT_REACHABLE
+            ok = True
+            for name in wanted:
+                good, line = _round_trip(soc, Core(1 << names.index(name)), name, args.size, args.timeout_ms)
+                print(line, file=sys.stdout if good else sys.stderr)
+                ok &= good
+            return 0 if ok else WRONG
+    except errors.RelayUnavailable as exc:
+        print(f"vdsp health: {exc}", file=sys.stderr)
+        return NOT_REACHABLE
+    except errors.VdspError as exc:
+        print(f"vdsp health: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return WRONG
+
+
+if __name__ == "__main__":
+    sys.exit(main())
