@@ -118,6 +118,14 @@ class Mem:
         self._span(offset, count * dt.itemsize)
         return np.frombuffer(view, dtype=dt, count=count, offset=offset).reshape(shape)
 
+    def ddr_array(self) -> np.ndarray:
+        """The DDR bytes themselves as a uint8 array (no copy): what a device in this process
+        (the BPU of ``arm_side.dnn``) reads and writes, bypassing the CPU cache of cached
+        memory. A device write should be followed by ``MemoryManager.mark_device_written``.
+        Raises SysInvalidArgument if freed."""
+        self._check_live()
+        return np.frombuffer(self._ddr, dtype=np.uint8)
+
     def write(self, data, offset: int = 0) -> None:
         """Copy ``data`` (bytes-like) in, through the CPU (hbSysWriteMem). Raises SysInvalidArgument."""
         self._check_live()

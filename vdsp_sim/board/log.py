@@ -1,7 +1,8 @@
 """Log formats: DSP-side processes log like the J5 DSP firmware, ARM samples like glog.
 
 DSP format: ``[I][DSP][core.py:120][[11-21][18:03:56:987:065]] message`` (level
-letters A always, E error, W warning, I info, D debug). ARM format (glog):
+letters A always, E error, W warning, I info, D debug). The model runtime's (``arm_side.dnn``):
+``[A][DNN][runtime.py:80][Util](2024-02-04,18:03:57.223.18) message``. ARM format (glog):
 ``I1121 18:03:56.987065 27751 sample.py:25] message``. ``VDSP_LOG_LEVEL``
 (debug, info, warning, error) sets the level; default info.
 """
@@ -25,6 +26,25 @@ class DspFormatter(logging.Formatter):
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
+
+
+class DnnFormatter(logging.Formatter):
+    """The model runtime's lines, like the J5 DNN library's:
+    ``[W][DNN][layers.py:25][Layer](2024-02-04,18:03:57.54.947) layer Softmax has been registered.``
+    The module tag is the record's ``dnn_module`` (``extra={"dnn_module": "Layer"}``); level
+    letters D, I, W, E, F (fatal) and A (always, level ``ALWAYS``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        t = time.localtime(record.created)
+        us = int((record.created % 1) * 1_000_000)
+        letter = "A" if record.levelno >= ALWAYS else "F" if record.levelno >= logging.CRITICAL else \
+            _LETTER.get(record.levelno, "I")
+        stamp = f"{time.strftime('%Y-%m-%d,%H:%M:%S', t)}.{us // 1000}.{us % 1000}"
+        module = getattr(record, "dnn_module", "Util")
+        return f"[{letter}][DNN][{record.filename}:{record.lineno}][{module}]({stamp}) {record.getMessage()}"
+
+
+ALWAYS = logging.CRITICAL + 10   # the DNN library's "A" lines: shown at every level but 0 (none)
 
 
 class GlogFormatter(logging.Formatter):
