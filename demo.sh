@@ -12,4 +12,4 @@ vdsp up -d
 vdsp status
 vdsp sample smoke
 vdsp sample cv                       # the 25 CV operators; images in output/, output/cv_contact_sheet.png
-vdsp sample nn                       # quantize, dequantize, softmax, layout, yolov3, pointpillar, centerpoint
+vdsp sample nn                       # quantize, dequantize, softmax, layout, yolov3, pointpillar, centerpoint, mobilenet (hbDNN flow)

@@ -13,6 +13,7 @@ SUBSAMPLES: dict[str, str] = {
     "quantize": "nn_ops", "dequantize": "nn_ops", "softmax": "nn_ops", "layout": "nn_ops",
     "yolov3": "nn_ops",
     "pointpillar": "nn_pointcloud", "centerpoint": "nn_pointcloud",
+    "mobilenet": "nn_mobilenet",
 }
 
 
