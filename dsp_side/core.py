@@ -60,6 +60,7 @@ class CoreServer:
         self.sock.linger = 0
         self.sock.router_mandatory = False
         self.sock.sndhwm = 10000
+        self.warn = soclog.RateLimited(log)     # one line per peer per 10 s, however bad the flood
         self.gate = curve.Gate(self.ctx, curve.keys_dir()) if curve.is_tcp(bind) else None
         curve.secure_server(self.sock, bind)
         self.names: dict[bytes, str] = {}   # peer identity -> CURVE name (tcp only)
@@ -202,7 +203,8 @@ class CoreServer:
         try:
             self.sock.send_multipart([identity, *wire.encode(msg)], zmq.NOBLOCK)
         except zmq.Again:
-            log.warning("%s: peer %r not reading; dropped %s", self.name, identity, msg.command.name)
+            self.warn.warn(("slow", identity), "%s: peer %r not reading; dropped %s", self.name, identity,
+                           msg.command.name)
 
     def ready_body(self) -> dict:
         snap = self.device.snapshot()
@@ -227,7 +229,7 @@ class CoreServer:
             msg = messages.check_body(wire.decode(frames))
         except errors.VdspError as exc:
             msg_id = wire.peek_msg_id(frames)
-            log.warning("%s: rejected message from %r: %s", self.name, identity, exc)
+            self.warn.warn(("bad", identity), "%s: rejected message from %r: %s", self.name, identity, exc)
             if msg_id:  # 0 = one-way message (heartbeat, event): nobody to answer
                 self._send(identity, messages.error(msg_id, exc))
             return

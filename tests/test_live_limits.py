@@ -131,3 +131,19 @@ def test_a_client_that_never_reads_cannot_grow_the_relay_or_flood_its_log(live_s
         lazy.close()
     warnings = [line for line in live_soc.log("relay").splitlines() if "not reading its replies" in line]
     assert 1 <= len(warnings) <= 5, len(warnings)
+
+
+@pytest.mark.parametrize("endpoint", ["vdsp0.sock", "vdsp0.fw.sock", "relay.sock"])
+def test_a_flood_of_garbage_is_answered_but_logged_once_per_peer(live_soc, endpoint):
+    """A core logged every malformed message (4 MB of log in a minute of fuzzing)."""
+    raw = Raw(f"ipc://{live_soc.rt}/{endpoint}")
+    try:
+        for i in range(1, 2001):
+            raw.sock.send_multipart([wire.pack_header(0xAE, i), b"\x80"])   # an unknown command byte
+        replies = raw.replies(2000, 30)
+        assert len(replies) == 2000 and {r.body["code"] for r in replies} == {-6000262}
+    finally:
+        raw.close()
+    name = {"vdsp0.sock": "vdsp0", "vdsp0.fw.sock": "vdsp0", "relay.sock": "relay"}[endpoint]
+    lines = [line for line in live_soc.log(name).splitlines() if "unknown command byte 0xae" in line]
+    assert 1 <= len(lines) <= 3, len(lines)
