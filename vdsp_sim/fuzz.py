@@ -525,10 +525,11 @@ def _check(soc, report: SocReport, pids: dict, crashes: dict, *cores) -> None:
     from arm_side import Soc
     try:
         for core in cores:
-            soc.rpc(opids.PING, core=core).wait(10000)
+            # priority 255 jumps the queues: the check asks "alive?", not "done with the backlog?"
+            soc.rpc(opids.PING, core=core, priority=255).wait(10000)
         with Soc(mode="direct", autostart_relay=False, connect_timeout_s=5) as direct:
             for core in cores:
-                direct.rpc(opids.PING, core=core).wait(10000)
+                direct.rpc(opids.PING, core=core, priority=255).wait(10000)
         now_pids, now_crashes = _processes(soc)
     except errors.VdspError as exc:
         report.failures.append(f"after batch {report.batches}: {exc}")
