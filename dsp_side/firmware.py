@@ -48,13 +48,14 @@ log = logging.getLogger("vdsp.firmware")
 class OperatorContext:
     """What an operator sees of its environment."""
 
-    __slots__ = ("core", "log", "msg_id", "watchdog_ms")
+    __slots__ = ("core", "log", "msg_id", "watchdog_ms", "state")
 
     def __init__(self, core: str, watchdog_ms: int = DEFAULT_WATCHDOG_MS) -> None:
         self.core = core
         self.log = logging.getLogger(f"vdsp.op.{core}")
         self.msg_id = 0
         self.watchdog_ms = watchdog_ms      # the core kills a task that runs this long
+        self.state = None                   # the running operator's OperatorState (lifecycle hooks)
 
 
 class Firmware:
@@ -71,6 +72,15 @@ class Firmware:
         # owner's memory and what other owners granted it, nothing else (vdsp_sim.board.ownership).
         self.ownership = Ownership(f"{core} firmware", accept_relay=True)
         self.bindings = Bindings()
+        self.unloading = False      # set by SIGUSR1 (the core stops us): serve returns, destroy hooks run
+
+    def init_operators(self) -> None:
+        """The operators' init hooks (registry.init_all). Raises what a hook raises."""
+        self.registry.init_all(self.ctx)
+
+    def destroy_operators(self) -> None:
+        """The operators' destroy hooks, at unload."""
+        self.registry.destroy_all(self.ctx, log)
 
     def handle(self, frames: list, identity: bytes = b"", meta: object = None, peer: str = "") -> list | None:
         """Reply frames for one request of connection ``identity`` (frames without the identity), or None.
@@ -158,6 +168,7 @@ class Firmware:
         if self.watchdog:
             self.watchdog.task_begin(msg.msg_id)
         try:
+            self.registry.prepare(spec, self.ctx, inputs, outputs, params)   # sets ctx.state
             values = spec.fn(self.ctx, inputs, outputs, **params) or {}
         except errors.VdspError as exc:
             return messages.error(msg.msg_id, exc)
@@ -219,12 +230,23 @@ def serve(fw: Firmware, endpoint: str) -> None:
     log.info("%s: firmware %s serving %d operators", fw.core, fw.version, len(fw.registry))
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
+    wake_r, wake_w = os.pipe()      # SIGUSR1 (unload) wakes the poll through this
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    poller.register(wake_r, zmq.POLLIN)
     inbox = Inbox()
     busy = soclog.RateLimited(log)
     next_purge = time.monotonic() + PURGE_EVERY_S
-    while True:
+    while not fw.unloading:
         if not inbox and not readable(sock):
             poller.poll(PURGE_EVERY_S * 1000)
+            try:
+                os.read(wake_r, 64)
+            except BlockingIOError:
+                pass
+            if fw.unloading:
+                break
         while readable(sock):                       # take in everything that has arrived
             meta = sock.recv(NOBLOCK, copy=False)   # the identity: it carries the peer's credentials
             if not meta.more:
@@ -248,6 +270,8 @@ def serve(fw: Firmware, endpoint: str) -> None:
         if time.monotonic() >= next_purge:
             fw.resolver.purge()
             next_purge = time.monotonic() + PURGE_EVERY_S
+    log.info("%s: firmware %s unloading", fw.core, fw.version)
+    sock.close(0)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -265,9 +289,12 @@ def main(argv: list[str] | None = None) -> None:
     signer.add_argument("--signer", metavar="BASE64", help="the only public key the image may be signed by")
     signer.add_argument("--allow-unsigned", action="store_true", help="the image is unsigned, and the core allows it")
     args = ap.parse_args(argv)
-    # The core powers the firmware off with SIGKILL; terminal and group signals are the core's to handle.
+    # The core unloads the firmware with SIGUSR1 (destroy hooks run, then we exit), then SIGKILL
+    # if it lingers; terminal and group signals are the core's to handle.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    unload_requested = []
+    signal.signal(signal.SIGUSR1, lambda signum, frame: unload_requested.append(signum))
     proc.die_with_parent()
     proc.private_umask()
     soclog.setup("dsp")
@@ -283,7 +310,20 @@ def main(argv: list[str] | None = None) -> None:
     print(f"[DSP] DSP version = {header['version']}", file=sys.stderr, flush=True)
     watchdog = WatchdogWord(args.watchdog_file) if args.watchdog_file else None
     fw = Firmware(args.core, header["version"], registry, watchdog, args.crash_file, args.watchdog_ms)
+    try:    # like a DSP operator setting up its TCM buffers when the image loads
+        fw.init_operators()
+    except Exception as exc:
+        why = exc.message if isinstance(exc, errors.VdspError) else f"{type(exc).__name__}: {exc}"
+        log.error("%s: an operator's init hook failed: %s", args.core, why)
+        print(json.dumps({"refused": f"operator init failed: {why}"}), flush=True)
+        sys.exit(3)
+    signal.signal(signal.SIGUSR1, lambda signum, frame: setattr(fw, "unloading", True))
+    fw.unloading = bool(unload_requested)
     serve(fw, args.endpoint)
+    fw.destroy_operators()
+    log.info("%s: firmware %s unloaded", args.core, header["version"])
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

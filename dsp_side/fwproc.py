@@ -15,6 +15,8 @@ from dsp_side.signing import Signer
 from dsp_side.watchdog import WatchdogWord
 from vdsp_sim.board import proc
 
+UNLOAD_GRACE_S = 2.0    # a stopped firmware's destroy hooks get this long before SIGKILL
+
 
 class FirmwareProcess:
     """One run of a core's firmware. ``fd`` (its stdout) becomes readable with the
@@ -110,8 +112,14 @@ class FirmwareProcess:
             return None
 
     def stop(self) -> None:
-        """Terminate and wait (a requested stop, not a crash)."""
+        """Unload and wait (a requested stop, not a crash): SIGUSR1 lets the firmware run its
+        operators' destroy hooks and exit; after UNLOAD_GRACE_S it is killed."""
         self.kill_reason = self.kill_reason or "stopped"
+        try:
+            self.proc.send_signal(signal.SIGUSR1)
+            self.proc.wait(UNLOAD_GRACE_S)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
         try:
             self.proc.send_signal(signal.SIGKILL)
         except ProcessLookupError:

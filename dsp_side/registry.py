@@ -14,10 +14,25 @@ parameter schema and buffer counts; nothing is discovered by introspection::
 read-only). An operator returns a small dict (sent back as the task result)
 or None. Raising a ``protocol.errors.VdspError`` is an error reply; any other
 exception is a crash of the firmware, like a DSP exception.
+
+Lifecycle hooks (optional, as RKNN custom operators have them), each seeing the
+operator's private state as ``ctx.state`` (an :class:`OperatorState`; keep what you
+like in ``ctx.state.priv``):
+
+* ``init(ctx)``: once, when the firmware loads, before it serves (a real DSP operator
+  sets up its TCM buffers here). Raising refuses the image: the core stays offline.
+* ``prepare(ctx, inputs, outputs, **params)``: before compute, whenever the task's
+  buffer sizes or parameters differ from the previous task's of this operator (a new
+  tensor shape); errors as for compute.
+* compute, the operator function itself: per task.
+* ``destroy(ctx)``: once, when the firmware is unloaded (the core is stopped), not
+  after a crash. What it raises is logged.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 from typing import Callable
 
 from protocol import errors, opids, schema
@@ -35,6 +50,9 @@ class OperatorSpec:
     # Inputs are read-only views unless this is set. OpenCV's Python binding copies a
     # read-only array before using it, so OpenCV-backed operators set it to stay zero-copy.
     inputs_writable: bool = False
+    init: Callable | None = None        # lifecycle hooks (module docstring)
+    prepare: Callable | None = None
+    destroy: Callable | None = None
 
     def describe(self) -> dict:
         """Plain-data entry of the operator table (READY, manifests, ``vdsp status``)."""
@@ -49,6 +67,24 @@ class OperatorSpec:
                 raise errors.InvalidArgument(f"{self.name}: takes {want} {what}, got {n}")
 
 
+class OperatorState:
+    """The private state of one operator in one firmware run: ``priv`` is the operator's
+    (RKNN's priv_data); ``shape`` the key of the last prepared shape; ``prepares`` how many
+    times prepare ran."""
+    __slots__ = ("priv", "shape", "prepares")
+
+    def __init__(self) -> None:
+        self.priv: object = None
+        self.shape: str | None = None
+        self.prepares = 0
+
+
+def shape_key(inputs: list, outputs: list, params: dict) -> str:
+    """What decides whether prepare runs again: the buffer sizes and the parameters."""
+    return json.dumps([[int(a.size) for a in inputs], [int(a.size) for a in outputs], params],
+                      sort_keys=True, default=repr)
+
+
 def _count(value: int | tuple[int, int]) -> tuple[int, int]:
     return (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
 
@@ -58,20 +94,63 @@ class Registry:
 
     def __init__(self) -> None:
         self._ops: dict[int, OperatorSpec] = {}
+        self._states: dict[int, OperatorState] = {}
 
     def register(self, op_id: int, name: str, fn: Callable, *, params: dict | None = None,
                  inputs: int | tuple[int, int] = 0, outputs: int | tuple[int, int] = 0,
-                 doc: str = "", inputs_writable: bool = False) -> OperatorSpec:
-        """Add one operator. Raises ValueError for a duplicate or out-of-range id or bad schema."""
+                 doc: str = "", inputs_writable: bool = False, init: Callable | None = None,
+                 prepare: Callable | None = None, destroy: Callable | None = None) -> OperatorSpec:
+        """Add one operator (with optional lifecycle hooks). Raises ValueError for a duplicate or
+        out-of-range id, a bad schema or a hook that is not callable."""
         opids.range_of(op_id)
         if op_id in self._ops:
             raise ValueError(f"operator id 0x{op_id:04x} registered twice ({self._ops[op_id].name}, {name})")
         if any(s.name == name for s in self._ops.values()):
             raise ValueError(f"operator name {name!r} registered twice")
+        for hook, value in (("init", init), ("prepare", prepare), ("destroy", destroy)):
+            if value is not None and not callable(value):
+                raise ValueError(f"operator {name}: {hook} hook must be callable")
         spec = OperatorSpec(op_id, name, fn, schema.check_schema(dict(params or {})), _count(inputs),
-                            _count(outputs), doc or (fn.__doc__ or "").strip().split("\n")[0], inputs_writable)
+                            _count(outputs), doc or (fn.__doc__ or "").strip().split("\n")[0], inputs_writable,
+                            init, prepare, destroy)
         self._ops[op_id] = spec
+        self._states[op_id] = OperatorState()
         return spec
+
+    # --- lifecycle (called by the firmware process) -------------------------------------------
+    def state(self, op_id: int) -> OperatorState:
+        return self._states[op_id]
+
+    def init_all(self, ctx) -> None:
+        """Every operator's init hook, by id. Raises what a hook raises (the image is refused)."""
+        for spec in sorted(self._ops.values(), key=lambda s: s.id):
+            if spec.init is not None:
+                ctx.state = self._states[spec.id]
+                spec.init(ctx)
+        ctx.state = None
+
+    def prepare(self, spec: OperatorSpec, ctx, inputs: list, outputs: list, params: dict) -> None:
+        """``spec``'s prepare hook when this task's shape differs from the last prepared one;
+        sets ``ctx.state``. Raises what the hook raises."""
+        state = ctx.state = self._states[spec.id]
+        if spec.prepare is None:
+            return
+        key = shape_key(inputs, outputs, params)
+        if key != state.shape:
+            spec.prepare(ctx, inputs, outputs, **params)
+            state.shape = key
+            state.prepares += 1
+
+    def destroy_all(self, ctx, log: logging.Logger) -> None:
+        """Every operator's destroy hook, in reverse id order; what one raises is logged."""
+        for spec in sorted(self._ops.values(), key=lambda s: -s.id):
+            if spec.destroy is not None:
+                ctx.state = self._states[spec.id]
+                try:
+                    spec.destroy(ctx)
+                except Exception:
+                    log.exception("%s: destroy hook of operator %s raised", getattr(ctx, "core", "?"), spec.name)
+        ctx.state = None
 
     def operator(self, op_id: int, name: str, **kw) -> Callable[[Callable], Callable]:
         """Decorator form of :meth:`register`."""

@@ -89,4 +89,13 @@ def test_the_readme_custom_operator_tutorial(sh, tmp_path):
         outputs.append(res.stdout)
     assert "0x1400  saturate_add" in outputs[1]
     assert "saturate_add(0x1400)" in outputs[6]
-    assert outputs[7].strip() == "result: {'bytes': 8} output: [10, 11, 110, 210, 255, 255, 17, 19]"
+    assert outputs[7].strip().splitlines() == [      # prepare once per shape/delta; private state counts the tasks
+        "delta 10: {'bytes': 8, 'prepares': 1, 'tasks': 1} output: [10, 11, 110, 210, 255, 255, 17, 19]",
+        "delta 10: {'bytes': 8, 'prepares': 1, 'tasks': 2} output: [10, 11, 110, 210, 255, 255, 17, 19]",
+        "delta -5: {'bytes': 8, 'prepares': 2, 'tasks': 3} output: [0, 0, 95, 195, 245, 250, 2, 4]"]
+    core_log = sh.rt / "log" / "vdsp1.log"
+    assert "saturate_add: init, lookup table of 256 bytes" in core_log.read_text()
+    assert "saturate_add: destroy" not in core_log.read_text()
+    res = sh(*VDSP, "sysfs", "echo", "stop", f"{RP2}/state")     # unloading runs the destroy hook
+    assert res.returncode == 0, res.stderr
+    assert "saturate_add: destroy after 3 tasks, lookup table freed" in core_log.read_text()

@@ -9,6 +9,7 @@ with Soc() as soc:
     src, dst = soc.mem.alloc_cached(8), soc.mem.alloc_cached(8)
     src.array()[:] = np.array([0, 1, 100, 200, 250, 255, 7, 9], dtype=np.uint8)
     src.flush(CLEAN)                      # make the CPU's writes visible to the DSP
-    result = soc.rpc(SATURATE_ADD, inputs=[src], outputs=[dst], params={"delta": 10}, core=CORE_1).wait(1000)
-    dst.flush(INVALIDATE)                 # make the DSP's writes visible to the CPU
-    print("result:", result, "output:", dst.array().tolist())
+    for delta in (10, 10, -5):            # the same shape twice, then another delta: prepare runs again
+        result = soc.rpc(SATURATE_ADD, inputs=[src], outputs=[dst], params={"delta": delta}, core=CORE_1).wait(1000)
+        dst.flush(INVALIDATE)             # make the DSP's writes visible to the CPU
+        print(f"delta {delta}: {result} output: {dst.array().tolist()}")

@@ -4,6 +4,15 @@
 255 (what a brightness adjustment does). It has command id 0x1400, the first id
 of the custom range, takes one input and one output buffer of the same size,
 and one parameter.
+
+It uses the operator lifecycle (as RKNN custom operators have it), with its own
+private state in ``ctx.state.priv``:
+
+* ``init`` once when the firmware loads: a 256-entry lookup table (where a real DSP
+  operator sets up its TCM buffers);
+* ``prepare`` when the buffer sizes or ``delta`` change: fills the table for that delta;
+* ``saturate_add`` (compute) per task: one table lookup per byte;
+* ``destroy`` when the firmware is unloaded (the core is stopped): frees the table.
 """
 import numpy as np
 
@@ -13,16 +22,36 @@ VERSION = "1.0.0"
 SATURATE_ADD = 0x1400
 
 
+def init(ctx):
+    """Once, when the firmware loads: the lookup table and a task counter."""
+    ctx.state.priv = {"lut": np.zeros(256, dtype=np.uint8), "tasks": 0}
+    ctx.log.info("saturate_add: init, lookup table of 256 bytes")
+
+
+def prepare(ctx, inputs, outputs, delta):
+    """For a new shape or delta: check the buffers, fill the table."""
+    if outputs[0].size < inputs[0].size:
+        raise errors.InvalidArgument(f"saturate_add: output of {outputs[0].size} bytes is smaller than the "
+                                     f"input ({inputs[0].size})")
+    np.clip(np.arange(256) + delta, 0, 255, out=ctx.state.priv["lut"], casting="unsafe")
+
+
 def saturate_add(ctx, inputs, outputs, delta):
     """out[i] = clip(in[i] + delta, 0, 255) for every byte."""
-    src, dst = inputs[0], outputs[0]
-    if dst.size < src.size:
-        raise errors.InvalidArgument(f"saturate_add: output of {dst.size} bytes is smaller than the input ({src.size})")
-    np.clip(src.astype(np.int16) + delta, 0, 255, out=dst[:src.size], casting="unsafe")
-    return {"bytes": int(src.size)}
+    src, dst, priv = inputs[0], outputs[0], ctx.state.priv
+    np.take(priv["lut"], src, out=dst[:src.size])
+    priv["tasks"] += 1
+    return {"bytes": int(src.size), "prepares": ctx.state.prepares, "tasks": priv["tasks"]}
+
+
+def destroy(ctx):
+    """When the firmware is unloaded."""
+    ctx.log.info("saturate_add: destroy after %d tasks, lookup table freed", ctx.state.priv["tasks"])
+    ctx.state.priv = None
 
 
 def register(registry):
     registry.register(SATURATE_ADD, "saturate_add", saturate_add, inputs=1, outputs=1,
                       params={"delta": {"type": "int", "min": -255, "max": 255,
-                                        "doc": "added to every byte, result saturated to 0..255"}})
+                                        "doc": "added to every byte, result saturated to 0..255"}},
+                      init=init, prepare=prepare, destroy=destroy)
