@@ -36,8 +36,8 @@ def load(directory: Path) -> dict[str, dict]:
     try:
         dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        raise errors.FileNotFound(f"HB_DNN_PLUGIN_PATH {directory}: "
-                                  f"{'is a symlink' if exc.errno == 40 else exc.strerror}") from None
+        why = "is a symlink" if os.path.islink(directory) else exc.strerror
+        raise errors.FileNotFound(f"HB_DNN_PLUGIN_PATH {directory}: {why}") from None
     try:
         names = []
         with os.scandir(dfd) as it:
