@@ -16,5 +16,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
   echo "[setup] compiling the point-cloud kernels (numba, cached next to the sources)"
   .venv/bin/python -m vdsp_sim.pointcloud_inprocess
+  echo "[setup] building the seeded sample models (vdsp_sim/models; their class ids mean nothing)"
+  .venv/bin/python -m vdsp_sim.dnn_models
   echo "$want" > "$stamp"
 fi
