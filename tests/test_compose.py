@@ -1,10 +1,16 @@
-"""docker-compose.yml and docker/Dockerfile, checked without a docker engine.
+"""docker-compose.yml, docker/Dockerfile, .dockerignore and scripts/compose-e2e.sh, checked
+without a docker engine (scripts/compose-e2e.sh runs them for real, with one).
 
-(a) the compose file's structure (services, image, IPC sharing, healthchecks,
-    start order); (b) every command and healthcheck command is a console script
-    of pyproject.toml whose arguments really parse; (c) live: the same commands run
-    as local processes on loopback TCP (one runtime directory per "container"),
-    the smoke sample passes through the relay, and nothing is left behind.
+(a) the compose file: valid against the Compose specification's JSON schema (offline),
+    its structure (services, one image, the shared DDR volume, restart policies,
+    healthchecks that round-trip a buffer, start order); the Dockerfile's structure (local
+    base, non-root user, firmware and numba kernels built in, HEALTHCHECK) and the build
+    context .dockerignore leaves; (b) every command and healthcheck command is a console
+    script of pyproject.toml whose arguments really parse; (c) live: the same commands run
+    as local processes on loopback TCP (one runtime directory per "container", one DDR
+    directory for all), the healthchecks pass, the smoke sample passes through the relay,
+    and nothing is left behind; (d) the end-to-end script: --help, --dry-run, and the
+    README's Docker section is exactly the commands it runs.
 """
 from __future__ import annotations
 
@@ -29,13 +35,17 @@ import pytest
 import yaml
 
 from relay_server import main as relay_main
-from vdsp_sim import cli
+from vdsp_sim import cli, health
 from vdsp_sim.board import runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+E2E = ROOT / "scripts" / "compose-e2e.sh"
 SERVICES = {"keys", "relay", "vdsp0", "vdsp1", "sample"}
+SOC_SERVICES = ("vdsp0", "vdsp1", "relay", "sample")   # everything that maps DDR buffers
 KEYS_MOUNT = "/keys"    # where the keys volume is mounted in every container
+DDR_MOUNT = "/ddr"      # where the ddr volume is mounted (VDSP_SHM_DIR)
 CORES = ("vdsp0", "vdsp1")
 SHM = "/dev/shm"
 
@@ -79,6 +89,31 @@ def option(argv: list[str], flag: str) -> list[str]:
 
 # --- (a) structure ------------------------------------------------------------------------
 
+def compose_schema() -> dict:
+    """The Compose specification's JSON schema, as check-jsonschema bundles it (no network)."""
+    from importlib import resources
+    return json.loads((resources.files("check_jsonschema") / "builtin_schemas/vendor/compose-spec.json").read_text())
+
+
+def schema_errors(document: dict) -> list[str]:
+    import jsonschema
+    validator = jsonschema.validators.validator_for(compose_schema())(compose_schema())
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(document)]
+
+
+def test_compose_file_follows_the_compose_specification():
+    assert schema_errors(compose()) == []
+
+
+def test_the_schema_check_catches_mistakes():
+    bad = compose()
+    bad["services"]["vdsp0"]["healtcheck"] = bad["services"]["vdsp0"].pop("healthcheck")   # a typo
+    bad["services"]["relay"]["restart"] = ["always"]
+    errors = schema_errors(bad)
+    assert any("healtcheck" in e for e in errors), errors
+    assert any(e.startswith("services/relay/restart") for e in errors), errors
+
+
 def test_services_and_image():
     svcs = services()
     assert set(svcs) == SERVICES
@@ -89,19 +124,59 @@ def test_services_and_image():
         context = (ROOT / build.get("context", ".")).resolve()
         assert context == ROOT, f"{name}: build context must be the repository root"
         dockerfile = context / build.get("dockerfile", "Dockerfile")
-        assert dockerfile.is_file(), f"{name}: {dockerfile} does not exist"
+        assert dockerfile == DOCKERFILE, f"{name}: builds {dockerfile}"
+        assert build.get("network") == "none", f"{name}: the image builds from the wheelhouse, with no network"
+        assert svc.get("pull_policy") == "never", f"{name}: no registry has this image"
         builds.add((str(context), str(dockerfile), svc.get("image")))
         assert isinstance(svc.get("command"), list) and svc["command"], f"{name}: command must be a list"
     assert len(builds) == 1, f"all services must run the one image: {builds}"
+    assert builds.pop()[2] == "vdsp-sim:local" == e2e_image_tag()
+
+
+def e2e_image_tag() -> str:
+    return re.search(r"-t (\S+) \.", (ROOT / "scripts" / "docker-images.sh").read_text())[1]
+
+
+def dockerfile_lines() -> list[str]:
+    """Instructions of docker/Dockerfile, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", "\n".join(ln for ln in DOCKERFILE.read_text().splitlines()
+                                       if not ln.strip().startswith("#")))
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+def stages() -> list[list[str]]:
+    out: list[list[str]] = []
+    for ln in dockerfile_lines():
+        if ln.startswith("FROM "):
+            out.append([])
+        if out:
+            out[-1].append(ln)
+    return out
+
+
+def image_user() -> tuple[str, int]:
+    """(name, uid) of the user the image runs as: its last USER, created by useradd --uid."""
+    final = stages()[-1]
+    user = [ln.split()[1] for ln in final if ln.startswith("USER ")][-1]
+    uid = re.search(rf"useradd\b[^&]*--uid (\d+)[^&]*\b{re.escape(user)}\b", " ".join(final))
+    assert uid, f"USER {user} is not created with a fixed --uid in the final stage"
+    return user, int(uid[1])
+
+
+def test_dockerfile_builds_from_a_local_base():
+    lines = dockerfile_lines()
+    arg = re.fullmatch(r"ARG BASE_IMAGE=(\S+)", lines[0])
+    assert arg, "the base image is a build argument, defaulting to the locally built base"
+    base_tag = re.search(r"^TAG=(\S+)$", (ROOT / "scripts" / "docker-base.sh").read_text(), re.M)[1]
+    assert arg[1] == base_tag
+    froms = [ln for ln in lines if ln.startswith("FROM ")]
+    assert froms == ["FROM ${BASE_IMAGE} AS build", "FROM ${BASE_IMAGE}"], froms
+    assert "debootstrap" in (ROOT / "scripts" / "docker-base.sh").read_text()
 
 
 def test_dockerfile_installs_the_project():
-    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
-    lines = [ln.strip() for ln in dockerfile.splitlines() if ln.strip() and not ln.strip().startswith("#")]
-    assert lines[0] == "FROM python:3.11-slim"
-    assert re.search(r"^RUN pip install \.", dockerfile, re.M), "the image must pip install the project"
-    assert re.search(r"VDSP_RUNTIME_DIR=(/\S+)", dockerfile), "VDSP_RUNTIME_DIR must be set in the image"
-    copied = {src.rstrip("/") for m in re.finditer(r"^COPY (.+)$", dockerfile, re.M)
+    build = " ".join(stages()[0])
+    copied = {src.rstrip("/") for m in re.finditer(r"^COPY (?!--from)(.+)$", "\n".join(stages()[0]), re.M)
               for src in m[1].split()[:-1]}
     with open(ROOT / "pyproject.toml", "rb") as fh:
         pyproject = tomllib.load(fh)
@@ -109,19 +184,100 @@ def test_dockerfile_installs_the_project():
     needed = {"pyproject.toml"} | {pattern.rstrip("*") for pattern in include}
     if isinstance(pyproject["project"].get("readme"), str):
         needed.add(pyproject["project"]["readme"])
-    if "." not in copied:
-        assert needed <= copied, f"the image lacks {sorted(needed - copied)}"
-    runtime_dir = re.search(r"VDSP_RUNTIME_DIR=(/\S+)", dockerfile)[1]
-    assert re.search(r"mkdir\b.*\$VDSP_RUNTIME_DIR|mkdir\b.*" + re.escape(runtime_dir), dockerfile), \
-        "the runtime directory must exist (and be writable) in the image"
+    assert needed <= copied, f"the image lacks {sorted(needed - copied)}"
+    assert "build/docker/wheels" in copied, "the wheelhouse of scripts/docker-wheels.sh"
+    assert "PIP_NO_INDEX=1" in build and "PIP_FIND_LINKS=/tmp/wheels" in build, "pip must use the wheelhouse only"
+    assert re.search(r"/opt/vdsp/venv/bin/pip install /src\b", build)
+    final = " ".join(stages()[-1])
+    assert re.search(r"VDSP_RUNTIME_DIR=(/\S+)", final), "VDSP_RUNTIME_DIR must be set in the image"
+    runtime_dir = re.search(r"VDSP_RUNTIME_DIR=(/\S+)", final)[1]
+    user, _ = image_user()
+    assert re.search(rf"install -d -o {user} -g {user} -m 0700 [^&]*{re.escape(runtime_dir)}\b", final), \
+        "the runtime directory must exist, private to the image's user"
+    assert "/opt/vdsp/venv/bin" in re.search(r"ENV PATH=(\S+)", final)[1]
 
 
-def test_ipc_namespace_is_shared():
+def test_dockerfile_builds_the_stock_firmware():
+    build = " ".join(stages()[0])
+    assert re.search(r"VDSP_FIRMWARE_DIR=/\S+", build)
+    assert "vdsp firmware install-stock" in build
+    # the build-time signing key never reaches the image; its public key stays trusted
+    assert re.search(r"rm /keys/firmware-signing\.pem", build)
+    assert "/keys/firmware-trusted/image-build.pub" in build
+    final = stages()[-1]
+    assert "COPY --from=build /opt/vdsp/firmware /opt/vdsp/firmware" in final
+    user, _ = image_user()
+    assert f"COPY --from=build --chown={user}:{user} /keys /keys" in final
+
+
+def test_image_runs_as_a_user_with_the_numba_kernels_compiled():
+    final = stages()[-1]
+    user, uid = image_user()
+    assert user != "root" and uid != 0
+    env = " ".join(ln for ln in final if ln.startswith("ENV "))
+    cache = re.search(r"NUMBA_CACHE_DIR=(\S+)", env)[1]
+    assert "NUMBA_CPU_NAME=generic" in env, "kernels cached for any x86-64 host, not the build machine's CPU"
+    i_user = final.index(f"USER {user}")
+    compile_runs = [i for i, ln in enumerate(final) if "python -m vdsp_sim.pointcloud_inprocess" in ln]
+    assert compile_runs and all(i > i_user for i in compile_runs), \
+        "the kernels must be compiled as the image's user (numba ignores a cache it cannot write)"
+    assert re.search(rf"install -d -o {user} -g {user} -m 0700 [^&]*{re.escape(cache)}\b", " ".join(final))
+    assert any('grep -q "data loaded"' in final[i] and '! grep -q "data saved"' in final[i] for i in compile_runs), \
+        "the build must prove that a second run loads the kernels instead of compiling them"
+    # compose's DDR volume is that user's
+    assert f"uid={uid},gid={uid}" in compose()["volumes"]["ddr"]["driver_opts"]["o"]
+
+
+def test_image_healthcheck_and_entrypoint():
+    final = stages()[-1]
+    hc = [ln for ln in final if ln.startswith("HEALTHCHECK ")]
+    assert len(hc) == 1 and hc[0].endswith('CMD ["vdsp", "health"]'), hc
+    assert 'ENTRYPOINT ["/usr/bin/tini", "--"]' in final
+    assert "tini" in re.search(r"^PACKAGES=(\S+)$", (ROOT / "scripts" / "docker-base.sh").read_text(), re.M)[1]
+    assert final[-1] == 'CMD ["vdsp", "up"]'
+
+
+def dockerignore() -> list[str]:
+    return [ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines()
+            if ln.strip() and not ln.startswith("#")]
+
+
+def test_build_context_is_a_whitelist():
+    patterns = dockerignore()
+    assert patterns[0] == "*", "everything is left out unless named"
+    included = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
+    copied = {src.rstrip("/") for m in re.finditer(r"^COPY (?!--from)(.+)$", "\n".join(dockerfile_lines()), re.M)
+              for src in m[1].split()[:-1]}
+    assert included == copied, f"the context must hold what the Dockerfile copies, and only that: {included ^ copied}"
+    for junk in ("**/__pycache__", "**/*.pyc"):
+        assert junk in patterns
+    sources = 0
+    for top in included - {"build/docker/wheels"}:
+        path = ROOT / top
+        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+        sources += sum(p.stat().st_size for p in files if "__pycache__" not in p.parts and p.suffix != ".pyc")
+    assert sources < 8 << 20, f"the project's sources in the build context are {sources} bytes"
+
+
+def test_ddr_is_one_volume_that_outlives_any_container():
     svcs = services()
-    owners = [n for n, s in svcs.items() if s.get("ipc") == "shareable"]
-    assert owners == ["vdsp0"], f"exactly vdsp0 must own a shareable IPC namespace, got {owners}"
-    for name in SERVICES - {"vdsp0", "keys"}:
-        assert svcs[name].get("ipc") == "service:vdsp0", f"{name} must join vdsp0's IPC namespace (/dev/shm)"
+    for name, svc in svcs.items():
+        assert "ipc" not in svc, f"{name}: the DDR is the ddr volume, not an IPC namespace " \
+                                 "(a restarted owner leaves the others in its old one)"
+    for name in SOC_SERVICES:
+        assert svcs[name]["environment"]["VDSP_SHM_DIR"] == DDR_MOUNT, name
+        assert f"ddr:{DDR_MOUNT}" in svcs[name]["volumes"], name
+    ddr = compose()["volumes"]["ddr"]
+    assert ddr["driver"] == "local" and ddr["driver_opts"]["type"] == "tmpfs", "the DDR is memory, not disk"
+    assert "mode=0700" in ddr["driver_opts"]["o"]
+
+
+def test_restart_policies():
+    svcs = services()
+    for name in ("relay", *CORES):
+        assert svcs[name]["restart"] in ("always", "unless-stopped", "on-failure"), name
+    for name in ("keys", "sample"):
+        assert svcs[name]["restart"] == "no", f"{name} runs once"
 
 
 def test_every_service_reaches_the_soc_with_curve_keys():
@@ -136,19 +292,27 @@ def test_every_service_reaches_the_soc_with_curve_keys():
     assert "keys" in compose()["volumes"]
 
 
-def test_healthchecks_and_start_order():
+def test_healthchecks_round_trip_a_buffer_and_start_order():
     svcs = services()
     for name in ("relay", *CORES):
         hc = svcs[name].get("healthcheck")
         assert hc and hc.get("test") and not hc.get("disable"), f"{name} needs a healthcheck"
-        for key in ("interval", "timeout", "retries"):
+        for key in ("interval", "timeout", "retries", "start_period"):
             assert key in hc, f"{name}: healthcheck lacks {key}"
+        assert "start_interval" not in hc, "Docker Engine < 25 refuses to create such a container"
+        env, argv = healthcheck_argv(svcs[name])
+        assert argv[:2] == ["vdsp", "health"], f"{name}: the healthcheck must round-trip a buffer, not only ask"
+        if name in CORES:
+            assert env.get("VDSP_RPC_MODE") == "direct" and argv[2:] == ["--core", name], name
+        else:
+            assert "VDSP_RPC_MODE" not in env and argv[2:] == [], "the relay's: through it, to every core"
+    for name in ("keys", "sample"):
+        assert svcs[name]["healthcheck"] == {"disable": True}, f"{name} must not inherit the image's healthcheck"
     assert svcs["relay"]["depends_on"] == {"keys": {"condition": "service_completed_successfully"},
                                            **{c: {"condition": "service_healthy"} for c in CORES}}
     assert svcs["sample"]["depends_on"] == {"relay": {"condition": "service_healthy"}}
-    # Joining vdsp0's IPC namespace needs vdsp0 started first.
-    assert svcs["vdsp1"]["depends_on"]["vdsp0"]["condition"] in ("service_started", "service_healthy")
-    assert svcs["sample"].get("restart", "no") == "no", "the sample runs once"
+    for name in CORES:
+        assert set(svcs[name]["depends_on"]) == {"keys"}, f"{name} needs no other container to start"
 
 
 def test_endpoints_are_consistent():
@@ -169,7 +333,8 @@ def test_endpoints_are_consistent():
         # ... and the firmware endpoint announced in READY becomes reachable the same way.
         assert runtime.connectable(fw, cores[name]) == f"tcp://{name}:{endpoint_port(fw)}"
         env, _ = healthcheck_argv(svcs[name])
-        assert env == {"VDSP_CORE_ENDPOINTS": f"{name}=tcp://127.0.0.1:{endpoint_port(ctl)}"}
+        assert env == {"VDSP_RPC_MODE": "direct",
+                       "VDSP_CORE_ENDPOINTS": f"{name}=tcp://127.0.0.1:{endpoint_port(ctl)}"}
     env, _ = healthcheck_argv(svcs["relay"])
     assert env == {"VDSP_RELAY_ENDPOINT": f"tcp://127.0.0.1:{endpoint_port(bind[0])}"}
     assert svcs["sample"]["environment"]["VDSP_RELAY_ENDPOINT"] == f"tcp://relay:{endpoint_port(bind[0])}"
@@ -206,8 +371,12 @@ def check_argv(argv: list[str], monkeypatch, what: str) -> argparse.Namespace:
     entry = scripts().get(prog)
     assert entry is not None, f"{what}: {prog!r} is not a console script of pyproject.toml ({sorted(scripts())})"
     ap = {"vdsp_sim.cli:main": cli.parser, "relay_server.main:main": relay_main.parser}[entry]()
+    if entry == "vdsp_sim.cli:main" and args[:1] == ["health"]:    # cli.main hands these to health.main
+        ap, args = health.parser(), args[1:]
     try:
         ns = ap.parse_args(args)
+        if ap.prog == "vdsp health":
+            ns.command = "health"
     except SystemExit as exc:
         pytest.fail(f"{what}: {argv!r} does not parse (exit {exc.code})")
     if entry == "relay_server.main:main" and ns.core:
@@ -226,7 +395,7 @@ def test_command_parses(name, monkeypatch):
 def test_healthcheck_command_parses(name, monkeypatch):
     _, argv = healthcheck_argv(services()[name])
     ns = check_argv(argv, monkeypatch, f"{name} healthcheck")
-    assert ns.command == "status"
+    assert ns.command == "health"
 
 
 def test_a_typo_fails(monkeypatch):
@@ -236,6 +405,8 @@ def test_a_typo_fails(monkeypatch):
         check_argv(["dsp_relay_server", "--cores", "vdsp0=tcp://vdsp0:6100"], monkeypatch, "typo")
     with pytest.raises(pytest.fail.Exception):
         check_argv(["vdsp", "sample", "smoke", "--rouns", "20"], monkeypatch, "typo")
+    with pytest.raises(pytest.fail.Exception):
+        check_argv(["vdsp", "health", "--cores", "vdsp0"], monkeypatch, "typo")
     with pytest.raises(AssertionError):
         check_argv(["dsp-relay-server"], monkeypatch, "typo")
 
@@ -313,17 +484,17 @@ def session_procs(sid: int) -> list[str]:
     return out
 
 
-def vdsp_files() -> set[str]:
+def vdsp_files(directory: Path) -> set[str]:
     try:
-        return {n for n in os.listdir(SHM) if n.startswith("vdsp-")}
+        return {n for n in os.listdir(directory) if n.startswith("vdsp-")}
     except FileNotFoundError:
         return set()
 
 
-def _lock_held(owner_hex: str) -> bool:
+def _lock_held(directory: Path, owner_hex: str) -> bool:
     """True if the owner's lock file exists and a live process holds it."""
     try:
-        fd = os.open(os.path.join(SHM, f"vdsp-{owner_hex}.lock"), os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(os.path.join(directory, f"vdsp-{owner_hex}.lock"), os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return False
     try:
@@ -335,12 +506,12 @@ def _lock_held(owner_hex: str) -> bool:
         os.close(fd)
 
 
-def leftovers(before: set[str]) -> list[str]:
-    """New vdsp-* files in /dev/shm that no live owner holds (left by our dead processes)."""
+def leftovers(directory: Path) -> list[str]:
+    """vdsp-* files in the DDR directory that no live owner holds (left by our dead processes)."""
     left = []
-    for name in sorted(vdsp_files() - before):
+    for name in sorted(vdsp_files(directory)):
         m = re.match(r"vdsp-([0-9a-f]{6})", name)
-        if not (m and _lock_held(m[1])):
+        if not (m and _lock_held(directory, m[1])):
             left.append(name)
     return left
 
@@ -356,8 +527,8 @@ class LiveRun:
     logs: str = ""
 
 
-def _status(loop: Loopback, rt: Path) -> tuple[int, dict | None, str]:
-    env = base_env(rt)
+def _status(loop: Loopback, env: dict) -> tuple[int, dict | None, str]:
+    env = dict(env)
     env["VDSP_RELAY_ENDPOINT"] = loop(services()["sample"]["environment"]["VDSP_RELAY_ENDPOINT"], "sample")
     proc = subprocess.run([sys.executable, "-m", "vdsp_sim.cli", "status", "--json"], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=20)
@@ -373,7 +544,18 @@ def live_run():
     svcs = services()
     loop = Loopback(svcs)
     base = Path(tempfile.mkdtemp(prefix="vd", dir="/tmp"))
-    before = vdsp_files()
+    ddr = Path(tempfile.mkdtemp(prefix="vdddr", dir=SHM))    # the ddr volume: one tmpfs directory for all
+
+    def service_env(name: str, rt: Path) -> dict:
+        """A container's environment: the image's, then the service's (volumes mapped to directories)."""
+        env = base_env(rt)
+        for k, v in (svcs.get(name, {}).get("environment") or {}).items():
+            if k == "VDSP_SHM_DIR":
+                assert v == DDR_MOUNT
+                env[k] = str(ddr)
+            elif k != "VDSP_KEYS_DIR":
+                env[k] = loop(str(v), name)
+        return env
     procs: dict[str, subprocess.Popen] = {}
     logs: dict[str, Path] = {}
     run = LiveRun()
@@ -385,9 +567,7 @@ def live_run():
                        check=True, capture_output=True, timeout=60)
         for name in ("vdsp0", "vdsp1", "relay"):   # compose's start order
             rt = base / name
-            env = base_env(rt)
-            env.update({k: loop(str(v), name) for k, v in (svcs[name].get("environment") or {}).items()
-                        if k != "VDSP_KEYS_DIR"})
+            env = service_env(name, rt)
             logs[name] = base / f"{name}.log"
             with open(logs[name], "wb") as out:
                 procs[name] = subprocess.Popen(
@@ -399,7 +579,7 @@ def live_run():
             if dead:
                 run.status_error = f"exited during start-up: {', '.join(dead)}"
                 break
-            code, status, err = _status(loop, base / "probe")
+            code, status, err = _status(loop, service_env("sample", base / "probe"))
             if code == 0 and status and [c.get("state") for c in status.get("cores", [])] == ["running"] * 2:
                 run.status = status
                 break
@@ -408,15 +588,13 @@ def live_run():
         if run.status is not None:
             for name in ("relay", *CORES):   # the healthchecks, run "inside" each container
                 hc_env, argv = healthcheck_argv(svcs[name])
-                env = base_env(base / name)
+                env = service_env(name, base / name)    # a healthcheck runs in its container
                 env.update({k: loop(v, name) for k, v in hc_env.items()})
                 proc = subprocess.run(python_argv([loop(a, name) for a in argv]), env=env, cwd=ROOT,
                                       capture_output=True, text=True, timeout=30)
                 run.healthchecks[name] = (proc.returncode, proc.stdout[-2000:] + proc.stderr[-2000:])
             sample = svcs["sample"]
-            env = base_env(base / "sample")
-            env.update({k: loop(str(v), "sample") for k, v in (sample.get("environment") or {}).items()
-                        if k != "VDSP_KEYS_DIR"})
+            env = service_env("sample", base / "sample")
             procs["sample"] = proc = subprocess.Popen(
                 python_argv([loop(a, "sample") for a in sample["command"]]), env=env, cwd=ROOT,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -449,12 +627,13 @@ def live_run():
                 except ProcessLookupError:
                     pass
         deadline = time.monotonic() + 3
-        while leftovers(before) and time.monotonic() < deadline:
+        while leftovers(ddr) and time.monotonic() < deadline:
             time.sleep(0.1)
-        run.left_files = leftovers(before)
+        run.left_files = leftovers(ddr)
         run.logs = "\n".join(f"--- {n}.log\n{p.read_text(errors='replace')[-3000:]}"
                              for n, p in logs.items() if p.exists())
         shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(ddr, ignore_errors=True)
     yield run
 
 
@@ -471,7 +650,7 @@ def test_live_stack_runs_the_sample(live_run):
     assert "check result right" in output, output
     assert "WRONG" not in output, output
     assert not run.left_procs, f"processes left: {run.left_procs}"
-    assert not run.left_files, f"{SHM} files left: {run.left_files}"
+    assert not run.left_files, f"DDR files left: {run.left_files}"
 
 
 @pytest.mark.live
@@ -481,7 +660,79 @@ def test_live_sample_uses_the_remote_soc(live_run):
     assert "starting relay" not in output, output
 
 
-def test_dockerfile_builds_the_stock_firmware():
-    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
-    assert re.search(r"VDSP_FIRMWARE_DIR=/\S+", dockerfile)
-    assert "vdsp firmware install-stock" in dockerfile
+
+# --- (d) the end-to-end script --------------------------------------------------------------
+
+SCRIPTS = ("compose-e2e.sh", "docker-images.sh", "docker-base.sh", "docker-wheels.sh")
+
+
+def script(*args: str, name: str = "compose-e2e.sh") -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_")}
+    env["PATH"] = "/usr/bin:/bin"    # --help and --dry-run must need neither docker nor root
+    return subprocess.run(["bash", str(ROOT / "scripts" / name), *args], cwd="/", env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_scripts_parse_and_explain_themselves(name):
+    assert subprocess.run(["bash", "-n", str(ROOT / "scripts" / name)]).returncode == 0
+    assert os.access(ROOT / "scripts" / name, os.X_OK), f"scripts/{name} must be executable"
+    run = script("--help", name=name)
+    assert run.returncode == 0 and "usage" not in run.stderr.lower(), run.stderr
+    assert f"scripts/{name}" in run.stdout, run.stdout
+    bad = script("--no-such-option", name=name)
+    assert bad.returncode == 2 and "unknown argument --no-such-option" in bad.stderr
+
+
+def dry_run_commands() -> list[str]:
+    run = script("--dry-run")
+    assert run.returncode == 0, run.stdout + run.stderr
+    return [ln[2:] for ln in run.stdout.splitlines() if ln.startswith("+ ")]
+
+
+def readme_docker_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    section = re.search(r"^## Docker\n(.*?)^## ", readme, re.S | re.M)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)[1]
+    return [re.sub(r"\s+#.*$", "", ln).strip() for ln in block.splitlines()
+            if ln.strip() and not ln.strip().startswith("#")]
+
+
+def test_dry_run_shows_every_step():
+    run = script("--dry-run")
+    steps = re.findall(r"^==> \[(\d+)/(\d+)\] (.*?)  \(t=", run.stdout, re.M)
+    assert [int(i) for i, _, _ in steps] == list(range(1, int(steps[0][1]) + 1))
+    titles = " | ".join(t for _, _, t in steps)
+    for what in ("images", "up", "restart vdsp0", "kill the relay", "two boards", "down", "cleanup"):
+        assert what in titles, titles
+    assert "check:" in run.stdout
+
+
+def test_the_readme_docker_section_is_what_the_script_runs():
+    commands = dry_run_commands()
+    assert commands == readme_docker_commands()
+    # and it is what the task asks for
+    assert commands[0] == "scripts/docker-images.sh"
+    assert "docker compose up --exit-code-from sample --attach sample" in commands
+    smoke, cv = "docker compose run --rm sample vdsp sample smoke", "docker compose run --rm sample vdsp sample cv"
+    restart = commands.index("docker compose restart vdsp0")
+    assert smoke in commands[:restart] and cv in commands[:restart]
+    assert smoke in commands[restart:] and cv in commands[restart:]
+    kill = next(i for i, c in enumerate(commands) if c.startswith("kill -KILL") and "relay" in c)
+    assert smoke in commands[kill:]
+    assert any(c.startswith("docker compose -p board2 up") for c in commands)
+    assert commands[-1] == "docker compose down -v"
+
+
+def test_what_the_script_must_leave_alone():
+    text = E2E.read_text()
+    # nothing that could take down processes or files it did not make
+    for forbidden in ("pkill", "killall", "docker system prune", "docker volume prune", "iptables -F",
+                      "git "):
+        assert forbidden not in text, forbidden
+    # its private daemon makes no iptables rules and no default bridge; the cleanup compares
+    assert "--iptables=false" in text and "--bridge=none" in text
+    assert "iptables-save" in text and "ip6tables-save" in text
+    # what it builds lies where git ignores it
+    for path in ("build/compose-e2e/docker/data", "build/docker/wheels/numpy.whl", "build/docker/rootfs"):
+        assert subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT).returncode == 0, path
