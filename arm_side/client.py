@@ -20,6 +20,7 @@ import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from protocol import errors, messages, wire
+from protocol.cancel import CancelOutcome
 from protocol.constants import (HEARTBEAT_INTERVAL_MS, MAX_TASKS_PER_CLIENT, PRIORITY_HIGHEST, Command,
                                 Core)
 from protocol.liveness import Liveness
@@ -368,18 +369,20 @@ class Client:
         elif self.mode == "direct":
             peer = next((p for p in self.peers if task.msg_id in p.inflight), None)
             channel = peer.fw if peer is not None else None
-        state = "running"
+        outcome = CancelOutcome.RUNNING
         if channel is not None:
             try:
                 reply = self._request(channel, messages.cancel(next(self.ids), task.msg_id)).wait(5000)
-                state = {"not-waiting": "running"}.get(reply.get("state"), reply.get("state", "running"))
+                outcome = CancelOutcome.of(reply.get("state"))
             except errors.VdspError:
                 pass
-        if self.pending.pop(task.msg_id, None) is not None or state == "cancelled":
+        if outcome is CancelOutcome.UNKNOWN:   # not waiting there; it was in flight when released
+            outcome = CancelOutcome.RUNNING     # (Task.release answers for finished ones): it ran, unseen
+        if self.pending.pop(task.msg_id, None) is not None or outcome is CancelOutcome.CANCELLED:
             task._complete(None, errors.TaskCancelled(f"task {task.msg_id} released"))
         for peer in self.peers:
             peer.inflight.discard(task.msg_id)
-        return "done" if state == "unknown" else state
+        return outcome.value
 
     def after_task(self, task: Task) -> None:
         if self.memory is not None:

@@ -7,6 +7,7 @@ import time
 from typing import Any, Callable
 
 from protocol import errors
+from protocol.cancel import CancelOutcome
 
 
 class Request:
@@ -133,10 +134,10 @@ class Task(Request):
 
     def release(self) -> str:
         """Give the task up: a queued task is removed (never runs), a running task's
-        result is discarded. Returns ``cancelled``, ``running`` or ``done``."""
-        if self.released:
-            return "released"
+        result is discarded. Returns a ``protocol.cancel.CancelOutcome`` value: ``cancelled``,
+        ``running`` or ``unknown`` (it had finished already, or was released before)."""
+        if self.released or self.done():
+            self.released = True
+            return CancelOutcome.UNKNOWN.value
         self.released = True
-        if self.done():
-            return "done"
         return self.client.release(self)

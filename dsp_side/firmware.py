@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 import zmq
 
-from protocol import errors, messages, schema, wire
+from protocol import errors, header, messages, schema, wire
+from protocol.cancel import CancelOutcome
 from protocol.constants import DEFAULT_WATCHDOG_MS, MAX_RAW_FRAME, Command
 from dsp_side import heap, image, signing
 from dsp_side.ddr_resolver import Resolver
@@ -121,7 +122,7 @@ class Firmware:
     def handle_now(self, frames: list, identity: bytes, inbox: Inbox, meta: object = None,
                    peer: str = "") -> list[list]:
         """Replies to a request that is not queued (CANCEL, HELLO, garbage...)."""
-        if len(frames) >= 2 and len(frames[0]) == wire.HEADER_SIZE and frames[0][3] == Command.CANCEL:
+        if len(frames) >= 2 and header.command_of(frames[0]) == Command.CANCEL:
             try:
                 msg = messages.check_body(wire.decode(frames))
             except errors.VdspError as exc:
@@ -129,10 +130,11 @@ class Firmware:
             target = msg.body["target"]
             cancelled = inbox.cancel(identity, target)
             if cancelled is None:
-                return [wire.encode(messages.result(msg.msg_id, {"state": "not-waiting", "target": target}))]
+                return [wire.encode(messages.result(msg.msg_id, {"state": CancelOutcome.UNKNOWN.value,
+                                                                 "target": target}))]
             exc = errors.TaskCancelled(f"task {target} released before it started on {self.core}")
             return [wire.encode(messages.error(target, exc)),
-                    wire.encode(messages.result(msg.msg_id, {"state": "cancelled", "target": target}))]
+                    wire.encode(messages.result(msg.msg_id, {"state": CancelOutcome.CANCELLED.value, "target": target}))]
         reply = self.handle(frames, identity, meta, peer)
         return [] if reply is None else [reply]
 
@@ -265,6 +267,8 @@ def serve(fw: Firmware, endpoint: str) -> None:
         if inbox:                                   # then run the best waiting task
             identity, frames = inbox.pop()
             reply = fw.handle(frames, identity)
+            if fw.unloading:     # stopped while the task ran: as on a powered-off DSP its result is
+                break            # never sent; the core's "offline" fails it (HB_DSP_CORE_OFFLINE)
             if reply is not None:
                 send_frames(sock, [identity, *reply])
         if time.monotonic() >= next_purge:

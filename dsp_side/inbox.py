@@ -13,23 +13,16 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import struct
 
-from protocol import errors
-from protocol.constants import MAGIC, Command
-from protocol.ordering import order_key
+from protocol import errors, header
 
-_CUSTOM_ID = struct.Struct("<q")
-_MSG_ID = struct.Struct("<Q")
 MAX_WAITING = 1024          # tasks waiting in one firmware
 MAX_WAITING_PER_PEER = 256  # of which one peer (connection) may hold
 
 
-def task_key(header: bytes, seq: int) -> tuple | None:
+def task_key(frame: bytes, seq: int) -> tuple | None:
     """Scheduling key of a well-formed TASK header, else None (handled at once)."""
-    if len(header) != 24 or header[:2] != MAGIC or header[3] != Command.TASK:
-        return None
-    return order_key(header[6], _CUSTOM_ID.unpack_from(header, 16)[0], seq)
+    return header.task_key(frame, seq)
 
 
 class Inbox:
@@ -70,7 +63,7 @@ class Inbox:
     def cancel(self, identity: bytes, msg_id: int) -> list | None:
         """Remove the waiting task ``msg_id`` of peer ``identity``; its frames, or None."""
         for i, (_, ident, frames) in enumerate(self._heap):
-            if ident == identity and _MSG_ID.unpack_from(frames[0], 8)[0] == msg_id:
+            if ident == identity and header.msg_id_of(frames[0]) == msg_id:
                 self._heap[i] = self._heap[-1]
                 self._heap.pop()
                 heapq.heapify(self._heap)

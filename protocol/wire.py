@@ -1,17 +1,6 @@
 """Encoding and decoding of one message: ``[header][msgpack body][raw frame ...]``.
 
-The header is a fixed 24-byte little-endian struct so that routers (the relay)
-schedule and route without unpacking the body::
-
-    offset size field
-    0      2    magic       b"VD"
-    2      1    version     1
-    3      1    command     Command
-    4      2    op          operator command id (TASK), else 0
-    6      1    priority    0..255 (TASK)
-    7      1    core        Core: 0 ANY, 1 CORE_0, 2 CORE_1 (TASK)
-    8      8    msg_id      u64, chosen by the requester, echoed by the reply
-    16     8    custom_id   i64, smaller runs first among equal priorities
+The 24-byte header (layout, parsing, re-tagging) is :mod:`protocol.header`.
 
 The body is a msgpack map with str keys, unpacked with explicit limits: no
 ext types, no bin/str/array/map larger than the limits in ``constants``.
@@ -19,18 +8,14 @@ ext types, no bin/str/array/map larger than the limits in ``constants``.
 from __future__ import annotations
 
 import dataclasses
-import struct
 from typing import Any, Sequence
 
 import msgpack
 
-from . import errors
-from .constants import (MAGIC, MAX_BODY, MAX_CONTAINER, MAX_DEPTH, MAX_FRAMES, MAX_MESSAGE, MAX_RAW_FRAME,
-                        VERSION, Command)
+from . import errors, header
+from .constants import MAX_BODY, MAX_CONTAINER, MAX_DEPTH, MAX_FRAMES, MAX_MESSAGE, MAX_RAW_FRAME, Command
 
-HEADER = struct.Struct("<2sBBHBBQq")
-HEADER_SIZE = HEADER.size  # 24
-_COMMANDS = {int(c): c for c in Command}
+HEADER_SIZE = header.SIZE  # 24
 _EMPTY_BODY = msgpack.packb({})
 
 
@@ -51,10 +36,7 @@ class Message:
 def pack_header(command: int, msg_id: int, op: int = 0, priority: int = 0, core: int = 0,
                 custom_id: int = 0) -> bytes:
     """The 24-byte header. Raises InvalidArgument for out-of-range fields."""
-    try:
-        return HEADER.pack(MAGIC, VERSION, command, op, priority, core, msg_id, custom_id)
-    except struct.error as exc:
-        raise errors.InvalidArgument(f"header field out of range: {exc}") from exc
+    return header.pack(command, msg_id, op, priority, core, custom_id)
 
 
 def pack_body(body: dict | None) -> bytes:
@@ -131,19 +113,9 @@ def _check_keys(body: dict) -> None:
         depth += 1
 
 
-def parse_header(frame: bytes) -> tuple:
-    """(command, op, priority, core, msg_id, custom_id). Raises BadMagic / UnknownCommand."""
-    if len(frame) != HEADER_SIZE:
-        raise errors.ProtocolError(f"header must be {HEADER_SIZE} bytes, got {len(frame)}")
-    magic, version, command, op, priority, core, msg_id, custom_id = HEADER.unpack(frame)
-    if magic != MAGIC:
-        raise errors.BadMagic(f"bad magic {magic!r}, expected {MAGIC!r}")
-    if version != VERSION:
-        raise errors.BadMagic(f"protocol version {version} not supported (this peer speaks {VERSION})")
-    cmd = _COMMANDS.get(command)
-    if cmd is None:
-        raise errors.UnknownCommand(f"unknown command byte 0x{command:02x}")
-    return cmd, op, priority, core, msg_id, custom_id
+def parse_header(frame: bytes) -> header.Header:
+    """Raises ProtocolError / BadMagic / UnknownCommand (see ``header.Header.parse``)."""
+    return header.Header.parse(frame)
 
 
 def check_frames(frames: Sequence) -> None:
@@ -171,7 +143,4 @@ def decode(frames: Sequence) -> Message:
 
 def peek_msg_id(frames: Sequence) -> int | None:
     """Best-effort msg_id of a frame list that failed to decode (for the error reply)."""
-    try:
-        return HEADER.unpack(bytes(frames[0]))[6] if frames and len(frames[0]) == HEADER_SIZE else None
-    except struct.error:  # pragma: no cover - size checked above
-        return None
+    return header.msg_id_of(frames[0]) if frames else None

@@ -76,7 +76,7 @@ def test_a_direct_flood_of_a_firmware_is_refused_busy_and_relay_clients_still_ru
 
 
 def test_the_relay_holds_a_bounded_number_of_bytes_per_client(live_soc):
-    from relay_server.server import MAX_CLIENT_BYTES
+    from relay_server.engine import MAX_CLIENT_BYTES
     raw = Raw(f"ipc://{live_soc.rt}/relay.sock")
     frame = bytes(60 << 20)
     try:

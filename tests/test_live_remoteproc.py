@@ -31,8 +31,9 @@ def build_version(src: Path, version: str, out: Path, tmp: Path) -> None:
 
 @pytest.fixture
 def soc_wd(runtime_env):
-    """A SoC whose cores have a 1 s watchdog."""
-    live = LiveSoc(runtime_env, core_args=["--watchdog-ms", "1000"])
+    """A SoC whose cores have a 2 s watchdog (1 s tripped on a firmware merely starved of CPU
+    on a loaded 2-CPU machine)."""
+    live = LiveSoc(runtime_env, core_args=["--watchdog-ms", "2000"])
     live.start()
     try:
         yield live
@@ -113,7 +114,7 @@ def test_crash_by_exception_process_death_and_watchdog(soc_wd, op, kind):
         with pytest.raises(errors.CoreCrashed) as exc:
             soc.rpc(op, core=CORE_1).wait(10000)
         assert exc.value.code == -6000291
-        assert time.monotonic() - t0 < (4 if op == HANG else 2)
+        assert time.monotonic() - t0 < (5 if op == HANG else 2)
         assert soc.rpc(opids.PING, core=CORE_0).wait(2000) == {"core": "vdsp0"}   # the other core never noticed
         assert wait_state(soc, "vdsp1", "running")                               # recovery is enabled by default
         assert soc.rpc(REFUSE, core=CORE_1) and True
@@ -178,7 +179,7 @@ def test_hot_swap_of_a_firmware_image(live_soc, tmp_path):
         core = soc.query("cores")["cores"][1]
         assert core["firmware_version"] == "2.3.4" and any(o["name"] == "saturate_add" for o in core["operators"])
         buf = soc.mem.alloc(16)
-        assert soc.rpc(0x1400, inputs=[buf], outputs=[buf], params={"delta": 3}, core=CORE_1).wait(5000) == {"bytes": 16}
+        assert soc.rpc(0x1400, inputs=[buf], outputs=[buf], params={"delta": 3}, core=CORE_1).wait(5000)["bytes"] == 16
     assert "[DSP] DSP version = 2.3.4" in live_soc.log("vdsp1")
 
 

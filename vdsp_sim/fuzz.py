@@ -38,7 +38,7 @@ from typing import Any, Iterator
 
 import msgpack
 
-from protocol import errors, opids, wire
+from protocol import errors, header, opids, wire
 from protocol.constants import MAX_HANDLES, Command
 
 _FORMATS = ("Y", "U8", "U16", "S16", "S32", "F32", "RGB", "BGR", "YUV444", "NV12", "NV12_SEPARATE")
@@ -379,7 +379,7 @@ def fuzz_firmware(messages: int, seed: int = 0, limit_findings: int = 20,
             try:
                 reply = fw.handle(frames, b"fuzz")
                 if outcomes is not None:
-                    kind = "none" if reply is None else "ok" if reply[0][3] == Command.RESULT else \
+                    kind = "none" if reply is None else "ok" if header.command_of(reply[0]) == Command.RESULT else \
                         msgpack.unpackb(reply[1]).get("code")
                     outcomes[kind] = outcomes.get(kind, 0) + 1
             except _Crashed as exc:

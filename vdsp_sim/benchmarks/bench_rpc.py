@@ -45,7 +45,6 @@ import os
 import platform
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -55,10 +54,11 @@ from pathlib import Path
 
 import zmq  # noqa: E402
 
+from protocol.header import STRUCT as HDR  # the raw floor packs its headers itself
+
 WINDOW = 64                 # outstanding requests in the throughput runs
 PER_CLIENT = 32             # MAX_TASKS_PER_CLIENT of the SDK / relay
 BODY_SIZE_FALLBACK = 48
-HDR = struct.Struct("<2sBBHBBQq")   # same 24-byte layout as protocol.wire.HEADER
 TARGETS = {
     "relay_p50_over_baseline": ("<=", 1.5),
     "relay_tput_over_baseline": (">=", 0.7),

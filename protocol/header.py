@@ -1,0 +1,100 @@
+"""The 24-byte header of every message: the one place that knows its byte layout.
+
+::
+
+    offset size field
+    0      2    magic       b"VD"
+    2      1    version     1
+    3      1    command     Command
+    4      2    op          operator command id (TASK), else 0
+    6      1    priority    0..255 (TASK)
+    7      1    core        requests: Core (0 ANY, 1 CORE_0, 2 CORE_1); relay replies to a
+                            TASK: the core that ran it as a bit (1 vdsp0, 2 vdsp1)
+    8      8    msg_id      u64, chosen by the requester, echoed by the reply
+    16     8    custom_id   i64 requests: smaller runs first among equal priorities;
+                            relay replies to a TASK: microseconds the task waited in the queue
+
+Routers (the relay, a firmware's inbox) read, order and re-tag headers without unpacking
+the body; they use :class:`Header` and the helpers below, never offsets of their own.
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from . import errors
+from .constants import MAGIC, VERSION, Command
+from .ordering import order_key
+
+STRUCT = struct.Struct("<2sBBHBBQq")
+_MSG_ID = struct.Struct("<Q")
+_CUSTOM_ID = struct.Struct("<q")
+SIZE = STRUCT.size  # 24
+_COMMANDS = {int(c): c for c in Command}
+
+
+class Header(NamedTuple):
+    command: Command
+    op: int = 0
+    priority: int = 0
+    core: int = 0
+    msg_id: int = 0
+    custom_id: int = 0
+
+    @classmethod
+    def parse(cls, frame: bytes) -> "Header":
+        """Raises ProtocolError (size), BadMagic (magic, version), UnknownCommand."""
+        if len(frame) != SIZE:
+            raise errors.ProtocolError(f"header must be {SIZE} bytes, got {len(frame)}")
+        magic, version, command, op, priority, core, msg_id, custom_id = STRUCT.unpack(frame)
+        if magic != MAGIC:
+            raise errors.BadMagic(f"bad magic {magic!r}, expected {MAGIC!r}")
+        if version != VERSION:
+            raise errors.BadMagic(f"protocol version {version} not supported (this peer speaks {VERSION})")
+        cmd = _COMMANDS.get(command)
+        if cmd is None:
+            raise errors.UnknownCommand(f"unknown command byte 0x{command:02x}")
+        return cls(cmd, op, priority, core, msg_id, custom_id)
+
+    def pack(self) -> bytes:
+        """Raises InvalidArgument for out-of-range fields."""
+        return pack(self.command, self.msg_id, self.op, self.priority, self.core, self.custom_id)
+
+    def order_key(self, seq) -> tuple:
+        return order_key(self.priority, self.custom_id, seq)
+
+
+def pack(command: int, msg_id: int, op: int = 0, priority: int = 0, core: int = 0, custom_id: int = 0) -> bytes:
+    """The 24 bytes. Raises InvalidArgument for out-of-range fields."""
+    try:
+        return STRUCT.pack(MAGIC, VERSION, command, op, priority, core, msg_id, custom_id)
+    except struct.error as exc:
+        raise errors.InvalidArgument(f"header field out of range: {exc}") from exc
+
+
+def retag(frame: bytes, msg_id: int, *, core: int | None = None, custom_id: int | None = None) -> bytes:
+    """A copy of a (well-formed) header with a new ``msg_id``, and ``core`` / ``custom_id`` if given."""
+    buf = bytearray(frame)
+    _MSG_ID.pack_into(buf, 8, msg_id)
+    if core is not None:
+        buf[7] = core
+    if custom_id is not None:
+        _CUSTOM_ID.pack_into(buf, 16, custom_id)
+    return bytes(buf)
+
+
+def msg_id_of(frame) -> int | None:
+    """The msg_id of a 24-byte frame (not otherwise checked), else None."""
+    return _MSG_ID.unpack_from(frame, 8)[0] if len(frame) == SIZE else None
+
+
+def command_of(frame) -> int | None:
+    """The command byte of a 24-byte frame with our magic (not otherwise checked), else None."""
+    return frame[3] if len(frame) == SIZE and frame[:2] == MAGIC else None
+
+
+def task_key(frame, seq) -> tuple | None:
+    """Scheduling key of a TASK header with our magic (version unchecked), else None."""
+    if command_of(frame) != Command.TASK:
+        return None
+    return order_key(frame[6], _CUSTOM_ID.unpack_from(frame, 16)[0], seq)

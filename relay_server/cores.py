@@ -1,0 +1,65 @@
+"""The relay's view of one DSP core: its state, firmware, tasks in flight, liveness (no sockets).
+
+Invariant: ``fw_open`` (the adapter holds a connected firmware socket) only while the core
+is ``running``; each opening is a new ``fw_generation``, and ``greeted`` is the generation
+the relay said HELLO on.
+"""
+from __future__ import annotations
+
+from protocol.constants import HEARTBEAT_INTERVAL_MS
+from protocol.core_state import CoreState
+from protocol.liveness import Liveness
+from vdsp_sim.board import runtime
+
+HELLO_RETRY_S = 0.5
+
+
+class CoreView:
+    def __init__(self, index: int, name: str, endpoint: str, now: float,
+                 heartbeat_ms: int = HEARTBEAT_INTERVAL_MS) -> None:
+        self.index, self.name, self.endpoint = index, name, endpoint
+        self.heartbeat_ms = heartbeat_ms
+        self.state = CoreState.UNKNOWN
+        self.firmware_version = ""
+        self.operators: list = []
+        self.crash_count = 0
+        self.firmware_signer = ""        # who signed the running image ("UNSIGNED" under --allow-unsigned)
+        self.allow_unsigned = False      # the core boots unsigned images (development)
+        self.fw_open = False
+        self.fw_endpoint = ""
+        self.fw_generation = self.greeted = 0
+        self.inflight: dict[int, object] = {}
+        self.liveness = Liveness(now, heartbeat_ms)
+        self.next_hello = now
+
+    def hello_due(self, now: float) -> bool:
+        """(Re)send HELLO while the core has not answered (every HELLO_RETRY_S)."""
+        if self.state in (CoreState.UNKNOWN, CoreState.DEAD) and now >= self.next_hello:
+            self.next_hello = now + HELLO_RETRY_S
+            return True
+        return False
+
+    def apply(self, body: dict, state: CoreState) -> str:
+        """Take the core's announcement (READY or EVENT); returns its firmware endpoint, made
+        connectable from where we reach the core."""
+        self.firmware_version = body.get("firmware_version", self.firmware_version)
+        self.operators = body.get("operators", self.operators)
+        self.crash_count = body.get("crash_count", self.crash_count)
+        self.firmware_signer = body.get("firmware_signer", self.firmware_signer)
+        self.allow_unsigned = body.get("allow_unsigned", self.allow_unsigned)
+        interval = body.get("heartbeat_ms")
+        if isinstance(interval, int) and interval > 0 and interval != self.heartbeat_ms:
+            self.heartbeat_ms = interval
+            self.liveness = Liveness(self.liveness.last_heard, interval)
+        self.state = state
+        return runtime.connectable(body.get("fw_endpoint", ""), self.endpoint)
+
+    def open_fw(self, endpoint: str) -> None:
+        self.fw_endpoint, self.fw_open = endpoint, True
+        self.fw_generation += 1
+
+    def describe(self) -> dict:
+        return {"name": self.name, "index": self.index, "endpoint": self.endpoint, "state": self.state.value,
+                "firmware_version": self.firmware_version, "operators": self.operators,
+                "crash_count": self.crash_count, "inflight": len(self.inflight),
+                "firmware_signer": self.firmware_signer, "allow_unsigned": self.allow_unsigned}

@@ -1,0 +1,498 @@
+"""The relay's conversation with its clients and cores, without sockets or a clock of its own.
+
+Inputs (each with the time ``now``): a message from a client (:meth:`on_client`), from a
+core's firmware link (:meth:`on_fw`) or control link (:meth:`on_ctl`), a clock tick
+(:meth:`tick`), and a reply the adapter could not deliver (:meth:`reply_dropped`).
+Outputs: :attr:`out`, a list the adapter sends in order and then clears —
+``(TO_CLIENT, identity, frames)``, ``(TO_CTL, index, frames)``, ``(TO_FW, index, frames)``,
+``(OPEN_FW, index, endpoint)`` and ``(CLOSE_FW, index, None)``.
+
+A TASK is scheduled by its fixed header (priority, core, custom_id, msg_id) and its body
+is unpacked once, to check that every handle belongs to the owner the client proved in
+its HELLO or lies within a grant (``ownership``); the frames are forwarded unchanged but
+for the msg_id (the relay's own on the way to the core, the client's on the way back). In
+a RESULT/ERROR reply to a task the header's ``core`` is the core that ran it (a bit) and
+``custom_id`` the microseconds the task waited in the queue.
+
+What a client can make the relay hold is bounded: tasks in flight (``max_tasks_per_client``),
+bytes of queued tasks per client and in all (``MAX_CLIENT_BYTES``, ``MAX_QUEUED_BYTES``:
+CoreBusy beyond); the adapter bounds replies waiting for a client that does not read.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+
+from protocol import errors, header, messages, wire
+from protocol.cancel import CancelOutcome
+from protocol.constants import HEARTBEAT_INTERVAL_MS, LIVENESS, MAX_TASKS_PER_CLIENT, Command, Core
+from protocol.core_state import CoreState, error_for
+from protocol.liveness import Liveness
+from relay_server.cores import CoreView
+from relay_server.scheduler import Job, Scheduler
+from vdsp_sim.board.log import RateLimited
+
+log = logging.getLogger("vdsp.relay")
+TO_CLIENT, TO_CTL, TO_FW, OPEN_FW, CLOSE_FW = "client", "ctl", "fw", "open_fw", "close_fw"
+_CORE_INDEX = {int(Core.ANY): None, int(Core.CORE_0): 0, int(Core.CORE_1): 1}  # header core -> index
+MAX_CLIENT_BYTES = 256 << 20    # bytes of one client's tasks the relay holds (queued, not yet sent)
+MAX_QUEUED_BYTES = 1 << 30      # the same, all clients together
+MAX_FW_HELLOS = 64              # our unanswered greetings of firmwares remembered
+
+
+class Client:
+    __slots__ = ("identity", "owner", "pid", "name", "liveness", "jobs", "held_bytes", "dropped", "peer")
+
+    def __init__(self, identity: bytes, now: float, heartbeat_ms: int, peer: str = "") -> None:
+        self.identity = identity
+        self.peer = peer       # "" on ipc; the CURVE name (admin:NAME / client:NAME) on tcp
+        self.owner: int | None = None   # the DDR owner its HELLO proved (None: none proved)
+        self.pid = self.held_bytes = self.dropped = 0
+        self.name = ""
+        self.liveness = Liveness(now, heartbeat_ms)
+        self.jobs: dict[int, Job] = {}  # client msg_id -> job, queued or running
+
+
+def _size(frames: list) -> int:
+    return sum(len(f) for f in frames)
+
+
+class RelayEngine:
+    """``ownership``: judge of HELLO claims and TASK handles (``vdsp_sim.board.ownership.Ownership``);
+    ``admin_only_writes``: CONTROL writes need an admin peer (tcp)."""
+
+    def __init__(self, cores: dict[str, str], now: float, *, ownership, pid: int = 0,
+                 heartbeat_ms: int = HEARTBEAT_INTERVAL_MS, credit: int = 8, max_queued: int = 8192,
+                 max_tasks_per_client: int = MAX_TASKS_PER_CLIENT, admin_only_writes: bool = False,
+                 is_admin=lambda peer: False) -> None:
+        self.heartbeat_ms, self.credit, self.pid = heartbeat_ms, credit, pid
+        self.max_tasks_per_client = max_tasks_per_client
+        self.ownership, self.admin_only_writes, self.is_admin = ownership, admin_only_writes, is_admin
+        self.started = now
+        self.cores = [CoreView(i, name, ep, now, heartbeat_ms) for i, (name, ep) in enumerate(cores.items())]
+        self.by_name = {c.name: c for c in self.cores}
+        self.sched = Scheduler(len(self.cores), max_queued)
+        self.clients: dict[bytes, Client] = {}
+        self.ids = itertools.count(1)
+        self.jobs: dict[int, Job] = {}          # relay_id -> job (queued or running)
+        self.forwarded: dict[int, tuple[bytes, int, int]] = {}  # relay_id -> (client, msg_id, core index)
+        self.cancels: dict[int, tuple[bytes | None, int, int]] = {}   # relay_id -> (client, msg_id, core index)
+        self.fw_hellos: dict[int, str] = {}      # relay_id of our HELLO to a firmware -> core name
+        self.pending_hello: list[tuple[bytes, int]] = []
+        self.stats = {"submitted": 0, "completed": 0, "failed": 0, "rejected": 0, "dropped_replies": 0}
+        self.held_bytes = 0                      # payload bytes of queued tasks, all clients
+        self.warn = RateLimited(log)
+        self.out: list[tuple] = []
+
+    # --- outputs --------------------------------------------------------------------------
+    def to_client(self, identity: bytes, frames: list) -> None:
+        self.out.append((TO_CLIENT, identity, frames))
+
+    def _reply(self, identity: bytes, msg: wire.Message) -> None:
+        self.out.append((TO_CLIENT, identity, wire.encode(msg)))
+
+    def to_ctl(self, core: CoreView, msg: wire.Message) -> None:
+        self.out.append((TO_CTL, core.index, wire.encode(msg)))
+
+    def reply_dropped(self, identity: bytes) -> None:
+        """The adapter could not deliver a message to ``identity`` (it does not read)."""
+        self.stats["dropped_replies"] += 1
+        client = self.clients.get(identity)
+        if client is not None:
+            client.dropped += 1
+
+    # --- jobs -----------------------------------------------------------------------------
+    def fail(self, job: Job, exc: errors.VdspError) -> None:
+        """End ``job`` with an error sent to its client (unless released)."""
+        self._forget(job)
+        self.stats["failed"] += 1
+        if not job.discard:
+            self._reply(job.client, messages.error(job.client_msg_id, exc))
+
+    def _forget(self, job: Job) -> None:
+        self.jobs.pop(job.relay_id, None)
+        self._release(job)
+        client = self.clients.get(job.client)
+        if client is not None:
+            client.jobs.pop(job.client_msg_id, None)
+
+    def _release(self, job: Job) -> None:
+        """The relay no longer holds ``job``'s payload (sent to a core, or ended)."""
+        if job.payload is not None:
+            size = _size(job.payload)
+            self.held_bytes -= size
+            client = self.clients.get(job.client)
+            if client is not None:
+                client.held_bytes -= size
+            job.payload = None
+
+    # --- client side ----------------------------------------------------------------------
+    def on_client(self, identity: bytes, frames: list, now: float, peer: str = "", meta: object = None) -> None:
+        """One message of client ``identity``; ``meta`` tells who sent it (a frame received with
+        ``copy=False``: see ``ownership``), ``peer`` its CURVE name on tcp."""
+        client = self.clients.get(identity)
+        if client is None:
+            client = self.clients[identity] = Client(identity, now, self.heartbeat_ms, peer)
+        client.liveness.heard(now)
+        try:
+            wire.check_frames(frames)
+            head = header.Header.parse(frames[0])
+        except errors.VdspError as exc:
+            msg_id = wire.peek_msg_id(frames)
+            self.warn.warn(("bad", identity), "rejected message from client %s: %s", identity.hex(), exc)
+            if msg_id:  # 0 = one-way message (heartbeat, event): nobody to answer
+                self._reply(identity, messages.error(msg_id, exc))
+            return
+        if head.command is Command.TASK:
+            self.submit(client, frames, head, now)
+        elif head.command is not Command.HEARTBEAT:
+            self.on_client_request(client, frames, head, now, meta)
+
+    def submit(self, client: Client, frames: list, head: header.Header, now: float) -> None:
+        msg_id = head.msg_id
+
+        def reject(exc: errors.VdspError) -> None:
+            self.stats["rejected"] += 1
+            self._reply(client.identity, messages.error(msg_id, exc))
+
+        core = head.core
+        if core not in _CORE_INDEX or (core and _CORE_INDEX[core] >= len(self.cores)):
+            return reject(errors.InvalidCore(f"core {core} is not ANY (0), CORE_0 (1) or CORE_1 (2) of this SoC"))
+        try:    # the body once: well-formed handles, each the client's own or granted to it
+            body = wire.unpack_body(frames[1])
+            messages.check_body(wire.Message(Command.TASK, msg_id, body))
+            self.ownership.check_task(client.owner, body)
+        except errors.VdspError as exc:
+            return reject(exc)
+        if msg_id in client.jobs:
+            return reject(errors.InvalidArgument(f"msg_id {msg_id} is already in flight for this client"))
+        if len(client.jobs) >= self.max_tasks_per_client:
+            return reject(errors.TaskNumExceedLimit(
+                f"{len(client.jobs)} tasks already in flight for this client (limit {self.max_tasks_per_client})"))
+        index = _CORE_INDEX[core]
+        usable = self.cores if index is None else (self.cores[index],)
+        if not any(c.state is CoreState.RUNNING for c in usable):
+            if index is not None:
+                return reject(error_for(usable[0].state, usable[0].name))
+            names = ", ".join(f"{c.name} {c.state.value}" for c in self.cores)
+            return reject(errors.CoreOffline(f"no running core for this task ({names})"))
+        if self.sched.full():
+            return reject(errors.CoreBusy(f"relay queue is full ({self.sched.max_queued} tasks); retry later"))
+        size = _size(frames)
+        if client.held_bytes + size > MAX_CLIENT_BYTES or self.held_bytes + size > MAX_QUEUED_BYTES:
+            return reject(errors.CoreBusy(
+                f"relay holds {client.held_bytes} bytes of this client's queued tasks and {self.held_bytes} in all "
+                f"(limits {MAX_CLIENT_BYTES} and {MAX_QUEUED_BYTES}); retry later"))
+        job = Job(next(self.ids), client.identity, msg_id, head.priority, head.custom_id, index, frames, now)
+        client.held_bytes += size
+        self.held_bytes += size
+        client.jobs[msg_id] = job
+        self.jobs[job.relay_id] = job
+        self.sched.push(job)
+        self.stats["submitted"] += 1
+        self.dispatch(now)
+
+    def on_client_request(self, client: Client, frames: list, head: header.Header, now: float,
+                          meta: object = None) -> None:
+        msg_id = head.msg_id
+        try:
+            msg = messages.check_body(wire.decode(frames))
+        except errors.VdspError as exc:
+            self._reply(client.identity, messages.error(msg_id, exc))
+            return
+        body, cmd = msg.body, head.command
+        if cmd is Command.HELLO:
+            client.pid, client.name = body.get("pid", 0), body.get("name", "")
+            try:
+                client.owner = self.ownership.claim(body, meta, client.peer)
+            except errors.ClaimRefused as exc:
+                client.owner = None
+                self._reply(client.identity, messages.error(msg_id, exc))
+                return
+            self.pending_hello.append((client.identity, msg_id))
+            self.answer_hellos(now)
+        elif cmd is Command.CANCEL:
+            self.cancel(client, msg_id, body["target"])
+        elif cmd is Command.QUERY:
+            try:
+                reply = messages.result(msg_id, self.query(body["what"]))
+            except errors.VdspError as exc:
+                reply = messages.error(msg_id, exc)
+            self._reply(client.identity, reply)
+        elif cmd is Command.CONTROL:
+            self.control(client, msg)
+        elif cmd is Command.DISCONNECT:
+            self.drop_client(client, "disconnected")
+        else:
+            exc = errors.ApiUseError(f"the relay does not accept {cmd.name} from clients")
+            self._reply(client.identity, messages.error(msg_id, exc))
+
+    def control(self, client: Client, msg: wire.Message) -> None:
+        """Forward a CONTROL to its core; the answer comes back through :meth:`on_ctl`."""
+        body = msg.body
+        core = self.by_name.get(body["core"])
+        if core is None:
+            exc = errors.InvalidCore(f"no core named {body['core']!r}; cores: {', '.join(self.by_name)}")
+            return self._reply(client.identity, messages.error(msg.msg_id, exc))
+        if body.get("value") is not None and self.admin_only_writes and not self.is_admin(client.peer):
+            exc = errors.RemoteprocDenied(f"writing {body.get('attr')!r} of {body['core']} needs an admin key "
+                                          f"over tcp (this peer is {client.peer or 'unnamed'})")
+            return self._reply(client.identity, messages.error(msg.msg_id, exc))
+        relay_id = next(self.ids)
+        self.forwarded[relay_id] = (client.identity, msg.msg_id, core.index)
+        msg.msg_id = relay_id
+        self.to_ctl(core, msg)
+
+    def cancel(self, client: Client, msg_id: int, target: int) -> None:
+        """Release a task: queued here -> removed; sent ahead to a firmware -> ask it to drop
+        the task if it has not started (the firmware's answer settles the reply); running ->
+        its result is discarded."""
+        job = client.jobs.get(target)
+        if job is None:
+            outcome = CancelOutcome.UNKNOWN
+        elif self.sched.remove(job):
+            self._forget(job)
+            outcome = CancelOutcome.CANCELLED
+        else:
+            job.discard = True
+            core = next((c for c in self.cores if job.relay_id in c.inflight), None)
+            if core is not None and core.fw_open:
+                self._cancel_at_fw(core, job, client.identity, msg_id)
+                return
+            outcome = CancelOutcome.RUNNING
+        self._reply(client.identity, messages.result(msg_id, {"state": outcome.value, "target": target}))
+
+    def _cancel_at_fw(self, core: CoreView, job: Job, identity: bytes | None, msg_id: int) -> None:
+        relay_id = next(self.ids)
+        self.cancels[relay_id] = (identity, msg_id, core.index)
+        self.out.append((TO_FW, core.index, wire.encode(messages.cancel(relay_id, job.relay_id))))
+
+    def drop_client(self, client: Client, why: str) -> None:
+        """Forget a departed client: its queued tasks never run, tasks sent ahead to a firmware
+        are cancelled there if they have not started, running ones finish unseen."""
+        dropped = cancelled = 0
+        for job in list(client.jobs.values()):
+            job.discard = True
+            if self.sched.remove(job):
+                self._forget(job)
+                dropped += 1
+                continue
+            core = next((c for c in self.cores if job.relay_id in c.inflight), None)
+            if core is not None and core.fw_open:
+                self._cancel_at_fw(core, job, None, 0)     # nobody to tell the outcome
+                cancelled += 1
+        self.sched.forget_client(client.identity)
+        self.clients.pop(client.identity, None)
+        log.info("client %s (pid %d) %s: %d queued task(s) dropped, %d sent ahead cancelled, %d running "
+                 "discarded%s", client.identity.hex(), client.pid, why, dropped, cancelled,
+                 len(client.jobs) - dropped, f"; {client.dropped} replies it did not read were dropped"
+                 if client.dropped else "")
+
+    def answer_hellos(self, now: float) -> None:
+        """READY once every core has answered (or the liveness window passed)."""
+        if not self.pending_hello:
+            return
+        known = all(c.state is not CoreState.UNKNOWN for c in self.cores)
+        if not known and now - self.started <= LIVENESS * self.heartbeat_ms / 1000:
+            return
+        running = any(c.state is CoreState.RUNNING for c in self.cores)
+        body = {"cores": [c.describe() for c in self.cores], "heartbeat_ms": self.heartbeat_ms,
+                "state": "running" if running else "offline"}
+        for identity, msg_id in self.pending_hello:
+            self._reply(identity, messages.ready(msg_id, "dsp_relay_server", "relay", **body))
+        self.pending_hello.clear()
+
+    def query(self, what: str) -> dict:
+        if what == "cores":
+            return {"cores": [c.describe() for c in self.cores]}
+        if what == "stats":
+            return {**self.stats, "queued": self.sched.queued, "clients": len(self.clients),
+                    "queued_bytes": self.held_bytes,
+                    "inflight": {c.name: len(c.inflight) for c in self.cores}, "pid": self.pid}
+        raise errors.InvalidArgument(f"unknown query {what!r}; the relay answers 'cores' and 'stats'")
+
+    # --- core side ------------------------------------------------------------------------
+    def dispatch(self, now: float) -> None:
+        """Fill every running core up to its credit, least-loaded core first."""
+        if not self.sched.queued:
+            return
+        for core in sorted(self.cores, key=lambda c: len(c.inflight)):
+            while core.state is CoreState.RUNNING and core.fw_open and len(core.inflight) < self.credit:
+                job = self.sched.pop_for(core.index)
+                if job is None:
+                    break
+                job.core_name, job.started = core.name, now
+                core.inflight[job.relay_id] = job
+                frames = job.payload
+                self.out.append((TO_FW, core.index, [header.retag(frames[0], job.relay_id), *frames[1:]]))
+                self._release(job)
+
+    def on_fw(self, index: int, frames: list, now: float) -> None:
+        core = self.cores[index]
+        core.liveness.heard(now)
+        relay_id = header.msg_id_of(frames[0]) if len(frames) >= 2 else None
+        if relay_id is None:
+            log.warning("%s: malformed reply from firmware dropped", core.name)
+            return
+        job = core.inflight.pop(relay_id, None)
+        if job is None:
+            if relay_id in self.fw_hellos:
+                self._fw_greeted(self.fw_hellos.pop(relay_id), frames)
+            else:
+                self._cancel_answered(relay_id, frames)
+            return
+        self._forget(job)
+        self.stats["completed"] += 1
+        if not job.discard:
+            queue_us = int((job.started - job.enqueued) * 1e6)
+            head = header.retag(frames[0], job.client_msg_id, core=1 << core.index, custom_id=queue_us)
+            self.to_client(job.client, [head, *frames[1:]])
+        self.dispatch(now)
+
+    def _greet_fw(self, core: CoreView) -> None:
+        """Say HELLO as the relay on a newly opened firmware link, before any task goes there:
+        the firmware then trusts our ownership checks for the tasks we forward."""
+        if not core.fw_open or core.greeted == core.fw_generation:
+            return
+        core.greeted = core.fw_generation
+        relay_id = next(self.ids)
+        self.fw_hellos[relay_id] = core.name
+        if len(self.fw_hellos) > MAX_FW_HELLOS:     # unanswered greetings of firmwares long gone
+            del self.fw_hellos[next(iter(self.fw_hellos))]
+        self.out.append((TO_FW, core.index, wire.encode(
+            messages.hello(relay_id, "relay", pid=self.pid, name="dsp_relay_server"))))
+
+    def _fw_greeted(self, core_name: str, frames: list) -> None:
+        if header.command_of(frames[0]) == Command.ERROR:
+            try:
+                why = wire.unpack_body(bytes(frames[1])).get("message", "?")
+            except errors.VdspError as exc:
+                why = exc.message
+            log.error("%s: the firmware refused the relay's HELLO (%s): tasks with buffers will be refused there",
+                      core_name, why)
+
+    def _cancel_answered(self, relay_id: int, frames: list) -> None:
+        """The firmware's verdict on a CANCEL we forwarded: tell the client. ``unknown`` there
+        means the task no longer waits in the firmware: it runs (its result is discarded)."""
+        pending = self.cancels.pop(relay_id, None)
+        if pending is None:
+            log.warning("reply for unknown task %d dropped", relay_id)
+            return
+        identity, msg_id, _ = pending
+        if identity is None:      # a cancel sent for a departed client
+            return
+        try:
+            verdict = CancelOutcome.of(wire.unpack_body(bytes(frames[1])).get("state"))
+        except errors.VdspError:
+            verdict = CancelOutcome.RUNNING
+        outcome = CancelOutcome.CANCELLED if verdict is CancelOutcome.CANCELLED else CancelOutcome.RUNNING
+        self._reply(identity, messages.result(msg_id, {"state": outcome.value}))
+
+    def on_ctl(self, index: int, frames: list, now: float) -> None:
+        core = self.cores[index]
+        core.liveness.heard(now)
+        try:
+            msg = messages.check_body(wire.decode(frames))
+        except errors.VdspError as exc:
+            log.warning("%s: malformed control message dropped: %s", core.name, exc)
+            return
+        if msg.command is Command.READY:
+            was = core.state
+            self.core_state(core, CoreState.of(msg.body.get("state", "offline")), msg.body, "ready", now)
+            if was in (CoreState.UNKNOWN, CoreState.DEAD):
+                log.info("%s: %s, firmware %s, %d operators", core.name, core.state.value,
+                         core.firmware_version, len(core.operators))
+            self.answer_hellos(now)
+        elif msg.command is Command.EVENT:
+            self.core_state(core, CoreState.of(msg.body["state"]), msg.body, msg.body.get("reason", ""), now)
+            self._broadcast(frames)
+        elif msg.command in (Command.RESULT, Command.ERROR):
+            target = self.forwarded.pop(msg.msg_id, None)
+            if target is not None:
+                self.to_client(target[0], [header.retag(frames[0], target[1]), *frames[1:]])
+
+    def _broadcast(self, frames: list) -> None:
+        for identity in list(self.clients):
+            self.to_client(identity, frames)
+
+    def core_state(self, core: CoreView, state: CoreState, body: dict, reason: str, now: float) -> None:
+        """Apply a core's new state; a core that stops running fails its tasks."""
+        if state is not CoreState.RUNNING and core.state is CoreState.RUNNING or state is CoreState.DEAD:
+            self.fail_core(core, error_for(state, core.name, reason))
+        if state is CoreState.DEAD:
+            self._close_fw(core)
+            core.state = CoreState.DEAD
+            self._broadcast(wire.encode(messages.event(core.name, "dead", reason=reason)))
+        else:
+            endpoint = core.apply(body, state)
+            if state is CoreState.RUNNING and (not core.fw_open or endpoint != core.fw_endpoint):
+                self._close_fw(core)
+                core.open_fw(endpoint)
+                self.out.append((OPEN_FW, core.index, endpoint))
+                log.info("Connect to vdsp core%d success!", core.index)
+            elif state is not CoreState.RUNNING:
+                self._close_fw(core)
+            self._greet_fw(core)
+        if not any(c.state is CoreState.RUNNING for c in self.cores):
+            self.fail_stranded()
+        self.dispatch(now)
+
+    def _close_fw(self, core: CoreView) -> None:
+        """Close the firmware link with linger 0: no stale task can reach a restarted firmware."""
+        if core.fw_open:
+            core.fw_open = False
+            self.out.append((CLOSE_FW, core.index, None))
+
+    def fail_stranded(self) -> None:
+        """No core runs: tasks queued for ANY would wait for ever; fail them now."""
+        jobs = self.sched.drain_any()
+        names = ", ".join(f"{c.name} {c.state.value}" for c in self.cores)
+        if jobs:
+            log.warning("no core running (%s): failing %d queued task(s)", names, len(jobs))
+        for job in jobs:
+            self.fail(job, errors.CoreOffline(f"no core is running ({names})"))
+
+    def fail_core(self, core: CoreView, exc: errors.VdspError) -> None:
+        if isinstance(exc, errors.CoreDead):  # a silent core will not answer CONTROLs either
+            for relay_id, (identity, msg_id, index) in list(self.forwarded.items()):
+                if index == core.index:
+                    del self.forwarded[relay_id]
+                    self._reply(identity, messages.error(msg_id, type(exc)(exc.message)))
+        for relay_id, (identity, msg_id, index) in list(self.cancels.items()):
+            if index == core.index:  # its task ends with the core; the result is discarded anyway
+                del self.cancels[relay_id]
+                if identity is not None:
+                    self._reply(identity, messages.result(msg_id, {"state": CancelOutcome.RUNNING.value}))
+        jobs = list(core.inflight.values())
+        core.inflight.clear()
+        jobs += self.sched.drain_pinned(core.index)
+        if jobs:
+            log.warning("%s: failing %d task(s): %s", core.name, len(jobs), exc.message)
+        for job in jobs:
+            self.fail(job, type(exc)(exc.message))
+
+    # --- time -----------------------------------------------------------------------------
+    def tick(self, now: float) -> None:
+        """Heartbeats out, HELLO retries to silent cores, silent peers declared dead."""
+        for core in self.cores:
+            if core.hello_due(now):
+                self.to_ctl(core, messages.hello(next(self.ids), "relay", name="dsp_relay_server"))
+            if core.state not in (CoreState.UNKNOWN, CoreState.DEAD) and core.liveness.dead(now):
+                log.error("%s: no heartbeat for %.1fs, declared dead", core.name, core.liveness.window)
+                self.core_state(core, CoreState.DEAD, {}, "heartbeats lost", now)
+            elif core.state not in (CoreState.UNKNOWN, CoreState.DEAD) and core.liveness.send_due(now):
+                self.to_ctl(core, messages.heartbeat())
+        beat = wire.encode(messages.heartbeat())
+        for client in list(self.clients.values()):
+            if client.liveness.dead(now):
+                self.drop_client(client, "gone silent")
+            elif client.liveness.send_due(now):
+                self.to_client(client.identity, beat)
+        self.answer_hellos(now)
+
+    def shutdown(self) -> None:
+        """Fail every task (the relay is going away) and say DISCONNECT to each core."""
+        for job in list(self.jobs.values()):
+            self.fail(job, errors.RelayUnavailable("relay server is shutting down"))
+        for core in self.cores:
+            self.to_ctl(core, messages.disconnect())

@@ -1,0 +1,259 @@
+"""The relay's conversation without sockets or processes: scheduling, credit, cancel, core
+failure and liveness, driven through ``RelayEngine`` with a hand-held clock.
+
+The ownership judge is a stand-in (every claim is taken, every handle allowed): ownership
+has its own tests (tests/test_ownership.py, tests/test_live_ownership.py)."""
+from __future__ import annotations
+
+import pytest
+
+from protocol import errors, header, messages, opids, wire
+from protocol.constants import Command, Core
+from protocol.core_state import CoreState
+from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
+
+CORES = {"vdsp0": "ipc:///x/vdsp0.sock", "vdsp1": "ipc:///x/vdsp1.sock"}
+A, B = b"\x00client-a", b"\x00client-b"
+
+
+class TrustAll:
+    def claim(self, body, meta=None, peer=""):
+        return body.get("owner")
+
+    def check_task(self, owner, body):
+        pass
+
+
+class Relay:
+    """An engine and a clock; ``take()`` returns and clears the outputs."""
+
+    def __init__(self, **kw) -> None:
+        self.now = 100.0
+        self.e = RelayEngine(CORES, self.now, ownership=TrustAll(), pid=4242, **kw)
+
+    def take(self, kind=None) -> list:
+        out, self.e.out = self.e.out, []
+        return [o for o in out if kind is None or o[0] == kind]
+
+    def core_up(self, index: int, state: str = "running") -> None:
+        name = list(CORES)[index]
+        self.e.on_ctl(index, wire.encode(messages.ready(1, name, "core", state=state,
+                                                        fw_endpoint=f"ipc:///x/{name}.fw.sock")), self.now)
+
+    def both_up(self) -> None:
+        self.e.tick(self.now)
+        self.core_up(0)
+        self.core_up(1)
+        self.take()
+
+    def task(self, client: bytes, msg_id: int, *, core: int = Core.ANY, priority: int = 0, custom_id: int = 0,
+             op: int = opids.PING) -> None:
+        msg = messages.task(msg_id, op, inputs=[], outputs=[], priority=priority, core=core, custom_id=custom_id)
+        self.e.on_client(client, wire.encode(msg), self.now)
+
+    def send(self, client: bytes, msg) -> None:
+        self.e.on_client(client, wire.encode(msg), self.now)
+
+    def fw_reply(self, index: int, frames: list, values: dict | None = None) -> None:
+        relay_id = header.msg_id_of(frames[0])
+        self.e.on_fw(index, wire.encode(messages.result(relay_id, values or {"ok": 1})), self.now)
+
+
+def decode(frames) -> wire.Message:
+    return wire.decode(frames)
+
+
+def replies(outs, client=None) -> list[wire.Message]:
+    return [decode(f) for kind, who, f in outs if kind == TO_CLIENT and (client is None or who == client)]
+
+
+def tasks_sent(outs, index=None) -> list[wire.Message]:
+    return [decode(f) for kind, i, f in outs if kind == TO_FW and (index is None or i == index)
+            and header.command_of(f[0]) == Command.TASK]
+
+
+def test_cores_are_greeted_and_a_running_core_gets_a_firmware_link_and_the_relays_hello():
+    r = Relay()
+    r.e.tick(r.now)
+    hellos = [decode(f) for k, i, f in r.take(TO_CTL)]
+    assert [m.command for m in hellos] == [Command.HELLO, Command.HELLO] and hellos[0].body["role"] == "relay"
+    r.core_up(0)
+    out = r.take()
+    assert out[0] == (OPEN_FW, 0, "ipc:///x/vdsp0.fw.sock")
+    greet = decode(out[1][2])
+    assert out[1][:2] == (TO_FW, 0) and greet.command is Command.HELLO and greet.body["pid"] == 4242
+    r.now += 0.2
+    r.e.tick(r.now)          # vdsp1 has not answered: HELLO again, only to it, every 0.5 s
+    assert [i for k, i, f in r.take(TO_CTL) if decode(f).command is Command.HELLO] == []
+    r.now += 0.4
+    r.e.tick(r.now)
+    assert [i for k, i, f in r.take(TO_CTL) if decode(f).command is Command.HELLO] == [1]
+
+
+def test_a_client_hello_is_answered_ready_once_every_core_is_known():
+    r = Relay()
+    r.send(A, messages.hello(5, "client", owner=7, pid=1))
+    assert replies(r.take()) == []          # cores not heard yet
+    r.core_up(0)
+    r.core_up(1, "offline")
+    (ready,) = replies(r.take(), A)
+    assert ready.command is Command.READY and ready.msg_id == 5
+    assert [(c["name"], c["state"]) for c in ready.body["cores"]] == [("vdsp0", "running"), ("vdsp1", "offline")]
+    assert r.e.clients[A].owner == 7
+
+
+def test_a_task_goes_to_a_firmware_under_the_relays_id_and_comes_back_under_the_clients():
+    r = Relay()
+    r.both_up()
+    r.task(A, 77, core=Core.CORE_1, custom_id=3)
+    (sent,) = tasks_sent(r.take(), 1)
+    assert sent.msg_id != 77 and sent.custom_id == 3
+    r.now += 0.25
+    r.fw_reply(1, wire.encode(sent), {"core": "vdsp1"})
+    (reply,) = replies(r.take(), A)
+    assert (reply.command, reply.msg_id, reply.body) == (Command.RESULT, 77, {"core": "vdsp1"})
+    assert reply.core == 0b10                    # the core that ran it, as a bit
+    assert reply.custom_id == 0                  # queued for 0 us: it was sent at once
+    assert r.e.query("stats")["completed"] == 1
+
+
+def test_credit_bounds_the_tasks_sent_ahead_to_each_core():
+    r = Relay(credit=2)
+    r.both_up()
+    for i in range(1, 6):
+        r.task(A, i, core=Core.CORE_0)
+    first = tasks_sent(r.take(), 0)
+    assert len(first) == 2 and r.e.query("stats")["queued"] == 3
+    r.fw_reply(0, wire.encode(first[0]))
+    out = r.take()
+    assert [m.msg_id for m in replies(out, A)] == [1] and len(tasks_sent(out, 0)) == 1
+    assert r.e.query("stats")["inflight"] == {"vdsp0": 2, "vdsp1": 0}
+
+
+def test_queue_order_among_waiting_tasks():
+    r = Relay(credit=1)
+    r.both_up()
+    r.task(A, 1, core=Core.CORE_0)
+    (running,) = tasks_sent(r.take(), 0)
+    r.task(A, 2, core=Core.CORE_0, priority=10, custom_id=5)
+    r.task(B, 3, core=Core.CORE_0, priority=10, custom_id=1)
+    r.task(A, 4, core=Core.CORE_0, priority=255)
+    r.task(B, 5, core=Core.CORE_0)
+    ran = []
+    sent = running
+    for _ in range(4):
+        r.fw_reply(0, wire.encode(sent))
+        out = r.take()
+        ran += [m.msg_id for m in replies(out)]
+        (sent,) = tasks_sent(out, 0)
+    r.fw_reply(0, wire.encode(sent))
+    ran += [m.msg_id for m in replies(r.take())]
+    assert ran == [1, 4, 3, 2, 5]     # PREEMP first, then priority 10 by custom_id, then 0
+
+
+def test_cancel_of_a_queued_task_removes_it_and_of_a_task_sent_ahead_asks_the_firmware():
+    r = Relay(credit=1)
+    r.both_up()
+    r.task(A, 1, core=Core.CORE_0)
+    (ahead,) = tasks_sent(r.take(), 0)
+    r.task(A, 2, core=Core.CORE_0)
+    r.send(A, messages.cancel(10, 2))
+    (answer,) = replies(r.take(), A)
+    assert answer.msg_id == 10 and answer.body == {"state": "cancelled", "target": 2}
+    r.send(A, messages.cancel(11, 1))            # in the firmware's hands: it decides
+    out = r.take()
+    (cancel,) = [decode(f) for k, i, f in out if k == TO_FW]
+    assert cancel.command is Command.CANCEL and cancel.body["target"] == ahead.msg_id and replies(out) == []
+    r.e.on_fw(0, wire.encode(messages.result(cancel.msg_id, {"state": "unknown", "target": ahead.msg_id})), r.now)
+    (answer,) = replies(r.take(), A)
+    assert answer.msg_id == 11 and answer.body["state"] == "running"    # not waiting there: it runs
+    r.fw_reply(0, wire.encode(ahead))
+    assert replies(r.take()) == []               # its result is discarded
+    r.send(A, messages.cancel(12, 999))
+    assert replies(r.take(), A)[0].body["state"] == "unknown"
+
+
+def test_a_core_that_crashes_fails_its_tasks_with_its_code_and_any_tasks_move_on():
+    r = Relay(credit=1)
+    r.both_up()
+    r.task(A, 1, core=Core.CORE_0)
+    r.task(A, 2, core=Core.CORE_0)      # pinned, queued
+    r.task(A, 3)                        # ANY: goes to vdsp1
+    r.task(A, 4)                        # ANY: queued (credit 1 on each core)
+    r.take()
+    r.e.on_ctl(0, wire.encode(messages.event("vdsp0", "crashed", reason="crash: exception")), r.now)
+    out = r.take()
+    assert (CLOSE_FW, 0, None) in out
+    failed = {m.msg_id: m.body["code"] for m in replies(out, A) if m.command is Command.ERROR}
+    assert failed == {1: errors.CoreCrashed.code, 2: errors.CoreCrashed.code}
+    assert any(decode(f).command is Command.EVENT for k, who, f in out if k == TO_CLIENT)   # relayed
+    r.task(A, 5, core=Core.CORE_0)
+    (refused,) = replies(r.take(), A)
+    assert refused.body["code"] == errors.CoreCrashed.code
+    assert r.e.query("stats")["queued"] == 1     # task 4 waits for vdsp1, not failed
+
+
+def test_a_silent_core_is_declared_dead_and_no_core_left_fails_the_waiting_tasks():
+    r = Relay(credit=1)
+    r.both_up()
+    r.e.on_ctl(1, wire.encode(messages.event("vdsp1", "offline", reason="stopped")), r.now)
+    r.task(A, 1)
+    r.task(A, 2)
+    r.take()
+    r.now += 10          # vdsp0 silent for the whole liveness window
+    r.e.tick(r.now)
+    out = r.take()
+    assert r.e.cores[0].state is CoreState.DEAD
+    codes = {m.msg_id: m.body["code"] for m in replies(out, A) if m.command is Command.ERROR}
+    assert codes == {1: errors.CoreDead.code, 2: errors.CoreOffline.code}
+    events = [decode(f) for k, who, f in out if k == TO_CLIENT and header.command_of(f[0]) == Command.EVENT]
+    assert events and events[0].body["state"] == "dead"
+
+
+@pytest.mark.parametrize("case, code", [
+    ("bad core", errors.InvalidCore.code), ("too many", errors.TaskNumExceedLimit.code),
+    ("duplicate", errors.InvalidArgument.code), ("core offline", errors.CoreOffline.code),
+])
+def test_tasks_that_cannot_be_taken_get_coded_errors(case, code):
+    r = Relay(max_tasks_per_client=2, credit=1)
+    r.both_up()
+    if case == "bad core":
+        r.task(A, 1, core=7)
+    elif case == "too many":
+        for i in (1, 2, 3):
+            r.task(A, i)
+    elif case == "duplicate":
+        r.task(A, 1, core=Core.CORE_0)
+        r.task(A, 1, core=Core.CORE_0)
+    else:
+        r.e.on_ctl(1, wire.encode(messages.event("vdsp1", "offline")), r.now)
+        r.task(A, 1, core=Core.CORE_1)
+    errs = [m for m in replies(r.take(), A) if m.command is Command.ERROR]
+    assert len(errs) == 1 and errs[0].body["code"] == code
+
+
+def test_a_departed_client_s_queued_tasks_never_run_and_those_sent_ahead_are_cancelled():
+    r = Relay(credit=1)
+    r.both_up()
+    r.task(A, 1, core=Core.CORE_0)
+    r.task(A, 2, core=Core.CORE_0)
+    (ahead,) = tasks_sent(r.take(), 0)
+    r.send(A, messages.disconnect())
+    out = r.take()
+    (cancel,) = [decode(f) for k, i, f in out if k == TO_FW]
+    assert cancel.command is Command.CANCEL and cancel.body["target"] == ahead.msg_id
+    assert A not in r.e.clients and r.e.query("stats")["queued"] == 0
+    r.fw_reply(0, wire.encode(ahead))
+    assert tasks_sent(r.take()) == []            # task 2 never went anywhere
+
+
+def test_a_client_gone_silent_is_dropped_and_undeliverable_replies_are_counted():
+    r = Relay()
+    r.both_up()
+    r.send(A, messages.hello(1, "client"))
+    r.take()
+    r.e.reply_dropped(A)
+    assert r.e.query("stats")["dropped_replies"] == 1
+    r.now += 10
+    r.e.tick(r.now)
+    assert A not in r.e.clients
