@@ -212,7 +212,7 @@ class CoreServer:
         return {"state": snap["state"], "firmware": snap["firmware"],
                 "firmware_version": info.get("version", ""), "operators": info.get("operators", []),
                 "fw_endpoint": self.fw_bind, "heartbeat_ms": self.heartbeat_ms,
-                "crash_count": snap["crash_count"],
+                "crash_count": snap["crash_count"], "pid": os.getpid(), "fw_pid": self.fw.pid if info else None,
                 "firmware_signer": str(self.fw.signer) if info else "", "allow_unsigned": self.allow_unsigned}
 
     def _broadcast_state(self, reason: str, crash: dict | None = None) -> None:

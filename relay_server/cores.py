@@ -31,6 +31,7 @@ class CoreView:
         self.inflight: dict[int, object] = {}
         self.liveness = Liveness(now, heartbeat_ms)
         self.next_hello = now
+        self.pid = self.fw_pid = None    # the core's and its firmware's processes, as last announced
 
     def hello_due(self, now: float) -> bool:
         """(Re)send HELLO while the core has not answered (every HELLO_RETRY_S)."""
@@ -52,7 +53,17 @@ class CoreView:
             self.heartbeat_ms = interval
             self.liveness = Liveness(self.liveness.last_heard, interval)
         self.state = state
+        self.fw_pid = body.get("fw_pid", self.fw_pid) if state is CoreState.RUNNING else None
         return runtime.connectable(body.get("fw_endpoint", ""), self.endpoint)
+
+    def restarted(self, body: dict) -> bool:
+        """True if ``body`` (READY/EVENT) comes from another core process than the last one heard:
+        a core restarted (``vdsp up`` restarts a killed one) between two liveness checks."""
+        pid = body.get("pid")
+        changed = isinstance(pid, int) and self.pid is not None and pid != self.pid
+        if isinstance(pid, int):
+            self.pid = pid
+        return changed
 
     def open_fw(self, endpoint: str) -> None:
         self.fw_endpoint, self.fw_open = endpoint, True

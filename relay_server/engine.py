@@ -416,7 +416,15 @@ class RelayEngine:
             self.to_client(identity, frames)
 
     def core_state(self, core: CoreView, state: CoreState, body: dict, reason: str, now: float) -> None:
-        """Apply a core's new state; a core that stops running fails its tasks."""
+        """Apply a core's new state; a core that stops running fails its tasks, and so does a core
+        process or firmware that was replaced without our noticing (their tasks died with them)."""
+        if core.restarted(body):
+            self.fail_core(core, errors.CoreDead(f"{core.name} restarted (core process {core.pid}); "
+                                                 "its tasks in flight died with the previous one"))
+            self._close_fw(core)    # a new firmware: open the link afresh and say HELLO there first
+        elif core.fw_open and state is CoreState.RUNNING and body.get("fw_pid") not in (None, core.fw_pid):
+            self.fail_core(core, errors.CoreCrashed(f"{core.name}: its firmware was replaced (pid {body['fw_pid']})"))
+            self._close_fw(core)
         if state is not CoreState.RUNNING and core.state is CoreState.RUNNING or state is CoreState.DEAD:
             self.fail_core(core, error_for(state, core.name, reason))
         if state is CoreState.DEAD:
@@ -470,6 +478,13 @@ class RelayEngine:
             log.warning("%s: failing %d task(s): %s", core.name, len(jobs), exc.message)
         for job in jobs:
             self.fail(job, type(exc)(exc.message))
+
+    def ctl_lost(self, index: int, now: float) -> None:
+        """The control connection to a core closed (its process died): say HELLO at once; it goes
+        out when the link reconnects, so a restarted core knows us without waiting for the
+        liveness window, and its READY (another pid) fails what the old one had."""
+        core = self.cores[index]
+        self.to_ctl(core, messages.hello(next(self.ids), "relay", name="dsp_relay_server"))
 
     # --- time -----------------------------------------------------------------------------
     def tick(self, now: float) -> None:

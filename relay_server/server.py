@@ -51,10 +51,12 @@ class RelayServer:
         for core in self.cores:
             log.info("Connect to vdsp core%d...", core.index)
         self.ctl = [self._dealer(c.endpoint) for c in self.cores]
+        # a core process that dies closes our control connection: we hear it at once
+        self.ctl_monitors = [sock.get_monitor_socket(zmq.EVENT_DISCONNECTED) for sock in self.ctl]
         self.fw: list[zmq.Socket | None] = [None] * len(self.cores)
         self.poller = zmq.Poller()
         self.poller.register(self.front, zmq.POLLIN)
-        for sock in self.ctl:
+        for sock in self.ctl + self.ctl_monitors:
             self.poller.register(sock, zmq.POLLIN)
         self.running = True
 
@@ -116,6 +118,9 @@ class RelayServer:
                 elif sock in self.ctl:
                     index = self.ctl.index(sock)
                     self._drain(sock, lambda f, i=index: engine.on_ctl(i, f, time.monotonic()))
+                elif sock in self.ctl_monitors:
+                    index = self.ctl_monitors.index(sock)
+                    self._drain(sock, lambda f, i=index: engine.ctl_lost(i, time.monotonic()))
                 elif sock in self.fw:
                     index = self.fw.index(sock)
                     self._drain(sock, lambda f, i=index: engine.on_fw(i, f, time.monotonic()))
@@ -155,6 +160,8 @@ class RelayServer:
         self.flush()
         for index in range(len(self.cores)):
             self._close_fw(index)
+            self.ctl[index].disable_monitor()
+            self.ctl_monitors[index].close(0)
             self.ctl[index].close(0)
         self.front.close(0)
         if self.gate is not None:

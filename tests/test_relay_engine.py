@@ -257,3 +257,27 @@ def test_a_client_gone_silent_is_dropped_and_undeliverable_replies_are_counted()
     r.now += 10
     r.e.tick(r.now)
     assert A not in r.e.clients
+
+
+def test_a_core_replaced_between_two_heartbeats_fails_what_the_old_one_had_and_is_greeted_afresh():
+    """vdsp up restarts a killed core at once: its READY (another pid) came before the liveness
+    window ended, and tasks went to the new firmware unannounced (refused: foreign handles)."""
+    r = Relay()
+    r.e.tick(r.now)
+    r.e.on_ctl(0, wire.encode(messages.ready(1, "vdsp0", "core", state="running", pid=100, fw_pid=101,
+                                             fw_endpoint="ipc:///x/vdsp0.fw.sock")), r.now)
+    r.core_up(1)
+    r.take()
+    r.task(A, 1, core=Core.CORE_0)
+    r.take()
+    r.e.ctl_lost(0, r.now)                       # its control connection closed: HELLO goes out at once
+    (hello,) = [decode(f) for k, i, f in r.take(TO_CTL)]
+    assert hello.command is Command.HELLO
+    r.e.on_ctl(0, wire.encode(messages.ready(hello.msg_id, "vdsp0", "core", state="running", pid=200, fw_pid=201,
+                                             fw_endpoint="ipc:///x/vdsp0.fw.sock")), r.now)
+    out = r.take()
+    (failed,) = [m for m in replies(out, A) if m.command is Command.ERROR]
+    assert failed.msg_id == 1 and failed.body["code"] == errors.CoreDead.code and "restarted" in failed.body["message"]
+    kinds = [(k, i) for k, i, f in out if k in (CLOSE_FW, OPEN_FW, TO_FW)]
+    assert kinds[:3] == [(CLOSE_FW, 0), (OPEN_FW, 0), (TO_FW, 0)]   # the new link's first message: our HELLO
+    assert decode(out[[k for k, i, f in out].index(TO_FW)][2]).command is Command.HELLO
