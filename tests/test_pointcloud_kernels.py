@@ -224,3 +224,22 @@ def test_a_firmware_task_after_the_install_step_compiles_nothing(shm):
                            env=dict(os.environ, VDSP_SHM_DIR=str(shm)), timeout=240)
     assert child.returncode == 0, child.stderr[-3000:]
     assert child.stdout.split()[0] == "True", child.stdout
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_transpose_onto_its_own_input_gives_what_separate_buffers_give(name):
+    """A fuzzed task named one buffer as input and output: OpenCV asserted (the firmware crashed)."""
+    p = preset(name)
+    params = dict(p.transpose_params(300))
+    cap = params["max_pillars"] * params["max_points"]
+    need = max(cap * 4, p.dim * params["max_points"] * params["pillar_stride"])
+    rng = np.random.default_rng(5)
+    shared = rng.integers(0, 256, need, dtype=np.uint8)
+    t = rng.integers(0, 256, cap, dtype=np.uint8)
+    inputs = [shared.copy()] + ([t] if p.dim == 5 else [])
+    separate = np.zeros(need, np.uint8)
+    ops.transpose(None, inputs, [separate], **params)
+    aliased = shared.copy()
+    ops.transpose(None, [aliased] + ([t] if p.dim == 5 else []), [aliased], **params)
+    n = p.dim * params["max_points"] * params["pillar_stride"]
+    np.testing.assert_array_equal(aliased[:n], separate[:n])

@@ -221,12 +221,16 @@ def transpose(ctx, inputs, outputs, dim, layout, max_pillars, max_points, pillar
     _need("output 0 (features)", outputs[0], dim * m * pillar_stride)
     shape = (dim, m, pillar_stride) if layout == "cmp" else (dim, pillar_stride, m)
     out = outputs[0][:dim * m * pillar_stride].view(np.int8).reshape(shape)
+    xyzr = inputs[0][:used * m * 4].view(np.int8)
+    t = inputs[1][:used * m].view(np.int8) if dim == 5 else None
+    # a task may name one buffer as input and output: read what it held before writing
+    # (OpenCV's transpose also refuses a non-square matrix onto itself)
+    xyzr = xyzr.copy() if np.may_share_memory(xyzr, out) else xyzr
+    t = t.copy() if t is not None and np.may_share_memory(t, out) else t
     if layout == "cmp":
         out[:, :, used:] = 0
     else:
         out[:, used:, :] = 0
-    xyzr = inputs[0][:used * m * 4].view(np.int8)
-    t = inputs[1][:used * m].view(np.int8) if dim == 5 else None
     (_write_cmp if layout == "cmp" else _write_cpm)(out, xyzr, t, used, m)
     return {"pillars": used}
 
