@@ -1,5 +1,10 @@
-"""``vdsp sample nn quantize|dequantize|softmax|layout|yolo``: one NN operator against the SoC,
-checked against the reference like the J5 NN sample ("check result right" or the first mismatch)."""
+"""``vdsp sample nn quantize|dequantize|softmax|layout|yolov3``: one NN operator against the SoC,
+checked against the reference like the J5 NN sample ("check result right" or the first mismatch).
+
+Why Rockchip names in a Horizon simulator: NC1HWC2, the blocked layout of ``layout``, is
+RKNPU's native layout, and its block width C2 depends on the NPU generation. The J5 BPU has
+no such table, so ``--platform`` takes the RKNN platform names that define C2 (int8: 8 on
+RK3566/RK3568, 16 on RK3588, ...; docs/nn.md)."""
 from __future__ import annotations
 
 import argparse
@@ -85,8 +90,8 @@ def run_layout(soc: Soc, args) -> bool:
     x = np.random.default_rng(3).integers(-128, 128, (1, 13, 4, 4)).astype(np.int8)
     nchw, blocked = nn.dense(x.shape, DT.S8, nn.Layout.NCHW), nn.nc1hwc2(1, 13, 4, 4, DT.S8, args.platform)
     nhwc = nn.aligned((1, 4, 4, 13), DT.S8, nn.Layout.NHWC)
-    log.info("platform %s: C2 = %d, NC1HWC2 shape %s", args.platform, blocked.valid_shape[-1],
-             list(blocked.valid_shape))
+    log.info("platform %s (RKNPU's C2 table: NC1HWC2 is Rockchip's layout, the J5 BPU has none): C2 = %d, "
+             "NC1HWC2 shape %s", args.platform, blocked.valid_shape[-1], list(blocked.valid_shape))
     with soc.mem.alloc(nchw.aligned_byte_size) as a, soc.mem.alloc(blocked.aligned_byte_size) as b, \
             soc.mem.alloc(nhwc.aligned_byte_size) as c:
         nn.write(a, nchw, x)
@@ -131,15 +136,19 @@ def run_yolo(soc: Soc, args) -> bool:
 
 
 RUNNERS = {"quantize": run_quantize, "dequantize": run_dequantize, "softmax": run_softmax, "layout": run_layout,
-           "yolo": run_yolo, "yolov3": run_yolo}
+           "yolov3": run_yolo}
+PLATFORM_HELP = ("the NC1HWC2 block width C2 of which NPU (layout): NC1HWC2 is Rockchip RKNPU's native layout "
+                 "and C2 depends on the NPU, so the names are RKNN's platforms (the J5 BPU has no C2 table); "
+                 "int8 C2 is 8 on RK3566/RK3568, 16 on RK3588")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(argv or ["quantize"])
     name = argv[0]
-    ap = argparse.ArgumentParser(prog=f"vdsp sample nn {name}", description=RUNNERS.get(name, run_quantize).__doc__)
-    ap.add_argument("--platform", default="RK3568", choices=sorted(nn.C2_TABLE), help="C2 table row (layout)")
-    ap.add_argument("--batch", type=int, default=4, help="batch size (yolo)")
+    ap = argparse.ArgumentParser(prog=f"vdsp sample nn {name}", description=RUNNERS.get(name, run_quantize).__doc__,
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--platform", default="RK3568", choices=sorted(nn.C2_TABLE), help=PLATFORM_HELP)
+    ap.add_argument("--batch", type=int, default=4, help="batch size (yolov3)")
     args = ap.parse_args(argv[1:])
     if name not in RUNNERS:
         print(f"vdsp sample nn: {name!r} is not one of {sorted(RUNNERS)}")
