@@ -100,3 +100,25 @@ def test_sample_dumps_and_checks(soc, tmp_path):
     assert (out / "pointpillar_preprocess_features_ref.txt").read_bytes() == \
         (out / "pointpillar_preprocess_features_dsp.txt").read_bytes()
     assert nn.main(["pointpillar", "--points", str(path), "--output", str(out), "--impl", "cpu"]) == 0
+
+
+def test_cpu_run_compares_only_with_dumps_of_the_same_cloud(soc, tmp_path, capfd):
+    """--impl cpu never judges another cloud's DSP dumps; a real difference is an E line and exit 1."""
+    out, a, b = tmp_path / "output", tmp_path / "a.bin", tmp_path / "b.bin"
+    common = ["--output", str(out), "--num-points", "5000"]
+
+    def lines(*argv, status=0) -> list[str]:
+        capfd.readouterr()
+        assert nn.main(["pointpillar", *argv]) == status
+        return [line for line in capfd.readouterr().err.splitlines() if "consistency check" in line]
+    assert lines(*common, "--seed", "1", "--write-points", str(a))[0].startswith("I")    # passed, DSP vs ref
+    assert a.stat().st_size == 5000 * 4 * 4
+    lines(*common, "--seed", "2", "--write-points", str(b), "--impl", "cpu")
+    (skipped,) = lines("--points", str(b), "--output", str(out), "--impl", "cpu")
+    assert skipped.startswith("W") and "consistency check skipped" in skipped and "another cloud" in skipped
+    (passed,) = lines("--points", str(a), "--output", str(out), "--impl", "cpu")
+    assert passed.startswith("I") and "consistency check passed" in passed
+    dsp = out / "pointpillar_preprocess_coords_dsp.txt"
+    dsp.write_text(dsp.read_text().replace("\n", "\n1\n", 1))        # a DSP dump that differs
+    (failed,) = lines("--points", str(a), "--output", str(out), "--impl", "cpu", status=1)
+    assert failed.startswith("E") and "consistency check FAILED" in failed

@@ -4,12 +4,16 @@ preprocessing of a LiDAR cloud, like the J5 centerpoint/pointpillar preprocess s
 ``--impl dsp`` (default) runs the DSP path (stage 1 on both DSP cores, voxelization on the
 ARM, stage 2 on the DSP) with its stage times, then the CPU reference, dumps both to
 ``OUTPUT/<name>_preprocess_{coords,features}_{dsp,ref}.txt`` and checks they are identical.
-``--impl cpu`` runs only the CPU reference (and checks it against earlier DSP dumps if any).
-Without ``--points`` a deterministic synthetic cloud of the preset's typical size is used.
+``--impl cpu`` runs only the CPU reference; it compares with the DSP dumps in OUTPUT only when
+they were made from the same cloud and preset (``<name>_preprocess_source.txt`` records the
+SHA-256 of the cloud behind the DSP dumps), and otherwise says there is nothing to compare with.
+Without ``--points`` a deterministic synthetic cloud of the preset's typical size is used;
+``--write-points FILE`` saves the cloud used as a ``.bin`` for a later ``--points FILE``.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import time
 from pathlib import Path
@@ -23,6 +27,10 @@ from protocol.errors import VdspError
 from vdsp_sim.board import proc
 
 log = logging.getLogger("vdsp.sample.pointcloud")
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    pass
 
 
 def _load(args, params, key):
@@ -57,24 +65,45 @@ def _run_dsp(points, params) -> tuple:
         return r.coords, r.features
 
 
-def _check(out: Path, stem: str) -> bool | None:
+def fingerprint(points, params) -> str:
+    """What the dumps were made from: the cloud's bytes and the preset."""
+    h = hashlib.sha256(points.astype("<f4", copy=False).tobytes())
+    h.update(repr(params).encode())
+    return h.hexdigest()
+
+
+def _check(out: Path, stem: str, source: str) -> bool | None:
+    """Compare the DSP and reference dumps; None (and say why) when the DSP dumps in ``out``
+    are missing or were made from another cloud."""
     pairs = [(out / f"{stem}_{k}_dsp.txt", out / f"{stem}_{k}_ref.txt") for k in ("coords", "features")]
-    if not all(a.exists() and b.exists() for a, b in pairs):
+    recorded = out / f"{stem}_source.txt"
+    if not all(a.exists() for a, _ in pairs):
+        log.info("consistency check skipped: no DSP dumps in %s (run with --impl dsp)", out)
+        return None
+    if not recorded.exists() or recorded.read_text().strip() != source:
+        log.warning("consistency check skipped: the DSP dumps in %s are of another cloud or preset "
+                    "(run with --impl dsp on this cloud first)", out)
         return None
     same = all(dump.same_dump(a, b) for a, b in pairs)
-    log.info("consistency check %s: dsp and ref dumps are %s", "passed" if same else "FAILED",
-             "identical" if same else "different")
+    if same:
+        log.info("consistency check passed: dsp and ref dumps are identical")
+    else:
+        log.error("consistency check FAILED: dsp and ref dumps are different")
     return same
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(argv or ["centerpoint"])
-    ap = argparse.ArgumentParser(prog=f"vdsp sample nn {argv[0]}", description=__doc__)
-    ap.add_argument("--points", help=".bin file of float32 points (N x 4 KITTI, N x 5 nuScenes)")
-    ap.add_argument("--impl", choices=["dsp", "cpu"], default="dsp")
-    ap.add_argument("--output", default="output", help="dump directory (default: output)")
-    ap.add_argument("--num-points", type=int, default=0, help="synthetic cloud size (default: preset's)")
+    ap = argparse.ArgumentParser(prog=f"vdsp sample nn {argv[0]}", description=__doc__.replace("``", "'"),
+                                 formatter_class=_Formatter)
+    ap.add_argument("--points", metavar="FILE.bin",
+                    help=".bin file of float32 points (N x 4 KITTI velodyne, N x 5 nuScenes); default: synthetic")
+    ap.add_argument("--impl", choices=["dsp", "cpu"], default="dsp",
+                    help="dsp: the DSP path and the CPU reference, compared; cpu: the CPU reference alone")
+    ap.add_argument("--output", default="output", help="dump directory")
+    ap.add_argument("--num-points", type=int, default=0, help="synthetic cloud size (0: the preset's typical size)")
     ap.add_argument("--seed", type=int, default=0, help="synthetic cloud seed")
+    ap.add_argument("--write-points", metavar="FILE.bin", help="also save the cloud used as a .bin file")
     args = ap.parse_args(argv[1:])
     setup_logging()
     proc.exit_on_sigterm()
@@ -86,10 +115,16 @@ def main(argv: list[str] | None = None) -> int:
         params = preset(key)
         points = _load(args, params, key)
         log.info("point count: %d", len(points))
+        if args.write_points:
+            binfile.write_bin(args.write_points, points)
+            log.info("wrote the cloud to %s", args.write_points)
+        source = fingerprint(points, params)
         if args.impl == "dsp":
             log.info("run %s preprocess dsp begin", argv[0])
             coords, features = _run_dsp(points, params)
+            (out / f"{stem}_source.txt").unlink(missing_ok=True)    # dumps of no known cloud until rewritten
             _dump(out, stem, "dsp", coords, features)
+            (out / f"{stem}_source.txt").write_text(source + "\n")
             log.info("run %s preprocess dsp end", argv[0])
         log.info("run %s preprocess ref begin", argv[0])
         t0 = time.perf_counter()
@@ -100,6 +135,6 @@ def main(argv: list[str] | None = None) -> int:
     except (VdspError, OSError) as exc:
         log.error("%s preprocess failed: %s", argv[0], exc)
         return 1
-    same = _check(out, stem)
+    same = _check(out, stem, source)
     log.info("%s preprocess finish", argv[0])
     return 0 if same is not False else 1
