@@ -138,6 +138,15 @@ class Firmware:
         reply = self.handle(frames, identity, meta, peer)
         return [] if reply is None else [reply]
 
+    def _operator(self, op_id: int):
+        """The operator's spec; raises UnknownOperator naming this core and its firmware."""
+        try:
+            return self.registry.get(op_id)
+        except errors.UnknownOperator:
+            raise errors.UnknownOperator(
+                f"{self.core}: no operator 0x{op_id:04x} in its firmware {self.version} "
+                f"({len(self.registry)} operators; a custom image replaces the stock one's)") from None
+
     def _buffers(self, handles: list, writable: bool, what: str) -> list:
         out = []
         for i, (phys, size, _flags) in enumerate(handles):
@@ -158,7 +167,7 @@ class Firmware:
         body = msg.body
         try:
             self.ownership.check_task(binding, body)    # first, from addresses alone (PROTOCOL.md §6.4)
-            spec = self.registry.get(msg.op)
+            spec = self._operator(msg.op)
             inputs_h, outputs_h = body.get("inputs", []), body.get("outputs", [])
             spec.check_counts(len(inputs_h), len(outputs_h))
             params = schema.validate(spec.name, spec.params, body.get("params", {}))

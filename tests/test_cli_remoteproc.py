@@ -99,3 +99,19 @@ def test_the_readme_custom_operator_tutorial(sh, tmp_path):
     res = sh(*VDSP, "sysfs", "echo", "stop", f"{RP2}/state")     # unloading runs the destroy hook
     assert res.returncode == 0, res.stderr
     assert "saturate_add: destroy after 3 tasks, lookup table freed" in core_log.read_text()
+    # step 5: a stock operator is refused by name of the core until the stock image is back
+    assert sh(*VDSP, "sysfs", "echo", "start", f"{RP2}/state").returncode == 0
+    from arm_side import CORE_1, Soc, errors
+    assert os.environ["VDSP_RUNTIME_DIR"] == str(sh.rt)
+    with Soc() as soc, soc.mem.alloc(64) as buf:
+        with pytest.raises(errors.UnknownOperator, match=r"vdsp1: no operator 0x0410 in its firmware 1\.0\.0"):
+            soc.rpc(0x0410, inputs=[buf], outputs=[buf], core=CORE_1).wait(5000)
+    assert sh(*VDSP, "sysfs", "echo", "stop", f"{RP2}/state").returncode == 0
+    steps = [[*VDSP, "sysfs", "echo", "-n", "", "/sys/module/firmware_class/parameters/path"],
+             [*VDSP, "sysfs", "echo", "start", f"{RP2}/state"],
+             [*VDSP, "sample", "nn", "yolov3"]]
+    for argv in steps:
+        res = sh(*argv, cwd=work)
+        assert res.returncode == 0, (argv, res.stdout, res.stderr)
+    assert "check result right" in res.stderr and "yolov3 finish" in res.stderr
+    assert sh(*VDSP, "sysfs", "cat", f"{RP2}/firmware").stdout == "vdsp1\n"
