@@ -70,6 +70,18 @@ def test_generator_gets_valid_tasks_through_to_compute(shm):
     assert len([k for k in outcomes if isinstance(k, int)]) >= 8, outcomes   # many distinct error codes
 
 
+def test_an_in_process_run_leaves_the_logging_as_it_found_it(shm):
+    """The fuzzer quiets the firmware's refusals only while it runs (a silenced 'vdsp' logger
+    once hid a sample's log lines from every later test in the process)."""
+    import logging
+    logger = logging.getLogger("vdsp")
+    before = logger.level
+    fuzz.fuzz_firmware(50, seed=3)
+    assert logger.level == before
+    assert logging.getLogger("vdsp.sample.pointcloud").isEnabledFor(logging.INFO) == \
+        logging.getLogger().isEnabledFor(logging.INFO)
+
+
 @pytest.mark.live
 def test_live_soc_survives_20000_fuzzed_messages(live_soc):
     report = fuzz.fuzz_soc(live_soc.rt, 20000, seed=1123, batch=5000)

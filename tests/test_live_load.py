@@ -51,7 +51,7 @@ def test_killed_firmware_under_load_every_task_ends_exactly_once(live_soc):
 
 def test_the_33rd_task_in_flight_is_refused(shared_soc):
     with Soc() as soc:
-        tasks = [soc.rpc(opids.SLEEP, params={"ms": 5}, core=CORE_1) for _ in range(32)]
+        tasks = [soc.rpc(opids.SLEEP, params={"ms": 100}, core=CORE_1) for _ in range(32)]   # 3.2 s of work: none ends before the 33rd
         with pytest.raises(errors.TaskNumExceedLimit) as exc:
             soc.rpc(opids.PING).wait(5000)
         assert exc.value.code == -6000009

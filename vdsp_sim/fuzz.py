@@ -363,7 +363,18 @@ def fuzz_firmware(messages: int, seed: int = 0, limit_findings: int = 20,
         raise _Crashed(traceback.format_exc())
 
     import logging
-    logging.getLogger("vdsp").setLevel(logging.CRITICAL)
+    quiet = logging.getLogger("vdsp")
+    saved_level = quiet.level
+    quiet.setLevel(logging.CRITICAL)      # the firmware's refusals, only for this run
+    try:
+        return _run_in_process(messages, seed, limit_findings, outcomes, crash, _Crashed)
+    finally:
+        quiet.setLevel(saved_level)
+
+
+def _run_in_process(messages, seed, limit_findings, outcomes, crash, _Crashed):
+    from arm_side.memory import MemoryManager
+    from dsp_side.firmware import Firmware
     version, registry = stock_registry()
     fw = Firmware("vdsp0", version, registry, None, None)
     fw.crash = crash.__get__(fw)
