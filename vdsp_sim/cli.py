@@ -190,8 +190,8 @@ def cmd_dmesg(args: argparse.Namespace) -> int:
 
 
 def cmd_core(args: argparse.Namespace) -> int:
-    from dsp_side import core
-    core.run_from_args(args)
+    from dsp_side import core_main
+    core_main.run_from_args(args)
     return 0
 
 
@@ -260,7 +260,7 @@ def parser() -> argparse.ArgumentParser:
     health = sub.add_parser("health", help="a buffer round trip through each core; exit 0 only if the bytes "
                                            "come back (--help for options)")
     health.add_argument("rest", nargs=argparse.REMAINDER)
-    from dsp_side.core import add_arguments
+    from dsp_side.core_main import add_arguments
     core = sub.add_parser("core", help="run one core process (remoteproc device + firmware)")
     add_arguments(core)
     core.set_defaults(fn=cmd_core)

@@ -1,0 +1,254 @@
+"""One DSP core's conversation, without sockets, processes or files: its peers (HELLO/READY,
+heartbeats, liveness), CONTROL on the remoteproc device, QUERY, and what happens to its
+firmware (booted, ready, crashed, watchdog, recovery, coredump).
+
+Inputs: :meth:`on_message` (a peer's message), :meth:`tick` (the clock, with the firmware's
+watchdog word), :meth:`fw_booted` / :meth:`boot_failed` (what the adapter's boot did),
+:meth:`fw_ready`, :meth:`fw_died`. Outputs, in :attr:`out` for the adapter to carry out in
+order: ``(SEND, identity, frames)``, ``(KMSG, None, line)``, ``(BOOT, None, action)``,
+``(STOP_FW, None, None)``, ``(KILL_FW, None, reason)``, ``(COREDUMP, file name, dump)``.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from protocol import errors, messages, wire
+from protocol.constants import Command
+from protocol.liveness import Liveness
+from protocol.remoteproc import Action
+from dsp_side.remoteproc import Device
+from vdsp_sim.board.log import RateLimited
+
+log = logging.getLogger("vdsp.core")
+SEND, KMSG, BOOT, STOP_FW, KILL_FW, COREDUMP = "send", "kmsg", "boot", "stop_fw", "kill_fw", "coredump"
+BOOT_TIMEOUT_S = 60.0
+
+
+class Peer:
+    __slots__ = ("identity", "role", "liveness")
+
+    def __init__(self, identity: bytes, role: str, now: float, interval_ms: int) -> None:
+        self.identity, self.role = identity, role
+        self.liveness = Liveness(now, interval_ms)
+
+
+class Firmware:
+    """The running firmware process as the engine knows it."""
+
+    __slots__ = ("pid", "signer", "started", "info")
+
+    def __init__(self, pid: int, signer: str, started: float) -> None:
+        self.pid, self.signer, self.started = pid, signer, started
+        self.info: dict | None = None      # its READY line, once it is up
+
+
+class CoreEngine:
+    """``admin_only_writes``: CONTROL writes need an admin peer (tcp), told by ``is_admin(name)``."""
+
+    def __init__(self, name: str, fw_bind: str, device: Device, *, heartbeat_ms: int, watchdog_s: float,
+                 allow_unsigned: bool = False, pid: int = 0, coredump_dir: str = "coredump",
+                 admin_only_writes: bool = False, is_admin=lambda peer: False) -> None:
+        self.name, self.fw_bind, self.device = name, fw_bind, device
+        self.heartbeat_ms, self.watchdog_s = heartbeat_ms, watchdog_s
+        self.allow_unsigned, self.pid, self.coredump_dir = allow_unsigned, pid, coredump_dir
+        self.admin_only_writes, self.is_admin = admin_only_writes, is_admin
+        self.fw: Firmware | None = None
+        self.pending: list[tuple[bytes, int]] = []  # CONTROL writes answered when an action ends
+        self.peers: dict[bytes, Peer] = {}
+        self.names: dict[bytes, str] = {}           # peer identity -> CURVE name (tcp only)
+        self.warn = RateLimited(log)                # one line per peer per 10 s, however bad the flood
+        self.out: list[tuple] = []
+
+    # --- outputs --------------------------------------------------------------------------
+    def send(self, identity: bytes, msg: wire.Message) -> None:
+        self.out.append((SEND, identity, wire.encode(msg)))
+
+    def kmsg(self, line: str) -> None:
+        self.out.append((KMSG, None, line))
+
+    def ready_body(self) -> dict:
+        snap = self.device.snapshot()
+        info = self.fw.info if self.fw and self.fw.info else {}
+        return {"state": snap["state"], "firmware": snap["firmware"],
+                "firmware_version": info.get("version", ""), "operators": info.get("operators", []),
+                "fw_endpoint": self.fw_bind, "heartbeat_ms": self.heartbeat_ms,
+                "crash_count": snap["crash_count"], "pid": self.pid, "fw_pid": self.fw.pid if info else None,
+                "firmware_signer": self.fw.signer if info else "", "allow_unsigned": self.allow_unsigned}
+
+    def broadcast_state(self, reason: str, crash: dict | None = None) -> None:
+        body = self.ready_body()
+        body.pop("state")
+        if crash:
+            body["crash"] = crash
+        msg = messages.event(self.name, self.device.state.value, reason=reason, **body)
+        for identity in list(self.peers):
+            self.send(identity, msg)
+
+    def _answer_pending(self, exc: errors.VdspError | None) -> None:
+        for identity, msg_id in self.pending:
+            self.send(identity, messages.error(msg_id, exc) if exc else
+                      messages.result(msg_id, {"value": self.device.state.value}))
+        self.pending.clear()
+
+    # --- peers ----------------------------------------------------------------------------
+    def on_message(self, identity: bytes, frames: list, now: float, peer_name: str = "") -> None:
+        if peer_name:
+            self.names[identity] = peer_name
+        try:
+            msg = messages.check_body(wire.decode(frames))
+        except errors.VdspError as exc:
+            msg_id = wire.peek_msg_id(frames)
+            self.warn.warn(("bad", identity), "%s: rejected message from %r: %s", self.name, identity, exc)
+            if msg_id:  # 0 = one-way message (heartbeat, event): nobody to answer
+                self.send(identity, messages.error(msg_id, exc))
+            return
+        peer = self.peers.get(identity)
+        if peer:
+            peer.liveness.heard(now)
+        cmd = msg.command
+        if cmd is Command.HELLO:
+            self.peers[identity] = Peer(identity, msg.body["role"], now, self.heartbeat_ms)
+            self.send(identity, messages.ready(msg.msg_id, self.name, "core", **self.ready_body()))
+        elif cmd is Command.HEARTBEAT:
+            pass
+        elif cmd is Command.DISCONNECT:
+            self.peers.pop(identity, None)
+            self.names.pop(identity, None)
+        elif cmd is Command.CONTROL:
+            self.control(identity, msg)
+        elif cmd is Command.QUERY:
+            self.send(identity, messages.result(msg.msg_id, {**self.device.snapshot(), **self.ready_body(),
+                                                             "fw_pid": self.fw.pid if self.fw else None}))
+        elif cmd is Command.TASK:
+            self.send(identity, messages.error(msg.msg_id, errors.ApiUseError(
+                f"tasks go to the firmware endpoint {self.fw_bind} announced in READY, not to {self.name}'s "
+                "control endpoint")))
+        else:
+            self.send(identity, messages.error(msg.msg_id, errors.ApiUseError(
+                f"{self.name} does not accept {cmd.name}")))
+
+    def control(self, identity: bytes, msg: wire.Message) -> None:
+        attr, value = msg.body["attr"], msg.body.get("value")
+        try:
+            if msg.body["core"] != self.name:
+                raise errors.InvalidCore(f"this is {self.name}, not {msg.body['core']!r}")
+            if value is None:
+                return self.send(identity, messages.result(msg.msg_id, {"value": self.device.read(attr)}))
+            if self.admin_only_writes and not self.is_admin(self.names.get(identity, "")):
+                raise errors.RemoteprocDenied(f"writing {attr!r} of {self.name} needs an admin key over tcp")
+            action = self.device.write(attr, value)
+        except errors.VdspError as exc:
+            return self.send(identity, messages.error(msg.msg_id, exc))
+        if action is None:
+            return self.send(identity, messages.result(msg.msg_id, {"value": self.device.read(attr)}))
+        if action is Action.SHUTDOWN:
+            self.shutdown_firmware()
+            return self.send(identity, messages.result(msg.msg_id, {"value": self.device.state.value}))
+        self.pending.append((identity, msg.msg_id))
+        self.out.append((BOOT, None, action))
+
+    # --- the firmware ---------------------------------------------------------------------
+    def start(self) -> None:
+        """Autostart: boot the firmware named by the device."""
+        self.device.begin(Action.BOOT)
+        self.out.append((BOOT, None, Action.BOOT))
+
+    def fw_booted(self, pid: int, signer: str, now: float) -> None:
+        """The adapter started the firmware process (its READY comes later: :meth:`fw_ready`)."""
+        self.fw = Firmware(pid, signer, now)
+
+    def boot_failed(self, exc: errors.VdspError) -> None:
+        """The adapter's boot found no image or an invalid one: the action ends at once (offline)."""
+        self.device.finish(False)
+        self.broadcast_state(f"boot failed: {exc.message}")
+        self._answer_pending(exc)
+
+    def fw_ready(self, info: dict) -> None:
+        self.fw.info = info
+        self.device.finish(True)
+        self.kmsg(f"remote processor {self.name} is now up")
+        self.broadcast_state("booted")   # before the reply: peers know the state when it arrives
+        self._answer_pending(None)
+
+    def fw_died(self, kind: str, report: dict, refusal: str | None = None) -> None:
+        """The firmware process is gone (``kind``: exception, watchdog, killed by SIG…, exit N,
+        stopped); ``report`` its crash report, ``refusal`` why it refused its image."""
+        fw, self.fw = self.fw, None
+        if kind == "stopped":
+            return
+        if fw is None or fw.info is None:  # died before READY: the boot failed
+            self.device.finish(False)
+            if refusal:   # the firmware process refused the image before running any of it
+                self.kmsg(f"{self.name}: firmware {self.device.firmware} is not valid: {refusal}")
+                self.broadcast_state(f"boot failed: {refusal}")
+                return self._answer_pending(errors.RemoteprocInvalid(f"{self.name}: {refusal}"))
+            self.kmsg(f"{self.name}: firmware {self.device.firmware} failed to boot ({kind})")
+            self.broadcast_state(f"boot failed: {kind}")
+            return self._answer_pending(errors.RemoteprocInvalid(
+                f"{self.name}: firmware failed to boot ({kind}); see its log"))
+        if not self.device.crash():
+            return  # only the first crash is handled
+        self.kmsg(f"crash detected in {self.name}: type {kind}")
+        dump = self._coredump(kind, fw.info, report)
+        self.broadcast_state(f"crash: {kind}", crash={"type": kind, "task": report.get("task"), **dump})
+        if self.device.recovery == "enabled":
+            self.kmsg(f"handling crash #{self.device.crash_count} in {self.name}")
+            self.device.begin(Action.RECOVER)
+            self.out.append((BOOT, None, Action.RECOVER))
+
+    def _coredump(self, kind: str, info: dict, report: dict) -> dict:
+        """The dump (coredump enabled/inline): its path, and the dump itself if inline."""
+        mode = self.device.coredump
+        if mode == "disabled":
+            return {}
+        dump = {"core": self.name, "crash": self.device.crash_count, "type": kind,
+                "firmware": self.device.firmware, "firmware_version": info.get("version", ""),
+                "task": report.get("task"), "traceback": report.get("traceback", ""),
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        path = f"{self.coredump_dir}/{self.name}-crash{self.device.crash_count}.json"
+        self.out.append((COREDUMP, path, dump))
+        self.kmsg(f"{self.name}: coredump written to {path}")
+        return {"coredump": path, **({"dump": dump} if mode == "inline" else {})}
+
+    def shutdown_firmware(self) -> None:
+        if self.fw is not None:
+            self.fw = None
+            self.out.append((STOP_FW, None, None))
+        self.device.finish(True)
+        self.kmsg(f"stopped remote processor {self.name}")
+        self.broadcast_state("stopped")
+
+    # --- time -----------------------------------------------------------------------------
+    def tick(self, now: float, watchdog: tuple[float, int, float] | None = None) -> None:
+        """Heartbeats, silent peers dropped, and the watchdog: ``watchdog`` is the firmware's
+        word read now (seconds since its last beat, the running task's msg_id, seconds it ran)."""
+        for identity, peer in list(self.peers.items()):
+            if peer.liveness.dead(now):
+                log.info("%s: peer %s (%s) gone silent, dropped", self.name, identity.hex(), peer.role)
+                del self.peers[identity]
+                self.names.pop(identity, None)
+            elif peer.liveness.send_due(now):
+                self.send(identity, messages.heartbeat())
+        fw = self.fw
+        if fw is None:
+            return
+        if fw.info is None:
+            if now - fw.started > BOOT_TIMEOUT_S:
+                self.out.append((KILL_FW, None, "boot-timeout"))
+            return
+        if watchdog is None:
+            return
+        since_beat, msg_id, task_s = watchdog
+        if since_beat > self.watchdog_s or task_s > self.watchdog_s:
+            log.error("%s: watchdog: firmware %s for %.1fs", self.name,
+                      f"stuck in task {msg_id}" if task_s > self.watchdog_s else "silent", max(since_beat, task_s))
+            self.out.append((KILL_FW, None, "watchdog"))
+
+    def exiting(self) -> None:
+        """The core process ends: stop the firmware, tell every peer."""
+        if self.fw is not None:
+            self.fw = None
+            self.out.append((STOP_FW, None, None))
+        for identity in list(self.peers):
+            self.send(identity, messages.event(self.name, "offline", reason="core exiting"))

@@ -1,0 +1,57 @@
+"""``vdsp core`` / ``python -m dsp_side.core_main``: the command line of one core process."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+
+from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS
+from dsp_side.core import CoreServer
+from vdsp_sim.board import log as soclog, proc, runtime
+
+log = logging.getLogger("vdsp.core")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="vdsp core", description="Run one simulated DSP core (remoteproc device + firmware process).")
+    add_arguments(ap)
+    run_from_args(ap.parse_args(argv))
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--name", default="vdsp0", help="core name (vdsp0, vdsp1)")
+    ap.add_argument("--bind", help="control endpoint (default: this core's entry in VDSP_CORE_ENDPOINTS, "
+                                   "else ipc://$VDSP_RUNTIME_DIR/<name>.sock)")
+    ap.add_argument("--fw-bind", help="firmware task endpoint (default: next to the control endpoint)")
+    ap.add_argument("--firmware", help="firmware image name (default: the core name)")
+    ap.add_argument("--no-autostart", action="store_true", help="stay offline until 'start' is written to state")
+    ap.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS, help="kill a firmware stuck this long in one task")
+    ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS)
+    ap.add_argument("--allow-unsigned", action="store_true",
+                    help="DEVELOPMENT ONLY: also boot images that carry no signature (logged at every boot, "
+                         "shown by 'vdsp status'); images signed by an unknown key or with a bad signature "
+                         "are still refused")
+
+
+def run_from_args(args: argparse.Namespace) -> None:
+    proc.die_with_parent()
+    soclog.setup("dsp")
+    rt = runtime.runtime_dir()
+    bind = args.bind or runtime.core_endpoints(rt).get(args.name) or runtime.ipc(rt / f"{args.name}.sock")
+    fw_bind = args.fw_bind or runtime.fw_endpoint_for(bind)
+    server = CoreServer(args.name, bind, fw_bind, rt, firmware=args.firmware, autostart=not args.no_autostart,
+                        watchdog_ms=args.watchdog_ms, heartbeat_ms=args.heartbeat_ms,
+                        allow_unsigned=args.allow_unsigned)
+    if args.allow_unsigned:
+        log.warning("%s: --allow-unsigned: this core also boots UNSIGNED firmware images (development only)",
+                    args.name)
+
+    def stop(signum, frame):
+        server.running = False
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.run()
+
+
+if __name__ == "__main__":
+    main()

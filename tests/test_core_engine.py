@@ -1,0 +1,161 @@
+"""A core's conversation without sockets or processes: HELLO/READY, CONTROL on the remoteproc
+device, the firmware's boot, crash, watchdog and recovery, driven through ``CoreEngine``."""
+from __future__ import annotations
+
+from protocol import errors, messages, wire
+from protocol.constants import Command
+from protocol.remoteproc import Action
+from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
+from dsp_side.remoteproc import Device
+
+PEER = b"\x00relay"
+INFO = {"version": "1.2.3", "operators": [{"id": 0, "name": "ping"}]}
+
+
+class Core:
+    def __init__(self, **kw) -> None:
+        self.now = 50.0
+        self.e = CoreEngine("vdsp0", "ipc:///x/vdsp0.fw.sock", Device("vdsp0", "vdsp0"), heartbeat_ms=500,
+                            watchdog_s=2.0, pid=321, coredump_dir="/rt/coredump", **kw)
+
+    def take(self) -> list:
+        out, self.e.out = self.e.out, []
+        return out
+
+    def send(self, msg, peer: bytes = PEER, name: str = "") -> None:
+        self.e.on_message(peer, wire.encode(msg), self.now, name)
+
+    def boot(self) -> None:
+        """Autostart, the adapter's successful boot and the firmware's READY."""
+        self.e.start()
+        assert self.take() == [(BOOT, None, Action.BOOT)]
+        self.e.fw_booted(999, "install (ed25519:ab)", self.now)
+        self.e.fw_ready(INFO)
+
+
+def sent(out, peer: bytes = PEER) -> list[wire.Message]:
+    return [wire.decode(f) for k, who, f in out if k == SEND and who == peer]
+
+
+def kmsgs(out) -> list[str]:
+    return [line for k, _, line in out if k == KMSG]
+
+
+def test_hello_gets_ready_with_the_firmware_endpoint_and_state():
+    c = Core()
+    c.boot()
+    c.take()
+    c.send(messages.hello(7, "relay"))
+    (ready,) = sent(c.take())
+    assert ready.command is Command.READY and ready.msg_id == 7
+    body = ready.body
+    assert (body["state"], body["fw_endpoint"], body["firmware_version"], body["pid"], body["fw_pid"]) == \
+        ("running", "ipc:///x/vdsp0.fw.sock", "1.2.3", 321, 999)
+
+
+def test_stop_then_start_through_control_events_before_replies():
+    c = Core()
+    c.boot()
+    c.send(messages.hello(1, "relay"))
+    c.take()
+    c.send(messages.control(2, "vdsp0", "state", "stop"))
+    out = c.take()
+    assert (STOP_FW, None, None) in out and "stopped remote processor vdsp0" in kmsgs(out)
+    event, result = sent(out)
+    assert event.command is Command.EVENT and event.body["state"] == "offline"
+    assert result.msg_id == 2 and result.body == {"value": "offline"}
+    c.send(messages.control(3, "vdsp0", "state", "start"))
+    assert c.take() == [(BOOT, None, Action.BOOT)]           # answered when the firmware is up
+    c.e.fw_booted(1000, "install", c.now)
+    c.e.fw_ready(INFO)
+    event, result = sent(c.take())
+    assert event.body["state"] == "running" and event.body["reason"] == "booted"
+    assert result.msg_id == 3 and result.body == {"value": "running"}
+
+
+def test_a_boot_that_fails_ends_at_once_offline_with_the_error():
+    c = Core()
+    c.send(messages.hello(1, "relay"))
+    c.take()
+    c.send(messages.control(2, "vdsp0", "state", "start"))
+    c.take()
+    c.e.boot_failed(errors.RemoteprocNoEnt("vdsp0: no image vdsp0"))
+    event, reply = sent(c.take())
+    assert event.body["state"] == "offline" and "boot failed" in event.body["reason"]
+    assert reply.command is Command.ERROR and reply.body["code"] == errors.RemoteprocNoEnt.code
+    assert c.e.device.state.value == "offline" and c.e.device.busy is None
+
+
+def test_a_crash_is_counted_dumped_broadcast_and_recovered():
+    c = Core()
+    c.boot()
+    c.send(messages.hello(1, "relay"))
+    c.send(messages.control(2, "vdsp0", "coredump", "enabled"))
+    c.take()
+    report = {"task": {"msg_id": 5, "name": "raise_error"}, "traceback": "RuntimeError: bug"}
+    c.e.fw_died("exception", report)
+    out = c.take()
+    assert kmsgs(out)[:1] == ["crash detected in vdsp0: type exception"]
+    (dump,) = [(where, data) for k, where, data in out if k == COREDUMP]
+    assert dump[0] == "/rt/coredump/vdsp0-crash1.json" and dump[1]["traceback"] == "RuntimeError: bug"
+    (event,) = sent(out)
+    assert event.body["state"] == "crashed" and event.body["crash"]["type"] == "exception"
+    assert event.body["crash"]["coredump"] == dump[0] and event.body["crash_count"] == 1
+    assert out[-1] == (BOOT, None, Action.RECOVER)
+    c.e.fw_died("exception", {})           # only the first crash is handled (no firmware now)
+    assert BOOT not in [k for k, *_ in c.take()]
+
+
+def test_recovery_disabled_stays_crashed():
+    c = Core()
+    c.boot()
+    c.send(messages.control(2, "vdsp0", "recovery", "disabled"))
+    c.take()
+    c.e.fw_died("killed by SIGKILL", {})
+    assert BOOT not in [k for k, *_ in c.take()] and c.e.device.state.value == "crashed"
+
+
+def test_the_watchdog_kills_a_stuck_or_silent_firmware_and_a_boot_that_never_ends():
+    c = Core()
+    c.boot()
+    c.take()
+    c.e.tick(c.now, (0.1, 0, 0.5))
+    assert KILL_FW not in [k for k, *_ in c.take()]
+    c.e.tick(c.now, (0.1, 44, 2.5))               # one task for 2.5 s, the watchdog is 2 s
+    assert (KILL_FW, None, "watchdog") in c.take()
+    c.e.tick(c.now, (3.0, 0, 0.0))                # silent
+    assert (KILL_FW, None, "watchdog") in c.take()
+    c2 = Core()
+    c2.e.start()
+    c2.e.fw_booted(5, "x", c2.now)
+    c2.take()
+    c2.e.tick(c2.now + 61)                        # no READY within the boot timeout
+    assert (KILL_FW, None, "boot-timeout") in c2.take()
+
+
+def test_peers_get_heartbeats_and_a_silent_one_is_dropped():
+    c = Core()
+    c.send(messages.hello(1, "client"))
+    c.take()
+    c.now += 0.6
+    c.e.tick(c.now)
+    assert [m.command for m in sent(c.take())] == [Command.HEARTBEAT]
+    c.now += 5
+    c.e.tick(c.now)
+    assert PEER not in c.e.peers
+
+
+def test_writes_need_an_admin_over_tcp_and_tasks_are_sent_to_the_firmware_endpoint():
+    c = Core(admin_only_writes=True, is_admin=lambda name: name.startswith("admin:"))
+    c.boot()
+    c.take()
+    c.send(messages.control(2, "vdsp0", "recovery", "disabled"), name="client:alice")
+    (denied,) = sent(c.take())
+    assert denied.body["code"] == errors.RemoteprocDenied.code
+    c.send(messages.control(3, "vdsp0", "state"), name="client:alice")      # reading is fine
+    assert sent(c.take())[0].body == {"value": "running"}
+    c.send(messages.control(4, "vdsp0", "recovery", "disabled"), peer=b"\x00adm", name="admin:ops")
+    assert sent(c.take(), b"\x00adm")[0].body == {"value": "disabled"}
+    c.send(messages.task(5, 0, inputs=[], outputs=[]))
+    (refused,) = sent(c.take())
+    assert refused.body["code"] == errors.ApiUseError.code and "fw.sock" in refused.body["message"]
