@@ -86,32 +86,118 @@ class VdspError(Exception):
         return {"code": int(self.code), "name": self.name, "message": self.message}
 
 
-def _error(cls_name: str, base: type[VdspError], code: int, name: str, desc: str) -> type[VdspError]:
-    return type(cls_name, (base,), {"code": code, "name": name, "description": desc,
-                                    "__doc__": f"{name} ({code}): {desc}."})
+class InvalidArgument(VdspError):
+    """HB_DNN_INVALID_ARGUMENT (-6000001): invalid argument."""
+    code = -6000001
+    name = "HB_DNN_INVALID_ARGUMENT"
+    description = "invalid argument"
 
 
-InvalidArgument = _error("InvalidArgument", VdspError, -6000001, "HB_DNN_INVALID_ARGUMENT", "invalid argument")
-UnknownOperator = _error("UnknownOperator", InvalidArgument, -6000260, "HB_DSP_UNKNOWN_OPERATOR", "unknown operator")
-InvalidCore = _error("InvalidCore", InvalidArgument, -6000261, "HB_DSP_INVALID_CORE", "invalid core id")
-InvalidModel = _error("InvalidModel", VdspError, -6000002, "HB_DNN_INVALID_MODEL", "invalid model")
-ModelNumberExceedLimit = _error("ModelNumberExceedLimit", VdspError, -6000003, "HB_DNN_MODEL_NUMBER_EXCEED_LIMIT",
-                                "model number exceeds limit")
-InvalidPackedDnnHandle = _error("InvalidPackedDnnHandle", VdspError, -6000004, "HB_DNN_INVALID_PACKED_DNN_HANDLE",
-                                "invalid packed DNN handle")
-InvalidDnnHandle = _error("InvalidDnnHandle", VdspError, -6000005, "HB_DNN_INVALID_DNN_HANDLE", "invalid DNN handle")
-FileNotFound = _error("FileNotFound", VdspError, -6000006, "HB_DNN_CAN_NOT_OPEN_FILE", "file does not exist")
-OutOfMemory = _error("OutOfMemory", VdspError, -6000007, "HB_DNN_OUT_OF_MEMORY", "not enough memory")
-TaskTimeout = _error("TaskTimeout", VdspError, -6000008, "HB_DNN_TIMEOUT", "timeout")
-TaskNumExceedLimit = _error("TaskNumExceedLimit", VdspError, -6000009, "HB_DNN_TASK_NUM_EXCEED_LIMIT",
-                            "task number exceeds limit")
-TaskBatchSizeExceedLimit = _error("TaskBatchSizeExceedLimit", VdspError, -6000010,
-                                  "HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT", "task batch size exceeds limit")
-InvalidTaskHandle = _error("InvalidTaskHandle", VdspError, -6000011, "HB_DNN_INVALID_TASK_HANDLE",
-                           "invalid task handle")
-ModelIsRunning = _error("ModelIsRunning", VdspError, -6000013, "HB_DNN_MODEL_IS_RUNNING", "model is running")
-IncompatibleModel = _error("IncompatibleModel", VdspError, -6000014, "HB_DNN_INCOMPATIBLE_MODEL", "incompatible model")
-ApiUseError = _error("ApiUseError", VdspError, -6000015, "HB_DNN_API_USE_ERROR", "API used wrongly")
+class UnknownOperator(InvalidArgument):
+    """HB_DSP_UNKNOWN_OPERATOR (-6000260): unknown operator."""
+    code = -6000260
+    name = "HB_DSP_UNKNOWN_OPERATOR"
+    description = "unknown operator"
+
+
+class InvalidCore(InvalidArgument):
+    """HB_DSP_INVALID_CORE (-6000261): invalid core id."""
+    code = -6000261
+    name = "HB_DSP_INVALID_CORE"
+    description = "invalid core id"
+
+
+class InvalidModel(VdspError):
+    """HB_DNN_INVALID_MODEL (-6000002): invalid model."""
+    code = -6000002
+    name = "HB_DNN_INVALID_MODEL"
+    description = "invalid model"
+
+
+class ModelNumberExceedLimit(VdspError):
+    """HB_DNN_MODEL_NUMBER_EXCEED_LIMIT (-6000003): model number exceeds limit."""
+    code = -6000003
+    name = "HB_DNN_MODEL_NUMBER_EXCEED_LIMIT"
+    description = "model number exceeds limit"
+
+
+class InvalidPackedDnnHandle(VdspError):
+    """HB_DNN_INVALID_PACKED_DNN_HANDLE (-6000004): invalid packed DNN handle."""
+    code = -6000004
+    name = "HB_DNN_INVALID_PACKED_DNN_HANDLE"
+    description = "invalid packed DNN handle"
+
+
+class InvalidDnnHandle(VdspError):
+    """HB_DNN_INVALID_DNN_HANDLE (-6000005): invalid DNN handle."""
+    code = -6000005
+    name = "HB_DNN_INVALID_DNN_HANDLE"
+    description = "invalid DNN handle"
+
+
+class FileNotFound(VdspError):
+    """HB_DNN_CAN_NOT_OPEN_FILE (-6000006): file does not exist."""
+    code = -6000006
+    name = "HB_DNN_CAN_NOT_OPEN_FILE"
+    description = "file does not exist"
+
+
+class OutOfMemory(VdspError):
+    """HB_DNN_OUT_OF_MEMORY (-6000007): not enough memory."""
+    code = -6000007
+    name = "HB_DNN_OUT_OF_MEMORY"
+    description = "not enough memory"
+
+
+class TaskTimeout(VdspError):
+    """HB_DNN_TIMEOUT (-6000008): timeout."""
+    code = -6000008
+    name = "HB_DNN_TIMEOUT"
+    description = "timeout"
+
+
+class TaskNumExceedLimit(VdspError):
+    """HB_DNN_TASK_NUM_EXCEED_LIMIT (-6000009): task number exceeds limit."""
+    code = -6000009
+    name = "HB_DNN_TASK_NUM_EXCEED_LIMIT"
+    description = "task number exceeds limit"
+
+
+class TaskBatchSizeExceedLimit(VdspError):
+    """HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT (-6000010): task batch size exceeds limit."""
+    code = -6000010
+    name = "HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT"
+    description = "task batch size exceeds limit"
+
+
+class InvalidTaskHandle(VdspError):
+    """HB_DNN_INVALID_TASK_HANDLE (-6000011): invalid task handle."""
+    code = -6000011
+    name = "HB_DNN_INVALID_TASK_HANDLE"
+    description = "invalid task handle"
+
+
+class ModelIsRunning(VdspError):
+    """HB_DNN_MODEL_IS_RUNNING (-6000013): model is running."""
+    code = -6000013
+    name = "HB_DNN_MODEL_IS_RUNNING"
+    description = "model is running"
+
+
+class IncompatibleModel(VdspError):
+    """HB_DNN_INCOMPATIBLE_MODEL (-6000014): incompatible model."""
+    code = -6000014
+    name = "HB_DNN_INCOMPATIBLE_MODEL"
+    description = "incompatible model"
+
+
+class ApiUseError(VdspError):
+    """HB_DNN_API_USE_ERROR (-6000015): API used wrongly."""
+    code = -6000015
+    name = "HB_DNN_API_USE_ERROR"
+    description = "API used wrongly"
+
+
 
 
 class RunTaskFailed(VdspError):
@@ -120,67 +206,200 @@ class RunTaskFailed(VdspError):
     description = "run task failed"
 
 
-OperatorFailed = _error("OperatorFailed", RunTaskFailed, -6000270, "HB_DSP_OPERATOR_FAILED",
-                        "operator raised an error")
-TaskCancelled = _error("TaskCancelled", RunTaskFailed, -6000271, "HB_DSP_TASK_CANCELLED",
-                       "task was released before it ran")
+class OperatorFailed(RunTaskFailed):
+    """HB_DSP_OPERATOR_FAILED (-6000270): operator raised an error."""
+    code = -6000270
+    name = "HB_DSP_OPERATOR_FAILED"
+    description = "operator raised an error"
+
+
+class TaskCancelled(RunTaskFailed):
+    """HB_DSP_TASK_CANCELLED (-6000271): task was released before it ran."""
+    code = -6000271
+    name = "HB_DSP_TASK_CANCELLED"
+    description = "task was released before it ran"
+
+
 
 
 class SysError(VdspError):
     """Errors of the hbSys* memory API."""
 
 
-SysInvalidArgument = _error("SysInvalidArgument", SysError, -6000129, "HB_SYS_INVALID_ARGUMENT",
-                            "invalid memory argument")
-SysOutOfMemory = _error("SysOutOfMemory", SysError, -6000130, "HB_SYS_OUT_OF_MEMORY", "out of memory")
-SysRegisterMemFailed = _error("SysRegisterMemFailed", SysError, -6000131, "HB_SYS_REGISTER_MEM_FAILED",
-                              "register memory failed")
-CacheCoherencyError = _error("CacheCoherencyError", SysError, -6000132, "HB_SYS_CACHE_NOT_FLUSHED",
-                             "cached memory used without the flush it needs")
+class SysInvalidArgument(SysError):
+    """HB_SYS_INVALID_ARGUMENT (-6000129): invalid memory argument."""
+    code = -6000129
+    name = "HB_SYS_INVALID_ARGUMENT"
+    description = "invalid memory argument"
 
-ProtocolError = _error("ProtocolError", VdspError, -6000257, "HB_DSP_PROTOCOL_ERROR", "malformed message")
-BadMagic = _error("BadMagic", ProtocolError, -6000258, "HB_DSP_BAD_MAGIC", "wrong magic or protocol version")
-MessageTooLarge = _error("MessageTooLarge", ProtocolError, -6000259, "HB_DSP_MESSAGE_TOO_LARGE",
-                         "message exceeds a size limit")
-UnknownCommand = _error("UnknownCommand", ProtocolError, -6000262, "HB_DSP_UNKNOWN_COMMAND", "unknown command")
+
+class SysOutOfMemory(SysError):
+    """HB_SYS_OUT_OF_MEMORY (-6000130): out of memory."""
+    code = -6000130
+    name = "HB_SYS_OUT_OF_MEMORY"
+    description = "out of memory"
+
+
+class SysRegisterMemFailed(SysError):
+    """HB_SYS_REGISTER_MEM_FAILED (-6000131): register memory failed."""
+    code = -6000131
+    name = "HB_SYS_REGISTER_MEM_FAILED"
+    description = "register memory failed"
+
+
+class CacheCoherencyError(SysError):
+    """HB_SYS_CACHE_NOT_FLUSHED (-6000132): cached memory used without the flush it needs."""
+    code = -6000132
+    name = "HB_SYS_CACHE_NOT_FLUSHED"
+    description = "cached memory used without the flush it needs"
+
+
+
+class ProtocolError(VdspError):
+    """HB_DSP_PROTOCOL_ERROR (-6000257): malformed message."""
+    code = -6000257
+    name = "HB_DSP_PROTOCOL_ERROR"
+    description = "malformed message"
+
+
+class BadMagic(ProtocolError):
+    """HB_DSP_BAD_MAGIC (-6000258): wrong magic or protocol version."""
+    code = -6000258
+    name = "HB_DSP_BAD_MAGIC"
+    description = "wrong magic or protocol version"
+
+
+class MessageTooLarge(ProtocolError):
+    """HB_DSP_MESSAGE_TOO_LARGE (-6000259): message exceeds a size limit."""
+    code = -6000259
+    name = "HB_DSP_MESSAGE_TOO_LARGE"
+    description = "message exceeds a size limit"
+
+
+class UnknownCommand(ProtocolError):
+    """HB_DSP_UNKNOWN_COMMAND (-6000262): unknown command."""
+    code = -6000262
+    name = "HB_DSP_UNKNOWN_COMMAND"
+    description = "unknown command"
+
+
 
 
 class HandleError(VdspError):
     """A buffer handle that the DSP side refuses to map."""
 
 
-UnknownHandle = _error("UnknownHandle", HandleError, -6000280, "HB_DSP_UNKNOWN_HANDLE",
-                       "no memory at this physical address")
-FreedHandle = _error("FreedHandle", HandleError, -6000281, "HB_DSP_FREED_HANDLE", "memory was freed")
-HandleOutOfBounds = _error("HandleOutOfBounds", HandleError, -6000282, "HB_DSP_HANDLE_OUT_OF_BOUNDS",
-                           "handle exceeds its memory segment")
-ForeignHandle = _error("ForeignHandle", HandleError, -6000283, "HB_DSP_FOREIGN_HANDLE",
-                       "memory belongs to another owner and is not granted to this connection's owner")
-ClaimRefused = _error("ClaimRefused", VdspError, -6000284, "HB_DSP_CLAIM_REFUSED",
-                      "the peer does not hold the DDR owner or the role its HELLO claims")
+class UnknownHandle(HandleError):
+    """HB_DSP_UNKNOWN_HANDLE (-6000280): no memory at this physical address."""
+    code = -6000280
+    name = "HB_DSP_UNKNOWN_HANDLE"
+    description = "no memory at this physical address"
+
+
+class FreedHandle(HandleError):
+    """HB_DSP_FREED_HANDLE (-6000281): memory was freed."""
+    code = -6000281
+    name = "HB_DSP_FREED_HANDLE"
+    description = "memory was freed"
+
+
+class HandleOutOfBounds(HandleError):
+    """HB_DSP_HANDLE_OUT_OF_BOUNDS (-6000282): handle exceeds its memory segment."""
+    code = -6000282
+    name = "HB_DSP_HANDLE_OUT_OF_BOUNDS"
+    description = "handle exceeds its memory segment"
+
+
+class ForeignHandle(HandleError):
+    """HB_DSP_FOREIGN_HANDLE (-6000283): memory belongs to another owner and is not granted to this connection's
+    owner."""
+    code = -6000283
+    name = "HB_DSP_FOREIGN_HANDLE"
+    description = "memory belongs to another owner and is not granted to this connection's owner"
+
+
+class ClaimRefused(VdspError):
+    """HB_DSP_CLAIM_REFUSED (-6000284): the peer does not hold the DDR owner or the role its HELLO claims."""
+    code = -6000284
+    name = "HB_DSP_CLAIM_REFUSED"
+    description = "the peer does not hold the DDR owner or the role its HELLO claims"
+
+
 
 
 class CoreError(VdspError):
     """The addressed DSP core cannot serve the request."""
 
 
-CoreOffline = _error("CoreOffline", CoreError, -6000290, "HB_DSP_CORE_OFFLINE", "DSP core is not running")
-CoreCrashed = _error("CoreCrashed", CoreError, -6000291, "HB_DSP_CORE_CRASHED",
-                     "DSP core crashed while the task was in flight")
-CoreDead = _error("CoreDead", CoreError, -6000292, "HB_DSP_CORE_DEAD", "DSP core stopped answering heartbeats")
-CoreBusy = _error("CoreBusy", CoreError, -6000293, "HB_DSP_BUSY", "queue is full, try again later")
-RelayUnavailable = _error("RelayUnavailable", VdspError, -6000300, "HB_DSP_RELAY_UNAVAILABLE",
-                          "relay server is not reachable")
+class CoreOffline(CoreError):
+    """HB_DSP_CORE_OFFLINE (-6000290): DSP core is not running."""
+    code = -6000290
+    name = "HB_DSP_CORE_OFFLINE"
+    description = "DSP core is not running"
+
+
+class CoreCrashed(CoreError):
+    """HB_DSP_CORE_CRASHED (-6000291): DSP core crashed while the task was in flight."""
+    code = -6000291
+    name = "HB_DSP_CORE_CRASHED"
+    description = "DSP core crashed while the task was in flight"
+
+
+class CoreDead(CoreError):
+    """HB_DSP_CORE_DEAD (-6000292): DSP core stopped answering heartbeats."""
+    code = -6000292
+    name = "HB_DSP_CORE_DEAD"
+    description = "DSP core stopped answering heartbeats"
+
+
+class CoreBusy(CoreError):
+    """HB_DSP_BUSY (-6000293): queue is full, try again later."""
+    code = -6000293
+    name = "HB_DSP_BUSY"
+    description = "queue is full, try again later"
+
+
+class RelayUnavailable(VdspError):
+    """HB_DSP_RELAY_UNAVAILABLE (-6000300): relay server is not reachable."""
+    code = -6000300
+    name = "HB_DSP_RELAY_UNAVAILABLE"
+    description = "relay server is not reachable"
+
+
 
 
 class RemoteprocError(VdspError):
     """A remoteproc attribute write refused with a Linux errno (negated)."""
 
 
-RemoteprocBusy = _error("RemoteprocBusy", RemoteprocError, -16, "EBUSY", "device or resource busy")
-RemoteprocNoEnt = _error("RemoteprocNoEnt", RemoteprocError, -2, "ENOENT", "no such file or directory")
-RemoteprocInvalid = _error("RemoteprocInvalid", RemoteprocError, -22, "EINVAL", "invalid argument")
-RemoteprocDenied = _error("RemoteprocDenied", RemoteprocError, -13, "EACCES", "permission denied")
+class RemoteprocBusy(RemoteprocError):
+    """EBUSY (-16): device or resource busy."""
+    code = -16
+    name = "EBUSY"
+    description = "device or resource busy"
+
+
+class RemoteprocNoEnt(RemoteprocError):
+    """ENOENT (-2): no such file or directory."""
+    code = -2
+    name = "ENOENT"
+    description = "no such file or directory"
+
+
+class RemoteprocInvalid(RemoteprocError):
+    """EINVAL (-22): invalid argument."""
+    code = -22
+    name = "EINVAL"
+    description = "invalid argument"
+
+
+class RemoteprocDenied(RemoteprocError):
+    """EACCES (-13): permission denied."""
+    code = -13
+    name = "EACCES"
+    description = "permission denied"
+
+
 
 _DNN_ONLY = {  # codes of the SDK that have no class here but must still be described
     0: ("HB_DNN_SUCCESS", "success"),
