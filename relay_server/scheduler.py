@@ -108,6 +108,3 @@ class Scheduler:
     def drain_any(self) -> list[Job]:
         """Remove and return every job queued for ANY core."""
         return self.drain_pinned(None)
-
-    def waiting(self, core: int | None) -> int:
-        return sum(1 for _, j in self._queues[core] if j.state == "queued")

@@ -143,13 +143,14 @@ def test_custom_id_across_pinned_and_any_queues(s):
     assert drain(s, 1) == ["any2", "pin3", "pin5"]
 
 
-def test_waiting_counts_per_queue(s):
-    s.push(job(core=0))
-    s.push(job(core=0))
-    s.push(job(core=1))
-    s.push(job())
-    assert (s.waiting(0), s.waiting(1), s.waiting(ANY)) == (2, 1, 1)
+def test_each_queue_holds_its_own_jobs(s):
+    for name, core in (("p0a", 0), ("p0b", 0), ("p1", 1), ("any", ANY)):
+        s.push(job(core=core, name=name))
     assert s.queued == 4
+    assert sorted(j.payload for j in s.drain_pinned(0)) == ["p0a", "p0b"]
+    assert [j.payload for j in s.drain_pinned(1)] == ["p1"]
+    assert [j.payload for j in s.drain_any()] == ["any"]
+    assert s.queued == 0
 
 
 # --- removal -----------------------------------------------------------------------------------
@@ -171,7 +172,7 @@ def test_removed_pinned_job_never_pops(s):
     s.push(j)
     s.push(job(core=1, name="stays"))
     assert s.remove(j)
-    assert s.waiting(1) == 1
+    assert s.queued == 1
     assert drain(s, 1) == ["stays"]
 
 
@@ -225,7 +226,7 @@ def test_drain_pinned_returns_only_queued_jobs_of_that_core(s):
     assert sorted(j.payload for j in drained) == ["p0a", "p0b"]
     assert all(j.state == "removed" for j in drained)
     assert s.queued == 2
-    assert s.waiting(0) == 0
+    assert s.drain_pinned(0) == []
     # core 0 still serves ANY; core 1 keeps its own
     assert drain(s, 0) == ["any"]
     assert drain(s, 1) == ["p1"]
