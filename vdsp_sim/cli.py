@@ -209,7 +209,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return importlib.import_module(f"vdsp_sim.samples.{args.name}").main(args.rest)
 
 
-BENCHES = ("rpc", "cv", "nn", "pointcloud", "transport", "dnn")
+BENCHES = ("rpc", "cv", "nn", "pointcloud", "transport", "dnn", "perf")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -1,0 +1,523 @@
+#!/usr/bin/env python3
+"""Performance against the floor (issue 18): every row of the issue's table from ONE run, each
+with its target and verdict.
+
+Rows (all ratios are taken between figures of the same run, so a shared machine's load hits
+both sides alike):
+
+* CV, per operator: (SoC rpc - in-process) / (floor rpc - in-process) <= 1.3, every operator
+  (``bench_cv``'s cases and floor: the same cv2 callable in a raw-pyzmq worker, ``floor.py``);
+* CV and NN, per operator: DSP exec - in-process <= 50 µs (``exec_us`` the firmware reports,
+  in-process = the cv2 call for CV, the operator function on process-local buffers for NN);
+* relay no-op p50 / raw pyzmq baseline p50 <= 1.2 and p99 / p99 <= 1.5 (``bench_rpc``);
+* relay tasks/s / baseline tasks/s >= 0.8 (``bench_rpc``'s window of 64);
+* CPU µs per task, all processes, relay mode <= 1.2 x the baseline's (``bench_rpc.measure_cpu``);
+* first task of each operator on each core after ``vdsp up -d`` returns <= 50 ms (a SoC of
+  its own, started by the real command in a private runtime directory, stopped by ``vdsp down``);
+* CenterPoint 300k / PointPillars 100k median total <= 5 / 2.5 ms, bit-exact with the CPU
+  reference (``bench_pointcloud.bench_one``).
+
+Usage::
+
+    .venv/bin/vdsp bench perf [--quick] [--json FILE] [--fail-on-miss]
+
+Exit status 0 when the run completes (met or missed), 1 on error, 3 with ``--fail-on-miss``
+when a row is missed. Progress goes to stderr, the table to stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from vdsp_sim.benchmarks import bench_cv, bench_nn, bench_pointcloud
+from vdsp_sim.benchmarks.bench_rpc import (WINDOW, Baseline, FullStack, measure_cpu, pct, ping_body_size,
+                                           progress)
+from vdsp_sim.benchmarks.floor import Floor
+
+TARGETS = {      # key: (label, comparison, target)
+    "cv_ratio": ("CV: (SoC rpc - in-process) / (floor rpc - in-process), every operator", "<=", 1.3),
+    "exec_over": ("CV and NN: DSP exec - in-process, every operator (µs)", "<=", 50.0),
+    "relay_p50": ("relay no-op p50 / raw pyzmq baseline p50", "<=", 1.2),
+    "relay_p99": ("relay no-op p99 / baseline p99", "<=", 1.5),
+    "tput": ("relay tasks/s / baseline tasks/s", ">=", 0.8),
+    "cpu": ("CPU µs per task, all processes, relay / baseline", "<=", 1.2),
+    "first_task": ("first task of each operator after 'vdsp up -d' (ms)", "<=", 50.0),
+    "centerpoint": ("CenterPoint 300k median total (ms), bit-exact", "<=", 5.0),
+    "pointpillars": ("PointPillars 100k median total (ms), bit-exact", "<=", 2.5),
+}
+MED = statistics.median
+
+
+def _us(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e6
+
+
+class _On:
+    """A Soc whose tasks all go to one core and which remembers the last task (for exec_us)."""
+
+    def __init__(self, soc, core: int) -> None:
+        self.soc, self.mem, self.core, self.last = soc, soc.mem, core, None
+
+    def rpc(self, *a, **kw):
+        kw["core"] = self.core
+        self.last = self.soc.rpc(*a, **kw)
+        return self.last
+
+
+# --- operator cases: (name, op id, input byte arrays, output sizes, params) ------------------------
+
+def nn_cases() -> list[dict]:
+    """The NN operators on typical inputs; the yolo chain's inputs come from running the
+    previous step in-process (the operator functions on local buffers)."""
+    from arm_side import nn
+    from arm_side.nn.yolo import F4, HEADER, RECORD
+    from protocol.contract import nn_ids as ids
+    rng = np.random.default_rng(1)
+    shape = (1, 64, 56, 56)
+    x = rng.standard_normal(shape).astype(np.float32)
+    q = nn.Quantization.scale_(0.02)
+    f32, s8 = nn.dense(shape, nn.DataType.F32, nn.Layout.NCHW), nn.aligned(shape, nn.DataType.S8, nn.Layout.NCHW, quant=q)
+    s8d = nn.dense(shape, nn.DataType.S8, nn.Layout.NCHW, quant=q)
+    xq = np.clip(np.rint(x / 0.02), -128, 127).astype(np.int8)
+    c2 = nn.nc1hwc2(1, 64, 56, 56, nn.DataType.S8, platform="RK3588")
+    logits = nn.dense((8, 1000), nn.DataType.F32, nn.Layout.NONE)
+    probs = nn.dense((8, 1000), nn.DataType.F32, nn.Layout.NONE)
+    b = lambda a: np.frombuffer(np.ascontiguousarray(a).tobytes(), np.uint8)   # noqa: E731
+    io = lambda s, d: {"input": s.to_wire(), "output": d.to_wire()}           # noqa: E731
+    cases = [
+        dict(name="quantize", op=ids.QUANTIZE, inputs=[b(x)], outputs=[s8.aligned_byte_size], params=io(f32, s8)),
+        dict(name="dequantize", op=ids.DEQUANTIZE, inputs=[b(xq)], outputs=[f32.aligned_byte_size],
+             params=io(s8d, f32)),
+        dict(name="softmax", op=ids.SOFTMAX, inputs=[b(rng.standard_normal((8, 1000)).astype(np.float32))],
+             outputs=[probs.aligned_byte_size], params={**io(logits, probs), "axis": -1}),
+        dict(name="layout", op=ids.LAYOUT, inputs=[b(xq)], outputs=[c2.aligned_byte_size],
+             params={**io(s8d, c2), "channels": -1, "platform": "RK3588"}),
+    ]
+    p, batch, cap = bench_nn.yolo_params(), 1, 16384
+    maps = []
+    for w, h in zip(p.map_w, p.map_h):
+        m = rng.standard_normal((batch, 3, 85, w * h)).astype(np.float32)
+        m[:, :, 4] -= 3.0
+        maps.append(b(m))
+    cases.append(dict(name="yolov3_detection_output", op=ids.YOLOV3_DETECTION_OUTPUT, inputs=maps,
+                      outputs=[p.output_bytes(batch)],
+                      params={**p.geometry(), "max_box_num": p.max_box_num, "confidence_thresh": p.confidence_thresh,
+                              "nms_thresh": p.nms_thresh, "batch": batch, "batch_offset": 0}))
+    block = batch * (HEADER + RECORD * cap) * F4
+    chain = [
+        ("yolo_decode", ids.YOLO_DECODE, batch * p.boxes * (5 + p.class_num) * F4, {**p.geometry(), "batch": batch}),
+        ("yolo_filter", ids.YOLO_FILTER, block, {"class_num": p.class_num, "boxes": p.boxes,
+                                                 "confidence_thresh": p.confidence_thresh, "capacity": cap,
+                                                 "batch": batch}),
+        ("yolo_nms", ids.YOLO_NMS, block, {"nms_thresh": p.nms_thresh, "capacity": cap, "batch": batch}),
+        ("yolo_topk", ids.YOLO_TOPK, p.output_bytes(batch), {"max_box_num": p.max_box_num, "capacity": cap,
+                                                             "batch": batch}),
+    ]
+    local, ins = Local(), maps
+    for name, op, size, params in chain:
+        case = dict(name=name, op=op, inputs=ins, outputs=[size], params=params)
+        cases.append(case)
+        ins = [local.run(case)[0].copy()]
+    return cases
+
+
+def pointcloud_cases() -> list[dict]:
+    """Stage 1 of a CenterPoint 300k cloud and stage 2 on half-full pillars."""
+    from arm_side.pointcloud import synthetic
+    from arm_side.pointcloud.params import TYPICAL_POINTS, preset
+    from protocol.contract.pointcloud_ids import ENCODE, TRANSPOSE
+    p = preset("centerpoint")
+    n = TYPICAL_POINTS["centerpoint"]
+    pts = np.ascontiguousarray(synthetic.generate(n, p.dim), np.float32).view(np.uint8).reshape(-1)
+    cap = p.max_pillars * p.max_points
+    return [dict(name="pointcloud_encode", op=ENCODE, inputs=[pts], outputs=[n * 4, n * 4, n],
+                 params=dict(p.encode_params(), num_points=n)),
+            dict(name="pointcloud_transpose", op=TRANSPOSE, inputs=[np.zeros(cap * 4, np.uint8), np.zeros(cap, np.uint8)],
+                 outputs=[int(np.prod(p.feature_shape))], params=p.transpose_params(p.max_pillars // 2))]
+
+
+def framework_cases() -> list[dict]:
+    from arm_side import opids
+    data = np.arange(4096, dtype=np.uint32).view(np.uint8)
+    return [dict(name="ping", op=opids.PING, inputs=[], outputs=[], params={}),
+            dict(name="memcpy", op=opids.MEMCPY, inputs=[data], outputs=[data.size], params={"size": data.size}),
+            dict(name="fill", op=opids.FILL, inputs=[], outputs=[data.size], params={"value": 7, "size": data.size}),
+            dict(name="checksum", op=opids.CHECKSUM, inputs=[data], outputs=[], params={"size": data.size}),
+            dict(name="sleep", op=opids.SLEEP, inputs=[], outputs=[], params={"ms": 0.0}),
+            dict(name="count", op=opids.COUNT, inputs=[], outputs=[64], params={"slot": 0})]
+
+
+class Local:
+    """The stock firmware's operator functions called in this process on local buffers."""
+
+    def __init__(self) -> None:
+        from dsp_side.firmware import OperatorContext
+        from vdsp_sim.fuzz import stock_registry
+        _, self.registry = stock_registry()
+        self.ctx = OperatorContext("local")
+
+    def bind(self, case: dict):
+        """A callable running ``case`` in-process; returns the output arrays."""
+        from protocol import schema
+        spec = self.registry.get(case["op"])
+        params = schema.validate(spec.name, spec.params, case["params"])
+        ins = []
+        for a in case["inputs"]:
+            a = np.array(a, np.uint8)
+            a.flags.writeable = spec.inputs_writable
+            ins.append(a)
+        outs = [np.zeros(n, np.uint8) for n in case["outputs"]]
+
+        def run():
+            self.registry.prepare(spec, self.ctx, ins, outs, params)
+            spec.fn(self.ctx, ins, outs, **params)
+            return outs
+        return run
+
+    def run(self, case: dict):
+        return self.bind(case)()
+
+
+class Remote:
+    """``case`` on the SoC: its buffers allocated and written once; ``call(core)`` -> the waited Task."""
+
+    def __init__(self, soc, case: dict) -> None:
+        self.soc, self.case = soc, case
+        self.ins = [self._mem(a.size, a) for a in case["inputs"]]
+        self.outs = [self._mem(n) for n in case["outputs"]]
+
+    def _mem(self, size: int, data=None):
+        mem = self.soc.mem.alloc(max(1, int(size)))
+        if data is not None:
+            mem.write(data.tobytes())
+        return mem
+
+    def call(self, core: int, timeout_ms: int = 60000):
+        task = self.soc.rpc(self.case["op"], inputs=self.ins, outputs=self.outs, params=self.case["params"], core=core)
+        task.wait(timeout_ms)
+        return task
+
+    def free(self) -> None:
+        for mem in self.ins + self.outs:
+            mem.free()
+
+
+def cv_images(soc, table: dict) -> dict:
+    """name -> (src image, dst image, call(soc, src, dst)) for bench_cv's cases (as bench_cv._run)."""
+    from arm_side import cv
+    mx, my = table.pop("_maps")
+    images = {}
+    for name, (sfmt, pixels, dfmt, (dw, dh), call, _) in table.items():
+        src, dst = cv.write_image(soc, pixels, sfmt), cv.alloc_image(soc, dfmt, dw, dh)
+        if name == "remap":
+            maps = cv.write_image(soc, mx, "F32"), cv.write_image(soc, my, "F32")
+            call = lambda s, a, b, m=maps: cv.remap(s, a, m[0], m[1], b)   # noqa: E731
+        images[name] = (src, dst, call)
+    table["_maps"] = (mx, my)
+    return images
+
+
+def cv_table() -> dict:
+    from vdsp_sim.samples import cv_inputs
+    table, maps = bench_cv.cases(cv_inputs.scene(bench_cv.W, bench_cv.H, seed=11))
+    table["_maps"] = maps
+    return table
+
+
+# --- phase 1: the first task of each operator after ``vdsp up -d`` ---------------------------------
+
+def first_tasks(timeout_s: float) -> dict:
+    """Start a SoC with ``vdsp up -d`` in a private runtime dir, run each operator's first task
+    on vdsp0 then vdsp1 (wall ms, submit to result), once more warm; ``vdsp down``."""
+    from arm_side import CORE_0, CORE_1, Soc
+    from vdsp_sim.board import ddr
+    rt = Path(tempfile.mkdtemp(prefix="vbp", dir="/tmp"))
+    shm = tempfile.mkdtemp(prefix="vbp-shm-", dir="/dev/shm")
+    keys = ("VDSP_RUNTIME_DIR", "VDSP_SHM_DIR", "VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_STRICT_CACHE")
+    saved = {k: os.environ.get(k) for k in keys}
+    for k in keys[2:]:
+        os.environ.pop(k, None)
+    os.environ.update(VDSP_RUNTIME_DIR=str(rt), VDSP_SHM_DIR=shm)
+    cli = [sys.executable, "-m", "vdsp_sim.cli"]
+    out: dict = {"ops": {}}
+    try:
+        # everything the tasks need is built before the SoC starts: only the SoC's time is measured
+        cases = framework_cases() + nn_cases() + pointcloud_cases()
+        table = cv_table()
+        t0 = time.perf_counter()
+        up = subprocess.run([*cli, "up", "-d", "--timeout", str(timeout_s)], capture_output=True, text=True)
+        out["up_s"] = time.perf_counter() - t0
+        if up.returncode:
+            raise RuntimeError(f"vdsp up -d failed: {up.stderr.strip() or up.stdout.strip()}")
+        progress(f"vdsp up -d returned after {out['up_s']:.1f} s; first task of each operator on each core")
+        with Soc(mode="relay", strict=False, autostart_relay=False) as soc:
+            remote = [(c["name"], Remote(soc, c)) for c in cases]
+            images = cv_images(soc, table)
+            calls = [(name, lambda core, r=r: r.call(core)) for name, r in remote]
+            for name, (src, dst, call) in images.items():
+                calls.append((f"cv.{name}", lambda core, s=src, d=dst, f=call: f(_On(soc, core), s, d)))
+            for name, call in calls:
+                first = [_us(lambda: call(core)) / 1e3 for core in (CORE_0, CORE_1)]
+                warm = _us(lambda: call(CORE_0)) / 1e3
+                out["ops"][name] = {"vdsp0_ms": first[0], "vdsp1_ms": first[1], "warm_ms": warm,
+                                    "first_ms": max(first)}
+            for _, r in remote:
+                r.free()
+    finally:
+        down = subprocess.run([*cli, "down"], capture_output=True, text=True)
+        if down.returncode:
+            progress(f"vdsp down: {down.stderr.strip()}")
+        try:
+            ddr.close_owner()
+        except Exception:
+            pass
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(rt, ignore_errors=True)
+        shutil.rmtree(shm, ignore_errors=True)
+    return out
+
+
+# --- phase 2: one SoC, the baseline and the floor, interleaved rounds -----------------------------
+
+def measure_cv(soc, floor, table, images, n: int, rec: dict) -> None:
+    from arm_side import CORE_0
+    on = _On(soc, CORE_0)
+    for name, (src, dst, call) in images.items():
+        local = table[name][5]
+        local()
+        call(on, src, dst)                                # warm-up both
+        r = rec.setdefault(name, {"inproc": [], "rpc": [], "exec": [], "floor": []})
+        for _ in range(n):
+            r["inproc"].append(_us(local))
+            r["rpc"].append(_us(lambda: call(on, src, dst)))
+            r["exec"].append(on.last.exec_us)
+            r["floor"].append(floor.call(name))
+
+
+def measure_nn(soc, local: Local, remote: list, n: int, rec: dict) -> None:
+    from arm_side import CORE_0
+    for name, run, r in ((c["name"], local.bind(c), r) for c, r in remote):
+        run()
+        r.call(CORE_0)
+        d = rec.setdefault(name, {"inproc": [], "exec": []})
+        for _ in range(n):
+            d["inproc"].append(_us(run))
+            d["exec"].append(r.call(CORE_0).exec_us)
+
+
+def run(args) -> dict:
+    from dsp_side.heap import keep_heap
+    keep_heap()     # the in-process figures at their best, as the firmware's (dsp_side/heap.py)
+    quick = args.quick
+    cfg = dict(rounds=args.rounds or (1 if quick else 3), lat_n=300 if quick else 2000, warmup=50 if quick else 200,
+               tput_s=0.6 if quick else 2.0, warm_s=0.2 if quick else 0.4, cv_n=2 if quick else 5,
+               nn_n=3 if quick else 10, pc_rounds=5 if quick else 20)
+    fig: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                             "loadavg_before": list(os.getloadavg())}, "config": cfg}
+    progress(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {cfg['rounds']} round(s)")
+    fig["first"] = first_tasks(args.start_timeout)
+    base, full, floor = Baseline(ping_body_size()), FullStack("threads"), None
+    rec = {"baseline_lat": [], "relay_lat": [], "baseline_tput": [], "relay_tput": [],
+           "baseline_cpu": [], "relay_cpu": [], "cv": {}, "nn": {}}
+    remote = []
+    try:
+        progress("starting the SoC, the raw pyzmq baseline and the floor")
+        full.start(args.start_timeout)
+        base.start()
+        floor = Floor("vdsp_sim.benchmarks.bench_cv:floor_kernels")
+        floor.start()
+        soc = full.soc("relay")
+        table = cv_table()
+        images = cv_images(soc, table)
+        local = Local()
+        remote = [(c, Remote(soc, c)) for c in nn_cases()]
+        me = os.getpid()
+        for r in range(1, cfg["rounds"] + 1):
+            tag = f"round {r}/{cfg['rounds']}"
+            warm = cfg["warmup"] if r == 1 else cfg["warmup"] // 4
+            progress(f"{tag}: no-op latency, baseline and relay ({cfg['lat_n']} each)")
+            rec["baseline_lat"] += base.latency(cfg["lat_n"], warm)
+            rec["relay_lat"] += full.latency("relay", cfg["lat_n"], warm)
+            progress(f"{tag}: throughput and CPU per task, baseline and relay ({cfg['tput_s']} s each)")
+            labels = {me: "client", base.procs[0].pid: "relay", base.procs[1].pid: "worker"}
+            rate, cpu = measure_cpu(lambda: base.throughput(WINDOW, cfg["warm_s"], cfg["tput_s"]), labels,
+                                    cfg["tput_s"])
+            rec["baseline_tput"].append(rate)
+            rec["baseline_cpu"].append(cpu)
+            full.prepare("relay", WINDOW)
+            labels = {me: "client", **full.process_labels()}
+            rate, cpu = measure_cpu(lambda: full.throughput("relay", WINDOW, cfg["warm_s"], cfg["tput_s"]), labels,
+                                    cfg["tput_s"])
+            rec["relay_tput"].append(rate)
+            rec["relay_cpu"].append(cpu)
+            progress(f"{tag}: CV operators, in-process / SoC / floor ({cfg['cv_n']} each)")
+            measure_cv(soc, floor, table, images, cfg["cv_n"], rec["cv"])
+            progress(f"{tag}: NN operators, in-process / SoC ({cfg['nn_n']} each)")
+            measure_nn(soc, local, remote, cfg["nn_n"], rec["nn"])
+        for c, r in remote:
+            r.free()
+        remote = []
+        fig["pointcloud"] = {}
+        for name in ("centerpoint", "pointpillars"):
+            progress(f"point cloud {name} ({cfg['pc_rounds']} rounds, then the CPU reference once)")
+            fig["pointcloud"][name] = bench_pointcloud.bench_one(soc, name, cfg["pc_rounds"], 1)
+    except Exception:
+        tail = full.logs_tail()
+        if tail:
+            print(f"SoC logs (tail):\n{tail}", file=sys.stderr)
+        raise
+    finally:
+        progress("stopping the SoC, the baseline and the floor")
+        for c, r in remote:
+            try:
+                r.free()
+            except Exception:
+                pass
+        try:
+            full.stop()
+        finally:
+            base.stop()
+            if floor is not None:
+                floor.stop()
+    fig["machine"]["loadavg_after"] = list(os.getloadavg())
+    return summarize(fig, rec)
+
+
+def _cpu_total(rounds: list[dict]) -> float:
+    return MED([sum(v for k, v in r.items() if not k.startswith("_")) for r in rounds])
+
+
+def summarize(fig: dict, rec: dict) -> dict:
+    cv = {}
+    for name, r in rec["cv"].items():
+        a, b, e, f = MED(r["inproc"]), MED(r["rpc"]), MED(r["exec"]), MED(r["floor"])
+        cv[name] = {"inproc_us": a, "rpc_us": b, "exec_us": e, "floor_us": f,
+                    "ratio": (b - a) / (f - a) if f - a > 0 else float("inf"), "exec_over_us": e - a}
+    nn = {}
+    for name, r in rec["nn"].items():
+        a, e = MED(r["inproc"]), MED(r["exec"])
+        nn[name] = {"inproc_us": a, "exec_us": e, "exec_over_us": e - a}
+    fig["cv"], fig["nn"] = cv, nn
+    bl, rl = rec["baseline_lat"], rec["relay_lat"]
+    fig["relay"] = {"baseline_p50_us": pct(bl, 50), "baseline_p99_us": pct(bl, 99), "relay_p50_us": pct(rl, 50),
+                    "relay_p99_us": pct(rl, 99), "baseline_tasks_per_s": MED(rec["baseline_tput"]),
+                    "relay_tasks_per_s": MED(rec["relay_tput"]), "baseline_cpu_us": _cpu_total(rec["baseline_cpu"]),
+                    "relay_cpu_us": _cpu_total(rec["relay_cpu"]), "cpu_rounds": {"baseline": rec["baseline_cpu"],
+                                                                               "relay": rec["relay_cpu"]}}
+    rows = {}
+
+    def row(key, value, shown, detail=""):
+        _, op, target = TARGETS[key]
+        ok = value <= target if op == "<=" else value >= target
+        rows[key] = {"value": value, "shown": shown, "target": f"{op} {target:g}", "met": bool(ok), "detail": detail}
+
+    worst = max(cv, key=lambda k: cv[k]["ratio"])
+    met = sum(v["ratio"] <= 1.3 for v in cv.values())
+    row("cv_ratio", cv[worst]["ratio"], f"worst {cv[worst]['ratio']:.2f} ({worst})",
+        f"{met} of {len(cv)} operators meet it")
+    over = {**{f"cv.{k}": v["exec_over_us"] for k, v in cv.items()}, **{k: v["exec_over_us"] for k, v in nn.items()}}
+    worst = max(over, key=over.get)
+    row("exec_over", over[worst], f"worst {over[worst]:+.0f} ({worst})",
+        f"{sum(v <= 50 for v in over.values())} of {len(over)} operators meet it; median {MED(over.values()):+.0f}")
+    r = fig["relay"]
+    row("relay_p50", r["relay_p50_us"] / r["baseline_p50_us"], f"{r['relay_p50_us'] / r['baseline_p50_us']:.2f}",
+        f"{r['relay_p50_us']:.0f} vs {r['baseline_p50_us']:.0f} µs")
+    row("relay_p99", r["relay_p99_us"] / r["baseline_p99_us"], f"{r['relay_p99_us'] / r['baseline_p99_us']:.2f}",
+        f"{r['relay_p99_us']:.0f} vs {r['baseline_p99_us']:.0f} µs")
+    t = r["relay_tasks_per_s"] / r["baseline_tasks_per_s"]
+    row("tput", t, f"{t:.2f}", f"{r['relay_tasks_per_s']:.0f} vs {r['baseline_tasks_per_s']:.0f} tasks/s")
+    c = r["relay_cpu_us"] / r["baseline_cpu_us"]
+    row("cpu", c, f"{c:.2f}", f"{r['relay_cpu_us']:.0f} vs {r['baseline_cpu_us']:.0f} µs")
+    ops = fig["first"]["ops"]
+    worst = max(ops, key=lambda k: ops[k]["first_ms"])
+    row("first_task", ops[worst]["first_ms"], f"worst {ops[worst]['first_ms']:.1f} ({worst})",
+        f"{sum(v['first_ms'] <= 50 for v in ops.values())} of {len(ops)} operators meet it; "
+        f"'vdsp up -d' took {fig['first']['up_s']:.1f} s")
+    for name in ("centerpoint", "pointpillars"):
+        p = fig["pointcloud"][name]
+        total = p["dsp_ms"]["total"] if p["bit_exact"] else float("inf")    # not bit-exact: missed
+        row(name, total, f"{p['dsp_ms']['total']:.2f}" + ("" if p["bit_exact"] else " NOT bit-exact"),
+            "stage 1 {stage1:.2f} + voxel {voxel:.2f} + stage 2 {stage2:.2f} ms".format(**p["dsp_ms"]))
+    fig["rows"] = rows
+    return fig
+
+
+def render(fig: dict) -> str:
+    """The whole report as text: the summary table (one row per target), then the per-operator details."""
+    m = fig["machine"]
+    lines = [f"vdsp bench perf: {m['cpus']} CPUs, Python {m['python']}, load {m['loadavg_before'][0]:.2f} before, "
+             f"{m['loadavg_after'][0]:.2f} after; {fig['config']['rounds']} interleaved round(s)", "",
+             "| measure | now | target | verdict | detail |", "|---|---|---|---|---|"]
+    for key, r in fig["rows"].items():
+        lines.append(f"| {TARGETS[key][0]} | {r['shown']} | {r['target']} | {'met' if r['met'] else 'MISSED'} "
+                     f"| {r['detail']} |")
+    lines += ["", "CV operators (medians, µs; floor = raw pyzmq worker running the same cv2 call):", "",
+              "| operator | in-process | SoC rpc | DSP exec | floor rpc | ratio | exec - in-process |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, v in fig["cv"].items():
+        lines.append(f"| {name} | {v['inproc_us']:.0f} | {v['rpc_us']:.0f} | {v['exec_us']:.0f} | {v['floor_us']:.0f} "
+                     f"| {v['ratio']:.2f} | {v['exec_over_us']:+.0f} |")
+    lines += ["", "NN operators (medians, µs; in-process = the operator function on local buffers):", "",
+              "| operator | in-process | DSP exec | exec - in-process |", "|---|---:|---:|---:|"]
+    for name, v in fig["nn"].items():
+        lines.append(f"| {name} | {v['inproc_us']:.0f} | {v['exec_us']:.0f} | {v['exec_over_us']:+.0f} |")
+    ops = fig["first"]["ops"]
+    slow = sorted(ops, key=lambda k: -ops[k]["first_ms"])
+    lines += ["", "First task after 'vdsp up -d' (ms, submit to result; the 10 slowest):", "",
+              "| operator | vdsp0 | vdsp1 | warm |", "|---|---:|---:|---:|"]
+    for name in slow[:10]:
+        v = ops[name]
+        lines.append(f"| {name} | {v['vdsp0_ms']:.1f} | {v['vdsp1_ms']:.1f} | {v['warm_ms']:.1f} |")
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="vdsp bench perf", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="short run: 1 round, small counts")
+    ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE as JSON")
+    ap.add_argument("--fail-on-miss", action="store_true", help="exit 3 when a row misses its target")
+    ap.add_argument("--rounds", type=int, help="interleaved measurement rounds (default 3, quick 1)")
+    ap.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for a SoC to run")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        fig = run(args)
+    except KeyboardInterrupt:
+        print("bench_perf: interrupted", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        import traceback
+        traceback.print_exc()
+        print(f"bench_perf: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(render(fig), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(fig, indent=1, default=float) + "\n")
+        progress(f"figures written to {args.json}")
+    missed = [k for k, r in fig["rows"].items() if not r["met"]]
+    return 3 if missed and args.fail_on_miss else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
