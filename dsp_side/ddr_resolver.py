@@ -64,13 +64,13 @@ class Resolver:
         self._freed: collections.deque[tuple[int, int, int]] = collections.deque(maxlen=MAX_FREED)
         self._zombies: list[mmap.mmap] = []     # dropped mappings that still have views
 
-    def resolve(self, phys: int, size: int, *, writable: bool = True) -> memoryview:
+    def resolve(self, phys: int, size: int) -> memoryview:
         """A writable memoryview of exactly ``size`` bytes of DDR at ``phys``.
 
         Whether the task may use that memory at all is decided before, from the address
         alone (``protocol.acl``); this only maps it. Raises UnknownHandle (bad address or
         no such memory), FreedHandle (the memory was freed), HandleOutOfBounds (bad size,
-        or the range exceeds its segment). ``writable`` is accepted for future use.
+        or the range exceeds its segment). The caller makes a read-only view of it if it must.
         """
         if not isinstance(phys, int) or isinstance(phys, bool) or phys < 0:
             raise UnknownHandle(f"{_where(phys, size)}: not a physical address")

@@ -151,7 +151,7 @@ class Firmware:
         out = []
         for i, (phys, size, _flags) in enumerate(handles):
             try:
-                view = self.resolver.resolve(phys, size, writable=writable)
+                view = self.resolver.resolve(phys, size)
             except errors.HandleError as exc:
                 raise type(exc)(f"{what}[{i}]: {exc.message}") from None
             arr = np.frombuffer(view, dtype=np.uint8)
