@@ -1,13 +1,11 @@
 """The remoteproc device model of one core: its sysfs-like attributes and state.
 
-Every write is looked up in ``protocol.remoteproc.TABLE`` under the device
-lock; the resulting action is performed by the core, and the state changes
-only when the core reports that the action succeeded (``finish``), never at
-its start.
+Every write is looked up in ``protocol.remoteproc.TABLE``; the resulting action
+is performed by the core, and the state changes only when the core reports that
+the action succeeded (``finish``), never at its start. A Device has no lock: only
+the core's event loop (``dsp_side.core_engine``) uses it, from one thread.
 """
 from __future__ import annotations
-
-import threading
 
 from protocol import errors
 from protocol.remoteproc import (ATTRIBUTES, COREDUMP_VALUES, RECOVERY_VALUES, STATE_WORDS, Action, Op,
@@ -18,7 +16,6 @@ class Device:
     """name (read-only), firmware, state, recovery, coredump; plus crash bookkeeping."""
 
     def __init__(self, name: str, firmware: str) -> None:
-        self.lock = threading.Lock()
         self.name = name
         self.firmware = firmware
         self.state = State.OFFLINE
@@ -42,16 +39,15 @@ class Device:
         """
         word = value.rstrip("\n")
         op, check = self._op(attr, word)
-        with self.lock:
-            if self.busy is not None:
-                raise errors.RemoteprocBusy(f"{self.name} is busy ({self.busy.value} in progress)")
-            transition = lookup(self.state, op, f"write {word!r} to {attr} of {self.name}")
-            check()  # the value itself, once the state allows the write
-            if transition.action is Action.NONE:
-                setattr(self, attr, word)
-                return None
-            self.busy, self.pending = transition.action, transition
-            return transition.action
+        if self.busy is not None:
+            raise errors.RemoteprocBusy(f"{self.name} is busy ({self.busy.value} in progress)")
+        transition = lookup(self.state, op, f"write {word!r} to {attr} of {self.name}")
+        check()  # the value itself, once the state allows the write
+        if transition.action is Action.NONE:
+            setattr(self, attr, word)
+            return None
+        self.busy, self.pending = transition.action, transition
+        return transition.action
 
     def _op(self, attr: str, word: str):
         def invalid(msg: str):
@@ -83,33 +79,28 @@ class Device:
     def crash(self) -> bool:
         """The core detected a crash. True if it must be handled (the first one), with the
         state now crashed and the counter incremented; False if it is ignored."""
-        with self.lock:
-            transition = lookup(self.state, Op.CRASH)
-            if transition.action is Action.IGNORE:
-                return False
-            self.crash_count += 1
-            self.state = transition.next_state
-            self.busy = self.pending = None
-            return True
+        transition = lookup(self.state, Op.CRASH)
+        if transition.action is Action.IGNORE:
+            return False
+        self.crash_count += 1
+        self.state = transition.next_state
+        self.busy = self.pending = None
+        return True
 
     def begin(self, action: Action) -> None:
         """An action the core starts by itself (autostart boot, automatic recovery)."""
-        with self.lock:
-            self.busy = action
-            self.pending = Transition(action, State.RUNNING)
+        self.busy = action
+        self.pending = Transition(action, State.RUNNING)
 
     def finish(self, ok: bool, state_on_failure: State = State.OFFLINE) -> None:
         """The action under way ended: enter its target state, or ``state_on_failure``."""
-        with self.lock:
-            target = self.pending.next_state if self.pending else None
-            self.state = (target or self.state) if ok else state_on_failure
-            self.busy = self.pending = None
+        target = self.pending.next_state if self.pending else None
+        self.state = (target or self.state) if ok else state_on_failure
+        self.busy = self.pending = None
 
     def set_state(self, state: State) -> None:
-        with self.lock:
-            self.state = state
+        self.state = state
 
     def snapshot(self) -> dict:
-        with self.lock:
-            return {"name": self.name, "firmware": self.firmware, "state": self.state.value,
-                    "recovery": self.recovery, "coredump": self.coredump, "crash_count": self.crash_count}
+        return {"name": self.name, "firmware": self.firmware, "state": self.state.value,
+                "recovery": self.recovery, "coredump": self.coredump, "crash_count": self.crash_count}
