@@ -45,7 +45,6 @@ OFFSET_MASK = (1 << OFFSET_BITS) - 1
 MAX_OWNER = 1 << 22                 # owner ids are in [1, MAX_OWNER)
 FIRST_OFFSET = 0x1000               # offset 0 is never a valid address
 ORPHAN_AGE = 2.0                    # seconds before a lock-less file may be reaped
-PREFIX = "vdsp-"
 SIDECARS = (".acl", ".acl.tmp")     # files an owner keeps beside its lock (vdsp_sim.board.acl); they go before the lock
 LISTING_MAX_AGE = 60.0              # seconds a directory listing is reused at most, whatever the mtime says
 RACY_NS = 2_000_000_000             # a listing is reusable only if the directory's mtime was this much older
@@ -602,7 +601,7 @@ def _classify(names: list[str]) -> tuple[list[int], list[str], list[str]]:
     ``names`` is sorted: vdsp names are one range and each owner's segments are a
     sub-range, skipped with a bisect, so the cost grows with owners, not segments.
     """
-    lo, hi = bisect.bisect_left(names, PREFIX), bisect.bisect_left(names, "vdsp.")
+    lo, hi = bisect.bisect_left(names, "vdsp-"), bisect.bisect_left(names, "vdsp.")   # '.' sorts right after '-'
     owners, tmps, groups = [], [], []
     i = lo
     while i < hi:
