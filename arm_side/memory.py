@@ -24,12 +24,12 @@ from typing import Callable
 import numpy as np
 
 from protocol import acl as aclrule
+from protocol.constants import HANDLE_REGISTERED
 from protocol.errors import CacheCoherencyError, SysInvalidArgument, SysRegisterMemFailed
 from vdsp_sim.board import acl, ddr
 
 INVALIDATE = 1      # HB_SYS_MEM_CACHE_INVALIDATE: DDR -> cache
 CLEAN = 2           # HB_SYS_MEM_CACHE_CLEAN: cache -> DDR
-REGISTERED = 1      # flag bit of a handle whose memory was registered (it grants nothing)
 ANY_OWNER = aclrule.ANY     # share(to=ANY_OWNER): every owner that proves itself to the SoC
 _grants_reader = acl.Reader()
 
@@ -175,7 +175,7 @@ class Mem:
     def handle(self) -> list[int]:
         """The wire form ``[phys, size, flags]``. Raises SysInvalidArgument if freed."""
         self._check_live()
-        return [self._phys, self._size, REGISTERED if self._registered else 0]
+        return [self._phys, self._size, HANDLE_REGISTERED if self._registered else 0]
 
     def free(self) -> None:
         """hbSysFreeMem (hbSysUnregisterMem for registered memory). Raises SysInvalidArgument if freed."""
@@ -231,6 +231,7 @@ class MemoryManager:
         self.strict = strict_default() if strict is None else bool(strict)
         self._mutex = threading.Lock()
         self._live: dict[int, Mem] = {}     # id(mem) -> mem, for every Mem not yet freed
+        self._pool: BufferPool | None = None
 
     def alloc(self, size: int) -> Mem:
         """hbSysAllocMem: uncached DDR. Raises SysInvalidArgument, SysOutOfMemory."""
@@ -349,8 +350,19 @@ class MemoryManager:
         with self._mutex:
             return list(self._live.values())
 
+    @property
+    def pool(self) -> "BufferPool":
+        """Scratch buffers reused by size (the numpy-in/numpy-out helpers of ``arm_side.cv``);
+        created on first use, emptied by :meth:`close`."""
+        with self._mutex:
+            if self._pool is None:
+                self._pool = BufferPool(self)
+            return self._pool
+
     def close(self) -> None:
-        """Free (or unregister) every Mem still live."""
+        """Free (or unregister) every Mem still live, pooled ones included."""
+        if self._pool is not None:
+            self._pool.clear()
         for mem in self.live():
             if not mem.freed:
                 mem.free()
@@ -399,3 +411,70 @@ class MemoryManager:
         if not isinstance(mem, Mem) or mem._manager is not self:
             raise SysInvalidArgument(f"{mem!r} is not memory of this manager")
         mem._check_live()
+
+
+class BufferPool:
+    """Idle uncached buffers of a :class:`MemoryManager`, reused by size.
+
+    ``acquire(n)`` returns a buffer of at least ``n`` bytes (sizes are rounded up to 4 KiB,
+    so images of one shape share buffers); ``release(mem)`` gives it back. At most
+    ``max_idle_per_size`` buffers of one size and ``max_idle_bytes`` in all stay idle; beyond
+    that a released buffer is freed. Everything idle is freed by :meth:`clear` (and by the
+    manager's ``close``); buffers freed elsewhere are dropped, never handed out.
+    """
+
+    GRANULE = 4096
+
+    def __init__(self, manager: MemoryManager, max_idle_per_size: int = 4, max_idle_bytes: int = 64 << 20) -> None:
+        self.manager = manager
+        self.max_idle_per_size, self.max_idle_bytes = max_idle_per_size, max_idle_bytes
+        self._lock = threading.Lock()
+        self._idle: dict[int, list[Mem]] = {}
+        self._idle_bytes = 0
+        self.allocated = 0      # buffers allocated by the pool (a reuse allocates none)
+
+    def size_for(self, nbytes: int) -> int:
+        return max(self.GRANULE, -(-int(nbytes) // self.GRANULE) * self.GRANULE)
+
+    def acquire(self, nbytes: int) -> Mem:
+        """A live uncached buffer of at least ``nbytes``. Raises SysInvalidArgument, SysOutOfMemory."""
+        size = self.size_for(nbytes)
+        with self._lock:
+            stack = self._idle.get(size, [])
+            while stack:
+                mem = stack.pop()
+                self._idle_bytes -= size
+                if not mem.freed:
+                    return mem
+        mem = self.manager.alloc(size)
+        with self._lock:
+            self.allocated += 1
+        return mem
+
+    def release(self, mem: Mem) -> None:
+        """Give ``mem`` back (freed at once if the pool is full or ``mem`` is not pool-sized)."""
+        if mem.freed:
+            return
+        with self._lock:
+            stack = self._idle.setdefault(mem.size, [])
+            if (mem.size == self.size_for(mem.size) and len(stack) < self.max_idle_per_size
+                    and self._idle_bytes + mem.size <= self.max_idle_bytes):
+                stack.append(mem)
+                self._idle_bytes += mem.size
+                return
+        mem.free()
+
+    def idle(self) -> int:
+        """Buffers waiting for reuse."""
+        with self._lock:
+            return sum(len(stack) for stack in self._idle.values())
+
+    def clear(self) -> None:
+        """Free every idle buffer."""
+        with self._lock:
+            mems = [m for stack in self._idle.values() for m in stack]
+            self._idle.clear()
+            self._idle_bytes = 0
+        for mem in mems:
+            if not mem.freed:
+                mem.free()

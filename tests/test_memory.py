@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arm_side.memory import CLEAN, INVALIDATE, REGISTERED, Mem, MemoryManager
+from arm_side.memory import CLEAN, INVALIDATE, Mem, MemoryManager
 from dsp_side.ddr_resolver import Resolver
+from protocol.constants import HANDLE_REGISTERED
 from protocol.errors import (CacheCoherencyError, SysInvalidArgument, SysRegisterMemFailed)
 from vdsp_sim.board import ddr
 
@@ -265,7 +266,7 @@ def test_register_foreign_memory_only_within_a_grant(mm, dsp, shm):
                 mm.register(p, n)
         mem = mm.register(phys + 11, 15)
         assert (mem.cached, mem.registered, mem.size) == (True, True, 15)
-        assert mem.handle() == [phys + 11, 15, REGISTERED]
+        assert mem.handle() == [phys + 11, 15, HANDLE_REGISTERED]
         assert mem.read() == b"another process"
         view = ddr_view(dsp, mem)
         assert bytes(view) == b"another process"
