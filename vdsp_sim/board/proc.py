@@ -4,7 +4,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import sys
 
 PARENT_ENV = "VDSP_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
@@ -40,5 +39,3 @@ def exit_on_sigterm() -> None:
     def handler(signum, frame):
         raise SystemExit(128 + signum)
     signal.signal(signal.SIGTERM, handler)
-    if sys.platform != "linux":  # pragma: no cover
-        return
