@@ -25,11 +25,14 @@ import zlib
 
 import numpy as np
 
+from protocol import errors
+from protocol.constants import MAX_TASKS_PER_CLIENT, Core
+
 CLASSES = {"high": 200, "normal": 100, "low": 10}
-# RelayUnavailable, CoreCrashed, CoreDead, CoreOffline (protocol/errors.py)
-FAULT_CODES = frozenset({-6000300, -6000291, -6000292, -6000290})
-CORES = {"any": 0, "core0": 1, "core1": 2}
-WINDOW = 32  # the per-client in-flight limit
+FAULT_CODES = frozenset(e.code for e in (errors.RelayUnavailable, errors.CoreCrashed, errors.CoreDead,
+                                         errors.CoreOffline))
+CORES = {"any": int(Core.ANY), "core0": int(Core.CORE_0), "core1": int(Core.CORE_1)}
+WINDOW = MAX_TASKS_PER_CLIENT  # the per-client in-flight limit
 
 
 def parse_weights(text: str, names: dict) -> dict[str, float]:
