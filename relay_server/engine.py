@@ -271,6 +271,7 @@ class RelayEngine:
         """Forget a departed client: its queued tasks never run, tasks sent ahead to a firmware
         are cancelled there if they have not started, running ones finish unseen."""
         dropped = cancelled = 0
+        busy = bool(client.jobs or client.dropped)    # a client that only asked questions departs quietly
         for job in list(client.jobs.values()):
             job.discard = True
             if self.sched.remove(job):
@@ -283,7 +284,8 @@ class RelayEngine:
                 cancelled += 1
         self.sched.forget_client(client.identity)
         self.clients.pop(client.identity, None)
-        log.info("client %s (pid %d) %s: %d queued task(s) dropped, %d sent ahead cancelled, %d running "
+        log.log(logging.INFO if busy else logging.DEBUG,
+                "client %s (pid %d) %s: %d queued task(s) dropped, %d sent ahead cancelled, %d running "
                  "discarded%s", client.identity.hex(), client.pid, why, dropped, cancelled,
                  len(client.jobs) - dropped, f"; {client.dropped} replies it did not read were dropped"
                  if client.dropped else "")
@@ -400,8 +402,11 @@ class RelayEngine:
             was = core.state
             self.core_state(core, CoreState.of(msg.body.get("state", "offline")), msg.body, "ready", now)
             if was in (CoreState.UNKNOWN, CoreState.DEAD):
-                log.info("%s: %s, firmware %s, %d operators", core.name, core.state.value,
-                         core.firmware_version, len(core.operators))
+                if core.firmware_version:
+                    log.info("%s: %s, firmware %s, %d operators", core.name, core.state.value,
+                             core.firmware_version, len(core.operators))
+                else:    # still booting its firmware: "Connect to vdsp coreN success!" follows
+                    log.info("%s: %s, no firmware running yet", core.name, core.state.value)
             self.answer_hellos(now)
         elif msg.command is Command.EVENT:
             self.core_state(core, CoreState.of(msg.body["state"]), msg.body, msg.body.get("reason", ""), now)
