@@ -3,8 +3,15 @@
 DSP format: ``[I][DSP][core.py:120][[11-21][18:03:56:987:065]] message`` (level
 letters A always, E error, W warning, I info, D debug). The model runtime's (``arm_side.dnn``):
 ``[A][DNN][runtime.py:80][Util](2024-02-04,18:03:57.223.18) message``. ARM format (glog):
-``I1121 18:03:56.987065 27751 sample.py:25] message``. ``VDSP_LOG_LEVEL``
-(debug, info, warning, error) sets the level; default info.
+``I1121 18:03:56.987065 27751 sample.py:25] message``.
+
+``VDSP_LOG_LEVEL`` sets the level of every process (default info). It takes a name (``debug``,
+``info``, ``warning``, ``error``) or the DSP logger's number, the ``level:3`` of the firmware's
+"Init logger, level:3" line: a number shows the lines whose letter comes at or before it in
+A E W I D, so 0 always-lines only, 1 errors, 2 warnings, 3 info (the default), 4 (or more)
+debug. It is not a Python logging level (``VDSP_LOG_LEVEL=3`` is info, not everything).
+``HB_DNN_LOG_LEVEL`` (``arm_side.dnn.dnnlog``) is the model runtime's own setting, with the
+BPU SDK's numbering (1 debug ... 5 fatal, 0 none).
 """
 from __future__ import annotations
 
@@ -56,9 +63,19 @@ class GlogFormatter(logging.Formatter):
                 f"{record.process} {record.filename}:{record.lineno}] {record.getMessage()}")
 
 
-def level() -> int:
-    name = os.environ.get("VDSP_LOG_LEVEL", "info").upper()
-    return getattr(logging, name, logging.INFO) if not name.isdigit() else int(name)
+# VDSP_LOG_LEVEL as a number: the DSP logger's A=0 E=1 W=2 I=3 D=4 (see the module docstring)
+DSP_LEVELS = {0: logging.CRITICAL, 1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO, 4: logging.DEBUG}
+_NAMES = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "warn": logging.WARNING,
+          "error": logging.ERROR, "critical": logging.CRITICAL, "fatal": logging.CRITICAL}
+
+
+def level(value: str | None = None) -> int:
+    """The Python logging level for ``VDSP_LOG_LEVEL`` (or ``value``): a name or a DSP logger
+    number (0 always-lines only ... 3 info ... 4 debug); info when unset or not understood."""
+    text = (os.environ.get("VDSP_LOG_LEVEL", "") if value is None else value).strip().lower()
+    if text.isdigit():
+        return DSP_LEVELS[min(int(text), 4)]
+    return _NAMES.get(text, logging.INFO)
 
 
 def setup(kind: str = "dsp", stream=None) -> logging.Logger:
