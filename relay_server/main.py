@@ -12,7 +12,7 @@ import time
 from protocol import errors
 from protocol.constants import HEARTBEAT_INTERVAL_MS, MAX_TASKS_PER_CLIENT
 from relay_server.server import RelayServer
-from vdsp_sim.board import log as soclog, proc, runtime
+from vdsp_sim.board import clihelp, log as soclog, proc, runtime
 from vdsp_sim.board.pidfile import PidFile
 
 log = logging.getLogger("vdsp.relay")
@@ -26,15 +26,20 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--bind", help="client endpoint (default $VDSP_RELAY_ENDPOINT or ipc://$VDSP_RUNTIME_DIR/relay.sock)")
     ap.add_argument("--core", action="append", metavar="NAME=ENDPOINT",
                     help="a core's control endpoint, repeatable (default $VDSP_CORE_ENDPOINTS or vdsp0, vdsp1 in the runtime dir)")
-    ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS)
+    ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS,
+                    help="interval of the relay's heartbeats to cores and clients; a peer silent for 3 "
+                         "intervals is taken for dead (a core's tasks fail, a client's are dropped)")
     ap.add_argument("--credit", type=int, default=8,
                     help="tasks sent ahead to each core's firmware, which keeps them in priority order")
     ap.add_argument("--max-queue", type=int, default=8192, help="queued tasks before clients get a busy error")
-    ap.add_argument("--max-tasks-per-client", type=int, default=MAX_TASKS_PER_CLIENT)
+    ap.add_argument("--max-tasks-per-client", type=int, default=MAX_TASKS_PER_CLIENT,
+                    help="tasks one client may have in flight; the next fails with TaskNumExceedLimit "
+                         "(HB_DNN_TASK_NUM_EXCEED_LIMIT)")
     ap.add_argument("--exit-without-cores", type=float, default=0.0, metavar="SECONDS",
                     help="exit once no core has answered for this long (0: never); the SDK starts its relays "
                          "so, so that one never outlives the cores it serves")
-    return ap
+    clihelp.add_version(ap)
+    return clihelp.finish(ap)
 
 
 def exit_without_cores(server: RelayServer, seconds: float) -> None:

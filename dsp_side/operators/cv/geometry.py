@@ -86,6 +86,18 @@ def letterbox(src_size: tuple[int, int], dst_size: tuple[int, int], even: bool) 
     return x, y, w, h
 
 
+def _fill(dv: np.ndarray, value) -> None:
+    """``dv[...] = value`` for one pixel value. A multi-channel pixel goes to one row first and the
+    row to every row: numpy broadcasts a 2- or 3-value pixel with an inner loop of that length
+    (0.95 ms for a 640x640 NV12 UV plane, 9 µs this way; the same bytes)."""
+    if dv.ndim == 3 and dv.size:
+        row = np.empty(dv.shape[1:], dv.dtype)
+        row[...] = value
+        dv[...] = row
+    else:
+        dv[...] = value
+
+
 def roi_resize(ctx, inputs, outputs, src, dst, roi, keep_aspect, interpolation, pad_value):
     """Crop ``roi`` [left, top, right, bottom] (inclusive, within the src region) and scale it
     into the dst region; with keep_aspect, centred and padded with ``pad_value``."""
@@ -110,7 +122,7 @@ def roi_resize(ctx, inputs, outputs, src, dst, roi, keep_aspect, interpolation, 
     inner = []
     for i, (dv, value) in enumerate(zip(dp, pads)):
         k = 2 if (yuv and i == 1) else 1
-        dv[...] = value                                  # padding first: the image is drawn over it
+        _fill(dv, value)                                 # padding first: the image is drawn over it
         inner.append(dv[y // k:(y + h) // k, x // k:(x + w) // k])
     with opencv(op):
         _resize_planes(src_planes, inner, interpolation)
