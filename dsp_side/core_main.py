@@ -7,7 +7,7 @@ import signal
 
 from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS
 from dsp_side.core import CoreServer
-from vdsp_sim.board import log as soclog, proc, runtime
+from vdsp_sim.board import clihelp, log as soclog, proc, runtime
 
 log = logging.getLogger("vdsp.core")
 
@@ -15,6 +15,7 @@ log = logging.getLogger("vdsp.core")
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="vdsp core", description="Run one simulated DSP core (remoteproc device + firmware process).")
     add_arguments(ap)
+    clihelp.finish(ap)
     run_from_args(ap.parse_args(argv))
 
 
@@ -26,11 +27,14 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--firmware", help="firmware image name (default: the core name)")
     ap.add_argument("--no-autostart", action="store_true", help="stay offline until 'start' is written to state")
     ap.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS, help="kill a firmware stuck this long in one task")
-    ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS)
+    ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS,
+                    help="interval of this core's heartbeats to its peers (relay, direct clients); a peer "
+                         "silent for 3 intervals is taken for dead")
     ap.add_argument("--allow-unsigned", action="store_true",
                     help="DEVELOPMENT ONLY: also boot images that carry no signature (logged at every boot, "
                          "shown by 'vdsp status'); images signed by an unknown key or with a bad signature "
                          "are still refused")
+    clihelp.add_version(ap, "vdsp core")
 
 
 def run_from_args(args: argparse.Namespace) -> None:

@@ -313,6 +313,7 @@ def main(argv: list[str] | None = None) -> None:
     soclog.setup("dsp")
     if not heap.keep_heap():
         log.info("%s: mallopt is not available: operator temporaries are mapped per task", args.core)
+    log.info("%s: %d MiB of working memory touched at boot", args.core, heap.prefault() >> 20)
     try:   # signature, header, payload digest, then import, then registry == signed manifest
         trust = signing.Trust.only(None if args.allow_unsigned else args.signer)
         header, registry = image.load(Path(args.image), Path(args.workdir), trust)

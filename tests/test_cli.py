@@ -63,7 +63,10 @@ def test_two_socs_side_by_side_up_status_down(runtime_env):
             assert all(c["firmware_version"] and any(o["name"] == "memcpy" for o in c["operators"])
                        for c in status["cores"])
         text = run(VDSP + ["status"], runtime_env).stdout
-        assert "vdsp0" in text and "running" in text and "ping(0x0000)" in text
+        assert "vdsp0" in text and "running" in text and "ping(0x0000)" not in text   # a count, not every name
+        assert max(map(len, text.splitlines())) <= 120, text
+        text = run(VDSP + ["status", "--verbose"], runtime_env).stdout
+        assert "ping(0x0000)" in text and max(map(len, text.splitlines())) <= 120, text
         res = run(VDSP + ["up", "-d"], runtime_env)
         assert res.returncode == 1 and "already up" in res.stderr
     finally:

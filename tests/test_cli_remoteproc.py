@@ -79,7 +79,7 @@ def test_the_readme_custom_operator_tutorial(sh, tmp_path):
         [*VDSP, "sysfs", "echo", "-n", f"{work}/build/image/", "/sys/module/firmware_class/parameters/path"],
         [*VDSP, "sysfs", "echo", "vdsp1", f"{RP2}/firmware"],
         [*VDSP, "sysfs", "echo", "start", f"{RP2}/state"],
-        [*VDSP, "status"],
+        [*VDSP, "status", "-v"],
         [sys.executable, "examples/custom_op/call_it.py"],
     ]
     outputs = []

@@ -1,7 +1,9 @@
 """Dead and frozen peers: tasks fail with a clear code, nothing hangs, the SoC heals."""
 from __future__ import annotations
 
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -75,17 +77,26 @@ def test_killed_client_leaves_no_shared_memory_and_disturbs_no_one(live_soc):
                             env=dict(os.environ, PYTHONPATH=os.getcwd()))
     try:
         assert proc.stdout.readline().strip() == "ready"
+        ready = time.monotonic()
         created = shm_entries() - before
         assert len(created) >= 5  # 4 segments + the owner's lock
         with Soc() as soc:
             proc.kill()
             proc.wait()
-            assert soc.rpc(opids.PING, core=CORE_1).wait(2000) == {"core": "vdsp1"}
-            assert wait_until(lambda: not (shm_entries() & created), 5), f"leaked: {shm_entries() & created}"
-            # its queued sleeps are dropped: vdsp0 is free well before 10 x 200 ms
-            t0 = time.monotonic()
-            soc.rpc(opids.PING, core=CORE_0).wait(5000)
-            assert time.monotonic() - t0 < 1.9
+            killed = time.monotonic()
+            assert soc.rpc(opids.PING, core=CORE_1).wait(10000) == {"core": "vdsp1"}
+            assert wait_until(lambda: not (shm_entries() & created), 15), f"leaked: {shm_entries() & created}"
+            # its sleeps that had not started are dropped (queued) or cancelled (sent ahead to the
+            # firmware), as the relay says; on a loaded machine some may have run before the kill,
+            # so the bound is what the time between 'ready' and the kill allowed to finish or start
+            line = re.compile(rf"\(pid {proc.pid}\) (?:disconnected|gone silent): (\d+) queued task\(s\) dropped, "
+                              rf"(\d+) sent ahead cancelled, (\d+) running discarded")
+            found = wait_until(lambda: line.search(live_soc.log("relay")), 20)
+            assert found, live_soc.log("relay")[-2000:]
+            dropped, cancelled, running = map(int, found.groups())
+            could_have_started = math.ceil((killed - ready) / 0.2) + 1
+            assert dropped + cancelled >= 10 - could_have_started and dropped + cancelled + running <= 10, found[0]
+            assert soc.rpc(opids.PING, core=CORE_0).wait(10000) == {"core": "vdsp0"}   # vdsp0 serves again
     finally:
         if proc.poll() is None:
             proc.kill()

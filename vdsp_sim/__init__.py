@@ -5,9 +5,6 @@ supervisor, samples, load test, fuzzer, benchmarks).
 Imports go down only: protocol <- vdsp_sim.board <- arm_side | dsp_side | relay_server <- the
 rest of vdsp_sim (tests/test_layers.py enforces it).
 """
-from importlib.metadata import PackageNotFoundError, version as _version
+from vdsp_sim.board.version import __version__
 
-try:
-    __version__ = _version("vdsp-sim")
-except PackageNotFoundError:     # a source tree that was not installed
-    __version__ = "0+unknown"
+__all__ = ["__version__"]

@@ -11,7 +11,7 @@
   vdsp sysfs cat|echo|ls  the remoteproc sysfs files (/sys/class/remoteproc/remoteproc1/state ...)
   vdsp deploy IMAGE_DIR   stop both cores, install images vdsp0/vdsp1, start them
   vdsp sample smoke     PING every core and run memory operators, with timings
-  vdsp bench [NAME]     benchmarks: rpc, cv, nn, pointcloud (all by default)
+  vdsp bench [NAME]     benchmarks: rpc, cv, nn, dnn, pointcloud, transport, perf ('vdsp bench --help')
   vdsp loadtest         many clients, mixed priorities and cores, every output verified
   vdsp fuzz             structure-aware fuzzing of every peer; all processes must keep serving
   vdsp keys             CURVE keys of the tcp endpoints (server pair, allowed client and admin keys)
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import DEFAULT_WATCHDOG_MS
-from vdsp_sim.board import log as soclog, runtime
+from vdsp_sim.board import clihelp, log as soclog, runtime
 from vdsp_sim.board.pidfile import PidFile, supervisor_state
 
 
@@ -137,25 +137,34 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status, indent=1))
     else:
-        _print_status(status)
+        _print_status(status, verbose=args.verbose)
     gave_up = supervisor is not None and any(p.get("gave_up") for p in supervisor.get("processes", {}).values())
     running = status.get("cores") and all(c.get("state") == "running" for c in status["cores"])
     return 0 if running and not gave_up else 3
 
 
-def _print_status(status: dict) -> None:
+def _print_status(status: dict, verbose: bool = False) -> None:
     print(f"runtime dir: {status['runtime_dir']}" + (f"  (via {status['mode']})" if "mode" in status else ""))
     if "supervisor" in status:
         _print_supervisor(status["supervisor"])
     if "error" in status:
         print(f"SoC not reachable: {status['error']}")
         return
-    print(f"{'core':8} {'state':10} {'firmware':10} {'crashes':>7}  operators")
+    print(f"{'core':8} {'state':10} {'firmware':10} {'crashes':>7} {'operators':>9}")
     for core in status["cores"]:
         ops = core.get("operators", [])
-        names = ", ".join(f"{o['name']}(0x{o['id']:04x})" for o in ops)
         print(f"{core['name']:8} {core.get('state', '?'):10} {core.get('firmware_version', '') or '-':10} "
-              f"{core.get('crash_count', 0):>7}  {len(ops)}: {names}")
+              f"{core.get('crash_count', 0):>7} {len(ops):>9}")
+    if verbose:     # every operator of every core, wrapped to the terminal
+        import shutil
+        import textwrap
+        width = max(40, shutil.get_terminal_size().columns - 1)
+        for core in status["cores"]:
+            names = ", ".join(f"{o['name']}(0x{o['id']:04x})" for o in core.get("operators", []))
+            print(textwrap.fill(names or "-", width, initial_indent=f"{core['name']} operators: ",
+                                subsequent_indent="    "))
+    elif any(core.get("operators") for core in status["cores"]):
+        print("(operator names: vdsp status --verbose, or --json)")
     signers = [f"{c['name']} {c['firmware_signer']}" for c in status["cores"] if c.get("firmware_signer")]
     if signers:
         print(f"firmware signed by: {', '.join(signers)}")
@@ -209,28 +218,64 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return importlib.import_module(f"vdsp_sim.samples.{args.name}").main(args.rest)
 
 
-BENCHES = ("rpc", "cv", "nn", "pointcloud", "transport", "dnn", "perf")
+def _benches() -> tuple[str, ...]:
+    from vdsp_sim import benchmarks     # light: reads the package's file names
+    return tuple(benchmarks.names())
+
+
+BENCHES = _benches()
+
+BENCH_HELP = """\
+usage: vdsp bench [NAME ...] [OPTIONS]
+
+Runs the named benchmarks (all of them by default), one after the other. Options go to a
+single named benchmark: 'vdsp bench rpc --quick'; 'vdsp bench NAME --help' lists them.
+
+benchmarks:
+{table}
+
+Every benchmark prints its figures as tables in one style (progress goes to stderr) and
+writes the same JSON schema with --json FILE: {{"schema": "vdsp-bench/1", "benchmark",
+"version", "args", "host", "tables": [{{"title", "columns", "rows"}}], "verdicts": [{{"name",
+"value", "target", "passed"}}], "passed"}} (see vdsp_sim/benchmarks/report.py).
+
+CI mode: --fail-on-miss (rpc, cv, nn, perf: the benchmarks with targets) exits 3 when a
+target is missed; without it the exit status is 0 when the run completes, PASS or MISS, and
+1 on an error. Targets are ratios between figures of the same run, so a loaded machine hits
+both sides alike; a MISS on a small shared VM is a figure to read, not necessarily a defect.
+"""
+
+
+def bench_help() -> str:
+    import textwrap
+    from vdsp_sim import benchmarks
+    from vdsp_sim.board.clihelp import plain
+    rows = [textwrap.fill(plain(benchmarks.summary(name)) or "", 96, initial_indent=f"  {name:11} ",
+                          subsequent_indent=" " * 14) for name in BENCHES]
+    return BENCH_HELP.format(table="\n".join(rows))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """``vdsp bench [NAME ...] [OPTIONS]``: run ``python -m vdsp_sim.benchmarks.bench_NAME`` (all by default)."""
+    """'vdsp bench [NAME ...] [OPTIONS]': run 'python -m vdsp_sim.benchmarks NAME' (all by default)."""
     rest = list(args.rest)
     names = []
     while rest and rest[0] in BENCHES:
         names.append(rest.pop(0))
     if not names and rest[:1] in (["-h"], ["--help"]):
-        print(f"usage: vdsp bench [{'|'.join(BENCHES)} ...] [OPTIONS]\n\n"
-              "Runs the named benchmarks (all of them by default), one after the other; options go to\n"
-              "a single named benchmark (see 'vdsp bench NAME --help').")
+        print(bench_help(), end="")
         return 0
+    if rest[:1] and not rest[0].startswith("-"):
+        print(f"vdsp bench: no benchmark {rest[0]!r}; benchmarks: {', '.join(BENCHES)}", file=sys.stderr)
+        return 2
     names = names or list(BENCHES)
     if rest and len(names) > 1:
         print("vdsp bench: options go with one named benchmark, e.g. vdsp bench rpc --quick", file=sys.stderr)
         return 2
     status = 0
     for name in names:
-        print(f"=== vdsp bench {name}", flush=True)
-        status |= subprocess.call([sys.executable, "-m", f"vdsp_sim.benchmarks.bench_{name}", *rest])
+        if len(names) > 1:
+            print(f"=== vdsp bench {name}", flush=True)
+        status |= subprocess.call([sys.executable, "-m", "vdsp_sim.benchmarks", name, *rest])
     return status
 
 
@@ -251,15 +296,17 @@ def parser() -> argparse.ArgumentParser:
                          "shown by 'vdsp status')")
     up.set_defaults(fn=cmd_up)
     down = sub.add_parser("down", help="stop the SoC of this runtime directory")
-    down.add_argument("--timeout", type=float, default=15.0)
+    down.add_argument("--timeout", type=float, default=15.0,
+                      help="seconds to wait for each process to stop after SIGTERM before it is killed")
     down.set_defaults(fn=cmd_down)
     st = sub.add_parser("status", help="cores, state, firmware version, operators; restarts of each process")
-    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.add_argument("--json", action="store_true", help="machine-readable output (every field, every operator)")
+    st.add_argument("-v", "--verbose", action="store_true", help="also list every operator of every core")
     st.set_defaults(fn=cmd_status)
     sub.add_parser("dmesg", help="remoteproc kernel log of this SoC").set_defaults(fn=cmd_dmesg)
     health = sub.add_parser("health", help="a buffer round trip through each core; exit 0 only if the bytes "
                                            "come back (--help for options)")
-    health.add_argument("rest", nargs=argparse.REMAINDER)
+    health.add_argument("rest", nargs=argparse.REMAINDER, metavar="ARGS", help="what 'vdsp health --help' lists")
     from dsp_side.core_main import add_arguments
     core = sub.add_parser("core", help="run one core process (remoteproc device + firmware)")
     add_arguments(core)
@@ -269,22 +316,29 @@ def parser() -> argparse.ArgumentParser:
     sysfs.add_parsers(sub)
     sample = sub.add_parser("sample", help="run a sample against the SoC (starting one if none is up)")
     sample.add_argument("name", help="smoke, cv, nn ... ('help' lists them)")
-    sample.add_argument("rest", nargs=argparse.REMAINDER)
+    sample.add_argument("rest", nargs=argparse.REMAINDER, metavar="ARGS",
+                        help="the sample's own options and arguments ('vdsp sample NAME --help' lists them)")
     sample.set_defaults(fn=cmd_sample)
     sub.add_parser("loadtest", help="N client processes x M verified tasks; lost/duplicated/wrong counts, "
                                     "latency and queue wait per priority class (--help for options)")
     keys = sub.add_parser("keys", help="CURVE keys for tcp endpoints: init, add, allow, revoke, list (--help)")
-    keys.add_argument("rest", nargs=argparse.REMAINDER, help="what 'vdsp keys --help' lists")
+    keys.add_argument("rest", nargs=argparse.REMAINDER, metavar="ARGS", help="what 'vdsp keys --help' lists")
     sub.add_parser("fuzz", help="structure-aware fuzzing of the relay, cores and firmwares; every process "
                                 "must keep serving (--help for options)")
-    bench = sub.add_parser("bench", help="RPC latency/throughput benchmark against a raw pyzmq baseline")
-    bench.add_argument("rest", nargs=argparse.REMAINDER)
+    bench = sub.add_parser("bench", help="benchmarks: " + ", ".join(BENCHES) + " ('vdsp bench --help')")
+    bench.add_argument("rest", nargs=argparse.REMAINDER, metavar="NAME [OPTIONS]",
+                       help="what 'vdsp bench --help' lists")
     bench.set_defaults(fn=cmd_bench)
-    return ap
+    clihelp.add_version(ap)
+    return clihelp.finish(ap)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    return clihelp.exit_quietly_on_broken_pipe(lambda: _main(argv))
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["bench"]:  # every option belongs to the benchmark script
         return cmd_bench(argparse.Namespace(rest=argv[1:]))
     if argv[:1] == ["loadtest"]:

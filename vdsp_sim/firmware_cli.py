@@ -151,8 +151,10 @@ def add_parser(sub) -> None:
     build = fsub.add_parser("build", help="build a signed image from an operator source tree (a folder with firmware.py)",
                             description="Build an image and sign it: with --key FILE, else with this install's "
                                         "signing key (made by 'vdsp firmware keygen' or the first 'vdsp up').")
-    build.add_argument("src", metavar="SRC_DIR")
-    build.add_argument("-o", "--output", required=True, metavar="OUT_FILE")
+    build.add_argument("src", metavar="SRC_DIR", help="operator source tree: a folder with firmware.py "
+                                                      "(dsp_side/firmware_src/stock is the stock one)")
+    build.add_argument("-o", "--output", required=True, metavar="OUT_FILE",
+                       help="the image file to write (install it with 'vdsp deploy DIR' as DIR/vdsp0, DIR/vdsp1)")
     build.add_argument("--name", help="image name in the manifest (default: the folder name)")
     how = build.add_mutually_exclusive_group()
     how.add_argument("--key", metavar="KEYFILE", help="Ed25519 private key to sign with (PKCS#8 PEM or OpenSSH, "
@@ -161,8 +163,8 @@ def add_parser(sub) -> None:
                      help="do not sign: only a core started with --allow-unsigned boots the image")
     build.set_defaults(fn=cmd_build)
     info = fsub.add_parser("info", help="print an image's manifest (version, operators, signer) after verifying it")
-    info.add_argument("image", metavar="FILE")
-    info.add_argument("--json", action="store_true")
+    info.add_argument("image", metavar="FILE", help="a firmware image")
+    info.add_argument("--json", action="store_true", help="the manifest and the verdict on its signature as JSON")
     info.set_defaults(fn=cmd_info)
     stock = fsub.add_parser("install-stock", help="build the signed stock image into the default firmware directory "
                                                   "($VDSP_FIRMWARE_DIR, else $VDSP_RUNTIME_DIR/firmware) where an "
@@ -176,6 +178,6 @@ def add_parser(sub) -> None:
     trust.add_argument("--name", help="name to trust it under (default: the file name without .pub)")
     trust.set_defaults(fn=cmd_trust)
     untrust = fsub.add_parser("untrust", help="stop trusting a key: images it signs are refused at the next boot")
-    untrust.add_argument("name")
+    untrust.add_argument("name", help="the name it is trusted under ('vdsp firmware trusted' lists them)")
     untrust.set_defaults(fn=cmd_untrust)
     fsub.add_parser("trusted", help="list the trusted signing keys").set_defaults(fn=cmd_trusted)

@@ -133,9 +133,12 @@ def deploy(image_dir: Path, out=print) -> list[dict]:
         for name in CORE_NAMES:
             soc.control(name, "state", "start")
         cores = soc.query("cores")["cores"]
-    for core in cores:
-        out(f"{core['name']}: {core['state']}, firmware {core.get('firmware', '?')} "
-            f"version {core.get('firmware_version', '?')}, {len(core.get('operators', []))} operators")
+    for core in cores:    # the image each core was told to boot is its own name (set above)
+        name = core["name"]
+        signer = f", signed by {core['firmware_signer']}" if core.get("firmware_signer") else ""
+        out(f"{name}: {core['state']}, firmware {target / name} ({headers[name]['name']} "
+            f"{core.get('firmware_version') or headers[name]['version']}{signer}), "
+            f"{len(core.get('operators', []))} operators")
     return cores
 
 
@@ -152,15 +155,17 @@ def add_parsers(sub) -> None:
     fs = sub.add_parser("sysfs", help="read and write the remoteproc sysfs files of the SoC")
     fsub = fs.add_subparsers(dest="sysfs_command", required=True)
     cat = fsub.add_parser("cat", help="print an attribute (like cat PATH)")
-    cat.add_argument("path", metavar="PATH")
+    cat.add_argument("path", metavar="PATH", help="an attribute ('vdsp sysfs ls' lists them)")
     cat.set_defaults(fn=cmd_cat)
     echo = fsub.add_parser("echo", help="write an attribute (like echo [-n] VALUE > PATH)")
     echo.add_argument("-n", action="store_true", help="no trailing newline")
-    echo.add_argument("value", nargs="+", metavar="VALUE")
-    echo.add_argument("path", metavar="PATH")
+    echo.add_argument("value", nargs="+", metavar="VALUE", help="what to write: start or stop to state, "
+                                                                 "an image name to firmware")
+    echo.add_argument("path", metavar="PATH", help="an attribute ('vdsp sysfs ls' lists them)")
     echo.set_defaults(fn=cmd_echo)
     fsub.add_parser("ls", help="list the files").set_defaults(fn=cmd_ls)
     dep = sub.add_parser("deploy", help="install firmware images vdsp0/vdsp1 from IMAGE_DIR and restart both cores "
                                         "(what dsp_deploy.sh does)")
-    dep.add_argument("image_dir", metavar="IMAGE_DIR")
+    dep.add_argument("image_dir", metavar="IMAGE_DIR",
+                     help="a folder with the images vdsp0 and vdsp1 ('vdsp firmware build -o IMAGE_DIR/vdsp0')")
     dep.set_defaults(fn=cmd_deploy)
