@@ -31,3 +31,42 @@ def keep_heap() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_NEVER))
+
+
+#: working memory touched at firmware boot (``VDSP_FW_HEAP_MB`` overrides; 0 disables)
+PREFAULT_MB = 96
+
+
+def prefault(nbytes: int | None = None, chunk: int = 8 << 20) -> int:
+    """Grow the heap by ``nbytes`` (default ``VDSP_FW_HEAP_MB`` or :data:`PREFAULT_MB` MiB),
+    touch every page and free it again: after :func:`keep_heap` those pages stay mapped, so a
+    first task's large temporaries do not page-fault (a 1920x1080 cornerHarris: ~75 MiB of
+    them, 66 ms first vs 16 ms after on a 2-CPU VM), as a DSP's working memory is there when
+    it boots. Returns the bytes touched (0 without glibc or when disabled)."""
+    import os
+    if nbytes is None:
+        try:
+            nbytes = int(float(os.environ.get("VDSP_FW_HEAP_MB", PREFAULT_MB)) * (1 << 20))
+        except ValueError:
+            nbytes = PREFAULT_MB << 20
+    if nbytes <= 0:
+        return 0
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        malloc, free = libc.malloc, libc.free
+    except (OSError, AttributeError):
+        return 0
+    malloc.argtypes, malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
+    free.argtypes, free.restype = [ctypes.c_void_p], None
+    blocks = []
+    try:
+        for _ in range(-(-nbytes // chunk)):
+            ptr = malloc(chunk)
+            if not ptr:
+                break
+            ctypes.memset(ptr, 0, chunk)
+            blocks.append(ptr)
+    finally:
+        for ptr in reversed(blocks):
+            free(ptr)
+    return len(blocks) * chunk

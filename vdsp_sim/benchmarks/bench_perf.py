@@ -237,6 +237,12 @@ def cv_table() -> dict:
     return table
 
 
+def _cv_task(call, soc, core, src, dst):
+    on = _On(soc, core)
+    call(on, src, dst)
+    return on.last
+
+
 # --- phase 1: the first task of each operator after ``vdsp up -d`` ---------------------------------
 
 def first_tasks(timeout_s: float) -> dict:
@@ -268,12 +274,20 @@ def first_tasks(timeout_s: float) -> dict:
             images = cv_images(soc, table)
             calls = [(name, lambda core, r=r: r.call(core)) for name, r in remote]
             for name, (src, dst, call) in images.items():
-                calls.append((f"cv.{name}", lambda core, s=src, d=dst, f=call: f(_On(soc, core), s, d)))
+                calls.append((f"cv.{name}", lambda core, s=src, d=dst, f=call: _cv_task(f, soc, core, s, d)))
             for name, call in calls:
-                first = [_us(lambda: call(core)) / 1e3 for core in (CORE_0, CORE_1)]
-                warm = _us(lambda: call(CORE_0)) / 1e3
+                first, execs = [], []
+                for core in (CORE_0, CORE_1):
+                    t0 = time.perf_counter()
+                    task = call(core)
+                    first.append((time.perf_counter() - t0) * 1e3)
+                    execs.append(task.exec_us / 1e3)
+                t0 = time.perf_counter()
+                task = call(CORE_0)
+                warm = (time.perf_counter() - t0) * 1e3
                 out["ops"][name] = {"vdsp0_ms": first[0], "vdsp1_ms": first[1], "warm_ms": warm,
-                                    "first_ms": max(first)}
+                                    "first_ms": max(first), "vdsp0_exec_ms": execs[0], "vdsp1_exec_ms": execs[1],
+                                    "warm_exec_ms": task.exec_us / 1e3}
             for _, r in remote:
                 r.free()
     finally:
@@ -478,14 +492,22 @@ def render(fig: dict) -> str:
               "| operator | in-process | DSP exec | exec - in-process |", "|---|---:|---:|---:|"]
     for name, v in fig["nn"].items():
         lines.append(f"| {name} | {v['inproc_us']:.0f} | {v['exec_us']:.0f} | {v['exec_over_us']:+.0f} |")
-    ops = fig["first"]["ops"]
-    slow = sorted(ops, key=lambda k: -ops[k]["first_ms"])
-    lines += ["", "First task after 'vdsp up -d' (ms, submit to result; the 10 slowest):", "",
-              "| operator | vdsp0 | vdsp1 | warm |", "|---|---:|---:|---:|"]
-    for name in slow[:10]:
-        v = ops[name]
-        lines.append(f"| {name} | {v['vdsp0_ms']:.1f} | {v['vdsp1_ms']:.1f} | {v['warm_ms']:.1f} |")
+    lines += render_first(fig["first"])
     return "\n".join(lines)
+
+
+def render_first(first: dict, top: int = 10) -> list[str]:
+    """The first-task detail lines (the ``top`` slowest operators)."""
+    ops = first["ops"]
+    slow = sorted(ops, key=lambda k: -ops[k]["first_ms"])
+    lines = ["", f"First task after 'vdsp up -d' (ms, submit to result; the {top} slowest; "
+             f"'vdsp up -d' took {first['up_s']:.1f} s):", "",
+             "| operator | vdsp0 | vdsp1 | warm | DSP exec vdsp0 / vdsp1 / warm |", "|---|---:|---:|---:|---:|"]
+    for name in slow[:top]:
+        v = ops[name]
+        lines.append(f"| {name} | {v['vdsp0_ms']:.1f} | {v['vdsp1_ms']:.1f} | {v['warm_ms']:.1f} "
+                     f"| {v['vdsp0_exec_ms']:.1f} / {v['vdsp1_exec_ms']:.1f} / {v['warm_exec_ms']:.1f} |")
+    return lines
 
 
 def parser() -> argparse.ArgumentParser:
@@ -495,12 +517,17 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE as JSON")
     ap.add_argument("--fail-on-miss", action="store_true", help="exit 3 when a row misses its target")
     ap.add_argument("--rounds", type=int, help="interleaved measurement rounds (default 3, quick 1)")
+    ap.add_argument("--first-only", action="store_true", help="only the first-task row (its own SoC), with details")
     ap.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for a SoC to run")
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.first_only:
+        first = first_tasks(args.start_timeout)
+        print("\n".join(render_first(first, top=len(first["ops"]))))
+        return 0
     try:
         fig = run(args)
     except KeyboardInterrupt:
