@@ -25,7 +25,7 @@ from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, C
 from dsp_side.fwproc import FirmwareProcess
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
-from vdsp_sim.board import curve, ddr, runtime
+from vdsp_sim.board import curve, ddr, runtime, trace
 
 log = logging.getLogger("vdsp.core")
 REAP_EVERY_S = 1.0
@@ -51,6 +51,7 @@ class CoreServer:
                                  watchdog_s=watchdog_ms / 1000, allow_unsigned=allow_unsigned, pid=os.getpid(),
                                  coredump_dir=str(rt / "coredump"), admin_only_writes=self.gate is not None,
                                  is_admin=curve.is_admin)
+        self.engine.trace = self.trace = trace.Recorder("core", name, rt=rt)
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
         self.running = True
@@ -152,6 +153,7 @@ class CoreServer:
             if now >= next_reap:
                 ddr.reap()
                 next_reap = now + REAP_EVERY_S
+            self.trace.poll()
         self.close()
 
     def close(self) -> None:
@@ -163,3 +165,4 @@ class CoreServer:
         self.ctx.term()
         runtime.unlink_ipc(self.bind)
         runtime.unlink_ipc(self.fw_bind)
+        self.trace.close()

@@ -7,6 +7,8 @@ watchdog word), :meth:`fw_booted` / :meth:`boot_failed` (what the adapter's boot
 :meth:`fw_ready`, :meth:`fw_died`. Outputs, in :attr:`out` for the adapter to carry out in
 order: ``(SEND, identity, frames)``, ``(KMSG, None, line)``, ``(BOOT, None, action)``,
 ``(STOP_FW, None, None)``, ``(KILL_FW, None, reason)``, ``(COREDUMP, file name, dump)``.
+Lifecycle instants (boot, boot failed, stop, crash, recovery, watchdog) go to the injected
+trace sink :attr:`trace` while it is on (``vdsp_sim.board.trace``; off by default).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from protocol.liveness import Liveness
 from protocol.remoteproc import Action
 from dsp_side.remoteproc import Device
 from vdsp_sim.board.log import RateLimited
+from vdsp_sim.board.trace import NullRecorder
 
 log = logging.getLogger("vdsp.core")
 SEND, KMSG, BOOT, STOP_FW, KILL_FW, COREDUMP = "send", "kmsg", "boot", "stop_fw", "kill_fw", "coredump"
@@ -59,6 +62,12 @@ class CoreEngine:
         self.names: dict[bytes, str] = {}           # peer identity -> CURVE name (tcp only)
         self.warn = RateLimited(log)                # one line per peer per 10 s, however bad the flood
         self.out: list[tuple] = []
+        self.trace = NullRecorder()                 # the adapter injects its trace recorder
+
+    def instant(self, what: str, **fields) -> None:
+        """A lifecycle instant on this core's trace track (while tracing is on)."""
+        if self.trace.on:
+            self.trace.emit(what, {"core": self.name, **fields})
 
     # --- outputs --------------------------------------------------------------------------
     def send(self, identity: bytes, msg: wire.Message) -> None:
@@ -167,6 +176,7 @@ class CoreEngine:
     def fw_ready(self, info: dict) -> None:
         self.fw.info = info
         self.device.finish(True)
+        self.instant("boot", fw_pid=self.fw.pid, version=info.get("version", ""))
         self.kmsg(f"remote processor {self.name} is now up")
         self.broadcast_state("booted")   # before the reply: peers know the state when it arrives
         self._answer_pending(None)
@@ -179,6 +189,7 @@ class CoreEngine:
             return
         if fw is None or fw.info is None:  # died before READY: the boot failed
             self.device.finish(False)
+            self.instant("boot_failed", kind=kind, refusal=refusal or "")
             if refusal:   # the firmware process refused the image before running any of it
                 self.kmsg(f"{self.name}: firmware {self.device.firmware} is not valid: {refusal}")
                 self.broadcast_state(f"boot failed: {refusal}")
@@ -190,10 +201,14 @@ class CoreEngine:
         if not self.device.crash():
             return  # only the first crash is handled
         self.kmsg(f"crash detected in {self.name}: type {kind}")
+        task = report.get("task") or {}
+        self.instant("crash", kind=kind, fw_pid=fw.pid, crash=self.device.crash_count,
+                     task=task.get("msg_id") if isinstance(task, dict) else None)
         dump = self._coredump(kind, fw.info, report)
         self.broadcast_state(f"crash: {kind}", crash={"type": kind, "task": report.get("task"), **dump})
         if self.device.recovery == "enabled":
             self.kmsg(f"handling crash #{self.device.crash_count} in {self.name}")
+            self.instant("recovery", crash=self.device.crash_count)
             self.device.begin(Action.RECOVER)
             self.out.append((BOOT, None, Action.RECOVER))
 
@@ -216,6 +231,7 @@ class CoreEngine:
             self.fw = None
             self.out.append((STOP_FW, None, None))
         self.device.finish(True)
+        self.instant("stop")
         self.kmsg(f"stopped remote processor {self.name}")
         self.broadcast_state("stopped")
 
@@ -243,6 +259,7 @@ class CoreEngine:
         if since_beat > self.watchdog_s or task_s > self.watchdog_s:
             log.error("%s: watchdog: firmware %s for %.1fs", self.name,
                       f"stuck in task {msg_id}" if task_s > self.watchdog_s else "silent", max(since_beat, task_s))
+            self.instant("watchdog", task=msg_id, since_beat_s=round(since_beat, 3), task_s=round(task_s, 3))
             self.out.append((KILL_FW, None, "watchdog"))
 
     def exiting(self) -> None:

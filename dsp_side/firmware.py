@@ -34,6 +34,7 @@ from protocol.cancel import CancelOutcome
 from protocol.constants import DEFAULT_WATCHDOG_MS, MAX_RAW_FRAME, Command
 from dsp_side import heap, image, signing
 from dsp_side.ddr_resolver import Resolver
+from dsp_side.fwtrace import TaskTrace
 from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
 from dsp_side.watchdog import WatchdogWord
@@ -74,6 +75,7 @@ class Firmware:
         self.ownership = Ownership(f"{core} firmware", accept_relay=True)
         self.bindings = Bindings()
         self.unloading = False      # set by SIGUSR1 (the core stops us): serve returns, destroy hooks run
+        self.trace = TaskTrace(core, lambda op: self.registry.get(op).name)   # task slices while tracing is on
 
     def init_operators(self) -> None:
         """The operators' init hooks (registry.init_all). Raises what a hook raises."""
@@ -207,6 +209,7 @@ class Firmware:
                     json.dump(report, fh, indent=1)
             except OSError:
                 log.exception("cannot write crash report %s", self.crash_file)
+        self.trace.crashed()
         sys.stderr.flush()
         os._exit(CRASH_EXIT)
 
@@ -275,15 +278,22 @@ def serve(fw: Firmware, endpoint: str) -> None:
                     send_frames(sock, [frames[0], *reply])
         if inbox:                                   # then run the best waiting task
             identity, frames = inbox.pop()
+            traced = fw.trace.rec.on
+            if traced:
+                fw.trace.begin(frames, fw.bindings.get(identity))
             reply = fw.handle(frames, identity)
+            if traced:
+                fw.trace.end(reply)
             if fw.unloading:     # stopped while the task ran: as on a powered-off DSP its result is
                 break            # never sent; the core's "offline" fails it (HB_DSP_CORE_OFFLINE)
             if reply is not None:
                 send_frames(sock, [identity, *reply])
+        fw.trace.rec.poll()
         if time.monotonic() >= next_purge:
             fw.resolver.purge()
             next_purge = time.monotonic() + PURGE_EVERY_S
     log.info("%s: firmware %s unloading", fw.core, fw.version)
+    fw.trace.rec.close()
     sock.close(0)
 
 

@@ -17,6 +17,9 @@ a RESULT/ERROR reply to a task the header's ``core`` is the core that ran it (a 
 What a client can make the relay hold is bounded: tasks in flight (``max_tasks_per_client``),
 bytes of queued tasks per client and in all (``MAX_CLIENT_BYTES``, ``MAX_QUEUED_BYTES``:
 CoreBusy beyond); the adapter bounds replies waiting for a client that does not read.
+
+Each step of a task and each core state change is told to ``observer`` (``relay_server.observe``:
+the ``stats`` QUERY's figures, and the injected trace and metrics sinks).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from protocol.constants import HEARTBEAT_INTERVAL_MS, LIVENESS, MAX_TASKS_PER_CL
 from protocol.core_state import CoreState, error_for
 from protocol.liveness import Liveness
 from relay_server.cores import CoreView
+from relay_server.observe import RelayObserver
 from relay_server.scheduler import Job, Scheduler
 from vdsp_sim.board.log import RateLimited
 
@@ -64,7 +68,7 @@ class RelayEngine:
     def __init__(self, cores: dict[str, str], now: float, *, ownership, pid: int = 0,
                  heartbeat_ms: int = HEARTBEAT_INTERVAL_MS, credit: int = 8, max_queued: int = 8192,
                  max_tasks_per_client: int = MAX_TASKS_PER_CLIENT, admin_only_writes: bool = False,
-                 is_admin=lambda peer: False) -> None:
+                 is_admin=lambda peer: False, observer: RelayObserver | None = None) -> None:
         self.heartbeat_ms, self.credit, self.pid = heartbeat_ms, credit, pid
         self.max_tasks_per_client = max_tasks_per_client
         self.ownership, self.admin_only_writes, self.is_admin = ownership, admin_only_writes, is_admin
@@ -83,6 +87,8 @@ class RelayEngine:
         self.held_bytes = 0                      # payload bytes of queued tasks, all clients
         self.warn = RateLimited(log)
         self.out: list[tuple] = []
+        self.obs = observer if observer is not None else RelayObserver()
+        self.obs.bind(self)
 
     # --- outputs --------------------------------------------------------------------------
     def to_client(self, identity: bytes, frames: list) -> None:
@@ -102,10 +108,12 @@ class RelayEngine:
             client.dropped += 1
 
     # --- jobs -----------------------------------------------------------------------------
-    def fail(self, job: Job, exc: errors.VdspError) -> None:
-        """End ``job`` with an error sent to its client (unless released)."""
+    def fail(self, job: Job, exc: errors.VdspError, core: CoreView | None = None) -> None:
+        """End ``job`` with an error sent to its client (unless released); ``core``: the core
+        it was in flight at."""
         self._forget(job)
         self.stats["failed"] += 1
+        self.obs.failed(job, exc, core)
         if not job.discard:
             self._reply(job.client, messages.error(job.client_msg_id, exc))
 
@@ -153,6 +161,7 @@ class RelayEngine:
 
         def reject(exc: errors.VdspError) -> None:
             self.stats["rejected"] += 1
+            self.obs.rejected(client, head, exc, now)
             self._reply(client.identity, messages.error(msg_id, exc))
 
         core = head.core
@@ -184,12 +193,14 @@ class RelayEngine:
                 f"relay holds {client.held_bytes} bytes of this client's queued tasks and {self.held_bytes} in all "
                 f"(limits {MAX_CLIENT_BYTES} and {MAX_QUEUED_BYTES}); retry later"))
         job = Job(next(self.ids), client.identity, msg_id, head.priority, head.custom_id, index, frames, now)
+        job.op = head.op
         client.held_bytes += size
         self.held_bytes += size
         client.jobs[msg_id] = job
         self.jobs[job.relay_id] = job
         self.sched.push(job)
         self.stats["submitted"] += 1
+        self.obs.enqueued(job, client, head.op, size, now)
         self.dispatch(now)
 
     def on_client_request(self, client: Client, frames: list, head: header.Header, now: float,
@@ -252,6 +263,7 @@ class RelayEngine:
             outcome = CancelOutcome.UNKNOWN
         elif self.sched.remove(job):
             self._forget(job)
+            self.obs.cancelled(job)
             outcome = CancelOutcome.CANCELLED
         else:
             job.discard = True
@@ -276,6 +288,7 @@ class RelayEngine:
             job.discard = True
             if self.sched.remove(job):
                 self._forget(job)
+                self.obs.cancelled(job)
                 dropped += 1
                 continue
             core = next((c for c in self.cores if job.relay_id in c.inflight), None)
@@ -284,6 +297,7 @@ class RelayEngine:
                 cancelled += 1
         self.sched.forget_client(client.identity)
         self.clients.pop(client.identity, None)
+        self.obs.forget_client(client.identity)
         log.log(logging.INFO if busy else logging.DEBUG,
                 "client %s (pid %d) %s: %d queued task(s) dropped, %d sent ahead cancelled, %d running "
                  "discarded%s", client.identity.hex(), client.pid, why, dropped, cancelled,
@@ -310,7 +324,8 @@ class RelayEngine:
         if what == "stats":
             return {**self.stats, "queued": self.sched.queued, "clients": len(self.clients),
                     "queued_bytes": self.held_bytes,
-                    "inflight": {c.name: len(c.inflight) for c in self.cores}, "pid": self.pid}
+                    "inflight": {c.name: len(c.inflight) for c in self.cores}, "pid": self.pid,
+                    **self.obs.stats(self.obs.now)}
         raise errors.InvalidArgument(f"unknown query {what!r}; the relay answers 'cores' and 'stats'")
 
     # --- core side ------------------------------------------------------------------------
@@ -328,6 +343,7 @@ class RelayEngine:
                 frames = job.payload
                 self.out.append((TO_FW, core.index, [header.retag(frames[0], job.relay_id), *frames[1:]]))
                 self._release(job)
+                self.obs.dispatched(job, core, now)
 
     def on_fw(self, index: int, frames: list, now: float) -> None:
         core = self.cores[index]
@@ -345,6 +361,7 @@ class RelayEngine:
             return
         self._forget(job)
         self.stats["completed"] += 1
+        self.obs.replied(job, core, frames, now)
         if not job.discard:
             queue_us = int((job.started - job.enqueued) * 1e6)
             head = header.retag(frames[0], job.client_msg_id, core=1 << core.index, custom_id=queue_us)
@@ -423,6 +440,8 @@ class RelayEngine:
     def core_state(self, core: CoreView, state: CoreState, body: dict, reason: str, now: float) -> None:
         """Apply a core's new state; a core that stops running fails its tasks, and so does a core
         process or firmware that was replaced without our noticing (their tasks died with them)."""
+        if state is not core.state or reason not in ("ready", ""):
+            self.obs.core_state(core, state, reason, now)
         if core.restarted(body):
             self.fail_core(core, errors.CoreDead(f"{core.name} restarted (core process {core.pid}); "
                                                  "its tasks in flight died with the previous one"))
@@ -476,13 +495,13 @@ class RelayEngine:
                 del self.cancels[relay_id]
                 if identity is not None:
                     self._reply(identity, messages.result(msg_id, {"state": CancelOutcome.RUNNING.value}))
-        jobs = list(core.inflight.values())
+        running = list(core.inflight.values())
         core.inflight.clear()
-        jobs += self.sched.drain_pinned(core.index)
+        jobs = running + self.sched.drain_pinned(core.index)
         if jobs:
             log.warning("%s: failing %d task(s): %s", core.name, len(jobs), exc.message)
-        for job in jobs:
-            self.fail(job, type(exc)(exc.message))
+        for i, job in enumerate(jobs):
+            self.fail(job, type(exc)(exc.message), core if i < len(running) else None)
 
     def ctl_lost(self, index: int, now: float) -> None:
         """The control connection to a core closed (its process died): say HELLO at once; it goes

@@ -38,6 +38,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--exit-without-cores", type=float, default=0.0, metavar="SECONDS",
                     help="exit once no core has answered for this long (0: never); the SDK starts its relays "
                          "so, so that one never outlives the cores it serves")
+    ap.add_argument("--metrics-port", type=int, default=int(os.environ.get("VDSP_METRICS_PORT") or 0),
+                    metavar="PORT", help="serve Prometheus metrics on http://ADDR:PORT/metrics (default "
+                    "$VDSP_METRICS_PORT; 0: off); names in docs/observability.md")
+    ap.add_argument("--metrics-addr", default=os.environ.get("VDSP_METRICS_ADDR", "127.0.0.1"),
+                    help="address of the metrics endpoint (default $VDSP_METRICS_ADDR or 127.0.0.1; "
+                         "0.0.0.0 in a container)")
     clihelp.add_version(ap)
     return clihelp.finish(ap)
 
@@ -70,10 +76,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dsp_relay_server: {exc}", file=sys.stderr)
         return 2
     log.info("Relay server mode, pid %d", os.getpid())
+    metrics = None
     try:
+        if args.metrics_port:
+            from relay_server import metrics as relay_metrics
+            metrics = relay_metrics.RelayMetrics()
+            relay_metrics.serve(metrics, args.metrics_port, args.metrics_addr)
+            log.info("Prometheus metrics on http://%s:%d/metrics", args.metrics_addr, args.metrics_port)
         server = RelayServer(bind, cores, heartbeat_ms=args.heartbeat_ms, credit=args.credit,
-                             max_queued=args.max_queue, max_tasks_per_client=args.max_tasks_per_client)
-    except Exception as exc:  # zmq bind errors: address in use, bad endpoint
+                             max_queued=args.max_queue, max_tasks_per_client=args.max_tasks_per_client,
+                             metrics=metrics)
+    except Exception as exc:  # zmq bind errors: address in use, bad endpoint; metrics port in use
         pidfile.release()
         print(f"dsp_relay_server: cannot start on {bind}: {exc}", file=sys.stderr)
         return 1

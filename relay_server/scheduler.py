@@ -22,7 +22,7 @@ class Job:
     """One task as the relay sees it. ``payload`` is opaque to the scheduler."""
 
     __slots__ = ("relay_id", "client", "client_msg_id", "priority", "custom_id", "core", "seq",
-                 "payload", "state", "core_name", "enqueued", "started", "discard")
+                 "payload", "state", "core_name", "enqueued", "started", "discard", "op")
 
     def __init__(self, relay_id: int, client: Any, client_msg_id: int, priority: int, custom_id: int,
                  core: int | None, payload: Any, enqueued: float = 0.0) -> None:
@@ -34,6 +34,7 @@ class Job:
         self.core_name = ""
         self.started = 0.0
         self.discard = False     # released while running: drop the result
+        self.op = 0              # the operator (observers' figures by operator)
 
     def key(self) -> tuple:
         return order_key(self.priority, self.custom_id, self.seq)

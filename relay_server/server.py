@@ -17,7 +17,8 @@ import zmq
 
 from protocol.constants import HEARTBEAT_INTERVAL_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
 from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
-from vdsp_sim.board import curve, ddr, runtime
+from relay_server.observe import RelayObserver
+from vdsp_sim.board import curve, ddr, runtime, trace
 from vdsp_sim.board.ownership import Ownership
 from vdsp_sim.board.zsock import send_frames
 
@@ -31,7 +32,8 @@ _EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
 class RelayServer:
     def __init__(self, bind: str, cores: dict[str, str], *, heartbeat_ms: int = HEARTBEAT_INTERVAL_MS,
                  credit: int = 8, max_queued: int = 8192,
-                 max_tasks_per_client: int = MAX_TASKS_PER_CLIENT) -> None:
+                 max_tasks_per_client: int = MAX_TASKS_PER_CLIENT, metrics=None) -> None:
+        """``metrics``: a ``relay_server.metrics.RelayMetrics`` to feed (--metrics-port)."""
         self.ctx = zmq.Context()
         self.front = self.ctx.socket(zmq.ROUTER)
         self.front.linger = 0
@@ -43,10 +45,14 @@ class RelayServer:
         curve.secure_server(self.front, bind)
         self.front.bind(bind)
         self.bind = bind
+        # on while `vdsp trace` (or Soc(trace=...)) runs: see vdsp_sim.board.trace
+        self.trace = trace.Recorder("relay", "relay", meta={"cores": list(cores)})
+        self.metrics = metrics
         self.engine = RelayEngine(cores, time.monotonic(), ownership=Ownership("relay", gate=self.gate),
                                   pid=os.getpid(), heartbeat_ms=heartbeat_ms, credit=credit,
                                   max_queued=max_queued, max_tasks_per_client=max_tasks_per_client,
-                                  admin_only_writes=self.gate is not None, is_admin=curve.is_admin)
+                                  admin_only_writes=self.gate is not None, is_admin=curve.is_admin,
+                                  observer=RelayObserver(self.trace, metrics))
         self.cores = self.engine.cores            # read by main's --exit-without-cores watch
         for core in self.cores:
             log.info("Connect to vdsp core%d...", core.index)
@@ -132,6 +138,9 @@ class RelayServer:
             if now >= next_reap:
                 ddr.reap()
                 next_reap = now + REAP_EVERY_S
+                if self.metrics is not None:
+                    self.metrics.refresh(engine)
+            self.trace.poll()
         self.close()
 
     def _drain_front(self) -> None:
@@ -168,3 +177,4 @@ class RelayServer:
             self.gate.stop()
         self.ctx.term()
         runtime.unlink_ipc(self.bind)
+        self.trace.close()

@@ -14,6 +14,8 @@
   vdsp bench [NAME]     benchmarks: rpc, cv, nn, dnn, pointcloud, transport, perf ('vdsp bench --help')
   vdsp loadtest         many clients, mixed priorities and cores, every output verified
   vdsp fuzz             structure-aware fuzzing of every peer; all processes must keep serving
+  vdsp trace -o F -- CMD  one timeline of every task across the SoC's processes while CMD runs (Perfetto JSON, --png)
+  vdsp top              live view of a running SoC: cores, utilisation, tasks/s, p50/p99 by operator, queue, clients
   vdsp keys             CURVE keys of the tcp endpoints (server pair, allowed client and admin keys)
 """
 from __future__ import annotations
@@ -325,6 +327,9 @@ def parser() -> argparse.ArgumentParser:
     keys.add_argument("rest", nargs=argparse.REMAINDER, metavar="ARGS", help="what 'vdsp keys --help' lists")
     sub.add_parser("fuzz", help="structure-aware fuzzing of the relay, cores and firmwares; every process "
                                 "must keep serving (--help for options)")
+    sub.add_parser("trace", help="trace the running SoC while a command runs: Chrome/Perfetto JSON, --png "
+                                 "timeline (--help for options)")
+    sub.add_parser("top", help="live terminal view of a running SoC (--help for options)")
     bench = sub.add_parser("bench", help="benchmarks: " + ", ".join(BENCHES) + " ('vdsp bench --help')")
     bench.add_argument("rest", nargs=argparse.REMAINDER, metavar="NAME [OPTIONS]",
                        help="what 'vdsp bench --help' lists")
@@ -347,6 +352,12 @@ def _main(argv: list[str]) -> int:
     if argv[:1] == ["health"]:
         from vdsp_sim import health
         return health.main(argv[1:])
+    if argv[:1] == ["trace"]:
+        from vdsp_sim import trace_cli
+        return trace_cli.main(argv[1:])
+    if argv[:1] == ["top"]:
+        from vdsp_sim import top
+        return top.main(argv[1:])
     if argv[:1] == ["fuzz"]:
         from vdsp_sim import fuzz
         return fuzz.main(argv[1:])

@@ -1,0 +1,233 @@
+"""The SoC trace without processes: the switch and recorders, the engines' trace events, the
+SDK's tracer, and the merge into the Trace Event Format (keys, tracks, stages, flows)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from protocol import errors, header, messages, opids, wire
+from protocol.constants import Command, Core
+from protocol.remoteproc import Action
+from relay_server.observe import RelayObserver
+from vdsp_sim.board import trace, tracefmt
+from vdsp_sim.board.trace import ListRecorder
+from relay_server.engine import TO_FW
+from tests.test_relay_engine import A, Relay, tasks_sent
+
+REQUIRED = {"ph", "ts", "pid", "tid", "name"}
+
+
+# --- the switch and one process's recorder ------------------------------------------------------
+def test_a_recorder_is_off_until_the_flag_appears_and_writes_its_file_until_it_goes(tmp_path):
+    rec = trace.Recorder("relay", "relay", directory=tmp_path, check_every_s=0)
+    assert rec.poll() is False and not rec.on
+    session = trace.start(tmp_path)
+    assert rec.poll() is True
+    rec.emit("enq", {"rid": 1})
+    rec.emit("disp", {"rid": 1})
+    rec.poll()                              # written at each poll
+    path = next(tmp_path.joinpath(session["session"]).glob("*.trace"))
+    assert path.name == f"relay-relay-{rec.pid}.trace"
+    head, events, ended = trace.read(path)
+    assert head["role"] == "relay" and [e[1] for e in events] == ["enq", "disp"] and not ended
+    assert trace.stop(tmp_path)["session"] == session["session"]
+    assert rec.poll() is False
+    head, events, ended = trace.read(path)
+    assert ended and len(events) == 2
+    assert trace.wait_ended(path.parent, timeout_s=0.1) == [path]
+
+
+def test_the_switch_is_looked_at_only_every_interval(tmp_path):
+    rec = trace.Recorder("core", "vdsp0", directory=tmp_path, check_every_s=3600)
+    rec.poll()
+    trace.start(tmp_path)
+    assert rec.poll() is False              # not looked at again yet: off costs one clock read
+    assert rec.poll(force=True) is True
+
+
+def test_a_second_start_joins_the_active_session(tmp_path):
+    first = trace.start(tmp_path)
+    assert trace.start(tmp_path)["session"] == first["session"]
+    trace.stop(tmp_path)
+    assert trace.active(tmp_path) is None and trace.stop(tmp_path) is None
+
+
+# --- the engines' events -----------------------------------------------------------------------
+def test_the_relay_engine_stamps_enqueue_dispatch_and_reply_with_queue_depth_and_inflight():
+    rec = ListRecorder()
+    r = Relay(observer=RelayObserver(rec))
+    r.both_up()
+    r.send(A, messages.hello(1, "client", owner=7, pid=55))
+    r.take()
+    r.task(A, 10, core=Core.CORE_1, priority=200, custom_id=4, op=opids.PING)
+    (sent,) = tasks_sent(r.take(), 1)
+    r.fw_reply(1, wire.encode(sent))
+    kinds = [k for k in rec.kinds() if k != "core"]
+    assert kinds == ["enq", "disp", "reply"]
+    enq, disp, reply = [e[2] for e in rec.events if e[1] != "core"]
+    assert enq["cid"] == 10 and enq["owner"] == 7 and enq["cpid"] == 55 and enq["prio"] == 200 and enq["cust"] == 4
+    assert enq["rid"] == disp["rid"] == reply["rid"] == sent.msg_id
+    assert disp["core"] == reply["core"] == "vdsp1" and reply["code"] == 0
+    assert disp["d"] == [0, [0, 1]] and reply["d"] == [0, [0, 0]]   # queued, in flight per core
+
+
+def test_the_relay_engine_traces_failures_rejections_and_core_states():
+    rec = ListRecorder()
+    r = Relay(observer=RelayObserver(rec))
+    r.both_up()
+    r.task(A, 1, core=Core.CORE_0)
+    r.take()
+    r.e.on_ctl(0, wire.encode(messages.event("vdsp0", "crashed", reason="crash: exception")), r.now)
+    r.task(A, 2, core=Core.CORE_0)          # refused: vdsp0 crashed
+    fail = [e[2] for e in rec.events if e[1] == "fail"]
+    assert fail and fail[0]["code"] == errors.CoreCrashed.code
+    states = [(e[2]["core"], e[2]["state"]) for e in rec.events if e[1] == "core"]
+    assert ("vdsp0", "crashed") in states
+    (reject,) = [e[2] for e in rec.events if e[1] == "reject"]
+    assert reject["cid"] == 2 and reject["code"] == errors.CoreCrashed.code
+
+
+def test_tracing_off_records_nothing_and_the_stats_view_still_counts():
+    r = Relay()
+    r.both_up()
+    assert r.e.obs.trace.on is False
+    for i in range(5):
+        r.task(A, i + 1, op=opids.PING)
+    for kind, index, frames in r.take(TO_FW):
+        if header.command_of(frames[0]) == Command.TASK:
+            r.fw_reply(index, frames)
+    stats = r.e.query("stats")
+    assert stats["completed"] == 5
+    assert stats["operators"]["0x0000"]["completed"] == 5 and stats["operators"]["0x0000"]["p50_us"] is not None
+    assert [c["name"] for c in stats["cores"]] == ["vdsp0", "vdsp1"]
+    assert stats["top_clients"][0]["submitted"] == 5
+
+
+def _core_engine():
+    from dsp_side.core_engine import CoreEngine
+    from dsp_side.remoteproc import Device
+    return CoreEngine("vdsp0", "ipc:///x/vdsp0.fw.sock", Device("vdsp0", "vdsp0"), heartbeat_ms=500,
+                      watchdog_s=1.0)
+
+
+def test_core_lifecycle_instants_boot_crash_recovery_watchdog_stop():
+    e = _core_engine()
+    e.trace = rec = ListRecorder()
+    e.start()
+    e.fw_booted(100, "install", 0.0)
+    e.fw_ready({"version": "1.0", "operators": []})
+    e.fw_died("exception", {"task": {"msg_id": 9}})
+    assert e.out[-1][2] is Action.RECOVER
+    e.fw_booted(101, "install", 1.0)
+    e.fw_ready({"version": "1.0", "operators": []})
+    e.tick(2.0, (5.0, 3, 0.0))              # silent for 5 s > watchdog 1 s
+    e.shutdown_firmware()
+    kinds = rec.kinds()
+    assert kinds == ["boot", "crash", "recovery", "boot", "watchdog", "stop"]
+    crash = rec.events[1][2]
+    assert crash["core"] == "vdsp0" and crash["task"] == 9 and crash["fw_pid"] == 100
+
+
+# --- the SDK's tracer -----------------------------------------------------------------------------
+def test_the_sdk_tracer_stamps_submit_complete_and_waits_only_while_on(tmp_path):
+    from arm_side.tracing import SdkTracer
+    tracer = SdkTracer(tmp_path, owner=0x1234, check_every_s=0)
+    tracer.submit(1, opids.PING)
+    tracer.complete(1)
+    assert tracer.rec.events == []          # off: nothing kept
+    session = trace.start(tmp_path)
+    tracer.submit(2, opids.MEMCPY, core=1, priority=7, custom_id=3, nbytes=4096)
+    t0 = tracer.wait_begin()
+    tracer.complete(2, code=0, core="vdsp0", exec_us=5, queue_us=6)
+    tracer.wait_end(2, t0)
+    trace.stop(tmp_path)
+    tracer.poll(force=True)
+    (path,) = (tmp_path / session["session"]).glob("*.trace")
+    head, events, ended = trace.read(path)
+    assert head["role"] == "client" and head["owner"] == 0x1234 and ended
+    assert [e[1] for e in events] == ["submit", "complete", "wait"]
+    assert events[0][2] == {"id": 2, "op": opids.MEMCPY, "core": 1, "prio": 7, "cust": 3, "bytes": 4096}
+    assert events[0][0] <= events[1][0] and events[2][2]["t0"] <= events[2][0]
+
+
+# --- the merge --------------------------------------------------------------------------------------
+def _files():
+    """One task of client pid 300 (owner 0x42) through the relay (pid 200) to vdsp1's firmware
+    (pid 401, core pid 400), a direct task to vdsp0 (firmware 501, core 500), and a crash."""
+    client = ({"role": "client", "name": "pid300", "pid": 300, "owner": 0x42}, [
+        (1000, "submit", {"id": 5, "op": 0x10, "core": 0, "prio": 100, "cust": 0, "bytes": 64}),
+        (1500, "submit", {"id": 6, "op": 0x11, "core": 1, "prio": 0, "cust": 0, "bytes": 0}),
+        (9000, "complete", {"id": 5, "code": 0, "core": "vdsp1"}),
+        (9500, "complete", {"id": 6, "code": 0, "core": "vdsp0"}),
+        (9600, "wait", {"id": 5, "t0": 1200, "tid": 300})], True)
+    relay = ({"role": "relay", "name": "relay", "pid": 200, "cores": ["vdsp0", "vdsp1"]}, [
+        (2000, "enq", {"rid": 17, "cid": 5, "cpid": 300, "owner": 0x42, "op": 0x10, "prio": 100, "cust": 0,
+                       "core": None, "bytes": 64, "client": "pid300", "d": [1, [0, 0]]}),
+        (3000, "disp", {"rid": 17, "core": "vdsp1", "d": [0, [0, 1]]}),
+        (8000, "reply", {"rid": 17, "core": "vdsp1", "code": 0, "d": [0, [0, 0]]}),
+        (9700, "core", {"core": "vdsp0", "state": "crashed", "reason": "crash: exception"})], True)
+    fw1 = ({"role": "firmware", "name": "vdsp1", "pid": 401}, [
+        (7000, "task", {"t0": 4000, "id": 17, "op": 0x10, "name": "memcpy", "bind": -1, "code": 0})], True)
+    fw0 = ({"role": "firmware", "name": "vdsp0", "pid": 501}, [
+        (6000, "task", {"t0": 5000, "id": 6, "op": 0x11, "name": "fill", "bind": 0x42, "code": 0})], False)
+    core0 = ({"role": "core", "name": "vdsp0", "pid": 500}, [(9650, "crash", {"core": "vdsp0", "kind": "exception"})],
+             True)
+    core1 = ({"role": "core", "name": "vdsp1", "pid": 400}, [], True)
+    return [client, relay, fw1, fw0, core0, core1]
+
+
+def test_the_merged_trace_follows_the_trace_event_format():
+    doc = json.loads(json.dumps(tracefmt.to_chrome(_files())))
+    assert set(doc) >= {"traceEvents", "displayTimeUnit"} and doc["otherData"]["tasks"] == 2
+    for ev in doc["traceEvents"]:
+        assert REQUIRED <= set(ev), ev
+        assert ev["ph"] in {"X", "B", "E", "b", "e", "i", "C", "M", "s", "t", "f"}
+        assert isinstance(ev["ts"], (int, float)) and ev["ts"] >= 0
+        if ev["ph"] == "X":
+            assert ev["dur"] >= 0
+        if ev["ph"] in "bestf":
+            assert "id" in ev
+        if ev["ph"] == "C":
+            assert all(isinstance(v, (int, float)) for v in ev["args"].values())
+    names = {(e["pid"], e.get("args", {}).get("name")) for e in doc["traceEvents"] if e["ph"] == "M"}
+    assert (200, "relay (pid 200)") in names and (400, "vdsp1 (core pid 400)") in names
+    assert (300, "client pid300 (pid 300)") in names
+
+
+def test_a_task_has_every_stage_in_order_on_the_right_core_linked_by_one_flow():
+    doc = tracefmt.to_chrome(_files())
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["args"].get("task")]
+    relayed = sorted((e for e in slices if e["args"]["op"] == "0x0010"), key=lambda e: e["ts"])
+    stages = [e["args"]["stage"] for e in relayed if e["args"]["stage"] != "wait"]
+    assert stages == ["submit", "enqueue", "dispatch", "run", "reply", "complete"]
+    run = next(e for e in relayed if e["args"]["stage"] == "run")
+    assert run["pid"] == 400 and run["tid"] == 401 and run["name"] == "memcpy" and run["dur"] == 3.0
+    flows = sorted((e for e in doc["traceEvents"] if e["ph"] in "stf" and e["id"] == run["args"]["task"]),
+                   key=lambda e: e["ts"])
+    assert [f["ph"] for f in flows] == ["s", "t", "t", "t", "t", "f"]
+    assert [(f["pid"], f["ts"]) for f in flows] == [(e["pid"], e["ts"]) for e in relayed if e["args"]["stage"] != "wait"]
+    direct = [e for e in slices if e["args"]["op"] == "0x0011"]
+    assert sorted(e["args"]["stage"] for e in direct) == ["complete", "run", "submit"]
+    assert next(e for e in direct if e["args"]["stage"] == "run")["pid"] == 500
+
+
+def test_a_crash_is_an_instant_on_its_core_and_counters_come_from_the_relay():
+    doc = tracefmt.to_chrome(_files())
+    (crash,) = [e for e in doc["traceEvents"] if e["ph"] == "i" and e["name"] == "crash"]
+    assert crash["pid"] == 500 and crash["args"]["core"] == "vdsp0"
+    depth = [e["args"]["queued"] for e in doc["traceEvents"] if e["ph"] == "C" and e["name"] == "queue depth"]
+    assert depth == [1, 0, 0]
+    inflight = [e["args"] for e in doc["traceEvents"] if e["ph"] == "C" and e["name"] == "in flight"]
+    assert inflight[1] == {"vdsp0": 0, "vdsp1": 1}
+
+
+def test_the_timeline_picture_is_drawn(tmp_path):
+    pytest.importorskip("matplotlib")
+    from vdsp_sim import traceplot
+    doc = tracefmt.to_chrome(_files())
+    data = traceplot.timeline(doc)
+    assert set(data["cores"]) == {"vdsp0", "vdsp1"} and data["instants"]["vdsp0"][0][1] == "crash"
+    assert set(data["clients"]) == {300}
+    out = traceplot.render(doc, tmp_path / "t.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

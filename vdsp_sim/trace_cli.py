@@ -1,0 +1,114 @@
+"""``vdsp trace``: one timeline of every task across the SoC's processes.
+
+  vdsp trace -o trace.json -- COMMAND ...   trace the running SoC while COMMAND runs
+  vdsp trace --png timeline.png -- COMMAND  the same, and draw it (matplotlib)
+  vdsp trace --start / --stop -o FILE       trace until told to stop (no command)
+  vdsp trace --from trace.json --png FILE   draw a trace written before
+
+Tracing is switched on for every process of the SoC of ``$VDSP_RUNTIME_DIR`` (relay,
+cores, firmwares, and SDK clients) by a flag file they check every 0.25 s
+(``vdsp_sim.board.trace``); nothing else changes on the SoC. The JSON opens in
+https://ui.perfetto.dev (or chrome://tracing).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from vdsp_sim.board import trace, tracefmt
+
+PICKUP_S = 1.5      # how long we wait for the relay and cores to open their files
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="vdsp trace", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("-o", "--output", default=None, help="the trace (Chrome/Perfetto JSON; default trace.json)")
+    ap.add_argument("--png", nargs="?", const="", default=None, metavar="FILE",
+                    help="also draw the timeline to FILE (default: the output's name with .png)")
+    ap.add_argument("--from", dest="source", metavar="TRACE", help="draw this trace instead of recording one")
+    ap.add_argument("--start", action="store_true", help="turn tracing on and return")
+    ap.add_argument("--stop", action="store_true", help="turn tracing off and write the trace")
+    ap.add_argument("--title", default="", help="title of the picture")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... to run while tracing")
+    return ap
+
+
+def _wait_pickup(session_dir: Path, seconds: float) -> list[str]:
+    """Wait until the relay and the cores have opened their files (they poll the flag)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        roles = sorted(p.name.split("-")[0] for p in session_dir.glob("*" + trace.SUFFIX))
+        if ("relay" in roles and roles.count("core") >= 1) or time.monotonic() >= deadline:
+            return roles
+        time.sleep(0.05)
+
+
+def finish(directory: Path, session: dict, output: Path, png: str | None, title: str = "") -> dict:
+    """Stop the session, merge it into ``output``, draw it if asked; returns the document."""
+    trace.stop(directory)
+    trace.wait_ended(Path(session["dir"]))
+    doc = tracefmt.merge(Path(session["dir"]), output, session)
+    if png is not None:
+        from vdsp_sim import traceplot
+        traceplot.render(doc, png or output.with_suffix(".png"), title)
+    return doc
+
+
+def summary(doc: dict) -> str:
+    procs = doc["otherData"]["processes"]
+    roles = ", ".join(f"{p['role']} {p['name']}" for p in procs)
+    return f"{doc['otherData']['tasks']} tasks, {len(doc['traceEvents'])} events from {len(procs)} processes ({roles})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    output = Path(args.output or "trace.json")
+    if args.source:
+        from vdsp_sim import traceplot
+        doc = json.loads(Path(args.source).read_text())
+        out = traceplot.render(doc, args.png or Path(args.source).with_suffix(".png"), args.title)
+        print(f"vdsp trace: timeline drawn to {out}")
+        return 0
+    directory = trace.trace_dir()
+    if args.stop:
+        session = trace.active(directory)
+        if session is None:
+            print(f"vdsp trace: no trace is on in {directory}", file=sys.stderr)
+            return 1
+        doc = finish(directory, session, output, args.png, args.title)
+        print(f"vdsp trace: {summary(doc)} -> {output}")
+        return 0
+    session = trace.start(directory)
+    if args.start:
+        print(f"vdsp trace: tracing on (session {session['session']}); 'vdsp trace --stop -o FILE' ends it")
+        return 0
+    if not command:
+        trace.stop(directory)
+        print("vdsp trace: give a command after --, or --start / --stop", file=sys.stderr)
+        return 2
+    roles = _wait_pickup(Path(session["dir"]), PICKUP_S)
+    if "relay" not in roles:
+        print("vdsp trace: no relay answered the switch (is a SoC up? 'vdsp up -d'); tracing what runs anyway",
+              file=sys.stderr)
+    status = 1
+    try:
+        status = subprocess.call(command)
+    except OSError as exc:
+        print(f"vdsp trace: cannot run {command[0]}: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        status = 130
+    finally:
+        doc = finish(directory, session, output, args.png, args.title)
+    print(f"vdsp trace: {summary(doc)} -> {output}"
+          + (f", {args.png or output.with_suffix('.png')}" if args.png is not None else ""), file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
