@@ -1,23 +1,46 @@
-"""One typed function per CV operator: ``cv.gaussian_blur(soc, src, dst, ksize=(5, 5), sigma_x=1.2)``.
+"""The CV operators, one function each, generated from one table (:data:`OPERATORS`).
 
-Every function takes ``soc`` (an ``arm_side.Soc``), its images (``arm_side.cv.Image``)
-and the operator's parameters with OpenCV's meaning, plus these keywords:
+Every function works in two modes, chosen by what it is given:
 
-- ``core`` (CORE_ANY, CORE_0, CORE_1), ``priority`` (0..255): where and how urgently it runs;
-- ``timeout_ms``: how long to wait for the result;
-- ``wait=False``: return the submitted ``Task`` at once instead of its result.
+* **buffers**: ``cv.gaussian_blur(soc, src, dst, ksize=5)`` with :class:`~arm_side.cv.Image`
+  descriptors of shared memory; returns the operator's result values (a dict, often empty),
+  or the submitted ``Task`` with ``wait=False``.
+* **numpy**: ``out = cv.gaussian_blur(soc, pixels, ksize=5)`` with numpy arrays in (and,
+  optionally, ``dst=array`` to fill in place, as OpenCV's ``dst=``); the pixels travel
+  through pooled shared buffers (``soc.mem.pool``, freed when the Soc closes) and the
+  result comes back as a new array. ``threshold`` returns ``(level, dst)`` and ``roi_resize``
+  ``(rect, dst)``: result values first, as ``cv2.threshold`` does. The input format is taken
+  from the array (2-D uint8 = ``Y``, H x W x 3 uint8 = ``BGR``, 2-D uint16/int16/int32/float32
+  = ``U16``/``S16``/``S32``/``F32``) unless ``format=`` names it (``RGB``, ``YUV444``, ``NV12``
+  for an (H*3/2) x W array).
 
-They return the operator's result values (a dict, often empty). Parameters are
-validated on the DSP: a bad one raises ``errors.InvalidArgument`` (-6000001)
-with a message naming it; submission errors raise as ``Soc.rpc`` does.
+Given an :class:`arm_side.AsyncSoc` instead of a ``Soc``, a function returns an awaitable with
+the same result; it never blocks the event loop (pixel copies run in a worker thread).
+
+Parameters have OpenCV's meaning and accept OpenCV's constants (``cv2.BORDER_REFLECT_101``,
+``cv2.INTER_AREA``, ``cv2.THRESH_BINARY | cv2.THRESH_OTSU``, ``cv2.MORPH_ELLIPSE``,
+``cv2.ROTATE_90_CLOCKWISE``, ``cv2.COLOR_BGR2GRAY``, ``cv2.WARP_INVERSE_MAP`` in a warp's
+``interpolation``), OpenCV's keyword names (``borderType``, ``sigmaX``, ``flags`` ...), an int
+``ksize`` meaning (k, k), as well as this API's own names (``border="reflect101"``). Misuse
+is an ``errors.InvalidArgument`` naming the operator and the parameter. Keywords for every
+operator: ``core`` (CORE_ANY, CORE_0, CORE_1), ``priority`` (0..255), ``timeout_ms`` (10000),
+``wait`` (buffers only). Parameter values are checked again on the DSP (InvalidArgument,
+-6000001, naming the parameter); submission errors raise as ``Soc.rpc`` does.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import dataclasses
+import inspect
+from typing import Any, Callable, Sequence
 
+import numpy as np
+
+from protocol import errors
 from protocol.constants import Core
-from arm_side.cv.image import Image
 from protocol.contract import cv_ids as ids
+from protocol.contract import image_formats as formats
+from arm_side.cv import args as a
+from arm_side.cv.image import Image, put_image, read_image
 
 
 def run(soc, op_id: int, inputs: Sequence[tuple[str, Image]], outputs: Sequence[tuple[str, Image]],
@@ -34,187 +57,547 @@ def run(soc, op_id: int, inputs: Sequence[tuple[str, Image]], outputs: Sequence[
     return task.wait(timeout_ms) if wait else task
 
 
-def _pair(soc, op_id, src, dst, params, kw):
-    return run(soc, op_id, [("src", src)], [("dst", dst)], params, **kw)
+# --- the table ---------------------------------------------------------------------------
+
+class _Required:
+    def __repr__(self) -> str:
+        return "<required>"
 
 
-def _ints(v) -> list[int]:
-    return [int(x) for x in v]
+REQUIRED: Any = _Required()
 
 
-def _floats(v) -> list[float]:
-    return [float(x) for x in (v.ravel() if hasattr(v, "ravel") else v)]
+@dataclasses.dataclass(frozen=True)
+class Param:
+    name: str
+    default: Any
+    convert: a.Converter
 
 
-# --- filters ------------------------------------------------------------------------------
-
-def gaussian_blur(soc, src: Image, dst: Image, ksize=(5, 5), sigma_x: float = 0.0, sigma_y: float = 0.0,
-                  border: str = "reflect101", **kw) -> dict:
-    """cv::GaussianBlur; ksize odd [width, height]; sigma 0 = from ksize."""
-    return _pair(soc, ids.GAUSSIAN_BLUR, src, dst, {"ksize": _ints(ksize), "sigma_x": float(sigma_x),
-                                                     "sigma_y": float(sigma_y), "border": border}, kw)
-
-
-def box_filter(soc, src: Image, dst: Image, ksize=(3, 3), normalize: bool = True, anchor=(-1, -1),
-               border: str = "reflect101", **kw) -> dict:
-    """cv::boxFilter (same depth)."""
-    return _pair(soc, ids.BOX_FILTER, src, dst, {"ksize": _ints(ksize), "normalize": bool(normalize),
-                                                  "anchor": _ints(anchor), "border": border}, kw)
+@dataclasses.dataclass(frozen=True)
+class Ctx:
+    """What a numpy-mode destination is derived from."""
+    op: str
+    fmt: str                    # the source's format
+    width: int
+    height: int
+    wire: dict                  # converted operator parameters
+    extra: dict                 # numpy-only keywords (ddepth, dsize, ...)
+    arrays: tuple               # every input array
 
 
-def median_blur(soc, src: Image, dst: Image, ksize: int = 3, **kw) -> dict:
-    """cv::medianBlur; ksize odd."""
-    return _pair(soc, ids.MEDIAN_BLUR, src, dst, {"ksize": int(ksize)}, kw)
+OutFn = Callable[[Ctx], tuple[str, int, int]]
 
 
-def bilateral_filter(soc, src: Image, dst: Image, d: int = 5, sigma_color: float = 50.0,
-                     sigma_space: float = 50.0, border: str = "reflect101", **kw) -> dict:
-    """cv::bilateralFilter."""
-    return _pair(soc, ids.BILATERAL_FILTER, src, dst, {"d": int(d), "sigma_color": float(sigma_color),
-                                                        "sigma_space": float(sigma_space), "border": border}, kw)
+@dataclasses.dataclass(frozen=True)
+class OpSpec:
+    name: str                   # Python name, e.g. gaussian_blur
+    j5: str                     # the J5 / wire name, e.g. gaussianBlur
+    op_id: int
+    doc: str
+    params: tuple[Param, ...] = ()
+    inputs: tuple[str, ...] = ("src",)
+    out: OutFn = lambda c: (c.fmt, c.width, c.height)       # noqa: E731 - same format, same size
+    extra: tuple[tuple[str, Any], ...] = ()                   # numpy-only keywords and defaults
+    cv2_args: tuple[str, ...] | None = None                   # numpy: positional order after src (cv2's)
+    result: Callable[[dict, np.ndarray], Any] = lambda values, dst: dst    # noqa: E731
 
 
-def filter2d(soc, src: Image, dst: Image, kernel, anchor=(-1, -1), delta: float = 0.0,
-             border: str = "reflect101", **kw) -> dict:
-    """cv::filter2D with a 2-D kernel (rows x cols array-like); dst depth from dst's format."""
-    rows = [list(r) for r in kernel]
-    return _pair(soc, ids.FILTER2D, src, dst, {"kernel": _floats([v for r in rows for v in r]),
-                                                "ksize": [len(rows[0]), len(rows)], "anchor": _ints(anchor),
-                                                "delta": float(delta), "border": border}, kw)
+# OpenCV keyword names -> ours (applied when the operator has the target parameter).
+ALIASES = {"borderType": "border", "borderMode": "border", "borderValue": "border_value", "sigmaX": "sigma_x",
+           "sigmaY": "sigma_y", "sigmaColor": "sigma_color", "sigmaSpace": "sigma_space",
+           "apertureSize": "aperture_size", "L2gradient": "l2_gradient", "blockSize": "block_size",
+           "flipCode": "flip_code", "rotateCode": "rotate_code", "kernelX": "kernel_x", "kernelY": "kernel_y",
+           "flags": "interpolation", "map1": "map_x", "map2": "map_y"}
+
+FILTER_BORDER = Param("border", "reflect101", a.border)
+ANCHOR = Param("anchor", (-1, -1), a.anchor)
+DELTA = Param("delta", 0.0, a.real)
+DDEPTH = (("ddepth", -1),)
 
 
-def sep_filter2d(soc, src: Image, dst: Image, kernel_x, kernel_y, anchor=(-1, -1), delta: float = 0.0,
-                 border: str = "reflect101", **kw) -> dict:
-    """cv::sepFilter2D; dst depth from dst's format."""
-    return _pair(soc, ids.SEP_FILTER2D, src, dst, {"kernel_x": _floats(kernel_x), "kernel_y": _floats(kernel_y),
-                                                    "anchor": _ints(anchor), "delta": float(delta),
-                                                    "border": border}, kw)
+def _depth_out(c: Ctx) -> tuple[str, int, int]:
+    """filter2d / sep_filter2d / sobel: ``ddepth`` -1 or CV_8U keeps the source's format."""
+    d = a.depth(c.op, "ddepth", c.extra["ddepth"])
+    if d in (-1, 0):
+        return c.fmt, c.width, c.height
+    if d not in (3, 5):
+        raise a.fail(c.op, "ddepth", "-1, cv2.CV_8U, cv2.CV_16S or cv2.CV_32F", d)
+    return a.DEPTHS[d], c.width, c.height
 
 
-def sobel(soc, src: Image, dst: Image, dx: int = 1, dy: int = 0, ksize: int = 3, scale: float = 1.0,
-          delta: float = 0.0, border: str = "reflect101", **kw) -> dict:
-    """cv::Sobel (ksize -1 = Scharr); dst S16, F32 or 8-bit."""
-    return _pair(soc, ids.SOBEL, src, dst, {"dx": int(dx), "dy": int(dy), "ksize": int(ksize),
-                                             "scale": float(scale), "delta": float(delta), "border": border}, kw)
+def _same_depth_out(c: Ctx) -> tuple[str, int, int]:
+    """box_filter keeps the depth: ``ddepth`` -1 or CV_8U."""
+    if a.depth(c.op, "ddepth", c.extra["ddepth"]) not in (-1, 0):
+        raise a.fail(c.op, "ddepth", "-1 or cv2.CV_8U (the DSP's boxFilter keeps the depth)", c.extra["ddepth"])
+    return c.fmt, c.width, c.height
 
 
-# --- morphology, features, intensity ------------------------------------------------------
-
-def dilate(soc, src: Image, dst: Image, ksize=(3, 3), shape: str = "rect", anchor=(-1, -1),
-           iterations: int = 1, border: str = "constant", **kw) -> dict:
-    """cv::dilate with a rect/cross/ellipse element."""
-    return _pair(soc, ids.DILATE, src, dst, {"ksize": _ints(ksize), "shape": shape, "anchor": _ints(anchor),
-                                              "iterations": int(iterations), "border": border}, kw)
+def _integral_out(c: Ctx) -> tuple[str, int, int]:
+    d = a.depth(c.op, "sdepth", c.extra["sdepth"])
+    if d not in (-1, 4, 5):
+        raise a.fail(c.op, "sdepth", "-1, cv2.CV_32S or cv2.CV_32F", d)
+    return ("F32" if d == 5 else "S32"), c.width + 1, c.height + 1
 
 
-def erode(soc, src: Image, dst: Image, ksize=(3, 3), shape: str = "rect", anchor=(-1, -1),
-          iterations: int = 1, border: str = "constant", **kw) -> dict:
-    """cv::erode with a rect/cross/ellipse element."""
-    return _pair(soc, ids.ERODE, src, dst, {"ksize": _ints(ksize), "shape": shape, "anchor": _ints(anchor),
-                                             "iterations": int(iterations), "border": border}, kw)
+def _dsize(c: Ctx, required: bool) -> tuple[int, int] | None:
+    dsize = c.extra.get("dsize")
+    if dsize is None or (a.is_int(dsize) and dsize == 0):
+        if required:
+            raise errors.InvalidArgument(f"{c.op}: numpy input needs dsize=(width, height)")
+        return None
+    w, h = a.as_ints(c.op, "dsize", dsize, 2)
+    if (w, h) == (0, 0) and not required:
+        return None
+    if w < 1 or h < 1:
+        raise a.fail(c.op, "dsize", "(width, height) of at least 1 each", dsize)
+    return w, h
 
 
-def canny(soc, src: Image, dst: Image, threshold1: float = 100.0, threshold2: float = 200.0,
-          aperture_size: int = 3, l2_gradient: bool = False, **kw) -> dict:
-    """cv::Canny."""
-    return _pair(soc, ids.CANNY, src, dst, {"threshold1": float(threshold1), "threshold2": float(threshold2),
-                                             "aperture_size": int(aperture_size),
-                                             "l2_gradient": bool(l2_gradient)}, kw)
+def _resize_out(c: Ctx) -> tuple[str, int, int]:
+    """cv2.resize's rule: dsize, else round(size * fx), round(size * fy)."""
+    dsize = _dsize(c, required=False)
+    if dsize is not None:
+        return c.fmt, dsize[0], dsize[1]
+    fx, fy = c.extra.get("fx", 0), c.extra.get("fy", 0)
+    for name, f in (("fx", fx), ("fy", fy)):
+        if not a.is_real(f) or f <= 0:
+            raise errors.InvalidArgument(f"{c.op}: numpy input needs dsize=(width, height) or fx and fy > 0 "
+                                         f"(got dsize {c.extra.get('dsize')!r}, {name} {f!r})")
+    return c.fmt, max(1, round(c.width * fx)), max(1, round(c.height * fy))
 
 
-def corner_harris(soc, src: Image, dst: Image, block_size: int = 2, ksize: int = 3, k: float = 0.04,
-                  border: str = "reflect101", **kw) -> dict:
-    """cv::cornerHarris into an F32 image."""
-    return _pair(soc, ids.CORNER_HARRIS, src, dst, {"block_size": int(block_size), "ksize": int(ksize),
-                                                     "k": float(k), "border": border}, kw)
+def _warp_out(c: Ctx) -> tuple[str, int, int]:
+    dsize = _dsize(c, required=False)
+    return (c.fmt, *(dsize or (c.width, c.height)))
 
 
-def threshold(soc, src: Image, dst: Image, thresh: float = 127.0, maxval: float = 255.0, type: str = "binary",
-              method: str = "fixed", **kw) -> dict:
-    """cv::threshold; returns {"threshold": level used} (computed for otsu/triangle)."""
-    return _pair(soc, ids.THRESHOLD, src, dst, {"thresh": float(thresh), "maxval": float(maxval), "type": type,
-                                                 "method": method}, kw)
+def _cvt_out(c: Ctx) -> tuple[str, int, int]:
+    code = c.wire["code"]
+    if code.endswith("2GRAY"):
+        return "Y", c.width, c.height
+    if code.endswith("2NV12"):
+        return "NV12", c.width, c.height
+    raise a.fail(c.op, "code", "cv2.COLOR_BGR2GRAY, cv2.COLOR_RGB2GRAY, 'BGR2NV12' or 'RGB2NV12'", code)
 
 
-def equalize_hist(soc, src: Image, dst: Image, **kw) -> dict:
-    """cv::equalizeHist."""
-    return _pair(soc, ids.EQUALIZE_HIST, src, dst, {}, kw)
+def _remap_out(c: Ctx) -> tuple[str, int, int]:
+    map_x, map_y = c.arrays[1], c.arrays[2]
+    if map_x.shape != map_y.shape:
+        raise errors.InvalidArgument(f"{c.op}: map_x {map_x.shape} and map_y {map_y.shape} must have one shape")
+    return c.fmt, map_x.shape[1], map_x.shape[0]
 
 
-def integral(soc, src: Image, dst: Image, **kw) -> dict:
-    """cv::integral; dst is (w+1) x (h+1), S32 or F32."""
-    return _pair(soc, ids.INTEGRAL, src, dst, {}, kw)
+def _swap(c: Ctx) -> tuple[str, int, int]:
+    return c.fmt, c.height, c.width
 
 
-def cvt_color(soc, src: Image, dst: Image, code: str, chroma: str = "top_left", **kw) -> dict:
-    """RGB2GRAY, BGR2GRAY (cv::cvtColor), RGB2NV12, BGR2NV12 (BT.601 limited range)."""
-    return _pair(soc, ids.CVT_COLOR, src, dst, {"code": code, "chroma": chroma}, kw)
+def _first(key: str) -> Callable[[dict, np.ndarray], Any]:
+    return lambda values, dst: (values.get(key), dst)
 
 
-# --- geometry ------------------------------------------------------------------------------
+_MORPH = (Param("ksize", (3, 3), a.ksize), Param("shape", "rect", a.morph_shape), ANCHOR,
+          Param("iterations", 1, a.integer), Param("border", "constant", a.border),
+          Param("kernel", None, a.morph_kernel))
+_MORPH_ARGS = ("kernel", "anchor", "iterations", "border")
+_WARP = (Param("interpolation", "linear", a.interpolation), Param("inverse_map", False, a.boolean),
+         Param("border", "constant", a.border), Param("border_value", 0.0, a.real))
+_WARP_ARGS = ("matrix", "dsize", "interpolation", "border", "border_value")
 
-def flip(soc, src: Image, dst: Image, flip_code: int = 1, **kw) -> dict:
-    """cv::flip: 0 vertical, 1 horizontal, -1 both."""
-    return _pair(soc, ids.FLIP, src, dst, {"flip_code": int(flip_code)}, kw)
+OPERATORS: tuple[OpSpec, ...] = (
+    OpSpec("bilateral_filter", "bilateralFilter", ids.BILATERAL_FILTER, "cv::bilateralFilter.",
+           (Param("d", 5, a.integer), Param("sigma_color", 50.0, a.real), Param("sigma_space", 50.0, a.real),
+            FILTER_BORDER)),
+    OpSpec("box_filter", "boxFilter", ids.BOX_FILTER, "cv::boxFilter (same depth).",
+           (Param("ksize", (3, 3), a.ksize), Param("normalize", True, a.boolean), ANCHOR, FILTER_BORDER),
+           out=_same_depth_out, extra=DDEPTH, cv2_args=("ddepth", "ksize", "anchor", "normalize", "border")),
+    OpSpec("canny", "canny", ids.CANNY, "cv::Canny.",
+           (Param("threshold1", 100.0, a.real), Param("threshold2", 200.0, a.real),
+            Param("aperture_size", 3, a.integer), Param("l2_gradient", False, a.boolean))),
+    OpSpec("cvt_color", "cvtColor", ids.CVT_COLOR,
+           "RGB2GRAY, BGR2GRAY (cv::cvtColor), RGB2NV12, BGR2NV12 (BT.601 limited range).",
+           (Param("code", REQUIRED, a.color_code), Param("chroma", "top_left", a.text)), out=_cvt_out),
+    OpSpec("dilate", "dilate", ids.DILATE, "cv::dilate with a rect/cross/ellipse element (ksize and shape, or "
+           "kernel=cv2.getStructuringElement(...)).", _MORPH, cv2_args=_MORPH_ARGS),
+    OpSpec("equalize_hist", "equalizeHist", ids.EQUALIZE_HIST, "cv::equalizeHist."),
+    OpSpec("erode", "erode", ids.ERODE, "cv::erode with a rect/cross/ellipse element (ksize and shape, or "
+           "kernel=cv2.getStructuringElement(...)).", _MORPH, cv2_args=_MORPH_ARGS),
+    OpSpec("filter2d", "filter2D", ids.FILTER2D,
+           "cv::filter2D with a 2-D kernel (rows x cols array-like); dst depth from dst's format (numpy: ddepth).",
+           (Param("kernel", REQUIRED, a.kernel2d), ANCHOR, DELTA, FILTER_BORDER), out=_depth_out, extra=DDEPTH,
+           cv2_args=("ddepth", "kernel", "anchor", "delta", "border")),
+    OpSpec("flip", "flip", ids.FLIP, "cv::flip: 0 vertical, 1 horizontal, -1 both.",
+           (Param("flip_code", 1, a.integer),)),
+    OpSpec("gaussian_blur", "gaussianBlur", ids.GAUSSIAN_BLUR,
+           "cv::GaussianBlur; ksize odd, (width, height) or k; sigma 0 = from ksize.",
+           (Param("ksize", (5, 5), a.ksize), Param("sigma_x", 0.0, a.real), Param("sigma_y", 0.0, a.real),
+            FILTER_BORDER)),
+    OpSpec("integral", "integral", ids.INTEGRAL,
+           "cv::integral; dst is (w+1) x (h+1), S32 or F32 (numpy: sdepth cv2.CV_32S or CV_32F).",
+           out=_integral_out, extra=(("sdepth", -1),), cv2_args=("sdepth",)),
+    OpSpec("median_blur", "medianBlur", ids.MEDIAN_BLUR, "cv::medianBlur; ksize odd.",
+           (Param("ksize", 3, a.integer),)),
+    OpSpec("pyr_down", "pyrDown", ids.PYR_DOWN, "cv::pyrDown; dst about half the src.",
+           out=lambda c: (c.fmt, (c.width + 1) // 2, (c.height + 1) // 2)),
+    OpSpec("pyr_up", "pyrUp", ids.PYR_UP, "cv::pyrUp; dst twice the src.",
+           out=lambda c: (c.fmt, 2 * c.width, 2 * c.height)),
+    OpSpec("resize", "resize", ids.RESIZE,
+           "cv::resize of the src region to the dst region's size (numpy: dsize=(w, h), or fx and fy).",
+           (Param("interpolation", "linear", a.interpolation),), out=_resize_out,
+           extra=(("dsize", None), ("fx", 0.0), ("fy", 0.0)), cv2_args=("dsize", "fx", "fy", "interpolation")),
+    OpSpec("roi_resize", "roiResize", ids.ROI_RESIZE,
+           "Crop roi (left, top, right, bottom inclusive) and scale it into dst; result {'rect': [x, y, w, h]} "
+           "(numpy: dsize=(w, h); returns (rect, dst)).",
+           (Param("roi", REQUIRED, a.rect), Param("keep_aspect", False, a.boolean),
+            Param("interpolation", "linear", a.interpolation), Param("pad_value", None, a.values_per_channel)),
+           out=lambda c: (c.fmt, *(_dsize(c, required=True) or (0, 0))), extra=(("dsize", None),),
+           result=_first("rect"), cv2_args=("roi", "dsize", "keep_aspect", "interpolation", "pad_value")),
+    OpSpec("rotate", "rotate", ids.ROTATE, "cv::rotate: cv2.ROTATE_* or '90cw', '180', '90ccw'.",
+           (Param("rotate_code", "90cw", a.rotate_code),),
+           out=lambda c: (c.fmt, c.width, c.height) if c.wire["rotate_code"] == "180" else _swap(c)),
+    OpSpec("sep_filter2d", "sepFilter2D", ids.SEP_FILTER2D, "cv::sepFilter2D; dst depth from dst's format.",
+           (Param("kernel_x", REQUIRED, a.floats), Param("kernel_y", REQUIRED, a.floats), ANCHOR, DELTA,
+            FILTER_BORDER), out=_depth_out, extra=DDEPTH,
+           cv2_args=("ddepth", "kernel_x", "kernel_y", "anchor", "delta", "border")),
+    OpSpec("sobel", "sobel", ids.SOBEL, "cv::Sobel (ksize -1 = Scharr); dst S16, F32 or 8-bit.",
+           (Param("dx", 1, a.integer), Param("dy", 0, a.integer), Param("ksize", 3, a.integer),
+            Param("scale", 1.0, a.real), DELTA, FILTER_BORDER), out=_depth_out, extra=DDEPTH,
+           cv2_args=("ddepth", "dx", "dy", "ksize", "scale", "delta", "border")),
+    OpSpec("threshold", "threshold", ids.THRESHOLD,
+           "cv::threshold; result {'threshold': level used} (computed for otsu/triangle; numpy: (level, dst)).",
+           (Param("thresh", 127.0, a.real), Param("maxval", 255.0, a.real), Param("type", "binary", a.threshold_type),
+            Param("method", "fixed", a.threshold_method)), result=_first("threshold")),
+    OpSpec("transpose", "transpose", ids.TRANSPOSE, "cv::transpose.", out=_swap),
+    OpSpec("warp_affine", "warpAffine", ids.WARP_AFFINE, "cv::warpAffine by a 2x3 matrix (numpy: dsize).",
+           (Param("matrix", REQUIRED, a.matrix(2)),) + _WARP, out=_warp_out, extra=(("dsize", None),),
+           cv2_args=_WARP_ARGS),
+    OpSpec("warp_perspective", "warpPerspective", ids.WARP_PERSPECTIVE,
+           "cv::warpPerspective by a 3x3 matrix (numpy: dsize).",
+           (Param("matrix", REQUIRED, a.matrix(3)),) + _WARP, out=_warp_out, extra=(("dsize", None),),
+           cv2_args=_WARP_ARGS),
+    OpSpec("corner_harris", "cornerHarris", ids.CORNER_HARRIS, "cv::cornerHarris into an F32 image.",
+           (Param("block_size", 2, a.integer), Param("ksize", 3, a.integer), Param("k", 0.04, a.real),
+            FILTER_BORDER), out=lambda c: ("F32", c.width, c.height)),
+    OpSpec("remap", "remap", ids.REMAP, "cv::remap with F32 coordinate maps of dst's size.",
+           (Param("interpolation", "linear", a.interpolation), Param("border", "constant", a.border),
+            Param("border_value", 0.0, a.real)), inputs=("src", "map_x", "map_y"), out=_remap_out),
+)
+
+CONTROL = (("core", Core.ANY), ("priority", 0), ("timeout_ms", 10000), ("wait", True), ("format", None))
 
 
-def rotate(soc, src: Image, dst: Image, rotate_code: str = "90cw", **kw) -> dict:
-    """cv::rotate: "90cw", "180", "90ccw"."""
-    return _pair(soc, ids.ROTATE, src, dst, {"rotate_code": rotate_code}, kw)
+# --- one call ------------------------------------------------------------------------------
+
+def _signature(spec: OpSpec, numpy: bool) -> inspect.Signature:
+    """Buffers: (soc, inputs..., dst, params...). Numpy: (soc, inputs..., cv2's positional
+    parameters...), then everything else (dst included) by keyword, as cv2 takes them."""
+    P = inspect.Parameter
+    params = [P("soc", P.POSITIONAL_OR_KEYWORD)]
+    params += [P(name, P.POSITIONAL_OR_KEYWORD) for name in spec.inputs]
+    defaults = {p.name: p.default for p in spec.params}
+    defaults.update(dict(CONTROL + spec.extra))
+    if numpy:
+        order = spec.cv2_args if spec.cv2_args is not None else tuple(p.name for p in spec.params)
+        params += [P(name, P.POSITIONAL_OR_KEYWORD, default=defaults[name]) for name in order]
+        rest = ["dst"] + [p.name for p in spec.params if p.name not in order]
+        params += [P(name, P.KEYWORD_ONLY, default=defaults.get(name)) for name in rest]
+        params += [P(name, P.KEYWORD_ONLY, default=default) for name, default in CONTROL + spec.extra
+                   if name not in order]
+        return inspect.Signature(params)
+    params.append(P("dst", P.POSITIONAL_OR_KEYWORD, default=None))
+    params += [P(p.name, P.POSITIONAL_OR_KEYWORD, default=p.default) for p in spec.params]
+    params += [P(name, P.KEYWORD_ONLY, default=default) for name, default in CONTROL + spec.extra]
+    return inspect.Signature(params)
 
 
-def transpose(soc, src: Image, dst: Image, **kw) -> dict:
-    """cv::transpose."""
-    return _pair(soc, ids.TRANSPOSE, src, dst, {}, kw)
+def _bind(spec: OpSpec, sig: inspect.Signature, args: tuple, kw: dict) -> tuple[dict, set[str]]:
+    """All arguments by name (defaults filled) and the names given explicitly. Raises InvalidArgument."""
+    for alias, target in ALIASES.items():
+        if alias in kw and alias != target and target in sig.parameters:
+            if target in kw:
+                raise errors.InvalidArgument(f"{spec.name}: parameter {target!r} given twice (as {alias!r} too)")
+            kw[target] = kw.pop(alias)
+    try:
+        bound = sig.bind(*args, **kw)
+    except TypeError as exc:
+        raise errors.InvalidArgument(f"{spec.name}: {exc}") from None
+    given = set(bound.arguments)
+    bound.apply_defaults()
+    for name, value in bound.arguments.items():
+        if value is REQUIRED:
+            raise errors.InvalidArgument(f"{spec.name}: parameter {name!r} is required")
+    return dict(bound.arguments), given
 
 
-def resize(soc, src: Image, dst: Image, interpolation: str = "linear", **kw) -> dict:
-    """cv::resize of the src region to the dst region's size."""
-    return _pair(soc, ids.RESIZE, src, dst, {"interpolation": interpolation}, kw)
+def _wire(spec: OpSpec, values: dict, given: set[str]) -> dict:
+    """The operator's wire parameters: explicit values first (two that set one key must agree),
+    then defaults for what is still unset."""
+    wire: dict = {}
+    owner: dict[str, str] = {}
+    for p in spec.params:
+        if p.name not in given or (values[p.name] is None and p.default is None):
+            continue
+        for key, value in p.convert(spec.name, p.name, values[p.name]).items():
+            if key in wire and wire[key] != value:
+                raise errors.InvalidArgument(f"{spec.name}: parameters {owner[key]!r} and {p.name!r} disagree "
+                                             f"on {key!r}: {wire[key]!r} vs {value!r}")
+            wire[key], owner[key] = value, p.name
+    for p in spec.params:
+        if p.name in given or p.default is None:
+            continue
+        for key, value in p.convert(spec.name, p.name, p.default).items():
+            wire.setdefault(key, value)
+    return wire
 
 
-def roi_resize(soc, src: Image, dst: Image, roi, keep_aspect: bool = False, interpolation: str = "linear",
-               pad_value=None, **kw) -> dict:
-    """Crop ``roi`` (left, top, right, bottom inclusive) and scale it into dst; returns {"rect": [x, y, w, h]}."""
-    params = {"roi": _ints(roi), "keep_aspect": bool(keep_aspect), "interpolation": interpolation}
-    if pad_value is not None:
-        params["pad_value"] = _ints(pad_value)
-    return _pair(soc, ids.ROI_RESIZE, src, dst, params, kw)
+def _control(spec: OpSpec, values: dict) -> dict:
+    if not a.is_real(values["timeout_ms"]):
+        raise a.fail(spec.name, "timeout_ms", "a number of milliseconds", values["timeout_ms"])
+    if not isinstance(values["wait"], bool):
+        raise a.fail(spec.name, "wait", "True or False", values["wait"])
+    return {"core": values["core"], "priority": values["priority"], "timeout_ms": values["timeout_ms"]}
 
 
-def pyr_down(soc, src: Image, dst: Image, **kw) -> dict:
-    """cv::pyrDown; dst region about half the src region."""
-    return _pair(soc, ids.PYR_DOWN, src, dst, {}, kw)
+def _is_async(soc: Any) -> bool:
+    from arm_side.soc import AsyncSoc
+    return isinstance(soc, AsyncSoc)
 
 
-def pyr_up(soc, src: Image, dst: Image, **kw) -> dict:
-    """cv::pyrUp; dst region twice the src region."""
-    return _pair(soc, ids.PYR_UP, src, dst, {}, kw)
+def _check_soc(spec: OpSpec, soc: Any) -> None:
+    from arm_side.soc import AsyncSoc, Soc
+    if not isinstance(soc, (Soc, AsyncSoc)) and not (hasattr(soc, "rpc") and hasattr(soc, "mem")):
+        raise a.fail(spec.name, "soc", "an arm_side.Soc or AsyncSoc", soc)
 
 
-def warp_affine(soc, src: Image, dst: Image, matrix, interpolation: str = "linear", inverse_map: bool = False,
-                border: str = "constant", border_value: float = 0.0, **kw) -> dict:
-    """cv::warpAffine by a 2x3 matrix."""
-    return _pair(soc, ids.WARP_AFFINE, src, dst, {"matrix": _floats(_flat(matrix)), "interpolation": interpolation,
-                                                   "inverse_map": bool(inverse_map), "border": border,
-                                                   "border_value": float(border_value)}, kw)
+def call(spec: OpSpec, sigs: tuple[inspect.Signature, inspect.Signature], args: tuple, kw: dict) -> Any:
+    """One call of a generated operator function (both modes, sync or async)."""
+    first = args[1] if len(args) > 1 else kw.get(spec.inputs[0])
+    values, given = _bind(spec, sigs[isinstance(first, np.ndarray)], args, dict(kw))
+    soc = values["soc"]
+    _check_soc(spec, soc)
+    inputs = [values[name] for name in spec.inputs]
+    dst = values["dst"]
+    wire = _wire(spec, values, given)
+    control = _control(spec, values)
+    extra_given = [name for name, _ in (("format", None),) + spec.extra if name in given]
+    if isinstance(inputs[0], Image):
+        for name, value in zip(spec.inputs[1:], inputs[1:]):
+            if not isinstance(value, Image):
+                raise a.fail(spec.name, name, "a cv.Image when src is one", value)
+        if not isinstance(dst, Image):
+            raise a.fail(spec.name, "dst", "a cv.Image when src is one (or give numpy arrays for both)", dst)
+        if extra_given:
+            raise errors.InvalidArgument(f"{spec.name}: {', '.join(extra_given)} apply to numpy input only "
+                                         "(with cv.Image buffers, the dst image sets format and size)")
+        return _buffers(spec, soc, inputs, dst, wire, control, values["wait"])
+    for name, value in zip(spec.inputs, inputs):
+        if not isinstance(value, np.ndarray):
+            raise a.fail(spec.name, name, "a cv.Image or a numpy array (the same kind as src)", value)
+    if dst is not None and not isinstance(dst, np.ndarray):
+        raise a.fail(spec.name, "dst", "None or a numpy array for numpy input (pass other parameters "
+                                       "by keyword, e.g. ksize=5)", dst)
+    if not values["wait"]:
+        raise errors.InvalidArgument(f"{spec.name}: wait=False needs cv.Image buffers; numpy input is read back "
+                                     "when the task ends (use an AsyncSoc to overlap calls)")
+    extra = {name: values[name] for name, _ in (("format", None),) + spec.extra}
+    job = _NumpyJob(spec, soc.soc if _is_async(soc) else soc, inputs, dst, wire, control, extra)
+    if _is_async(soc):
+        return job.run_async()
+    return job.run()
 
 
-def warp_perspective(soc, src: Image, dst: Image, matrix, interpolation: str = "linear",
-                     inverse_map: bool = False, border: str = "constant", border_value: float = 0.0, **kw) -> dict:
-    """cv::warpPerspective by a 3x3 matrix."""
-    return _pair(soc, ids.WARP_PERSPECTIVE, src, dst, {"matrix": _floats(_flat(matrix)),
-                                                        "interpolation": interpolation,
-                                                        "inverse_map": bool(inverse_map), "border": border,
-                                                        "border_value": float(border_value)}, kw)
+def _buffers(spec: OpSpec, soc: Any, inputs: list, dst: Image, wire: dict, control: dict, wait: bool) -> Any:
+    named_in = list(zip(spec.inputs, inputs))
+    if _is_async(soc):
+        from arm_side.aio import AsyncTask
+        task = run(soc.soc, spec.op_id, named_in, [("dst", dst)], wire, core=control["core"],
+                   priority=control["priority"], wait=False)
+        return AsyncTask(task, control["timeout_ms"])
+    return run(soc, spec.op_id, named_in, [("dst", dst)], wire, wait=wait, **control)
 
 
-def remap(soc, src: Image, map_x: Image, map_y: Image, dst: Image, interpolation: str = "linear",
-          border: str = "constant", border_value: float = 0.0, **kw) -> dict:
-    """cv::remap with F32 coordinate maps of dst's size."""
-    return run(soc, ids.REMAP, [("src", src), ("map_x", map_x), ("map_y", map_y)], [("dst", dst)],
-               {"interpolation": interpolation, "border": border, "border_value": float(border_value)}, **kw)
+# --- numpy in, numpy out -------------------------------------------------------------------
+
+_BY_DTYPE = {np.dtype(np.uint8): "Y", np.dtype(np.uint16): "U16", np.dtype(np.int16): "S16",
+             np.dtype(np.int32): "S32", np.dtype(np.float32): "F32"}
 
 
-def _flat(matrix) -> list:
-    return [v for row in matrix for v in (row if hasattr(row, "__iter__") else [row])]
+def _format_of(op: str, name: str, arr: np.ndarray, fmt: Any, code: str | None = None) -> tuple[str, int, int]:
+    """(format, width, height) of an input array. Raises InvalidArgument naming ``name``."""
+    if fmt is None:
+        if arr.ndim == 3 and arr.shape[2] == 3 and arr.dtype == np.uint8:
+            fmt = code[:3] if code and code[:3] in ("RGB", "BGR") else "BGR"
+        elif arr.ndim == 2 and arr.dtype in _BY_DTYPE:
+            fmt = _BY_DTYPE[arr.dtype]
+        else:
+            raise errors.InvalidArgument(
+                f"{op}: parameter {name!r} must be a 2-D uint8/uint16/int16/int32/float32 array or an H x W x 3 "
+                f"uint8 array (NV12: format='NV12'), got shape {arr.shape} {arr.dtype}")
+    if not isinstance(fmt, str) or fmt not in formats.FORMATS:
+        raise a.fail(op, "format", f"one of {', '.join(formats.FORMATS)}", fmt)
+    if arr.ndim < 2 or arr.size == 0:
+        raise errors.InvalidArgument(f"{op}: parameter {name!r} must be an image array, got shape {arr.shape}")
+    height = arr.shape[0] * 2 // 3 if fmt in formats.YUV420 else arr.shape[0]
+    return fmt, arr.shape[1], height
+
+
+class _NumpyJob:
+    """Pixels in pooled buffers, one task, pixels out; buffers go back to the pool."""
+
+    def __init__(self, spec: OpSpec, soc: Any, arrays: list, dst: np.ndarray | None, wire: dict, control: dict,
+                 extra: dict) -> None:
+        self.spec, self.soc, self.dst, self.wire, self.control = spec, soc, dst, wire, control
+        self.arrays = [np.asarray(x) for x in arrays]
+        op = spec.name
+        fmt, w, h = _format_of(op, spec.inputs[0], self.arrays[0], extra["format"], wire.get("code"))
+        self.in_specs = [(fmt, w, h)] + [_format_of(op, name, arr, None)
+                                          for name, arr in zip(spec.inputs[1:], self.arrays[1:])]
+        self.out_spec = spec.out(Ctx(op, fmt, w, h, wire, extra, tuple(self.arrays)))
+        self.images: list[Image] = []
+        self.task: Any = None
+
+    def _image(self, fmt: str, w: int, h: int) -> Image:
+        spec = formats.parse("dst", {"format": fmt, "width": w, "height": h})
+        pool = self.soc.mem.pool
+        mems = []
+        try:
+            for n in spec.plane_bytes():
+                mems.append(pool.acquire(max(n, 1)))
+        except BaseException:
+            for mem in mems:
+                pool.release(mem)
+            raise
+        img = Image(tuple(mems), spec.format, spec.width, spec.height, spec.stride)
+        self.images.append(img)
+        return img
+
+    def submit(self) -> None:
+        """Copy the inputs into pooled buffers and submit (raises like Soc.rpc)."""
+        try:
+            ins = []
+            for name, arr, (fmt, w, h) in zip(self.spec.inputs, self.arrays, self.in_specs):
+                img = self._image(fmt, w, h)
+                try:
+                    put_image(img, arr)
+                except errors.InvalidArgument as exc:
+                    raise errors.InvalidArgument(f"{self.spec.name}: parameter {name!r}: {exc.message}") from None
+                ins.append((name, img))
+            self.out = self._image(*self.out_spec)
+            self.task = run(self.soc, self.spec.op_id, ins, [("dst", self.out)], self.wire,
+                            core=self.control["core"], priority=self.control["priority"], wait=False)
+        except BaseException:
+            self.finish(reuse=True)
+            raise
+
+    def collect(self, values: dict) -> Any:
+        """Read the result, give the buffers back; what the function returns."""
+        try:
+            out = read_image(self.out)
+        finally:
+            self.finish(reuse=True)
+        if self.dst is not None:
+            if self.dst.shape != out.shape or self.dst.dtype != out.dtype:
+                raise errors.InvalidArgument(f"{self.spec.name}: dst array is {self.dst.shape} {self.dst.dtype}, "
+                                             f"the result is {out.shape} {out.dtype}")
+            self.dst[...] = out
+            out = self.dst
+        return self.spec.result(values, out)
+
+    def finish(self, reuse: bool) -> None:
+        """Buffers back to the pool (reuse), or freed: a task that may still run must not find
+        its buffers lent to another call."""
+        images, self.images = self.images, []
+        for img in images:
+            for mem in img.mems:
+                if reuse:
+                    self.soc.mem.pool.release(mem)
+                elif not mem.freed:
+                    mem.free()
+
+    def abandon(self) -> None:
+        """The wait ended without a result (timeout, cancel): give the task up, free its buffers."""
+        try:
+            if self.task is not None and not self.task.done():
+                self.task.release()
+        finally:
+            self.finish(reuse=self.task is not None and self.task.done())
+
+    def run(self) -> Any:
+        self.submit()
+        try:
+            values = self.task.wait(self.control["timeout_ms"])
+        except errors.VdspError as exc:
+            if isinstance(exc, errors.TaskTimeout):
+                self.abandon()
+            else:
+                self.finish(reuse=True)     # the task ended: its buffers are free again
+            raise
+        except BaseException:
+            self.abandon()
+            raise
+        return self.collect(values)
+
+    async def run_async(self) -> Any:
+        import asyncio
+        from arm_side.aio import in_thread, wait_task
+        await in_thread(self.submit)
+        try:
+            values = await wait_task(self.task, self.control["timeout_ms"])
+        except errors.VdspError as exc:
+            if isinstance(exc, errors.TaskTimeout):
+                await in_thread(self.abandon)
+            else:
+                self.finish(reuse=True)
+            raise
+        except BaseException:   # cancelled: give the task up in a worker, without waiting for it
+            asyncio.get_running_loop().run_in_executor(None, self.abandon)
+            raise
+        return await in_thread(self.collect, values)
+
+
+# --- the functions -------------------------------------------------------------------------
+
+def _make(spec: OpSpec) -> Callable[..., Any]:
+    sigs = (_signature(spec, numpy=False), _signature(spec, numpy=True))
+
+    def operator(*args: Any, **kw: Any) -> Any:
+        return call(spec, sigs, args, kw)
+
+    operator.__name__ = operator.__qualname__ = spec.name
+    operator.__module__ = __name__
+    operator.__signature__ = sigs[0]    # type: ignore[attr-defined]
+    numpy_sig = str(sigs[1]).replace("(soc, ", f"{spec.name}(soc, ", 1)
+    operator.__doc__ = (f"{spec.doc}\n\nOperator 0x{spec.op_id:04x} (cv.{spec.j5}) on cv.Image buffers (the signature "
+                        f"above) or on numpy arrays, with OpenCV's positional order::\n\n    {numpy_sig}\n\n"
+                        "See the module documentation of arm_side.cv.ops.")
+    return operator
+
+
+BY_NAME: dict[str, Callable[..., Any]] = {spec.name: _make(spec) for spec in OPERATORS}
+SPECS: dict[str, OpSpec] = {spec.name: spec for spec in OPERATORS}
+
+bilateral_filter = BY_NAME["bilateral_filter"]
+box_filter = BY_NAME["box_filter"]
+canny = BY_NAME["canny"]
+cvt_color = BY_NAME["cvt_color"]
+dilate = BY_NAME["dilate"]
+equalize_hist = BY_NAME["equalize_hist"]
+erode = BY_NAME["erode"]
+filter2d = BY_NAME["filter2d"]
+flip = BY_NAME["flip"]
+gaussian_blur = BY_NAME["gaussian_blur"]
+integral = BY_NAME["integral"]
+median_blur = BY_NAME["median_blur"]
+pyr_down = BY_NAME["pyr_down"]
+pyr_up = BY_NAME["pyr_up"]
+resize = BY_NAME["resize"]
+roi_resize = BY_NAME["roi_resize"]
+rotate = BY_NAME["rotate"]
+sep_filter2d = BY_NAME["sep_filter2d"]
+sobel = BY_NAME["sobel"]
+threshold = BY_NAME["threshold"]
+transpose = BY_NAME["transpose"]
+warp_affine = BY_NAME["warp_affine"]
+warp_perspective = BY_NAME["warp_perspective"]
+corner_harris = BY_NAME["corner_harris"]
+remap = BY_NAME["remap"]
