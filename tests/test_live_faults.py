@@ -1,7 +1,6 @@
 """Dead and frozen peers: tasks fail with a clear code, nothing hangs, the SoC heals."""
 from __future__ import annotations
 
-import math
 import os
 import re
 import signal
@@ -65,7 +64,7 @@ CLIENT = textwrap.dedent("""
     from arm_side import Soc, opids, CORE_0
     soc = Soc()
     bufs = [soc.mem.alloc(1 << 20) for _ in range(3)] + [soc.mem.alloc_cached(4096)]
-    tasks = [soc.rpc(opids.SLEEP, params={"ms": 200}, core=CORE_0) for _ in range(10)]
+    tasks = [soc.rpc(opids.SLEEP, params={"ms": 200}, core=CORE_0) for _ in range(30)]   # 6 s of work
     print("ready", flush=True)
     time.sleep(60)
 """)
@@ -77,26 +76,25 @@ def test_killed_client_leaves_no_shared_memory_and_disturbs_no_one(live_soc):
                             env=dict(os.environ, PYTHONPATH=os.getcwd()))
     try:
         assert proc.stdout.readline().strip() == "ready"
-        ready = time.monotonic()
         created = shm_entries() - before
         assert len(created) >= 5  # 4 segments + the owner's lock
         with Soc() as soc:
             proc.kill()
             proc.wait()
-            killed = time.monotonic()
             assert soc.rpc(opids.PING, core=CORE_1).wait(10000) == {"core": "vdsp1"}
             assert wait_until(lambda: not (shm_entries() & created), 15), f"leaked: {shm_entries() & created}"
-            # its sleeps that had not started are dropped (queued) or cancelled (sent ahead to the
-            # firmware), as the relay says; on a loaded machine some may have run before the kill,
-            # so the bound is what the time between 'ready' and the kill allowed to finish or start
+            # the relay notices the departure (a closed connection, or 3 silent heartbeats) and
+            # drops its queued sleeps and cancels those sent ahead to the firmware ...
             line = re.compile(rf"\(pid {proc.pid}\) (?:disconnected|gone silent): (\d+) queued task\(s\) dropped, "
-                              rf"(\d+) sent ahead cancelled, (\d+) running discarded")
+                              rf"(\d+) sent ahead cancelled")
             found = wait_until(lambda: line.search(live_soc.log("relay")), 20)
             assert found, live_soc.log("relay")[-2000:]
-            dropped, cancelled, running = map(int, found.groups())
-            could_have_started = math.ceil((killed - ready) / 0.2) + 1
-            assert dropped + cancelled >= 10 - could_have_started and dropped + cancelled + running <= 10, found[0]
-            assert soc.rpc(opids.PING, core=CORE_0).wait(10000) == {"core": "vdsp0"}   # vdsp0 serves again
+            assert int(found[1]) + int(found[2]) >= 1, found[0]
+            # ... so vdsp0 is free after at most the sleep it was running, not after the seconds
+            # of sleeps left (30 x 200 ms were submitted; the notice comes within about 2 s)
+            t0 = time.monotonic()
+            assert soc.rpc(opids.PING, core=CORE_0).wait(10000) == {"core": "vdsp0"}
+            assert time.monotonic() - t0 < 3.0, f"vdsp0 still ran the dead client's sleeps ({found[0]})"
     finally:
         if proc.poll() is None:
             proc.kill()
