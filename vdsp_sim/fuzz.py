@@ -40,6 +40,7 @@ import msgpack
 
 from protocol import errors, header, opids, wire
 from protocol.constants import MAX_HANDLES, Command
+from vdsp_sim.board import clihelp
 
 _FORMATS = ("Y", "U8", "U16", "S16", "S32", "F32", "RGB", "BGR", "YUV444", "NV12", "NV12_SEPARATE")
 _DTYPES = ("S8", "U8", "S16", "U16", "S32", "U32", "S64", "U64", "F32", "F64", "S4", "U4", "F16")
@@ -566,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="feed a firmware executor in this process instead of a SoC (prints tracebacks)")
     ap.add_argument("--start", action="store_true",
                     help="start a private SoC for the run (else fuzz the one up in $VDSP_RUNTIME_DIR)")
-    args = ap.parse_args(argv)
+    args = clihelp.finish(ap).parse_args(argv)
     print(f"fuzz: seed {args.seed}", flush=True)
     if args.in_process:
         outcomes: dict = {}

@@ -22,6 +22,7 @@ import zlib
 
 from protocol import errors
 from protocol.constants import Core
+from vdsp_sim.board import clihelp
 
 NOT_REACHABLE, WRONG = 3, 1
 
@@ -63,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = clihelp.finish(parser()).parse_args(argv)
     from arm_side.soc import Soc
     try:
         with Soc(autostart_relay=False, connect_timeout_s=args.connect_timeout) as soc:

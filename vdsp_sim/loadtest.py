@@ -27,6 +27,7 @@ import numpy as np
 
 from protocol import errors
 from protocol.constants import MAX_TASKS_PER_CLIENT, Core
+from vdsp_sim.board import clihelp
 
 CLASSES = {"high": 200, "normal": 100, "low": 10}
 FAULT_CODES = frozenset(e.code for e in (errors.RelayUnavailable, errors.CoreCrashed, errors.CoreDead,
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-ms", type=float, default=0.0, help="DSP work per counting task (saturates the cores)")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds a task may take before it counts as lost")
     ap.add_argument("--json", metavar="FILE", help="also write the report as JSON")
-    args = ap.parse_args(argv)
+    args = clihelp.finish(ap).parse_args(argv)
     try:
         classes, cores = parse_weights(args.mix, CLASSES), parse_weights(args.cores, CORES)
     except ValueError as exc:

@@ -36,6 +36,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 from protocol import errors
+from vdsp_sim.board import clihelp
 from vdsp_sim.board.log import RateLimited
 
 log = logging.getLogger("vdsp.curve")
@@ -234,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     revoke = sub.add_parser("revoke", help="remove NAME from the allow-lists")
     revoke.add_argument("name")
     sub.add_parser("list", help="the allowed keys and their roles")
-    args = ap.parse_args(argv)
+    args = clihelp.finish(ap).parse_args(argv)
     directory = args.dir or keys_dir()
     try:
         if args.action == "init":

@@ -20,7 +20,7 @@ import numpy as np
 from arm_side import Soc, cv
 from vdsp_sim.samples import cv_inputs
 from vdsp_sim.samples.common import local_soc, setup_logging
-from vdsp_sim.board import proc
+from vdsp_sim.board import clihelp, proc
 
 log = logging.getLogger("vdsp.sample.cv")
 DATA, OUTPUT = Path("data"), Path("output")
@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     ap = argparse.ArgumentParser(prog="vdsp sample cv", description=__doc__)
     ap.add_argument("ops", nargs="*", metavar="OP", help="operators to run (default: all); 'help' lists them")
-    args = ap.parse_args(argv)
+    args = clihelp.finish(ap).parse_args(argv)
     unknown = [n for n in args.ops if n not in SAMPLES]
     if unknown:
         print(f"vdsp sample cv: unknown operator(s) {', '.join(unknown)}; try 'vdsp sample cv help'")

@@ -23,7 +23,7 @@ import numpy as np
 
 from arm_side import CLEAN, INVALIDATE, Soc, dnn, nn
 from vdsp_sim import dnn_models
-from vdsp_sim.board import proc
+from vdsp_sim.board import clihelp, proc
 from vdsp_sim.samples.common import local_soc, setup_logging
 
 log = logging.getLogger("vdsp.sample.nn")
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                                         "HB_DNN_LOG_LEVEL, HB_DNN_PLUGIN_PATH and HB_DNN_PROFILER_LOG_PATH "
                                         "work as docs/dnn.md says.")
     ap.add_argument("--image", help="an image file (resized to 224x224); default: a generated test picture")
-    args = ap.parse_args(argv[1:])
+    args = clihelp.finish(ap).parse_args(argv[1:])
     setup_logging()
     proc.exit_on_sigterm()
     log.info("mobilenet begin")

@@ -17,7 +17,7 @@ from arm_side import CORE_0, CORE_1, Soc
 from arm_side import nn
 from arm_side.nn import reference as ref
 from vdsp_sim.samples.common import local_soc, setup_logging
-from vdsp_sim.board import proc
+from vdsp_sim.board import clihelp, proc
 
 log = logging.getLogger("vdsp.sample.nn")
 DT = nn.DataType
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--platform", default="RK3568", choices=sorted(nn.C2_TABLE), help=PLATFORM_HELP)
     ap.add_argument("--batch", type=int, default=4, help="batch size (yolov3)")
-    args = ap.parse_args(argv[1:])
+    args = clihelp.finish(ap).parse_args(argv[1:])
     if name not in RUNNERS:
         print(f"vdsp sample nn: {name!r} is not one of {sorted(RUNNERS)}")
         return 2

@@ -24,7 +24,7 @@ from arm_side.pointcloud.params import TYPICAL_POINTS, preset
 from arm_side.pointcloud.pipeline import DspPreprocessor
 from vdsp_sim.samples.common import local_soc, setup_logging
 from protocol.errors import VdspError
-from vdsp_sim.board import proc
+from vdsp_sim.board import clihelp, proc
 
 log = logging.getLogger("vdsp.sample.pointcloud")
 
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-points", type=int, default=0, help="synthetic cloud size (0: the preset's typical size)")
     ap.add_argument("--seed", type=int, default=0, help="synthetic cloud seed")
     ap.add_argument("--write-points", metavar="FILE.bin", help="also save the cloud used as a .bin file")
-    args = ap.parse_args(argv[1:])
+    args = clihelp.finish(ap).parse_args(argv[1:])
     setup_logging()
     proc.exit_on_sigterm()
     key = "pointpillars" if argv[0] in ("pointpillar", "pointpillars") else "centerpoint"

@@ -10,7 +10,7 @@ import numpy as np
 
 from arm_side import CLEAN, CORE_0, CORE_1, INVALIDATE, Soc, opids
 from vdsp_sim.samples.common import local_soc, setup_logging
-from vdsp_sim.board import proc
+from vdsp_sim.board import clihelp, proc
 
 log = logging.getLogger("vdsp.sample.smoke")
 
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="vdsp sample smoke", description=__doc__)
     ap.add_argument("--size", type=int, default=1 << 20, help="buffer size in bytes")
     ap.add_argument("--rounds", type=int, default=200, help="PING round trips per core")
-    args = ap.parse_args(argv)
+    args = clihelp.finish(ap).parse_args(argv)
     setup_logging()
     proc.exit_on_sigterm()
     log.info("smoke begin")
