@@ -1,12 +1,10 @@
-"""Shared fixtures. Live fixtures start a real SoC (relay + vdsp0 + vdsp1 processes)
-in a private runtime directory and, on teardown, fail the test if any of its
-processes or /dev/shm segments are left behind."""
+"""Shared fixtures. Live fixtures start a real SoC (relay + vdsp0 + vdsp1 processes) with
+private runtime and DDR directories (vdsp_sim.private_soc) and, on teardown, fail the test
+if any of its processes, socket files or DDR files are left behind."""
 from __future__ import annotations
 
-import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.live import LiveSoc  # noqa: E402
+from vdsp_sim.private_soc import fresh_ddr_dir, fresh_runtime_dir  # noqa: E402
 
 
 @pytest.fixture
@@ -39,13 +38,18 @@ def mode_soc(request, shared_soc):
 
 @pytest.fixture
 def runtime_env(monkeypatch):
-    """A fresh, short runtime directory (ipc paths are limited to 107 characters)."""
-    rt = Path(tempfile.mkdtemp(prefix="vt", dir="/tmp"))
+    """A fresh, short runtime directory (ipc paths are limited to 107 characters) and a
+    private DDR directory, named by the environment (for SoCs the test starts itself)."""
+    from vdsp_sim.board import ddr
+    rt, shm = fresh_runtime_dir(), fresh_ddr_dir()
     monkeypatch.setenv("VDSP_RUNTIME_DIR", str(rt))
+    monkeypatch.setenv("VDSP_SHM_DIR", str(shm))
     for var in ("VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_RPC_MODE", "VDSP_STRICT_CACHE"):
         monkeypatch.delenv(var, raising=False)
     yield rt
+    ddr.close_owner(str(shm))
     shutil.rmtree(rt, ignore_errors=True)
+    shutil.rmtree(shm, ignore_errors=True)
 
 
 @pytest.fixture
@@ -61,26 +65,13 @@ def live_soc(runtime_env):
 
 @pytest.fixture(scope="module")
 def shared_soc():
-    """One SoC for a module of tests that leave it healthy."""
-    rt = Path(tempfile.mkdtemp(prefix="vm", dir="/tmp"))
-    saved = {k: os.environ.get(k) for k in ("VDSP_RUNTIME_DIR", "VDSP_RPC_MODE", "VDSP_RELAY_ENDPOINT",
-                                            "VDSP_CORE_ENDPOINTS", "VDSP_STRICT_CACHE")}
-    os.environ["VDSP_RUNTIME_DIR"] = str(rt)
-    for k in saved:
-        if k != "VDSP_RUNTIME_DIR":
-            os.environ.pop(k, None)
-    soc = LiveSoc(rt)
+    """One SoC for a module of tests that leave it healthy (fresh runtime and DDR directories)."""
+    soc = LiveSoc()
     soc.start()
     try:
         yield soc
     finally:
         soc.stop_and_check()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        shutil.rmtree(rt, ignore_errors=True)
 
 
 def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):

@@ -1,18 +1,15 @@
-"""A real SoC for integration tests, and the leak checks run when it stops."""
+"""A real SoC for integration tests (vdsp_sim.private_soc), and the leak checks run when it stops."""
 from __future__ import annotations
 
-import os
-import signal
-import time
 from pathlib import Path
 
 from vdsp_sim.board import ddr
-from vdsp_sim.board.pidfile import PidFile, alive
-from vdsp_sim.supervisor import Supervisor, stop_pid
+from vdsp_sim.private_soc import PrivateSoc, SocConfig, ddr_names
 
 
 def shm_entries() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith("vdsp-")}
+    """The DDR files in this process's DDR directory (``VDSP_SHM_DIR``, else /dev/shm)."""
+    return ddr_names(Path(ddr.shm_dir()))
 
 
 def own_shm_prefix() -> str:
@@ -20,26 +17,14 @@ def own_shm_prefix() -> str:
     return f"vdsp-{ddr.current_owner().id:06x}"
 
 
-class LiveSoc:
-    """relay + vdsp0 + vdsp1 as processes in runtime dir ``rt``."""
+class LiveSoc(PrivateSoc):
+    """relay + vdsp0 + vdsp1 as processes in runtime dir ``rt`` (None: a fresh one) with a
+    private DDR directory; ``relay``, ``core_args``, ``relay_args`` as in :class:`SocConfig`."""
 
-    def __init__(self, rt: Path, **supervisor_kw) -> None:
-        self.rt = rt
-        self.sup = Supervisor(rt, log_dir=rt / "log", **supervisor_kw)
-        self.shm_before = shm_entries()
-        self.status: dict = {}
-
-    def start(self) -> None:
-        self.sup.start()
-        self.status = self.sup.wait_ready(60)
-
-    def pid(self, name: str) -> int:
-        """pid of relay / vdsp0 / vdsp1 (the process the supervisor started)."""
-        return self.sup.procs[name].pid
-
-    def relay_pid(self) -> int | None:
-        """The relay now serving (it may have been restarted by the SDK)."""
-        return PidFile(self.rt / "relay.pid").read()
+    def __init__(self, rt: Path | None = None, *, relay: bool = True, core_args: list[str] | tuple = (),
+                 relay_args: list[str] | tuple = ()) -> None:
+        super().__init__(SocConfig(runtime_dir=rt, relay=relay, core_args=tuple(core_args),
+                                   relay_args=tuple(relay_args)))
 
     def fw_pid(self, core: str) -> int:
         """pid of a core's firmware process, from the core itself."""
@@ -50,41 +35,10 @@ class LiveSoc:
                     return c["fw_pid"]
         raise AssertionError(f"no core {core}")
 
-    def log(self, name: str) -> str:
-        path = self.rt / "log" / f"{name}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
-
     def stop_and_check(self) -> None:
-        """Stop everything; raise AssertionError for leftover processes, sockets or shm."""
-        fw_pids = []
-        try:
-            fw_pids = [p for p in (self.fw_pid(c) for c in ("vdsp0", "vdsp1")) if p]
-        except Exception:  # a test may have left a core down; its pid is then gone anyway
-            pass
-        extra_relay = self.relay_pid()
-        self.sup.stop()
-        if extra_relay is not None:  # a relay auto-started by the SDK during the test
-            stop_pid(extra_relay, 5)
-        problems = []
-        for pid in fw_pids:
-            deadline = time.monotonic() + 10
-            while alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if alive(pid):
-                problems.append(f"firmware process {pid} still running")
-                os.kill(pid, signal.SIGKILL)
-        sockets = sorted(p.name for p in self.rt.glob("*.sock"))
-        if sockets:
-            problems.append(f"socket files left in {self.rt}: {sockets}")
-        mine = own_shm_prefix()
-        deadline = time.monotonic() + 10
-        while True:
-            ddr.reap()
-            leaked = {n for n in shm_entries() - self.shm_before if not n.startswith(mine)}
-            if not leaked or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        if leaked:
-            problems.append(f"/dev/shm entries leaked: {sorted(leaked)}")
+        """Stop everything; raise AssertionError for leftover processes, sockets or DDR files
+        (they are cleaned up all the same)."""
+        problems = self.close()
         if problems:
             raise AssertionError("; ".join(problems))
+

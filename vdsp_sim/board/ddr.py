@@ -427,6 +427,14 @@ def current_owner() -> Owner:
         return owner
 
 
+def open_owner(directory: str | None = None) -> Owner | None:
+    """This process's open owner in ``directory`` (default ``shm_dir()``), if it has one;
+    unlike :func:`current_owner` it never creates one."""
+    with _registry_mutex:
+        owner = _owners.get(directory or shm_dir())
+    return owner if owner is not None and not owner.closed and owner.pid == os.getpid() else None
+
+
 def close_owner(directory: str | None = None) -> None:
     """Close this process's owner in ``directory`` (default ``shm_dir()``), if any."""
     with _registry_mutex:

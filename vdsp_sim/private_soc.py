@@ -1,0 +1,268 @@
+"""One way to start a private SoC: relay + vdsp0 + vdsp1 as processes, with a runtime
+directory and a DDR directory of their own, stopped and cleaned up at the end.
+
+    from vdsp_sim.private_soc import private_soc
+
+    with private_soc(relay_args=("--credit", "1")) as soc:     # fresh directories
+        with Soc() as client:                                   # a client of that SoC
+            ...
+
+The configuration is explicit (:class:`SocConfig`). A directory it leaves out is made
+fresh — the runtime dir under /tmp (short, for ipc paths), the DDR dir under /dev/shm
+(a tmpfs, as the real DDR directory) — and removed at the end; one it names is used and
+left in place. So two SoCs on one host never share sockets or DDR files unless asked to.
+
+The SDK, the supervisor and the board layer read where the SoC is from the environment
+at call time (``VDSP_RUNTIME_DIR``, ``VDSP_SHM_DIR``, the endpoint overrides): from
+:meth:`PrivateSoc.start` to :meth:`PrivateSoc.close` this process's environment holds
+:attr:`PrivateSoc.env` (the SoC's processes and any child started meanwhile inherit it),
+and the previous values come back at the end. This module is the only place that does so.
+
+:meth:`PrivateSoc.close` stops the relay (also one the SDK started by itself), the cores
+and their firmware processes, removes socket files left in the runtime dir and DDR files
+of dead owners, and returns what it had to clean up: a leak, for which tests fail
+(``tests.live.LiveSoc``) and tools log a warning.
+
+Used by the tests' fixtures (``tests/live.py``, ``tests/conftest.py``), the benchmarks
+(``vdsp_sim.benchmarks``) and the samples (``vdsp_sim.samples.common.local_soc``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Mapping
+
+from protocol import errors
+from protocol.constants import CORE_NAMES
+from vdsp_sim.board import ddr
+from vdsp_sim.board.pidfile import PidFile, alive
+from vdsp_sim.supervisor import Supervisor, stop_pid
+
+log = logging.getLogger("vdsp.soc")
+
+DDR_PARENT = "/dev/shm"     # where fresh DDR directories go (when it exists; else the temp dir)
+GONE_WAIT_S = 10.0          # how long close() waits for firmware processes and DDR files to go
+RELAY_STOP_S = 5.0          # for a relay the SDK started by itself
+
+
+@dataclasses.dataclass(frozen=True)
+class SocConfig:
+    """What a private SoC is. A directory left None is made fresh and removed at the end."""
+
+    runtime_dir: Path | None = None
+    ddr_dir: Path | None = None
+    relay: bool = True                      # False: the cores only (as after a board boots)
+    relay_args: tuple[str, ...] = ()        # more arguments of `vdsp relay`, e.g. ("--credit", "1")
+    core_args: tuple[str, ...] = ()         # more arguments of each `vdsp core`
+    cores: tuple[str, ...] = CORE_NAMES
+    mode: str | None = None                 # VDSP_RPC_MODE of clients; None: the SDK's default (relay)
+    relay_endpoint: str | None = None       # None: an ipc socket in the runtime dir
+    core_endpoints: Mapping[str, str] | None = None   # core name -> control endpoint; None: ipc
+    strict_cache: bool | None = False       # VDSP_STRICT_CACHE of clients; None: the environment's
+    env: Mapping[str, str | None] = dataclasses.field(default_factory=dict)   # more variables (None: unset)
+    log_dir: Path | None = None             # one log file per process; None: <runtime dir>/log
+    ready_timeout_s: float = 60.0
+
+
+def fresh_runtime_dir(prefix: str = "vt") -> Path:
+    """A new private (0700) runtime directory under /tmp, short enough for ipc socket paths."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+def fresh_ddr_dir(prefix: str = "vt-ddr-") -> Path:
+    """A new private (0700) DDR directory under /dev/shm. Its name does not start with
+    ``vdsp-``: it is no DDR file of /dev/shm itself."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=DDR_PARENT if os.path.isdir(DDR_PARENT) else None))
+
+
+def ddr_names(directory: Path) -> set[str]:
+    """The DDR files (owner locks, segments, access lists) in ``directory``."""
+    try:
+        return {n for n in os.listdir(directory) if n.startswith("vdsp-")}
+    except FileNotFoundError:
+        return set()
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux /proc; [] if it is gone)."""
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out += [int(c) for c in fh.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+class PrivateSoc:
+    """The processes of one SoC started from ``config``; a context manager (start, close).
+
+    ``rt`` and ``ddr_dir`` are its directories, ``sup`` its :class:`Supervisor`, ``status``
+    the cores' status once ready.
+    """
+
+    def __init__(self, config: SocConfig | None = None) -> None:
+        self.config = config or SocConfig()
+        self.rt: Path | None = self.config.runtime_dir
+        self.ddr_dir: Path | None = self.config.ddr_dir
+        self.sup: Supervisor | None = None
+        self.status: dict = {}
+        self._made: list[Path] = []                     # directories we made: removed by close()
+        self._saved_env: dict[str, str | None] | None = None
+        self._ddr_before: set[str] = set()
+
+    # --- the environment that names this SoC ---------------------------------------------
+    @property
+    def env(self) -> dict[str, str | None]:
+        """The variables that name this SoC to its processes and clients (None: unset)."""
+        c = self.config
+        env = {"VDSP_RUNTIME_DIR": str(self.rt), "VDSP_SHM_DIR": str(self.ddr_dir),
+               "VDSP_RELAY_ENDPOINT": c.relay_endpoint,
+               "VDSP_CORE_ENDPOINTS": ",".join(f"{n}={e}" for n, e in c.core_endpoints.items())
+               if c.core_endpoints else None,
+               "VDSP_RPC_MODE": c.mode}
+        if c.strict_cache is not None:
+            env["VDSP_STRICT_CACHE"] = "1" if c.strict_cache else None
+        env.update(c.env)
+        return env
+
+    def _export(self) -> None:
+        env = self.env
+        self._saved_env = {k: os.environ.get(k) for k in env}
+        _apply(env)
+
+    def _restore(self) -> None:
+        if self._saved_env is not None:
+            _apply(self._saved_env)
+            self._saved_env = None
+
+    # --- start and stop ----------------------------------------------------------------------
+    def start(self, wait: bool = True) -> dict:
+        """Make the missing directories, start the processes and (``wait``) wait until every
+        core runs. Returns the cores' status ({} without ``wait``). Raises CoreOffline if
+        they do not run within ``ready_timeout_s`` or a process exits; ApiUseError if a
+        relay already runs in the runtime dir or this SoC was started. On an error
+        everything started is stopped again."""
+        if self.sup is not None or self._saved_env is not None:
+            raise errors.ApiUseError("this private SoC was already started")
+        try:
+            if self.rt is None:
+                self.rt = fresh_runtime_dir()
+                self._made.append(self.rt)
+            if self.ddr_dir is None:
+                self.ddr_dir = fresh_ddr_dir()
+                self._made.append(self.ddr_dir)
+            self._export()
+            self._ddr_before = ddr_names(self.ddr_dir)
+            c = self.config
+            self.sup = Supervisor(self.rt, cores=c.cores, relay=c.relay, log_dir=c.log_dir or self.rt / "log",
+                                  core_args=list(c.core_args), relay_args=list(c.relay_args))
+            self.sup.start()
+            if wait:
+                self.status = self.sup.wait_ready(c.ready_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+        return self.status
+
+    def close(self) -> list[str]:
+        """Stop every process of the SoC and clean up after it; restore the environment;
+        remove the directories made for it. Returns the leaks it found and cleaned up
+        (processes that outlived their core, socket files, DDR files): [] when clean."""
+        problems: list[str] = []
+        try:
+            if self.sup is not None:
+                problems += self._stop_processes()
+                problems += self._remove_sockets()
+                problems += self._reap_ddr()
+        finally:
+            if self.ddr_dir is not None and self.ddr_dir in self._made:
+                ddr.close_owner(str(self.ddr_dir))
+            self._restore()
+            for directory in self._made:
+                shutil.rmtree(directory, ignore_errors=True)
+            self._made.clear()
+        return problems
+
+    def __enter__(self) -> "PrivateSoc":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for problem in self.close():
+            log.warning("private SoC in %s: %s", self.rt, problem)
+
+    def _stop_processes(self) -> list[str]:
+        firmware = [pid for name in self.config.cores if name in self.sup.procs
+                    for pid in children(self.sup.procs[name].pid)]
+        ours = {p.pid for p in self.sup.procs.values()}
+        extra_relay = self.relay_pid()                  # a relay the SDK started during the run
+        self.sup.stop()
+        self.sup = None
+        if extra_relay is not None and extra_relay not in ours:
+            stop_pid(extra_relay, RELAY_STOP_S)
+        problems = []
+        deadline = time.monotonic() + GONE_WAIT_S
+        for pid in firmware:
+            while alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if alive(pid):
+                problems.append(f"firmware process {pid} still running")
+                os.kill(pid, signal.SIGKILL)
+        return problems
+
+    def _remove_sockets(self) -> list[str]:
+        sockets = sorted(self.rt.glob("*.sock"))
+        for path in sockets:
+            path.unlink(missing_ok=True)
+        return [f"socket files left in {self.rt}: {[p.name for p in sockets]}"] if sockets else []
+
+    def _reap_ddr(self) -> list[str]:
+        """DDR files made during the run by anyone but this process, still there once their
+        owners are gone (waits up to GONE_WAIT_S for them to go)."""
+        own = ddr.open_owner(str(self.ddr_dir))
+        mine = f"vdsp-{own.id:06x}" if own is not None else None
+        deadline = time.monotonic() + GONE_WAIT_S
+        while True:
+            ddr.reap(str(self.ddr_dir))
+            leaked = {n for n in ddr_names(self.ddr_dir) - self._ddr_before if not (mine and n.startswith(mine))}
+            if not leaked or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        return [f"DDR files leaked in {self.ddr_dir}: {sorted(leaked)}"] if leaked else []
+
+    # --- what tests and tools look at ---------------------------------------------------------
+    def pid(self, name: str) -> int:
+        """pid of relay / vdsp0 / vdsp1 (the process this SoC started)."""
+        return self.sup.procs[name].pid
+
+    def relay_pid(self) -> int | None:
+        """The relay now serving (it may have been started by the SDK)."""
+        return PidFile(self.rt / "relay.pid").read()
+
+    def log(self, name: str) -> str:
+        """The log of process ``name`` so far ('' if it has none)."""
+        path = (self.config.log_dir or self.rt / "log") / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+def private_soc(config: SocConfig | None = None, **fields) -> PrivateSoc:
+    """``with private_soc(...) as soc:`` — a SoC of its own for the block. ``fields`` are
+    :class:`SocConfig` fields (replacing those of ``config``)."""
+    config = config or SocConfig()
+    return PrivateSoc(dataclasses.replace(config, **fields) if fields else config)
+
+
+def _apply(env: Mapping[str, str | None]) -> None:
+    for key, value in env.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
