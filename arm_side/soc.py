@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from protocol import errors, messages
 from protocol.constants import Core, HANDLE_REGISTERED
+from arm_side.aio import AsyncTask, in_thread, wait_task
 from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
 from arm_side.task import Task
@@ -151,38 +152,99 @@ class Soc:
 
 
 class AsyncSoc:
-    """asyncio face of :class:`Soc`: ``async with AsyncSoc() as soc: await soc.rpc(...)``."""
+    """asyncio face of :class:`Soc`, call for call, never blocking the event loop::
+
+        async with AsyncSoc() as soc:
+            values = await soc.rpc(MEMCPY, [src], [dst], timeout_ms=1000)   # = task.wait(1000)
+            task = soc.rpc(SLEEP, params={"ms": 50})        # submitted at once
+            values = await soc.wait(task, timeout_ms=500)   # or: await task
+
+    ``rpc`` submits at once and returns an :class:`~arm_side.aio.AsyncTask`; awaiting it
+    returns what ``Task.wait`` returns (the operator's values) and raises what it raises,
+    TaskTimeout after ``timeout_ms`` (<= 0, the default as for ``Task.wait``: no limit).
+    The cv and nn helpers take an AsyncSoc too and then return awaitables.
+    """
 
     def __init__(self, mode: str | None = None, **kw: Any) -> None:
+        """The arguments of :class:`Soc`; the connection opens in ``async with`` (or ``await open()``)."""
         self._args, self._kw = mode, kw
         self._soc: Soc | None = None
 
-    async def __aenter__(self) -> "AsyncSoc":
-        loop = asyncio.get_running_loop()
-        self._soc = await loop.run_in_executor(None, lambda: Soc(self._args, **self._kw))
+    async def open(self) -> "AsyncSoc":
+        """Connect (in a worker thread: connecting may start the relay and wait for it)."""
+        if self._soc is None:
+            self._soc = await in_thread(lambda: Soc(self._args, **self._kw))
         return self
 
-    async def __aexit__(self, *exc) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self._soc.close)
+    async def close(self) -> None:
+        """Disconnect and free this Soc's buffers (in a worker thread)."""
+        soc, self._soc = self._soc, None
+        if soc is not None:
+            await in_thread(soc.close)
+
+    async def __aenter__(self) -> "AsyncSoc":
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def soc(self) -> Soc:
+        """The blocking :class:`Soc` underneath (for calls that never block, such as ``mem``)."""
+        if self._soc is None:
+            raise errors.ApiUseError("the AsyncSoc is not open: use 'async with AsyncSoc() as soc' "
+                                     "or 'await soc.open()'")
+        return self._soc
 
     @property
     def mem(self) -> MemoryManager:
-        return self._soc.mem
+        return self.soc.mem
 
-    def rpc(self, *args: Any, **kw: Any) -> Task:
-        """Submit at once; ``await task`` for its result (values, as ``Task.wait``)."""
-        return self._soc.rpc(*args, **kw)
+    @property
+    def mode(self) -> str:
+        return self.soc.mode
 
-    async def call(self, *args: Any, timeout_ms: float = 10000, **kw: Any) -> dict:
-        task = self._soc.rpc(*args, **kw)
-        try:
-            await asyncio.wait_for(task, timeout_ms / 1000)
-        except asyncio.TimeoutError:
-            raise errors.TaskTimeout(f"task {task.msg_id} not done after {timeout_ms} ms") from None
-        return task.values
+    def rpc(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None, *,
+            timeout_ms: float = 0, **kw: Any) -> AsyncTask:
+        """Submit now (errors of submission raise here, as ``Soc.rpc``); ``await`` the returned
+        AsyncTask for the values, with ``timeout_ms`` (<= 0: no limit). ``core``, ``priority``,
+        ``custom_id`` as ``Soc.rpc``."""
+        return AsyncTask(self.soc.rpc(cmd, inputs, outputs, params, **kw), timeout_ms)
 
-    async def query(self, what: str = "cores") -> dict:
-        return await asyncio.get_running_loop().run_in_executor(None, self._soc.query, what)
+    async def wait(self, task: Task | AsyncTask, timeout_ms: float = 0) -> dict:
+        """``task.wait(timeout_ms)``, awaited: the values, or the task's error, or TaskTimeout
+        (the task stays in flight; wait again or release it)."""
+        return await wait_task(task.task if isinstance(task, AsyncTask) else task, timeout_ms)
 
-    async def control(self, core: str, attr: str, value: str | None = None) -> str:
-        return await asyncio.get_running_loop().run_in_executor(None, self._soc.control, core, attr, value)
+    async def call(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None,
+                   timeout_ms: float = 10000, **kw: Any) -> dict:
+        """``rpc`` then ``wait`` (``Soc.call``, awaited)."""
+        return await self.rpc(cmd, inputs, outputs, params, timeout_ms=timeout_ms, **kw)
+
+    async def batch(self, cmd: int, items: Sequence[dict], *, timeout_ms: float = 10000, priority: int = 0,
+                    custom_id: int = 0) -> list[dict]:
+        """``Soc.batch``, awaited: items split over CORE_0 and CORE_1, results in item order;
+        raises the first item's error after every task has ended."""
+        half = (len(items) + 1) // 2
+        tasks = [self.soc.rpc(cmd, item.get("inputs", ()), item.get("outputs", ()), item.get("params"),
+                              core=Core.CORE_0 if i < half else Core.CORE_1, priority=priority, custom_id=custom_id)
+                 for i, item in enumerate(items)]
+        outcomes = await asyncio.gather(*(wait_task(t, timeout_ms) for t in tasks), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return list(outcomes)   # type: ignore[arg-type]
+
+    async def query(self, what: str = "cores", timeout_ms: float = 5000) -> dict:
+        return await in_thread(self.soc.query, what, timeout_ms)
+
+    async def control(self, core: str, attr: str, value: str | None = None, timeout_ms: float = 30000) -> str:
+        return await in_thread(self.soc.control, core, attr, value, timeout_ms)
+
+    def on_event(self, callback) -> None:
+        """As ``Soc.on_event`` (the callback runs in the SDK's reader thread)."""
+        self.soc.on_event(callback)
+
+    @property
+    def core_states(self) -> dict[str, str]:
+        return self.soc.core_states

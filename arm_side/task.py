@@ -49,6 +49,10 @@ class Request:
     def _on_complete(self) -> None:
         """Hook for subclasses (runs once, before waiters wake)."""
 
+    def _result(self) -> dict:
+        """What ``wait`` and ``await`` return once done without error."""
+        return self.body
+
     def _run_callback(self, cb: Callable) -> None:
         try:
             cb(self)
@@ -92,7 +96,7 @@ class Request:
                 if req.error is not None:
                     fut.set_exception(req.error)
                 else:
-                    fut.set_result(req.body)
+                    fut.set_result(req._result())
             loop.call_soon_threadsafe(settle)
         self.add_done_callback(resolve)
         return fut
@@ -120,6 +124,9 @@ class Task(Request):
             self.queue_us = max(0, self.header[5])
         if self.error is None:
             self.client.after_task(self)
+
+    def _result(self) -> dict:
+        return self.values
 
     @property
     def latency_us(self) -> float:

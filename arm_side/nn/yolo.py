@@ -7,6 +7,7 @@ the box count, records [batch, class, score, x1, y1, x2, y2] start at element 64
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Sequence
 
@@ -15,6 +16,7 @@ import numpy as np
 from protocol import errors
 from protocol.constants import Core
 from protocol.contract import nn_ids as ids
+from arm_side.aio import AsyncTask, wait_task
 from arm_side.memory import Mem
 
 HEADER, RECORD, F4 = 64, 7, 4
@@ -88,6 +90,7 @@ def detection_output(soc, maps: Sequence[Mem], out: Mem, p: YoloParams, batch: i
     slices of the maps and of ``out``), wait for all.
 
     Raises InvalidArgument (bad parameters, short buffers) and the errors of ``Task.wait``.
+    Given an ``AsyncSoc``, submits the same way and returns an awaitable of the Detections.
     """
     if len(maps) != p.maps:
         raise errors.InvalidArgument(f"{len(maps)} map buffers for {p.maps} maps (map_w/map_h)")
@@ -98,10 +101,18 @@ def detection_output(soc, maps: Sequence[Mem], out: Mem, p: YoloParams, batch: i
         params = {**p.geometry(), "max_box_num": p.max_box_num, "confidence_thresh": p.confidence_thresh,
                   "nms_thresh": p.nms_thresh, "batch": count, "batch_offset": first}
         tasks.append(soc.rpc(ids.YOLOV3_DETECTION_OUTPUT, ins, outs, params, core=core))
+    if tasks and isinstance(tasks[0], AsyncTask):
+        return _detections_async(tasks, timeout_ms)
     counts = []
     for task in tasks:  # gathered in batch order: task i holds the batches after task i - 1
         counts += task.wait(timeout_ms)["boxes"]
     return Detections(counts, [t.core for t in tasks], [t.exec_us for t in tasks])
+
+
+async def _detections_async(tasks: list, timeout_ms: float) -> Detections:
+    results = await asyncio.gather(*(wait_task(t.task, timeout_ms) for t in tasks))
+    counts = [n for values in results for n in values["boxes"]]
+    return Detections(counts, [t.task.core for t in tasks], [t.task.exec_us for t in tasks])
 
 
 class Chain:
