@@ -55,6 +55,7 @@ from pathlib import Path
 import zmq  # noqa: E402
 
 from protocol.header import STRUCT as HDR  # the raw floor packs its headers itself
+from vdsp_sim.benchmarks.report import Report
 
 WINDOW = 64                 # outstanding requests in the throughput runs
 PER_CLIENT = 32             # MAX_TASKS_PER_CLIENT of the SDK / relay
@@ -769,66 +770,64 @@ def summarize(cfg: dict, results: dict, body_size: int, load_before: tuple, load
     return fig
 
 
-def render(fig: dict) -> str:
+RATIO_LABELS = {"relay_p50_over_baseline": "relay p50 / baseline p50",
+                "relay_tput_over_baseline": "relay tasks/s / baseline tasks/s",
+                "big_p50_over_small": "32 MiB MEMCPY p50 / 4 KiB MEMCPY p50"}
+
+
+def to_report(fig: dict, args: argparse.Namespace) -> Report:
     cfg, m = fig["config"], fig["machine"]
     clients = "2 client threads (1 process)" if cfg["clients"] == "threads" else "2 client processes"
-    lines = [
-        "vdsp-sim RPC benchmark",
-        f"  machine: {m['cpus']} CPUs, Python {m['python']}, pyzmq {m['pyzmq']} / libzmq {m['libzmq']}; "
-        f"load average {m['loadavg_before'][0]:.2f} before, {m['loadavg_after'][0]:.2f} after "
-        "(shared machine: other jobs may compete for the CPUs)",
-        f"  {cfg['rounds']} interleaved round(s); latency: sequential, {fig['baseline']['samples']} samples per row "
-        f"after warm-up; throughput: median of {cfg['rounds']} x {cfg['tput_s']} s, window {cfg['window']}",
-        f"  baseline: raw pyzmq DEALER -> ROUTER/DEALER poll-loop relay -> ONE DEALER echo worker, ipc, "
-        f"24 B header + {cfg['baseline_body_bytes']} B body, no msgpack",
-        f"  full stack: SoC relay + 2 cores (2 firmware workers), PING (no-op), core=CORE_ANY; throughput window "
-        f"{cfg['window']} = {clients} x {cfg['per_client']} (per-client limit {cfg['per_client']})",
-        "",
-        f"  {'configuration':<44}{'p50 µs':>10}{'p99 µs':>10}{'tasks/s':>11}",
-        f"  {'-' * 75}",
-    ]
+    rep = Report("rpc", args)
+    rep.note(f"machine: {m['cpus']} CPUs, Python {m['python']}, pyzmq {m['pyzmq']} / libzmq {m['libzmq']}; "
+             f"load average {m['loadavg_before'][0]:.2f} before, {m['loadavg_after'][0]:.2f} after "
+             "(shared machine: other jobs may compete for the CPUs)")
+    rep.note(f"{cfg['rounds']} interleaved round(s); latency: sequential, {fig['baseline']['samples']} samples per "
+             f"row after warm-up; throughput: median of {cfg['rounds']} x {cfg['tput_s']} s, window {cfg['window']}")
+    rep.note(f"baseline: raw pyzmq DEALER -> ROUTER/DEALER poll-loop relay -> ONE DEALER echo worker, ipc, "
+             f"24 B header + {cfg['baseline_body_bytes']} B body, no msgpack")
+    rep.note(f"full stack: SoC relay + 2 cores (2 firmware workers), PING (no-op), core=CORE_ANY; throughput "
+             f"window {cfg['window']} = {clients} x {cfg['per_client']} (per-client limit {cfg['per_client']})")
+    rows = []
     for key, label in (("baseline", "baseline raw pyzmq (1 echo worker)"),
-                       ("relay", "full stack, relay  (Soc mode=relay)"),
+                       ("relay", "full stack, relay (Soc mode=relay)"),
                        ("direct", "full stack, direct (Soc mode=direct)")):
         r = fig[key]
-        lines.append(f"  {label:<44}{r['p50_us']:>10.0f}{r['p99_us']:>10.0f}{r['tasks_per_s']:>11.0f}")
+        rows.append([label, r["p50_us"], r["p99_us"], r["tasks_per_s"], None])
     for key, label in (("small", "MEMCPY 16 B, 4 KiB in/out (relay)"), ("big", "MEMCPY 16 B, 32 MiB in/out (relay)")):
         r = fig["handles"][key]
-        lines.append(f"  {label:<44}{r['p50_us']:>10.0f}{r['p99_us']:>10.0f}{'-':>11}"
-                     f"   (DSP exec p50 {r['dsp_exec_p50_us']:.0f} µs)")
-    if fig.get("pinned"):
-        for key, label in (("baseline", "baseline, all pinned to 1 CPU"), ("relay", "relay, all pinned to 1 CPU"),
-                           ("direct", "direct, all pinned to 1 CPU")):
+        rows.append([label, r["p50_us"], r["p99_us"], None, r["dsp_exec_p50_us"]])
+    for key, label in (("baseline", "baseline, all pinned to 1 CPU"), ("relay", "relay, all pinned to 1 CPU"),
+                       ("direct", "direct, all pinned to 1 CPU")):
+        if key in fig.get("pinned", {}):
             r = fig["pinned"][key]
-            lines.append(f"  {'(info) ' + label:<44}{r['p50_us']:>10.0f}{r['p99_us']:>10.0f}{'-':>11}")
-    lines += ["", f"  {'ratio':<44}{'value':>10}{'target':>10}{'':>3}verdict", f"  {'-' * 75}"]
-    for key, label in (("relay_p50_over_baseline", "relay p50 / baseline p50"),
-                       ("relay_tput_over_baseline", "relay tasks/s / baseline tasks/s"),
-                       ("big_p50_over_small", "32 MiB p50 / 4 KiB p50")):
-        r = fig["ratios"][key]
-        lines.append(f"  {label:<44}{r['value']:>10.2f}{r['target']:>10}{'':>3}{r['verdict']}")
+            rows.append(["(info) " + label, r["p50_us"], r["p99_us"], None, None])
+    rep.table("latency and throughput", ["configuration", "p50 µs", "p99 µs", "tasks/s", "DSP exec p50 µs"], rows)
     info = fig["info_ratios"]
-    lines += [f"  {'(info) direct p50 / baseline p50':<44}{info['direct_p50_over_baseline']:>10.2f}",
-              f"  {'(info) direct tasks/s / baseline tasks/s':<44}{info['direct_tput_over_baseline']:>10.2f}",
-              f"  {'(info) relay p99 / baseline p99':<44}{info['relay_p99_over_baseline_p99']:>10.2f}",
-              *([f"  {'(info) pinned relay p50 / pinned baseline p50':<44}"
-                 f"{info['pinned_relay_p50_over_baseline']:>10.2f}"] if "pinned_relay_p50_over_baseline" in info else []),
-              f"  tasks/s per round: baseline {_fmt(fig['baseline'])}; relay {_fmt(fig['relay'])}; "
-              f"direct {_fmt(fig['direct'])}"]
+    rep.table("(info) ratios without a target", ["ratio", "value"], [
+        [label, info[key]] for key, label in (
+            ("direct_p50_over_baseline", "direct p50 / baseline p50"),
+            ("direct_tput_over_baseline", "direct tasks/s / baseline tasks/s"),
+            ("relay_p99_over_baseline_p99", "relay p99 / baseline p99"),
+            ("pinned_relay_p50_over_baseline", "pinned relay p50 / pinned baseline p50")) if key in info])
     cpu = fig.get("cpu_us_per_task", {})
     if cpu:
-        lines.append("  CPU µs per task in the throughput runs (all threads of each process, median of rounds):")
-        for key in ("baseline", "relay", "direct"):
-            if cpu.get(key):
-                lines.append(f"    {key:<9}{_fmt_cpu(cpu[key])}")
-    return "\n".join(lines)
+        rep.table("CPU µs per task in the throughput runs (all threads of each process, median of rounds)",
+                  ["configuration", "per process", "total", "machine busy %", "other processes %"],
+                  [[key, _fmt_procs(cpu[key]), sum(v for k, v in cpu[key].items() if not k.startswith("_")),
+                    cpu[key].get("_busy_cpu_pct", 0.0), cpu[key].get("_other_cpu_pct", 0.0)]
+                   for key in ("baseline", "relay", "direct") if cpu.get(key)])
+    rep.note(f"tasks/s per round: baseline {_fmt(fig['baseline'])}; relay {_fmt(fig['relay'])}; "
+             f"direct {_fmt(fig['direct'])}")
+    for key, r in fig["ratios"].items():
+        op, bound = TARGETS[key]
+        rep.target(RATIO_LABELS[key], r["value"], op, bound)
+    return rep
 
 
-def _fmt_cpu(d: dict) -> str:
+def _fmt_procs(d: dict) -> str:
     procs = {k: v for k, v in d.items() if not k.startswith("_")}
-    return (", ".join(f"{k} {v:.0f}" for k, v in sorted(procs.items(), key=lambda kv: -kv[1]))
-            + f" (total {sum(procs.values()):.0f}); machine busy {d.get('_busy_cpu_pct', 0):.0f}% of "
-            f"{os.cpu_count() * 100}%, other processes {d.get('_other_cpu_pct', 0):.0f}%")
+    return ", ".join(f"{k} {v:.0f}" for k, v in sorted(procs.items(), key=lambda kv: -kv[1]))
 
 
 def _fmt(r: dict) -> str:
@@ -836,10 +835,10 @@ def _fmt(r: dict) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="vdsp bench", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="vdsp bench rpc", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="short run (smoke test): 1 round, small counts")
-    ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE as JSON")
+    ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE as JSON (schema vdsp-bench/1)")
     ap.add_argument("--clients", choices=("threads", "procs"), default="threads",
                     help="how the full stack reaches a window of 64 with 32 tasks per client: two client "
                          "threads in this process (default) or two client processes")
@@ -850,7 +849,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--start-timeout", type=float, default=60.0, help="seconds to wait for the SoC to run")
     ap.add_argument("--no-pin", action="store_true",
                     help="skip the extra latency rows measured with every process pinned to one CPU")
-    ap.add_argument("--fail-on-miss", action="store_true", help="exit 3 when a ratio misses its target")
+    ap.add_argument("--fail-on-miss", action="store_true",
+                    help="the CI mode: exit 3 when a ratio misses its target (else 0 once the run completes)")
     # internal: the child processes of the benchmark
     ap.add_argument("--role", choices=("baseline-relay", "baseline-worker", "soc-client"), help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
@@ -882,12 +882,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         print(f"bench_rpc: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    print(render(fig), flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(fig, indent=1) + "\n")
-        progress(f"figures written to {args.json}")
-    missed = [k for k, r in fig["ratios"].items() if r["verdict"] == "MISS"]
-    return 3 if missed and args.fail_on_miss else 0
+    return to_report(fig, args).finish(args.json, args.fail_on_miss, details=fig)
 
 
 if __name__ == "__main__":

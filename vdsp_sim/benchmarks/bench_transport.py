@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import socket
@@ -22,6 +21,7 @@ import time
 from pathlib import Path
 
 from vdsp_sim.benchmarks.bench_rpc import median, pct, progress, window_loop
+from vdsp_sim.benchmarks.report import Report
 
 WINDOW = 32
 
@@ -148,13 +148,15 @@ def run(args: argparse.Namespace) -> dict:
     return rows
 
 
-def render(rows: dict) -> str:
-    lines = [f"{'relay mode':22} {'ipc':>10} {'tcp+CURVE':>10} {'tcp/ipc':>8}"]
-    for key, label in (("ping_p50_us", "PING p50 (us)"), ("ping_p99_us", "PING p99 (us)"),
-                       ("tasks_per_s", f"PING tasks/s ({WINDOW} ahead)"), ("memcpy_4k_p50_us", "MEMCPY 4 KiB p50 (us)"),
-                       ("memcpy_4m_p50_us", "MEMCPY 4 MiB p50 (us)")):
-        lines.append(f"{label:22} {rows['ipc'][key]:>10.0f} {rows['tcp'][key]:>10.0f} {rows['ratio'][key]:>8.2f}")
-    return "\n".join(lines)
+def to_report(rows: dict, args: argparse.Namespace) -> Report:
+    rep = Report("transport", args)
+    rep.note(f"relay mode; {args.rounds} interleaved round(s); ipc vs loopback tcp with CURVE on every endpoint")
+    rep.table("PING and MEMCPY through the relay (µs; tasks/s)", ["measure", "ipc", "tcp+CURVE", "tcp/ipc"],
+              [[label, rows["ipc"][key], rows["tcp"][key], rows["ratio"][key]] for key, label in (
+                  ("ping_p50_us", "PING p50 µs"), ("ping_p99_us", "PING p99 µs"),
+                  ("tasks_per_s", f"PING tasks/s ({WINDOW} ahead)"), ("memcpy_4k_p50_us", "MEMCPY 4 KiB p50 µs"),
+                  ("memcpy_4m_p50_us", "MEMCPY 4 MiB p50 µs"))])
+    return rep
 
 
 def parser() -> argparse.ArgumentParser:
@@ -166,7 +168,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--tput-s", type=float, default=2.0, help="seconds of pipelined PING per transport and round")
     ap.add_argument("--copy-n", type=int, default=300, help="MEMCPY samples per size, transport and round")
     ap.add_argument("--start-timeout", type=float, default=60.0, help="seconds to wait for each SoC")
-    ap.add_argument("--json", metavar="FILE", help="also write the figures to FILE")
+    ap.add_argument("--json", metavar="FILE", help="also write the figures to FILE (schema vdsp-bench/1)")
     return ap
 
 
@@ -175,10 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.rounds, args.lat_n, args.tput_s, args.copy_n = 1, 200, 0.5, 50
     rows = run(args)
-    print(render(rows))
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-    return 0
+    return to_report(rows, args).finish(args.json, details=rows)
 
 
 if __name__ == "__main__":
