@@ -23,6 +23,7 @@ from arm_side.aio import AsyncTask, in_thread, wait_task
 from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
 from arm_side.task import Task
+from arm_side.transport import Transport, ZmqTransport
 from vdsp_sim.board import ddr
 
 
@@ -47,24 +48,32 @@ def _handles(buffers: Sequence[Any], what: str, memory: MemoryManager, check: bo
 class Soc:
     """A connection to the simulated SoC plus this process's shared memory."""
 
-    def __init__(self, mode: str | None = None, *, strict: bool | None = None,
-                 connect_timeout_s: float = 20.0, autostart_relay: bool = True,
+    def __init__(self, mode: str | None = None, *, transport: Transport | None = None,
+                 strict: bool | None = None, connect_timeout_s: float = 20.0, autostart_relay: bool = True,
                  busy_poll_us: int | None = None) -> None:
-        """``busy_poll_us`` (default ``$VDSP_BUSY_POLL_US``, else 0): a waiting thread spins
-        that long before it sleeps — lower latency, one busy CPU while waiting."""
-        mode = mode or os.environ.get("VDSP_RPC_MODE", "relay")
+        """``transport`` (``arm_side.transport``): how to reach the SoC; by default a
+        ``ZmqTransport`` of ``mode`` (``relay`` or ``direct``; default ``$VDSP_RPC_MODE``, else
+        relay) for the runtime dir of ``$VDSP_RUNTIME_DIR``. ``busy_poll_us`` (default
+        ``$VDSP_BUSY_POLL_US``, else 0): a waiting thread spins that long before it sleeps —
+        lower latency, one busy CPU while waiting."""
         if busy_poll_us is None:
             busy_poll_us = int(os.environ.get("VDSP_BUSY_POLL_US", "0") or 0)
+        own = transport is None
+        if transport is None:
+            mode = mode or os.environ.get("VDSP_RPC_MODE", "relay")
+            if mode not in ("relay", "direct"):
+                raise errors.InvalidArgument(f"VDSP_RPC_MODE must be relay or direct, got {mode!r}")
+            transport = ZmqTransport(mode, autostart_relay=autostart_relay)
         self.mem = MemoryManager(strict=strict)
         owner = ddr.current_owner().id
         try:
-            self.client = Client(mode, owner=owner, connect_timeout_s=connect_timeout_s,
-                                 autostart_relay=autostart_relay, busy_poll_us=busy_poll_us)
+            self.client = Client(transport, owner=owner, connect_timeout_s=connect_timeout_s,
+                                 busy_poll_us=busy_poll_us, own_transport=own)
         except BaseException:
             self.mem.close()
             raise
         self.client.memory = self.mem
-        self.mode = mode
+        self.mode = transport.mode
 
     # --- tasks ----------------------------------------------------------------------------
     def rpc(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None, *,

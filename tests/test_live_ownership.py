@@ -22,6 +22,7 @@ import zmq
 
 from arm_side import ANY_OWNER, CORE_0, CORE_1, Soc, errors, opids
 from arm_side.client import Client
+from arm_side.transport import ZmqTransport
 from protocol import messages, wire
 from vdsp_sim.board import acl, ddr
 from tests.conftest import wait_until
@@ -147,9 +148,9 @@ def claim_owner(mode: str, a: "OwnerA") -> errors.VdspError:
     task with buffers sent there."""
     if mode == "relay":
         with pytest.raises(errors.VdspError) as info:
-            Client(mode, owner=a.owner, connect_timeout_s=5, autostart_relay=False)
+            Client(ZmqTransport(mode, autostart_relay=False), owner=a.owner, connect_timeout_s=5)
         return info.value
-    client = Client(mode, owner=a.owner, connect_timeout_s=5, autostart_relay=False)
+    client = Client(ZmqTransport(mode, autostart_relay=False), owner=a.owner, connect_timeout_s=5)
     try:
         with pytest.raises(errors.VdspError) as info:
             client.peers[0].fw_hello.wait(5000)

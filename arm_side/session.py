@@ -1,0 +1,247 @@
+"""The SDK's side of the conversation, without sockets, threads or a clock of its own.
+
+Like h11's ``Connection``: :class:`Session` knows the requests in flight (msg_id → Request),
+the servers it talks to (the relay, or each core's control link and firmware link in direct
+mode), their liveness and the cores' states, and how a reply becomes a result or one of the
+exception tree's errors. The client (``arm_side.client``) owns the threads and a transport
+(``arm_side.transport``) owns the sockets; they feed the session what arrives and carry out
+what it returns:
+
+- :meth:`receive` (a message from a peer) → actions ``(OPEN_FW, peer, endpoint)`` and
+  ``(CLOSE_FW, peer, None)`` (direct mode: a core's firmware came up or went away);
+- :meth:`tick` (the clock) → ``(SEND, peer, frames)`` heartbeats; peers that fell silent, or
+  whose connection closed, are declared dead and their requests fail.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from typing import Callable
+
+from protocol import errors, header, messages, wire
+from protocol.cancel import CancelOutcome
+from protocol.constants import HEARTBEAT_INTERVAL_MS, MAX_TASKS_PER_CLIENT, PRIORITY_HIGHEST, Command, Core
+from protocol.core_state import CoreState, error_for
+from protocol.liveness import Liveness
+
+log = logging.getLogger("vdsp.sdk")
+SEND, OPEN_FW, CLOSE_FW = "send", "open_fw", "close_fw"
+_CORE_VALUES = frozenset(int(c) for c in Core)
+
+
+class PeerState:
+    """A server we heartbeat: the relay, or a core's control link (direct mode)."""
+
+    def __init__(self, name: str, now: float) -> None:
+        self.name = name
+        self.liveness = Liveness(now, HEARTBEAT_INTERVAL_MS)
+        self.alive = True
+        self.connected = False                  # READY received: liveness applies from then on
+        self.info: dict = {}
+        self.fw_endpoint: str | None = None     # direct mode: where the core's firmware link goes
+        self.fw_hello = None                    # direct mode: our HELLO on that link (proves our owner)
+        self.fw_refused: errors.VdspError | None = None     # direct mode: the firmware refused that HELLO
+        self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
+
+    def connect(self, info: dict, now: float) -> None:
+        """READY received: liveness starts now, at the interval the peer announced."""
+        self.info = info
+        interval = info.get("heartbeat_ms")
+        self.liveness = Liveness(now, interval if isinstance(interval, int) and interval > 0 else HEARTBEAT_INTERVAL_MS)
+        self.connected = True
+
+
+class Session:
+    """``mode``: ``relay`` (one peer, the relay) or ``direct`` (one peer per core)."""
+
+    def __init__(self, mode: str, owner: int) -> None:
+        if mode not in ("relay", "direct"):
+            raise errors.InvalidArgument(f"VDSP_RPC_MODE must be relay or direct, got {mode!r}")
+        self.mode, self.owner = mode, owner
+        self.ids = itertools.count(1)
+        self.pending: dict[int, object] = {}
+        self.peers: list[PeerState] = []
+        self.core_states: dict[str, str] = {}
+        self.event_callbacks: list[Callable[[dict], None]] = []
+
+    # --- what we send ---------------------------------------------------------------------
+    def hello(self) -> wire.Message:
+        pid = os.getpid()
+        return messages.hello(next(self.ids), "client", pid=pid, owner=self.owner, name=f"pid{pid}")
+
+    def task(self, op: int, inputs: list, outputs: list, params: dict, *, core: int, priority: int,
+             custom_id: int, raw: list | None = None) -> wire.Message:
+        """A TASK message. Raises InvalidArgument / InvalidCore for what no server would take."""
+        if core not in _CORE_VALUES:
+            raise errors.InvalidCore(f"core must be CORE_ANY (0), CORE_0 (1) or CORE_1 (2), got {core!r}")
+        if not isinstance(priority, int) or not 0 <= priority <= PRIORITY_HIGHEST:
+            raise errors.InvalidArgument(f"priority must be an int in 0..255, got {priority!r}")
+        if not isinstance(op, int) or not 0 <= op <= 0xFFFE:
+            raise errors.InvalidArgument(f"cmd must be an operator id in 0x0000..0xfffe, got {op!r}")
+        return messages.task(next(self.ids), op, inputs=inputs, outputs=outputs, params=params, owner=self.owner,
+                             priority=priority, core=int(core), custom_id=custom_id, raw=raw)
+
+    def track(self, req) -> None:
+        self.pending[req.msg_id] = req
+
+    def forget(self, msg_id: int) -> None:
+        self.pending.pop(msg_id, None)
+
+    def route(self, core: int, has_buffers: bool) -> PeerState:
+        """Direct mode: the core a task goes to (the least busy running one for CORE_ANY).
+
+        Raises TaskNumExceedLimit, CoreOffline / CoreCrashed / CoreDead, InvalidCore, ClaimRefused."""
+        in_flight = sum(len(p.inflight) for p in self.peers)
+        if in_flight >= MAX_TASKS_PER_CLIENT:
+            raise errors.TaskNumExceedLimit(f"{in_flight} tasks already in flight (limit {MAX_TASKS_PER_CLIENT})")
+        if core == Core.ANY:
+            running = [p for p in self.peers if p.fw_endpoint is not None and p.alive]
+            if not running:
+                raise errors.CoreOffline(f"no running core ({self.core_states})")
+            peer = min(running, key=lambda p: len(p.inflight))
+        else:
+            index = Core(core).index
+            if index >= len(self.peers):
+                raise errors.InvalidCore(f"this SoC has {len(self.peers)} cores")
+            peer = self.peers[index]
+            if peer.fw_endpoint is None or not peer.alive:
+                raise error_for(CoreState.of(self.core_states.get(peer.name, "offline")), peer.name)
+        if peer.fw_refused is not None and has_buffers:
+            raise errors.ClaimRefused(f"{peer.name}: {peer.fw_refused.message}")
+        return peer
+
+    def fw_hello_sent(self, peer: PeerState, req) -> None:
+        """Direct mode: our HELLO went to ``peer``'s firmware. Not waited for (a firmware running
+        a long task answers only after it, and one link keeps order); a refusal is kept, and
+        later tasks with buffers to that firmware raise it."""
+        peer.fw_refused, peer.fw_hello = None, req
+
+        def refused(r, peer: PeerState = peer) -> None:
+            if isinstance(r.error, errors.ClaimRefused) and peer.fw_hello is r:
+                peer.fw_refused = r.error
+                log.error("the firmware of %s refused our HELLO: %s", peer.name, r.error)
+        req.add_done_callback(refused)
+
+    def _forget_fw_hello(self, peer: PeerState) -> None:
+        req, peer.fw_hello = peer.fw_hello, None
+        if req is not None and self.pending.pop(req.msg_id, None) is not None:
+            req._complete({}, None)
+
+    # --- what arrives ---------------------------------------------------------------------
+    def connected(self, peer: PeerState, info: dict, now: float) -> list:
+        """``peer`` answered our HELLO with READY ``info``."""
+        peer.connect(info, now)
+        if self.mode == "relay":
+            for core in info.get("cores", []):
+                self.core_states[core["name"]] = core["state"]
+            return []
+        return self.core_state(peer, info.get("state", "offline"), info)
+
+    def receive(self, peer: PeerState | None, frames: list, now: float) -> tuple[list, bool]:
+        """One message from ``peer``'s links. Returns (actions, whether a request completed)."""
+        if peer is not None:
+            peer.liveness.last_heard = now
+        try:
+            hdr = header.Header.parse(frames[0])
+        except (errors.VdspError, IndexError) as exc:
+            log.warning("dropped malformed message from %s: %s", peer.name if peer else "?", exc)
+            return [], False
+        cmd, msg_id = hdr[0], hdr[4]
+        if cmd is Command.HEARTBEAT:
+            return [], False
+        try:
+            body = wire.unpack_body(bytes(frames[1])) if len(frames) > 1 else {}
+        except errors.VdspError as exc:
+            body, cmd = exc.to_wire(), Command.ERROR
+        if cmd is Command.EVENT:
+            return self._on_event(peer, body), True
+        req = self.pending.pop(msg_id, None)
+        if req is None:
+            return [], False  # released, or timed out and forgotten
+        if self.mode == "direct":
+            for p in self.peers:
+                p.inflight.discard(msg_id)
+        req._complete(body, errors.from_wire(body) if cmd is Command.ERROR else None, hdr, frames[2:])
+        return [], req.followed
+
+    def _on_event(self, peer: PeerState | None, body: dict) -> list:
+        actions = []
+        if self.mode == "direct" and peer is not None:
+            actions = self.core_state(peer, body.get("state", "?"), body)
+        else:
+            self.core_states[body.get("core", "?")] = body.get("state", "?")
+        for cb in list(self.event_callbacks):
+            try:
+                cb(body)
+            except Exception:
+                log.exception("event callback raised")
+        return actions
+
+    def core_state(self, peer: PeerState, state: str, body: dict) -> list:
+        """Direct mode: follow a core's state; tasks in flight on a core that stops fail."""
+        self.core_states[peer.name] = state
+        if state == "running":
+            endpoint = body.get("fw_endpoint", "")
+            actions = []
+            if peer.fw_endpoint != endpoint:
+                self._forget_fw_hello(peer)
+                peer.fw_endpoint = endpoint
+                actions = [(OPEN_FW, peer, endpoint)]
+            peer.info.update({k: v for k, v in body.items() if k != "state"})
+            return actions
+        actions = []
+        if peer.fw_endpoint is not None:
+            peer.fw_endpoint = None
+            self._forget_fw_hello(peer)
+            actions = [(CLOSE_FW, peer, None)]
+        for msg_id in list(peer.inflight):
+            req = self.pending.pop(msg_id, None)
+            if req is not None:
+                req._complete(None, error_for(CoreState.of(state), peer.name))
+        peer.inflight.clear()
+        return actions
+
+    def cancelled(self, task, reply: dict | None) -> str:
+        """``task`` was released and ``reply`` is the server's answer to our CANCEL (None: none came).
+        Completes the task unless it had already ended; returns the CancelOutcome's value."""
+        outcome = CancelOutcome.of(reply.get("state")) if reply is not None else CancelOutcome.RUNNING
+        if outcome is CancelOutcome.UNKNOWN:   # not waiting there; it was in flight when released
+            outcome = CancelOutcome.RUNNING     # (Task.release answers for finished ones): it ran, unseen
+        if self.pending.pop(task.msg_id, None) is not None or outcome is CancelOutcome.CANCELLED:
+            task._complete(None, errors.TaskCancelled(f"task {task.msg_id} released"))
+        for peer in self.peers:
+            peer.inflight.discard(task.msg_id)
+        return outcome.value
+
+    # --- the clock ------------------------------------------------------------------------
+    def tick(self, now: float, closed: Callable[[PeerState], bool] = lambda p: False) -> list:
+        """Heartbeats due; peers silent for the liveness window, or whose connection ``closed``
+        (the transport heard it), are dead."""
+        actions = []
+        for peer in list(self.peers):
+            if not peer.alive or not peer.connected:
+                continue
+            if closed(peer):
+                actions += self.peer_dead(peer, "its connection closed")
+            elif peer.liveness.dead(now):
+                actions += self.peer_dead(peer)
+            elif peer.liveness.send_due(now):
+                actions.append((SEND, peer, wire.encode(messages.heartbeat())))
+        return actions
+
+    def peer_dead(self, peer: PeerState, why: str = "") -> list:
+        peer.alive = False
+        if self.mode == "direct":
+            log.error("core %s silent for %.1fs: declared dead", peer.name, peer.liveness.window)
+            return self.core_state(peer, "dead", {})
+        why = why or f"silent for {peer.liveness.window:.1f}s (heartbeats lost)"
+        log.error("relay %s: failing %d request(s)", why, len(self.pending))
+        self.fail_all(errors.RelayUnavailable(f"relay server stopped answering: {why}"))
+        return []
+
+    def fail_all(self, exc: errors.VdspError) -> None:
+        for msg_id in list(self.pending):
+            req = self.pending.pop(msg_id, None)
+            if req is not None:
+                req._complete(None, exc)
