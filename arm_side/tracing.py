@@ -117,6 +117,8 @@ class SocTrace:
         self.session = trace.start(self.directory)
         self.owned = before is None or before.get("session") != self.session["session"]
         sdk_tracer().poll(force=True)
+        if self.owned:      # the relay, cores and firmwares look at the switch within about a second
+            trace.wait_started(Path(self.session["dir"]))
         return self
 
     def finish(self) -> dict:

@@ -276,6 +276,7 @@ def serve(fw: Firmware, endpoint: str) -> None:
                 peer = curve.peer_name(meta) if gate is not None else ""
                 for reply in fw.handle_now(frames[1:], frames[0], inbox, meta, peer):
                     send_frames(sock, [frames[0], *reply])
+        fw.trace.rec.poll()     # the trace switch (one stat every 0.25 s), before the task: traced if it is on
         if inbox:                                   # then run the best waiting task
             identity, frames = inbox.pop()
             traced = fw.trace.rec.on
@@ -288,7 +289,7 @@ def serve(fw: Firmware, endpoint: str) -> None:
                 break            # never sent; the core's "offline" fails it (HB_DSP_CORE_OFFLINE)
             if reply is not None:
                 send_frames(sock, [identity, *reply])
-        fw.trace.rec.poll()
+            fw.trace.rec.poll(flush=not inbox)    # about to idle: write the trace now (a SIGKILL loses nothing)
         if time.monotonic() >= next_purge:
             fw.resolver.purge()
             next_purge = time.monotonic() + PURGE_EVERY_S

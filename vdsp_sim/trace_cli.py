@@ -21,7 +21,8 @@ from pathlib import Path
 
 from vdsp_sim.board import trace, tracefmt
 
-PICKUP_S = 1.5      # how long we wait for the relay and cores to open their files
+PICKUP_S = 2.0      # how long we wait for the relay, cores and firmwares to open their files (an idle
+                    # firmware looks at the switch when its 1 s poll ends)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -39,12 +40,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _wait_pickup(session_dir: Path, seconds: float) -> list[str]:
-    """Wait until the relay and the cores have opened their files (they poll the flag)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        roles = sorted(p.name.split("-")[0] for p in session_dir.glob("*" + trace.SUFFIX))
-        if ("relay" in roles and roles.count("core") >= 1) or time.monotonic() >= deadline:
-            return roles
+    """Wait until the relay, the cores and their firmwares have opened their files (they poll the flag)."""
+    return trace.wait_started(session_dir, seconds)
         time.sleep(0.05)
 
 
@@ -54,9 +51,17 @@ def finish(directory: Path, session: dict, output: Path, png: str | None, title:
     trace.wait_ended(Path(session["dir"]))
     doc = tracefmt.merge(Path(session["dir"]), output, session)
     if png is not None:
-        from vdsp_sim import traceplot
-        traceplot.render(doc, png or output.with_suffix(".png"), title)
+        draw(doc, Path(png) if png else output.with_suffix(".png"), title)
     return doc
+
+
+def draw(doc: dict, path: Path, title: str = "") -> Path:
+    try:
+        from vdsp_sim import traceplot
+        return traceplot.render(doc, path, title)
+    except ImportError as exc:
+        print(f"vdsp trace: --png needs matplotlib ({exc}): pip install 'vdsp-sim[plot]'", file=sys.stderr)
+        return path
 
 
 def summary(doc: dict) -> str:
@@ -70,9 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     output = Path(args.output or "trace.json")
     if args.source:
-        from vdsp_sim import traceplot
         doc = json.loads(Path(args.source).read_text())
-        out = traceplot.render(doc, args.png or Path(args.source).with_suffix(".png"), args.title)
+        out = draw(doc, Path(args.png) if args.png else Path(args.source).with_suffix(".png"), args.title)
         print(f"vdsp trace: timeline drawn to {out}")
         return 0
     directory = trace.trace_dir()

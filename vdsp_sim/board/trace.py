@@ -84,6 +84,18 @@ def stop(directory: Path) -> dict | None:
     return session
 
 
+def wait_started(session_dir: Path, timeout_s: float = 2.0) -> list[str]:
+    """Wait until the relay and every core with its firmware have opened their files in the
+    session (or ``timeout_s`` passed); returns the roles of the files there."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        roles = sorted(p.name.split("-")[0] for p in Path(session_dir).glob("*" + SUFFIX))
+        cores = roles.count("core")
+        if "relay" in roles and cores and roles.count("firmware") >= cores or time.monotonic() >= deadline:
+            return roles
+        time.sleep(0.05)
+
+
 def wait_ended(session_dir: Path, timeout_s: float = 3.0, quiet_s: float = 0.0) -> list[Path]:
     """The session's files once each has its end line (or ``timeout_s`` passed: a process
     that died mid-session never writes one)."""
@@ -129,11 +141,15 @@ class Recorder:
         """One event now (or at ``ts``, ns of the trace clock). Call only while ``on``."""
         self.events.append((ts or now_ns(), kind, fields))
 
-    def poll(self, force: bool = False) -> bool:
+    def poll(self, force: bool = False, flush: bool = False) -> bool:
         """Look at the switch (at most every ``check_every_s`` unless ``force``); write what
-        was recorded. Returns ``on``."""
+        was recorded then (or now, with ``flush``: a firmware going idle writes at once, so
+        that a SIGKILL loses at most what it recorded in its last busy quarter second).
+        Returns ``on``."""
         mono = time.monotonic()
         if not force and mono < self._next_check:
+            if flush and self.events:
+                self.flush()
             return self.on
         self._next_check = mono + self.check_every_s
         if not self.flag:
@@ -203,7 +219,7 @@ class NullRecorder:
     def emit(self, kind: str, fields: dict, ts: int | None = None) -> None:
         pass
 
-    def poll(self, force: bool = False) -> bool:
+    def poll(self, force: bool = False, flush: bool = False) -> bool:
         return False
 
     def close(self) -> None:
@@ -226,7 +242,7 @@ class ListRecorder:
     def kinds(self) -> list[str]:
         return [e[1] for e in self.events]
 
-    def poll(self, force: bool = False) -> bool:
+    def poll(self, force: bool = False, flush: bool = False) -> bool:
         return True
 
     def close(self) -> None:
