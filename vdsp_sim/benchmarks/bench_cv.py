@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import shutil
 import statistics
 import sys
@@ -39,6 +38,7 @@ from arm_side import CORE_0, Soc, cv, opids  # noqa: E402
 from vdsp_sim.samples import cv_inputs  # noqa: E402
 from vdsp_sim.benchmarks.awake import cpus_kept_awake  # noqa: E402
 from vdsp_sim.benchmarks.floor import Floor  # noqa: E402
+from vdsp_sim.benchmarks.report import Report  # noqa: E402
 from dsp_side.heap import keep_heap  # noqa: E402
 
 W, H = 1920, 1080
@@ -141,13 +141,15 @@ def _us(fn) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap = argparse.ArgumentParser(prog="vdsp bench cv", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     ap.add_argument("--n", type=int, default=5, help="timed calls per operator and round, each way")
-    ap.add_argument("--ping-n", type=int, default=200)
+    ap.add_argument("--ping-n", type=int, default=200, help="no-op (PING) samples per round, back to back")
     ap.add_argument("--only", default="", help="comma-separated operator names")
-    ap.add_argument("--json", default="")
-    ap.add_argument("--fail-on-miss", action="store_true")
+    ap.add_argument("--json", default="", metavar="FILE", help="write every figure to FILE (schema vdsp-bench/1)")
+    ap.add_argument("--fail-on-miss", action="store_true",
+                    help="the CI mode: exit 3 when an operator misses the target (else 0 once the run completes)")
     ap.add_argument("--no-floor", action="store_true", help="skip the raw-pyzmq floor (see floor.py)")
     ap.add_argument("--keep-cpus-awake", action="store_true",
                     help="one SCHED_IDLE spinner per CPU while measuring (see vdsp_sim/benchmarks/awake.py)")
@@ -207,35 +209,34 @@ def _run(soc, floor, args) -> int:
     med = statistics.median
     noop = med(ping)
     fnoop = med(floor_ping) if floor else 0.0
-    rows, misses, floor_misses = [], 0, 0
-    print(f"\nCV operators on {W}x{H}, medians in µs; no-op task (PING, relay, CORE_0) {noop:.0f} µs; "
-          f"target: rpc - in-process <= 1.3 x no-op = {1.3 * noop:.0f} µs")
+    rows, table_rows, floor_misses = [], [], 0
+    rep = Report("cv", args)
+    rep.note(f"CV operators on {W}x{H}, {args.rounds} interleaved round(s), medians in µs; no-op task (PING, relay, "
+             f"CORE_0) {noop:.0f} µs; target: rpc - in-process <= 1.3 x no-op = {1.3 * noop:.0f} µs")
     if floor:
-        print(f"floor (raw pyzmq, same topology, the in-process callable in a worker process): "
-              f"no-op {fnoop:.0f} µs")
-    print("\n| operator | in-process | rpc | dsp exec | rpc - in-process | / no-op | verdict |"
-          + (" floor worker exec | floor rpc - in-process | floor / floor no-op |" if floor else ""))
-    print("|---|---:|---:|---:|---:|---:|---|" + ("---:|---:|---:|" if floor else ""))
+        rep.note(f"floor (raw pyzmq, same topology, the in-process callable in a worker process): "
+                 f"no-op {fnoop:.0f} µs")
     for name in names:
         a, b, e = med(inproc[name]), med(rpc[name]), med(dsp[name])
-        ok = b - a <= 1.3 * noop
-        misses += not ok
         row = {"op": name, "inproc_us": a, "rpc_us": b, "dsp_exec_us": e, "overhead_us": b - a,
-               "ratio": (b - a) / noop, "pass": ok}
-        line = f"| {name} | {a:.0f} | {b:.0f} | {e:.0f} | {b - a:.0f} | {(b - a) / noop:.2f} | {'PASS' if ok else 'MISS'} |"
+               "ratio": (b - a) / noop, "pass": b - a <= 1.3 * noop}
+        cells = [name, a, b, e, b - a, (b - a) / noop]
         if floor:
             f = med(floor_rpc[name])
             fe = med(floor_exec[name])
             row.update(floor_rpc_us=f, floor_exec_us=fe, floor_overhead_us=f - a, floor_ratio=(f - a) / fnoop)
             floor_misses += f - a > 1.3 * fnoop
-            line += f" {fe:.0f} | {f - a:.0f} | {(f - a) / fnoop:.2f} |"
+            cells += [fe, f - a, (f - a) / fnoop]
         rows.append(row)
-        print(line)
-    print(f"\n{misses} of {len(names)} operators miss the target"
-          + (f"; through the floor, {floor_misses} of {len(names)} do" if floor else ""))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"noop_us": noop, "floor_noop_us": fnoop, "rows": rows}, indent=1))
-    return 3 if misses and args.fail_on_miss else 0
+        table_rows.append(cells)
+    rep.table("CV operators (medians, µs)", ["operator", "in-process", "rpc", "dsp exec", "rpc - in-process",
+                                            "/ no-op"] + (["floor worker exec", "floor rpc - in-process",
+                                                           "floor / floor no-op"] if floor else []), table_rows)
+    for row in rows:
+        rep.target(f"{row['op']}: (rpc - in-process) / no-op", row["ratio"], "<=", 1.3)
+    if floor:
+        rep.note(f"through the floor, {floor_misses} of {len(names)} operators miss the same target")
+    return rep.finish(args.json, args.fail_on_miss, details={"noop_us": noop, "floor_noop_us": fnoop, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import statistics
@@ -38,6 +37,7 @@ from pathlib import Path
 
 from vdsp_sim.benchmarks.awake import cpus_kept_awake
 from vdsp_sim.benchmarks.floor import Floor
+from vdsp_sim.benchmarks.report import Report
 
 from dsp_side.heap import keep_heap  # noqa: E402
 
@@ -166,11 +166,12 @@ def bench_quantize(soc, rounds: int, floor=None) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=15, help="interleaved rounds")
+    ap.add_argument("--batch", type=int, default=4, help="Yolov3 batch (split over the two cores)")
     ap.add_argument("--quick", action="store_true", help="3 rounds")
-    ap.add_argument("--json", help="write every figure to this file")
-    ap.add_argument("--fail-on-miss", action="store_true")
+    ap.add_argument("--json", metavar="FILE", help="write every figure to FILE (schema vdsp-bench/1)")
+    ap.add_argument("--fail-on-miss", action="store_true",
+                    help="the CI mode: exit 3 when a target is missed (else 0 once the run completes)")
     ap.add_argument("--no-floor", action="store_true", help="skip the raw-pyzmq floor (see floor.py)")
     ap.add_argument("--keep-cpus-awake", action="store_true",
                     help="one SCHED_IDLE spinner per CPU while measuring (see vdsp_sim/benchmarks/awake.py)")
@@ -205,37 +206,31 @@ def main(argv=None) -> int:
     overhead = med(qz["rpc_ms"]) - med(qz["numpy_ms"])
     ratio = overhead / med(qz["ping_b2b_ms"])           # the target, against the no-op at its best
     ratio_inter = overhead / med(qz["ping_ms"])
-    rows = [
-        ("yolo boxes per batch", str(y["boxes"])),
-        ("fused, 2 cores (p50 ms)", f"{f2:.2f}"),
-        ("fused, 1 core (p50 ms)", f"{f1:.2f}"),
-        ("chain, 4 RPCs, 1 core (p50 ms)", f"{ch:.2f}"),
-        ("chain step exec ms", str(y["chain_step_exec_ms"])),
-        ("chain / fused 2 cores (>= 3)", f"{speedup:.2f} {'PASS' if speedup >= 3 else 'MISS'}"),
-        ("(info) chain / fused 1 core", f"{ch / f1:.2f}"),
-        ("quantize 1x64x56x56 RPC (p50 ms)", f"{med(qz['rpc_ms']):.3f} (dsp exec {qz['exec_ms']:.3f})"),
-        ("quantize numpy in-process (p50 ms)", f"{med(qz['numpy_ms']):.3f}"),
-        ("PING back to back (p50 ms)", f"{med(qz['ping_b2b_ms']):.3f}"),
-        ("PING interleaved with the above (p50 ms)", f"{med(qz['ping_ms']):.3f}"),
-        ("(RPC - numpy) / PING back to back (<= 1.3)", f"{ratio:.2f} {'PASS' if ratio <= 1.3 else 'MISS'}"),
-        ("(info) (RPC - numpy) / PING interleaved", f"{ratio_inter:.2f}"),
-    ]
+    rep = Report("nn", args)
+    rep.note(f"{rounds} interleaved rounds; Yolov3DetectionOutput on a 416x416, 80-class, 3-map input, batch "
+             f"{args.batch}: {y['boxes']} boxes; quantize of a 1x64x56x56 float32 map to int8 (W padded to 64)")
+    rep.note(f"chain step DSP exec ms: {y['chain_step_exec_ms']}")
+    rep.table("Yolov3 post-processing (p50 ms)", ["configuration", "p50 ms"], [
+        ["fused, the batch split over vdsp0 + vdsp1 (2 RPCs)", f2],
+        ["fused, 1 core (1 RPC)", f1],
+        ["chain decode -> filter -> NMS -> top-k, 4 RPCs, 1 core", ch]])
+    qrows = [["quantize by RPC", med(qz["rpc_ms"])], ["  of which DSP exec", qz["exec_ms"]],
+             ["quantize by numpy in this process", med(qz["numpy_ms"])],
+             ["PING back to back", med(qz["ping_b2b_ms"])], ["PING interleaved with the above", med(qz["ping_ms"])]]
+    info = [["chain / fused 1 core", ch / f1], ["(RPC - numpy) / PING interleaved", ratio_inter]]
     if "floor_rpc_ms" in qz:   # the same topology in raw pyzmq, the same function in the worker (floor.py)
         fover = med(qz["floor_rpc_ms"]) - med(qz["numpy_ms"])
-        fratio = fover / med(qz["floor_ping_b2b_ms"])
-        rows += [("floor: quantize RPC (p50 ms)",
-                  f"{med(qz['floor_rpc_ms']):.3f} (worker exec {med(qz['floor_exec_ms']):.3f})"),
-                 ("floor: no-op back to back / interleaved (p50 ms)",
-                  f"{med(qz['floor_ping_b2b_ms']):.3f} / {med(qz['floor_ping_ms']):.3f}"),
-                 ("floor: (RPC - numpy) / no-op back to back", f"{fratio:.2f} {'PASS' if fratio <= 1.3 else 'MISS'}"),
-                 ("(info) floor: (RPC - numpy) / no-op interleaved", f"{fover / med(qz['floor_ping_ms']):.2f}")]
-    width = max(len(r[0]) for r in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"yolo": y, "quantize": qz}, indent=1))
-    missed = speedup < 3 or ratio > 1.3
-    return 3 if (missed and args.fail_on_miss) else 0
+        qrows += [["floor: quantize RPC", med(qz["floor_rpc_ms"])],
+                  ["  of which worker exec", med(qz["floor_exec_ms"])],
+                  ["floor: no-op back to back", med(qz["floor_ping_b2b_ms"])],
+                  ["floor: no-op interleaved", med(qz["floor_ping_ms"])]]
+        info += [["floor: (RPC - numpy) / no-op back to back", fover / med(qz["floor_ping_b2b_ms"])],
+                 ["floor: (RPC - numpy) / no-op interleaved", fover / med(qz["floor_ping_ms"])]]
+    rep.table("quantize 1x64x56x56 (p50 ms)", ["measure", "p50 ms"], qrows)
+    rep.table("(info) ratios without a target", ["ratio", "value"], info)
+    rep.target("Yolov3 chain / fused on 2 cores", speedup, ">=", 3)
+    rep.target("quantize (RPC - numpy) / PING back to back", ratio, "<=", 1.3)
+    return rep.finish(args.json, args.fail_on_miss, details={"yolo": y, "quantize": qz})
 
 
 if __name__ == "__main__":
