@@ -17,11 +17,14 @@ import os
 import stat
 import threading
 
+import numpy as np
+
 from protocol.errors import FreedHandle, HandleOutOfBounds, UnknownHandle
 from vdsp_sim.board import ddr
 
 MAX_FREED = 4096        # freed ranges remembered to tell "freed" from "unknown"
 MAX_CACHED = 1024       # mapped segments kept (each costs a mapping, no fd)
+MAX_ARRAYS = 256        # task buffers kept as arrays (see Resolver.array)
 
 
 class _Entry:
@@ -63,6 +66,8 @@ class Resolver:
         self._entries: collections.OrderedDict[tuple[int, int], _Entry] = collections.OrderedDict()
         self._freed: collections.deque[tuple[int, int, int]] = collections.deque(maxlen=MAX_FREED)
         self._zombies: list[mmap.mmap] = []     # dropped mappings that still have views
+        # (phys, size, writable) -> (entry, uint8 array): a task's buffers as the last task had them
+        self._arrays: collections.OrderedDict[tuple, tuple[_Entry, np.ndarray]] = collections.OrderedDict()
 
     def resolve(self, phys: int, size: int) -> memoryview:
         """A writable memoryview of exactly ``size`` bytes of DDR at ``phys``.
@@ -86,6 +91,34 @@ class Resolver:
             if start + size > entry.size:
                 raise HandleOutOfBounds(_exceeds(where, owner, entry.base, entry.size))
             return memoryview(entry.mm)[start:start + size]
+
+    def array(self, phys: int, size: int, writable: bool) -> np.ndarray:
+        """:meth:`resolve` as a uint8 numpy array (read-only unless ``writable``), the same
+        array object for the same handle while its segment is the one mapped: a hit costs
+        the lstat :meth:`resolve` does, not the view and array construction. Raises as
+        :meth:`resolve`."""
+        key = (phys, size, writable)
+        with self._mutex:
+            hit = self._arrays.get(key)
+            if hit is not None:
+                entry, arr = hit
+                if self._entries.get((entry.owner, entry.base)) is entry:
+                    st = entry.current()
+                    if st is not None and st.st_size == entry.size:
+                        self._arrays.move_to_end(key)
+                        return arr
+                del self._arrays[key]
+            view = self.resolve(phys, size)
+            arr = np.frombuffer(view, dtype=np.uint8)
+            if not writable:
+                arr.flags.writeable = False
+            owner, offset = ddr.parse_phys(phys)
+            entry = self._lookup(owner, offset)
+            if entry is not None:
+                while len(self._arrays) >= MAX_ARRAYS:
+                    self._arrays.popitem(last=False)
+                self._arrays[key] = (entry, arr)
+            return arr
 
     def purge(self) -> int:
         """Drop cached segments that were unlinked; retry closing old mappings. Returns drops."""
@@ -182,6 +215,8 @@ class Resolver:
 
     def _drop(self, entry: _Entry, *, freed: bool) -> None:
         del self._entries[(entry.owner, entry.base)]
+        for key in [k for k, (e, _) in self._arrays.items() if e is entry]:
+            del self._arrays[key]       # their views would keep the mapping open
         bases = self._bases[entry.owner]
         del bases[bisect.bisect_left(bases, entry.base)]
         if not bases:

@@ -153,13 +153,9 @@ class Firmware:
         out = []
         for i, (phys, size, _flags) in enumerate(handles):
             try:
-                view = self.resolver.resolve(phys, size)
+                out.append(self.resolver.array(phys, size, writable))   # the same array as last task's
             except errors.HandleError as exc:
                 raise type(exc)(f"{what}[{i}]: {exc.message}") from None
-            arr = np.frombuffer(view, dtype=np.uint8)
-            if not writable:
-                arr.flags.writeable = False
-            out.append(arr)
         return out
 
     def run_task(self, msg: wire.Message, binding: int | None = None) -> wire.Message:

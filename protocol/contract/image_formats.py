@@ -25,7 +25,7 @@ import dataclasses
 
 import numpy as np
 
-from protocol import errors
+from protocol import errors, schema
 
 # name -> (channels, numpy dtype)
 _PIXEL = {
@@ -101,13 +101,33 @@ def _int(name: str, key: str, value, lo: int, hi: int) -> int:
     return value
 
 
+_MEMO_SIZE = 256
+_memo: dict = {}
+
+
 def parse(name: str, desc, formats: tuple[str, ...] = FORMATS) -> Image:
     """Check descriptor ``desc`` (parameter ``name``) and return it as an Image.
 
     Raises InvalidArgument naming the parameter and the field: not a map, unknown
     keys, a format not in ``formats``, sizes, stride, ROI outside the image or
-    (YUV 4:2:0) not on even coordinates.
+    (YUV 4:2:0) not on even coordinates. A descriptor seen before (same bytes in
+    msgpack, same name and formats) gives the Image it gave then (immutable): an
+    operator's images are the same from task to task.
     """
+    try:
+        key = (name, schema._packb(desc), formats)
+    except Exception:        # not wire data, or formats not hashable: checked every time
+        return _parse(name, desc, formats)
+    img = _memo.get(key)
+    if img is None:
+        img = _parse(name, desc, formats)
+        if len(_memo) >= _MEMO_SIZE:
+            del _memo[next(iter(_memo))]
+        _memo[key] = img
+    return img
+
+
+def _parse(name: str, desc, formats: tuple[str, ...]) -> Image:
     if not isinstance(desc, dict):
         raise errors.InvalidArgument(f"{name}: image descriptor must be a map, got {type(desc).__name__}")
     unknown = set(desc) - {"format", "width", "height", "stride", "roi"}
@@ -165,7 +185,7 @@ def _plane(buf: np.ndarray, offset: int, rows: int, cols: int, channels: int, dt
     shape = (rows, cols) if channels == 1 else (rows, cols, channels)
     strides = (stride, dtype.itemsize) if channels == 1 else (stride, channels * dtype.itemsize, dtype.itemsize)
     view = np.ndarray(shape, dtype=dtype, buffer=buf, offset=offset, strides=strides)
-    if view.ctypes.data % dtype.itemsize:
+    if dtype.itemsize > 1 and view.ctypes.data % dtype.itemsize:     # (ctypes.data costs µs: bytes need no check)
         raise errors.InvalidArgument(f"{name}: buffer address is not aligned to its {dtype.itemsize}-byte elements")
     return view
 
