@@ -515,12 +515,13 @@ class _NumpyJob:
                     mem.free()
 
     def abandon(self) -> None:
-        """The wait ended without a result (timeout, cancel): give the task up, free its buffers."""
-        try:
-            if self.task is not None and not self.task.done():
-                self.task.release()
-        finally:
-            self.finish(reuse=self.task is not None and self.task.done())
+        """The wait ended without a result (timeout, cancel): give the task up. Its buffers go
+        back to the pool only if it can no longer touch them (it ended, or was cancelled
+        before it ran); else they are freed."""
+        safe = self.task is None or self.task.done()
+        if not safe:
+            safe = self.task.release() == "cancelled"
+        self.finish(reuse=safe)
 
     def run(self) -> Any:
         self.submit()
