@@ -15,7 +15,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -23,6 +22,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from vdsp_sim.benchmarks.report import Report
 
 
 def p50(values) -> float:
@@ -90,29 +91,33 @@ def run(soc, rounds: int, model_dir: Path) -> dict:
     return out
 
 
-def report(res: dict, rounds: int) -> None:
+def to_report(res: dict, rounds: int, args: argparse.Namespace) -> Report:
     d, a = res["dsp"], res["arm"]
-    print(f"mobilenetv1_224x224_nv12, {rounds} rounds interleaved; p50 per inference")
-    print(f"{'':44s} {'DSP dispatch':>14s} {'ARM side':>12s}")
-    print(f"{'latency (infer -> done)':44s} {d['latency_p50_us'] / 1e3:11.3f} ms {a['latency_p50_us'] / 1e3:9.3f} ms")
+    rep = Report("dnn", args)
+    rep.note(f"mobilenetv1_224x224_nv12, {rounds} rounds interleaved; p50 per inference; DSP dispatch = "
+             "HB_DNN_ENABLE_DSP=1, ARM side = 0")
+    rows = [["latency (infer -> done)", d["latency_p50_us"] / 1e3, a["latency_p50_us"] / 1e3]]
     for name in d["layers"]:
         ld, la = d["layers"][name], a["layers"][name]
-        label = f"  {name} ({ld['type']}) on {'/'.join(ld['where'])} | {'/'.join(la['where'])}"
-        print(f"{label:44s} {ld['wall_p50_us'] / 1e3:11.3f} ms {la['wall_p50_us'] / 1e3:9.3f} ms")
-    for name, ld in d["layers"].items():
-        if ld["rpc_p50_us"]:
-            print(f"  {name}: RPC {ld['rpc_p50_us'] / 1e3:.3f} ms, of which DSP compute {ld['dsp_exec_p50_us'] / 1e3:.3f} ms")
-    print(f"DSP dispatch / ARM side latency: {d['latency_p50_us'] / a['latency_p50_us']:.2f}x "
-          f"(+{(d['latency_p50_us'] - a['latency_p50_us']) / 1e3:.3f} ms)")
-    print(f"share of the DSP-dispatched inference spent in RPC: {d['rpc_share_p50'] * 100:.1f}% "
-          f"(DSP compute {d['dsp_exec_share_p50'] * 100:.1f}%, transport and wake-ups the rest of the RPC)")
+        rows.append([f"{name} ({ld['type']}) on {'/'.join(ld['where'])} | {'/'.join(la['where'])}",
+                     ld["wall_p50_us"] / 1e3, la["wall_p50_us"] / 1e3])
+    rep.table("one inference and its layers (p50 ms)", ["measure", "DSP dispatch ms", "ARM side ms"], rows)
+    rep.table("layers dispatched to the DSP (p50 ms)", ["layer", "RPC ms", "of which DSP compute ms"],
+              [[name, ld["rpc_p50_us"] / 1e3, ld["dsp_exec_p50_us"] / 1e3]
+               for name, ld in d["layers"].items() if ld["rpc_p50_us"]])
+    rep.table("(info) shares and ratios", ["measure", "value"], [
+        ["DSP dispatch / ARM side latency", d["latency_p50_us"] / a["latency_p50_us"]],
+        ["DSP dispatch - ARM side latency, ms", (d["latency_p50_us"] - a["latency_p50_us"]) / 1e3],
+        ["share of the DSP-dispatched inference spent in RPC, %", d["rpc_share_p50"] * 100],
+        ["  of which DSP compute, % (transport and wake-ups the rest)", d["dsp_exec_share_p50"] * 100]])
+    return rep
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="vdsp bench dnn", description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=50, help="interleaved rounds (one inference each way)")
     ap.add_argument("--quick", action="store_true", help="10 rounds")
-    ap.add_argument("--json", help="write every figure to this file")
+    ap.add_argument("--json", metavar="FILE", help="write every figure to FILE (schema vdsp-bench/1)")
     args = ap.parse_args(argv)
     rounds = 10 if args.quick else args.rounds
     if not 1 <= rounds <= 100000:
@@ -132,10 +137,7 @@ def main(argv=None) -> int:
             res = run(soc, rounds, rt_dir / "models")
     finally:
         sup.stop()
-    report(res, rounds)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"rounds": rounds, **res}, indent=1))
-    return 0
+    return to_report(res, rounds, args).finish(args.json, details={"rounds": rounds, **res})
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def cell_text(value: Cell) -> str:
 
 def markdown_table(columns: list[str], rows: list[list[Cell]]) -> list[str]:
     """A pipe table whose columns are padded to one width; numeric columns right-aligned."""
-    text = [[cell_text(c) for c in row] for row in rows]
+    text = [[cell_text(c).replace("|", "\\|") for c in row] for row in rows]    # a '|' in a cell is escaped
     numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in rows) and bool(rows)
                for i in range(len(columns))]
     width = [max([len(columns[i])] + [len(r[i]) for r in text]) for i in range(len(columns))]
