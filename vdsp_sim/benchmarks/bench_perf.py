@@ -44,6 +44,7 @@ from vdsp_sim.benchmarks import bench_cv, bench_nn, bench_pointcloud
 from vdsp_sim.benchmarks.bench_rpc import (WINDOW, Baseline, FullStack, measure_cpu, pct, ping_body_size,
                                            progress)
 from vdsp_sim.benchmarks.floor import Floor
+from vdsp_sim.benchmarks.report import Report
 
 TARGETS = {      # key: (label, comparison, target)
     "cv_ratio": ("CV: (SoC rpc - in-process) / (floor rpc - in-process), every operator", "<=", 1.3),
@@ -514,8 +515,9 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vdsp bench perf", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="short run: 1 round, small counts")
-    ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE as JSON")
-    ap.add_argument("--fail-on-miss", action="store_true", help="exit 3 when a row misses its target")
+    ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE as JSON (schema vdsp-bench/1)")
+    ap.add_argument("--fail-on-miss", action="store_true",
+                    help="the CI mode: exit 3 when a row misses its target (else 0 once the run completes)")
     ap.add_argument("--rounds", type=int, help="interleaved measurement rounds (default 3, quick 1)")
     ap.add_argument("--first-only", action="store_true", help="only the first-task row (its own SoC), with details")
     ap.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for a SoC to run")
@@ -539,11 +541,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_perf: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     print(render(fig), flush=True)
+    rep = Report("perf", args)     # the JSON schema every benchmark writes (its text is render's tables)
+    for key, r in fig["rows"].items():
+        rep.verdicts.append({"name": TARGETS[key][0], "value": r["value"], "target": r["target"], "passed": r["met"],
+                             "detail": r["detail"]})
     if args.json:
-        Path(args.json).write_text(json.dumps(fig, indent=1, default=float) + "\n")
+        Path(args.json).write_text(json.dumps(rep.as_json(fig), indent=1) + "\n")
         progress(f"figures written to {args.json}")
-    missed = [k for k, r in fig["rows"].items() if not r["met"]]
-    return 3 if missed and args.fail_on_miss else 0
+    return 3 if rep.passed is False and args.fail_on_miss else 0
 
 
 if __name__ == "__main__":
