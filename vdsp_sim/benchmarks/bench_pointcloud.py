@@ -2,7 +2,7 @@
 voxelization, stage 2 on the DSP) vs the J5 board's published figures and vs the CPU
 reference, in one run.
 
-    .venv/bin/python benchmarks/bench_pointcloud.py [--rounds 20] [--mode relay|direct] [--json FILE]
+    vdsp bench pointcloud [--rounds 20] [--mode relay|direct] [--json FILE] [--fail-on-miss]
 
 Starts its own SoC in a temporary runtime dir (private DDR directory), generates the
 deterministic synthetic clouds (CenterPoint 300 000 x 5, PointPillars 100 000 x 4), runs the
@@ -12,7 +12,6 @@ DSP path ``--rounds`` times after a warm-up and reports the medians; runs the CP
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -22,6 +21,8 @@ import time
 from pathlib import Path
 
 import numpy as np  # noqa: E402
+
+from vdsp_sim.benchmarks.report import Report
 
 # J5 board figures (vendor sample log and AI Benchmark table), milliseconds
 J5 = {
@@ -58,25 +59,30 @@ def bench_one(soc, name: str, rounds: int, ref_rounds: int) -> dict:
             "bit_exact": same, "target_ms": TARGET_MS[name]}
 
 
-def report(name: str, r: dict) -> None:
+def add_to_report(rep: Report, name: str, r: dict) -> None:
     j5 = J5[name]
-    print(f"\n{name}: {r['points']} points, {r['valid']} in range, {r['pillars']} pillars; bit-exact: {r['bit_exact']}")
-    print(f"  {'stage':10s} {'ours ms':>9s} {'J5 ms':>8s} {'J5/ours':>8s}")
-    for k, label in (("stage1", "dsp 1"), ("voxel", "cpu"), ("stage2", "dsp 2"), ("total", "total")):
-        print(f"  {label:10s} {r['dsp_ms'][k]:9.3f} {j5[k]:8.3f} {j5[k] / r['dsp_ms'][k]:8.2f}")
     total = r["dsp_ms"]["total"]
-    print(f"  target total <= {r['target_ms']} ms: {'PASS' if total <= r['target_ms'] else 'MISS'} "
-          f"(median {total:.3f} ms, best {r['dsp_total_min_ms']:.3f} ms)")
-    print(f"  CPU reference (per-point loops): {r['ref_ms']:.1f} ms; DSP path speed-up {r['ref_ms'] / total:.1f}x"
-          + (f"; J5 CPU reference {j5['cpu_ref']} ms" if "cpu_ref" in j5 else ""))
+    rows = [[label, r["dsp_ms"][k], j5[k], j5[k] / r["dsp_ms"][k]]
+            for k, label in (("stage1", "DSP stage 1"), ("voxel", "ARM voxelization"), ("stage2", "DSP stage 2"),
+                             ("total", "total (median)"))]
+    rows += [["total (best round)", r["dsp_total_min_ms"], None, None],
+             ["CPU reference (per-point loops)", r["ref_ms"], j5.get("cpu_ref"), None]]
+    rep.table(f"{name}: {r['points']} points, {r['valid']} in range, {r['pillars']} pillars; bit-exact with the CPU "
+              f"reference: {'yes' if r['bit_exact'] else 'NO'} (ms)", ["stage", "ours ms", "J5 ms", "J5 / ours"], rows)
+    rep.target(f"{name} total ms", total, "<=", r["target_ms"],
+               f"DSP path {r['ref_ms'] / total:.1f}x the CPU reference" + ("" if r["bit_exact"] else "; NOT bit-exact"))
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--ref-rounds", type=int, default=1)
-    ap.add_argument("--mode", choices=["relay", "direct"], default="relay")
-    ap.add_argument("--json", help="write the figures as JSON")
+    ap = argparse.ArgumentParser(prog="vdsp bench pointcloud", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=20, help="rounds of the DSP path (after a warm-up)")
+    ap.add_argument("--ref-rounds", type=int, default=1, help="rounds of the CPU reference (slow per-point loops)")
+    ap.add_argument("--mode", choices=["relay", "direct"], default="relay", help="how the SDK reaches the cores")
+    ap.add_argument("--json", metavar="FILE", help="write the figures to FILE (schema vdsp-bench/1)")
+    ap.add_argument("--fail-on-miss", action="store_true",
+                    help="the CI mode: exit 3 when a total misses its target (else 0 once the run completes; "
+                         "1 if the DSP output is not bit-exact)")
     args = ap.parse_args(argv)
     from vdsp_sim.supervisor import Supervisor
     rt = Path(tempfile.mkdtemp(prefix="vpb", dir="/tmp"))
@@ -94,14 +100,17 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("centerpoint", "pointpillars"):
                 print(f"benchmarking {name} ...", file=sys.stderr)
                 results[name] = bench_one(soc, name, args.rounds, args.ref_rounds)
-                report(name, results[name])
     finally:
         sup.stop()
         shutil.rmtree(rt, ignore_errors=True)
         shutil.rmtree(shm, ignore_errors=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
-    return 0 if all(r["bit_exact"] for r in results.values()) else 1
+    rep = Report("pointcloud", args)
+    rep.note(f"{args.rounds} rounds after a warm-up, {args.mode} mode; CPU reference {args.ref_rounds} round(s); "
+             "medians; J5 = the board's published figures")
+    for name, r in results.items():
+        add_to_report(rep, name, r)
+    status = rep.finish(args.json, args.fail_on_miss, details=results)
+    return status if all(r["bit_exact"] for r in results.values()) else 1    # not bit-exact: an error
 
 
 if __name__ == "__main__":
