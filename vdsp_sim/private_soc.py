@@ -21,7 +21,8 @@ and the previous values come back at the end. This module is the only place that
 :meth:`PrivateSoc.close` stops the relay (also one the SDK started by itself), the cores
 and their firmware processes, removes socket files left in the runtime dir and DDR files
 of dead owners, and returns what it had to clean up: a leak, for which tests fail
-(``tests.live.LiveSoc``) and tools log a warning.
+(``tests.live.LiveSoc``) and tools log a warning. DDR files in a DDR directory the
+configuration names are only reaped, not reported: others may use that directory meanwhile.
 
 Used by the tests' fixtures (``tests/live.py``, ``tests/conftest.py``), the benchmarks
 (``vdsp_sim.benchmarks``) and the samples (``vdsp_sim.samples.common.local_soc``).
@@ -116,7 +117,6 @@ class PrivateSoc:
         self.status: dict = {}
         self._made: list[Path] = []                     # directories we made: removed by close()
         self._saved_env: dict[str, str | None] | None = None
-        self._ddr_before: set[str] = set()
 
     # --- the environment that names this SoC ---------------------------------------------
     @property
@@ -160,7 +160,6 @@ class PrivateSoc:
                 self.ddr_dir = fresh_ddr_dir()
                 self._made.append(self.ddr_dir)
             self._export()
-            self._ddr_before = ddr_names(self.ddr_dir)
             c = self.config
             self.sup = Supervisor(self.rt, cores=c.cores, relay=c.relay, log_dir=c.log_dir or self.rt / "log",
                                   core_args=list(c.core_args), relay_args=list(c.relay_args))
@@ -225,14 +224,18 @@ class PrivateSoc:
         return [f"socket files left in {self.rt}: {[p.name for p in sockets]}"] if sockets else []
 
     def _reap_ddr(self) -> list[str]:
-        """DDR files made during the run by anyone but this process, still there once their
-        owners are gone (waits up to GONE_WAIT_S for them to go)."""
+        """DDR files of anyone but this process that stay once their owners are gone (waits
+        up to GONE_WAIT_S for them to go). In a DDR directory the configuration names, which
+        others may use meanwhile, the files of dead owners are only reaped, never reported."""
+        if self.ddr_dir not in self._made:
+            ddr.reap(str(self.ddr_dir))
+            return []
         own = ddr.open_owner(str(self.ddr_dir))
         mine = f"vdsp-{own.id:06x}" if own is not None else None
         deadline = time.monotonic() + GONE_WAIT_S
         while True:
             ddr.reap(str(self.ddr_dir))
-            leaked = {n for n in ddr_names(self.ddr_dir) - self._ddr_before if not (mine and n.startswith(mine))}
+            leaked = {n for n in ddr_names(self.ddr_dir) if not (mine and n.startswith(mine))}
             if not leaked or time.monotonic() > deadline:
                 break
             time.sleep(0.1)

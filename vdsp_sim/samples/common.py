@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from vdsp_sim.board import log as soclog, runtime
+from vdsp_sim.board import ddr, log as soclog, runtime
 from vdsp_sim.board.pidfile import PidFile
 
 log = logging.getLogger("vdsp.sample")
@@ -23,20 +23,19 @@ def soc_is_up(rt: Path) -> bool:
 
 @contextlib.contextmanager
 def local_soc() -> Iterator[None]:
-    """Use the SoC that is up in the runtime dir, or bring one up for the sample's duration."""
-    from vdsp_sim.supervisor import Supervisor
+    """Use the SoC that is up in the runtime dir, or bring one up for the sample's duration
+    (in that runtime dir and DDR directory, as ``vdsp up`` would; clients as configured)."""
+    from vdsp_sim.private_soc import private_soc
     rt = runtime.runtime_dir()
     if soc_is_up(rt):
         yield
         return
     log.info("no SoC is up in %s: starting relay, vdsp0, vdsp1", rt)
-    sup = Supervisor(rt, log_dir=rt / "log")
     try:
-        sup.start()
-        sup.wait_ready()
-        yield
+        with private_soc(runtime_dir=rt, ddr_dir=Path(ddr.shm_dir()), mode=os.environ.get("VDSP_RPC_MODE"),
+                         strict_cache=None):
+            yield
     finally:
-        sup.stop()
         log.info("SoC stopped")
 
 
