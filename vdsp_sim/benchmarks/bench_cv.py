@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -37,6 +37,7 @@ import numpy as np
 from arm_side import CORE_0, Soc, cv, opids  # noqa: E402
 from vdsp_sim.samples import cv_inputs  # noqa: E402
 from vdsp_sim.benchmarks.awake import cpus_kept_awake  # noqa: E402
+from vdsp_sim.private_soc import fresh_runtime_dir, private_soc  # noqa: E402
 from vdsp_sim.benchmarks.floor import Floor  # noqa: E402
 from vdsp_sim.benchmarks.report import Report  # noqa: E402
 from dsp_side.heap import keep_heap  # noqa: E402
@@ -155,21 +156,15 @@ def main(argv=None) -> int:
                     help="one SCHED_IDLE spinner per CPU while measuring (see vdsp_sim/benchmarks/awake.py)")
     args = ap.parse_args(argv)
     keep_heap()     # the in-process figures at their best, as the firmware's (dsp_side/heap.py)
-    import os
-    from vdsp_sim.supervisor import Supervisor
-    rt = Path(tempfile.mkdtemp(prefix="vb", dir="/tmp"))
-    os.environ["VDSP_RUNTIME_DIR"] = str(rt)
-    sup = Supervisor(rt, log_dir=rt / "log")
+    rt = fresh_runtime_dir("vb")
     print(f"starting a SoC in {rt} ...", file=sys.stderr)
-    sup.start()
     try:
-        sup.wait_ready(60)
-        with Soc() as soc, contextlib.ExitStack() as stack:
+        with private_soc(runtime_dir=rt, mode=os.environ.get("VDSP_RPC_MODE"), strict_cache=None), Soc() as soc, \
+                contextlib.ExitStack() as stack:
             floor = None if args.no_floor else stack.enter_context(Floor("vdsp_sim.benchmarks.bench_cv:floor_kernels"))
             stack.enter_context(cpus_kept_awake(args.keep_cpus_awake))
             return _run(_Pinned(soc), floor, args)
     finally:
-        sup.stop()
         shutil.rmtree(rt, ignore_errors=True)
 
 

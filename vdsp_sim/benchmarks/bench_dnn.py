@@ -15,10 +15,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -122,21 +120,12 @@ def main(argv=None) -> int:
     rounds = 10 if args.quick else args.rounds
     if not 1 <= rounds <= 100000:
         ap.error("--rounds must be in 1..100000")
-    rt_dir = Path(tempfile.mkdtemp(prefix="vbd", dir="/tmp"))
-    os.environ["VDSP_RUNTIME_DIR"] = str(rt_dir)
-    for key in ("VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_STRICT_CACHE", "VDSP_RPC_MODE"):
-        os.environ.pop(key, None)
-    from vdsp_sim.supervisor import Supervisor
     from arm_side import Soc
-    sup = Supervisor(rt_dir, log_dir=rt_dir / "log")
-    try:
-        sup.start()
-        sup.wait_ready(60)
+    from vdsp_sim.private_soc import private_soc
+    with private_soc() as private:
         print(f"dnn: {rounds} rounds ...", file=sys.stderr)
         with Soc() as soc:
-            res = run(soc, rounds, rt_dir / "models")
-    finally:
-        sup.stop()
+            res = run(soc, rounds, private.rt / "models")
     return to_report(res, rounds, args).finish(args.json, details={"rounds": rounds, **res})
 
 

@@ -28,16 +28,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from vdsp_sim.benchmarks.awake import cpus_kept_awake
 from vdsp_sim.benchmarks.floor import Floor
 from vdsp_sim.benchmarks.report import Report
+from vdsp_sim.private_soc import private_soc
 
 from dsp_side.heap import keep_heap  # noqa: E402
 
@@ -178,28 +177,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     keep_heap()     # the in-process figures at their best, as the firmware's (dsp_side/heap.py)
     rounds = 3 if args.quick else args.rounds
-    rt = Path(tempfile.mkdtemp(prefix="vbn", dir="/tmp"))
-    shm = tempfile.mkdtemp(prefix="vb-shm-", dir="/dev/shm")
-    os.environ.update(VDSP_RUNTIME_DIR=str(rt), VDSP_SHM_DIR=shm)
-    for key in ("VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_STRICT_CACHE"):
-        os.environ.pop(key, None)
-    from vdsp_sim.supervisor import Supervisor
     from arm_side import Soc
-    sup = Supervisor(rt, log_dir=rt / "log")
-    try:
-        sup.start()
-        sup.wait_ready(60)
-        with Soc() as soc, contextlib.ExitStack() as stack:
-            floor = None if args.no_floor else stack.enter_context(Floor("vdsp_sim.benchmarks.bench_nn:floor_kernels"))
-            stack.enter_context(cpus_kept_awake(args.keep_cpus_awake))
-            print(f"yolo: {rounds} rounds, batch {args.batch} ...", file=sys.stderr)
-            y = bench_yolo(soc, rounds, args.batch)
-            print("quantize ...", file=sys.stderr)
-            qz = bench_quantize(soc, rounds, floor)
-    finally:
-        sup.stop()
-        shutil.rmtree(rt, ignore_errors=True)
-        shutil.rmtree(shm, ignore_errors=True)
+    with private_soc(mode=os.environ.get("VDSP_RPC_MODE")), Soc() as soc, contextlib.ExitStack() as stack:
+        floor = None if args.no_floor else stack.enter_context(Floor("vdsp_sim.benchmarks.bench_nn:floor_kernels"))
+        stack.enter_context(cpus_kept_awake(args.keep_cpus_awake))
+        print(f"yolo: {rounds} rounds, batch {args.batch} ...", file=sys.stderr)
+        y = bench_yolo(soc, rounds, args.batch)
+        print("quantize ...", file=sys.stderr)
+        qz = bench_quantize(soc, rounds, floor)
     med = statistics.median
     f2, f1, ch = med(y["fused_2core_ms"]), med(y["fused_1core_ms"]), med(y["chain_ms"])
     speedup = ch / f2

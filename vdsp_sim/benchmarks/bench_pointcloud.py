@@ -12,11 +12,8 @@ DSP path ``--rounds`` times after a warm-up and reports the medians; runs the CP
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -84,26 +81,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="the CI mode: exit 3 when a total misses its target (else 0 once the run completes; "
                          "1 if the DSP output is not bit-exact)")
     args = ap.parse_args(argv)
-    from vdsp_sim.supervisor import Supervisor
-    rt = Path(tempfile.mkdtemp(prefix="vpb", dir="/tmp"))
-    shm = tempfile.mkdtemp(prefix="vpb-shm-", dir="/dev/shm")
-    os.environ.update(VDSP_RUNTIME_DIR=str(rt), VDSP_SHM_DIR=shm)
-    for key in ("VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_STRICT_CACHE"):
-        os.environ.pop(key, None)
-    sup = Supervisor(rt, log_dir=rt / "log")
+    from arm_side import Soc
+    from vdsp_sim.private_soc import private_soc
     results = {}
-    try:
-        sup.start()
-        sup.wait_ready(30)
-        from arm_side import Soc
-        with Soc(mode=args.mode, autostart_relay=False) as soc:
-            for name in ("centerpoint", "pointpillars"):
-                print(f"benchmarking {name} ...", file=sys.stderr)
-                results[name] = bench_one(soc, name, args.rounds, args.ref_rounds)
-    finally:
-        sup.stop()
-        shutil.rmtree(rt, ignore_errors=True)
-        shutil.rmtree(shm, ignore_errors=True)
+    with private_soc(ready_timeout_s=30), Soc(mode=args.mode, autostart_relay=False) as soc:
+        for name in ("centerpoint", "pointpillars"):
+            print(f"benchmarking {name} ...", file=sys.stderr)
+            results[name] = bench_one(soc, name, args.rounds, args.ref_rounds)
     rep = Report("pointcloud", args)
     rep.note(f"{args.rounds} rounds after a warm-up, {args.mode} mode; CPU reference {args.ref_rounds} round(s); "
              "medians; J5 = the board's published figures")

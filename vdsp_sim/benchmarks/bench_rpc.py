@@ -372,33 +372,25 @@ def role_soc_client(mode: str, window: int) -> int:
 class FullStack:
     def __init__(self, clients: str) -> None:
         self.clients_kind = clients
-        self.rt: Path | None = None
-        self.shm: str | None = None
-        self.sup = None
+        self.private = None                      # the SoC (vdsp_sim.private_soc.PrivateSoc)
         self.socs: dict[str, list] = {}          # mode -> [Soc, Soc]
         self.procs: dict[str, list[subprocess.Popen]] = {}
-        self.saved_env: dict[str, str | None] = {}
 
-    def _setenv(self, key: str, value: str | None) -> None:
-        self.saved_env.setdefault(key, os.environ.get(key))
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    @property
+    def rt(self) -> Path | None:
+        return self.private.rt if self.private is not None else None
+
+    @property
+    def sup(self):
+        return self.private.sup if self.private is not None else None
 
     def start(self, timeout_s: float) -> dict:
-        from vdsp_sim.supervisor import Supervisor
-        self.rt = Path(tempfile.mkdtemp(prefix="vb", dir="/tmp"))
-        self._setenv("VDSP_RUNTIME_DIR", str(self.rt))
-        for key in ("VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_STRICT_CACHE"):
-            self._setenv(key, None)
-        if not os.environ.get("VDSP_SHM_DIR"):
-            # A private DDR directory under /dev/shm: removed whole at the end.
-            self.shm = tempfile.mkdtemp(prefix="vb-shm-", dir="/dev/shm")
-            self._setenv("VDSP_SHM_DIR", self.shm)
-        self.sup = Supervisor(self.rt, log_dir=self.rt / "log")
-        self.sup.start()
-        return self.sup.wait_ready(timeout_s)
+        """A private SoC; its DDR directory is VDSP_SHM_DIR if set, else a fresh one under /dev/shm."""
+        from vdsp_sim.private_soc import PrivateSoc, SocConfig
+        shm = os.environ.get("VDSP_SHM_DIR")
+        self.private = PrivateSoc(SocConfig(ddr_dir=Path(shm) if shm else None, mode=os.environ.get("VDSP_RPC_MODE"),
+                                            ready_timeout_s=timeout_s))
+        return self.private.start()
 
     def soc(self, mode: str):
         from arm_side import Soc
@@ -580,23 +572,14 @@ class FullStack:
                 except Exception as exc:  # keep tearing down
                     errors_seen.append(exc)
         self.socs.clear()
-        if self.sup is not None:
-            self.sup.stop()
-            self.sup = None
-        try:
-            from vdsp_sim.board import ddr
-            ddr.close_owner()
-        except Exception as exc:
-            errors_seen.append(exc)
-        for key, value in self.saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        if self.shm:
-            shutil.rmtree(self.shm, ignore_errors=True)
-        if self.rt is not None:
-            shutil.rmtree(self.rt, ignore_errors=True)
+        if self.private is not None:
+            try:
+                from vdsp_sim.board import ddr
+                ddr.close_owner()
+            except Exception as exc:
+                errors_seen.append(exc)
+            errors_seen += self.private.close()     # processes, sockets, DDR files, directories
+            self.private = None
         if errors_seen:
             progress(f"teardown warnings: {errors_seen}")
 

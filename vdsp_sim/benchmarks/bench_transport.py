@@ -11,7 +11,6 @@ Prints each figure and the ratio tcp+CURVE / ipc. ``vdsp bench transport [--quic
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
 import socket
@@ -36,53 +35,33 @@ def _free_ports(n: int) -> list[int]:
     return ports
 
 
-@contextlib.contextmanager
-def _env(values: dict[str, str | None]):
-    saved = {k: os.environ.get(k) for k in values}
-    for k, v in values.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+class TransportSoc:
+    """A private SoC (vdsp_sim.private_soc) on ipc, or on loopback tcp with CURVE, and one
+    relay-mode client. ``ddr_dir``: the DDR directory to share (None: a fresh one)."""
 
-
-class PrivateSoc:
-    """A SoC in its own runtime dir (ipc, or loopback tcp with CURVE) and one relay-mode client."""
-
-    def __init__(self, transport: str, base: Path) -> None:
-        self.transport, self.rt = transport, base / transport
-        self.rt.mkdir(mode=0o700)
-        self.env: dict[str, str | None] = {"VDSP_RUNTIME_DIR": str(self.rt), "VDSP_KEYS_DIR": None,
-                                           "VDSP_RELAY_ENDPOINT": None, "VDSP_CORE_ENDPOINTS": None}
+    def __init__(self, transport: str, base: Path, ddr_dir: Path | None, timeout_s: float) -> None:
+        from vdsp_sim.private_soc import PrivateSoc, SocConfig
+        self.transport, rt = transport, base / transport
+        rt.mkdir(mode=0o700)
+        endpoints: dict = {}
         if transport == "tcp":
             relay, c0, c1 = _free_ports(3)   # each core's firmware takes the next port
-            self.env.update(VDSP_RELAY_ENDPOINT=f"tcp://127.0.0.1:{relay}",
-                            VDSP_CORE_ENDPOINTS=f"vdsp0=tcp://127.0.0.1:{c0},vdsp1=tcp://127.0.0.1:{c1}")
-        self.sup = self.soc = None
+            endpoints = {"relay_endpoint": f"tcp://127.0.0.1:{relay}",
+                         "core_endpoints": {"vdsp0": f"tcp://127.0.0.1:{c0}", "vdsp1": f"tcp://127.0.0.1:{c1}"}}
+        self.private = PrivateSoc(SocConfig(runtime_dir=rt, ddr_dir=ddr_dir, env={"VDSP_KEYS_DIR": None},
+                                            mode=os.environ.get("VDSP_RPC_MODE"), strict_cache=None,
+                                            ready_timeout_s=timeout_s, **endpoints))
+        self.soc = None
 
-    def start(self, timeout_s: float) -> None:
+    def start(self) -> None:
         from arm_side import Soc
-        from vdsp_sim.supervisor import Supervisor
-        with _env(self.env):
-            self.sup = Supervisor(self.rt, log_dir=self.rt / "log")
-            self.sup.start()
-            self.sup.wait_ready(timeout_s)
-            self.soc = Soc(strict=False, autostart_relay=False)
+        self.private.start()
+        self.soc = Soc(strict=False, autostart_relay=False)
 
     def stop(self) -> None:
         if self.soc is not None:
             self.soc.close()
-        if self.sup is not None:
-            with _env(self.env):
-                self.sup.stop()
+        self.private.close()
 
 
 def latency(soc, n: int) -> list[float]:
@@ -119,12 +98,14 @@ def memcpy(soc, size: int, n: int) -> list[float]:
 
 def run(args: argparse.Namespace) -> dict:
     base = Path(tempfile.mkdtemp(prefix="vbt", dir="/tmp"))
-    socs = {t: PrivateSoc(t, base) for t in ("ipc", "tcp")}
-    samples: dict[str, dict[str, list[float]]] = {t: {} for t in socs}
+    socs: dict[str, TransportSoc] = {}
+    samples: dict[str, dict[str, list[float]]] = {t: {} for t in ("ipc", "tcp")}
     try:
-        for soc in socs.values():
-            progress(f"starting the {soc.transport} SoC")
-            soc.start(args.start_timeout)
+        for t in samples:
+            progress(f"starting the {t} SoC")
+            shared = socs["ipc"].private.ddr_dir if socs else None    # clients of both allocate in one DDR dir
+            socs[t] = TransportSoc(t, base, shared, args.start_timeout)
+            socs[t].start()
         for soc in socs.values():      # warm-up
             latency(soc.soc, 200)
         for r in range(args.rounds):
@@ -136,7 +117,7 @@ def run(args: argparse.Namespace) -> dict:
                 s.setdefault("copy4k", []).extend(memcpy(soc.soc, 4096, args.copy_n))
                 s.setdefault("copy4m", []).extend(memcpy(soc.soc, 4 << 20, args.copy_n))
     finally:
-        for soc in socs.values():
+        for soc in reversed(socs.values()):     # the last started first: each restores the environment before it
             soc.stop()
         shutil.rmtree(base, ignore_errors=True)
     rows = {}
