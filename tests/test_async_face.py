@@ -176,11 +176,16 @@ def test_nn_helpers_are_awaitable(shared_soc):
             out = asoc.mem.alloc(p.output_bytes(batch))
             det = await nn.detection_output(asoc, mems, out, p, batch)
             got = nn.parse_output(out.array(np.float32), batch, p.max_box_num)
+            out_chain = asoc.mem.alloc(p.output_bytes(batch))
+            with nn.Chain(asoc, p, batch, capacity=1024) as chain:
+                chained = await chain.run(mems, out_chain)
+            np.testing.assert_array_equal(out_chain.array(np.float32), out.array(np.float32))
             ticker.stop()
             await ticking
-            return values, quantized, x, q, det, got
+            return values, quantized, x, q, det, got, chained
 
-    values, quantized, x, q, det, got = run(main())
+    values, quantized, x, q, det, got, chained = run(main())
+    assert chained.counts == det.counts and len(chained.cores) == 4
     assert values["elements"] == x.size
     np.testing.assert_array_equal(quantized, ref.quantize(x, q, np.int8))
     expect = ref.yolov3_detection_output(maps, p, batch)

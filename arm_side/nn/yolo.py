@@ -129,9 +129,31 @@ class Chain:
         self.kept = soc.mem.alloc(block)
 
     def run(self, maps: Sequence[Mem], out: Mem, core: int = Core.ANY, timeout_ms: float = 60000) -> Detections:
-        """Four RPCs in sequence. Raises like ``detection_output``."""
+        """Four RPCs in sequence. Raises like ``detection_output``. With an ``AsyncSoc``, returns
+        an awaitable of the Detections (each step awaited in turn)."""
+        from arm_side.soc import AsyncSoc
+        if isinstance(self.soc, AsyncSoc):
+            return self._run_async(maps, out, core, timeout_ms)     # type: ignore[return-value]
+        values, names, exec_us = {}, [], []
+        for op, ins, dst, params in self._steps(maps, out):
+            task = self.soc.rpc(op, ins, [dst], params, core=core)
+            values = task.wait(timeout_ms)
+            names.append(task.core)
+            exec_us.append(task.exec_us)
+        return Detections(values["boxes"], names, exec_us)
+
+    async def _run_async(self, maps: Sequence[Mem], out: Mem, core: int, timeout_ms: float) -> Detections:
+        values, names, exec_us = {}, [], []
+        for op, ins, dst, params in self._steps(maps, out):
+            task = self.soc.rpc(op, ins, [dst], params, core=core)
+            values = await wait_task(task.task, timeout_ms)
+            names.append(task.core)
+            exec_us.append(task.exec_us)
+        return Detections(values["boxes"], names, exec_us)
+
+    def _steps(self, maps: Sequence[Mem], out: Mem) -> list[tuple]:
         p, n, cap = self.p, self.batch, self.capacity
-        steps = [
+        return [
             (ids.YOLO_DECODE, list(maps), self.decoded, {**p.geometry(), "batch": n}),
             (ids.YOLO_FILTER, [self.decoded], self.candidates,
              {"class_num": p.class_num, "boxes": p.boxes, "confidence_thresh": p.confidence_thresh,
@@ -139,13 +161,6 @@ class Chain:
             (ids.YOLO_NMS, [self.candidates], self.kept, {"nms_thresh": p.nms_thresh, "capacity": cap, "batch": n}),
             (ids.YOLO_TOPK, [self.kept], out, {"max_box_num": p.max_box_num, "capacity": cap, "batch": n}),
         ]
-        values, names, exec_us = {}, [], []
-        for op, ins, dst, params in steps:
-            task = self.soc.rpc(op, ins, [dst], params, core=core)
-            values = task.wait(timeout_ms)
-            names.append(task.core)
-            exec_us.append(task.exec_us)
-        return Detections(values["boxes"], names, exec_us)
 
     def close(self) -> None:
         for mem in (self.decoded, self.candidates, self.kept):
