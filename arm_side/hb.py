@@ -61,10 +61,45 @@ HB_DNN_PRIORITY_LOWEST, HB_DNN_PRIORITY_HIGHEST = 0, 255                    # hb
 HB_DNN_PRIORITY_PREEMP = HB_DNN_PRIORITY_HIGHEST
 HB_DSP_PRIORITY_LOWEST, HB_DSP_PRIORITY_HIGHEST = 0, 255
 HB_DNN_SUCCESS = HB_SYS_SUCCESS = 0
-# Every error code by its C name: HB_DNN_INVALID_ARGUMENT = -6000001, HB_SYS_OUT_OF_MEMORY = -6000130, ...
-globals().update({cls.name: code for code, cls in errors.all_codes().items() if cls.name.startswith("HB_")})
+HB_DNN_MULTI_PROGRESS_USE_ERROR = -6000016
+# Every error code of protocol.errors by its C name (tests/test_hb.py checks that none is missing).
 HB_DNN_INVALID_ARGUMENT: int = errors.InvalidArgument.code
+HB_DNN_INVALID_MODEL: int = errors.InvalidModel.code
+HB_DNN_MODEL_NUMBER_EXCEED_LIMIT: int = errors.ModelNumberExceedLimit.code
+HB_DNN_INVALID_PACKED_DNN_HANDLE: int = errors.InvalidPackedDnnHandle.code
+HB_DNN_INVALID_DNN_HANDLE: int = errors.InvalidDnnHandle.code
+HB_DNN_CAN_NOT_OPEN_FILE: int = errors.FileNotFound.code
+HB_DNN_OUT_OF_MEMORY: int = errors.OutOfMemory.code
+HB_DNN_TIMEOUT: int = errors.TaskTimeout.code
+HB_DNN_TASK_NUM_EXCEED_LIMIT: int = errors.TaskNumExceedLimit.code
+HB_DNN_TASK_BATCH_SIZE_EXCEED_LIMIT: int = errors.TaskBatchSizeExceedLimit.code
+HB_DNN_INVALID_TASK_HANDLE: int = errors.InvalidTaskHandle.code
+HB_DNN_RUN_TASK_FAILED: int = errors.RunTaskFailed.code
+HB_DNN_MODEL_IS_RUNNING: int = errors.ModelIsRunning.code
+HB_DNN_INCOMPATIBLE_MODEL: int = errors.IncompatibleModel.code
+HB_DNN_API_USE_ERROR: int = errors.ApiUseError.code
 HB_SYS_INVALID_ARGUMENT: int = errors.SysInvalidArgument.code
+HB_SYS_OUT_OF_MEMORY: int = errors.SysOutOfMemory.code
+HB_SYS_REGISTER_MEM_FAILED: int = errors.SysRegisterMemFailed.code
+HB_SYS_CACHE_NOT_FLUSHED: int = errors.CacheCoherencyError.code
+HB_DSP_PROTOCOL_ERROR: int = errors.ProtocolError.code
+HB_DSP_BAD_MAGIC: int = errors.BadMagic.code
+HB_DSP_MESSAGE_TOO_LARGE: int = errors.MessageTooLarge.code
+HB_DSP_UNKNOWN_OPERATOR: int = errors.UnknownOperator.code
+HB_DSP_INVALID_CORE: int = errors.InvalidCore.code
+HB_DSP_UNKNOWN_COMMAND: int = errors.UnknownCommand.code
+HB_DSP_OPERATOR_FAILED: int = errors.OperatorFailed.code
+HB_DSP_TASK_CANCELLED: int = errors.TaskCancelled.code
+HB_DSP_UNKNOWN_HANDLE: int = errors.UnknownHandle.code
+HB_DSP_FREED_HANDLE: int = errors.FreedHandle.code
+HB_DSP_HANDLE_OUT_OF_BOUNDS: int = errors.HandleOutOfBounds.code
+HB_DSP_FOREIGN_HANDLE: int = errors.ForeignHandle.code
+HB_DSP_CLAIM_REFUSED: int = errors.ClaimRefused.code
+HB_DSP_CORE_OFFLINE: int = errors.CoreOffline.code
+HB_DSP_CORE_CRASHED: int = errors.CoreCrashed.code
+HB_DSP_CORE_DEAD: int = errors.CoreDead.code
+HB_DSP_BUSY: int = errors.CoreBusy.code
+HB_DSP_RELAY_UNAVAILABLE: int = errors.RelayUnavailable.code
 
 
 # --- the SoC and runtime these functions use -------------------------------------------------------
@@ -486,4 +521,3 @@ def hbDNNUnregisterLayerCreator(layerType: str) -> None:
     runtime().unregister_layer_creator(layerType)
 
 
-__all__ = [n for n in dir() if n.startswith(("hb", "HB_"))] + ["Ref", "use", "soc", "runtime", "close", "last_error"]

@@ -22,6 +22,9 @@ def soc(shared_soc):
 
 
 def test_codes_are_the_manuals(soc):
+    for code, cls in errors.all_codes().items():
+        if cls.name.startswith("HB_"):
+            assert getattr(hb, cls.name) == code
     assert (hb.HB_DNN_INVALID_ARGUMENT, hb.HB_DNN_TIMEOUT, hb.HB_DNN_INVALID_TASK_HANDLE) == \
         (-6000001, -6000008, -6000011)
     assert (hb.HB_SYS_INVALID_ARGUMENT, hb.HB_SYS_OUT_OF_MEMORY) == (-6000129, -6000130)

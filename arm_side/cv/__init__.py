@@ -9,19 +9,24 @@
         cv.gaussian_blur(soc, src, dst, ksize=(5, 5), sigma_x=1.2)
         blurred = cv.read_image(dst)
 
-See docs/cv.md for the operators, formats and parameters.
+        out = cv.gaussian_blur(soc, pixels, 5)                      # numpy in, numpy out (pooled buffers)
+        level, bw = cv.threshold(soc, gray, 0, 255, cv2.THRESH_BINARY | cv2.THRESH_OTSU)
+
+OpenCV's constants and keyword names are accepted; with an ``AsyncSoc`` every operator
+returns an awaitable. See docs/cv.md for the operators, formats and parameters.
 """
 from arm_side.cv.image import (Image, alloc_image, free_image, min_stride, put_image, read_image, read_padding,
                                write_image)
 from arm_side.cv.ops import (bilateral_filter, box_filter, canny, corner_harris, cvt_color, dilate, equalize_hist,
                              erode, filter2d, flip, gaussian_blur, integral, median_blur, pyr_down, pyr_up, remap,
                              resize, roi_resize, rotate, run, sep_filter2d, sobel, threshold, transpose,
-                             warp_affine, warp_perspective)
+                             warp_affine, warp_perspective, OPERATORS)
 from protocol.contract import cv_ids as ids
 from protocol.contract.image_formats import FORMATS
 
 __all__ = ["Image", "alloc_image", "free_image", "min_stride", "put_image", "read_image", "read_padding",
-           "write_image", "ids", "FORMATS", "run", "bilateral_filter", "box_filter", "canny", "corner_harris",
+           "write_image", "ids", "FORMATS", "OPERATORS", "run", "bilateral_filter", "box_filter", "canny",
+           "corner_harris",
            "cvt_color", "dilate", "equalize_hist", "erode", "filter2d", "flip", "gaussian_blur", "integral",
            "median_blur", "pyr_down", "pyr_up", "remap", "resize", "roi_resize", "rotate", "sep_filter2d", "sobel",
            "threshold", "transpose", "warp_affine", "warp_perspective"]
