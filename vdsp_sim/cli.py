@@ -239,12 +239,13 @@ benchmarks:
 Every benchmark prints its figures as tables in one style (progress goes to stderr) and
 writes the same JSON schema with --json FILE: {{"schema": "vdsp-bench/1", "benchmark",
 "version", "args", "host", "tables": [{{"title", "columns", "rows"}}], "verdicts": [{{"name",
-"value", "target", "passed"}}], "passed"}} (see vdsp_sim/benchmarks/report.py).
+"value", "target", "passed"}}], "passed", "details"}} (vdsp_sim/benchmarks/report.py;
+benchmarks/README.md in a checkout).
 
-CI mode: --fail-on-miss (rpc, cv, nn, perf: the benchmarks with targets) exits 3 when a
-target is missed; without it the exit status is 0 when the run completes, PASS or MISS, and
-1 on an error. Targets are ratios between figures of the same run, so a loaded machine hits
-both sides alike; a MISS on a small shared VM is a figure to read, not necessarily a defect.
+CI mode: --fail-on-miss (rpc, cv, nn, pointcloud, perf: the benchmarks with targets) exits 3
+when a target is missed; without it the exit status is 0 when the run completes, PASS or MISS,
+and 1 on an error. Most targets are ratios between figures of the same run, so a loaded machine
+hits both sides alike; a MISS on a small shared VM is a figure to read, not necessarily a defect.
 """
 
 

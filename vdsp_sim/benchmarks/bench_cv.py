@@ -40,6 +40,7 @@ from vdsp_sim.benchmarks.awake import cpus_kept_awake  # noqa: E402
 from vdsp_sim.private_soc import fresh_runtime_dir, private_soc  # noqa: E402
 from vdsp_sim.benchmarks.floor import Floor  # noqa: E402
 from vdsp_sim.benchmarks.report import Report  # noqa: E402
+from vdsp_sim.board import clihelp  # noqa: E402
 from dsp_side.heap import keep_heap  # noqa: E402
 
 W, H = 1920, 1080
@@ -154,7 +155,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-floor", action="store_true", help="skip the raw-pyzmq floor (see floor.py)")
     ap.add_argument("--keep-cpus-awake", action="store_true",
                     help="one SCHED_IDLE spinner per CPU while measuring (see vdsp_sim/benchmarks/awake.py)")
-    args = ap.parse_args(argv)
+    args = clihelp.finish(ap).parse_args(argv)
     keep_heap()     # the in-process figures at their best, as the firmware's (dsp_side/heap.py)
     rt = fresh_runtime_dir("vb")
     print(f"starting a SoC in {rt} ...", file=sys.stderr)

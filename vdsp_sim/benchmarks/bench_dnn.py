@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from vdsp_sim.benchmarks.report import Report
+from vdsp_sim.board import clihelp
 
 
 def p50(values) -> float:
@@ -116,7 +117,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=50, help="interleaved rounds (one inference each way)")
     ap.add_argument("--quick", action="store_true", help="10 rounds")
     ap.add_argument("--json", metavar="FILE", help="write every figure to FILE (schema vdsp-bench/1)")
-    args = ap.parse_args(argv)
+    args = clihelp.finish(ap).parse_args(argv)
     rounds = 10 if args.quick else args.rounds
     if not 1 <= rounds <= 100000:
         ap.error("--rounds must be in 1..100000")

@@ -36,6 +36,7 @@ from pathlib import Path
 from vdsp_sim.benchmarks.awake import cpus_kept_awake
 from vdsp_sim.benchmarks.floor import Floor
 from vdsp_sim.benchmarks.report import Report
+from vdsp_sim.board import clihelp
 from vdsp_sim.private_soc import private_soc
 
 from dsp_side.heap import keep_heap  # noqa: E402
@@ -174,7 +175,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-floor", action="store_true", help="skip the raw-pyzmq floor (see floor.py)")
     ap.add_argument("--keep-cpus-awake", action="store_true",
                     help="one SCHED_IDLE spinner per CPU while measuring (see vdsp_sim/benchmarks/awake.py)")
-    args = ap.parse_args(argv)
+    args = clihelp.finish(ap).parse_args(argv)
     keep_heap()     # the in-process figures at their best, as the firmware's (dsp_side/heap.py)
     rounds = 3 if args.quick else args.rounds
     from arm_side import Soc

@@ -45,6 +45,7 @@ from vdsp_sim.benchmarks.bench_rpc import (WINDOW, Baseline, FullStack, measure_
                                            progress)
 from vdsp_sim.benchmarks.floor import Floor
 from vdsp_sim.benchmarks.report import Report
+from vdsp_sim.board import clihelp
 
 TARGETS = {      # key: (label, comparison, target)
     "cv_ratio": ("CV: (SoC rpc - in-process) / (floor rpc - in-process), every operator", "<=", 1.3),
@@ -525,7 +526,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = clihelp.finish(parser()).parse_args(argv)
     if args.first_only:
         first = first_tasks(args.start_timeout)
         print("\n".join(render_first(first, top=len(first["ops"]))))

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 
 from vdsp_sim.benchmarks.report import Report
+from vdsp_sim.board import clihelp
 
 # J5 board figures (vendor sample log and AI Benchmark table), milliseconds
 J5 = {
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fail-on-miss", action="store_true",
                     help="the CI mode: exit 3 when a total misses its target (else 0 once the run completes; "
                          "1 if the DSP output is not bit-exact)")
-    args = ap.parse_args(argv)
+    args = clihelp.finish(ap).parse_args(argv)
     from arm_side import Soc
     from vdsp_sim.private_soc import private_soc
     results = {}

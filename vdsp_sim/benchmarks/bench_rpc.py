@@ -56,6 +56,7 @@ import zmq  # noqa: E402
 
 from protocol.header import STRUCT as HDR  # the raw floor packs its headers itself
 from vdsp_sim.benchmarks.report import Report
+from vdsp_sim.board import clihelp
 
 WINDOW = 64                 # outstanding requests in the throughput runs
 PER_CLIENT = 32             # MAX_TASKS_PER_CLIENT of the SDK / relay
@@ -846,7 +847,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--"]:   # ``vdsp bench -- --quick`` passes the separator through
         argv = argv[1:]
-    args = parser().parse_args(argv)
+    args = clihelp.finish(parser()).parse_args(argv)
     if args.role == "baseline-relay":
         return role_baseline_relay(args.dir)
     if args.role == "baseline-worker":

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from vdsp_sim.benchmarks.bench_rpc import median, pct, progress, window_loop
 from vdsp_sim.benchmarks.report import Report
+from vdsp_sim.board import clihelp
 
 WINDOW = 32
 
@@ -154,7 +155,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = clihelp.finish(parser()).parse_args(argv)
     if args.quick:
         args.rounds, args.lat_n, args.tput_s, args.copy_n = 1, 200, 0.5, 50
     rows = run(args)
