@@ -243,3 +243,35 @@ def test_transpose_onto_its_own_input_gives_what_separate_buffers_give(name):
     ops.transpose(None, [aliased] + ([t] if p.dim == 5 else []), [aliased], **params)
     n = p.dim * params["max_points"] * params["pillar_stride"]
     np.testing.assert_array_equal(aliased[:n], separate[:n])
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_voxelize_in_slices_equals_whole(name):
+    """Voxelizer.run_parts over uneven consecutive slices (the DSP path voxelizes core 0's part
+    while core 1 encodes) gives the bytes of run() on the whole cloud, run after run (the lookup
+    table is put back after each run), also when more cells come than pillars."""
+    for max_pillars in (40000, 300):
+        p = preset(name, max_pillars=max_pillars)
+        pts = synthetic.generate(30000, p.dim, seed=5)
+        n = len(pts)
+        src = np.ascontiguousarray(pts, np.float32).view(np.uint8).reshape(-1)
+        cells, xyzr, t = np.zeros(n * 4, np.uint8), np.zeros(n * 4, np.uint8), np.zeros(n, np.uint8)
+        ops.encode(None, [src], [cells, xyzr] + ([t] if p.dim == 5 else []), num_points=n, **p.encode_params())
+        c, x, tt = cells.view(np.int32), xyzr.view(np.int32), (t.view(np.int8) if p.dim == 5 else None)
+        cap = p.max_pillars * p.max_points
+
+        def outputs():
+            return (np.full((p.max_pillars, 4), 7, np.int32), np.full(cap, 0x5555, np.int32),
+                    np.full(cap, 0x55, np.int8) if p.dim == 5 else None)
+        vox = Voxelizer(p)
+        want = outputs()
+        used = vox.run(c, x, tt, *want)
+        for cuts in ([0, n], [0, 12000, n], [0, 1, 29999, n], [0, 0, n]):
+            got = outputs()
+            parts = [(c[a:b], x[a:b], None if tt is None else tt[a:b]) for a, b in zip(cuts, cuts[1:])]
+            assert vox.run_parts(iter(parts), *got) == used
+            for w, g in zip(want, got):
+                if w is not None:
+                    np.testing.assert_array_equal(g, w)
+        if max_pillars == 300:
+            assert used == 300

@@ -1,4 +1,5 @@
-"""numba-compiled ARM voxelization: the reference's per-point rules in one pass over the points.
+"""numba-compiled ARM voxelization: the reference's per-point rules in one pass over the points
+(in slices, so that a slice can be voxelized while the DSP still encodes the next).
 
 ``AVAILABLE`` is False when numba cannot be imported or the environment sets
 ``VDSP_NO_NUMBA=1``; :class:`arm_side.pointcloud.voxelize.Voxelizer` then uses its numpy
@@ -13,26 +14,27 @@ from vdsp_sim.board.jit import AVAILABLE, njit  # noqa: F401  (AVAILABLE is read
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def voxelize(cells, xyzr, t, has_t, lut, gx, gy, max_pillars, m, coords, voxel_xyzr, voxel_t, fill):
-    """One pass in file order over stage 1's ``cells`` (int32, ``idy << 16 | idx``, -1 = skipped).
+def voxelize_points(cells, xyzr, t, has_t, lut, gx, gy, max_pillars, m, coords, voxel_xyzr, voxel_t, count,
+                    state):
+    """One pass in file order over stage 1's ``cells`` (int32, ``idy << 16 | idx``, -1 = skipped)
+    of one slice of the cloud: call it on consecutive slices, in order, then :func:`voxelize_end`,
+    with the same ``lut``, ``count`` (int32[max_pillars], 0 before the first slice) and ``state``
+    (int64[1], the cells seen; 0 before the first slice).
 
-    ``lut`` (int32, gy*gx, scratch) maps a cell to its pillar id; a new cell takes the next id
-    while fewer than ``max_pillars`` exist, afterwards pillar ``max_pillars - 1`` whose coords
-    row it overwrites. A point goes to the next free slot of its pillar (the first ``m`` are
-    kept). Writes ``coords`` (int32 max_pillars*4; unused rows ``fill``), the first used*m
-    entries of ``voxel_xyzr`` (and ``voxel_t`` when ``has_t``; empty slots 0). Returns the
-    number of pillars in use, or -1 (outputs partly written) when a cell lies outside the
+    ``lut`` (int32, gy*gx, all -1 before the first slice) maps a cell to its pillar id; a new cell
+    takes the next id while fewer than ``max_pillars`` exist, afterwards pillar ``max_pillars - 1``
+    whose coords row it overwrites. A point goes to the next free slot of its pillar (the first
+    ``m`` are kept). Returns 0, or -1 (outputs partly written) when a cell lies outside the
     gx x gy grid.
     """
-    lut[:] = -1
-    count = np.zeros(max_pillars, np.int32)
-    cells_seen = 0
+    cells_seen = state[0]
     for i in range(cells.shape[0]):
         c = cells[i]
         if c < 0:
             continue
         idy, idx = c >> 16, c & 0xFFFF
         if idy >= gy or idx >= gx:                    # not from stage 1 with these parameters
+            state[0] = cells_seen
             return -1
         lin = idy * gx + idx
         pid = lut[lin]
@@ -50,10 +52,25 @@ def voxelize(cells, xyzr, t, has_t, lut, gx, gy, max_pillars, m, coords, voxel_x
             if has_t:
                 voxel_t[pid * m + k] = t[i]
             count[pid] = k + 1
-    used = min(cells_seen, max_pillars)
+    state[0] = cells_seen
+    return 0
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def voxelize_end(lut, gx, max_pillars, m, coords, voxel_xyzr, voxel_t, has_t, count, state, fill):
+    """After the last slice: unused coords rows ``fill``, empty slots of the pillars in use 0,
+    and ``lut`` back to all -1 through the cells in use (the whole table when more cells
+    than pillars came, their coords rows having been overwritten). Returns the pillars in use."""
+    used = min(state[0], max_pillars)
     coords[4 * used:] = fill
     for p in range(used):                             # empty slots of the pillars in use
         voxel_xyzr[p * m + count[p]:(p + 1) * m] = 0
         if has_t:
             voxel_t[p * m + count[p]:(p + 1) * m] = 0
+    if state[0] > max_pillars:
+        lut[:] = -1
+    else:
+        for p in range(used):
+            lut[coords[4 * p + 2] * gx + coords[4 * p + 3]] = -1
     return used
+

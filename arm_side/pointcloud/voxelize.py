@@ -39,6 +39,49 @@ class Voxelizer:
         gx, gy = self.p.grid
         self.lut = np.empty((gy, gx), dtype=np.int32)       # cell (idy, idx) -> first point, then pillar id
         self._sort_dtype = np.uint16 if self.p.max_pillars <= 1 << 16 else np.int32   # uint16: radix sort
+        self._lut_clean = False     # compiled path: lut all -1 (the last run ended and put it back)
+        self._count = np.zeros(self.p.max_pillars, np.int32)
+
+    @property
+    def incremental(self) -> bool:
+        """True when :meth:`run_parts` voxelizes each slice as it comes (numba), False when it
+        waits for all of them (the numpy fallback)."""
+        return _compiled() is not None
+
+    def run_parts(self, parts, coords: np.ndarray, voxel_xyzr: np.ndarray, voxel_t: np.ndarray | None) -> int:
+        """:meth:`run` on a cloud given as consecutive slices ``(cells, xyzr, t)`` in file order, taken
+        from the iterable ``parts`` one at a time: with numba each slice is voxelized before the
+        next is taken (the DSP path voxelizes the first half while the second core still encodes).
+        Same bytes as :meth:`run` on the whole cloud; raises as it does."""
+        jit = _compiled()
+        if jit is None:
+            parts = list(parts)
+            cat = lambda k: np.concatenate([part[k] for part in parts])   # noqa: E731
+            return self.run(cat(0), cat(1), None if parts[0][2] is None else cat(2), coords, voxel_xyzr, voxel_t)
+        p, lut, none = self.p, self.lut, np.empty(0, np.int8)
+        flat_lut = lut.reshape(-1)
+        if not self._lut_clean:
+            flat_lut.fill(-1)
+        self._lut_clean = False                        # until voxelize_end has put it back
+        count, state = self._count, np.zeros(1, np.int64)
+        count.fill(0)
+        rows = np.ascontiguousarray(coords)            # a view unless coords is strided
+        flat = rows.reshape(-1)
+        vt = none if voxel_t is None else voxel_t
+        has_t = voxel_t is not None
+        try:
+            for cells, xyzr, t in parts:
+                if jit.voxelize_points(cells, xyzr, none if t is None else t, has_t and t is not None, flat_lut,
+                                       lut.shape[1], lut.shape[0], p.max_pillars, p.max_points, flat, voxel_xyzr,
+                                       vt, count, state) < 0:
+                    raise InvalidArgument(f"a cell index lies outside the {lut.shape[1]}x{lut.shape[0]} pseudo-image")
+            used = jit.voxelize_end(flat_lut, lut.shape[1], p.max_pillars, p.max_points, flat, voxel_xyzr, vt,
+                                    has_t, count, state, COORDS_FILL)
+            self._lut_clean = True
+        finally:
+            if rows is not coords:
+                coords[...] = rows
+        return used
 
     def run(self, cells: np.ndarray, xyzr: np.ndarray, t: np.ndarray | None,
             coords: np.ndarray, voxel_xyzr: np.ndarray, voxel_t: np.ndarray | None) -> int:
@@ -69,17 +112,8 @@ class Voxelizer:
         return used
 
     def _run_compiled(self, jit, cells, xyzr, t, coords, voxel_xyzr, voxel_t) -> int:
-        """:meth:`run` through the numba kernel."""
-        p, lut, none = self.p, self.lut, np.empty(0, np.int8)
-        rows = np.ascontiguousarray(coords)              # a view unless coords is strided
-        used = jit.voxelize(cells, xyzr, none if t is None else t, t is not None, lut.reshape(-1),
-                            lut.shape[1], lut.shape[0], p.max_pillars, p.max_points, rows.reshape(-1),
-                            voxel_xyzr, none if voxel_t is None else voxel_t, COORDS_FILL)
-        if rows is not coords:
-            coords[...] = rows
-        if used < 0:
-            raise InvalidArgument(f"a cell index lies outside the {lut.shape[1]}x{lut.shape[0]} pseudo-image")
-        return used
+        """:meth:`run` through the numba kernel: the whole cloud as one slice."""
+        return self.run_parts([(cells, xyzr, t)], coords, voxel_xyzr, voxel_t)
 
     def _write_coords(self, coords: np.ndarray, new_cells: np.ndarray, used: int) -> None:
         p, gx = self.p, self.lut.shape[1]
