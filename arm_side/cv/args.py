@@ -46,10 +46,14 @@ def fail(op: str, name: str, what: str, value: Any) -> errors.VdspError:
 
 
 def is_int(value: Any) -> bool:
+    if type(value) is int:
+        return True
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def is_real(value: Any) -> bool:
+    if type(value) in (float, int):
+        return True
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
@@ -60,6 +64,9 @@ def as_int(op: str, name: str, value: Any) -> int:
 
 
 def as_ints(op: str, name: str, value: Any, length: int | None = None) -> list[int]:
+    if type(value) in (tuple, list) and all(type(v) is int for v in value) \
+            and (length is None or len(value) == length):
+        return list(value)
     try:
         items = list(np.asarray(value).ravel()) if isinstance(value, np.ndarray) else list(value)
     except TypeError:
