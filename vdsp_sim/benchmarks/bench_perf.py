@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from vdsp_sim.benchmarks import bench_cv, bench_nn, bench_pointcloud
+from vdsp_sim.benchmarks.awake import cpus_kept_awake
 from vdsp_sim.benchmarks.bench_rpc import (WINDOW, Baseline, FullStack, measure_cpu, pct, ping_body_size,
                                            progress)
 from vdsp_sim.benchmarks.floor import Floor
@@ -319,12 +320,13 @@ def measure_cv(soc, floor, table, images, n: int, rec: dict) -> None:
         local = table[name][5]
         local()
         call(on, src, dst)                                # warm-up both
-        r = rec.setdefault(name, {"inproc": [], "rpc": [], "exec": [], "floor": []})
+        r = rec.setdefault(name, {"inproc": [], "rpc": [], "exec": [], "floor": [], "floor_exec": []})
         for _ in range(n):
             r["inproc"].append(_us(local))
             r["rpc"].append(_us(lambda: call(on, src, dst)))
             r["exec"].append(on.last.exec_us)
             r["floor"].append(floor.call(name))
+            r["floor_exec"].append(floor.last_exec_us)
 
 
 def measure_nn(soc, local: Local, remote: list, n: int, rec: dict) -> None:
@@ -346,10 +348,11 @@ def run(args) -> dict:
                tput_s=0.6 if quick else 2.0, warm_s=0.2 if quick else 0.4, cv_n=2 if quick else 5,
                nn_n=3 if quick else 10, pc_rounds=5 if quick else 20)
     fig: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                             "loadavg_before": list(os.getloadavg())}, "config": cfg}
+                             "loadavg_before": list(os.getloadavg())},
+                 "config": dict(cfg, keep_cpus_awake=bool(args.keep_cpus_awake))}
     progress(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {cfg['rounds']} round(s)")
     fig["first"] = first_tasks(args.start_timeout)
-    base, full, floor = Baseline(ping_body_size()), FullStack("threads"), None
+    base, full, floor, awake = Baseline(ping_body_size()), FullStack("threads"), None, None
     rec = {"baseline_lat": [], "relay_lat": [], "baseline_tput": [], "relay_tput": [],
            "baseline_cpu": [], "relay_cpu": [], "cv": {}, "nn": {}}
     remote = []
@@ -365,6 +368,8 @@ def run(args) -> dict:
         local = Local()
         remote = [(c, Remote(soc, c)) for c in nn_cases()]
         me = os.getpid()
+        awake = cpus_kept_awake(args.keep_cpus_awake)
+        awake.__enter__()
         for r in range(1, cfg["rounds"] + 1):
             tag = f"round {r}/{cfg['rounds']}"
             warm = cfg["warmup"] if r == 1 else cfg["warmup"] // 4
@@ -387,6 +392,8 @@ def run(args) -> dict:
             measure_cv(soc, floor, table, images, cfg["cv_n"], rec["cv"])
             progress(f"{tag}: NN operators, in-process / SoC ({cfg['nn_n']} each)")
             measure_nn(soc, local, remote, cfg["nn_n"], rec["nn"])
+        awake.__exit__(None, None, None)
+        awake = None
         for c, r in remote:
             r.free()
         remote = []
@@ -401,6 +408,8 @@ def run(args) -> dict:
         raise
     finally:
         progress("stopping the SoC, the baseline and the floor")
+        if awake is not None:
+            awake.__exit__(None, None, None)
         for c, r in remote:
             try:
                 r.free()
@@ -424,7 +433,7 @@ def summarize(fig: dict, rec: dict) -> dict:
     cv = {}
     for name, r in rec["cv"].items():
         a, b, e, f = MED(r["inproc"]), MED(r["rpc"]), MED(r["exec"]), MED(r["floor"])
-        cv[name] = {"inproc_us": a, "rpc_us": b, "exec_us": e, "floor_us": f,
+        cv[name] = {"inproc_us": a, "rpc_us": b, "exec_us": e, "floor_us": f, "floor_exec_us": MED(r["floor_exec"]),
                     "ratio": (b - a) / (f - a) if f - a > 0 else float("inf"), "exec_over_us": e - a}
     nn = {}
     for name, r in rec["nn"].items():
@@ -479,17 +488,20 @@ def render(fig: dict) -> str:
     """The whole report as text: the summary table (one row per target), then the per-operator details."""
     m = fig["machine"]
     lines = [f"vdsp bench perf: {m['cpus']} CPUs, Python {m['python']}, load {m['loadavg_before'][0]:.2f} before, "
-             f"{m['loadavg_after'][0]:.2f} after; {fig['config']['rounds']} interleaved round(s)", "",
+             f"{m['loadavg_after'][0]:.2f} after; {fig['config']['rounds']} interleaved round(s)"
+             + ("; CPUs KEPT AWAKE (diagnosis)" if fig["config"].get("keep_cpus_awake") else ""), "",
              "| measure | now | target | verdict | detail |", "|---|---|---|---|---|"]
     for key, r in fig["rows"].items():
         lines.append(f"| {TARGETS[key][0]} | {r['shown']} | {r['target']} | {'met' if r['met'] else 'MISSED'} "
                      f"| {r['detail']} |")
-    lines += ["", "CV operators (medians, µs; floor = raw pyzmq worker running the same cv2 call):", "",
-              "| operator | in-process | SoC rpc | DSP exec | floor rpc | ratio | exec - in-process |",
-              "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += ["", "CV operators (medians, µs; floor = raw pyzmq worker running the same cv2 call; its worker exec is "
+              "that call timed in the worker, after the same idle wait as the DSP's):", "",
+              "| operator | in-process | SoC rpc | DSP exec | floor rpc | floor worker exec | ratio | exec - in-process "
+              "| (info) floor exec - in-process |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, v in fig["cv"].items():
         lines.append(f"| {name} | {v['inproc_us']:.0f} | {v['rpc_us']:.0f} | {v['exec_us']:.0f} | {v['floor_us']:.0f} "
-                     f"| {v['ratio']:.2f} | {v['exec_over_us']:+.0f} |")
+                     f"| {v['floor_exec_us']:.0f} | {v['ratio']:.2f} | {v['exec_over_us']:+.0f} "
+                     f"| {v['floor_exec_us'] - v['inproc_us']:+.0f} |")
     lines += ["", "NN operators (medians, µs; in-process = the operator function on local buffers):", "",
               "| operator | in-process | DSP exec | exec - in-process |", "|---|---:|---:|---:|"]
     for name, v in fig["nn"].items():
@@ -520,6 +532,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--fail-on-miss", action="store_true",
                     help="the CI mode: exit 3 when a row misses its target (else 0 once the run completes)")
     ap.add_argument("--rounds", type=int, help="interleaved measurement rounds (default 3, quick 1)")
+    ap.add_argument("--keep-cpus-awake", action="store_true",
+                    help="diagnosis: one SCHED_IDLE spinner per CPU during the interleaved rounds, so that no "
+                         "vCPU halts between tasks (see vdsp_sim/benchmarks/awake.py); not the targets' setting")
     ap.add_argument("--first-only", action="store_true", help="only the first-task row (its own SoC), with details")
     ap.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for a SoC to run")
     return ap
