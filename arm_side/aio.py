@@ -30,7 +30,7 @@ async def wait_task(task: Task, timeout_ms: float = 0) -> dict:
                 await asyncio.wait_for(fut, timeout_ms / 1000.0)
             else:
                 await fut
-        except asyncio.TimeoutError:
+        except TimeoutError:     # asyncio.TimeoutError is TimeoutError since 3.11
             raise errors.TaskTimeout(f"task {task.msg_id} not done after {timeout_ms:.0f} ms; it is still in "
                                      "flight, wait again to collect it") from None
         except errors.VdspError:

@@ -48,7 +48,8 @@ def run(soc, op_id: int, inputs: Sequence[tuple[str, Image]], outputs: Sequence[
         wait: bool = True) -> Any:
     """Submit one CV operator: image descriptors go in ``params`` by name, their buffers in order."""
     params = dict(params)
-    in_bufs, out_bufs = [], []
+    in_bufs: list = []
+    out_bufs: list = []
     for bufs, images in ((in_bufs, inputs), (out_bufs, outputs)):
         for name, img in images:
             params[name] = img.desc()
@@ -97,10 +98,10 @@ class OpSpec:
     doc: str
     params: tuple[Param, ...] = ()
     inputs: tuple[str, ...] = ("src",)
-    out: OutFn = lambda c: (c.fmt, c.width, c.height)       # noqa: E731 - same format, same size
+    out: OutFn = lambda c: (c.fmt, c.width, c.height)       # same format, same size
     extra: tuple[tuple[str, Any], ...] = ()                   # numpy-only keywords and defaults
     cv2_args: tuple[str, ...] | None = None                   # numpy: positional order after src (cv2's)
-    result: Callable[[dict, np.ndarray], Any] = lambda values, dst: dst    # noqa: E731
+    result: Callable[[dict, np.ndarray], Any] = lambda values, dst: dst
 
 
 # OpenCV keyword names -> ours (applied when the operator has the target parameter).

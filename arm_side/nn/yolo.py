@@ -102,7 +102,7 @@ def detection_output(soc, maps: Sequence[Mem], out: Mem, p: YoloParams, batch: i
                   "nms_thresh": p.nms_thresh, "batch": count, "batch_offset": first}
         tasks.append(soc.rpc(ids.YOLOV3_DETECTION_OUTPUT, ins, outs, params, core=core))
     if tasks and isinstance(tasks[0], AsyncTask):
-        return _detections_async(tasks, timeout_ms)
+        return _detections_async(tasks, timeout_ms)  # type: ignore[return-value]  # an AsyncSoc's awaitable
     counts = []
     for task in tasks:  # gathered in batch order: task i holds the batches after task i - 1
         counts += task.wait(timeout_ms)["boxes"]
