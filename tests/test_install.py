@@ -1,0 +1,120 @@
+"""``pip install .`` into a new virtual environment outside the checkout, then the first steps
+of a user, from another directory with a private runtime directory: ``vdsp --version``,
+``vdsp up -d``, ``vdsp sample smoke``, ``vdsp bench rpc --quick``, ``vdsp down``.
+
+The dependencies are not installed again (``--no-deps``; a .pth file lends the new venv the
+test interpreter's site-packages, where they already are), so the test runs offline in about
+a minute; what is installed from this checkout is the distribution itself: its packages,
+package data (stock firmware sources, py.typed markers), console scripts and the benchmarks.
+The build backend comes from the test interpreter when it has setuptools >= 68 and wheel
+(``--no-build-isolation``, offline), else from pip's configured index (build isolation).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.live
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("protocol", "arm_side", "dsp_side", "relay_server", "vdsp_sim")
+
+
+def _backend_here() -> bool:
+    """Can the test interpreter build the wheel itself (no download)?"""
+    if importlib.util.find_spec("wheel") is None:
+        return False
+    import setuptools
+    return int(setuptools.__version__.split(".")[0]) >= 68
+
+
+def _copy_source(dest: Path) -> None:
+    """The checkout's distribution sources, without build outputs or local caches (pip builds
+    in the source tree, and the checkout's build/ is not ours to write to)."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.onnx", "*.vdnn", "*.egg-info")
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, dest / name, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, dest / name)
+
+
+@pytest.fixture
+def installed(tmp_path_factory):
+    base = Path(tempfile.mkdtemp(prefix="vinst", dir="/tmp"))
+    try:
+        venv, src = base / "venv", base / "src"
+        _copy_source(src)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        purelib = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; "
+                                       "print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True,
+                                      check=True, timeout=60).stdout.strip())
+        (purelib / "_test_deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+        pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
+               "--no-deps", "--disable-pip-version-check"] + (["--no-build-isolation"] if _backend_here() else [])
+        res = subprocess.run(pip + [str(src)], capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stdout + res.stderr
+        shutil.rmtree(src)      # the installed copy must not lean on the sources it was built from
+        yield venv, purelib
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_pip_install_then_a_users_first_steps_from_another_directory(installed):
+    venv, purelib = installed
+    bindir = venv / "bin"
+    rt = Path(tempfile.mkdtemp(prefix="vr", dir="/tmp"))      # private (0700), as the SoC wants
+    elsewhere = Path(tempfile.mkdtemp(prefix="vw", dir="/tmp"))
+    shm = Path(tempfile.mkdtemp(prefix="vb-shm-", dir="/dev/shm"))     # this SoC's DDR, nobody else's
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VDSP_") and k != "PYTHONPATH"}
+    env.update(VDSP_RUNTIME_DIR=str(rt), VDSP_SHM_DIR=str(shm), PATH=f"{bindir}:{env.get('PATH', '')}")
+
+    def vdsp(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([str(bindir / "vdsp"), *argv], cwd=elsewhere, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    try:
+        where = subprocess.run([str(bindir / "python"), "-c", "import arm_side, dsp_side, vdsp_sim, vdsp_sim.benchmarks; "
+                                "print(vdsp_sim.__file__, dsp_side.__file__, vdsp_sim.__version__)"],
+                               cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60)
+        assert where.returncode == 0, where.stderr
+        vdsp_file, dsp_file, version = where.stdout.split()
+        assert vdsp_file.startswith(str(purelib)) and dsp_file.startswith(str(purelib)), where.stdout
+        for name in PACKAGES:
+            assert (purelib / name / "py.typed").exists(), name
+        assert (purelib / "dsp_side" / "firmware_src" / "stock" / "firmware.py").exists()
+
+        res = vdsp("--version")
+        assert res.returncode == 0 and res.stdout.strip() == f"vdsp (vdsp-sim) {version}" and version != "0+unknown"
+        res = vdsp("up", "-d")
+        assert res.returncode == 0 and "SoC up in" in res.stdout, res.stdout + res.stderr
+        relay_log = (rt / "log" / "relay.log").read_text()
+        # start-up is quiet: the supervisor's readiness probes are not logged as departing clients
+        assert "disconnected" not in relay_log and "firmware , " not in relay_log, relay_log
+        res = vdsp("sample", "smoke")
+        assert res.returncode == 0 and "smoke finish" in res.stderr, res.stdout + res.stderr
+        res = vdsp("bench", "rpc", "--quick", "--json", str(elsewhere / "rpc.json"), timeout=240)
+        assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+        assert "latency and throughput:" in res.stdout and "targets met" in res.stdout
+        doc = json.loads((elsewhere / "rpc.json").read_text())
+        assert doc["schema"] == "vdsp-bench/1" and doc["benchmark"] == "rpc" and doc["version"] == version
+        assert len(doc["verdicts"]) == 3 and doc["passed"] in (True, False)
+        res = vdsp("down")
+        assert res.returncode == 0 and "stopped soc" in res.stdout, res.stdout + res.stderr
+        assert not (rt / "soc.pid").exists() and not (rt / "relay.pid").exists()
+        assert not list(elsewhere.glob("*.log")) and sorted(p.name for p in elsewhere.iterdir()) == ["rpc.json"]
+    finally:
+        subprocess.run([str(bindir / "vdsp"), "down"], cwd=elsewhere, env=env, capture_output=True, timeout=60)
+        left = wait_until(lambda: not list(shm.iterdir()), 10) or sorted(p.name for p in shm.iterdir())
+        for path in (rt, elsewhere, shm):
+            shutil.rmtree(path, ignore_errors=True)
+    assert left is True, f"DDR files left behind: {left}"
