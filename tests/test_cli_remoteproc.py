@@ -63,6 +63,7 @@ def test_deploy_installs_new_images_on_both_cores(sh, tmp_path):
     assert res.returncode == 0, res.stderr
     assert "stopped vdsp0" in res.stdout and "stopped vdsp1" in res.stdout
     assert res.stdout.count("running, firmware") == 2 and res.stdout.count("version 1.0.0") >= 2
+    assert "?" not in res.stdout and res.stdout.count("custom_op 1.0.0, signed by install") == 2, res.stdout
     (images / "vdsp1").write_bytes((images / "vdsp1").read_bytes()[:100])
     res = sh(*VDSP, "deploy", str(images))
     assert res.returncode == 1 and "truncated" in res.stderr        # refused before touching a core
