@@ -362,7 +362,7 @@ class MemoryManager:
     def close(self) -> None:
         """Free (or unregister) every Mem still live, pooled ones included."""
         if self._pool is not None:
-            self._pool.clear()
+            self._pool.close()
         for mem in self.live():
             if not mem.freed:
                 mem.free()
@@ -432,6 +432,7 @@ class BufferPool:
         self._idle: dict[int, list[Mem]] = {}
         self._idle_bytes = 0
         self.allocated = 0      # buffers allocated by the pool (a reuse allocates none)
+        self.closed = False     # after the manager's close: released buffers are freed, not kept
 
     def size_for(self, nbytes: int) -> int:
         return max(self.GRANULE, -(-int(nbytes) // self.GRANULE) * self.GRANULE)
@@ -457,7 +458,7 @@ class BufferPool:
             return
         with self._lock:
             stack = self._idle.setdefault(mem.size, [])
-            if (mem.size == self.size_for(mem.size) and len(stack) < self.max_idle_per_size
+            if (not self.closed and mem.size == self.size_for(mem.size) and len(stack) < self.max_idle_per_size
                     and self._idle_bytes + mem.size <= self.max_idle_bytes):
                 stack.append(mem)
                 self._idle_bytes += mem.size
@@ -468,6 +469,11 @@ class BufferPool:
         """Buffers waiting for reuse."""
         with self._lock:
             return sum(len(stack) for stack in self._idle.values())
+
+    def close(self) -> None:
+        """Free every idle buffer; from now on a released buffer is freed at once."""
+        self.closed = True
+        self.clear()
 
     def clear(self) -> None:
         """Free every idle buffer."""
