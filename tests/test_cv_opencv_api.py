@@ -268,3 +268,19 @@ def test_buffer_mode_misuse(soc):
         cv.free_image(src)
     # nothing leaked by the refusals: the pool's buffers are all back
     assert soc.mem.pool.idle() == soc.mem.pool.allocated
+
+
+def test_image_helpers_misuse_is_invalid_argument_and_leaks_nothing(soc):
+    before = len(soc.mem.live())
+    _invalid(lambda: cv.write_image(soc, np.zeros(10, np.uint8), "Y"), "H x W")
+    _invalid(lambda: cv.write_image(soc, GRAY.astype(np.float64), "Y"), "float64")   # allocated, then freed
+    _invalid(lambda: cv.read_image(GRAY), "cv.Image")
+    _invalid(lambda: cv.free_image(None), "cv.Image")
+    _invalid(lambda: cv.alloc_image(soc, "Y", W, H, roi="all"), "roi")
+    assert len(soc.mem.live()) == before
+    img = cv.alloc_image(soc, "Y", W, H)
+    try:
+        _invalid(lambda: img.with_roi((1, 2, 3)), "roi")
+        _invalid(lambda: img.with_roi((0, 0, W, H)), "roi", "inside")
+    finally:
+        cv.free_image(img)

@@ -45,8 +45,9 @@ class Image:
         return formats.parse("image", self.desc())
 
     def with_roi(self, roi: tuple[int, int, int, int] | None) -> "Image":
-        """The same buffers seen through another region (left, top, right, bottom inclusive; None = all)."""
-        img = dataclasses.replace(self, roi=None if roi is None else tuple(int(v) for v in roi))
+        """The same buffers seen through another region (left, top, right, bottom inclusive; None = all).
+        Raises InvalidArgument."""
+        img = dataclasses.replace(self, roi=_roi(roi))
         img.spec()
         return img
 
@@ -57,6 +58,25 @@ class Image:
         if self.format in formats.YUV420:
             return (self.height * 3 // 2, self.width)
         return (self.height, self.width) if spec.channels == 1 else (self.height, self.width, spec.channels)
+
+
+def _roi(roi) -> tuple[int, int, int, int] | None:
+    """(left, top, right, bottom) as ints, or None. Raises InvalidArgument."""
+    if roi is None:
+        return None
+    try:
+        values = tuple(int(v) for v in roi)
+    except (TypeError, ValueError):
+        raise errors.InvalidArgument(f"image: roi must be (left, top, right, bottom) integers, got {roi!r}") from None
+    if len(values) != 4:
+        raise errors.InvalidArgument(f"image: roi must be (left, top, right, bottom), got {roi!r}")
+    return values   # type: ignore[return-value]
+
+
+def _image(img, what: str = "img") -> Image:
+    if not isinstance(img, Image):
+        raise errors.InvalidArgument(f"{what} must be a cv.Image, got {type(img).__name__}")
+    return img
 
 
 def min_stride(format: str, width: int) -> int:
@@ -74,13 +94,13 @@ def alloc_image(soc, format: str, width: int, height: int, stride: int | None = 
     desc = {"format": format, "width": width, "height": height}
     if stride is not None:
         desc["stride"] = stride
+    roi = _roi(roi)
     if roi is not None:
         desc["roi"] = list(roi)
     spec = formats.parse("image", desc)
     alloc = soc.mem.alloc_cached if cached else soc.mem.alloc
     mems = tuple(alloc(max(n, 1)) for n in spec.plane_bytes())
-    img = Image(mems, spec.format, spec.width, spec.height, spec.stride,
-                None if roi is None else tuple(int(v) for v in roi))
+    img = Image(mems, spec.format, spec.width, spec.height, spec.stride, roi)
     if fill is not None:
         for mem in mems:
             mem.array()[:] = fill
@@ -108,6 +128,7 @@ def _split(img: Image, pixels: np.ndarray) -> list[np.ndarray]:
 
 def put_image(img: Image, pixels: np.ndarray) -> None:
     """Write all pixels of ``img`` (padding untouched), cleaning cached buffers. Raises InvalidArgument."""
+    _image(img)
     for view, plane in zip(_views(img), _split(img, pixels)):
         view[...] = plane
     for mem in img.mems:
@@ -118,15 +139,21 @@ def write_image(soc, pixels: np.ndarray, format: str, stride: int | None = None,
                 cached: bool = False, fill: int | None = None) -> Image:
     """A new image in shared memory holding ``pixels`` (H x W, H x W x C, or (H*3/2) x W for NV12)."""
     pixels = np.asarray(pixels)
+    if pixels.ndim not in (2, 3):
+        raise errors.InvalidArgument(f"pixels must be H x W or H x W x C, got shape {pixels.shape}")
     height = pixels.shape[0] * 2 // 3 if format in formats.YUV420 else pixels.shape[0]
     img = alloc_image(soc, format, pixels.shape[1], height, stride, roi, cached, fill)
-    put_image(img, pixels)
+    try:
+        put_image(img, pixels)
+    except BaseException:
+        free_image(img)
+        raise
     return img
 
 
 def read_image(img: Image, region: bool = False) -> np.ndarray:
     """A copy of the pixels (invalidating cached buffers first); ``region`` = only the ROI."""
-    for mem in img.mems:
+    for mem in _image(img).mems:
         mem.flush(INVALIDATE)
     planes = [v.copy() for v in _views(img)]
     if region and img.roi is not None:
@@ -151,6 +178,7 @@ def _pixel_rows(spec: formats.Image) -> list[list[tuple[int, int]]]:
 
 def read_padding(img: Image) -> np.ndarray:
     """Every byte of the image's buffers that is not a pixel (row padding, tail), concatenated."""
+    _image(img)
     spec = formats.parse("image", dataclasses.replace(img, roi=None).desc())
     out = []
     for mem, rows in zip(img.mems, _pixel_rows(spec)):
@@ -165,6 +193,6 @@ def read_padding(img: Image) -> np.ndarray:
 
 def free_image(img: Image) -> None:
     """Free the image's buffers."""
-    for mem in img.mems:
+    for mem in _image(img).mems:
         if not mem.freed:
             mem.free()
