@@ -18,7 +18,7 @@ import os
 from typing import Any, Sequence
 
 from protocol import errors, messages
-from protocol.constants import Core, HANDLE_REGISTERED
+from protocol.constants import Core
 from arm_side.aio import AsyncTask, in_thread, wait_task
 from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager

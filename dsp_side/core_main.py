@@ -13,7 +13,8 @@ log = logging.getLogger("vdsp.core")
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="vdsp core", description="Run one simulated DSP core (remoteproc device + firmware process).")
+    ap = argparse.ArgumentParser(prog="vdsp core",
+                                 description="Run one simulated DSP core (remoteproc device + firmware process).")
     add_arguments(ap)
     clihelp.finish(ap)
     run_from_args(ap.parse_args(argv))
@@ -26,7 +27,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--fw-bind", help="firmware task endpoint (default: next to the control endpoint)")
     ap.add_argument("--firmware", help="firmware image name (default: the core name)")
     ap.add_argument("--no-autostart", action="store_true", help="stay offline until 'start' is written to state")
-    ap.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS, help="kill a firmware stuck this long in one task")
+    ap.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS,
+                    help="kill a firmware stuck this long in one task")
     ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS,
                     help="interval of this core's heartbeats to its peers (relay, direct clients); a peer "
                          "silent for 3 intervals is taken for dead")

@@ -26,7 +26,6 @@ import time
 import traceback
 from pathlib import Path
 
-import numpy as np
 import zmq
 
 from protocol import errors, header, messages, schema, wire

@@ -25,7 +25,8 @@ def parser() -> argparse.ArgumentParser:
                     "schedules their tasks onto the DSP cores by priority, custom id and arrival order.")
     ap.add_argument("--bind", help="client endpoint (default $VDSP_RELAY_ENDPOINT or ipc://$VDSP_RUNTIME_DIR/relay.sock)")
     ap.add_argument("--core", action="append", metavar="NAME=ENDPOINT",
-                    help="a core's control endpoint, repeatable (default $VDSP_CORE_ENDPOINTS or vdsp0, vdsp1 in the runtime dir)")
+                    help="a core's control endpoint, repeatable (default $VDSP_CORE_ENDPOINTS or vdsp0, vdsp1 in the "
+                         "runtime dir)")
     ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS,
                     help="interval of the relay's heartbeats to cores and clients; a peer silent for 3 "
                          "intervals is taken for dead (a core's tasks fail, a client's are dropped)")

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.live import LiveSoc
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent

@@ -90,7 +90,8 @@ def test_same_image_and_commands_as_compose(board):
         assert c["command"] == ["/usr/bin/tini", "--"], f"{name}: tini reaps the firmware processes"
         compose_argv, argv = svcs[name]["command"], c["args"]
         # the same program and options; only endpoints differ (one network namespace: 127.0.0.1, own ports)
-        strip = lambda a: [re.sub(r"tcp://[^\s]+", "tcp://*", x) for x in a]
+        def strip(a):
+            return [re.sub(r"tcp://[^\s]+", "tcp://*", x) for x in a]
         assert strip(argv) == strip(compose_argv), name
     for c in pod(board)["initContainers"]:
         assert c["image"] == image

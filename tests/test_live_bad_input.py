@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import struct
 
 import msgpack

@@ -19,7 +19,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from arm_side import CORE_1, Soc, errors, opids
+from arm_side import CORE_1, Soc, errors
 from dsp_side import image, signing
 from vdsp_sim import firmware_cli
 from vdsp_sim.board import runtime
@@ -270,7 +270,7 @@ def test_allow_unsigned_boots_an_unsigned_image_and_says_so(runtime_env, marked)
         assert cores["vdsp0"]["firmware_signer"].startswith("install (") and cores["vdsp0"]["allow_unsigned"]
         text = subprocess.run([*VDSP, "status"], env=env, capture_output=True, text=True, timeout=60).stdout
         assert f"WARNING: {CORE} runs with --allow-unsigned" in text and f"{CORE} UNSIGNED" in text, text
-        assert f"booting UNSIGNED firmware dev: --allow-unsigned is set" in dmesg(live)
+        assert "booting UNSIGNED firmware dev: --allow-unsigned is set" in dmesg(live)
         assert "booting UNSIGNED firmware" in live.log(CORE) and "--allow-unsigned" in live.log(CORE)
     finally:
         live.stop_and_check()

@@ -11,7 +11,7 @@ import time
 import pytest
 import zmq
 
-from arm_side import CORE_0, CORE_1, Soc, errors, opids
+from arm_side import CORE_0, CORE_1, Soc, opids
 from protocol import messages, wire
 
 pytestmark = pytest.mark.live

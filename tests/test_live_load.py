@@ -6,10 +6,8 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
-import numpy as np
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
@@ -51,7 +49,8 @@ def test_killed_firmware_under_load_every_task_ends_exactly_once(live_soc):
 
 def test_the_33rd_task_in_flight_is_refused(shared_soc):
     with Soc() as soc:
-        tasks = [soc.rpc(opids.SLEEP, params={"ms": 100}, core=CORE_1) for _ in range(32)]   # 3.2 s of work: none ends before the 33rd
+        # 3.2 s of work: none ends before the 33rd
+        tasks = [soc.rpc(opids.SLEEP, params={"ms": 100}, core=CORE_1) for _ in range(32)]
         with pytest.raises(errors.TaskNumExceedLimit) as exc:
             soc.rpc(opids.PING).wait(5000)
         assert exc.value.code == -6000009
@@ -65,7 +64,7 @@ def test_a_full_relay_queue_answers_busy(runtime_env):
     live.start()
     try:
         with Soc() as a, Soc() as b:
-            tasks, busy = [], 0
+            tasks = []
             for soc in (a, b):
                 for _ in range(12):
                     task = soc.rpc(opids.SLEEP, params={"ms": 20}, core=CORE_0)

@@ -38,7 +38,7 @@ from typing import Any, Iterator
 
 import msgpack
 
-from protocol import errors, header, opids, wire
+from protocol import errors, header, opids
 from protocol.constants import MAX_HANDLES, Command
 from vdsp_sim.board import clihelp
 
@@ -354,8 +354,6 @@ def fuzz_firmware(messages: int, seed: int = 0, limit_findings: int = 20,
     raised or would have crashed the firmware (a non-VdspError escaping an operator).
     ``outcomes``, if given, counts the replies by kind ("ok", an error code, "none").
     """
-    from arm_side.memory import MemoryManager
-    from dsp_side.firmware import Firmware
 
     class _Crashed(Exception):
         pass

@@ -150,7 +150,8 @@ class Supervisor:
 
     def _ensure_keys(self) -> None:
         """A SoC with a tcp endpoint needs CURVE keys: make those missing (``vdsp keys init``)."""
-        endpoints = list(runtime.core_endpoints(self.rt).values()) + ([runtime.relay_endpoint(self.rt)] if self.relay else [])
+        endpoints = list(runtime.core_endpoints(self.rt).values()) + \
+            ([runtime.relay_endpoint(self.rt)] if self.relay else [])
         if not any(curve.is_tcp(e) for e in endpoints):
             return
         directory = curve.keys_dir(self.rt)

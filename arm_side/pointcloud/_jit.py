@@ -8,7 +8,6 @@ file (``cache=True``).
 """
 from __future__ import annotations
 
-import numpy as np
 
 from vdsp_sim.board.jit import AVAILABLE, njit  # noqa: F401  (AVAILABLE is read by callers)
 

@@ -29,7 +29,6 @@ import shutil
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import cv2
 import numpy as np

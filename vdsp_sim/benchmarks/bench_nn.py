@@ -31,7 +31,6 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from vdsp_sim.benchmarks.awake import cpus_kept_awake
 from vdsp_sim.benchmarks.floor import Floor

@@ -15,7 +15,6 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np  # noqa: E402
 

@@ -4,7 +4,8 @@
 A client socket in the benchmark process -> a relay process (the raw ROUTER/DEALER poll loop
 of ``bench_rpc.py``) -> a worker process holding a table of plain Python callables. A request
 is one frame, the callable's name; the worker calls it and answers the name and the
-microseconds the call took (an empty name is the no-op). No msgpack, no validation, no handles, no shared-memory resolution, no SDK.
+microseconds the call took (an empty name is the no-op). No msgpack, no validation, no handles,
+no shared-memory resolution, no SDK.
 
 The operator benchmarks time their kernels through it in the same run as through the SoC:
 ``floor rpc - in-process`` against ``floor no-op`` is what *any* implementation of this
@@ -21,7 +22,6 @@ import importlib
 import os
 import sys
 import time
-from pathlib import Path
 
 import zmq
 

@@ -9,6 +9,7 @@ VERSION = "0.1.0"
 
 def register(registry):
     """Register the stock operators (beyond the framework ones)."""
-    from dsp_side.operators import nn; nn.register(registry)
-    from dsp_side.operators import cv; cv.register(registry)
-    from dsp_side.operators import pointcloud; pointcloud.register(registry)
+    from dsp_side.operators import cv, nn, pointcloud
+    nn.register(registry)
+    cv.register(registry)
+    pointcloud.register(registry)
