@@ -53,15 +53,13 @@ class SdkTracer:
         """A TASK is about to be sent (call before the send: the relay's stamp follows it)."""
         self.rec.poll()
         if self.rec.on:
-            self.rec.emit("submit", {"id": msg_id, "op": op, "core": core, "prio": priority, "cust": custom_id,
-                                     "bytes": nbytes}, ts)
+            self.rec.emit("submit", (msg_id, op, core, priority, custom_id, nbytes), ts)
 
     def complete(self, msg_id: int, *, code: int = 0, core: str = "", exec_us: int = 0, queue_us: int = 0,
                  ts: int | None = None) -> None:
         """The task's reply arrived (``code`` 0: RESULT, else the error's code)."""
         if self.rec.on:
-            self.rec.emit("complete", {"id": msg_id, "code": code, "core": core, "exec_us": exec_us,
-                                       "queue_us": queue_us}, ts)
+            self.rec.emit("complete", (msg_id, code, core, exec_us, queue_us), ts)
 
     def wait_begin(self) -> int:
         """The start stamp of a blocking wait (0 while tracing is off)."""

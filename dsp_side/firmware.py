@@ -284,7 +284,7 @@ def serve(fw: Firmware, endpoint: str) -> None:
                 break            # never sent; the core's "offline" fails it (HB_DSP_CORE_OFFLINE)
             if reply is not None:
                 send_frames(sock, [identity, *reply])
-            fw.trace.rec.poll(flush=not inbox)    # about to idle: write the trace now (a SIGKILL loses nothing)
+            fw.trace.poll(idle=not inbox)     # about to idle: write the trace (a SIGKILL loses little)
         if time.monotonic() >= next_purge:
             fw.resolver.purge()
             next_purge = time.monotonic() + PURGE_EVERY_S

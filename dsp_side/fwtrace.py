@@ -1,5 +1,8 @@
 """The firmware's task slices in the SoC trace (``vdsp_sim.board.trace``).
 
+Tasks are recorded as tuples (``trace.SCHEMAS["task"]``); each operator's name once per file
+(an ``opname`` event).
+
 While tracing is on, each task the firmware runs becomes one ``task`` event stamped at its
 end with its start: the msg_id and operator from the header, the connection's binding (the
 relay, or the direct client's DDR owner: ``vdsp_sim.board.ownership``), which is how the
@@ -8,16 +11,23 @@ operator took the firmware down, written out before the process exits).
 """
 from __future__ import annotations
 
+import time
+
 from protocol import errors, header, wire
 from protocol.constants import Command
 from vdsp_sim.board import trace
+
+IDLE_FLUSH_S = 0.05
 
 
 class TaskTrace:
     def __init__(self, core: str, names=None) -> None:
         self.rec = trace.Recorder("firmware", core)
         self.names = names or (lambda op: "")     # op id -> operator name
+        self.named: set[int] = set()             # operators whose name this session's file has
+        self.session = None
         self.cur: tuple | None = None
+        self.last_flush = 0.0
 
     def begin(self, frames: list, binding) -> None:
         """A task starts (call only while ``rec.on``)."""
@@ -36,12 +46,27 @@ class TaskTrace:
                 except (errors.VdspError, TypeError, ValueError, IndexError):
                     code = errors.OperatorFailed.code
         op = int.from_bytes(head[4:6], "little") if len(head) == header.SIZE else 0
-        try:
-            name = self.names(op)
-        except Exception:
-            name = ""
-        self.rec.emit("task", {"t0": t0, "id": header.msg_id_of(head), "op": op, "name": name,
-                               "bind": binding, "code": code})
+        if self.session != self.rec.session:        # a new file: the operators' names again
+            self.session, self.named = self.rec.session, set()
+        if op not in self.named:
+            self.named.add(op)
+            try:
+                name = self.names(op)
+            except Exception:
+                name = ""
+            self.rec.emit("opname", {"op": op, "name": name}, t0)
+        self.rec.emit("task", (t0, header.msg_id_of(head), op, binding, code))
+
+    def poll(self, idle: bool = False) -> None:
+        """Look at the switch (``trace.Recorder.poll``); ``idle``: the firmware is about to wait
+        for work, so write what was recorded (at most every IDLE_FLUSH_S): a SIGKILL then
+        loses little."""
+        if idle and self.rec.events:
+            now = time.monotonic()
+            if now - self.last_flush >= IDLE_FLUSH_S:
+                self.last_flush = now
+                self.rec.flush()
+        self.rec.poll()
 
     def crashed(self) -> None:
         """The running task crashes the firmware: record it and write everything out now."""

@@ -72,9 +72,8 @@ class RelayObserver:
         self.use = {c.index: CoreUse() for c in engine.cores}
 
     # --- the trace's counters ---------------------------------------------------------------
-    def _depths(self) -> list:
-        e = self.engine
-        return [e.sched.queued, [len(c.inflight) for c in e.cores]]
+    def _inflight(self) -> tuple:
+        return tuple([len(c.inflight) for c in self.engine.cores])
 
     # --- steps of a task ----------------------------------------------------------------------
     def enqueued(self, job, client, op: int, size: int, now: float) -> None:
@@ -84,10 +83,8 @@ class RelayObserver:
             entry = self.by_client[client.identity] = [client.name or f"pid{client.pid}", client.pid, 0, 0]
         entry[2] += 1
         if self.trace.on:
-            self.trace.emit("enq", {"rid": job.relay_id, "cid": job.client_msg_id, "cpid": client.pid,
-                                    "owner": client.owner, "op": op, "prio": job.priority, "cust": job.custom_id,
-                                    "core": job.core, "bytes": size, "client": client.name,
-                                    "d": self._depths()})
+            self.trace.emit("enq", (job.relay_id, job.client_msg_id, client.pid, client.owner, op, job.priority,
+                                    job.custom_id, job.core, size, self.engine.sched.queued, self._inflight()))
         if self.metrics is not None:
             self.metrics.enqueued(job, op)
 
@@ -96,7 +93,7 @@ class RelayObserver:
         if len(core.inflight) == 1:
             self.use[core.index].since = now
         if self.trace.on:
-            self.trace.emit("disp", {"rid": job.relay_id, "core": core.name, "d": self._depths()})
+            self.trace.emit("disp", (job.relay_id, core.name, self.engine.sched.queued, self._inflight()))
 
     def _core_idle(self, core, now: float) -> None:
         use = self.use.get(core.index)
@@ -123,7 +120,7 @@ class RelayObserver:
         else:
             self.done_by_op[op] += 1
         if self.trace.on:
-            self.trace.emit("reply", {"rid": job.relay_id, "core": core.name, "code": code, "d": self._depths()})
+            self.trace.emit("reply", (job.relay_id, core.name, code, self.engine.sched.queued, self._inflight()))
         if self.metrics is not None:
             self.metrics.finished(job, core.name, code, now - job.enqueued, job.started - job.enqueued)
 
@@ -135,7 +132,7 @@ class RelayObserver:
         self.failed_by_code[exc.code] += 1
         if self.trace.on:
             self.trace.emit("fail", {"rid": job.relay_id, "code": exc.code, "core": job.core_name,
-                                     "d": self._depths()})
+                                     "q": self.engine.sched.queued, "fl": self._inflight()})
         if self.metrics is not None:
             self.metrics.finished(job, job.core_name or "none", exc.code, None, None)
 
@@ -152,7 +149,7 @@ class RelayObserver:
     def cancelled(self, job) -> None:
         """A queued task removed (released, or its client left)."""
         if self.trace.on:
-            self.trace.emit("cancel", {"rid": job.relay_id, "d": self._depths()})
+            self.trace.emit("cancel", {"rid": job.relay_id, "q": self.engine.sched.queued, "fl": self._inflight()})
 
     def core_state(self, core, state, reason: str, now: float) -> None:
         self.now = now

@@ -57,6 +57,7 @@ def test_a_small_workload_and_a_crash_in_the_trace(live_soc):
             task.wait(10000)
             _completed(tracer, task)
             ran[task.msg_id] = task.core
+        time.sleep(0.4)     # the firmware writes its events when it next looks at the switch (0.25 s)
         sleeper = _submit(soc, tracer, opids.SLEEP, 999, CORE_0, params={"ms": 5000})
         time.sleep(0.3)
         os.kill(live_soc.fw_pid("vdsp0"), signal.SIGKILL)

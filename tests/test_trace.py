@@ -69,7 +69,7 @@ def test_the_relay_engine_stamps_enqueue_dispatch_and_reply_with_queue_depth_and
     assert enq["cid"] == 10 and enq["owner"] == 7 and enq["cpid"] == 55 and enq["prio"] == 200 and enq["cust"] == 4
     assert enq["rid"] == disp["rid"] == reply["rid"] == sent.msg_id
     assert disp["core"] == reply["core"] == "vdsp1" and reply["code"] == 0
-    assert disp["d"] == [0, [0, 1]] and reply["d"] == [0, [0, 0]]   # queued, in flight per core
+    assert (disp["q"], disp["fl"]) == (0, (0, 1)) and (reply["q"], reply["fl"]) == (0, (0, 0))
 
 
 def test_the_relay_engine_traces_failures_rejections_and_core_states():
@@ -163,12 +163,13 @@ def _files():
         (9600, "wait", {"id": 5, "t0": 1200, "tid": 300})], True)
     relay = ({"role": "relay", "name": "relay", "pid": 200, "cores": ["vdsp0", "vdsp1"]}, [
         (2000, "enq", {"rid": 17, "cid": 5, "cpid": 300, "owner": 0x42, "op": 0x10, "prio": 100, "cust": 0,
-                       "core": None, "bytes": 64, "client": "pid300", "d": [1, [0, 0]]}),
-        (3000, "disp", {"rid": 17, "core": "vdsp1", "d": [0, [0, 1]]}),
-        (8000, "reply", {"rid": 17, "core": "vdsp1", "code": 0, "d": [0, [0, 0]]}),
+                       "core": None, "bytes": 64, "q": 1, "fl": [0, 0]}),
+        (3000, "disp", {"rid": 17, "core": "vdsp1", "q": 0, "fl": [0, 1]}),
+        (8000, "reply", {"rid": 17, "core": "vdsp1", "code": 0, "q": 0, "fl": [0, 0]}),
         (9700, "core", {"core": "vdsp0", "state": "crashed", "reason": "crash: exception"})], True)
     fw1 = ({"role": "firmware", "name": "vdsp1", "pid": 401}, [
-        (7000, "task", {"t0": 4000, "id": 17, "op": 0x10, "name": "memcpy", "bind": -1, "code": 0})], True)
+        (4000, "opname", {"op": 0x10, "name": "memcpy"}),
+        (7000, "task", {"t0": 4000, "id": 17, "op": 0x10, "bind": -1, "code": 0})], True)
     fw0 = ({"role": "firmware", "name": "vdsp0", "pid": 501}, [
         (6000, "task", {"t0": 5000, "id": 6, "op": 0x11, "name": "fill", "bind": 0x42, "code": 0})], False)
     core0 = ({"role": "core", "name": "vdsp0", "pid": 500}, [(9650, "crash", {"core": "vdsp0", "kind": "exception"})],

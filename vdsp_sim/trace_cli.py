@@ -16,7 +16,6 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from vdsp_sim.board import trace, tracefmt
@@ -42,7 +41,6 @@ def parser() -> argparse.ArgumentParser:
 def _wait_pickup(session_dir: Path, seconds: float) -> list[str]:
     """Wait until the relay, the cores and their firmwares have opened their files (they poll the flag)."""
     return trace.wait_started(session_dir, seconds)
-        time.sleep(0.05)
 
 
 def finish(directory: Path, session: dict, output: Path, png: str | None, title: str = "") -> dict:

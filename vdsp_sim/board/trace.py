@@ -34,6 +34,16 @@ import msgpack
 
 CHECK_EVERY_S = 0.25
 FLAG = "active"
+# The fields of the events recorded on the task path, as tuples (cheaper to build and pack
+# than maps); read() turns them into maps. Other events are recorded as maps.
+SCHEMAS = {
+    "submit": ("id", "op", "core", "prio", "cust", "bytes"),
+    "complete": ("id", "code", "core", "exec_us", "queue_us"),
+    "enq": ("rid", "cid", "cpid", "owner", "op", "prio", "cust", "core", "bytes", "q", "fl"),
+    "disp": ("rid", "core", "q", "fl"),
+    "reply": ("rid", "core", "code", "q", "fl"),
+    "task": ("t0", "id", "op", "bind", "code"),
+}
 SUFFIX = ".trace"
 END = msgpack.packb({"end": True})
 now_ns = time.time_ns      # the trace clock (see the module docstring)
@@ -137,8 +147,9 @@ class Recorder:
         self._file = None
         self._next_check = 0.0
 
-    def emit(self, kind: str, fields: dict, ts: int | None = None) -> None:
-        """One event now (or at ``ts``, ns of the trace clock). Call only while ``on``."""
+    def emit(self, kind: str, fields, ts: int | None = None) -> None:
+        """One event now (or at ``ts``, ns of the trace clock): ``fields`` a map, or a tuple
+        in the order of ``SCHEMAS[kind]``. Call only while ``on``."""
         self.events.append((ts or now_ns(), kind, fields))
 
     def poll(self, force: bool = False, flush: bool = False) -> bool:
@@ -190,7 +201,11 @@ class Recorder:
             return
         events, self.events = self.events, []
         try:
-            self._file.write(msgpack.packb(events, default=str))
+            try:
+                data = msgpack.packb(events)
+            except TypeError:
+                data = msgpack.packb(events, default=str)
+            self._file.write(data)
             self._file.flush()
         except (OSError, ValueError):
             pass
@@ -216,7 +231,7 @@ class NullRecorder:
 
     on = False
 
-    def emit(self, kind: str, fields: dict, ts: int | None = None) -> None:
+    def emit(self, kind: str, fields, ts: int | None = None) -> None:
         pass
 
     def poll(self, force: bool = False, flush: bool = False) -> bool:
@@ -235,8 +250,10 @@ class ListRecorder:
         self.events: list[tuple] = []
         self.t = 0
 
-    def emit(self, kind: str, fields: dict, ts: int | None = None) -> None:
+    def emit(self, kind: str, fields, ts: int | None = None) -> None:
         self.t += 1
+        if isinstance(fields, tuple):
+            fields = dict(zip(SCHEMAS.get(kind, ()), fields))
         self.events.append((ts or self.t, kind, fields))
 
     def kinds(self) -> list[str]:
@@ -266,7 +283,12 @@ def read(path: Path) -> tuple[dict, list, bool]:
                 elif not header:
                     header = obj
             elif isinstance(obj, list):
-                events.extend(tuple(e) for e in obj if isinstance(e, list) and len(e) == 3)
+                for e in obj:
+                    if isinstance(e, list) and len(e) == 3:
+                        ts, kind, fields = e
+                        if isinstance(fields, list):
+                            fields = dict(zip(SCHEMAS.get(kind, ()), fields))
+                        events.append((ts, kind, fields))
     except (ValueError, msgpack.UnpackException):
         pass
     return header, events, ended

@@ -62,6 +62,8 @@ def link(files: list[tuple[dict, list, bool]]) -> tuple[list[Task], list[tuple]]
             start = fields.get("t0", ts) if kind in ("task", "wait") else ts
             stream.append((start, ts, head, kind, fields))
     stream.sort(key=lambda e: e[0])
+    op_names = {(head.get("name"), f.get("op")): f.get("name", "") for head, events, _ in files
+                if head.get("role") == "firmware" for _, kind, f in events if kind == "opname"}
     tasks: list[Task] = []
     by_key: dict = {}
     by_rid: dict = {}
@@ -113,6 +115,8 @@ def link(files: list[tuple[dict, list, bool]]) -> tuple[list[Task], list[tuple]]
                 if kind in ("reply", "fail"):
                     task.code = f.get("code", 0)
             others.append((ts, role, head, kind, f))
+        elif role == "firmware" and kind == "opname":
+            continue
         elif role == "firmware" and kind == "task":
             bind = f.get("bind")
             task = by_rid.get(f.get("id")) if bind == RELAY_BIND else by_key.get(_key(bind, None, f.get("id"))) \
@@ -122,7 +126,7 @@ def link(files: list[tuple[dict, list, bool]]) -> tuple[list[Task], list[tuple]]
                 task.op = f.get("op", 0)
             task.stages["start"] = (start, head.get("name"), pid)
             task.stages["end"] = (ts, head.get("name"), pid)
-            task.name = f.get("name") or task.name
+            task.name = f.get("name") or op_names.get((head.get("name"), f.get("op"))) or task.name
             task.core, task.fw_pid = head.get("name", task.core), pid
             if f.get("code"):
                 task.code = f["code"]
@@ -238,8 +242,8 @@ def to_chrome(files: list[tuple[dict, list, bool]], session: dict | None = None)
 
     for ts, role, h, kind, f in others:
         pid = h.get("pid")
-        if role == "relay" and "d" in f:
-            queued, inflight = f["d"]
+        if role == "relay" and "q" in f:
+            queued, inflight = f["q"], f["fl"]
             out.append({"ph": "C", "name": "queue depth", "ts": us(ts), "pid": pid, "tid": 1,
                         "args": {"queued": queued}})
             names = relay_cores or [f"core{i}" for i in range(len(inflight))]
