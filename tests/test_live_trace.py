@@ -168,3 +168,20 @@ def test_metrics_over_http_count_a_workload(runtime_env, monkeypatch):
                 key(name="vdsp_core_crashes_total", core="vdsp0") == 0
     finally:
         live.stop_and_check()
+
+
+def test_soc_trace_traces_the_whole_soc_for_the_life_of_a_client(live_soc, tmp_path):
+    """What Soc(trace=PATH) does (arm_side.tracing.SocTrace): on at start, merged at the end."""
+    from arm_side.tracing import SocTrace
+    out = tmp_path / "soc-trace.json"
+    st = SocTrace(out).start()
+    assert trace.active(trace.trace_dir(live_soc.rt)) is not None
+    with Soc() as soc:
+        for i in range(5):
+            soc.rpc(opids.PING, custom_id=200 + i).wait(5000)
+    doc = st.finish()
+    assert trace.active(trace.trace_dir(live_soc.rt)) is None
+    assert json.loads(out.read_text()) == json.loads(json.dumps(doc))
+    runs = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["args"].get("stage") == "run"
+            and e["args"].get("custom_id") in range(200, 205)]
+    assert len(runs) == 5 and all(e["name"] == "ping" for e in runs)

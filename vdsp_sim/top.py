@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     except errors.VdspError as exc:
         print(f"vdsp top: no relay answers ({exc}); is a SoC up? ('vdsp up -d')", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 0
     try:
         prev, t_prev = soc.query("stats"), time.monotonic()
         if args.once:
