@@ -25,7 +25,7 @@ class TaskTrace:
         self.rec = trace.Recorder("firmware", core)
         self.names = names or (lambda op: "")     # op id -> operator name
         self.named: set[int] = set()             # operators whose name this session's file has
-        self.session = None
+        self.session: str | None = None
         self.cur: tuple | None = None
         self.last_flush = 0.0
 
