@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dsp_side.ddr_resolver import Resolver
@@ -298,6 +299,43 @@ def test_cache_is_bounded(shm):
     assert resolver.cached_count() == 4
     assert len(resolver.resolve(segs[0].phys, 10)) == 10
     resolver.close()
+    for seg in segs:
+        seg.close()
+
+
+def test_array_is_the_same_object_while_its_segment_lives(resolver, shm):
+    """Resolver.array (the firmware's buffers): one uint8 array per (handle, writable), read-only
+    unless writable, checked against the file every time: freed, truncated or replaced, the
+    handle is resolved afresh (and refused as resolve refuses it)."""
+    seg = ddr.Segment.create(3 * ddr.PAGE)
+    a = resolver.array(seg.phys, 100, False)
+    assert a.dtype == np.uint8 and a.size == 100 and not a.flags.writeable
+    assert resolver.array(seg.phys, 100, False) is a
+    w = resolver.array(seg.phys, 100, True)
+    assert w is not a and w.flags.writeable and resolver.array(seg.phys, 100, True) is w
+    w[0] = 42
+    assert a[0] == 42                                  # the same bytes, no copies
+    os.truncate(shm / seg.name, ddr.PAGE)              # resized behind the cached mapping
+    with pytest.raises(HandleOutOfBounds):
+        resolver.array(seg.phys, 2 * ddr.PAGE, True)
+    b = resolver.array(seg.phys, 100, False)
+    assert b is not a and b[0] == 42                   # mapped afresh
+    del a, w
+    seg.close()
+    with pytest.raises(FreedHandle):
+        resolver.array(seg.phys, 100, False)
+    del b
+    resolver.purge()
+
+
+def test_array_cache_lets_go_of_dropped_segments(shm):
+    resolver = Resolver(max_cached=2)
+    segs = [ddr.Segment.create(10) for _ in range(4)]
+    for seg in segs:
+        resolver.array(seg.phys, 10, True)
+    assert resolver.cached_count() == 2 and len(resolver._arrays) == 2   # evicted mappings: arrays gone too
+    resolver.close()
+    assert not resolver._arrays and not resolver._zombies              # no view kept a mapping open
     for seg in segs:
         seg.close()
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from protocol import errors
@@ -213,3 +214,22 @@ def test_check_schema_error_names_the_parameter():
 def test_check_schema_rejects_default_of_wrong_type():
     with pytest.raises(ValueError, match="'ksize'"):
         check_schema({"ksize": {"type": "int", "default": "three"}})
+
+
+def test_validate_remembers_a_parameter_set_per_schema_object():
+    """A parameter set seen before under the same schema object gives an equal new dict without
+    checking again; another schema object (a new image) or other values are checked afresh."""
+    from protocol import schema as sch
+    spec = {"k": {"type": "int", "min": 0}, "d": {"type": "float", "default": 1.5}}
+    first = sch.validate("op", spec, {"k": 3})
+    again = sch.validate("op", spec, {"k": 3})
+    assert first == again == {"k": 3, "d": 1.5} and again is not first
+    again["k"] = 99                                    # a caller's change stays its own
+    assert sch.validate("op", spec, {"k": 3}) == {"k": 3, "d": 1.5}
+    other = {"k": {"type": "int", "min": 5}, "d": {"type": "float", "default": 1.5}}
+    with pytest.raises(errors.InvalidArgument):
+        sch.validate("op", other, {"k": 3})            # same bytes, another schema: checked
+    with pytest.raises(errors.InvalidArgument):
+        sch.validate("op", spec, {"k": -1})
+    arr = np.zeros(2)                                  # not wire data: checked every time, no memo
+    assert sch.validate("op", {"x": {"type": "any"}}, {"x": arr})["x"] is arr
