@@ -20,7 +20,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -76,23 +75,17 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args()
-    rt = Path(tempfile.mkdtemp(prefix="vto", dir="/tmp"))
-    shm = Path(tempfile.mkdtemp(prefix="vto-ddr", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    os.environ.update(VDSP_RUNTIME_DIR=str(rt), VDSP_SHM_DIR=str(shm))
-    for var in ("VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_RPC_MODE", "VDSP_TRACE_DIR"):
-        os.environ.pop(var, None)
     from arm_side import Soc
     from arm_side.tracing import sdk_tracer
     from vdsp_sim.board import trace
-    from vdsp_sim.supervisor import Supervisor
-    sup = Supervisor(rt, log_dir=rt / "log")
+    from vdsp_sim.private_soc import PrivateSoc, SocConfig
+    private = PrivateSoc(SocConfig(strict_cache=None, env={"VDSP_TRACE_DIR": None}))
     results = {"off": [], "on": []}
     cpu = {"off": [], "on": []}      # CPU µs per task, every process of the SoC and the clients
     written = []
     try:
-        sup.start()
-        sup.wait_ready(60)
-        directory = trace.trace_dir(rt)
+        private.start()
+        directory = trace.trace_dir(private.rt)
         socs = [Soc(mode="relay", autostart_relay=False) for _ in range(2)]
         tracer = sdk_tracer()
         run_clients(socs, tracer, 1.0)           # warm every path once
@@ -121,9 +114,7 @@ def main() -> int:
         for soc in socs:
             soc.close()
     finally:
-        sup.stop()
-        shutil.rmtree(rt, ignore_errors=True)
-        shutil.rmtree(shm, ignore_errors=True)
+        private.close()
     off, on = statistics.median(results["off"]), statistics.median(results["on"])
     cpu_off, cpu_on = statistics.median(cpu["off"]), statistics.median(cpu["on"])
     report = {"rounds": args.rounds, "seconds": args.seconds, "tasks_per_s": results, "cpu_us_per_task": cpu,

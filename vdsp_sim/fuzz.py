@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import os
 import random
 import struct
 import sys
@@ -169,7 +168,8 @@ class Generator:
         ndim = r.choice((1, 2, 3, 4, 4, 4, 5, 0) if self.hostile else (1, 2, 3, 4, 4, 4))
         shape = [r.choice((1, 1, 2, 3, 4, 8, 16, 0) if self.hostile else (1, 1, 2, 3, 4, 8)) for _ in range(ndim)]
         item = r.choice((1, 2, 4, 8))
-        stride, acc = [], item
+        stride: list[int] = []
+        acc = item
         for n in reversed(shape):
             stride.insert(0, acc)
             acc *= max(n, 1)
@@ -582,27 +582,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _live(args: argparse.Namespace) -> int:
-    import tempfile
+    import contextlib
 
     from vdsp_sim.board import runtime
-    from vdsp_sim.supervisor import Supervisor
-    sup = None
-    if args.start:
-        rt = Path(tempfile.mkdtemp(prefix="vfz", dir="/tmp"))
-        os.environ["VDSP_RUNTIME_DIR"] = str(rt)
-        sup = Supervisor(rt, log_dir=rt / "log")
-        sup.start()
-        sup.wait_ready(60)
-    rt = runtime.runtime_dir()
+    from vdsp_sim.private_soc import private_soc
 
     def progress(rep: SocReport) -> None:
         print(f"fuzz: {rep.sent}/{args.messages} sent, {rep.replies} replies, all processes serving",
               flush=True)
-    try:
-        report = fuzz_soc(rt, args.messages, seed=args.seed, batch=args.batch, progress=progress)
-    finally:
-        if sup is not None:
-            sup.stop()
+    with private_soc() if args.start else contextlib.nullcontext():
+        report = fuzz_soc(runtime.runtime_dir(), args.messages, seed=args.seed, batch=args.batch, progress=progress)
     for line in report.lines():
         print(line)
     return 0 if report.ok() else 1
