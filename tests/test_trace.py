@@ -207,10 +207,25 @@ def test_a_task_has_every_stage_in_order_on_the_right_core_linked_by_one_flow():
     flows = sorted((e for e in doc["traceEvents"] if e["ph"] in "stf" and e["id"] == run["args"]["task"]),
                    key=lambda e: e["ts"])
     assert [f["ph"] for f in flows] == ["s", "t", "t", "t", "t", "f"]
-    assert [(f["pid"], f["ts"]) for f in flows] == [(e["pid"], e["ts"]) for e in relayed if e["args"]["stage"] != "wait"]
+    stamped = [e for e in relayed if e["args"]["stage"] != "wait"]
+    for flow, slice_ in zip(flows, stamped):     # each step inside its slice, on its thread
+        assert (flow["pid"], flow["tid"]) == (slice_["pid"], slice_["tid"])
+        assert slice_["ts"] <= flow["ts"] <= slice_["ts"] + slice_["dur"] and slice_["dur"] > 0, (flow, slice_)
     direct = [e for e in slices if e["args"]["op"] == "0x0011"]
     assert sorted(e["args"]["stage"] for e in direct) == ["complete", "run", "submit"]
     assert next(e for e in direct if e["args"]["stage"] == "run")["pid"] == 500
+
+
+def test_stamp_slices_of_one_thread_never_overlap():
+    doc = tracefmt.to_chrome(_files())
+    by_thread: dict = {}
+    for e in doc["traceEvents"]:
+        if e["ph"] == "X":
+            by_thread.setdefault((e["pid"], e["tid"]), []).append(e)
+    for evs in by_thread.values():
+        evs.sort(key=lambda e: e["ts"])
+        for a, b in zip(evs, evs[1:]):
+            assert a["ts"] + a["dur"] <= b["ts"] or b["ts"] + b["dur"] <= a["ts"] + a["dur"], (a, b)   # apart or nested
 
 
 def test_a_crash_is_an_instant_on_its_core_and_counters_come_from_the_relay():

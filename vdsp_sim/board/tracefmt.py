@@ -24,6 +24,7 @@ from vdsp_sim.board import trace
 
 RELAY_BIND = -1          # a firmware connection bound to the relay (vdsp_sim.board.ownership.RELAY)
 STAGES = ("submit", "enqueue", "dispatch", "start", "end", "reply", "complete")
+SDK_TID = 1              # a client's submit/complete stamps (its waits are on their own threads)
 _CORE_PID_BASE = 1 << 22     # pids of cores with no core file (outside Linux's pid range)
 
 
@@ -85,12 +86,12 @@ def link(files: list[tuple[dict, list, bool]]) -> tuple[list[Task], list[tuple]]
                 if task is None or "submit" in task.stages or task.stages and ts - min(
                         s[0] for s in task.stages.values()) > 1_000_000_000:
                     task = new(key)
-                task.stages["submit"] = (ts, pid, pid)
+                task.stages["submit"] = (ts, pid, SDK_TID)
                 task.client_pid, task.op = pid, f.get("op", task.op)
                 task.prio, task.custom_id = f.get("prio"), f.get("cust")
                 task.bytes = f.get("bytes", task.bytes)
             elif task is not None and kind == "complete":
-                task.stages["complete"] = (ts, pid, pid)
+                task.stages["complete"] = (ts, pid, SDK_TID)
                 task.code = f.get("code", task.code)
                 task.core = task.core or f.get("core", "")
             elif task is not None:
@@ -184,7 +185,7 @@ def to_chrome(files: list[tuple[dict, list, bool]], session: dict | None = None)
             meta(core_pid[h["name"]], pid, "thread_name", f"firmware pid {pid}")
         elif role == "client":
             meta(pid, None, "process_name", f"client {h.get('name', '')} (pid {pid})", 100)
-            meta(pid, pid, "thread_name", "sdk")
+            meta(pid, SDK_TID, "thread_name", "sdk stamps")
     for name, pid in core_pid.items():
         if pid >= _CORE_PID_BASE:
             meta(pid, None, "process_name", name, 10 + sorted(core_pid).index(name))
@@ -195,6 +196,8 @@ def to_chrome(files: list[tuple[dict, list, bool]], session: dict | None = None)
             return core_pid.get(pid, _CORE_PID_BASE), tid
         return pid, tid
 
+    stamps: dict[tuple, list] = {}      # (pid, tid) -> its stamp slices
+    flows: list[tuple] = []             # (task id, its slices in time order)
     for task in tasks:
         st = task.stages
         label = task.label()
@@ -205,15 +208,18 @@ def to_chrome(files: list[tuple[dict, list, bool]], session: dict | None = None)
         for stage in ("submit", "enqueue", "dispatch", "reply", "fail", "cancel", "complete"):
             if stage in st:
                 pid, tid = where(st[stage])
-                out.append({"ph": "X", "name": f"{stage} {label}", "cat": stage, "ts": us(st[stage][0]), "dur": 0,
-                            "pid": pid, "tid": tid, "args": {**args, "stage": stage}})
-                points.append((st[stage][0], pid, tid))
+                ev = {"ph": "X", "name": f"{stage} {label}", "cat": stage, "ts": us(st[stage][0]), "dur": 0,
+                      "pid": pid, "tid": tid, "args": {**args, "stage": stage}}
+                out.append(ev)
+                stamps.setdefault((pid, tid), []).append(ev)
+                points.append((st[stage][0], ev))
         if "start" in st:
             pid, tid = where(st["start"])
-            out.append({"ph": "X", "name": label, "cat": "firmware", "ts": us(st["start"][0]),
-                        "dur": max(0.0, round((st["end"][0] - st["start"][0]) / 1000.0, 3)), "pid": pid, "tid": tid,
-                        "args": {**args, "stage": "run"}})
-            points.append((st["start"][0], pid, tid))
+            ev = {"ph": "X", "name": label, "cat": "firmware", "ts": us(st["start"][0]),
+                  "dur": max(0.0, round((st["end"][0] - st["start"][0]) / 1000.0, 3)), "pid": pid, "tid": tid,
+                  "args": {**args, "stage": "run"}}
+            out.append(ev)
+            points.append((st["start"][0], ev))
         if "wait" in st:
             t0, pid, tid, t1 = st["wait"]
             out.append({"ph": "X", "name": f"wait {label}", "cat": "wait", "ts": us(t0), "dur": round((t1 - t0) / 1000, 3),
@@ -229,13 +235,25 @@ def to_chrome(files: list[tuple[dict, list, bool]], session: dict | None = None)
         if "submit" in st and "complete" in st:   # the task as its client sees it
             pid = st["submit"][1]
             out.append({"ph": "b", "name": label, "cat": "task", "id": task.gid, "ts": us(st["submit"][0]),
-                        "pid": pid, "tid": pid, "args": args})
+                        "pid": pid, "tid": SDK_TID, "args": args})
             out.append({"ph": "e", "name": label, "cat": "task", "id": task.gid, "ts": us(st["complete"][0]),
-                        "pid": pid, "tid": pid})
-        points.sort()
-        for i, (ts, pid, tid) in enumerate(points if len(points) > 1 else ()):
-            ph = "s" if i == 0 else "f" if i == len(points) - 1 else "t"
-            ev = {"ph": ph, "name": "task", "cat": "flow", "id": task.gid, "ts": us(ts), "pid": pid, "tid": tid}
+                        "pid": pid, "tid": SDK_TID})
+        points.sort(key=lambda p: p[0])
+        if len(points) > 1:
+            flows.append((task.gid, [ev for _, ev in points]))
+
+    # A stamp lasts up to 1 µs (half the gap to the next stamp of its thread, so that slices
+    # never overlap), and each flow event lies inside its slice: viewers bind a flow step to
+    # the slice enclosing it on its thread.
+    for evs in stamps.values():
+        evs.sort(key=lambda e: e["ts"])
+        for ev, nxt in zip(evs, evs[1:] + [None]):
+            ev["dur"] = 1.0 if nxt is None else round(min(1.0, max(0.0, nxt["ts"] - ev["ts"]) / 2), 3)
+    for gid, evs in flows:
+        for i, slice_ in enumerate(evs):
+            ph = "s" if i == 0 else "f" if i == len(evs) - 1 else "t"
+            ev = {"ph": ph, "name": "task", "cat": "flow", "id": gid, "ts": round(slice_["ts"] + min(slice_["dur"] / 2, 0.5), 3),
+                  "pid": slice_["pid"], "tid": slice_["tid"]}
             if ph == "f":
                 ev["bp"] = "e"
             out.append(ev)
