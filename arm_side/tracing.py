@@ -78,6 +78,11 @@ class SdkTracer:
             self.rec.close()
 
 
+def _close_at_exit() -> None:
+    if _tracer is not None:
+        _tracer.close()
+
+
 def sdk_tracer() -> SdkTracer:
     """This process's tracer (created at the first call; its file is closed at exit)."""
     global _tracer
@@ -92,7 +97,7 @@ def sdk_tracer() -> SdkTracer:
                 if _tracer is not None:     # $VDSP_RUNTIME_DIR changed (tests): a tracer for the new one
                     _tracer.close()
                 else:
-                    atexit.register(lambda: _tracer and _tracer.close())
+                    atexit.register(_close_at_exit)
                 _tracer = SdkTracer(directory)
             tracer = _tracer
     return tracer

@@ -83,7 +83,8 @@ class Device:
         if transition.action is Action.IGNORE:
             return False
         self.crash_count += 1
-        self.state = transition.next_state
+        if transition.next_state is not None:     # None: the state does not change
+            self.state = transition.next_state
         self.busy = self.pending = None
         return True
 

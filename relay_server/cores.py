@@ -31,7 +31,9 @@ class CoreView:
         self.inflight: dict[int, object] = {}
         self.liveness = Liveness(now, heartbeat_ms)
         self.next_hello = now
-        self.pid = self.fw_pid = None    # the core's and its firmware's processes, as last announced
+        # the core's and its firmware's processes, as last announced
+        self.pid: int | None = None
+        self.fw_pid: int | None = None
 
     def hello_due(self, now: float) -> bool:
         """(Re)send HELLO while the core has not answered (every HELLO_RETRY_S)."""

@@ -66,6 +66,7 @@ def _untrusted(path: Path, trust: signing.Trust) -> str | None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    key: object      # None (unsigned), a private key, or image.INSTALL_KEY
     if args.unsigned:
         key = None
     elif args.key:

@@ -142,7 +142,7 @@ class _Core:
 
         def crash(msg, op_name, params):
             raise _Crash(f"operator {op_name} raised")
-        fw.crash = crash
+        fw.crash = crash  # type: ignore[method-assign]
         fw.init_operators()
         self.fw, self.inbox, self.boots = fw, Inbox(), self.boots + 1
         self.engine.fw_booted(os.getpid(), "loopback", self.loop.now())

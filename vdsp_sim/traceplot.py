@@ -31,7 +31,7 @@ def timeline(doc: dict) -> dict:
     procs, _ = _names(events)
     cores = collections.defaultdict(list)       # core -> [(start, dur, client_pid, name)]
     clients = collections.defaultdict(list)     # client pid -> [(start, dur)]
-    spans = collections.defaultdict(dict)       # task -> stage -> ts
+    spans: dict = collections.defaultdict(dict)  # task -> stage -> ts
     instants = collections.defaultdict(list)    # core -> [(ts, what)]
     queue, inflight = [], collections.defaultdict(list)
     core_of_pid = {}

@@ -31,7 +31,8 @@ def cpus_kept_awake(enabled: bool = True):
         yield
     finally:
         for p in procs:
-            p.stdin.close()   # the spinner sees EOF and exits
+            if p.stdin is not None:
+                p.stdin.close()   # the spinner sees EOF and exits
         for p in procs:
             try:
                 p.wait(5)

@@ -142,7 +142,7 @@ def bench_quantize(soc, rounds: int, floor=None) -> dict:
         if not (np.array_equal(nn.read(dst, dst_p), expect) and np.array_equal(dst_p.view(local), expect)):
             raise SystemExit("quantize disagrees with the reference")
         keys = ("ping_ms", "rpc_ms", "numpy_ms") + (("floor_ping_ms", "floor_rpc_ms", "floor_exec_ms") if floor else ())
-        out = {k: [] for k in keys}
+        out: dict = {k: [] for k in keys}
         ping = lambda: soc.rpc(opids.PING).wait(5000)   # noqa: E731
         out["ping_b2b_ms"] = timed(ping, rounds * 20)     # back to back: the no-op at its best
         for _ in range(rounds * 4):      # interleaved, so background load hits all alike

@@ -17,6 +17,7 @@ import socket
 import sys
 import tempfile
 import time
+from typing import Any
 from pathlib import Path
 
 from vdsp_sim.benchmarks.bench_rpc import median, pct, progress, window_loop
@@ -52,7 +53,7 @@ class TransportSoc:
         self.private = PrivateSoc(SocConfig(runtime_dir=rt, ddr_dir=ddr_dir, env={"VDSP_KEYS_DIR": None},
                                             mode=os.environ.get("VDSP_RPC_MODE"), strict_cache=None,
                                             ready_timeout_s=timeout_s, **endpoints))
-        self.soc = None
+        self.soc: Any = None      # an arm_side.Soc once started
 
     def start(self) -> None:
         from arm_side import Soc

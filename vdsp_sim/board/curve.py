@@ -207,7 +207,7 @@ def client_public_key() -> str:
 def peer_name(frame: zmq.Frame) -> str:
     """The ZAP name (``admin:NAME`` / ``client:NAME``) of the peer that sent ``frame``, or ``""``."""
     try:
-        return frame.get("User-Id") or ""
+        return str(frame.get("User-Id") or "")
     except zmq.ZMQError:
         return ""
 

@@ -15,7 +15,7 @@ try:
 except ImportError:             # numba missing or disabled: the numpy code runs instead
     AVAILABLE = False
 
-    def njit(*_args, **_kwargs):
+    def njit(*_args, **_kwargs):  # type: ignore[no-redef]
         return lambda fn: fn
 
 __all__ = ["AVAILABLE", "njit"]

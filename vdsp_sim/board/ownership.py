@@ -76,7 +76,7 @@ class Ownership:
 
     def _ipc_pid(self, address: str | None) -> int | None:
         pid = peercred.peer_pid(address)
-        if pid is not None and address.split(":")[1] != str(os.geteuid()):
+        if pid is not None and address is not None and address.split(":")[1] != str(os.geteuid()):
             raise errors.ClaimRefused(f"peer {address} runs as another user")
         return pid
 

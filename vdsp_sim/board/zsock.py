@@ -14,4 +14,4 @@ def send_frames(sock: zmq.Socket, frames: list, flags: int = 0) -> None:
 
 
 def readable(sock: zmq.Socket) -> bool:
-    return bool(sock.getsockopt(EVENTS) & POLLIN)
+    return bool(sock.getsockopt(EVENTS) & POLLIN)  # type: ignore[operator]  # an int for EVENTS

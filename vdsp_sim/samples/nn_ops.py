@@ -105,7 +105,7 @@ def run_layout(soc: Soc, args) -> bool:
 def run_yolo(soc: Soc, args) -> bool:
     """Yolov3DetectionOutput on 416x416, 80 classes, 3 maps; the batch split over both cores."""
     p = nn.YoloParams(class_num=80, anchor_num=3, map_w=(13, 26, 52), map_h=(13, 26, 52), net_w=416, net_h=416,
-                      biases=[116, 90, 156, 198, 373, 326, 30, 61, 62, 45, 59, 119, 10, 13, 16, 30, 33, 23],
+                      biases=(116, 90, 156, 198, 373, 326, 30, 61, 62, 45, 59, 119, 10, 13, 16, 30, 33, 23),
                       max_box_num=100, confidence_thresh=0.5, nms_thresh=0.45)
     rng = np.random.default_rng(4)
     maps = []

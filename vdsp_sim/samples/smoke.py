@@ -47,7 +47,7 @@ def run(soc: Soc, size: int, rounds: int) -> bool:
         log.info("check result %s", "right" if same else "WRONG")
     task = soc.rpc(opids.CHECKSUM, inputs=[src])
     values = task.wait(10000)
-    expect = zlib.crc32(pattern)
+    expect = zlib.crc32(pattern.tobytes())
     ok &= values["crc32"] == expect
     log.info("checksum on %s: crc32 0x%08x (%s)", task.core, values["crc32"],
              "right" if values["crc32"] == expect else f"WRONG, expected 0x{expect:08x}")

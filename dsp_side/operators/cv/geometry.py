@@ -171,7 +171,7 @@ def _loops_forever(op: str, src_w: int, src_h: int, interpolation: str, border: 
 def _warp(op: str, fn, matrix: np.ndarray, inputs, outputs, src, dst, interpolation, inverse_map, border,
           border_value):
     s, (sv,), d, (dv,) = _pair(op, inputs, outputs, src, dst, ALL_PIXELS)
-    _loops_forever(op, *s.size, interpolation, border)
+    _loops_forever(op, s.size[0], s.size[1], interpolation, border)
     if not inverse_map and abs(np.linalg.det(matrix if matrix.shape == (3, 3) else matrix[:, :2])) < 1e-12:
         raise errors.InvalidArgument(f"{op}: matrix is singular and cannot be inverted (set inverse_map if it "
                                      "already maps dst to src)")
@@ -202,7 +202,7 @@ def remap(ctx, inputs, outputs, src, map_x, map_y, dst, interpolation, border, b
     same_format(op, s, d)
     same_size(op, d, mx)
     same_size(op, d, my)
-    _loops_forever(op, *s.size, interpolation, border)
+    _loops_forever(op, s.size[0], s.size[1], interpolation, border)
     with opencv(op):
         store(dv, cv2.remap(sv, mxv, myv, INTERPOLATIONS[interpolation], dst=dv, borderMode=BORDERS[border],
                             borderValue=(border_value,) * 4))
