@@ -117,6 +117,7 @@ class PrivateSoc:
         self.status: dict = {}
         self._made: list[Path] = []                     # directories we made: removed by close()
         self._saved_env: dict[str, str | None] | None = None
+        self._started = False                           # one start per PrivateSoc
 
     # --- the environment that names this SoC ---------------------------------------------
     @property
@@ -148,10 +149,11 @@ class PrivateSoc:
         """Make the missing directories, start the processes and (``wait``) wait until every
         core runs. Returns the cores' status ({} without ``wait``). Raises CoreOffline if
         they do not run within ``ready_timeout_s`` or a process exits; ApiUseError if a
-        relay already runs in the runtime dir or this SoC was started. On an error
+        relay already runs in the runtime dir or this SoC was started before. On an error
         everything started is stopped again."""
-        if self.sup is not None or self._saved_env is not None:
-            raise errors.ApiUseError("this private SoC was already started")
+        if self._started:
+            raise errors.ApiUseError("this private SoC was already started (make a new one)")
+        self._started = True
         try:
             if self.rt is None:
                 self.rt = fresh_runtime_dir()
