@@ -247,3 +247,34 @@ def test_the_timeline_picture_is_drawn(tmp_path):
     assert set(data["clients"]) == {300}
     out = traceplot.render(doc, tmp_path / "t.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- the metrics sink (no HTTP: tests/test_live_trace.py scrapes a live relay) ------------------
+def test_relay_metrics_count_tasks_failures_and_crash_recovery():
+    from relay_server.metrics import RelayMetrics
+    metrics = RelayMetrics()
+    r = Relay(observer=RelayObserver(metrics=metrics))
+    r.both_up()
+    r.task(A, 1, core=Core.CORE_0, priority=200, op=opids.PING)
+    (sent,) = tasks_sent(r.take(), 0)
+    r.fw_reply(0, wire.encode(sent))
+    r.task(A, 2, core=Core.CORE_0, op=opids.PING)
+    r.take()
+    r.e.on_ctl(0, wire.encode(messages.event("vdsp0", "crashed", reason="crash: exception")), r.now)
+    r.task(A, 3, core=Core.CORE_0)                      # refused: crashed
+    r.e.on_ctl(0, wire.encode(messages.event("vdsp0", "running", reason="booted",
+                                             fw_endpoint="ipc:///x/vdsp0.fw2.sock")), r.now)
+    metrics.refresh(r.e)
+    get = metrics.registry.get_sample_value
+    assert get("vdsp_tasks_submitted_total", {"op": "0x0000", "core": "core0", "priority_class": "high"}) == 1
+    assert get("vdsp_tasks_completed_total", {"op": "0x0000", "core": "vdsp0", "priority_class": "high"}) == 1
+    crashed = str(errors.CoreCrashed.code)
+    assert get("vdsp_tasks_failed_total", {"op": "0x0000", "core": "vdsp0", "priority_class": "low",
+                                           "code": crashed, "error": errors.describe(errors.CoreCrashed.code)}) == 1
+    assert get("vdsp_tasks_rejected_total", {"op": "0x0000", "priority_class": "low", "code": crashed,
+                                             "error": errors.describe(errors.CoreCrashed.code)}) == 1
+    assert get("vdsp_task_latency_seconds_count", {"op": "0x0000", "core": "vdsp0", "priority_class": "high"}) == 1
+    assert get("vdsp_core_crashes_total", {"core": "vdsp0"}) == 1
+    assert get("vdsp_core_recoveries_total", {"core": "vdsp0"}) == 1
+    assert get("vdsp_core_state", {"core": "vdsp0", "state": "running"}) == 1
+    assert get("vdsp_core_state", {"core": "vdsp0", "state": "crashed"}) == 0
