@@ -14,6 +14,7 @@ import os
 import select
 import threading
 import time
+from typing import Any
 
 from protocol import errors, messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, Core
@@ -44,7 +45,7 @@ class Client:
         self._bg_leading = False
         self._bg_wake = threading.Event()
         self.closed = False
-        self.memory = None  # set by Soc: the MemoryManager for strict-mode hooks
+        self.memory: Any = None  # set by Soc: the MemoryManager for strict-mode hooks
         self._kick_r, self._kick_w = os.pipe()
         os.set_blocking(self._kick_r, False)
         os.set_blocking(self._kick_w, False)

@@ -19,7 +19,7 @@ import math
 import mmap
 import os
 import threading
-from typing import Callable
+from typing import Callable, TypeGuard
 
 import numpy as np
 
@@ -38,7 +38,7 @@ def strict_default() -> bool:
     return os.environ.get("VDSP_STRICT_CACHE", "").strip().lower() in {"1", "true", "yes"}
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -107,7 +107,8 @@ class Soc:
             tasks.append(self.rpc(cmd, item.get("inputs", ()), item.get("outputs", ()), item.get("params"),
                                   core=Core.CORE_0 if i < half else Core.CORE_1, priority=priority,
                                   custom_id=custom_id))
-        results, first_error = [], None
+        results: list = []
+        first_error: errors.VdspError | None = None
         for task in tasks:
             try:
                 results.append(task.wait(timeout_ms))

@@ -146,7 +146,7 @@ class RelayServer:
     def _drain_front(self) -> None:
         front, engine = self.front, self.engine
         for _ in range(256):
-            if not front.getsockopt(_EVENTS) & _POLLIN:
+            if not front.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]  # EVENTS is an int
                 return
             # The identity frame carries the peer's properties (its pid on ipc, its CURVE name on tcp).
             meta = front.recv(_NOBLOCK, copy=False)
@@ -159,7 +159,7 @@ class RelayServer:
 
     def _drain(self, sock: zmq.Socket, handle) -> None:
         for _ in range(256):
-            if sock.closed or not sock.getsockopt(_EVENTS) & _POLLIN:
+            if sock.closed or not sock.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]
                 return
             handle(sock.recv_multipart(_NOBLOCK))
             self.flush()       # may close ``sock`` (a core stopped): checked above

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from protocol import errors
 
@@ -39,7 +39,7 @@ class Config:
         """Read the variables; a keyword that is not None (``enable_dsp=True``) wins over the
         environment. Raises InvalidArgument, FileNotFound."""
         env = os.environ if environ is None else environ
-        values = {
+        values: dict[str, Any] = {
             "log_level": _log_level(env.get("HB_DNN_LOG_LEVEL", "")),
             "enable_dsp": _flag("HB_DNN_ENABLE_DSP", env.get("HB_DNN_ENABLE_DSP", "")),
             "plugin_path": _path("HB_DNN_PLUGIN_PATH", env.get("HB_DNN_PLUGIN_PATH", "")),

@@ -193,8 +193,8 @@ def _blobs(table, area: memoryview, where: str) -> dict[str, bytes]:
         if not isinstance(entry, dict):
             raise errors.InvalidModel(f"{what} must be a map")
         off, size, digest = entry.get("offset"), entry.get("size"), entry.get("sha256")
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (off, size)) \
-                or off + size > len(area):
+        if not (isinstance(off, int) and isinstance(size, int) and not isinstance(off, bool)
+                and not isinstance(size, bool) and off >= 0 and size >= 0 and off + size <= len(area)):
             raise errors.InvalidModel(f"{what}: range {off!r}+{size!r} is outside the {len(area)} bytes of blobs")
         blob = bytes(area[off:off + size])
         if hashlib.sha256(blob).hexdigest() != digest:

@@ -142,7 +142,7 @@ def from_manifest(raw, what: str):
         if layout != "NCHW" or len(valid) != 4 or valid[:2] != (1, 3) or aligned[:3] != valid[:3]:
             raise errors.InvalidModel(f"{what}: an NV12 input is NCHW [1, 3, H, W] with aligned [1, 3, H, stride]")
         try:
-            props = nv12(valid[2], valid[3], aligned[3])
+            props: ImageProperties | TensorProperties = nv12(valid[2], valid[3], aligned[3])
         except errors.InvalidArgument as exc:
             raise errors.InvalidModel(f"{what}: {exc.message}") from None
     else:
@@ -184,7 +184,7 @@ def check_given(model, given, mem, what: str) -> None:
         raise errors.InvalidArgument(f"{what}.alignedShape {list(given.aligned_shape)} is smaller than validShape "
                                      f"{list(model.valid_shape)}")
     if isinstance(given, ImageProperties):
-        expect = nv12(given.height, given.width, given.row_stride)
+        expect: ImageProperties | TensorProperties = nv12(given.height, given.width, given.row_stride)
     else:
         expect = TensorProperties(given.dtype, given.layout, given.valid_shape, given.aligned_shape,
                                   strides_for(given.aligned_shape, given.dtype), given.quant)

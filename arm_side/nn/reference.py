@@ -38,7 +38,7 @@ def quantize(x: np.ndarray, q: Quantization, dtype) -> np.ndarray:
     """Integer values of float ``x`` under SCALE or SHIFT quantisation."""
     v = np.where(np.isnan(x), 0.0, np.asarray(x, dtype=np.float64))
     if q.type == QuantiType.SCALE:
-        scale = _per_axis(np.float32(q.scale), v.ndim, q.axis)
+        scale = _per_axis(np.asarray(q.scale, dtype=np.float32), v.ndim, q.axis)
         v = v / scale + _per_axis(q.zero_point, v.ndim, q.axis)
     else:
         v = v * _per_axis([2.0 ** s for s in q.shift], v.ndim, q.axis)
@@ -50,7 +50,7 @@ def dequantize(qv: np.ndarray, q: Quantization, dtype=np.float32) -> np.ndarray:
     """Real values of integers ``qv``: (q - zp) * scale, or q / 2**shift."""
     v = np.asarray(qv, dtype=np.float64)
     if q.type == QuantiType.SCALE:
-        v = (v - _per_axis(q.zero_point, v.ndim, q.axis)) * _per_axis(np.float32(q.scale), v.ndim, q.axis)
+        v = (v - _per_axis(q.zero_point, v.ndim, q.axis)) * _per_axis(np.asarray(q.scale, dtype=np.float32), v.ndim, q.axis)
     elif q.type == QuantiType.SHIFT:
         v = v / _per_axis([2.0 ** s for s in q.shift], v.ndim, q.axis)
     return v.astype(dtype)

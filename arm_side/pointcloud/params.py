@@ -16,6 +16,7 @@ Presets (every field can be overridden with ``dataclasses.replace`` or ``preset(
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +62,7 @@ class PillarParams:
             raise InvalidArgument(f"dim must be 4 or 5, got {self.dim!r}")
         if self.layout not in LAYOUTS:
             raise InvalidArgument(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
-        vals = {}
+        vals: dict[str, Any] = {}
         for name in ("back", "front", "right", "left", "bottom", "top", "lower", "upper",
                      "x_scale", "y_scale", "scale"):
             v = f32(getattr(self, name))

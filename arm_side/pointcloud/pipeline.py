@@ -51,7 +51,7 @@ class DspPreprocessor:
         self.soc, self.p, self.capacity, self.timeout_ms = soc, params.checked(), max(1, max_points_in), timeout_ms
         p, n = self.p, self.capacity
         cap = p.max_pillars * p.max_points
-        self._mems = []
+        self._mems: list = []
         self.points = self._alloc(n * p.dim * 4)
         self.cells = self._alloc(n * 4)
         self.xyzr = self._alloc(n * 4)
@@ -167,7 +167,7 @@ class DspPreprocessor:
         for mem in (self.coords, self.voxel_xyzr, self.voxel_t):
             if mem is not None:
                 mem.flush(CLEAN)
-        return got["valid"], used, got["t1"]
+        return int(got["valid"]), used, got["t1"]
 
     @staticmethod
     def _slice(mem, offset: int, size: int) -> tuple[int, int]:

@@ -19,12 +19,12 @@ def scene(width: int = 500, height: int = 480, seed: int = 2024) -> np.ndarray:
     rng = np.random.default_rng(seed)
     y = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None]
     x = np.linspace(0.0, 1.0, width, dtype=np.float32)[None, :]
-    img = np.empty((height, width, 3), np.float32)
+    img: np.ndarray = np.empty((height, width, 3), np.float32)
     img[..., 0] = 235 - 90 * y + 10 * x          # sky: blue fading to the horizon
     img[..., 1] = 190 - 60 * y
     img[..., 2] = 120 + 40 * y
     horizon = int(height * 0.6)
-    ground = rng.normal(0, 18, (height - horizon, width)).astype(np.float32)
+    ground: np.ndarray = rng.normal(0, 18, (height - horizon, width)).astype(np.float32)
     ground = cv2.GaussianBlur(ground, (0, 0), 1.2)      # grass-like texture
     img[horizon:, :, 0] = 60 + ground
     img[horizon:, :, 1] = 130 + 1.5 * ground + 30 * y[horizon:]
