@@ -46,6 +46,35 @@ def test_the_switch_is_looked_at_only_every_interval(tmp_path):
     assert rec.poll(force=True) is True
 
 
+def test_the_flag_cannot_send_a_recorder_outside_the_trace_directory(tmp_path):
+    (tmp_path / "trace").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    rec = trace.Recorder("relay", "relay", directory=tmp_path / "trace", check_every_s=0)
+    for name in ("../elsewhere", "/tmp", "a/b", ""):
+        (tmp_path / "trace" / trace.FLAG).write_text(json.dumps({"session": name, "dir": str(tmp_path / "elsewhere")}))
+        assert rec.poll() is False, name
+    (tmp_path / "trace" / "link").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "trace" / trace.FLAG).write_text(json.dumps({"session": "link"}))
+    assert rec.poll() is False
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_file_stops_growing_at_its_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(trace, "MAX_FILE_BYTES", 2000)
+    rec = trace.Recorder("relay", "relay", directory=tmp_path, check_every_s=0)
+    session = trace.start(tmp_path)
+    rec.poll()
+    for i in range(200):
+        if rec.on:
+            rec.emit("disp", (i, "vdsp0", 0, (1, 0)))
+        rec.poll()
+    assert rec.on is False
+    trace.stop(tmp_path)
+    rec.poll()
+    head, events, ended = trace.read(next((tmp_path / session["session"]).glob("*.trace")))
+    assert head["truncated"] and ended and 0 < len(events) < 200
+
+
 def test_a_second_start_joins_the_active_session(tmp_path):
     first = trace.start(tmp_path)
     assert trace.start(tmp_path)["session"] == first["session"]

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import stat
 import time
 from pathlib import Path
 
@@ -34,6 +36,8 @@ import msgpack
 
 CHECK_EVERY_S = 0.25
 FLAG = "active"
+MAX_FILE_BYTES = 256 << 20      # one process's file in one session; beyond, it stops recording
+_SESSION_RE = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,63}")
 # The fields of the events recorded on the task path, as tuples (cheaper to build and pack
 # than maps); read() turns them into maps. Other events are recorded as maps.
 SCHEMAS = {
@@ -145,6 +149,7 @@ class Recorder:
         self.session: str | None = None
         self._stamp: tuple | None = None
         self._file = None
+        self.written = 0
         self._next_check = 0.0
 
     def emit(self, kind: str, fields, ts: int | None = None) -> None:
@@ -183,12 +188,21 @@ class Recorder:
         return self.on
 
     def _begin(self, session: dict) -> None:
-        path = Path(session["dir"]) / f"{self.role}-{self.name}-{self.pid}{SUFFIX}"
+        """Open this process's file in the session's directory: a plain directory of the trace
+        directory, named by the session (the flag file cannot send our writes elsewhere)."""
+        name = session.get("session")
+        if not isinstance(name, str) or not _SESSION_RE.fullmatch(name):
+            return
+        folder = self.directory / name
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+            if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                return
+            fd = os.open(folder / f"{self.role}-{self.name}-{self.pid}{SUFFIX}",
+                         os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         except OSError:
             return
         self._file = os.fdopen(fd, "ab")
+        self.written = 0
         self.session, self.on = session["session"], True
         self.events.clear()
         self._file.write(msgpack.packb({"role": self.role, "name": self.name, "pid": self.pid, "owner": self.owner,
@@ -205,6 +219,10 @@ class Recorder:
                 data = msgpack.packb(events)
             except TypeError:
                 data = msgpack.packb(events, default=str)
+            if self.written + len(data) > MAX_FILE_BYTES:    # bounded: the rest of the session is not recorded
+                self.on = False
+                data = msgpack.packb({"truncated": True, "at_bytes": self.written})
+            self.written += len(data)
             self._file.write(data)
             self._file.flush()
         except (OSError, ValueError):
@@ -280,6 +298,8 @@ def read(path: Path) -> tuple[dict, list, bool]:
             if isinstance(obj, dict):
                 if obj.get("end"):
                     ended = True
+                elif obj.get("truncated"):
+                    header["truncated"] = True
                 elif not header:
                     header = obj
             elif isinstance(obj, list):
