@@ -185,3 +185,24 @@ def test_soc_trace_traces_the_whole_soc_for_the_life_of_a_client(live_soc, tmp_p
     runs = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["args"].get("stage") == "run"
             and e["args"].get("custom_id") in range(200, 205)]
     assert len(runs) == 5 and all(e["name"] == "ping" for e in runs)
+
+
+def test_vdsp_trace_runs_a_command_and_writes_the_trace_and_its_picture(live_soc, tmp_path):
+    import subprocess
+    import sys
+    pytest.importorskip("matplotlib")
+    code = ("from arm_side import Soc, opids\n"
+            "with Soc() as soc:\n"
+            "    for i in range(10): soc.rpc(opids.PING, custom_id=400 + i).wait(5000)\n"
+            "raise SystemExit(7)\n")
+    out = tmp_path / "t.json"
+    proc = subprocess.run([sys.executable, "-m", "vdsp_sim.cli", "trace", "-o", str(out), "--png", "--",
+                           sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 7, proc.stderr          # the command's status
+    doc = json.loads(out.read_text())
+    runs = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["args"].get("stage") == "run"
+            and e["args"].get("custom_id") in range(400, 410)]
+    assert len(runs) == 10
+    assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+    assert trace.active(trace.trace_dir(live_soc.rt)) is None
+    assert " tasks, " in proc.stderr and str(out) in proc.stderr
