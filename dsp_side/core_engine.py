@@ -82,8 +82,9 @@ class CoreEngine:
         return {"state": snap["state"], "firmware": snap["firmware"],
                 "firmware_version": info.get("version", ""), "operators": info.get("operators", []),
                 "fw_endpoint": self.fw_bind, "heartbeat_ms": self.heartbeat_ms,
-                "crash_count": snap["crash_count"], "pid": self.pid, "fw_pid": self.fw.pid if info else None,
-                "firmware_signer": self.fw.signer if info else "", "allow_unsigned": self.allow_unsigned}
+                "crash_count": snap["crash_count"], "pid": self.pid,
+                "fw_pid": self.fw.pid if self.fw and info else None,
+                "firmware_signer": self.fw.signer if self.fw and info else "", "allow_unsigned": self.allow_unsigned}
 
     def broadcast_state(self, reason: str, crash: dict | None = None) -> None:
         body = self.ready_body()
@@ -174,6 +175,7 @@ class CoreEngine:
         self._answer_pending(exc)
 
     def fw_ready(self, info: dict) -> None:
+        assert self.fw is not None      # READY comes from the firmware this core just booted
         self.fw.info = info
         self.device.finish(True)
         self.instant("boot", fw_pid=self.fw.pid, version=info.get("version", ""))

@@ -101,10 +101,10 @@ class Resolver:
         with self._mutex:
             hit = self._arrays.get(key)
             if hit is not None:
-                entry, arr = hit
-                if self._entries.get((entry.owner, entry.base)) is entry:
-                    st = entry.current()
-                    if st is not None and st.st_size == entry.size:
+                cached, arr = hit
+                if self._entries.get((cached.owner, cached.base)) is cached:
+                    st = cached.current()
+                    if st is not None and st.st_size == cached.size:
                         self._arrays.move_to_end(key)
                         return arr
                 del self._arrays[key]
@@ -184,7 +184,7 @@ class Resolver:
                 opened = ddr.open_segment(found[1])     # a symlink or another user's file: unknown
             except OSError:
                 pass
-        if opened is not None:
+        if opened is not None and found is not None:
             base, path = found
             fd, st = opened
             # a segment holds its base even when truncated to nothing: the handle names it

@@ -133,8 +133,8 @@ class Firmware:
             if cancelled is None:
                 return [wire.encode(messages.result(msg.msg_id, {"state": CancelOutcome.UNKNOWN.value,
                                                                  "target": target}))]
-            exc = errors.TaskCancelled(f"task {target} released before it started on {self.core}")
-            return [wire.encode(messages.error(target, exc)),
+            released = errors.TaskCancelled(f"task {target} released before it started on {self.core}")
+            return [wire.encode(messages.error(target, released)),
                     wire.encode(messages.result(msg.msg_id, {"state": CancelOutcome.CANCELLED.value, "target": target}))]
         reply = self.handle(frames, identity, meta, peer)
         return [] if reply is None else [reply]
@@ -249,7 +249,7 @@ def serve(fw: Firmware, endpoint: str) -> None:
     next_purge = time.monotonic() + PURGE_EVERY_S
     while not fw.unloading:
         if not inbox and not readable(sock):
-            poller.poll(PURGE_EVERY_S * 1000)
+            poller.poll(int(PURGE_EVERY_S * 1000))
             try:
                 os.read(wake_r, 64)
             except BlockingIOError:
@@ -269,8 +269,8 @@ def serve(fw: Firmware, endpoint: str) -> None:
                 continue
             if not queued:
                 peer = curve.peer_name(meta) if gate is not None else ""
-                for reply in fw.handle_now(frames[1:], frames[0], inbox, meta, peer):
-                    send_frames(sock, [frames[0], *reply])
+                for answer in fw.handle_now(frames[1:], frames[0], inbox, meta, peer):
+                    send_frames(sock, [frames[0], *answer])
         fw.trace.rec.poll()     # the trace switch (one stat every 0.25 s), before the task: traced if it is on
         if inbox:                                   # then run the best waiting task
             identity, frames = inbox.pop()

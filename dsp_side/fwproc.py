@@ -42,6 +42,7 @@ class FirmwareProcess:
                *(["--allow-unsigned"] if signer.unsigned else ["--signer", signer.public_b64])]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                      cwd=os.getcwd(), env=proc.child_env(_child_env()))
+        assert self.proc.stdout is not None     # stdout=PIPE
         self.fd = self.proc.stdout.fileno()
         self.started = time.monotonic()
         self.info: dict | None = None
@@ -96,7 +97,8 @@ class FirmwareProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             code = self.proc.wait()
-        self.proc.stdout.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
         if self.kill_reason:
             return self.kill_reason
         if code == CRASH_EXIT:

@@ -176,12 +176,14 @@ class Supervisor:
                 child.restart_at = None
                 child.restarts += 1
                 self._spawn(child)
+                assert child.proc is not None
                 log.warning("%s restarted (pid %d, restart %d)", child.name, child.proc.pid, child.restarts)
                 changed = True
         if changed:
             self._write_state()
 
     def _exited(self, child: Child, now: float) -> None:
+        assert child.proc is not None       # only a started child exits
         child.last_exit = child.proc.returncode
         child.exits.append(now)
         while child.exits and now - child.exits[0] > RESTART_WINDOW_S:
