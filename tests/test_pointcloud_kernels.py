@@ -275,3 +275,9 @@ def test_voxelize_in_slices_equals_whole(name):
                     np.testing.assert_array_equal(g, w)
         if max_pillars == 300:
             assert used == 300
+
+
+def test_stage1_parameter_order_is_the_kernels():
+    """pointcloud.encode builds the kernel's parameter vector without importing numba."""
+    from dsp_side.operators import pointcloud_jit
+    assert ops._PARAM_ORDER == pointcloud_jit.PARAMS
