@@ -226,7 +226,7 @@ class RelayEngine:
             self.cancel(client, msg_id, body["target"])
         elif cmd is Command.QUERY:
             try:
-                reply = messages.result(msg_id, self.query(body["what"]))
+                reply = messages.result(msg_id, self.query(body["what"], now))
             except errors.VdspError as exc:
                 reply = messages.error(msg_id, exc)
             self._reply(client.identity, reply)
@@ -318,14 +318,14 @@ class RelayEngine:
             self._reply(identity, messages.ready(msg_id, "dsp_relay_server", "relay", **body))
         self.pending_hello.clear()
 
-    def query(self, what: str) -> dict:
+    def query(self, what: str, now: float | None = None) -> dict:
         if what == "cores":
             return {"cores": [c.describe() for c in self.cores]}
         if what == "stats":
             return {**self.stats, "queued": self.sched.queued, "clients": len(self.clients),
                     "queued_bytes": self.held_bytes,
                     "inflight": {c.name: len(c.inflight) for c in self.cores}, "pid": self.pid,
-                    **self.obs.stats(self.obs.now)}
+                    **self.obs.stats(self.obs.now if now is None else now)}
         raise errors.InvalidArgument(f"unknown query {what!r}; the relay answers 'cores' and 'stats'")
 
     # --- core side ------------------------------------------------------------------------
