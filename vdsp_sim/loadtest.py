@@ -22,6 +22,7 @@ import random
 import sys
 import time
 import zlib
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,7 @@ def client(index: int, rt: str, tasks: int, classes: dict, cores: dict, work_ms:
     os.environ["VDSP_RUNTIME_DIR"] = rt
     from arm_side import CLEAN, INVALIDATE, Soc, errors, opids
     rng = random.Random(seed)
-    records = []
+    records: list[dict[str, Any]] = []
     with Soc() as soc:
         counters = soc.mem.alloc(4 * tasks)
         block = soc.mem.alloc_cached(4096)
@@ -67,7 +68,7 @@ def client(index: int, rt: str, tasks: int, classes: dict, cores: dict, work_ms:
         crc = zlib.crc32(data.tobytes())
         copies = [soc.mem.alloc_cached(4096) for _ in range(WINDOW)]
         free_copies = list(range(WINDOW))
-        inflight = collections.deque()
+        inflight: collections.deque = collections.deque()
 
         def finish(entry) -> None:
             task, rec, copy = entry
@@ -94,9 +95,9 @@ def client(index: int, rt: str, tasks: int, classes: dict, cores: dict, work_ms:
                 finish(inflight.popleft())
             cls, core = _pick(rng, classes), _pick(rng, cores)
             op = ("count", "count", "memcpy", "checksum")[i % 4]
-            rec = {"i": i, "class": cls, "core": core, "op": op, "wrong": False, "t0": time.perf_counter()}
+            rec: dict[str, Any] = {"i": i, "class": cls, "core": core, "op": op, "wrong": False, "t0": time.perf_counter()}
             copy = None
-            kw = dict(core=CORES[core], priority=CLASSES[cls], custom_id=i)
+            kw: dict[str, Any] = dict(core=CORES[core], priority=CLASSES[cls], custom_id=i)
             try:
                 if op == "count":
                     task = soc.rpc(opids.COUNT, outputs=[counters], params={"slot": i, "ms": work_ms}, **kw)
@@ -143,7 +144,7 @@ def run(clients: int, tasks: int, *, classes: dict | None = None, cores: dict | 
         p.start()
     if during is not None:
         during()
-    results = []
+    results: list = []
     deadline = time.monotonic() + timeout_s * 3 + tasks * (work_ms / 1000 + 0.01) * clients
     while len(results) < clients and time.monotonic() < deadline:
         try:

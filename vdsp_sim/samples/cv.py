@@ -39,6 +39,7 @@ class Run:
     def read(self, name: str) -> np.ndarray:
         """Read a data file (BGR for .jpg, gray for .pgm, NV12 for .yuv) and log it."""
         path = DATA / name
+        img: np.ndarray | None
         if path.suffix == ".yuv":
             img = np.fromfile(path, np.uint8).reshape(480 * 3 // 2, 500)
         else:
@@ -59,7 +60,9 @@ class Run:
         return result
 
     def crop(self, img: cv.Image) -> None:
-        log.info("crop roi left: %d, top: %d, right: %d, bottom: %d", *img.roi)
+        assert img.roi is not None      # the sample crops an image it gave a roi
+        left, top, right, bottom = img.roi
+        log.info("crop roi left: %d, top: %d, right: %d, bottom: %d", left, top, right, bottom)
         log.info("crop roi area success")
 
     def output(self, label: str, dst: cv.Image, expected: np.ndarray, tol: float = 0) -> None:
@@ -87,7 +90,8 @@ def display(img: np.ndarray, fmt: str | None) -> np.ndarray:
     if fmt in ("NV12", "NV12_SEPARATE"):
         return cv2.cvtColor(img, cv2.COLOR_YUV2BGR_NV12)
     if img.dtype != np.uint8:
-        img = cv2.normalize(np.abs(img.astype(np.float32)), None, 0, 255, cv2.NORM_MINMAX).astype(np.uint8)
+        deep = np.abs(img.astype(np.float32))
+        img = cv2.normalize(deep, np.empty_like(deep), 0, 255, cv2.NORM_MINMAX).astype(np.uint8)
     if fmt == "RGB":
         return img[..., ::-1]
     return img if img.ndim == 3 else cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
@@ -98,7 +102,7 @@ def _gray(run: Run) -> tuple[np.ndarray, cv.Image]:
     return gray, cv.write_image(run.soc, gray, "Y")
 
 
-def _same(run: Run, label: str, call, ref, fmt_out: str = "Y", tol: float = 0) -> None:
+def _same(run: Run, label: str, call, ref, fmt_out: str = "Y", tol: float = 0):
     """The common shape of the gray filters: input.jpg as Y -> dst of the same size."""
     gray, src = _gray(run)
     dst = cv.alloc_image(run.soc, fmt_out, src.width, src.height)
