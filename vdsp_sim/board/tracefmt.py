@@ -252,8 +252,8 @@ def to_chrome(files: list[tuple[dict, list, bool]], session: dict | None = None)
     for gid, evs in flows:
         for i, slice_ in enumerate(evs):
             ph = "s" if i == 0 else "f" if i == len(evs) - 1 else "t"
-            ev = {"ph": ph, "name": "task", "cat": "flow", "id": gid, "ts": round(slice_["ts"] + min(slice_["dur"] / 2, 0.5), 3),
-                  "pid": slice_["pid"], "tid": slice_["tid"]}
+            ev = {"ph": ph, "name": "task", "cat": "flow", "id": gid,
+                  "ts": round(slice_["ts"] + min(slice_["dur"] / 2, 0.5), 3), "pid": slice_["pid"], "tid": slice_["tid"]}
             if ph == "f":
                 ev["bp"] = "e"
             out.append(ev)
