@@ -114,12 +114,15 @@ class CoreServer:
 
     def _drop_fw(self) -> FirmwareProcess:
         fw, self.fw = self.fw, None
+        assert fw is not None       # dropped once, after it was booted
         self.poller.unregister(fw.fd)
         return fw
 
     def _fw_readable(self) -> None:
+        assert self.fw is not None      # the poller watches a booted firmware only
         event = self.fw.on_readable()
         if event == "ready":
+            assert self.fw.info is not None     # READY carries the firmware's info
             self.engine.fw_ready(self.fw.info)
         elif event == "dead":
             fw = self._drop_fw()
@@ -148,7 +151,7 @@ class CoreServer:
                 self.flush()
             now = time.monotonic()
             ready = self.fw is not None and self.fw.info is not None
-            self.engine.tick(now, self.fw.watchdog_state(time.monotonic_ns()) if ready else None)
+            self.engine.tick(now, self.fw.watchdog_state(time.monotonic_ns()) if self.fw is not None and ready else None)
             self.flush()
             if now >= next_reap:
                 ddr.reap()

@@ -21,7 +21,7 @@ from protocol.liveness import Liveness
 from protocol.remoteproc import Action
 from dsp_side.remoteproc import Device
 from vdsp_sim.board.log import RateLimited
-from vdsp_sim.board.trace import NullRecorder
+from vdsp_sim.board.trace import NullRecorder, Recorder
 
 log = logging.getLogger("vdsp.core")
 SEND, KMSG, BOOT, STOP_FW, KILL_FW, COREDUMP = "send", "kmsg", "boot", "stop_fw", "kill_fw", "coredump"
@@ -62,7 +62,7 @@ class CoreEngine:
         self.names: dict[bytes, str] = {}           # peer identity -> CURVE name (tcp only)
         self.warn = RateLimited(log)                # one line per peer per 10 s, however bad the flood
         self.out: list[tuple] = []
-        self.trace = NullRecorder()                 # the adapter injects its trace recorder
+        self.trace: Recorder | NullRecorder = NullRecorder()     # the adapter injects its trace recorder
 
     def instant(self, what: str, **fields) -> None:
         """A lifecycle instant on this core's trace track (while tracing is on)."""

@@ -40,9 +40,11 @@ def quantize_values(x: np.ndarray, q: tensor.Quant, out_dtype: np.dtype) -> np.n
     if nan.any():
         v[nan] = 0.0
     if q.kind == "SCALE":
+        assert q.scale is not None and q.zero_point is not None     # a SCALE quant has both
         v /= q.along(q.scale.astype(np.float64), v.ndim)
         v += q.along(q.zero_point.astype(np.float64), v.ndim)
     else:
+        assert q.shift is not None
         v *= q.along(np.ldexp(1.0, q.shift), v.ndim)
     info = np.iinfo(out_dtype)
     r = round_half_away(v)
@@ -54,9 +56,11 @@ def dequantize_values(qv: np.ndarray, q: tensor.Quant, out_dtype: np.dtype) -> n
     """The real values of integers ``qv`` under ``q`` (NONE = plain conversion), as ``out_dtype``."""
     v = qv.astype(np.float64)
     if q.kind == "SCALE":
+        assert q.scale is not None and q.zero_point is not None
         v -= q.along(q.zero_point.astype(np.float64), v.ndim)
         v *= q.along(q.scale.astype(np.float64), v.ndim)
     elif q.kind == "SHIFT":
+        assert q.shift is not None
         v /= q.along(np.ldexp(1.0, q.shift), v.ndim)
     with np.errstate(over="ignore"):  # beyond the float type's range: +-inf, like a C cast
         return v.astype(out_dtype)
