@@ -18,6 +18,7 @@ from typing import Any
 
 from protocol import errors, messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, Core
+from arm_side import tracing
 from arm_side.session import CLOSE_FW, OPEN_FW, SEND, PeerState, Session
 from arm_side.task import Request, Task
 from arm_side.transport import Transport
@@ -46,6 +47,7 @@ class Client:
         self._bg_wake = threading.Event()
         self.closed = False
         self.memory: Any = None  # set by Soc: the MemoryManager for strict-mode hooks
+        self.tracer = tracing.sdk_tracer()      # SoC trace stamps (no-ops unless tracing is on)
         self._kick_r, self._kick_w = os.pipe()
         os.set_blocking(self._kick_r, False)
         os.set_blocking(self._kick_w, False)
@@ -220,6 +222,8 @@ class Client:
         msg = self.session.task(op, inputs, outputs, params, core=core, priority=priority,
                                 custom_id=custom_id, raw=raw)
         task = Task(self, msg.msg_id, op, out_mems or [])
+        self.tracer.submit(msg.msg_id, op, core=int(core), priority=priority, custom_id=custom_id,
+                           nbytes=sum(h[1] for h in (*inputs, *outputs)))
         if self.mode == "relay":
             return self._request(self._relay_link(), msg, task)
         peer = self.session.route(core, bool(inputs or outputs))

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 from protocol import errors, messages
 from protocol.constants import Core
 from arm_side.aio import AsyncTask, in_thread, wait_task
+from arm_side import tracing
 from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
 from arm_side.task import Task
@@ -50,8 +51,10 @@ class Soc:
 
     def __init__(self, mode: str | None = None, *, transport: Transport | None = None,
                  strict: bool | None = None, connect_timeout_s: float = 20.0, autostart_relay: bool = True,
-                 busy_poll_us: int | None = None) -> None:
-        """``transport`` (``arm_side.transport``): how to reach the SoC; by default a
+                 busy_poll_us: int | None = None, trace: str | os.PathLike | None = None) -> None:
+        """``trace``: a path: the whole SoC is traced while this Soc lives and the merged
+        Chrome/Perfetto trace is written there at close() (``arm_side.tracing.SocTrace``).
+        ``transport`` (``arm_side.transport``): how to reach the SoC; by default a
         ``ZmqTransport`` of ``mode`` (``relay`` or ``direct``; default ``$VDSP_RPC_MODE``, else
         relay) for the runtime dir of ``$VDSP_RUNTIME_DIR``. ``busy_poll_us`` (default
         ``$VDSP_BUSY_POLL_US``, else 0): a waiting thread spins that long before it sleeps —
@@ -73,6 +76,7 @@ class Soc:
             self.mem.close()
             raise
         self.client.memory = self.mem
+        self._trace = tracing.SocTrace(trace).start() if trace else None
         self.mode = transport.mode
 
     # --- tasks ----------------------------------------------------------------------------
@@ -153,6 +157,9 @@ class Soc:
         """Disconnect and free every buffer this Soc allocated."""
         self.client.close()
         self.mem.close()
+        if self._trace is not None:
+            self._trace, trace = None, self._trace
+            trace.finish()
 
     def __enter__(self) -> "Soc":
         return self

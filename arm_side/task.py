@@ -124,6 +124,10 @@ class Task(Request):
             self.queue_us = max(0, self.header[5])
         if self.error is None:
             self.client.after_task(self)
+        tracer = getattr(self.client, "tracer", None)
+        if tracer is not None:
+            tracer.complete(self.msg_id, code=self.error.code if self.error else 0, core=self.core,
+                            exec_us=self.exec_us, queue_us=self.queue_us)
 
     def _result(self) -> dict:
         return self.values
@@ -136,7 +140,13 @@ class Task(Request):
         """Wait for the task; returns the operator's result values (see Request.wait)."""
         if self.released:
             raise errors.InvalidTaskHandle(f"task {self.msg_id} was released")
-        super().wait(timeout_ms)
+        tracer = getattr(self.client, "tracer", None)
+        t0 = tracer.wait_begin() if tracer is not None else 0
+        try:
+            super().wait(timeout_ms)
+        finally:
+            if t0:
+                tracer.wait_end(self.msg_id, t0)
         return self.values
 
     def release(self) -> str:

@@ -22,17 +22,8 @@ ORDER = ["submit", "enqueue", "dispatch", "run", "reply", "complete"]
 
 
 def _submit(soc, tracer, op, i, core, **kw):
-    """A task, with the SDK's stamps as client.py will make them (before the send, at the reply)."""
-    t0 = trace.now_ns()
-    task = soc.rpc(op, core=core, custom_id=i, **kw)
-    tracer.submit(task.msg_id, op, core=core, priority=kw.get("priority", 0), custom_id=i, ts=t0)
-    return task
-
-
-def _completed(tracer, task):
-    ago_ns = int((time.perf_counter() - task.completed_at) * 1e9)
-    tracer.complete(task.msg_id, code=task.error.code if task.error else 0, core=task.core,
-                    ts=trace.now_ns() - ago_ns)
+    """A task; the SDK stamps its submit (before the send) and completion (at the reply) itself."""
+    return soc.rpc(op, core=core, custom_id=i, **kw)
 
 
 def test_a_small_workload_and_a_crash_in_the_trace(live_soc):
@@ -55,7 +46,6 @@ def test_a_small_workload_and_a_crash_in_the_trace(live_soc):
                 tasks.append(_submit(soc, tracer, opids.PING, 100 + i, core, priority=200))
         for task in tasks:
             task.wait(10000)
-            _completed(tracer, task)
             ran[task.msg_id] = task.core
         time.sleep(0.4)     # the firmware writes its events when it next looks at the switch (0.25 s)
         sleeper = _submit(soc, tracer, opids.SLEEP, 999, CORE_0, params={"ms": 5000})
@@ -63,7 +53,6 @@ def test_a_small_workload_and_a_crash_in_the_trace(live_soc):
         os.kill(live_soc.fw_pid("vdsp0"), signal.SIGKILL)
         with pytest.raises(errors.CoreCrashed):
             sleeper.wait(5000)
-        _completed(tracer, sleeper)
         assert wait_until(lambda: _ping(soc), 20), "vdsp0 did not recover"
     tracer.flush()
     trace.stop(directory)
@@ -83,7 +72,10 @@ def test_a_small_workload_and_a_crash_in_the_trace(live_soc):
             by_task.setdefault(e["args"]["custom_id"], []).append(e)
     assert set(range(100, 112)) | {999} <= set(by_task)    # (and the recovery PINGs, custom id 0)
     for i, task in enumerate(tasks):
-        slices = sorted(by_task[100 + i], key=lambda e: (e["ts"], ORDER.index(e["args"]["stage"])))
+        stages = [e["args"]["stage"] for e in by_task[100 + i]]
+        assert stages.count("wait") == 1, stages            # the SDK's blocking wait, stamped by Task.wait
+        slices = sorted((e for e in by_task[100 + i] if e["args"]["stage"] != "wait"),
+                        key=lambda e: (e["ts"], ORDER.index(e["args"]["stage"])))
         assert [e["args"]["stage"] for e in slices] == ORDER, (i, slices, [
             (f.name, [(e[1], e[2].get("id"), e[2].get("bind")) for e in trace.read(f)[1]][:5]) for f in files])
         run = slices[3]
