@@ -157,8 +157,8 @@ class Soc:
         """Disconnect and free every buffer this Soc allocated."""
         self.client.close()
         self.mem.close()
-        if self._trace is not None:
-            self._trace, trace = None, self._trace
+        trace, self._trace = self._trace, None
+        if trace is not None:
             trace.finish()
 
     def __enter__(self) -> "Soc":

@@ -145,7 +145,7 @@ class Task(Request):
         try:
             super().wait(timeout_ms)
         finally:
-            if t0:
+            if t0 and tracer is not None:
                 tracer.wait_end(self.msg_id, t0)
         return self.values
 

@@ -20,7 +20,7 @@ CURVE public key that speaks for this owner over tcp.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence, TypeGuard
 
 from . import errors, wire
 
@@ -56,7 +56,7 @@ class AccessList:
 NONE = AccessList(0)
 
 
-def _int(value: object) -> bool:
+def _int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

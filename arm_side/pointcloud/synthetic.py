@@ -12,9 +12,11 @@ The same arguments always give the same cloud (``numpy.random.default_rng(seed)`
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-SENSORS = {   # beams, lowest and highest elevation (degrees), mounting height (m)
+SENSORS: dict[int, dict[str, Any]] = {   # beams, lowest and highest elevation (degrees), mounting height (m)
     4: dict(beams=64, elev=(-24.8, 2.0), height=1.73, sweeps=1),
     5: dict(beams=32, elev=(-30.0, 10.0), height=1.84, sweeps=10),
 }
@@ -25,20 +27,27 @@ EGO_SPEED = 8.0          # m/s
 
 def scene(rng: np.random.Generator, n_cars: int = 40) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Axis-aligned boxes (lo xyz, hi xyz, reflectivity) in the ground frame (z = 0 is the ground)."""
-    lo, hi, refl = [], [], []
+    lo: list = []
+    hi: list = []
+    refl: list = []
     for _ in range(n_cars):                                  # cars along a few lanes
         cx, cy = rng.uniform(-70, 70), rng.choice([-10.5, -7.0, -3.5, 3.5, 7.0, 10.5]) + rng.normal(0, 0.3)
         if abs(cx) < 5 and abs(cy) < 4:
             continue
-        lo.append([cx - 2.25, cy - 0.9, 0.0]), hi.append([cx + 2.25, cy + 0.9, 1.6]), refl.append(rng.uniform(0.3, 0.9))
+        lo.append([cx - 2.25, cy - 0.9, 0.0])
+        hi.append([cx + 2.25, cy + 0.9, 1.6])
+        refl.append(rng.uniform(0.3, 0.9))
     for side in (-1, 1):                                     # building walls along the street
         for x0 in np.arange(-90, 90, 20.0):
             y0 = side * rng.uniform(16, 22)
-            lo.append([x0, min(y0, y0 + side * 2), 0.0]), hi.append([x0 + 18, max(y0, y0 + side * 2), rng.uniform(4, 12)])
+            lo.append([x0, min(y0, y0 + side * 2), 0.0])
+            hi.append([x0 + 18, max(y0, y0 + side * 2), rng.uniform(4, 12)])
             refl.append(rng.uniform(0.2, 0.6))
     for x0 in np.arange(-60, 60, 12.0):                      # poles
         y0 = rng.choice([-13.0, 13.0])
-        lo.append([x0, y0, 0.0]), hi.append([x0 + 0.3, y0 + 0.3, 6.0]), refl.append(0.8)
+        lo.append([x0, y0, 0.0])
+        hi.append([x0 + 0.3, y0 + 0.3, 6.0])
+        refl.append(0.8)
     return np.array(lo), np.array(hi), np.array(refl)
 
 
@@ -87,9 +96,11 @@ def generate(num_points: int, dim: int, seed: int = 0) -> np.ndarray:
     cfg = SENSORS[dim]
     rng = np.random.default_rng(seed)
     lo, hi, refl = scene(rng)
-    elev = np.radians(np.linspace(*cfg["elev"], cfg["beams"]))
+    lowest, highest = cfg["elev"]
+    elev = np.radians(np.linspace(lowest, highest, cfg["beams"]))
     n_az = max(64, int(np.ceil(num_points * 1.6 / (cfg["beams"] * cfg["sweeps"]))))
-    chunks, total = [], 0
+    chunks: list = []
+    total = 0
     while total < num_points:                                # denser spins until enough returns
         chunks, total = [], 0
         for sweep in range(cfg["sweeps"]):
