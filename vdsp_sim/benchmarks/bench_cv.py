@@ -52,10 +52,10 @@ def cases(bgr: np.ndarray):
     nv12 = cv_inputs.nv12_from_bgr(bgr)
     y, uv = nv12[:H], nv12[H:].reshape(H // 2, W // 2, 2)
     rot = cv2.getRotationMatrix2D((W / 2, H / 2), 20, 0.9)
-    persp = cv2.getPerspectiveTransform(np.float32([[0, 0], [W, 0], [W, H], [0, H]]),
-                                        np.float32([[50, 20], [W - 80, 0], [W, H], [0, H - 60]]))
-    k5 = np.float32([[1, 2, 3, 2, 1]] * 5) / 45
-    emboss = np.float32([[-2, -1, 0], [-1, 1, 1], [0, 1, 2]])
+    persp = cv2.getPerspectiveTransform(np.array([[0, 0], [W, 0], [W, H], [0, H]], np.float32),
+                                        np.array([[50, 20], [W - 80, 0], [W, H], [0, H - 60]], np.float32))
+    k5 = np.array([[1, 2, 3, 2, 1]] * 5, np.float32) / 45
+    emboss = np.array([[-2, -1, 0], [-1, 1, 1], [0, 1, 2]], np.float32)
     ell = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5))
     gy, gx = np.mgrid[0:H, 0:W].astype(np.float32)
     mx, my = (gx + 6 * np.sin(gy / 20)).astype(np.float32), (gy + 6 * np.sin(gx / 30)).astype(np.float32)
@@ -95,7 +95,7 @@ def cases(bgr: np.ndarray):
         "rotate": ("NV12", nv12, "NV12", (H, W), lambda s, a, b: cv.rotate(s, a, b, "90cw"),
                    lambda: both(lambda p: cv2.rotate(p, cv2.ROTATE_90_CLOCKWISE))),
         "sepFilter2D": ("Y", gray, "S16", (W, H), lambda s, a, b: cv.sep_filter2d(s, a, b, k5[0], [-1, 0, 1]),
-                        lambda: cv2.sepFilter2D(gray, cv2.CV_16S, k5[0], np.float32([-1, 0, 1]))),
+                        lambda: cv2.sepFilter2D(gray, cv2.CV_16S, k5[0], np.array([-1, 0, 1], np.float32))),
         "sobel": ("Y", gray, "S16", (W, H), lambda s, a, b: cv.sobel(s, a, b, 1, 0, 3),
                   lambda: cv2.Sobel(gray, cv2.CV_16S, 1, 0)),
         "threshold": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.threshold(s, a, b, 128, 255),
@@ -180,8 +180,13 @@ def _run(soc, floor, args) -> int:
             maps = cv.write_image(soc, mx, "F32"), cv.write_image(soc, my, "F32")
             call = lambda s, a, b, m=maps: cv.remap(s, a, m[0], m[1], b)   # noqa: E731
         images[name] = (src, dst, call)
-    ping, inproc, rpc, dsp = [], {n: [] for n in names}, {n: [] for n in names}, {n: [] for n in names}
-    floor_ping, floor_rpc, floor_exec = [], {n: [] for n in names}, {n: [] for n in names}
+    ping: list[float] = []
+    floor_ping: list[float] = []
+    inproc: dict[str, list[float]] = {n: [] for n in names}
+    rpc: dict[str, list[float]] = {n: [] for n in names}
+    dsp: dict[str, list[float]] = {n: [] for n in names}
+    floor_rpc: dict[str, list[float]] = {n: [] for n in names}
+    floor_exec: dict[str, list[float]] = {n: [] for n in names}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
         for _ in range(10):

@@ -60,14 +60,14 @@ def run(soc, rounds: int, model_dir: Path) -> dict:
     a, b = (nn.read(sides[s][4][0].mem, sides[s][4][0].props, invalidate=False) for s in ("dsp", "arm"))
     if not np.allclose(a, b, rtol=1e-6, atol=1e-9):
         raise SystemExit("bench dnn: DSP dispatch and the ARM side disagree")
-    samples = {"dsp": [], "arm": []}
+    samples: dict[str, list] = {"dsp": [], "arm": []}
     for _ in range(rounds):
         for side in ("dsp", "arm"):
             samples[side].append(once(side))
     out = {}
     for side, runs in samples.items():
         lat = [r[0] for r in runs]
-        layers = {}
+        layers: dict[str, dict] = {}
         for _, lrs in runs:
             for lr in lrs:
                 e = layers.setdefault(lr.name, {"type": lr.type, "wall": [], "rpc": [], "exec": [], "where": set()})
@@ -126,6 +126,7 @@ def main(argv=None) -> int:
     with private_soc() as private:
         print(f"dnn: {rounds} rounds ...", file=sys.stderr)
         with Soc() as soc:
+            assert private.rt is not None       # a started SoC has its runtime dir
             res = run(soc, rounds, private.rt / "models")
     return to_report(res, rounds, args).finish(args.json, details={"rounds": rounds, **res})
 

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +73,8 @@ class _On:
     """A Soc whose tasks all go to one core and which remembers the last task (for exec_us)."""
 
     def __init__(self, soc, core: int) -> None:
-        self.soc, self.mem, self.core, self.last = soc, soc.mem, core, None
+        self.soc, self.mem, self.core = soc, soc.mem, core
+        self.last: Any = None        # the last Task
 
     def rpc(self, *a, **kw):
         kw["core"] = self.core
@@ -275,7 +277,7 @@ def first_tasks(timeout_s: float) -> dict:
         with Soc(mode="relay", strict=False, autostart_relay=False) as soc:
             remote = [(c["name"], Remote(soc, c)) for c in cases]
             images = cv_images(soc, table)
-            calls = [(name, lambda core, r=r: r.call(core)) for name, r in remote]
+            calls: list = [(name, lambda core, r=r: r.call(core)) for name, r in remote]
             for name, (src, dst, call) in images.items():
                 calls.append((f"cv.{name}", lambda core, s=src, d=dst, f=call: _cv_task(f, soc, core, s, d)))
             for name, call in calls:
@@ -344,6 +346,7 @@ def run(args) -> dict:
     from dsp_side.heap import keep_heap
     keep_heap()     # the in-process figures at their best, as the firmware's (dsp_side/heap.py)
     quick = args.quick
+    cfg: dict[str, Any]
     cfg = dict(rounds=args.rounds or (1 if quick else 3), lat_n=300 if quick else 2000, warmup=50 if quick else 200,
                tput_s=0.6 if quick else 2.0, warm_s=0.2 if quick else 0.4, cv_n=2 if quick else 5,
                nn_n=3 if quick else 10, pc_rounds=5 if quick else 20)
@@ -353,9 +356,9 @@ def run(args) -> dict:
     progress(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {cfg['rounds']} round(s)")
     fig["first"] = first_tasks(args.start_timeout)
     base, full, floor, awake = Baseline(ping_body_size()), FullStack("threads"), None, None
-    rec = {"baseline_lat": [], "relay_lat": [], "baseline_tput": [], "relay_tput": [],
+    rec: dict[str, Any] = {"baseline_lat": [], "relay_lat": [], "baseline_tput": [], "relay_tput": [],
            "baseline_cpu": [], "relay_cpu": [], "cv": {}, "nn": {}}
-    remote = []
+    remote: list = []
     try:
         progress("starting the SoC, the raw pyzmq baseline and the floor")
         full.start(args.start_timeout)
@@ -454,7 +457,7 @@ def summarize(fig: dict, rec: dict) -> dict:
         rows[key] = {"value": value, "shown": shown, "target": f"{op} {target:g}", "met": bool(ok), "detail": detail}
 
     measured = {k: v["ratio"] for k, v in cv.items() if v["ratio"] is not None}
-    worst = max(measured, key=measured.get) if measured else None
+    worst = max(measured, key=lambda k: measured[k]) if measured else None
     met = sum(v <= 1.3 for v in measured.values())
     lost = len(cv) - len(measured)      # floor rpc <= in-process (noise): not measured, counted as missed
     row("cv_ratio", measured[worst] if worst else 0.0,
@@ -462,7 +465,7 @@ def summarize(fig: dict, rec: dict) -> dict:
         f"{met} of {len(cv)} operators meet it" + (f"; {lost} not measured (floor rpc <= in-process)" if lost else ""),
         complete=not lost)
     over = {**{f"cv.{k}": v["exec_over_us"] for k, v in cv.items()}, **{k: v["exec_over_us"] for k, v in nn.items()}}
-    worst = max(over, key=over.get)
+    worst = max(over, key=lambda k: over[k])
     row("exec_over", over[worst], f"worst {over[worst]:+.0f} ({worst})",
         f"{sum(v <= 50 for v in over.values())} of {len(over)} operators meet it; median {MED(over.values()):+.0f}")
     r = fig["relay"]

@@ -51,6 +51,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import zmq  # noqa: E402
 
@@ -222,7 +223,7 @@ class Baseline:
         self.dir = tempfile.mkdtemp(prefix="vbb", dir="/tmp")
         self.procs: list[subprocess.Popen] = []
         self.ctx: zmq.Context | None = None
-        self.sock: zmq.Socket | None = None
+        self.sock: Any = None                  # a zmq DEALER once connected
         self.body = bytes(body_size)
         self.seq = 0
 
@@ -232,6 +233,7 @@ class Baseline:
                               "--dir", self.dir, *extra],
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
         self.procs.append(p)
+        assert p.stdout is not None
         line = p.stdout.readline().strip()
         if line != "ready":
             raise RuntimeError(f"baseline {role} did not start (said {line!r}, exit {p.poll()})")
@@ -373,9 +375,9 @@ def role_soc_client(mode: str, window: int) -> int:
 class FullStack:
     def __init__(self, clients: str) -> None:
         self.clients_kind = clients
-        self.private = None                      # the SoC (vdsp_sim.private_soc.PrivateSoc)
+        self.private: Any = None                 # the SoC (vdsp_sim.private_soc.PrivateSoc)
         self.socs: dict[str, list] = {}          # mode -> [Soc, Soc]
-        self.procs: dict[str, list[subprocess.Popen]] = {}
+        self.procs: dict[str, list[Any]] = {}     # client processes (Popen, pipes open) per mode
 
     @property
     def rt(self) -> Path | None:
@@ -415,9 +417,9 @@ class FullStack:
         return out
 
     # --- throughput -------------------------------------------------------------------
-    def _client_procs(self, mode: str, n: int) -> list[subprocess.Popen]:
+    def _client_procs(self, mode: str, n: int) -> list[Any]:
         if mode not in self.procs:
-            procs = []
+            procs: list[Any] = []
             self.procs[mode] = procs
             for _ in range(n):
                 p = subprocess.Popen([sys.executable, "-m", __spec__.name, "--role", "soc-client",
@@ -493,8 +495,8 @@ class FullStack:
                 src.array()[:] = 0x5A     # make every page of the buffers real
                 dst.array()[:] = 0
                 bufs[name] = (src, dst)
-            lat = {"small": [], "big": []}
-            exec_us = {"small": [], "big": []}
+            lat: dict[str, list[float]] = {"small": [], "big": []}
+            exec_us: dict[str, list[float]] = {"small": [], "big": []}
             params = {"size": 16}
             clock = time.perf_counter_ns
             for i in range(warmup + n):
@@ -626,6 +628,7 @@ def verdict(key: str, value: float) -> str:
 
 
 def run(args: argparse.Namespace) -> dict:
+    cfg: dict[str, Any]
     if args.quick:
         cfg = dict(rounds=1, lat_n=300, warmup=50, tput_s=0.6, warm_s=0.2, handle_n=100)
     else:
@@ -640,7 +643,7 @@ def run(args: argparse.Namespace) -> dict:
     body_size = ping_body_size()
     progress(f"{os.cpu_count()} CPUs, load average {load_before[0]:.2f}; "
              f"{'quick' if args.quick else 'full'} run: {cfg['rounds']} round(s) interleaved")
-    results = {
+    results: dict[str, Any] = {
         "baseline": {"lat": [], "tput": []},
         "relay": {"lat": [], "tput": []},
         "direct": {"lat": [], "tput": []},

@@ -87,7 +87,7 @@ class Floor(Baseline):
         self._connect()
         self.call("", timeout_ms=int(self.timeout * 1000))
 
-    def call(self, name: str = "", timeout_ms: int = 10000) -> float:
+    def call(self, name: str = "", timeout_ms: int = 10000) -> float:  # type: ignore[override]  # names a kernel
         """One round trip running ``name`` in the worker ("" = no-op); wall-clock µs."""
         want = name.encode()
         t0 = time.perf_counter()
