@@ -114,6 +114,7 @@ def _import_tree(root: Path, tag: str) -> ModuleType:
     name = f"vdsp_firmware_{tag}"
     spec = importlib.util.spec_from_file_location(name, root / "firmware.py",
                                                   submodule_search_locations=[str(root)])
+    assert spec is not None and spec.loader is not None     # a .py file path always has both
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -280,6 +281,7 @@ def _header(fd: int, size: int, path: Path, trust: signing.Trust | None,
     (inspection only) returns the SignatureError in place of the signer instead of raising it.
     Raises ImageError, SignatureError."""
     signed, seal, offset = _parts(fd, size, path)
+    signer: signing.Signer | signing.SignatureError
     try:
         signer = signing.verify(signed, seal, _trust(trust), str(path))
     except signing.SignatureError as exc:
@@ -460,6 +462,7 @@ def check(path: Path, trust: signing.Trust | None = None) -> tuple[dict, int, si
     fd, size = _open(path)
     try:
         header, offset, signer = _header(fd, size, path, trust)
+        assert not isinstance(signer, signing.SignatureError)   # judged: a bad signature raised
         _open_zip(_Window(fd, offset, size - offset), size - offset, str(path)).close()
     finally:
         os.close(fd)
@@ -554,6 +557,7 @@ def manifest_mismatch(manifest: list, table: list) -> str | None:
     for op_id in sorted(set(registered) | set(listed)):
         mine, theirs = registered.get(op_id), listed.get(op_id)
         if theirs is None:
+            assert mine is not None     # the id came from one of the two
             return f"the code registers operator 0x{op_id:04x} {mine['name']}, which the manifest does not list"
         if mine is None:
             return f"the manifest lists operator 0x{op_id:04x} {theirs['name']}, which the code does not register"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
@@ -50,13 +51,15 @@ class _Graph:
 
     def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits, self.n = [], [], 0
+        self.nodes: list = []
+        self.inits: list = []
+        self.n = 0
 
     def name(self, base: str) -> str:
         self.n += 1
         return f"{base}_{self.n}"
 
-    def const(self, value: np.ndarray, base: str = "c") -> str:
+    def const(self, value: np.ndarray | np.generic, base: str = "c") -> str:
         name = self.name(base)
         self.inits.append(numpy_helper.from_array(np.asarray(value), name))
         return name
@@ -74,7 +77,7 @@ class _Graph:
                     strides=[stride, stride], pads=[k // 2] * 4, group=group)
         return self.op("Relu", [y]) if relu else y
 
-    def quantize_int(self, x: str, scale: np.ndarray, dtype, lo: int, hi: int) -> str:
+    def quantize_int(self, x: str, scale: np.ndarray | np.generic, dtype, lo: int, hi: int) -> str:
         """x / scale, rounded (half to even, as the BPU's own rounding), clipped, cast."""
         v = self.op("Round", [self.op("Div", [x, self.const(scale.astype(np.float32), "scale")])])
         v = self.op("Clip", [v, self.const(np.float32(lo)), self.const(np.float32(hi))])
@@ -209,7 +212,7 @@ def build_feature_head(user_layer: bool = False, seed: int = SEED + 7) -> tuple[
 
 # --- files --------------------------------------------------------------------------------------------
 
-BUILDERS = {MOBILENET: build_mobilenet, FEATURE_HEAD: build_feature_head}
+BUILDERS: dict[str, Callable[[], tuple[bytes, bytes]]] = {MOBILENET: build_mobilenet, FEATURE_HEAD: build_feature_head}
 
 
 def _current(path: Path) -> bool:
