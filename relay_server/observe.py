@@ -10,6 +10,7 @@ metrics sink if one is attached (``relay_server.metrics``). No sockets, files or
 from __future__ import annotations
 
 import collections
+from typing import Any
 
 from protocol import errors, header, wire
 from protocol.constants import Command
@@ -58,7 +59,7 @@ class RelayObserver:
     def __init__(self, trace=None, metrics=None) -> None:
         self.trace = trace if trace is not None else NullRecorder()
         self.metrics = metrics
-        self.engine = None
+        self.engine: Any = None     # the RelayEngine it observes (set by the engine)
         self.now = 0.0
         self.latency: dict[int, collections.deque] = {}      # op -> recent submit-to-reply seconds
         self.done_by_op: collections.Counter = collections.Counter()

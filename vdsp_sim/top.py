@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 from rich import box
 from rich.console import Group
@@ -24,7 +25,7 @@ CLASSES = ("preempt", "high", "normal", "low")
 
 def rates(stats: dict, prev: dict | None, dt: float) -> dict:
     """Per-interval figures from two consecutive stats: tasks/s, and each core's utilisation."""
-    out = {"tasks_per_s": None, "util": {}}
+    out: dict[str, Any] = {"tasks_per_s": None, "util": {}}
     if prev is None or dt <= 0:
         return out
     out["tasks_per_s"] = max(0, stats.get("completed", 0) - prev.get("completed", 0)) / dt
@@ -51,7 +52,7 @@ def render(stats: dict, prev: dict | None = None, dt: float = 0.0, where: str = 
     cores = Table(title="cores", box=box.SIMPLE_HEAD, title_justify="left", expand=False)
     for col, just in (("core", "left"), ("state", "left"), ("in flight", "right"), ("util", "right"),
                       ("crashes", "right"), ("firmware", "left")):
-        cores.add_column(col, justify=just)
+        cores.add_column(col, justify=just)  # type: ignore[arg-type]  # "left" / "right"
     for core in stats.get("cores", []):
         util = r["util"].get(core["name"])
         bar = "-" if util is None else f"{util * 100:5.1f}% " + "█" * round(util * 10) + "·" * (10 - round(util * 10))
@@ -66,7 +67,7 @@ def render(stats: dict, prev: dict | None = None, dt: float = 0.0, where: str = 
     ops = Table(title="operators (relay enqueue to reply)", box=box.SIMPLE_HEAD, title_justify="left")
     for col, just in (("op", "left"), ("name", "left"), ("completed", "right"), ("failed", "right"),
                       ("p50 ms", "right"), ("p99 ms", "right")):
-        ops.add_column(col, justify=just)
+        ops.add_column(col, justify=just)  # type: ignore[arg-type]
     operators = stats.get("operators", {})
     for op in sorted(operators, key=lambda o: -operators[o].get("completed", 0)):
         o = operators[op]
@@ -75,12 +76,12 @@ def render(stats: dict, prev: dict | None = None, dt: float = 0.0, where: str = 
     clients = Table(title="top clients", box=box.SIMPLE_HEAD, title_justify="left")
     for col, just in (("client", "left"), ("pid", "right"), ("submitted", "right"), ("completed", "right"),
                       ("in flight", "right"), ("", "left")):
-        clients.add_column(col, justify=just)
+        clients.add_column(col, justify=just)  # type: ignore[arg-type]
     for c in stats.get("top_clients", []):
         clients.add_row(c.get("name", "?"), str(c.get("pid", "")), str(c.get("submitted", 0)),
                         str(c.get("completed", 0)), str(c.get("inflight", 0)), "" if c.get("connected") else "gone")
     errors_by_code = stats.get("failed_by_code", {})
-    parts = [head, cores, queue, ops, clients]
+    parts: list[Any] = [head, cores, queue, ops, clients]
     if errors_by_code:
         parts.append(Text("errors by code: " + ", ".join(f"{k}: {v}" for k, v in sorted(errors_by_code.items()))))
     parts.append(Text("Ctrl-C to quit", style="dim"))

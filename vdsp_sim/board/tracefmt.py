@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from vdsp_sim.board import trace
 
@@ -163,7 +164,7 @@ def to_chrome(files: list[tuple[dict, list, bool]], session: dict | None = None)
     for name in relay_cores:
         core_pid.setdefault(name, _CORE_PID_BASE + len(core_pid))
 
-    def meta(pid: int, tid: int | None, what: str, value, sort: int | None = None) -> None:
+    def meta(pid: Any, tid: int | None, what: str, value, sort: int | None = None) -> None:
         if tid is None:
             out.append({"ph": "M", "pid": pid, "tid": 0, "ts": 0, "name": what, "args": {"name": value}})
             if sort is not None:
