@@ -115,7 +115,8 @@ def test_every_benchmark_help(name, capsys, monkeypatch):
 
 
 def test_a_closed_pipe_ends_a_command_quietly(tmp_path):
-    """``vdsp status --json | head -1``: the reader is gone before the command writes."""
+    """``vdsp status --json | head -1``: the reader is gone before the command writes; it exits 141
+    as a piped tool does (argparse's own help printing may swallow the error and exit 0)."""
     for argv in (VDSP + ["status", "--json"], VDSP + ["--help"], VDSP + ["bench", "--help"]):
         read, write = os.pipe()
         os.close(read)          # as head does once it has its line
@@ -125,7 +126,8 @@ def test_a_closed_pipe_ends_a_command_quietly(tmp_path):
         finally:
             os.close(write)
         assert "Traceback" not in res.stderr and "BrokenPipe" not in res.stderr, (argv, res.stderr)
-        assert res.returncode == 141, (argv, res.returncode)
+        assert "Exception ignored" not in res.stderr, (argv, res.stderr)
+        assert res.returncode in ((0, 141) if argv[-1] == "--help" else (141,)), (argv, res.returncode)
 
 
 def test_log_level_numbers_are_the_dsp_loggers():
@@ -133,12 +135,12 @@ def test_log_level_numbers_are_the_dsp_loggers():
                                                         logging.INFO, logging.DEBUG, logging.DEBUG]
     assert soclog.level("warning") == logging.WARNING and soclog.level("") == logging.INFO
     code = ("from vdsp_sim.board import log; import logging; log.setup('dsp'); l = logging.getLogger('x'); "
-            "l.debug('a debug line'); l.info('an info line'); l.warning('a warning line')")
+            "l.debug('the debug line'); l.info('the info line'); l.warning('the warning line')")
     shown = {}
     for value in ("3", "2", "4"):
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,
                              env=dict(os.environ, VDSP_LOG_LEVEL=value))
-        shown[value] = [w for w in ("debug", "info", "warning") if f"a {w} line" in res.stderr]
+        shown[value] = [w for w in ("debug", "info", "warning") if f"the {w} line" in res.stderr]
     assert shown == {"3": ["info", "warning"], "2": ["warning"], "4": ["debug", "info", "warning"]}
 
 
@@ -149,7 +151,8 @@ def test_report_prints_one_table_style_and_writes_one_schema(tmp_path, capsys):
     assert rep.target("ratio one", 1.42, "<=", 1.5) and not rep.target("ratio two", 0.43, ">=", 0.7)
     assert rep.finish(str(tmp_path / "r.json"), fail_on_miss=False) == 0
     out = capsys.readouterr().out
-    assert "| configuration | p50 µs | tasks/s |" in out and "| a \\| b         |    312 |   13903 |" in out
+    assert "| configuration | p50 µs | tasks/s |" in out and "| a \\| b        |    312 |   13903 |" in out
+    assert "| c             |   1.50 |       - |" in out
     assert "| ratio two |  0.43 | >= 0.7 | MISS    |" in out and "1 of 2 targets met" in out
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["schema"] == "vdsp-bench/1" and doc["benchmark"] == "demo" and doc["version"] == vdsp_sim.__version__

@@ -72,8 +72,10 @@ def exit_quietly_on_broken_pipe(run: Callable[[], int]) -> int:
     """``run()``; if its reader closed the pipe, stop printing and exit 141 (128 + SIGPIPE, what
     a shell shows for a tool a pipe ended) without a traceback."""
     try:
-        status = run()
-        sys.stdout.flush()
+        try:
+            status = run()
+        finally:        # also after argparse's --help and exit(): a flush into a closed pipe fails here
+            sys.stdout.flush()
         return status
     except BrokenPipeError:
         try:   # Python flushes stdout again at exit: point it at /dev/null so that is quiet too
