@@ -201,11 +201,13 @@ class PrivateSoc:
             log.warning("private SoC in %s: %s", self.rt, problem)
 
     def _stop_processes(self) -> list[str]:
-        firmware = [pid for name in self.config.cores if name in self.sup.procs
-                    for pid in children(self.sup.procs[name].pid)]
-        ours = {p.pid for p in self.sup.procs.values()}
+        sup = self.sup
+        assert sup is not None      # called for a started SoC only
+        firmware = [pid for name in self.config.cores if name in sup.procs
+                    for pid in children(sup.procs[name].pid)]
+        ours = {p.pid for p in sup.procs.values()}
         extra_relay = self.relay_pid()                  # a relay the SDK started during the run
-        self.sup.stop()
+        sup.stop()
         self.sup = None
         if extra_relay is not None and extra_relay not in ours:
             stop_pid(extra_relay, RELAY_STOP_S)
@@ -220,6 +222,7 @@ class PrivateSoc:
         return problems
 
     def _remove_sockets(self) -> list[str]:
+        assert self.rt is not None
         sockets = sorted(self.rt.glob("*.sock"))
         for path in sockets:
             path.unlink(missing_ok=True)
@@ -246,14 +249,17 @@ class PrivateSoc:
     # --- what tests and tools look at ---------------------------------------------------------
     def pid(self, name: str) -> int:
         """pid of relay / vdsp0 / vdsp1 (the process this SoC started)."""
+        assert self.sup is not None, "the SoC is not started"
         return self.sup.procs[name].pid
 
     def relay_pid(self) -> int | None:
         """The relay now serving (it may have been started by the SDK)."""
+        assert self.rt is not None, "the SoC is not started"
         return PidFile(self.rt / "relay.pid").read()
 
     def log(self, name: str) -> str:
         """The log of process ``name`` so far ('' if it has none)."""
+        assert self.rt is not None, "the SoC is not started"
         path = (self.config.log_dir or self.rt / "log") / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 

@@ -31,6 +31,7 @@ import secrets
 import stat
 import time
 from pathlib import Path
+from typing import IO, Any
 
 import msgpack
 
@@ -80,7 +81,7 @@ def start(directory: Path) -> dict:
     if current is not None and Path(current["dir"]).is_dir():
         return current
     name = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
-    session = {"session": name, "dir": str(directory / name), "started_ns": now_ns()}
+    session: dict[str, Any] = {"session": name, "dir": str(directory / name), "started_ns": now_ns()}
     Path(session["dir"]).mkdir(mode=0o700)
     tmp = directory / f".{FLAG}.{os.getpid()}"
     tmp.write_text(json.dumps(session))
@@ -140,7 +141,7 @@ class Recorder:
         self.pid = os.getpid()
         self.check_every_s = check_every_s
         try:
-            self.directory = directory if directory is not None else trace_dir(rt)
+            self.directory: Path | None = directory if directory is not None else trace_dir(rt)
         except Exception:   # no runtime dir: never on
             self.directory = None
         self.flag = str(self.directory / FLAG) if self.directory is not None else ""
@@ -148,7 +149,7 @@ class Recorder:
         self.events: list[tuple] = []
         self.session: str | None = None
         self._stamp: tuple | None = None
-        self._file = None
+        self._file: IO[bytes] | None = None
         self.written = 0
         self._next_check = 0.0
 
@@ -177,7 +178,7 @@ class Recorder:
             stamp = None
         if stamp != self._stamp:
             self._stamp = stamp
-            session = active(self.directory) if stamp else None
+            session = active(self.directory) if stamp and self.directory is not None else None
             name = session["session"] if session else None
             if name != self.session:
                 self._end()
@@ -191,7 +192,7 @@ class Recorder:
         """Open this process's file in the session's directory: a plain directory of the trace
         directory, named by the session (the flag file cannot send our writes elsewhere)."""
         name = session.get("session")
-        if not isinstance(name, str) or not _SESSION_RE.fullmatch(name):
+        if not isinstance(name, str) or not _SESSION_RE.fullmatch(name) or self.directory is None:
             return
         folder = self.directory / name
         try:
