@@ -37,7 +37,7 @@ class Client:
         self.session = Session(transport.mode, owner)
         self.mode, self.ids, self.pending = transport.mode, self.session.ids, self.session.pending
         self.core_states, self.event_callbacks = self.session.core_states, self.session.event_callbacks
-        self.links: dict[str, object] = {}       # peer name (or "<core>.fw") -> link
+        self.links: dict[str, Any] = {}          # peer name (or "<core>.fw") -> link
         self.cv = threading.Condition()
         self.leader = threading.Lock()
         self.sync_waiters = 0
@@ -225,7 +225,8 @@ class Client:
         self.tracer.submit(msg.msg_id, op, core=int(core), priority=priority, custom_id=custom_id,
                            nbytes=sum(h[1] for h in (*inputs, *outputs)))
         if self.mode == "relay":
-            return self._request(self._relay_link(), msg, task)
+            self._request(self._relay_link(), msg, task)
+            return task
         peer = self.session.route(core, bool(inputs or outputs))
         task.core = peer.name
         peer.inflight.add(msg.msg_id)
@@ -344,7 +345,7 @@ class Client:
             while not req.done():
                 remaining = SLICE_S if deadline is None else deadline - time.monotonic()
                 if remaining <= 0:
-                    raise errors.TaskTimeout(f"request {req.msg_id} not done after {timeout_s * 1000:.0f} ms; "
+                    raise errors.TaskTimeout(f"request {req.msg_id} not done after {(timeout_s or 0) * 1000:.0f} ms; "
                                              "it is still in flight, wait again to collect it")
                 if self.leader.acquire(blocking=False):
                     try:

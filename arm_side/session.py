@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from typing import Callable
+from typing import Any, Callable
 
 from protocol import errors, header, messages, wire
 from protocol.cancel import CancelOutcome
@@ -40,7 +40,7 @@ class PeerState:
         self.connected = False                  # READY received: liveness applies from then on
         self.info: dict = {}
         self.fw_endpoint: str | None = None     # direct mode: where the core's firmware link goes
-        self.fw_hello = None                    # direct mode: our HELLO on that link (proves our owner)
+        self.fw_hello: Any = None               # direct mode: our HELLO on that link (proves our owner)
         self.fw_refused: errors.VdspError | None = None     # direct mode: the firmware refused that HELLO
         self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
 
@@ -60,7 +60,7 @@ class Session:
             raise errors.InvalidArgument(f"VDSP_RPC_MODE must be relay or direct, got {mode!r}")
         self.mode, self.owner = mode, owner
         self.ids = itertools.count(1)
-        self.pending: dict[int, object] = {}
+        self.pending: dict[int, Any] = {}      # msg id -> Request
         self.peers: list[PeerState] = []
         self.core_states: dict[str, str] = {}
         self.event_callbacks: list[Callable[[dict], None]] = []
@@ -102,7 +102,7 @@ class Session:
             peer = min(running, key=lambda p: len(p.inflight))
         else:
             index = Core(core).index
-            if index >= len(self.peers):
+            if index is None or index >= len(self.peers):
                 raise errors.InvalidCore(f"this SoC has {len(self.peers)} cores")
             peer = self.peers[index]
             if peer.fw_endpoint is None or not peer.alive:
