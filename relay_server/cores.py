@@ -6,6 +6,8 @@ the relay said HELLO on.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from protocol.core_state import CoreState
 from protocol.liveness import Liveness
@@ -28,7 +30,7 @@ class CoreView:
         self.fw_open = False
         self.fw_endpoint = ""
         self.fw_generation = self.greeted = 0
-        self.inflight: dict[int, object] = {}
+        self.inflight: dict[int, Any] = {}
         self.liveness = Liveness(now, heartbeat_ms)
         self.next_hello = now
         # the core's and its firmware's processes, as last announced

@@ -165,7 +165,7 @@ class RelayEngine:
             self._reply(client.identity, messages.error(msg_id, exc))
 
         core = head.core
-        if core not in _CORE_INDEX or (core and _CORE_INDEX[core] >= len(self.cores)):
+        if core not in _CORE_INDEX or (core and (_CORE_INDEX[core] or 0) >= len(self.cores)):
             return reject(errors.InvalidCore(f"core {core} is not ANY (0), CORE_0 (1) or CORE_1 (2) of this SoC"))
         try:    # the body once: well-formed handles, each the client's own or granted to it
             body = wire.unpack_body(frames[1])
@@ -235,15 +235,15 @@ class RelayEngine:
         elif cmd is Command.DISCONNECT:
             self.drop_client(client, "disconnected")
         else:
-            exc = errors.ApiUseError(f"the relay does not accept {cmd.name} from clients")
-            self._reply(client.identity, messages.error(msg_id, exc))
+            refused = errors.ApiUseError(f"the relay does not accept {cmd.name} from clients")
+            self._reply(client.identity, messages.error(msg_id, refused))
 
     def control(self, client: Client, msg: wire.Message) -> None:
         """Forward a CONTROL to its core; the answer comes back through :meth:`on_ctl`."""
         body = msg.body
         core = self.by_name.get(body["core"])
         if core is None:
-            exc = errors.InvalidCore(f"no core named {body['core']!r}; cores: {', '.join(self.by_name)}")
+            exc: errors.VdspError = errors.InvalidCore(f"no core named {body['core']!r}; cores: {', '.join(self.by_name)}")
             return self._reply(client.identity, messages.error(msg.msg_id, exc))
         if body.get("value") is not None and self.admin_only_writes and not self.is_admin(client.peer):
             exc = errors.RemoteprocDenied(f"writing {body.get('attr')!r} of {body['core']} needs an admin key "
@@ -490,11 +490,11 @@ class RelayEngine:
                 if index == core.index:
                     del self.forwarded[relay_id]
                     self._reply(identity, messages.error(msg_id, type(exc)(exc.message)))
-        for relay_id, (identity, msg_id, index) in list(self.cancels.items()):
+        for relay_id, (asker, msg_id, index) in list(self.cancels.items()):
             if index == core.index:  # its task ends with the core; the result is discarded anyway
                 del self.cancels[relay_id]
-                if identity is not None:
-                    self._reply(identity, messages.result(msg_id, {"state": CancelOutcome.RUNNING.value}))
+                if asker is not None:
+                    self._reply(asker, messages.result(msg_id, {"state": CancelOutcome.RUNNING.value}))
         running = list(core.inflight.values())
         core.inflight.clear()
         jobs = running + self.sched.drain_pinned(core.index)
