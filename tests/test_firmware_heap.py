@@ -25,11 +25,14 @@ def test_repeated_canny_does_not_fault_its_temporaries_in_again(shared_soc):
         for _ in range(3):       # warm-up: the heap grows to the operator's working set once
             cv.canny(soc, src, dst, 60, 160, core=CORE_0)
         pid = shared_soc.fw_pid("vdsp0")
-        before = _minor_faults(pid)
-        tasks = 10
-        for _ in range(tasks):
-            cv.canny(soc, src, dst, 60, 160, core=CORE_0)
-        per_task = (_minor_faults(pid) - before) / tasks
+        rounds = []
+        for _ in range(3):       # the quietest of three rounds: the host may reclaim pages under load
+            before = _minor_faults(pid)
+            tasks = 10
+            for _ in range(tasks):
+                cv.canny(soc, src, dst, 60, 160, core=CORE_0)
+            rounds.append((_minor_faults(pid) - before) / tasks)
+        per_task = min(rounds)
     # Canny's temporaries on 1920x1080 span hundreds of 4 KiB pages; mapped per task they
-    # fault in every time. Kept on the heap, a task touches pages that are already there.
-    assert per_task < 50, f"{per_task:.0f} page faults per Canny task in the firmware"
+    # fault in every time, in every round. Kept on the heap, a task touches pages already there.
+    assert per_task < 50, f"{rounds} page faults per Canny task in the firmware"
