@@ -5,6 +5,7 @@ talk to a firmware directly, and stop, start or re-point cores through CONTROL.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -100,8 +101,9 @@ class TcpSoc:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def tcp_soc():
+@contextlib.contextmanager
+def running_tcp_soc():
+    """A started TcpSoc, with the SoC variables of this process's environment cleared around it."""
     saved = {k: os.environ.get(k) for k in ("VDSP_KEYS_DIR", "VDSP_RELAY_ENDPOINT", "VDSP_RUNTIME_DIR",
                                             "VDSP_CORE_ENDPOINTS", "VDSP_RPC_MODE", "VDSP_CLIENT_KEY")}
     for k in saved:
@@ -117,6 +119,12 @@ def tcp_soc():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def tcp_soc():
+    with running_tcp_soc() as soc:
+        yield soc
 
 
 def test_an_allowed_client_runs_tasks_and_reads_but_cannot_write_attributes(tcp_soc):

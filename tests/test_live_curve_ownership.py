@@ -14,7 +14,7 @@ import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, opids
 from vdsp_sim.board import curve
-from tests.test_live_curve import TcpSoc
+from tests.test_live_curve import running_tcp_soc
 from tests.test_live_ownership import CLAIM_REFUSED, FOREIGN, SECRET, OwnerA, claim_owner, refused
 
 pytestmark = pytest.mark.live
@@ -22,22 +22,9 @@ pytestmark = pytest.mark.live
 
 @pytest.fixture(scope="module")
 def tcp_soc():
-    saved = {k: os.environ.get(k) for k in ("VDSP_KEYS_DIR", "VDSP_RELAY_ENDPOINT", "VDSP_RUNTIME_DIR",
-                                            "VDSP_CORE_ENDPOINTS", "VDSP_RPC_MODE", "VDSP_CLIENT_KEY")}
-    for k in saved:
-        os.environ.pop(k, None)
-    soc = TcpSoc()
-    try:
-        soc.start()
+    with running_tcp_soc() as soc:
         curve.create(soc.keys, "mallory", role=curve.CLIENT)
         yield soc
-    finally:
-        soc.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture
