@@ -8,19 +8,13 @@ import sys
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, opids
-from tests.test_live_curve import ROOT, TcpSoc
+from tests.test_live_curve import ROOT, running_tcp_soc
 
 pytestmark = pytest.mark.live
 
 
 def test_vdsp_top_over_tcp_shows_the_cores_operators_and_this_client():
-    saved = {k: os.environ.get(k) for k in ("VDSP_KEYS_DIR", "VDSP_RELAY_ENDPOINT", "VDSP_RUNTIME_DIR",
-                                            "VDSP_CORE_ENDPOINTS", "VDSP_RPC_MODE", "VDSP_CLIENT_KEY")}
-    for k in saved:
-        os.environ.pop(k, None)
-    soc = TcpSoc()
-    try:
-        soc.start()
+    with running_tcp_soc() as soc:
         with Soc(autostart_relay=False) as client:
             for _ in range(20):
                 client.rpc(opids.PING, core=CORE_0).wait(5000)
@@ -34,10 +28,3 @@ def test_vdsp_top_over_tcp_shows_the_cores_operators_and_this_client():
         assert "running" in lines["vdsp0"] and "running" in lines["vdsp1"]
         assert lines["0x0000"].split()[1:3] == ["ping", "40"]
         assert f"pid{os.getpid()}" in lines
-    finally:
-        soc.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
