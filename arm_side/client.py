@@ -228,9 +228,12 @@ class Client:
             self._request(self._relay_link(), msg, task)
             return task
         peer = self.session.route(core, bool(inputs or outputs))
+        link = self.links.get(f"{peer.name}.fw")
+        if link is None:    # the reader is opening it this very moment (the core just came up)
+            raise errors.CoreOffline(f"{peer.name}: its firmware link is not open yet; try again")
         task.core = peer.name
         peer.inflight.add(msg.msg_id)
-        self._request(self.links[f"{peer.name}.fw"], msg, task)
+        self._request(link, msg, task)
         return task
 
     def request(self, msg: wire.Message, peer_name: str | None = None) -> Request:
