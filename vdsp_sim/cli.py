@@ -278,7 +278,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for name in names:
         if len(names) > 1:
             print(f"=== vdsp bench {name}", flush=True)
-        status |= subprocess.call([sys.executable, "-m", "vdsp_sim.benchmarks", name, *rest])
+        child = subprocess.Popen([sys.executable, "-m", "vdsp_sim.benchmarks", name, *rest])
+        # a SIGTERM for us goes on to the benchmark, which then stops the SoCs it started
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: child.send_signal(signum))
+        try:
+            status |= child.wait()
+        except KeyboardInterrupt:     # Ctrl-C reached the benchmark too: let it clean up
+            child.wait()
+            return 130
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     return status
 
 

@@ -6,6 +6,7 @@ import importlib
 import sys
 
 from vdsp_sim.benchmarks import names
+from vdsp_sim.board import proc
 from vdsp_sim.board.clihelp import exit_quietly_on_broken_pipe
 
 
@@ -14,6 +15,7 @@ def main(argv: list[str]) -> int:
         print(f"usage: python -m vdsp_sim.benchmarks {{{','.join(names())}}} [OPTIONS]", file=sys.stderr)
         return 2
     name, rest = argv[0], argv[1:]
+    proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) runs the cleanup: no SoC outlives the benchmark
     sys.argv = [f"vdsp bench {name}", *rest]     # argparse's prog when a benchmark does not set one
     module = importlib.import_module(f"vdsp_sim.benchmarks.bench_{name}")
     return exit_quietly_on_broken_pipe(lambda: module.main(rest) or 0)

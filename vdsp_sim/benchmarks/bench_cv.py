@@ -240,4 +240,6 @@ def _run(soc, floor, args) -> int:
 
 
 if __name__ == "__main__":
+    from vdsp_sim.board import proc
+    proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())

@@ -219,4 +219,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    from vdsp_sim.board import proc
+    proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())

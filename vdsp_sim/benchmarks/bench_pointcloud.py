@@ -98,4 +98,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from vdsp_sim.board import proc
+    proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())
