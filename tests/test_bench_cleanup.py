@@ -39,6 +39,7 @@ def supervisors() -> dict[int, str]:
 @pytest.mark.parametrize("via", ["vdsp bench", "python -m"])
 def test_a_terminated_benchmark_stops_the_soc_it_started(via):
     before = supervisors()
+    ddr_before = set(Path("/dev/shm").glob("vbp-shm-*"))
     argv = [sys.executable, "-m", "vdsp_sim.cli", "bench", "perf", "--first-only"] if via == "vdsp bench" else \
         [sys.executable, "-m", "vdsp_sim.benchmarks", "perf", "--first-only"]
     bench = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -58,6 +59,7 @@ def test_a_terminated_benchmark_stops_the_soc_it_started(via):
         assert wait_until(lambda: not set(started) & set(supervisors()), 20), \
             f"the benchmark's SoC still runs after SIGTERM: {started}"
         assert not [rt for rt in started.values() if rt and os.path.exists(rt)], started
+        assert set(Path("/dev/shm").glob("vbp-shm-*")) <= ddr_before        # its DDR directory went too
     finally:
         if bench.poll() is None:
             bench.kill()
