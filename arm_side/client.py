@@ -115,7 +115,7 @@ class Client:
                         raise errors.RelayUnavailable(message)
                     if plan.action == "wait":   # the supervisor restarts its relay; starting another would race it
                         supervised = True
-                        deadline = min(deadline, now + self._supervisor_wait())
+                        deadline = min(deadline, now + self.transport.supervisor_wait_s)
                 if supervised:
                     problem = self.transport.supervisor_problem()
                     if problem:
@@ -129,11 +129,6 @@ class Client:
             return req.wait()
         finally:
             self.session.forget(req.msg_id)
-
-    @staticmethod
-    def _supervisor_wait() -> float:
-        from arm_side import autostart
-        return autostart.SUPERVISOR_WAIT_S
 
     def _connect_direct(self) -> None:
         now = time.monotonic()

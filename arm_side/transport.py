@@ -31,6 +31,7 @@ class Transport:
 
     mode = "relay"                  # "relay": one server, the relay; "direct": one per core
     may_autostart = False
+    supervisor_wait_s = 0.0         # how long to wait for a supervisor to bring a relay back
 
     def servers(self) -> dict[str, str]:
         """Name -> endpoint of each server to HELLO: {"relay": …} or {"vdsp0": …, "vdsp1": …}."""
@@ -77,6 +78,7 @@ class ZmqTransport(Transport):
         self.mode = mode
         self.rt = rt or runtime.runtime_dir()
         self.may_autostart = autostart_relay
+        self.supervisor_wait_s = autostart.SUPERVISOR_WAIT_S
         self.ctx = zmq.Context()
         self.monitors: dict[int, zmq.Socket] = {}
 

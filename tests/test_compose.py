@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ import yaml
 from relay_server import main as relay_main
 from vdsp_sim import cli, health
 from vdsp_sim.board import runtime
+from vdsp_sim.private_soc import free_tcp_ports as free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
@@ -412,19 +412,6 @@ def test_a_typo_fails(monkeypatch):
 
 
 # --- (c) live, on loopback ----------------------------------------------------------------
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
 
 _ENDPOINT = re.compile(r"tcp://(?P<host>[^:/\s]+):(?P<port>\d+)")
 

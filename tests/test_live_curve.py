@@ -21,19 +21,10 @@ import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
 from tests.conftest import wait_until
+from vdsp_sim.private_soc import free_tcp_ports as free_ports
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class TcpSoc:

@@ -34,6 +34,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -50,6 +51,20 @@ log = logging.getLogger("vdsp.soc")
 DDR_PARENT = "/dev/shm"     # where fresh DDR directories go (when it exists; else the temp dir)
 GONE_WAIT_S = 10.0          # how long close() waits for firmware processes and DDR files to go
 RELAY_STOP_S = 5.0          # for a relay the SDK started by itself
+
+
+def free_tcp_ports(n: int) -> list[int]:
+    """``n`` distinct loopback tcp ports that were free a moment ago (for a tcp SoC of one's own)."""
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            socks.append(sock)
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 @dataclasses.dataclass(frozen=True)

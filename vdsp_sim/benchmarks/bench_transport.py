@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -23,18 +22,9 @@ from pathlib import Path
 from vdsp_sim.benchmarks.bench_rpc import median, pct, progress, window_loop
 from vdsp_sim.benchmarks.report import Report
 from vdsp_sim.board import clihelp
+from vdsp_sim.private_soc import free_tcp_ports
 
 WINDOW = 32
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class TransportSoc:
@@ -47,7 +37,7 @@ class TransportSoc:
         rt.mkdir(mode=0o700)
         endpoints: dict = {}
         if transport == "tcp":
-            relay, c0, c1 = _free_ports(3)   # each core's firmware takes the next port
+            relay, c0, c1 = free_tcp_ports(3)   # each core's firmware takes the next port
             endpoints = {"relay_endpoint": f"tcp://127.0.0.1:{relay}",
                          "core_endpoints": {"vdsp0": f"tcp://127.0.0.1:{c0}", "vdsp1": f"tcp://127.0.0.1:{c1}"}}
         self.private = PrivateSoc(SocConfig(runtime_dir=rt, ddr_dir=ddr_dir, env={"VDSP_KEYS_DIR": None},
