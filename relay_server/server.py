@@ -151,7 +151,7 @@ class RelayServer:
         self.close()
 
     def _drain_front(self) -> None:
-        front, engine = self.front, self.engine
+        front = self.front
         for _ in range(256):
             if not front.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]  # EVENTS is an int
                 return

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import struct
 import subprocess
@@ -280,7 +279,8 @@ def test_a_foreign_lock_flood_neither_slows_a_hello_nor_stalls_the_relay(live_so
             agent.close()
         states = {c["name"]: c["state"] for c in soc.query("cores")["cores"]}
     print("HELLO seconds beside the flood:", took)
-    assert all(isinstance(t, float) and t < HELLO_BOUND_S for ts in took.values() for t in ts), took      # before: seconds each, on the loop
+    # before: 1.3-14 s each, the relay's loop stalled meanwhile
+    assert all(isinstance(t, float) and t < HELLO_BOUND_S for ts in took.values() for t in ts), took
     assert [e for _, e in pings if e is not None] == [], pings                   # before: cores declared dead
     assert len(pings) >= 10, pings
     assert states == {"vdsp0": "running", "vdsp1": "running"}, states
