@@ -1,6 +1,6 @@
 """Ownership without processes of the SoC: the access-list format and rule (protocol.acl), owner
-proofs from peer credentials and /proc/locks (vdsp_sim.board.peercred, vdsp_sim.board.ownership), access-list files
-(vdsp_sim.board.acl) and reserved handle flags."""
+proofs from the connecting process alone, its pidfd and /proc/PID/fdinfo (vdsp_sim.board.peercred,
+vdsp_sim.board.ownership), access-list files (vdsp_sim.board.acl) and reserved handle flags."""
 from __future__ import annotations
 
 import fcntl
