@@ -12,6 +12,11 @@ every user: anyone who holds many makes one read of it take seconds):
   still lives; if it does, PID was that process throughout the read. A connection whose
   process exited (its socket kept by a child, say) has a dead pidfd and proves nothing, even
   once a new process has its pid.
+  The fd is ZeroMQ's: read while the message is handled, it is this connection's unless the
+  connection closed and a new one took its number in between; the pidfd's pid must then also
+  equal the ``Peer-Address`` pid ZeroMQ took for this very connection at accept, so what is
+  left is a new connection on the same fd number from a process with the same reused pid,
+  within that moment.
 - **Which locks it holds.** ``/proc/PID/fdinfo/FD`` lists the locks held through that open
   file (``lock:\\t1: FLOCK  ADVISORY  WRITE 4242 fe:00:5156 0 EOF``): only the locks of that one
   file, so its cost does not depend on anyone else's locks. The lock counts whoever took it
