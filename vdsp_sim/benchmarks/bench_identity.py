@@ -129,7 +129,8 @@ def _levels(args: argparse.Namespace, urls: dict, rows: dict) -> None:
                 rtt = hello_ms(url, args.hello_n)
                 rows[level][f"{name}_hello_p50_ms"] = median(rtt)
                 rows[level][f"{name}_hello_max_ms"] = max(rtt)
-            rows[level]["proc_locks_read_ms"] = proc_locks_ms()
+            if args.old_floor:
+                rows[level]["proc_locks_read_ms"] = proc_locks_ms()
 
 
 def to_report(rows: dict, args: argparse.Namespace) -> Report:
@@ -144,7 +145,7 @@ def to_report(rows: dict, args: argparse.Namespace) -> Report:
             ("load", "load (1 min)"))
     levels = list(rows)
     rep.table("HELLO verification beside a lock flood", ["measure", *[f"{n} locks" for n in levels]],
-              [[label, *[rows[n][key] for n in levels]] for key, label in keys])
+              [[label, *[rows[n].get(key, "-") for n in levels]] for key, label in keys])
     for n in levels:     # wall time p99 on a shared 2-CPU host is mostly waiting for a CPU: reported, not judged
         rep.target(f"check p50 with {n} foreign locks (ms)", rows[n]["check_p50_ms"], "<=", 5.0)
         rep.target(f"check CPU p99 with {n} foreign locks (ms)", rows[n]["check_cpu_p99_ms"], "<=", 5.0)
@@ -159,6 +160,8 @@ def parser() -> argparse.ArgumentParser:
                     help="numbers of foreign locks (default 0 200000 1000000)")
     ap.add_argument("-n", type=int, default=500, help="checks per level")
     ap.add_argument("--hello-n", type=int, default=30, help="HELLO round trips per level and server")
+    ap.add_argument("--no-old-floor", dest="old_floor", action="store_false",
+                    help="skip the /proc/locks read (seconds under a big flood)")
     ap.add_argument("--start-timeout", type=float, default=60.0, help="seconds to wait for the SoC")
     ap.add_argument("--json", metavar="FILE", help="also write the figures to FILE (schema vdsp-bench/1)")
     ap.add_argument("--fail-on-miss", action="store_true", help="exit status 3 if a target is missed")
