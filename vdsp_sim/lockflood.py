@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 NOBODY = 65534
-FILES = 4096
+FILES = 512             # files per holder process (about 40 locks each: short lock lists, few files to remove)
 
 _HOLDER = """
 import fcntl, os, resource, sys
