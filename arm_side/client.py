@@ -28,13 +28,14 @@ SLICE_S = 0.05
 
 
 class Client:
-    """Connection to a SoC through ``transport``; ``owner`` is the DDR owner our HELLOs claim;
+    """Connection to a SoC through ``transport``; ``owner`` is the DDR owner our HELLOs claim
+    (``lock_fd``: our fd holding its lock, named in them);
     ``own_transport``: closing the client closes the transport too."""
 
     def __init__(self, transport: Transport, *, owner: int, connect_timeout_s: float = 20.0,
-                 busy_poll_us: int = 0, own_transport: bool = True) -> None:
+                 busy_poll_us: int = 0, own_transport: bool = True, lock_fd: int | None = None) -> None:
         self.transport, self.owner, self.own_transport = transport, owner, own_transport
-        self.session = Session(transport.mode, owner)
+        self.session = Session(transport.mode, owner, lock_fd)
         self.mode, self.ids, self.pending = transport.mode, self.session.ids, self.session.pending
         self.core_states, self.event_callbacks = self.session.core_states, self.session.event_callbacks
         self.links: dict[str, Any] = {}          # peer name (or "<core>.fw") -> link

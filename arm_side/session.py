@@ -55,10 +55,11 @@ class PeerState:
 class Session:
     """``mode``: ``relay`` (one peer, the relay) or ``direct`` (one peer per core)."""
 
-    def __init__(self, mode: str, owner: int) -> None:
+    def __init__(self, mode: str, owner: int, lock_fd: int | None = None) -> None:
+        """``lock_fd``: our fd holding ``owner``'s lock, named in HELLO so the check reads one file."""
         if mode not in ("relay", "direct"):
             raise errors.InvalidArgument(f"VDSP_RPC_MODE must be relay or direct, got {mode!r}")
-        self.mode, self.owner = mode, owner
+        self.mode, self.owner, self.lock_fd = mode, owner, lock_fd
         self.ids = itertools.count(1)
         self.pending: dict[int, Any] = {}      # msg id -> Request
         self.peers: list[PeerState] = []
@@ -68,7 +69,8 @@ class Session:
     # --- what we send ---------------------------------------------------------------------
     def hello(self) -> wire.Message:
         pid = os.getpid()
-        return messages.hello(next(self.ids), "client", pid=pid, owner=self.owner, name=f"pid{pid}")
+        return messages.hello(next(self.ids), "client", pid=pid, owner=self.owner, name=f"pid{pid}",
+                              lock_fd=self.lock_fd)
 
     def task(self, op: int, inputs: list, outputs: list, params: dict, *, core: int, priority: int,
              custom_id: int, raw: list | None = None) -> wire.Message:

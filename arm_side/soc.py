@@ -68,10 +68,10 @@ class Soc:
                 raise errors.InvalidArgument(f"VDSP_RPC_MODE must be relay or direct, got {mode!r}")
             transport = ZmqTransport(mode, autostart_relay=autostart_relay)
         self.mem = MemoryManager(strict=strict)
-        owner = ddr.current_owner().id
+        owner = ddr.current_owner()
         try:
-            self.client = Client(transport, owner=owner, connect_timeout_s=connect_timeout_s,
-                                 busy_poll_us=busy_poll_us, own_transport=own)
+            self.client = Client(transport, owner=owner.id, connect_timeout_s=connect_timeout_s,
+                                 busy_poll_us=busy_poll_us, own_transport=own, lock_fd=owner.lock_fd)
         except BaseException:
             self.mem.close()
             raise

@@ -38,6 +38,7 @@ from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
 from dsp_side.watchdog import WatchdogWord
 from vdsp_sim.board import curve, log as soclog, proc, runtime
+from vdsp_sim.board.hellogate import HelloGate
 from vdsp_sim.board.ownership import Bindings, Ownership
 from vdsp_sim.board.zsock import NOBLOCK, readable, send_frames
 
@@ -246,6 +247,26 @@ def serve(fw: Firmware, endpoint: str) -> None:
     poller.register(wake_r, zmq.POLLIN)
     inbox = Inbox()
     busy = soclog.RateLimited(log)
+    hellos = HelloGate(fw.ownership, f"{fw.core}-hello")     # HELLO claims judged off this loop
+    poller.register(hellos.fileno(), zmq.POLLIN)
+
+    def take(items: list) -> None:
+        """Messages past the HELLO gate: queue a task, answer the rest now."""
+        for item in items:
+            identity = item.identity
+            if item.refused is not None:
+                if item.msg_id:
+                    send_frames(sock, [identity, *wire.encode(messages.error(item.msg_id, item.refused))])
+                continue
+            try:
+                queued = inbox.offer(identity, item.frames)
+            except errors.CoreBusy as exc:          # bounded: the excess is refused, not held
+                busy.warn(identity, "%s: refused a task of peer %s: %s", fw.core, identity.hex(), exc.message)
+                send_frames(sock, [identity, *wire.encode(messages.error(wire.peek_msg_id(item.frames) or 0, exc))])
+                continue
+            if not queued:
+                for answer in fw.handle_now(item.frames, identity, inbox, item.meta, item.peer):
+                    send_frames(sock, [identity, *answer])
     next_purge = time.monotonic() + PURGE_EVERY_S
     while not fw.unloading:
         if not inbox and not readable(sock):
@@ -260,17 +281,9 @@ def serve(fw: Firmware, endpoint: str) -> None:
             meta = sock.recv(NOBLOCK, copy=False)   # the identity: it carries the peer's credentials
             if not meta.more:
                 continue
-            frames = [meta.bytes, *sock.recv_multipart(NOBLOCK)]
-            try:
-                queued = inbox.offer(frames[0], frames[1:])
-            except errors.CoreBusy as exc:          # bounded: the excess is refused, not held
-                busy.warn(frames[0], "%s: refused a task of peer %s: %s", fw.core, frames[0].hex(), exc.message)
-                send_frames(sock, [frames[0], *wire.encode(messages.error(wire.peek_msg_id(frames[1:]) or 0, exc))])
-                continue
-            if not queued:
-                peer = curve.peer_name(meta) if gate is not None else ""
-                for answer in fw.handle_now(frames[1:], frames[0], inbox, meta, peer):
-                    send_frames(sock, [frames[0], *answer])
+            peer = curve.peer_name(meta) if gate is not None else ""
+            take(hellos.admit(meta.bytes, sock.recv_multipart(NOBLOCK), meta, peer))
+        take(hellos.ready())                        # verdicts reached off the loop, and what waited on them
         fw.trace.rec.poll()     # the trace switch (one stat every 0.25 s), before the task: traced if it is on
         if inbox:                                   # then run the best waiting task
             identity, frames = inbox.pop()
@@ -289,6 +302,7 @@ def serve(fw: Firmware, endpoint: str) -> None:
             fw.resolver.purge()
             next_purge = time.monotonic() + PURGE_EVERY_S
     log.info("%s: firmware %s unloading", fw.core, fw.version)
+    hellos.close()
     fw.trace.rec.close()
     sock.close(0)
 

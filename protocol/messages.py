@@ -17,7 +17,7 @@ _INT, _STR, _MAP, _LIST, _BOOL = (int,), (str,), (dict,), (list,), (bool,)
 # command -> {field: (allowed types, required)}
 BODY_FIELDS: dict[Command, dict[str, tuple[tuple[type, ...], bool]]] = {
     Command.HELLO: {"role": (_STR, True), "pid": (_INT, False), "owner": (_INT, False),
-                    "name": (_STR, False)},
+                    "name": (_STR, False), "lock_fd": (_INT, False)},
     Command.READY: {"name": (_STR, True), "role": (_STR, True), "state": (_STR, False),
                     "firmware_version": (_STR, False), "operators": (_LIST, False),
                     "fw_endpoint": (_STR, False), "heartbeat_ms": (_INT, False),
@@ -73,8 +73,13 @@ def check_handles(handles: list, what: str) -> None:
 
 # --- constructors -------------------------------------------------------------------------
 
-def hello(msg_id: int, role: str, *, pid: int = 0, owner: int = 0, name: str = "") -> Message:
-    return Message(Command.HELLO, msg_id, {"role": role, "pid": pid, "owner": owner, "name": name})
+def hello(msg_id: int, role: str, *, pid: int = 0, owner: int = 0, name: str = "",
+          lock_fd: int | None = None) -> Message:
+    """``lock_fd``: the sender's fd that holds ``owner``'s lock (PROTOCOL.md §5.2), sent if given."""
+    body: dict[str, Any] = {"role": role, "pid": pid, "owner": owner, "name": name}
+    if lock_fd is not None:
+        body["lock_fd"] = lock_fd
+    return Message(Command.HELLO, msg_id, body)
 
 
 def ready(msg_id: int, name: str, role: str, **fields: Any) -> Message:

@@ -15,10 +15,12 @@ import time
 
 import zmq
 
+from protocol import messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
 from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from relay_server.observe import RelayObserver
 from vdsp_sim.board import curve, ddr, runtime, trace
+from vdsp_sim.board.hellogate import HelloGate
 from vdsp_sim.board.ownership import Ownership
 from vdsp_sim.board.zsock import send_frames
 
@@ -48,7 +50,9 @@ class RelayServer:
         # on while `vdsp trace` (or Soc(trace=...)) runs: see vdsp_sim.board.trace
         self.trace = trace.Recorder("relay", "relay", meta={"cores": list(cores)})
         self.metrics = metrics
-        self.engine = RelayEngine(cores, time.monotonic(), ownership=Ownership("relay", gate=self.gate),
+        ownership = Ownership("relay", gate=self.gate)
+        self.hellos = HelloGate(ownership, "relay-hello")   # HELLO claims judged off this loop
+        self.engine = RelayEngine(cores, time.monotonic(), ownership=ownership,
                                   pid=os.getpid(), heartbeat_ms=heartbeat_ms, credit=credit,
                                   max_queued=max_queued, max_tasks_per_client=max_tasks_per_client,
                                   admin_only_writes=self.gate is not None, is_admin=curve.is_admin,
@@ -62,6 +66,7 @@ class RelayServer:
         self.fw: list[zmq.Socket | None] = [None] * len(self.cores)
         self.poller = zmq.Poller()
         self.poller.register(self.front, zmq.POLLIN)
+        self.poller.register(self.hellos.fileno(), zmq.POLLIN)
         for sock in self.ctl + self.ctl_monitors:
             self.poller.register(sock, zmq.POLLIN)
         self.running = True
@@ -127,6 +132,8 @@ class RelayServer:
                 elif sock in self.ctl_monitors:
                     index = self.ctl_monitors.index(sock)
                     self._drain(sock, lambda f, i=index: engine.ctl_lost(i, time.monotonic()))
+                elif sock == self.hellos.fileno():
+                    self._to_engine(self.hellos.ready())
                 elif sock in self.fw:
                     index = self.fw.index(sock)
                     self._drain(sock, lambda f, i=index: engine.on_fw(i, f, time.monotonic()))
@@ -144,7 +151,7 @@ class RelayServer:
         self.close()
 
     def _drain_front(self) -> None:
-        front, engine = self.front, self.engine
+        front = self.front
         for _ in range(256):
             if not front.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]  # EVENTS is an int
                 return
@@ -153,8 +160,17 @@ class RelayServer:
             if not meta.more:
                 continue
             frames = front.recv_multipart(_NOBLOCK)
-            engine.on_client(meta.bytes, frames, time.monotonic(),
-                             curve.peer_name(meta) if self.gate is not None else "", meta)
+            peer = curve.peer_name(meta) if self.gate is not None else ""
+            self._to_engine(self.hellos.admit(meta.bytes, frames, meta, peer))
+
+    def _to_engine(self, items: list) -> None:
+        """Client messages past the HELLO gate (a HELLO with its verdict, or a refusal to answer)."""
+        for item in items:
+            if item.refused is not None:
+                if item.msg_id:
+                    self._to_client(item.identity, wire.encode(messages.error(item.msg_id, item.refused)))
+            else:
+                self.engine.on_client(item.identity, item.frames, time.monotonic(), item.peer, item.meta)
             self.flush()
 
     def _drain(self, sock: zmq.Socket, handle) -> None:
@@ -173,6 +189,7 @@ class RelayServer:
             self.ctl_monitors[index].close(0)
             self.ctl[index].close(0)
         self.front.close(0)
+        self.hellos.close()
         if self.gate is not None:
             self.gate.stop()
         self.ctx.term()

@@ -169,7 +169,7 @@ def test_claiming_another_owner_in_hello_is_refused(shared_soc, owner_a, mode):
     a = owner_a
     err = claim_owner(mode, a)                  # the SDK's own HELLO, with A's id
     assert err.code == CLAIM_REFUSED, err
-    assert f"0x{a.owner:06x}" in err.message and "does not hold the lock" in err.message
+    assert f"0x{a.owner:06x}" in err.message and f"does not hold owner 0x{a.owner:06x}'s lock" in err.message
     endpoint = "relay.sock" if mode == "relay" else "vdsp0.fw.sock"
     raw = Raw(f"ipc://{shared_soc.rt}/{endpoint}")
     try:    # a bare connection: the refused claim leaves it without an owner

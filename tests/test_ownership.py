@@ -1,6 +1,6 @@
 """Ownership without processes of the SoC: the access-list format and rule (protocol.acl), owner
-proofs from peer credentials and /proc/locks (vdsp_sim.board.peercred, vdsp_sim.board.ownership), access-list files
-(vdsp_sim.board.acl) and reserved handle flags."""
+proofs from the connecting process alone, its pidfd and /proc/PID/fdinfo (vdsp_sim.board.peercred,
+vdsp_sim.board.ownership), access-list files (vdsp_sim.board.acl) and reserved handle flags."""
 from __future__ import annotations
 
 import fcntl
@@ -108,22 +108,28 @@ def test_peer_pid_parses_ipc_addresses_only():
         assert peercred.peer_pid(address) is None
 
 
-def test_holds_exclusive_flock_reads_holders_not_waiters(tmp_path):
+def test_fdinfo_lock_lines_count_exclusive_flocks_of_that_file_only(tmp_path):
     ident = (0, 0x1b, 5156)
-    locks = tmp_path / "locks"
-    locks.write_text("1: POSIX  ADVISORY  WRITE 10 00:1b:5156 0 EOF\n"
-                     "2: FLOCK  ADVISORY  READ 11 00:1b:5156 0 EOF\n"
-                     "3: FLOCK  ADVISORY  WRITE 12 00:1b:5156 0 EOF\n"
-                     "3: -> FLOCK  ADVISORY  WRITE 13 00:1b:5156 0 EOF\n"
-                     "4: FLOCK  ADVISORY  WRITE 14 00:1b:5157 0 EOF\n"
-                     "5: FLOCK  ADVISORY  WRITE 15 00:1b:5156 0 EOF")      # no newline at the end
-    assert [pid for pid in range(10, 16) if peercred.holds_exclusive_flock(pid, ident, str(locks))] == [12, 15]
-    locks.write_text("1: FLOCK  ADVISORY  WRITE 99 00:1b:1 0 EOF\n" * 10000 + "2: FLOCK  ADVISORY  WRITE 12 00:1b:5156\n")
-    with pytest.raises(peercred.ProcLocksTooLarge):
-        peercred.holds_exclusive_flock(12, ident, str(locks), limit=64 << 10)
+    fdinfo = tmp_path / "77" / "fdinfo"
+    fdinfo.mkdir(parents=True)
+    lines = {3: "lock:\t1: POSIX  ADVISORY  WRITE 10 00:1b:5156 0 EOF",
+             4: "lock:\t1: FLOCK  ADVISORY  READ 11 00:1b:5156 0 EOF",
+             5: "lock:\t1: FLOCK  ADVISORY  WRITE 12 00:1b:5157 0 EOF",
+             6: "lock:\t1: OFDLCK ADVISORY  WRITE -1 00:1b:5156 0 EOF",
+             7: "lock:\t1: FLOCK  ADVISORY  WRITE 99 00:1b:5156 0 EOF"}       # taken by another pid: still held here
+    for fd, line in lines.items():
+        (fdinfo / str(fd)).write_text(f"pos:\t0\nflags:\t02\nmnt_id:\t4\nino:\t5156\n{line}\n")
+    proc = str(tmp_path)
+    assert [fd for fd in lines if peercred.fd_holds_exclusive_flock(77, fd, ident, proc)] == [7]
+    assert not peercred.fd_holds_exclusive_flock(77, 9, ident, proc)              # no such fd
+    assert peercred.holds_exclusive_flock(77, ident, proc=proc)                   # found by a scan
+    with pytest.raises(peercred.TooManyFds):
+        peercred.holds_exclusive_flock(77, ident, proc=proc, limit=2)
+    with pytest.raises(OSError):
+        peercred.fd_holds_exclusive_flock(78, 7, ident, proc)                     # no such process
 
 
-def test_holds_exclusive_flock_on_the_real_proc_locks(tmp_path):
+def test_holds_exclusive_flock_on_the_real_fdinfo(tmp_path):
     path = tmp_path / "x.lock"
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
     try:
@@ -131,6 +137,8 @@ def test_holds_exclusive_flock_on_the_real_proc_locks(tmp_path):
         assert not peercred.holds_exclusive_flock(os.getpid(), ident)
         fcntl.flock(fd, fcntl.LOCK_EX)
         assert peercred.holds_exclusive_flock(os.getpid(), ident)
+        assert peercred.holds_exclusive_flock(os.getpid(), ident, fd)
+        assert not peercred.holds_exclusive_flock(os.getpid(), ident, 0)           # another fd of ours
         assert not peercred.holds_exclusive_flock(os.getppid(), ident)
     finally:
         os.close(fd)

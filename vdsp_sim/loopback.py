@@ -37,7 +37,7 @@ from protocol import errors, messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from vdsp_sim.board import ddr
-from vdsp_sim.board.ownership import Ownership
+from vdsp_sim.board.ownership import Claim, Ownership
 
 RELAY_CTL, RELAY_FW = b"\x00relay-ctl", b"\x00relay-fw"
 TICK_S = 0.02
@@ -46,11 +46,12 @@ TICK_S = 0.02
 class _ThisProcess(Ownership):
     """Claims are true when they name this process's owner (or the in-process relay)."""
 
-    def _prove_owner(self, owner, address, peer_name) -> None:
+    def _prove_owner(self, claim: Claim) -> None:
+        owner = claim.body.get("owner")
         if owner != ddr.current_owner().id:
             raise errors.ClaimRefused(f"owner {owner} is not this process's")
 
-    def _prove_relay(self, address, peer_name) -> None:
+    def _prove_relay(self, claim: Claim) -> None:
         pass
 
 

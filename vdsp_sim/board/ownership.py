@@ -3,8 +3,9 @@
 The relay (for its clients) and every firmware (for direct-mode clients and for the relay)
 bind each connection to what its HELLO claimed once the claim is verified:
 
-- ``owner`` X over **ipc**: the peer process (its pid from the kernel, ``vdsp_sim.board.peercred``)
-  holds the exclusive flock of X's lock file ``vdsp-{X:06x}.lock`` in the DDR directory;
+- ``owner`` X over **ipc**: the process that opened the connection (a pidfd from the kernel,
+  ``vdsp_sim.board.peercred``) still lives and holds the exclusive flock of X's lock file
+  ``vdsp-{X:06x}.lock`` in the DDR directory through one of its fds (its own /proc entries say so);
 - ``owner`` X over **tcp** (CURVE): X is alive (its lock is held) and its access list
   (``vdsp_sim.board.acl``) names the CURVE key this peer authenticated with; one key per owner, set
   by the owner, so no other key can use X while X lives;
@@ -12,7 +13,9 @@ bind each connection to what its HELLO claimed once the claim is verified:
   directory's ``relay.pid``; over tcp it authenticated with the relay's key (``admin:relay``).
   Its tasks were checked by the relay and are not checked again.
 
-A claim that fails is ClaimRefused (logged at most once per 10 s per peer) and leaves the
+Checking a claim reads the peer's /proc entries, so servers take it apart on their loop
+(:meth:`Ownership.take`, a few syscalls) and judge it on a worker (:meth:`Ownership.judge`,
+``vdsp_sim.board.hellogate``). A claim that fails is ClaimRefused (logged at most once per 10 s per peer) and leaves the
 connection without an owner: it may still PING, but every handle it sends is ForeignHandle.
 A TASK's own ``owner`` field is never consulted.
 """
@@ -38,6 +41,39 @@ def _hex(owner: object) -> str:
     return f"0x{owner:06x}" if isinstance(owner, int) and owner >= 0 else repr(owner)
 
 
+class Verdict:
+    """The outcome of one HELLO's claim: a binding (owner id, RELAY or None), or the refusal."""
+
+    __slots__ = ("binding", "refusal")
+
+    def __init__(self, binding: int | None, refusal: errors.ClaimRefused | None = None) -> None:
+        self.binding, self.refusal = binding, refusal
+
+    def result(self) -> int | None:
+        """The binding; raises the ClaimRefused if the claim was refused."""
+        if self.refusal is not None:
+            raise self.refusal
+        return self.binding
+
+
+class Claim:
+    """One HELLO's claim as received: what it wants (``"owner"``, ``"relay"`` or None) and who
+    sent it (ipc: the pid zmq took at accept and a pidfd of that very process; tcp: the CURVE name)."""
+
+    __slots__ = ("body", "address", "peer_name", "wants", "pid", "pidfd", "gone")
+
+    def __init__(self, body: dict, address: str | None, peer_name: str, wants: str | None) -> None:
+        self.body, self.address, self.peer_name, self.wants = body, address, peer_name, wants
+        self.pid: int | None = None
+        self.pidfd: int | None = None
+        self.gone = False           # the connecting process had exited when the HELLO was read
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
 class Ownership:
     """One server's judge of HELLO claims and of the handles of TASKs.
 
@@ -56,46 +92,101 @@ class Ownership:
     def claim(self, body: dict, frame: object = None, peer_name: str = "") -> int | None:
         """The binding a HELLO earns: its verified owner id, RELAY, or None (it claims no owner).
 
-        ``frame`` is a frame of the HELLO received with ``copy=False`` (its ``Peer-Address``
-        tells the ipc peer's pid); ``peer_name`` the CURVE name on tcp. Raises ClaimRefused.
+        ``frame`` is a frame of the HELLO received with ``copy=False`` (its properties tell the
+        ipc peer's pid and socket), or the :class:`Verdict` reached for this HELLO off the
+        loop (``vdsp_sim.board.hellogate``); ``peer_name`` the CURVE name on tcp. Raises ClaimRefused.
         """
-        address = peercred.frame_property(frame, "Peer-Address")
-        try:
-            if body.get("role") == "relay" and self.accept_relay:
-                self._prove_relay(address, peer_name)
-                return RELAY
-            owner = body.get("owner", 0)
-            if owner == 0:
-                return None
-            self._prove_owner(owner, address, peer_name)
-            return owner
-        except errors.ClaimRefused as exc:
-            self.warn.warn(("claim", address or peer_name), "%s: refused the HELLO of %s: %s", self.server,
-                           address or peer_name or "an unknown peer", exc.message)
-            raise
+        verdict = frame if isinstance(frame, Verdict) else self.judge(self.take(body, frame, peer_name))
+        return verdict.result()
 
-    def _ipc_pid(self, address: str | None) -> int | None:
-        pid = peercred.peer_pid(address)
-        if pid is not None and address is not None and address.split(":")[1] != str(os.geteuid()):
+    def take(self, body: dict, frame: object = None, peer_name: str = "") -> Claim:
+        """What a HELLO claims and who sent it, read at once on the thread that received it
+        (a few syscalls: the connection's pidfd); :meth:`judge` decides, anywhere, later."""
+        raw = peercred.frame_property(frame, "Peer-Address")
+        if body.get("role") == "relay" and self.accept_relay:
+            wants: str | None = "relay"
+        else:
+            wants = None if body.get("owner", 0) == 0 else "owner"
+        claim = Claim(body, raw if isinstance(raw, str) else None, peer_name, wants)
+        if claim.wants is None:
+            return claim
+        claim.pid = peercred.peer_pid(claim.address)
+        if claim.pid is not None:
+            try:
+                claim.pidfd = peercred.connection_pidfd(frame)
+            except peercred.PeerGone:
+                claim.gone = True
+        return claim
+
+    def judge(self, claim: Claim) -> Verdict:
+        """The verdict on ``claim`` (reads the peer's /proc entries: may be slow; never raises).
+        Closes the claim's pidfd."""
+        try:
+            if claim.wants is None:
+                return Verdict(None)
+            if claim.wants == "relay":
+                self._prove_relay(claim)
+                return Verdict(RELAY)
+            self._prove_owner(claim)
+            return Verdict(claim.body.get("owner"))
+        except errors.ClaimRefused as exc:
+            who = claim.address or claim.peer_name
+            self.warn.warn(("claim", who), "%s: refused the HELLO of %s: %s", self.server,
+                           who or "an unknown peer", exc.message)
+            return Verdict(None, exc)
+        finally:
+            claim.close()
+
+    def _ipc_pid(self, claim: Claim) -> int | None:
+        """The ipc peer's pid (None: not ipc), once it is known to be this user's live connecting process."""
+        pid, address = claim.pid, claim.address
+        if pid is None or address is None:
+            return None
+        if address.split(":")[1] != str(os.geteuid()):
             raise errors.ClaimRefused(f"peer {address} runs as another user")
+        if claim.gone:
+            raise errors.ClaimRefused(f"process {pid}, which opened this connection, has exited: a connection "
+                                      "outliving its process proves nothing (its pid may be another process's now)")
+        if claim.pidfd is None:
+            raise errors.ClaimRefused(f"cannot tell which process opened this connection (no pidfd of peer "
+                                      f"{address}: Linux >= 6.5 and libzmq's SRCFD are needed)")
+        if peercred.pidfd_pid(claim.pidfd) != pid:
+            raise errors.ClaimRefused(f"process {pid}, which opened this connection, has exited")
         return pid
 
-    def _prove_owner(self, owner: object, address: str | None, peer_name: str) -> None:
+    def _still_there(self, claim: Claim) -> None:
+        """After reading /proc/PID: the process that connected still lives, so PID was it throughout."""
+        if claim.pidfd is None or not peercred.alive(claim.pidfd):
+            raise errors.ClaimRefused(f"process {claim.pid}, which opened this connection, exited while its "
+                                      "claim was checked")
+
+    def _prove_owner(self, claim: Claim) -> None:
+        owner, peer_name = claim.body.get("owner"), claim.peer_name
         if not isinstance(owner, int) or isinstance(owner, bool) or not 0 < owner < ddr.MAX_OWNER:
             raise errors.ClaimRefused(f"owner {owner!r:.40} is not a DDR owner id in [1, 2^22)")
-        pid = self._ipc_pid(address)
+        pid = self._ipc_pid(claim)
         if pid is not None:
             path = os.path.join(ddr.shm_dir(), ddr.lock_name(owner))
             ident = peercred.lock_identity(path)
             if ident is None:
-                raise errors.ClaimRefused(f"owner {_hex(owner)} does not exist: no lock file {path}")
+                raise errors.ClaimRefused(f"owner {_hex(owner)} lock file missing: no lock file {path} "
+                                          "(owner not alive, or not in this SoC's DDR directory)")
+            lock_fd = claim.body.get("lock_fd")
+            fd = lock_fd if isinstance(lock_fd, int) and not isinstance(lock_fd, bool) and lock_fd >= 0 else None
             try:
-                held = peercred.holds_exclusive_flock(pid, ident)
+                held = peercred.holds_exclusive_flock(pid, ident, fd)
+            except peercred.TooManyFds as exc:
+                raise errors.ClaimRefused(f"cannot verify owner {_hex(owner)}: {exc.strerror}; name the fd "
+                                          "that holds its lock in the HELLO (lock_fd)") from None
             except OSError as exc:
-                raise errors.ClaimRefused(f"cannot verify owner {_hex(owner)} of process {pid}: {exc}") from None
+                raise errors.ClaimRefused(f"cannot verify owner {_hex(owner)} of process {pid}: cannot read "
+                                          f"its /proc entries ({exc.strerror or exc})") from None
+            self._still_there(claim)
             if not held:
-                raise errors.ClaimRefused(f"process {pid} does not hold the lock of owner {_hex(owner)} ({path}): "
-                                          "a connection may only claim the owner its own process holds")
+                where = f"through fd {fd}" if fd is not None else "through any of its fds"
+                raise errors.ClaimRefused(f"process {pid} does not hold owner {_hex(owner)}'s lock ({path}) "
+                                          f"{where}: a connection may only claim an owner whose exclusive "
+                                          "flock its own process holds")
             return
         if peer_name and self.gate is not None:
             key = self.gate.key_of(peer_name)
@@ -111,11 +202,12 @@ class Ownership:
         raise errors.ClaimRefused(f"cannot tell which process or key sent this HELLO, so owner {_hex(owner)} "
                                   "cannot be verified")
 
-    def _prove_relay(self, address: str | None, peer_name: str) -> None:
-        pid = self._ipc_pid(address)
+    def _prove_relay(self, claim: Claim) -> None:
+        pid, peer_name = self._ipc_pid(claim), claim.peer_name
         if pid is not None:
             path = (self.rt or Path(".")) / "relay.pid"
             relay = PidFile(path).read() if self.rt is not None else None
+            self._still_there(claim)
             if relay != pid:
                 raise errors.ClaimRefused(f"process {pid} claims the role relay, but {path} names "
                                           f"{relay if relay is not None else 'no live process'}")
