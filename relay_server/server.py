@@ -15,11 +15,12 @@ import time
 
 import zmq
 
-from protocol.constants import HEARTBEAT_INTERVAL_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
+from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
 from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from relay_server.observe import RelayObserver
 from vdsp_sim.board import curve, ddr, runtime, trace
 from vdsp_sim.board.ownership import Ownership
+from vdsp_sim.board.procfacts import ProcFacts
 from vdsp_sim.board.zsock import send_frames
 
 log = logging.getLogger("vdsp.relay")
@@ -31,7 +32,7 @@ _EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
 
 class RelayServer:
     def __init__(self, bind: str, cores: dict[str, str], *, heartbeat_ms: int = HEARTBEAT_INTERVAL_MS,
-                 credit: int = 8, max_queued: int = 8192,
+                 hung_ms: int = HUNG_AFTER_MS, credit: int = 8, max_queued: int = 8192,
                  max_tasks_per_client: int = MAX_TASKS_PER_CLIENT, metrics=None) -> None:
         """``metrics``: a ``relay_server.metrics.RelayMetrics`` to feed (--metrics-port)."""
         self.ctx = zmq.Context()
@@ -41,6 +42,9 @@ class RelayServer:
         self.front.sndhwm = CLIENT_SNDHWM        # per client: a client that never reads cannot grow us
         self.front.rcvhwm = 10000
         self.front.maxmsgsize = MAX_RAW_FRAME    # a larger frame closes that connection before it is read
+        # a client whose connection closes (its process exited) is announced by an empty message
+        # from its identity: the engine drops it at once instead of waiting for its silence
+        self.front.setsockopt(zmq.ROUTER_NOTIFY, zmq.NOTIFY_DISCONNECT)
         self.gate = curve.Gate(self.ctx, curve.keys_dir()) if curve.is_tcp(bind) else None
         curve.secure_server(self.front, bind)
         self.front.bind(bind)
@@ -49,10 +53,10 @@ class RelayServer:
         self.trace = trace.Recorder("relay", "relay", meta={"cores": list(cores)})
         self.metrics = metrics
         self.engine = RelayEngine(cores, time.monotonic(), ownership=Ownership("relay", gate=self.gate),
-                                  pid=os.getpid(), heartbeat_ms=heartbeat_ms, credit=credit,
+                                  pid=os.getpid(), heartbeat_ms=heartbeat_ms, hung_ms=hung_ms, credit=credit,
                                   max_queued=max_queued, max_tasks_per_client=max_tasks_per_client,
                                   admin_only_writes=self.gate is not None, is_admin=curve.is_admin,
-                                  observer=RelayObserver(self.trace, metrics))
+                                  observer=RelayObserver(self.trace, metrics), facts=ProcFacts().fact)
         self.cores = self.engine.cores            # read by main's --exit-without-cores watch
         for core in self.cores:
             log.info("Connect to vdsp core%d...", core.index)
@@ -153,6 +157,10 @@ class RelayServer:
             if not meta.more:
                 continue
             frames = front.recv_multipart(_NOBLOCK)
+            if frames == [b""]:     # ROUTER_NOTIFY: this client's connection closed
+                engine.client_gone(meta.bytes, time.monotonic())
+                self.flush()
+                continue
             engine.on_client(meta.bytes, frames, time.monotonic(),
                              curve.peer_name(meta) if self.gate is not None else "", meta)
             self.flush()
