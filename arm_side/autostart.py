@@ -94,10 +94,11 @@ def supervisor_problem(rt: Path) -> str | None:
 
 def cores_listening(rt: Path) -> bool:
     """True if some DSP core endpoint of ``rt`` accepts connections (a core process serves it)."""
-    return any(_listening(endpoint) for endpoint in runtime.core_endpoints(rt).values())
+    return any(listening(endpoint) for endpoint in runtime.core_endpoints(rt).values())
 
 
-def _listening(endpoint: str) -> bool:
+def listening(endpoint: str) -> bool:
+    """True if a process accepts connections at ``endpoint`` (ipc or tcp)."""
     try:
         if endpoint.startswith("ipc://"):
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:

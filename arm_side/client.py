@@ -142,9 +142,9 @@ class Client:
             self.links[name] = link
             req = self._request(link, self.session.hello())
             try:
-                info = req.wait(self.connect_timeout_s * 1000)
-            except errors.TaskTimeout:
-                log.warning("core %s does not answer at %s", name, endpoint)
+                info = self._await_core(req, endpoint)
+            except errors.TaskTimeout as exc:
+                log.warning("core %s does not answer at %s: %s", name, endpoint, exc.message)
                 self.transport.release(link)
                 peer.alive = False
                 self.core_states[name] = "unreachable"
@@ -154,6 +154,21 @@ class Client:
             self._carry_out(self.session.connected(peer, info, time.monotonic()))
         if not any(p.alive for p in self.session.peers):
             raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")
+
+    def _await_core(self, req: Request, endpoint: str) -> dict:
+        """A core's READY: waited for up to ``connect_timeout_s`` while something serves its
+        endpoint (a slow core answers late), given up at once when nothing does. Raises
+        TaskTimeout saying which."""
+        deadline = time.monotonic() + self.connect_timeout_s
+        while True:
+            try:
+                return req.wait(100)
+            except errors.TaskTimeout:
+                problem = self.transport.server_problem(endpoint)
+                if problem:
+                    raise errors.TaskTimeout(problem) from None
+                if time.monotonic() >= deadline:
+                    raise errors.TaskTimeout(f"no answer within {self.connect_timeout_s:g} s") from None
 
     def _carry_out(self, actions: list) -> None:
         """Do what the session asked: open or close a firmware link (direct mode), send."""

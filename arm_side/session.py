@@ -206,7 +206,7 @@ class Session:
         for msg_id in list(peer.inflight):
             req = self.pending.pop(msg_id, None)
             if req is not None:
-                req._complete(None, error_for(CoreState.of(state), peer.name))
+                req._complete(None, error_for(CoreState.of(state), peer.name, str(body.get("reason", ""))))
         peer.inflight.clear()
         return actions
 
@@ -245,7 +245,7 @@ class Session:
         peer.alive = False
         if self.mode == "direct":
             log.error("core %s: %s: declared dead", peer.name, why)
-            return self.core_state(peer, "dead", {})
+            return self.core_state(peer, "dead", {"reason": why})
         log.error("relay %s: failing %d request(s)", why, len(self.pending))
         self.fail_all(errors.RelayUnavailable(f"relay server stopped answering: {why}"))
         return []

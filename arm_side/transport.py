@@ -63,6 +63,10 @@ class Transport:
         """Why waiting longer for the relay of ``plan`` is pointless now; None to keep waiting."""
         return None
 
+    def server_problem(self, endpoint: str) -> str | None:
+        """Why waiting for a server (a core) at ``endpoint`` is pointless now: none serves there."""
+        return None
+
     def probe_delay(self, endpoint: str) -> float | None:
         """Seconds to wait for a relay's READY before :meth:`unanswered` (None: never ask)."""
         return None
@@ -152,6 +156,11 @@ class ZmqTransport(Transport):
 
     def wait_problem(self, plan) -> str | None:
         return autostart.wait_problem(self.rt, plan)
+
+    def server_problem(self, endpoint: str) -> str | None:
+        if endpoint.startswith("ipc://") and not autostart.listening(endpoint):
+            return f"no process serves {endpoint}"
+        return None
 
     def close(self) -> None:
         for monitor in self.monitors.values():

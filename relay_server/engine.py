@@ -45,7 +45,7 @@ MAX_FW_HELLOS = 64              # our unanswered greetings of firmwares remember
 
 
 class Client:
-    __slots__ = ("identity", "owner", "pid", "name", "liveness", "jobs", "held_bytes", "dropped", "peer")
+    __slots__ = ("identity", "owner", "pid", "kernel_pid", "name", "liveness", "jobs", "held_bytes", "dropped", "peer")
 
     def __init__(self, identity: bytes, now: float, heartbeat_ms: int, peer: str = "",
                  hung_ms: int = HUNG_AFTER_MS) -> None:
@@ -53,6 +53,7 @@ class Client:
         self.peer = peer       # "" on ipc; the CURVE name (admin:NAME / client:NAME) on tcp
         self.owner: int | None = None   # the DDR owner its HELLO proved (None: none proved)
         self.pid = self.held_bytes = self.dropped = 0
+        self.kernel_pid: int | None = None     # its process, as the kernel told the adapter (ipc; 0: unknown)
         self.name = ""
         self.liveness = Liveness(now, heartbeat_ms, hung_ms)
         self.jobs: dict[int, Job] = {}  # client msg_id -> job, queued or running
@@ -520,11 +521,12 @@ class RelayEngine:
             self.core_state(core, CoreState.DEAD, {}, f"core process{pid} exited: connection closed", now)
         self.to_ctl(core, messages.hello(next(self.ids), "relay", name="dsp_relay_server"))
 
-    def client_gone(self, identity: bytes, now: float) -> None:
-        """A client's connection closed (its process exited or closed the socket): drop it now."""
-        client = self.clients.get(identity)
-        if client is not None:
-            self.drop_client(client, "disconnected (connection closed)")
+    def client_disconnected(self, now: float) -> None:
+        """Some client connection closed (the socket does not say whose): drop at once every
+        client whose process, as the kernel named it at connect, has exited."""
+        for client in list(self.clients.values()):
+            if client.kernel_pid and self.facts(client.kernel_pid, now) is ProcFact.GONE:
+                self.drop_client(client, f"disconnected (process {client.kernel_pid} exited)")
 
     def _fact(self, pid: int | None, local: bool, now: float) -> ProcFact:
         return self.facts(pid, now) if local and pid else ProcFact.UNKNOWN
@@ -549,7 +551,7 @@ class RelayEngine:
         beat = wire.encode(messages.heartbeat())
         for client in list(self.clients.values()):
             live = client.liveness
-            if live.overdue(now) and live.hung(now, self._fact(client.pid, not client.peer, now)):
+            if live.overdue(now) and live.hung(now, self._fact(client.kernel_pid, True, now)):
                 self.drop_client(client, f"gone silent for {live.silent(now):.1f} s")
             elif live.send_due(now):
                 self.to_client(client.identity, beat)

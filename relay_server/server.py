@@ -18,7 +18,7 @@ import zmq
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
 from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from relay_server.observe import RelayObserver
-from vdsp_sim.board import curve, ddr, runtime, trace
+from vdsp_sim.board import curve, ddr, peercred, runtime, trace
 from vdsp_sim.board.ownership import Ownership
 from vdsp_sim.board.procfacts import ProcFacts
 from vdsp_sim.board.zsock import send_frames
@@ -42,9 +42,6 @@ class RelayServer:
         self.front.sndhwm = CLIENT_SNDHWM        # per client: a client that never reads cannot grow us
         self.front.rcvhwm = 10000
         self.front.maxmsgsize = MAX_RAW_FRAME    # a larger frame closes that connection before it is read
-        # a client whose connection closes (its process exited) is announced by an empty message
-        # from its identity: the engine drops it at once instead of waiting for its silence
-        self.front.setsockopt(zmq.ROUTER_NOTIFY, zmq.NOTIFY_DISCONNECT)
         self.gate = curve.Gate(self.ctx, curve.keys_dir()) if curve.is_tcp(bind) else None
         curve.secure_server(self.front, bind)
         self.front.bind(bind)
@@ -63,10 +60,12 @@ class RelayServer:
         self.ctl = [self._dealer(c.endpoint) for c in self.cores]
         # a core process that dies closes our control connection: we hear it at once
         self.ctl_monitors = [sock.get_monitor_socket(zmq.EVENT_DISCONNECTED) for sock in self.ctl]
+        # a client connection that closes: the engine looks at once which clients' processes exited
+        self.front_monitor = self.front.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         self.fw: list[zmq.Socket | None] = [None] * len(self.cores)
         self.poller = zmq.Poller()
         self.poller.register(self.front, zmq.POLLIN)
-        for sock in self.ctl + self.ctl_monitors:
+        for sock in [self.front_monitor] + self.ctl + self.ctl_monitors:
             self.poller.register(sock, zmq.POLLIN)
         self.running = True
 
@@ -125,6 +124,8 @@ class RelayServer:
             for sock, _ in self.poller.poll(TICK_MS):
                 if sock is self.front:
                     self._drain_front()
+                elif sock is self.front_monitor:
+                    self._drain(sock, lambda f: engine.client_disconnected(time.monotonic()))
                 elif sock in self.ctl:
                     index = self.ctl.index(sock)
                     self._drain(sock, lambda f, i=index: engine.on_ctl(i, f, time.monotonic()))
@@ -157,12 +158,12 @@ class RelayServer:
             if not meta.more:
                 continue
             frames = front.recv_multipart(_NOBLOCK)
-            if frames == [b""]:     # ROUTER_NOTIFY: this client's connection closed
-                engine.client_gone(meta.bytes, time.monotonic())
-                self.flush()
-                continue
-            engine.on_client(meta.bytes, frames, time.monotonic(),
+            identity = meta.bytes
+            engine.on_client(identity, frames, time.monotonic(),
                              curve.peer_name(meta) if self.gate is not None else "", meta)
+            client = engine.clients.get(identity)
+            if client is not None and client.kernel_pid is None:   # once per connection: who it is
+                client.kernel_pid = peercred.peer_pid(peercred.frame_property(meta, "Peer-Address")) or 0
             self.flush()
 
     def _drain(self, sock: zmq.Socket, handle) -> None:
@@ -180,6 +181,8 @@ class RelayServer:
             self.ctl[index].disable_monitor()
             self.ctl_monitors[index].close(0)
             self.ctl[index].close(0)
+        self.front.disable_monitor()
+        self.front_monitor.close(0)
         self.front.close(0)
         if self.gate is not None:
             self.gate.stop()

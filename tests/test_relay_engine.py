@@ -363,14 +363,18 @@ def test_a_client_is_dropped_when_its_connection_closes_not_when_it_is_silent_fo
     r = Relay(credit=1)
     up_with_pids(r)
     r.send(A, messages.hello(1, "client", pid=555))
+    r.send(B, messages.hello(1, "client", pid=666))
+    r.e.clients[A].kernel_pid, r.e.clients[B].kernel_pid = 555, 666   # as the adapter learns them
     r.task(A, 2, core=Core.CORE_0)
     r.task(A, 3, core=Core.CORE_0)
     r.take()
     r.now += 10                                 # a starved client misses 20 beats: kept
     r.e.tick(r.now)
     assert A in r.e.clients and r.e.query("stats")["queued"] == 1
-    r.e.client_gone(A, r.now)                   # its process exited: dropped at once
+    r.facts[555], r.facts[666] = ProcFact.GONE, ProcFact.IDLE
+    r.e.client_disconnected(r.now)              # a connection closed: A's process exited, B's lives
     assert A not in r.e.clients and r.e.query("stats")["queued"] == 0
+    assert B in r.e.clients
 
 
 def test_ready_tells_clients_the_relay_s_pid_and_hung_deadline():
