@@ -309,8 +309,8 @@ def parser() -> argparse.ArgumentParser:
                                     "it is given up ('vdsp status' shows restarts and give-ups).")
     up.add_argument("-d", "--detach", action="store_true", help="run in the background; stop with 'vdsp down'")
     up.add_argument("--timeout", type=float, default=0.0,
-                    help="at most this many seconds to wait for every core to run (default 0: no limit; the wait "
-                         "follows the processes: it fails at once when one exits or is given up, or when none "
+                    help="at most this many seconds to wait for every core to run; 0: no limit, the wait "
+                         "follows the processes (it fails at once when one exits or is given up, or when none "
                          "of them used CPU for 60 s)")
     up.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS, help="firmware watchdog of each core")
     up.add_argument("--log-files", action="store_true", help="write each process's log under $VDSP_RUNTIME_DIR/log")
@@ -325,8 +325,8 @@ def parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="cores, state, firmware version, operators; restarts of each process")
     st.add_argument("--json", action="store_true", help="machine-readable output (every field, every operator)")
     st.add_argument("--timeout", type=float, default=30.0,
-                    help="seconds to wait for a SoC whose processes live but answer slowly (default 30); one "
-                         "that is down is reported at once")
+                    help="seconds to wait for a SoC whose processes live but answer slowly; one that is "
+                         "down is reported at once")
     st.add_argument("-v", "--verbose", action="store_true", help="also list every operator of every core")
     st.set_defaults(fn=cmd_status)
     sub.add_parser("dmesg", help="remoteproc kernel log of this SoC").set_defaults(fn=cmd_dmesg)
