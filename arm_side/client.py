@@ -162,7 +162,7 @@ class Client:
         deadline = time.monotonic() + self.connect_timeout_s
         while True:
             try:
-                return req.wait(100)
+                return req.wait(500)
             except errors.TaskTimeout:
                 problem = self.transport.server_problem(endpoint)
                 if problem:

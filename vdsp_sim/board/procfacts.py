@@ -9,8 +9,6 @@ alone decides (and so does a look less than ``SAMPLE_S`` after the first).
 """
 from __future__ import annotations
 
-import os
-
 from protocol.liveness import ProcFact
 
 SAMPLE_S = 1.0           # CPU time is counted in ticks of 10 ms: compare samples this far apart
@@ -68,11 +66,3 @@ class ProcFacts:
         self._samples[pid] = (now, cpu)
         if len(self._samples) > self.MAX_PIDS:
             del self._samples[next(iter(self._samples))]
-
-
-def pidfd(pid: int) -> int | None:
-    """A pidfd for ``pid`` (readable once it exits), or None where the kernel has none."""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
