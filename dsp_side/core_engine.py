@@ -265,7 +265,13 @@ class CoreEngine:
         if watchdog is None:
             return
         since_beat, msg_id, task_s = watchdog
-        if since_beat > self.watchdog_s or task_s > self.watchdog_s:
+        # The sample's rule: a task running past the watchdog is killed (a stopped firmware too:
+        # its task's start time stays put). A firmware whose beat stopped while no task runs is
+        # killed when its process is stopped or idle, not while it is merely starved of CPU.
+        silent = since_beat > self.watchdog_s and (
+            since_beat > self.watchdog_s * HUNG_HARD_FACTOR
+            or self.facts(fw.pid, now) not in (ProcFact.PROGRESSING, ProcFact.PENDING))
+        if silent or task_s > self.watchdog_s:
             log.error("%s: watchdog: firmware %s for %.1fs", self.name,
                       f"stuck in task {msg_id}" if task_s > self.watchdog_s else "silent", max(since_beat, task_s))
             self.instant("watchdog", task=msg_id, since_beat_s=round(since_beat, 3), task_s=round(task_s, 3))

@@ -176,6 +176,21 @@ def test_a_peer_silent_for_seconds_is_still_heartbeaten_and_one_silent_past_the_
     assert PEER not in c.e.peers
 
 
+def test_a_firmware_whose_beat_is_late_is_killed_only_if_its_process_is_stopped_or_idle():
+    from protocol.liveness import ProcFact
+    facts = {999: ProcFact.PROGRESSING}
+    c = Core(facts=lambda pid, now: facts.get(pid, ProcFact.UNKNOWN))
+    c.boot()
+    c.take()
+    c.e.tick(c.now, (3.0, 0, 0.0))                # no beat for 3 s (watchdog 2 s), but it runs: starved
+    assert KILL_FW not in [k for k, *_ in c.take()]
+    c.e.tick(c.now, (1.0, 44, 2.5))               # a task past the watchdog is killed, starved or not
+    assert (KILL_FW, None, "watchdog") in c.take()
+    facts[999] = ProcFact.STOPPED
+    c.e.tick(c.now, (3.0, 0, 0.0))
+    assert (KILL_FW, None, "watchdog") in c.take()
+
+
 def test_a_slow_boot_goes_on_while_the_firmware_process_progresses():
     from protocol.liveness import ProcFact
     facts = {5: ProcFact.PROGRESSING}
