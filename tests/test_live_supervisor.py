@@ -318,3 +318,21 @@ def test_sdk_fails_at_once_naming_the_relay_when_its_process_exits(runtime_env):
         relay.wait()
         (runtime_env / "relay.sock").unlink(missing_ok=True)
         cores.stop_and_check()
+
+
+def test_up_fails_at_once_saying_which_process_was_given_up(runtime_env):
+    """'vdsp up -d' has no clock of its own: a core that cannot start is given up after 5 exits
+    (a few seconds), and 'up -d' says so then, with the name, instead of waiting a timeout."""
+    (runtime_env / "vdsp0.sock").mkdir()       # vdsp0 cannot bind its endpoint: it exits at once
+    try:
+        t0 = time.monotonic()
+        res = run(VDSP + ["up", "-d"], runtime_env, timeout=120)
+        took = time.monotonic() - t0
+        print(f"\n'vdsp up -d' failed after {took:.1f} s: {res.stderr.strip()}")
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert "gave up on vdsp0" in res.stderr, res.stderr
+        assert took < 40, took
+        assert wait_until(lambda: not rt_processes(runtime_env), 15), rt_processes(runtime_env)
+    finally:
+        run(VDSP + ["down"], runtime_env)
+        (runtime_env / "vdsp0.sock").rmdir()

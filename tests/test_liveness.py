@@ -59,3 +59,42 @@ def test_facts_of_a_sleeping_a_stopped_a_busy_and_an_exited_process():
         for p in (sleeper, busy):
             p.kill()
             p.wait()
+
+
+class _Pending:
+    def __init__(self, msg_id: int) -> None:
+        self.msg_id, self.error = msg_id, None
+
+    def _complete(self, body, error, *rest) -> None:
+        self.error = error
+
+
+def _relay_session(hung_ms: int):
+    from arm_side.session import PeerState, Session
+    session = Session("relay", 0)
+    peer = PeerState("relay", 0.0)
+    session.peers.append(peer)
+    session.connected(peer, {"heartbeat_ms": 500, "hung_ms": hung_ms, "pid": 4242, "cores": []}, 0.0)
+    req = _Pending(7)
+    session.track(req)
+    return session, peer, req
+
+
+def test_the_sdk_takes_a_silent_relay_for_hung_only_past_its_announced_deadline():
+    from protocol import errors
+    session, peer, req = _relay_session(8000)
+    assert peer.pid == 4242
+    session.tick(5.0, facts=lambda p: ProcFact.IDLE)            # 10 missed beats: nothing decided
+    session.tick(8.5, facts=lambda p: ProcFact.PROGRESSING)     # past it, but the relay runs (starved)
+    assert peer.alive and req.error is None
+    session.tick(8.6, facts=lambda p: ProcFact.STOPPED)
+    assert not peer.alive and isinstance(req.error, errors.RelayUnavailable)
+    assert "hung" in req.error.message and "stopped" in req.error.message
+
+
+def test_the_sdk_takes_a_relay_whose_connection_closed_for_dead_at_once():
+    from protocol import errors
+    session, peer, req = _relay_session(20_000)
+    session.tick(0.1, closed=lambda p: True)
+    assert not peer.alive and isinstance(req.error, errors.RelayUnavailable)
+    assert "connection closed" in req.error.message
