@@ -1,8 +1,12 @@
 """What the SDK does when no relay answers at the local (ipc) relay endpoint of a runtime dir.
 
 - A SoC supervisor runs there (``vdsp up``: ``soc.pid``). It restarts its relay by itself,
-  so the SDK starts nothing: it waits (``SUPERVISOR_WAIT_S`` at most) for that relay, and
-  fails at once if the supervisor gave the relay up or is stopping the SoC.
+  so the SDK starts nothing: it waits for that relay as long as the supervisor lives and has
+  not given the relay up (up to the caller's connect timeout: a relay starved of CPU on a busy
+  host answers late, not never), and fails at once, saying why, when the supervisor exits,
+  gives the relay up or is stopping the SoC.
+- A relay runs there without a supervisor (``relay.pid``): the SDK waits for it while its
+  process lives, and fails at once when it exits.
 - No supervisor, but DSP cores answer at their endpoints (cores started on their own, like a
   board's DSPs after boot): the SDK starts ``dsp_relay_server`` for them, as the J5 sample
   scripts rely on. That relay exits by itself once no core has answered for
@@ -25,29 +29,51 @@ from urllib.parse import urlsplit
 from protocol import errors
 from vdsp_sim.board import runtime
 from vdsp_sim.board.pidfile import PidFile, supervisor_state
+from vdsp_sim.board.procfacts import exited
 
-SUPERVISOR_WAIT_S = 5.0            # how long a client waits for the supervisor to restart the relay
 RELAY_EXIT_WITHOUT_CORES_S = 5.0   # a relay the SDK started exits after this long without a core
 PROBE_S = 0.5                      # a relay that runs answers HELLO well within this
 
 
 @dataclass
 class Plan:
-    action: str      # "wait" (for the supervisor), "start" (a relay for running cores) or "fail"
+    """``action``: "wait" (for the supervisor's relay, or a relay that runs), "start" (a relay for
+    running cores) or "fail"; ``message``: what to say if the wait ends without an answer;
+    ``supervised``: the supervisor decides (see :func:`supervisor_problem`); ``relay_pid``: the
+    relay process whose exit ends the wait."""
+
+    action: str
     message: str
+    supervised: bool = False
+    relay_pid: int | None = None
 
 
 def plan(rt: Path, endpoint: str) -> Plan:
     """What to do now that no relay answers at ``endpoint`` (an ipc endpoint in ``rt``)."""
     pid = PidFile(rt / "soc.pid").read()
     if pid is not None:
-        return Plan("wait", f"no relay answers at {endpoint} and the SoC supervisor (pid {pid}) has not "
-                            f"brought it back within {SUPERVISOR_WAIT_S:.0f} s; see 'vdsp status' and {rt / 'log'}")
+        return Plan("wait", f"no relay answers at {endpoint} although the SoC supervisor (pid {pid}) runs and "
+                            f"has not given it up; see 'vdsp status' and {rt / 'log'}", supervised=True)
+    relay = PidFile(rt / "relay.pid").read()
+    if relay is not None:
+        return Plan("wait", f"the relay of {rt} (pid {relay}) runs but has not answered at {endpoint}; "
+                            f"see {rt / 'relay.log'}", relay_pid=relay)
     if cores_listening(rt):
         return Plan("start", f"started dsp_relay_server but it does not answer at {endpoint}; see {rt / 'relay.log'}")
     return Plan("fail", f"no SoC is up in {rt}: no relay answers at {endpoint} and no DSP core runs there. "
                         "Start one with 'vdsp up -d' (stop it with 'vdsp down'), or set VDSP_RUNTIME_DIR "
                         "to the runtime dir of a SoC that is up")
+
+
+def wait_problem(rt: Path, decision: Plan) -> str | None:
+    """Why waiting longer for a relay is pointless now (the process we wait for died or was given
+    up: a kernel fact or the supervisor's word); None while it lives."""
+    if decision.supervised:
+        return supervisor_problem(rt)
+    pid = decision.relay_pid
+    if pid is not None and exited(pid):
+        return f"the relay (pid {pid}) exited; see {rt / 'relay.log'}"
+    return None
 
 
 def supervisor_problem(rt: Path) -> str | None:
@@ -68,10 +94,11 @@ def supervisor_problem(rt: Path) -> str | None:
 
 def cores_listening(rt: Path) -> bool:
     """True if some DSP core endpoint of ``rt`` accepts connections (a core process serves it)."""
-    return any(_listening(endpoint) for endpoint in runtime.core_endpoints(rt).values())
+    return any(listening(endpoint) for endpoint in runtime.core_endpoints(rt).values())
 
 
-def _listening(endpoint: str) -> bool:
+def listening(endpoint: str) -> bool:
+    """True if a process accepts connections at ``endpoint`` (ipc or tcp)."""
     try:
         if endpoint.startswith("ipc://"):
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:

@@ -22,6 +22,7 @@ from arm_side import tracing
 from arm_side.session import CLOSE_FW, OPEN_FW, SEND, PeerState, Session
 from arm_side.task import Request, Task
 from arm_side.transport import Transport
+from vdsp_sim.board.procfacts import ProcFacts
 
 log = logging.getLogger("vdsp.sdk")
 SLICE_S = 0.05
@@ -53,6 +54,7 @@ class Client:
         os.set_blocking(self._kick_r, False)
         os.set_blocking(self._kick_w, False)
         self.connect_timeout_s = connect_timeout_s
+        self._facts = ProcFacts()    # what the kernel says of a local server's process (liveness)
         self._reconnecting = threading.Lock()
         # Busy polling (like SO_BUSY_POLL): a synchronous waiter spins this long before it
         # blocks, which saves the wake-up of a sleeping thread at the cost of a busy CPU.
@@ -95,9 +97,12 @@ class Client:
     def _await_relay(self, link, endpoint: str) -> dict:
         """HELLO the relay; its READY body. A local relay that does not answer within the
         transport's probe delay is handled as the transport's plan says: wait for the SoC
-        supervisor to restart it, start one for the cores that run, or fail.
+        supervisor's relay or a relay that runs, start one for the cores that run, or fail. A
+        wait follows the SoC's real state: it goes on, up to ``connect_timeout_s``, while the
+        process waited for lives (a relay starved of CPU answers late), and ends at once when
+        it exits or is given up.
 
-        Raises RelayUnavailable saying which, or the error the relay answered with.
+        Raises RelayUnavailable saying which process and why, or the error the relay answered with.
         """
         req = self._request(link, self.session.hello())
         try:
@@ -105,20 +110,17 @@ class Client:
             deadline = now + self.connect_timeout_s
             delay = self.transport.probe_delay(endpoint)
             decide_at = None if delay is None else now + delay
-            message, supervised = f"no relay answers at {endpoint}", False
+            message, plan = f"no relay answers at {endpoint} within {self.connect_timeout_s:g} s", None
             while not req.done():
                 now = time.monotonic()
                 if decide_at is not None and now >= decide_at:
                     decide_at = None
                     plan = self.transport.unanswered(endpoint)
-                    message = plan.message
                     if plan.action == "fail":
-                        raise errors.RelayUnavailable(message)
-                    if plan.action == "wait":   # the supervisor restarts its relay; starting another would race it
-                        supervised = True
-                        deadline = min(deadline, now + self.transport.supervisor_wait_s)
-                if supervised:
-                    problem = self.transport.supervisor_problem()
+                        raise errors.RelayUnavailable(plan.message)
+                    message = f"{plan.message} (waited {self.connect_timeout_s:g} s, the connect timeout)"
+                if plan is not None:
+                    problem = self.transport.wait_problem(plan)
                     if problem:
                         raise errors.RelayUnavailable(f"no relay answers at {endpoint}: {problem}")
                 if now >= deadline:
@@ -134,16 +136,16 @@ class Client:
     def _connect_direct(self) -> None:
         now = time.monotonic()
         for name, endpoint in self.transport.servers().items():
-            link = self.transport.open(endpoint, name)
+            link = self.transport.open(endpoint, name, watch=True)    # a core that exits: known at once
             peer = PeerState(name, now)
             link.peer = peer
             self.session.peers.append(peer)
             self.links[name] = link
             req = self._request(link, self.session.hello())
             try:
-                info = req.wait(self.connect_timeout_s * 1000)
-            except errors.TaskTimeout:
-                log.warning("core %s does not answer at %s", name, endpoint)
+                info = self._await_core(req, endpoint)
+            except errors.TaskTimeout as exc:
+                log.warning("core %s does not answer at %s: %s", name, endpoint, exc.message)
                 self.transport.release(link)
                 peer.alive = False
                 self.core_states[name] = "unreachable"
@@ -153,6 +155,21 @@ class Client:
             self._carry_out(self.session.connected(peer, info, time.monotonic()))
         if not any(p.alive for p in self.session.peers):
             raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")
+
+    def _await_core(self, req: Request, endpoint: str) -> dict:
+        """A core's READY: waited for up to ``connect_timeout_s`` while something serves its
+        endpoint (a slow core answers late), given up at once when nothing does. Raises
+        TaskTimeout saying which."""
+        deadline = time.monotonic() + self.connect_timeout_s
+        while True:
+            try:
+                return req.wait(500)
+            except errors.TaskTimeout:
+                problem = self.transport.server_problem(endpoint)
+                if problem:
+                    raise errors.TaskTimeout(problem) from None
+                if time.monotonic() >= deadline:
+                    raise errors.TaskTimeout(f"no answer within {self.connect_timeout_s:g} s") from None
 
     def _carry_out(self, actions: list) -> None:
         """Do what the session asked: open or close a firmware link (direct mode), send."""
@@ -396,12 +413,19 @@ class Client:
                     time.sleep(0.05)
 
     def _tick(self, now: float) -> None:
-        actions = self.session.tick(now, lambda peer: self.transport.lost(self.links.get(peer.name)))
+        actions = self.session.tick(now, lambda peer: self.transport.lost(self.links.get(peer.name)),
+                                    self._fact)
         if actions:
             self._carry_out(actions)
         if any(not p.alive for p in self.session.peers):
             with self.cv:
                 self.cv.notify_all()
+
+    def _fact(self, peer: PeerState):
+        """What the kernel says of ``peer``'s process, when it runs on this host (an ipc link)."""
+        link = self.links.get(peer.name)
+        local = link is not None and str(getattr(link, "endpoint", "")).startswith("ipc://")
+        return self._facts.fact(peer.pid if local else None, time.monotonic())
 
     # --- closing --------------------------------------------------------------------------
     def close(self) -> None:

@@ -21,9 +21,10 @@ from typing import Any, Callable
 
 from protocol import errors, header, messages, wire
 from protocol.cancel import CancelOutcome
-from protocol.constants import HEARTBEAT_INTERVAL_MS, MAX_TASKS_PER_CLIENT, PRIORITY_HIGHEST, Command, Core
+from protocol.constants import (HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_TASKS_PER_CLIENT, PRIORITY_HIGHEST, Command,
+                                Core)
 from protocol.core_state import CoreState, error_for
-from protocol.liveness import Liveness
+from protocol.liveness import Liveness, ProcFact
 
 log = logging.getLogger("vdsp.sdk")
 SEND, OPEN_FW, CLOSE_FW = "send", "open_fw", "close_fw"
@@ -45,11 +46,18 @@ class PeerState:
         self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
 
     def connect(self, info: dict, now: float) -> None:
-        """READY received: liveness starts now, at the interval the peer announced."""
+        """READY received: liveness starts now, at the interval and hung deadline the peer announced."""
         self.info = info
-        interval = info.get("heartbeat_ms")
-        self.liveness = Liveness(now, interval if isinstance(interval, int) and interval > 0 else HEARTBEAT_INTERVAL_MS)
+        interval, hung = info.get("heartbeat_ms"), info.get("hung_ms")
+        self.liveness = Liveness(now, interval if isinstance(interval, int) and interval > 0 else HEARTBEAT_INTERVAL_MS,
+                                 hung if isinstance(hung, int) and hung > 0 else HUNG_AFTER_MS)
         self.connected = True
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process as its READY announced it (a relay's or a core's pid)."""
+        pid = self.info.get("pid")
+        return pid if isinstance(pid, int) and pid > 0 else None
 
 
 class Session:
@@ -200,7 +208,7 @@ class Session:
         for msg_id in list(peer.inflight):
             req = self.pending.pop(msg_id, None)
             if req is not None:
-                req._complete(None, error_for(CoreState.of(state), peer.name))
+                req._complete(None, error_for(CoreState.of(state), peer.name, str(body.get("reason", ""))))
         peer.inflight.clear()
         return actions
 
@@ -217,27 +225,29 @@ class Session:
         return outcome.value
 
     # --- the clock ------------------------------------------------------------------------
-    def tick(self, now: float, closed: Callable[[PeerState], bool] = lambda p: False) -> list:
-        """Heartbeats due; peers silent for the liveness window, or whose connection ``closed``
-        (the transport heard it), are dead."""
+    def tick(self, now: float, closed: Callable[[PeerState], bool] = lambda p: False,
+             facts: Callable[[PeerState], ProcFact] = lambda p: ProcFact.UNKNOWN) -> list:
+        """Heartbeats due; a peer whose connection ``closed`` (the transport heard it: its process
+        exited) is dead at once; one silent past its hung deadline is dead unless ``facts`` (what the
+        kernel says of its process, where we can see it) shows progress (``protocol.liveness``)."""
         actions = []
         for peer in list(self.peers):
             if not peer.alive or not peer.connected:
                 continue
+            live = peer.liveness
             if closed(peer):
                 actions += self.peer_dead(peer, "its connection closed")
-            elif peer.liveness.dead(now):
-                actions += self.peer_dead(peer)
-            elif peer.liveness.send_due(now):
+            elif live.overdue(now) and live.hung(now, fact := facts(peer)):
+                actions += self.peer_dead(peer, f"hung: silent for {live.silent(now):.1f} s (process {fact.value})")
+            elif live.send_due(now):
                 actions.append((SEND, peer, wire.encode(messages.heartbeat())))
         return actions
 
-    def peer_dead(self, peer: PeerState, why: str = "") -> list:
+    def peer_dead(self, peer: PeerState, why: str) -> list:
         peer.alive = False
         if self.mode == "direct":
-            log.error("core %s silent for %.1fs: declared dead", peer.name, peer.liveness.window)
-            return self.core_state(peer, "dead", {})
-        why = why or f"silent for {peer.liveness.window:.1f}s (heartbeats lost)"
+            log.error("core %s: %s: declared dead", peer.name, why)
+            return self.core_state(peer, "dead", {"reason": why})
         log.error("relay %s: failing %d request(s)", why, len(self.pending))
         self.fail_all(errors.RelayUnavailable(f"relay server stopped answering: {why}"))
         return []

@@ -31,7 +31,6 @@ class Transport:
 
     mode = "relay"                  # "relay": one server, the relay; "direct": one per core
     may_autostart = False
-    supervisor_wait_s = 0.0         # how long to wait for a supervisor to bring a relay back
 
     def servers(self) -> dict[str, str]:
         """Name -> endpoint of each server to HELLO: {"relay": …} or {"vdsp0": …, "vdsp1": …}."""
@@ -60,7 +59,12 @@ class Transport:
         """An ``autostart.Plan`` for a relay that does not answer, or None to just keep waiting."""
         return None
 
-    def supervisor_problem(self) -> str | None:
+    def wait_problem(self, plan) -> str | None:
+        """Why waiting longer for the relay of ``plan`` is pointless now; None to keep waiting."""
+        return None
+
+    def server_problem(self, endpoint: str) -> str | None:
+        """Why waiting for a server (a core) at ``endpoint`` is pointless now: none serves there."""
         return None
 
     def probe_delay(self, endpoint: str) -> float | None:
@@ -78,7 +82,6 @@ class ZmqTransport(Transport):
         self.mode = mode
         self.rt = rt or runtime.runtime_dir()
         self.may_autostart = autostart_relay
-        self.supervisor_wait_s = autostart.SUPERVISOR_WAIT_S
         self.ctx = zmq.Context()
         self.monitors: dict[int, zmq.Socket] = {}
 
@@ -138,18 +141,26 @@ class ZmqTransport(Transport):
             acl.own_list(me).set_key(curve.client_public_key())
 
     def probe_delay(self, endpoint: str) -> float | None:
-        if not (self.may_autostart and endpoint.startswith("ipc://")):
-            return None
+        if not endpoint.startswith("ipc://"):
+            return None      # tcp: nothing local to look at; wait up to the timeout
         return autostart.PROBE_S if os.path.exists(endpoint[6:]) else 0.0
 
     def unanswered(self, endpoint: str) -> autostart.Plan:
         decision = autostart.plan(self.rt, endpoint)
         if decision.action == "start":
-            autostart.start_relay(self.rt)
+            if not self.may_autostart:
+                return autostart.Plan("fail", f"no relay runs in {self.rt} (its DSP cores do) and this client "
+                                              "starts none (autostart_relay=False)")
+            decision.relay_pid = autostart.start_relay(self.rt)
         return decision
 
-    def supervisor_problem(self) -> str | None:
-        return autostart.supervisor_problem(self.rt)
+    def wait_problem(self, plan) -> str | None:
+        return autostart.wait_problem(self.rt, plan)
+
+    def server_problem(self, endpoint: str) -> str | None:
+        if endpoint.startswith("ipc://") and not autostart.listening(endpoint):
+            return f"no process serves {endpoint}"
+        return None
 
     def close(self) -> None:
         for monitor in self.monitors.values():

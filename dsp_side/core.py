@@ -18,7 +18,7 @@ from pathlib import Path
 import zmq
 
 from protocol import errors
-from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS
+from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS
 from protocol.remoteproc import Action
 from dsp_side import image, signing
 from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
@@ -26,6 +26,7 @@ from dsp_side.fwproc import FirmwareProcess
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
 from vdsp_sim.board import curve, ddr, runtime, trace
+from vdsp_sim.board.procfacts import ProcFacts
 
 log = logging.getLogger("vdsp.core")
 REAP_EVERY_S = 1.0
@@ -34,7 +35,8 @@ REAP_EVERY_S = 1.0
 class CoreServer:
     def __init__(self, name: str, bind: str, fw_bind: str, rt: Path, *, firmware: str | None = None,
                  autostart: bool = True, watchdog_ms: int = DEFAULT_WATCHDOG_MS,
-                 heartbeat_ms: int = HEARTBEAT_INTERVAL_MS, allow_unsigned: bool = False) -> None:
+                 heartbeat_ms: int = HEARTBEAT_INTERVAL_MS, hung_ms: int = HUNG_AFTER_MS,
+                 allow_unsigned: bool = False) -> None:
         self.name, self.bind, self.fw_bind, self.rt = name, bind, fw_bind, rt
         self.autostart, self.watchdog_ms = autostart, watchdog_ms
         self.kmsg = Kmsg(rt, name)
@@ -50,7 +52,7 @@ class CoreServer:
         self.engine = CoreEngine(name, fw_bind, Device(name, firmware or name), heartbeat_ms=heartbeat_ms,
                                  watchdog_s=watchdog_ms / 1000, allow_unsigned=allow_unsigned, pid=os.getpid(),
                                  coredump_dir=str(rt / "coredump"), admin_only_writes=self.gate is not None,
-                                 is_admin=curve.is_admin)
+                                 is_admin=curve.is_admin, hung_ms=hung_ms, facts=ProcFacts().fact)
         self.engine.trace = self.trace = trace.Recorder("core", name, rt=rt)
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)

@@ -16,8 +16,8 @@ import logging
 import time
 
 from protocol import errors, messages, wire
-from protocol.constants import Command
-from protocol.liveness import Liveness
+from protocol.constants import HUNG_AFTER_MS, HUNG_HARD_FACTOR, Command
+from protocol.liveness import Liveness, ProcFact
 from protocol.remoteproc import Action
 from dsp_side.remoteproc import Device
 from vdsp_sim.board.log import RateLimited
@@ -31,9 +31,9 @@ BOOT_TIMEOUT_S = 60.0
 class Peer:
     __slots__ = ("identity", "role", "liveness")
 
-    def __init__(self, identity: bytes, role: str, now: float, interval_ms: int) -> None:
+    def __init__(self, identity: bytes, role: str, now: float, interval_ms: int, hung_ms: int) -> None:
         self.identity, self.role = identity, role
-        self.liveness = Liveness(now, interval_ms)
+        self.liveness = Liveness(now, interval_ms, hung_ms)
 
 
 class Firmware:
@@ -47,13 +47,17 @@ class Firmware:
 
 
 class CoreEngine:
-    """``admin_only_writes``: CONTROL writes need an admin peer (tcp), told by ``is_admin(name)``."""
+    """``admin_only_writes``: CONTROL writes need an admin peer (tcp), told by ``is_admin(name)``;
+    ``hung_ms``: a peer silent this long is dropped (we stop heartbeating it); ``facts(pid, now)``:
+    what the kernel says of the firmware process (``protocol.liveness.ProcFact``), asked before a
+    boot that takes longer than ``BOOT_TIMEOUT_S`` is killed."""
 
     def __init__(self, name: str, fw_bind: str, device: Device, *, heartbeat_ms: int, watchdog_s: float,
                  allow_unsigned: bool = False, pid: int = 0, coredump_dir: str = "coredump",
-                 admin_only_writes: bool = False, is_admin=lambda peer: False) -> None:
+                 admin_only_writes: bool = False, is_admin=lambda peer: False, hung_ms: int = HUNG_AFTER_MS,
+                 facts=lambda pid, now: ProcFact.UNKNOWN) -> None:
         self.name, self.fw_bind, self.device = name, fw_bind, device
-        self.heartbeat_ms, self.watchdog_s = heartbeat_ms, watchdog_s
+        self.heartbeat_ms, self.watchdog_s, self.hung_ms, self.facts = heartbeat_ms, watchdog_s, hung_ms, facts
         self.allow_unsigned, self.pid, self.coredump_dir = allow_unsigned, pid, coredump_dir
         self.admin_only_writes, self.is_admin = admin_only_writes, is_admin
         self.fw: Firmware | None = None
@@ -81,7 +85,7 @@ class CoreEngine:
         info = self.fw.info if self.fw and self.fw.info else {}
         return {"state": snap["state"], "firmware": snap["firmware"],
                 "firmware_version": info.get("version", ""), "operators": info.get("operators", []),
-                "fw_endpoint": self.fw_bind, "heartbeat_ms": self.heartbeat_ms,
+                "fw_endpoint": self.fw_bind, "heartbeat_ms": self.heartbeat_ms, "hung_ms": self.hung_ms,
                 "crash_count": snap["crash_count"], "pid": self.pid,
                 "fw_pid": self.fw.pid if self.fw and info else None,
                 "firmware_signer": self.fw.signer if self.fw and info else "", "allow_unsigned": self.allow_unsigned}
@@ -118,7 +122,7 @@ class CoreEngine:
             peer.liveness.heard(now)
         cmd = msg.command
         if cmd is Command.HELLO:
-            self.peers[identity] = Peer(identity, msg.body["role"], now, self.heartbeat_ms)
+            self.peers[identity] = Peer(identity, msg.body["role"], now, self.heartbeat_ms, self.hung_ms)
             self.send(identity, messages.ready(msg.msg_id, self.name, "core", **self.ready_body()))
         elif cmd is Command.HEARTBEAT:
             pass
@@ -239,11 +243,12 @@ class CoreEngine:
 
     # --- time -----------------------------------------------------------------------------
     def tick(self, now: float, watchdog: tuple[float, int, float] | None = None) -> None:
-        """Heartbeats, silent peers dropped, and the watchdog: ``watchdog`` is the firmware's
+        """Heartbeats, hung peers dropped, and the watchdog: ``watchdog`` is the firmware's
         word read now (seconds since its last beat, the running task's msg_id, seconds it ran)."""
         for identity, peer in list(self.peers.items()):
-            if peer.liveness.dead(now):
-                log.info("%s: peer %s (%s) gone silent, dropped", self.name, identity.hex(), peer.role)
+            if peer.liveness.hung(now):
+                log.info("%s: peer %s (%s) silent for %.1f s, dropped", self.name, identity.hex(), peer.role,
+                         peer.liveness.silent(now))
                 del self.peers[identity]
                 self.names.pop(identity, None)
             elif peer.liveness.send_due(now):
@@ -251,14 +256,22 @@ class CoreEngine:
         fw = self.fw
         if fw is None:
             return
-        if fw.info is None:
-            if now - fw.started > BOOT_TIMEOUT_S:
+        if fw.info is None:    # booting: a slow boot on a loaded host goes on while its process progresses
+            booting = now - fw.started
+            if booting > BOOT_TIMEOUT_S and (booting > BOOT_TIMEOUT_S * HUNG_HARD_FACTOR or self.facts(fw.pid, now)
+                                             not in (ProcFact.PROGRESSING, ProcFact.PENDING)):
                 self.out.append((KILL_FW, None, "boot-timeout"))
             return
         if watchdog is None:
             return
         since_beat, msg_id, task_s = watchdog
-        if since_beat > self.watchdog_s or task_s > self.watchdog_s:
+        # The sample's rule: a task running past the watchdog is killed (a stopped firmware too:
+        # its task's start time stays put). A firmware whose beat stopped while no task runs is
+        # killed when its process is stopped or idle, not while it is merely starved of CPU.
+        silent = since_beat > self.watchdog_s and (
+            since_beat > self.watchdog_s * HUNG_HARD_FACTOR
+            or self.facts(fw.pid, now) not in (ProcFact.PROGRESSING, ProcFact.PENDING))
+        if silent or task_s > self.watchdog_s:
             log.error("%s: watchdog: firmware %s for %.1fs", self.name,
                       f"stuck in task {msg_id}" if task_s > self.watchdog_s else "silent", max(since_beat, task_s))
             self.instant("watchdog", task=msg_id, since_beat_s=round(since_beat, 3), task_s=round(task_s, 3))

@@ -5,7 +5,7 @@ import argparse
 import logging
 import signal
 
-from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS
+from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS
 from dsp_side.core import CoreServer
 from vdsp_sim.board import clihelp, log as soclog, proc, runtime
 
@@ -30,8 +30,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS,
                     help="kill a firmware stuck this long in one task")
     ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS,
-                    help="interval of this core's heartbeats to its peers (relay, direct clients); a peer "
-                         "silent for 3 intervals is taken for dead")
+                    help="interval of this core's heartbeats to its peers (relay, direct clients)")
+    ap.add_argument("--hung-ms", type=int, default=HUNG_AFTER_MS,
+                    help="a peer silent this long is dropped; announced in READY, so that direct clients "
+                         "take this core for hung only after as long (a core that exits is known at once)")
     ap.add_argument("--allow-unsigned", action="store_true",
                     help="DEVELOPMENT ONLY: also boot images that carry no signature (logged at every boot, "
                          "shown by 'vdsp status'); images signed by an unknown key or with a bad signature "
@@ -46,7 +48,7 @@ def run_from_args(args: argparse.Namespace) -> None:
     bind = args.bind or runtime.core_endpoints(rt).get(args.name) or runtime.ipc(rt / f"{args.name}.sock")
     fw_bind = args.fw_bind or runtime.fw_endpoint_for(bind)
     server = CoreServer(args.name, bind, fw_bind, rt, firmware=args.firmware, autostart=not args.no_autostart,
-                        watchdog_ms=args.watchdog_ms, heartbeat_ms=args.heartbeat_ms,
+                        watchdog_ms=args.watchdog_ms, heartbeat_ms=args.heartbeat_ms, hung_ms=args.hung_ms,
                         allow_unsigned=args.allow_unsigned)
     if args.allow_unsigned:
         log.warning("%s: --allow-unsigned: this core also boots UNSIGNED firmware images (development only)",

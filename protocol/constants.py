@@ -61,12 +61,20 @@ MAX_CONTAINER = 4096        # elements of one msgpack array or map
 MAX_HANDLES = 32            # inputs or outputs of one task
 MAX_TASKS_PER_CLIENT = 32   # in flight per client (HB_DNN_TASK_NUM_EXCEED_LIMIT)
 
-# Liveness: a peer is dead after LIVENESS intervals with no traffic from it.
+# Liveness (PROTOCOL.md §9, protocol/liveness.py). Peers heartbeat every HEARTBEAT_INTERVAL_MS.
+# A process that exits is known at once from the kernel (closed connection, child exit), never
+# from silence. Silence makes a peer *hung* only past HUNG_AFTER_MS, a deadline a starved but live
+# process on a loaded host does not reach, and then only if its process (where we can see it) makes
+# no progress; past HUNG_HARD_FACTOR x HUNG_AFTER_MS it is hung whatever its process does.
 HEARTBEAT_INTERVAL_MS = 500
+HUNG_AFTER_MS = 20_000
+HUNG_HARD_FACTOR = 3
 # A core kills a firmware stuck this long in one task (``--watchdog-ms``). Operators whose
 # work is declared by a parameter (SLEEP, COUNT's ``ms``) refuse more than
 # SLEEP_SHARE_OF_WATCHDOG of the core's watchdog, so a legal task never trips it.
 DEFAULT_WATCHDOG_MS = 30_000
 SLEEP_SHARE_OF_WATCHDOG = 0.8
 MAX_SLEEP_MS = DEFAULT_WATCHDOG_MS * SLEEP_SHARE_OF_WATCHDOG   # the schema's bound, for the default watchdog
+# The relay holds a client's READY until every core has answered, at most this many heartbeat
+# intervals after it started (PROTOCOL.md §5.2).
 LIVENESS = 3

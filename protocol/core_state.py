@@ -40,7 +40,7 @@ class CoreState(str, enum.Enum):
 
 _ANNOUNCED = {CoreState.RUNNING, CoreState.OFFLINE, CoreState.CRASHED}
 # state -> states a peer may move a core to, and by what: "ready"/"event" (the core said so),
-# "silence" (its heartbeats stopped)
+# "silence" (its process exited, or it is hung: PROTOCOL.md §9)
 TRANSITIONS: dict[CoreState, dict[CoreState, set[str]]] = {
     CoreState.UNKNOWN: {s: {"ready"} for s in _ANNOUNCED} | {CoreState.DEAD: {"silence"}},
     CoreState.RUNNING: {s: {"ready", "event"} for s in _ANNOUNCED} | {CoreState.DEAD: {"silence"}},
@@ -62,6 +62,6 @@ def allowed(old: CoreState, new: CoreState, by: str) -> bool:
 
 def error_for(state: CoreState, core: str, reason: str = "") -> errors.VdspError:
     """The error of a task that cannot run on ``core`` in ``state`` (not for RUNNING)."""
-    detail = {CoreState.DEAD: "stopped answering heartbeats", CoreState.UNKNOWN: "has not answered yet"}.get(
+    detail = {CoreState.DEAD: "is dead", CoreState.UNKNOWN: "has not answered yet"}.get(
         state, state.value)
     return _ERRORS[state](f"{core} {detail}" + (f" ({reason})" if reason else ""))

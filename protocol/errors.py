@@ -44,7 +44,7 @@ The same codes travel on the wire as ``{code, name, message}``.
     ├── CoreError                           (the core cannot serve)
     │   ├── CoreOffline         -6000290    HB_DSP_CORE_OFFLINE
     │   ├── CoreCrashed         -6000291    HB_DSP_CORE_CRASHED
-    │   ├── CoreDead            -6000292    HB_DSP_CORE_DEAD (heartbeats lost)
+    │   ├── CoreDead            -6000292    HB_DSP_CORE_DEAD (process exited, or hung)
     │   └── CoreBusy            -6000293    HB_DSP_BUSY (queue full)
     ├── RelayUnavailable        -6000300    HB_DSP_RELAY_UNAVAILABLE
     └── RemoteprocError                     (sysfs-style attribute writes, errno)
@@ -346,10 +346,10 @@ class CoreCrashed(CoreError):
 
 
 class CoreDead(CoreError):
-    """HB_DSP_CORE_DEAD (-6000292): DSP core stopped answering heartbeats."""
+    """HB_DSP_CORE_DEAD (-6000292): DSP core process exited, or hung (silent past the deadline)."""
     code = -6000292
     name = "HB_DSP_CORE_DEAD"
-    description = "DSP core stopped answering heartbeats"
+    description = "DSP core process exited, or hung (silent past the deadline)"
 
 
 class CoreBusy(CoreError):

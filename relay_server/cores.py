@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.constants import HEARTBEAT_INTERVAL_MS
+from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS
 from protocol.core_state import CoreState
 from protocol.liveness import Liveness
 from vdsp_sim.board import runtime
@@ -18,9 +18,9 @@ HELLO_RETRY_S = 0.5
 
 class CoreView:
     def __init__(self, index: int, name: str, endpoint: str, now: float,
-                 heartbeat_ms: int = HEARTBEAT_INTERVAL_MS) -> None:
+                 heartbeat_ms: int = HEARTBEAT_INTERVAL_MS, hung_ms: int = HUNG_AFTER_MS) -> None:
         self.index, self.name, self.endpoint = index, name, endpoint
-        self.heartbeat_ms = heartbeat_ms
+        self.heartbeat_ms, self.hung_ms = heartbeat_ms, hung_ms
         self.state = CoreState.UNKNOWN
         self.firmware_version = ""
         self.operators: list = []
@@ -31,7 +31,7 @@ class CoreView:
         self.fw_endpoint = ""
         self.fw_generation = self.greeted = 0
         self.inflight: dict[int, Any] = {}
-        self.liveness = Liveness(now, heartbeat_ms)
+        self.liveness = Liveness(now, heartbeat_ms, hung_ms)
         self.next_hello = now
         # the core's and its firmware's processes, as last announced
         self.pid: int | None = None
@@ -55,7 +55,7 @@ class CoreView:
         interval = body.get("heartbeat_ms")
         if isinstance(interval, int) and interval > 0 and interval != self.heartbeat_ms:
             self.heartbeat_ms = interval
-            self.liveness = Liveness(self.liveness.last_heard, interval)
+            self.liveness = Liveness(self.liveness.last_heard, interval, self.hung_ms)
         self.state = state
         self.fw_pid = body.get("fw_pid", self.fw_pid) if state is CoreState.RUNNING else None
         return runtime.connectable(body.get("fw_endpoint", ""), self.endpoint)

@@ -28,9 +28,9 @@ import logging
 
 from protocol import errors, header, messages, wire
 from protocol.cancel import CancelOutcome
-from protocol.constants import HEARTBEAT_INTERVAL_MS, LIVENESS, MAX_TASKS_PER_CLIENT, Command, Core
+from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, LIVENESS, MAX_TASKS_PER_CLIENT, Command, Core
 from protocol.core_state import CoreState, error_for
-from protocol.liveness import Liveness
+from protocol.liveness import Liveness, ProcFact
 from relay_server.cores import CoreView
 from relay_server.observe import RelayObserver
 from relay_server.scheduler import Job, Scheduler
@@ -45,15 +45,17 @@ MAX_FW_HELLOS = 64              # our unanswered greetings of firmwares remember
 
 
 class Client:
-    __slots__ = ("identity", "owner", "pid", "name", "liveness", "jobs", "held_bytes", "dropped", "peer")
+    __slots__ = ("identity", "owner", "pid", "kernel_pid", "name", "liveness", "jobs", "held_bytes", "dropped", "peer")
 
-    def __init__(self, identity: bytes, now: float, heartbeat_ms: int, peer: str = "") -> None:
+    def __init__(self, identity: bytes, now: float, heartbeat_ms: int, peer: str = "",
+                 hung_ms: int = HUNG_AFTER_MS) -> None:
         self.identity = identity
         self.peer = peer       # "" on ipc; the CURVE name (admin:NAME / client:NAME) on tcp
         self.owner: int | None = None   # the DDR owner its HELLO proved (None: none proved)
         self.pid = self.held_bytes = self.dropped = 0
+        self.kernel_pid: int | None = None     # its process, as the kernel told the adapter (ipc; 0: unknown)
         self.name = ""
-        self.liveness = Liveness(now, heartbeat_ms)
+        self.liveness = Liveness(now, heartbeat_ms, hung_ms)
         self.jobs: dict[int, Job] = {}  # client msg_id -> job, queued or running
 
 
@@ -63,17 +65,21 @@ def _size(frames: list) -> int:
 
 class RelayEngine:
     """``ownership``: judge of HELLO claims and TASK handles (``vdsp_sim.board.ownership.Ownership``);
-    ``admin_only_writes``: CONTROL writes need an admin peer (tcp)."""
+    ``admin_only_writes``: CONTROL writes need an admin peer (tcp); ``hung_ms``: silence after
+    which a peer may be hung (``protocol.liveness``); ``facts(pid, now) -> ProcFact``: what the
+    kernel says of a local peer's process (the adapter reads /proc; default: nothing known)."""
 
     def __init__(self, cores: dict[str, str], now: float, *, ownership, pid: int = 0,
-                 heartbeat_ms: int = HEARTBEAT_INTERVAL_MS, credit: int = 8, max_queued: int = 8192,
-                 max_tasks_per_client: int = MAX_TASKS_PER_CLIENT, admin_only_writes: bool = False,
-                 is_admin=lambda peer: False, observer: RelayObserver | None = None) -> None:
-        self.heartbeat_ms, self.credit, self.pid = heartbeat_ms, credit, pid
+                 heartbeat_ms: int = HEARTBEAT_INTERVAL_MS, hung_ms: int = HUNG_AFTER_MS, credit: int = 8,
+                 max_queued: int = 8192, max_tasks_per_client: int = MAX_TASKS_PER_CLIENT,
+                 admin_only_writes: bool = False, is_admin=lambda peer: False,
+                 observer: RelayObserver | None = None, facts=lambda pid, now: ProcFact.UNKNOWN) -> None:
+        self.heartbeat_ms, self.hung_ms, self.credit, self.pid = heartbeat_ms, hung_ms, credit, pid
+        self.facts = facts
         self.max_tasks_per_client = max_tasks_per_client
         self.ownership, self.admin_only_writes, self.is_admin = ownership, admin_only_writes, is_admin
         self.started = now
-        self.cores = [CoreView(i, name, ep, now, heartbeat_ms) for i, (name, ep) in enumerate(cores.items())]
+        self.cores = [CoreView(i, name, ep, now, heartbeat_ms, hung_ms) for i, (name, ep) in enumerate(cores.items())]
         self.by_name = {c.name: c for c in self.cores}
         self.sched = Scheduler(len(self.cores), max_queued)
         self.clients: dict[bytes, Client] = {}
@@ -140,7 +146,7 @@ class RelayEngine:
         ``copy=False``: see ``ownership``), ``peer`` its CURVE name on tcp."""
         client = self.clients.get(identity)
         if client is None:
-            client = self.clients[identity] = Client(identity, now, self.heartbeat_ms, peer)
+            client = self.clients[identity] = Client(identity, now, self.heartbeat_ms, peer, self.hung_ms)
         client.liveness.heard(now)
         try:
             wire.check_frames(frames)
@@ -313,7 +319,7 @@ class RelayEngine:
             return
         running = any(c.state is CoreState.RUNNING for c in self.cores)
         body = {"cores": [c.describe() for c in self.cores], "heartbeat_ms": self.heartbeat_ms,
-                "state": "running" if running else "offline"}
+                "hung_ms": self.hung_ms, "pid": self.pid, "state": "running" if running else "offline"}
         for identity, msg_id in self.pending_hello:
             self._reply(identity, messages.ready(msg_id, "dsp_relay_server", "relay", **body))
         self.pending_hello.clear()
@@ -504,28 +510,50 @@ class RelayEngine:
             self.fail(job, type(exc)(exc.message), core if i < len(running) else None)
 
     def ctl_lost(self, index: int, now: float) -> None:
-        """The control connection to a core closed (its process died): say HELLO at once; it goes
-        out when the link reconnects, so a restarted core knows us without waiting for the
-        liveness window, and its READY (another pid) fails what the old one had."""
+        """The control connection to a core closed: its process exited (a core closes that socket
+        only when it ends), a kernel fact. The core is dead now: its tasks fail with
+        ``HB_DSP_CORE_DEAD`` at once. Say HELLO at once too; it goes out when the link reconnects,
+        so a restarted core knows us at once."""
         core = self.cores[index]
+        if core.state not in (CoreState.UNKNOWN, CoreState.DEAD):
+            pid = f" (pid {core.pid})" if core.pid else ""
+            log.error("%s: core process%s gone: its control connection closed", core.name, pid)
+            self.core_state(core, CoreState.DEAD, {}, f"core process{pid} exited: connection closed", now)
         self.to_ctl(core, messages.hello(next(self.ids), "relay", name="dsp_relay_server"))
+
+    def client_disconnected(self, now: float) -> None:
+        """Some client connection closed (the socket does not say whose): drop at once every
+        client whose process, as the kernel named it at connect, has exited."""
+        for client in list(self.clients.values()):
+            if client.kernel_pid and self.facts(client.kernel_pid, now) is ProcFact.GONE:
+                self.drop_client(client, f"disconnected (process {client.kernel_pid} exited)")
+
+    def _fact(self, pid: int | None, local: bool, now: float) -> ProcFact:
+        return self.facts(pid, now) if local and pid else ProcFact.UNKNOWN
 
     # --- time -----------------------------------------------------------------------------
     def tick(self, now: float) -> None:
-        """Heartbeats out, HELLO retries to silent cores, silent peers declared dead."""
+        """Heartbeats out, HELLO retries to silent cores, hung peers declared dead (silent past
+        ``hung_ms`` and, where the kernel shows their process, not progressing)."""
         for core in self.cores:
             if core.hello_due(now):
                 self.to_ctl(core, messages.hello(next(self.ids), "relay", name="dsp_relay_server"))
-            if core.state not in (CoreState.UNKNOWN, CoreState.DEAD) and core.liveness.dead(now):
-                log.error("%s: no heartbeat for %.1fs, declared dead", core.name, core.liveness.window)
-                self.core_state(core, CoreState.DEAD, {}, "heartbeats lost", now)
-            elif core.state not in (CoreState.UNKNOWN, CoreState.DEAD) and core.liveness.send_due(now):
+            if core.state in (CoreState.UNKNOWN, CoreState.DEAD):
+                continue
+            live = core.liveness
+            fact = self._fact(core.pid, core.endpoint.startswith("ipc://"), now) if live.overdue(now) else None
+            if fact is not None and live.hung(now, fact):
+                why = f"hung: silent for {live.silent(now):.1f} s (process {fact.value})"
+                log.error("%s: %s, declared dead", core.name, why)
+                self.core_state(core, CoreState.DEAD, {}, why, now)
+            elif live.send_due(now):
                 self.to_ctl(core, messages.heartbeat())
         beat = wire.encode(messages.heartbeat())
         for client in list(self.clients.values()):
-            if client.liveness.dead(now):
-                self.drop_client(client, "gone silent")
-            elif client.liveness.send_due(now):
+            live = client.liveness
+            if live.overdue(now) and live.hung(now, self._fact(client.kernel_pid, True, now)):
+                self.drop_client(client, f"gone silent for {live.silent(now):.1f} s")
+            elif live.send_due(now):
                 self.to_client(client.identity, beat)
         self.answer_hellos(now)
 

@@ -10,7 +10,7 @@ import threading
 import time
 
 from protocol import errors
-from protocol.constants import HEARTBEAT_INTERVAL_MS, MAX_TASKS_PER_CLIENT
+from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_TASKS_PER_CLIENT
 from relay_server.server import RelayServer
 from vdsp_sim.board import clihelp, log as soclog, proc, runtime
 from vdsp_sim.board.pidfile import PidFile
@@ -28,8 +28,11 @@ def parser() -> argparse.ArgumentParser:
                     help="a core's control endpoint, repeatable (default $VDSP_CORE_ENDPOINTS or vdsp0, vdsp1 in the "
                          "runtime dir)")
     ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_INTERVAL_MS,
-                    help="interval of the relay's heartbeats to cores and clients; a peer silent for 3 "
-                         "intervals is taken for dead (a core's tasks fail, a client's are dropped)")
+                    help="interval of the relay's heartbeats to cores and clients")
+    ap.add_argument("--hung-ms", type=int, default=HUNG_AFTER_MS,
+                    help="a core or client silent this long whose process (where the relay can see it) is "
+                         "stopped or idle is taken for hung: a core is declared dead (its tasks fail), a "
+                         "client is dropped. A process that exits is known at once, not after this")
     ap.add_argument("--credit", type=int, default=8,
                     help="tasks sent ahead to each core's firmware, which keeps them in priority order")
     ap.add_argument("--max-queue", type=int, default=8192, help="queued tasks before clients get a busy error")
@@ -84,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             metrics = relay_metrics.RelayMetrics()
             relay_metrics.serve(metrics, args.metrics_port, args.metrics_addr)
             log.info("Prometheus metrics on http://%s:%d/metrics", args.metrics_addr, args.metrics_port)
-        server = RelayServer(bind, cores, heartbeat_ms=args.heartbeat_ms, credit=args.credit,
+        server = RelayServer(bind, cores, heartbeat_ms=args.heartbeat_ms, hung_ms=args.hung_ms, credit=args.credit,
                              max_queued=args.max_queue, max_tasks_per_client=args.max_tasks_per_client,
                              metrics=metrics)
     except Exception as exc:  # zmq bind errors: address in use, bad endpoint; metrics port in use

@@ -91,7 +91,7 @@ class RelayMetrics:
         self.crashes = Counter("vdsp_core_crashes", "Crashes of a core's firmware seen by the relay",
                                ["core"], registry=r)
         self.recoveries = Counter("vdsp_core_recoveries", "Returns to running after a crash", ["core"], registry=r)
-        self.dead = Counter("vdsp_core_dead", "Times a core was declared dead (heartbeats lost)", ["core"],
+        self.dead = Counter("vdsp_core_dead", "Times a core was declared dead (its process exited, or it hung)", ["core"],
                             registry=r)
         self.crash_count = Gauge("vdsp_core_crash_count", "The core's own crash count (remoteproc)", ["core"],
                                  registry=r)

@@ -16,12 +16,13 @@ import time
 import zmq
 
 from protocol import messages, wire
-from protocol.constants import HEARTBEAT_INTERVAL_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
+from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
 from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from relay_server.observe import RelayObserver
-from vdsp_sim.board import curve, ddr, runtime, trace
+from vdsp_sim.board import curve, ddr, peercred, runtime, trace
 from vdsp_sim.board.hellogate import HelloGate
 from vdsp_sim.board.ownership import Ownership
+from vdsp_sim.board.procfacts import ProcFacts
 from vdsp_sim.board.zsock import send_frames
 
 log = logging.getLogger("vdsp.relay")
@@ -33,7 +34,7 @@ _EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
 
 class RelayServer:
     def __init__(self, bind: str, cores: dict[str, str], *, heartbeat_ms: int = HEARTBEAT_INTERVAL_MS,
-                 credit: int = 8, max_queued: int = 8192,
+                 hung_ms: int = HUNG_AFTER_MS, credit: int = 8, max_queued: int = 8192,
                  max_tasks_per_client: int = MAX_TASKS_PER_CLIENT, metrics=None) -> None:
         """``metrics``: a ``relay_server.metrics.RelayMetrics`` to feed (--metrics-port)."""
         self.ctx = zmq.Context()
@@ -53,21 +54,23 @@ class RelayServer:
         ownership = Ownership("relay", gate=self.gate)
         self.hellos = HelloGate(ownership, "relay-hello")   # HELLO claims judged off this loop
         self.engine = RelayEngine(cores, time.monotonic(), ownership=ownership,
-                                  pid=os.getpid(), heartbeat_ms=heartbeat_ms, credit=credit,
+                                  pid=os.getpid(), heartbeat_ms=heartbeat_ms, hung_ms=hung_ms, credit=credit,
                                   max_queued=max_queued, max_tasks_per_client=max_tasks_per_client,
                                   admin_only_writes=self.gate is not None, is_admin=curve.is_admin,
-                                  observer=RelayObserver(self.trace, metrics))
+                                  observer=RelayObserver(self.trace, metrics), facts=ProcFacts().fact)
         self.cores = self.engine.cores            # read by main's --exit-without-cores watch
         for core in self.cores:
             log.info("Connect to vdsp core%d...", core.index)
         self.ctl = [self._dealer(c.endpoint) for c in self.cores]
         # a core process that dies closes our control connection: we hear it at once
         self.ctl_monitors = [sock.get_monitor_socket(zmq.EVENT_DISCONNECTED) for sock in self.ctl]
+        # a client connection that closes: the engine looks at once which clients' processes exited
+        self.front_monitor = self.front.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         self.fw: list[zmq.Socket | None] = [None] * len(self.cores)
         self.poller = zmq.Poller()
         self.poller.register(self.front, zmq.POLLIN)
         self.poller.register(self.hellos.fileno(), zmq.POLLIN)
-        for sock in self.ctl + self.ctl_monitors:
+        for sock in [self.front_monitor] + self.ctl + self.ctl_monitors:
             self.poller.register(sock, zmq.POLLIN)
         self.running = True
 
@@ -126,6 +129,8 @@ class RelayServer:
             for sock, _ in self.poller.poll(TICK_MS):
                 if sock is self.front:
                     self._drain_front()
+                elif sock is self.front_monitor:
+                    self._drain(sock, lambda f: engine.client_disconnected(time.monotonic()))
                 elif sock in self.ctl:
                     index = self.ctl.index(sock)
                     self._drain(sock, lambda f, i=index: engine.on_ctl(i, f, time.monotonic()))
@@ -165,12 +170,16 @@ class RelayServer:
 
     def _to_engine(self, items: list) -> None:
         """Client messages past the HELLO gate (a HELLO with its verdict, or a refusal to answer)."""
+        engine = self.engine
         for item in items:
             if item.refused is not None:
                 if item.msg_id:
                     self._to_client(item.identity, wire.encode(messages.error(item.msg_id, item.refused)))
             else:
-                self.engine.on_client(item.identity, item.frames, time.monotonic(), item.peer, item.meta)
+                engine.on_client(item.identity, item.frames, time.monotonic(), item.peer, item.meta)
+                client = engine.clients.get(item.identity)
+                if client is not None and client.kernel_pid is None:   # once per connection: who it is
+                    client.kernel_pid = peercred.peer_pid(peercred.frame_property(item.frame, "Peer-Address")) or 0
             self.flush()
 
     def _drain(self, sock: zmq.Socket, handle) -> None:
@@ -188,6 +197,8 @@ class RelayServer:
             self.ctl[index].disable_monitor()
             self.ctl_monitors[index].close(0)
             self.ctl[index].close(0)
+        self.front.disable_monitor()
+        self.front_monitor.close(0)
         self.front.close(0)
         self.hellos.close()
         if self.gate is not None:

@@ -140,7 +140,7 @@ def test_peers_get_heartbeats_and_a_silent_one_is_dropped():
     c.now += 0.6
     c.e.tick(c.now)
     assert [m.command for m in sent(c.take())] == [Command.HEARTBEAT]
-    c.now += 5
+    c.now += 21          # past the hung deadline (20 s)
     c.e.tick(c.now)
     assert PEER not in c.e.peers
 
@@ -159,3 +159,51 @@ def test_writes_need_an_admin_over_tcp_and_tasks_are_sent_to_the_firmware_endpoi
     c.send(messages.task(5, 0, inputs=[], outputs=[]))
     (refused,) = sent(c.take())
     assert refused.body["code"] == errors.ApiUseError.code and "fw.sock" in refused.body["message"]
+
+
+def test_a_peer_silent_for_seconds_is_still_heartbeaten_and_one_silent_past_the_deadline_is_dropped():
+    """A starved relay misses beats; the core must not stop heartbeating it (it would then take
+    the core for dead in turn)."""
+    c = Core(hung_ms=20_000)
+    c.boot()
+    c.send(messages.hello(1, "relay"))
+    c.take()
+    c.now += 10
+    c.e.tick(c.now)
+    assert PEER in c.e.peers and [m.command for m in sent(c.take())] == [Command.HEARTBEAT]
+    c.now += 11
+    c.e.tick(c.now)
+    assert PEER not in c.e.peers
+
+
+def test_a_firmware_whose_beat_is_late_is_killed_only_if_its_process_is_stopped_or_idle():
+    from protocol.liveness import ProcFact
+    facts = {999: ProcFact.PROGRESSING}
+    c = Core(facts=lambda pid, now: facts.get(pid, ProcFact.UNKNOWN))
+    c.boot()
+    c.take()
+    c.e.tick(c.now, (3.0, 0, 0.0))                # no beat for 3 s (watchdog 2 s), but it runs: starved
+    assert KILL_FW not in [k for k, *_ in c.take()]
+    c.e.tick(c.now, (1.0, 44, 2.5))               # a task past the watchdog is killed, starved or not
+    assert (KILL_FW, None, "watchdog") in c.take()
+    facts[999] = ProcFact.STOPPED
+    c.e.tick(c.now, (3.0, 0, 0.0))
+    assert (KILL_FW, None, "watchdog") in c.take()
+
+
+def test_a_slow_boot_goes_on_while_the_firmware_process_progresses():
+    from protocol.liveness import ProcFact
+    facts = {5: ProcFact.PROGRESSING}
+    c = Core(facts=lambda pid, now: facts.get(pid, ProcFact.UNKNOWN))
+    c.e.start()
+    c.e.fw_booted(5, "x", c.now)
+    c.take()
+    c.e.tick(c.now + 61)                          # past the boot timeout, but it imports and unpacks
+    assert (KILL_FW, None, "boot-timeout") not in c.take()
+    facts[5] = ProcFact.STOPPED
+    c.e.tick(c.now + 62)
+    assert (KILL_FW, None, "boot-timeout") in c.take()
+    READY_HUNG = Core(hung_ms=7000)
+    READY_HUNG.send(messages.hello(1, "client"))
+    (ready,) = sent(READY_HUNG.take())
+    assert ready.body["hung_ms"] == 7000          # direct clients take the core's deadline

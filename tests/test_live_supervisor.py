@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -255,3 +256,83 @@ def test_relay_the_sdk_starts_for_cores_exits_when_the_cores_are_gone(runtime_en
         assert not (runtime_env / "relay.sock").exists()
     finally:
         cores.stop_and_check()
+
+
+def _frozen(pid: int, seconds: float) -> threading.Timer:
+    """SIGSTOP ``pid`` now and SIGCONT it ``seconds`` later (from a timer thread)."""
+    os.kill(pid, signal.SIGSTOP)
+    timer = threading.Timer(seconds, os.kill, (pid, signal.SIGCONT))
+    timer.start()
+    return timer
+
+
+def test_sdk_keeps_waiting_for_a_relay_that_lives_but_does_not_answer(up_soc):
+    """A relay starved of CPU (here: stopped for 7 s) is alive: a new client waits for it, up
+    to its connect timeout, instead of failing after a fixed 5 s."""
+    rt = up_soc
+    relay = PidFile(rt / "relay.pid").read()
+    timer = _frozen(relay, 7.0)
+    t0 = time.monotonic()
+    try:
+        with Soc(connect_timeout_s=30) as soc:
+            assert ping(soc, CORE_0) and ping(soc, CORE_1)
+    finally:
+        timer.join()
+        os.kill(relay, signal.SIGCONT)
+    print(f"\nnew client served {time.monotonic() - t0:.2f} s after the relay was stopped for 7 s")
+    assert time.monotonic() - t0 >= 6.5
+    assert PidFile(rt / "relay.pid").read() == relay          # the same relay: nothing restarted it
+
+
+def test_status_waits_for_a_slow_soc_and_says_at_once_that_one_is_down(up_soc, runtime_env):
+    rt = up_soc
+    timer = _frozen(PidFile(rt / "relay.pid").read(), 4.0)
+    try:
+        res = run(VDSP + ["status"], rt)
+    finally:
+        timer.join()
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "vdsp0    running" in res.stdout and "vdsp1    running" in res.stdout, res.stdout
+
+
+def test_sdk_fails_at_once_naming_the_relay_when_its_process_exits(runtime_env):
+    """No supervisor: a relay that runs is waited for while its process lives; when it exits
+    the client says so at once, with its pid."""
+    cores = LiveSoc(runtime_env, relay=False)
+    cores.start()
+    relay = subprocess.Popen([sys.executable, "-m", "relay_server.main"], env=dict(os.environ),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: PidFile(runtime_env / "relay.pid").read() == relay.pid, 20)
+        assert wait_until(lambda: (runtime_env / "relay.sock").exists(), 20)
+        os.kill(relay.pid, signal.SIGSTOP)
+        threading.Timer(2.0, os.kill, (relay.pid, signal.SIGKILL)).start()
+        t0 = time.monotonic()
+        with pytest.raises(errors.RelayUnavailable) as exc:
+            Soc(connect_timeout_s=30)
+        took = time.monotonic() - t0
+        assert f"the relay (pid {relay.pid}) exited" in exc.value.message, exc.value.message
+        assert 1.5 < took < 6, took
+    finally:
+        relay.kill()
+        relay.wait()
+        (runtime_env / "relay.sock").unlink(missing_ok=True)
+        cores.stop_and_check()
+
+
+def test_up_fails_at_once_saying_which_process_was_given_up(runtime_env):
+    """'vdsp up -d' has no clock of its own: a core that cannot start is given up after 5 exits
+    (a few seconds), and 'up -d' says so then, with the name, instead of waiting a timeout."""
+    (runtime_env / "vdsp0.sock").mkdir()       # vdsp0 cannot bind its endpoint: it exits at once
+    try:
+        t0 = time.monotonic()
+        res = run(VDSP + ["up", "-d"], runtime_env, timeout=120)
+        took = time.monotonic() - t0
+        print(f"\n'vdsp up -d' failed after {took:.1f} s: {res.stderr.strip()}")
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert "gave up on vdsp0" in res.stderr, res.stderr
+        assert took < 40, took
+        assert wait_until(lambda: not rt_processes(runtime_env), 15), rt_processes(runtime_env)
+    finally:
+        run(VDSP + ["down"], runtime_env)
+        (runtime_env / "vdsp0.sock").rmdir()

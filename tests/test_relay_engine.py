@@ -10,6 +10,7 @@ import pytest
 from protocol import errors, header, messages, opids, wire
 from protocol.constants import Command, Core
 from protocol.core_state import CoreState
+from protocol.liveness import ProcFact
 from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 
 CORES = {"vdsp0": "ipc:///x/vdsp0.sock", "vdsp1": "ipc:///x/vdsp1.sock"}
@@ -29,7 +30,13 @@ class Relay:
 
     def __init__(self, **kw) -> None:
         self.now = 100.0
-        self.e = RelayEngine(CORES, self.now, ownership=TrustAll(), pid=4242, **kw)
+        self.facts: dict[int, ProcFact] = {}     # what "the kernel" says of a pid
+        self.asked: list[int] = []
+        self.e = RelayEngine(CORES, self.now, ownership=TrustAll(), pid=4242, facts=self.fact, **kw)
+
+    def fact(self, pid: int, now: float) -> ProcFact:
+        self.asked.append(pid)
+        return self.facts.get(pid, ProcFact.UNKNOWN)
 
     def take(self, kind=None) -> list:
         out, self.e.out = self.e.out, []
@@ -200,7 +207,7 @@ def test_a_silent_core_is_declared_dead_and_no_core_left_fails_the_waiting_tasks
     r.task(A, 1)
     r.task(A, 2)
     r.take()
-    r.now += 10          # vdsp0 silent for the whole liveness window
+    r.now += 20.5        # vdsp0 silent past the hung deadline (20 s), its process not seen (no pid)
     r.e.tick(r.now)
     out = r.take()
     assert r.e.cores[0].state is CoreState.DEAD
@@ -254,7 +261,7 @@ def test_a_client_gone_silent_is_dropped_and_undeliverable_replies_are_counted()
     r.take()
     r.e.reply_dropped(A)
     assert r.e.query("stats")["dropped_replies"] == 1
-    r.now += 10
+    r.now += 20.5
     r.e.tick(r.now)
     assert A not in r.e.clients
 
@@ -270,10 +277,8 @@ def test_a_core_replaced_between_two_heartbeats_fails_what_the_old_one_had_and_i
     r.take()
     r.task(A, 1, core=Core.CORE_0)
     r.take()
-    r.e.ctl_lost(0, r.now)                       # its control connection closed: HELLO goes out at once
-    (hello,) = [decode(f) for k, i, f in r.take(TO_CTL)]
-    assert hello.command is Command.HELLO
-    r.e.on_ctl(0, wire.encode(messages.ready(hello.msg_id, "vdsp0", "core", state="running", pid=200, fw_pid=201,
+    # the new core's READY (an answer to a HELLO) comes before anything told of the old one's end
+    r.e.on_ctl(0, wire.encode(messages.ready(7, "vdsp0", "core", state="running", pid=200, fw_pid=201,
                                              fw_endpoint="ipc:///x/vdsp0.fw.sock")), r.now)
     out = r.take()
     (failed,) = [m for m in replies(out, A) if m.command is Command.ERROR]
@@ -281,3 +286,100 @@ def test_a_core_replaced_between_two_heartbeats_fails_what_the_old_one_had_and_i
     kinds = [(k, i) for k, i, f in out if k in (CLOSE_FW, OPEN_FW, TO_FW)]
     assert kinds[:3] == [(CLOSE_FW, 0), (OPEN_FW, 0), (TO_FW, 0)]   # the new link's first message: our HELLO
     assert decode(out[[k for k, i, f in out].index(TO_FW)][2]).command is Command.HELLO
+
+
+def up_with_pids(r: Relay) -> None:
+    """Both cores running, announced with their processes (vdsp0: pid 100, vdsp1: pid 110)."""
+    r.e.tick(r.now)
+    for index, name in enumerate(CORES):
+        pid = 100 + 10 * index
+        r.e.on_ctl(index, wire.encode(messages.ready(1, name, "core", state="running", pid=pid, fw_pid=pid + 1,
+                                                     fw_endpoint=f"ipc:///x/{name}.fw.sock")), r.now)
+    r.take()
+
+
+def test_a_silent_core_is_not_dead_before_the_hung_deadline_however_many_beats_it_missed():
+    """A starved core on a busy host misses beats: 10 s of silence (20 intervals) is not death."""
+    r = Relay()
+    up_with_pids(r)
+    r.task(A, 1, core=Core.CORE_0)
+    (ahead,) = tasks_sent(r.take(), 0)
+    for _ in range(40):
+        r.now += 0.25
+        r.e.tick(r.now)
+    out = r.take()
+    assert r.e.cores[0].state is CoreState.RUNNING
+    assert [m for m in replies(out, A) if m.command is Command.ERROR] == []
+    assert r.asked == []               # nothing to ask the kernel before the deadline
+    r.fw_reply(0, wire.encode(ahead))  # the core's firmware answers late: the client gets its result
+    (result,) = replies(r.take(), A)
+    assert result.command is Command.RESULT and result.msg_id == 1
+
+
+@pytest.mark.parametrize("fact, dead", [(ProcFact.STOPPED, True), (ProcFact.IDLE, True), (ProcFact.UNKNOWN, True),
+                                        (ProcFact.PROGRESSING, False), (ProcFact.PENDING, False)])
+def test_past_the_deadline_a_silent_core_is_dead_unless_its_process_makes_progress(fact, dead):
+    r = Relay()
+    up_with_pids(r)
+    r.facts[100] = fact
+    r.task(A, 1, core=Core.CORE_0)
+    r.take()
+    r.now += 21
+    r.e.tick(r.now)
+    out = r.take()
+    assert 100 in r.asked              # vdsp0's pid (ipc: the relay can see it)
+    assert (r.e.cores[0].state is CoreState.DEAD) is dead
+    errs = [m for m in replies(out, A) if m.command is Command.ERROR]
+    if dead:
+        assert [(m.msg_id, m.body["code"]) for m in errs] == [(1, errors.CoreDead.code)]
+        assert fact.value in errs[0].body["message"] and "hung" in errs[0].body["message"]
+    else:
+        assert errs == []
+        r.now += 40                    # past 3 x the deadline even a spinning process is hung
+        r.e.tick(r.now)
+        assert r.e.cores[0].state is CoreState.DEAD
+
+
+def test_a_core_whose_control_connection_closes_is_dead_at_once_and_its_tasks_fail():
+    """The kernel closes a dead process's sockets: no heartbeat window to wait for."""
+    r = Relay(credit=1)
+    up_with_pids(r)
+    r.task(A, 1, core=Core.CORE_0)             # sent ahead to vdsp0's firmware
+    r.task(A, 2, core=Core.CORE_0)             # queued, pinned to vdsp0
+    r.task(A, 3)                               # queued for ANY: vdsp1 takes it
+    r.take()
+    r.e.ctl_lost(0, r.now)                     # no time passes
+    out = r.take()
+    assert r.e.cores[0].state is CoreState.DEAD
+    codes = {m.msg_id: m.body["code"] for m in replies(out, A) if m.command is Command.ERROR}
+    assert codes == {1: errors.CoreDead.code, 2: errors.CoreDead.code}
+    events = [decode(f) for k, who, f in out if k == TO_CLIENT and header.command_of(f[0]) == Command.EVENT]
+    assert events[0].body["state"] == "dead" and "pid 100" in events[0].body["reason"]
+    assert (CLOSE_FW, 0, None) in out
+    assert [decode(f).command for k, i, f in out if k == TO_CTL] == [Command.HELLO]   # for its successor
+
+
+def test_a_client_is_dropped_when_its_connection_closes_not_when_it_is_silent_for_a_while():
+    r = Relay(credit=1)
+    up_with_pids(r)
+    r.send(A, messages.hello(1, "client", pid=555))
+    r.send(B, messages.hello(1, "client", pid=666))
+    r.e.clients[A].kernel_pid, r.e.clients[B].kernel_pid = 555, 666   # as the adapter learns them
+    r.task(A, 2, core=Core.CORE_0)
+    r.task(A, 3, core=Core.CORE_0)
+    r.take()
+    r.now += 10                                 # a starved client misses 20 beats: kept
+    r.e.tick(r.now)
+    assert A in r.e.clients and r.e.query("stats")["queued"] == 1
+    r.facts[555], r.facts[666] = ProcFact.GONE, ProcFact.IDLE
+    r.e.client_disconnected(r.now)              # a connection closed: A's process exited, B's lives
+    assert A not in r.e.clients and r.e.query("stats")["queued"] == 0
+    assert B in r.e.clients
+
+
+def test_ready_tells_clients_the_relay_s_pid_and_hung_deadline():
+    r = Relay(hung_ms=7000)
+    up_with_pids(r)
+    r.send(A, messages.hello(1, "client"))
+    (ready,) = replies(r.take(), A)
+    assert ready.body["hung_ms"] == 7000 and ready.body["pid"] == 4242

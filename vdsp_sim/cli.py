@@ -64,7 +64,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     try:
         sup.start()
-        status = sup.wait_ready(args.timeout)
+        status = sup.wait_ready(args.timeout or None)
         print(f"SoC up in {rt}: " + ", ".join(f"{c['name']} {c['state']} fw {c.get('firmware_version', '?')}"
                                               for c in status["cores"]), flush=True)
         while not stop["now"]:   # a process that exits is restarted (or given up): see vdsp_sim/supervisor.py
@@ -81,6 +81,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _up_detached(rt: Path, args: argparse.Namespace) -> int:
+    from vdsp_sim.supervisor import exit_text
     (rt / "log").mkdir(exist_ok=True)
     cmd = [sys.executable, "-m", "vdsp_sim.cli", "up", "--log-files", "--timeout", str(args.timeout),
            "--watchdog-ms", str(args.watchdog_ms)] + (["--allow-unsigned"] if args.allow_unsigned else [])
@@ -89,19 +90,23 @@ def _up_detached(rt: Path, args: argparse.Namespace) -> int:
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
                                 env=dict(os.environ, VDSP_RUNTIME_DIR=str(rt)))
-    deadline = time.monotonic() + args.timeout + 5
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            print(f"vdsp up -d: the SoC failed to start; see {rt / 'log'}", file=sys.stderr)
-            return 1
+    # No clock of our own: the detached 'vdsp up' decides (it waits while the SoC's processes live
+    # and progress) and either says "SoC up" or exits with the reason; we follow it.
+    deadline = time.monotonic() + args.timeout + 5 if args.timeout else None
+    while deadline is None or time.monotonic() < deadline:
         with open(log_path, "rb") as fh:
             fh.seek(start)
             text = fh.read().decode(errors="replace")
         if "SoC up in" in text:
             print(f"SoC up in {rt} (pid {proc.pid}); logs in {rt / 'log'}; stop with: vdsp down")
             return 0
+        if proc.poll() is not None:
+            why = [line for line in text.splitlines() if line.startswith("vdsp up:")]
+            print(f"vdsp up -d: the SoC failed to start ({why[-1][9:] if why else exit_text(proc.returncode)}); "
+                  f"see {rt / 'log'}", file=sys.stderr)
+            return 1
         time.sleep(0.1)
-    print("vdsp up -d: timed out waiting for the SoC", file=sys.stderr)
+    print(f"vdsp up -d: the SoC did not run within --timeout {args.timeout:g} s; see {rt / 'log'}", file=sys.stderr)
     return 1
 
 
@@ -125,7 +130,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     rt = runtime.runtime_dir()
     relay_up = PidFile(rt / "relay.pid").read() is not None or bool(os.environ.get("VDSP_RELAY_ENDPOINT"))
     try:
-        with Soc(mode="relay" if relay_up else "direct", autostart_relay=False, connect_timeout_s=2.0) as soc:
+        # a loaded host answers late: wait while the SoC's processes live (the SDK fails at once,
+        # naming the process, when one exited or was given up)
+        with Soc(mode="relay" if relay_up else "direct", autostart_relay=False,
+                 connect_timeout_s=args.timeout) as soc:
             status = soc.query("cores")
             status["mode"] = soc.mode
     except errors.VdspError as exc:
@@ -300,7 +308,10 @@ def parser() -> argparse.ArgumentParser:
                                     "restarted at once, then with a doubling backoff; after 5 exits within 30 s "
                                     "it is given up ('vdsp status' shows restarts and give-ups).")
     up.add_argument("-d", "--detach", action="store_true", help="run in the background; stop with 'vdsp down'")
-    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for every core to run")
+    up.add_argument("--timeout", type=float, default=0.0,
+                    help="at most this many seconds to wait for every core to run; 0: no limit, the wait "
+                         "follows the processes (it fails at once when one exits or is given up, or when none "
+                         "of them used CPU for 60 s)")
     up.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS, help="firmware watchdog of each core")
     up.add_argument("--log-files", action="store_true", help="write each process's log under $VDSP_RUNTIME_DIR/log")
     up.add_argument("--allow-unsigned", action="store_true",
@@ -313,6 +324,9 @@ def parser() -> argparse.ArgumentParser:
     down.set_defaults(fn=cmd_down)
     st = sub.add_parser("status", help="cores, state, firmware version, operators; restarts of each process")
     st.add_argument("--json", action="store_true", help="machine-readable output (every field, every operator)")
+    st.add_argument("--timeout", type=float, default=30.0,
+                    help="seconds to wait for a SoC whose processes live but answer slowly; one that is "
+                         "down is reported at once")
     st.add_argument("-v", "--verbose", action="store_true", help="also list every operator of every core")
     st.set_defaults(fn=cmd_status)
     sub.add_parser("dmesg", help="remoteproc kernel log of this SoC").set_defaults(fn=cmd_dmesg)

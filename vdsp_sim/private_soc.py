@@ -83,7 +83,7 @@ class SocConfig:
     strict_cache: bool | None = False       # VDSP_STRICT_CACHE of clients; None: the environment's
     env: Mapping[str, str | None] = dataclasses.field(default_factory=dict)   # more variables (None: unset)
     log_dir: Path | None = None             # one log file per process; None: <runtime dir>/log
-    ready_timeout_s: float = 60.0
+    ready_timeout_s: float | None = None   # None: wait while the processes live and progress
 
 
 def fresh_runtime_dir(prefix: str = "vt") -> Path:
@@ -163,7 +163,7 @@ class PrivateSoc:
     def start(self, wait: bool = True) -> dict:
         """Make the missing directories, start the processes and (``wait``) wait until every
         core runs. Returns the cores' status ({} without ``wait``). Raises CoreOffline if
-        they do not run within ``ready_timeout_s`` or a process exits; ApiUseError if a
+        they do not run (within ``ready_timeout_s``, if set) or a process exits or hangs; ApiUseError if a
         relay already runs in the runtime dir or this SoC was started before. On an error
         everything started is stopped again."""
         if self._started:

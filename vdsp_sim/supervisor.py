@@ -33,6 +33,7 @@ from protocol import errors
 from protocol.constants import CORE_NAMES
 from vdsp_sim.board import curve, proc, runtime
 from vdsp_sim.board.pidfile import SUPERVISOR_STATE, PidFile, StateFile, alive
+from vdsp_sim.board import procfacts
 
 log = logging.getLogger("vdsp.soc")
 RESTART_BURST = 5          # exits within the window that make the supervisor give a process up
@@ -40,6 +41,7 @@ RESTART_WINDOW_S = 30.0
 BACKOFF_FIRST_S = 0.5      # wait before the second restart in a row; doubles each time
 BACKOFF_CAP_S = 10.0
 TICK_S = 0.05              # how often `vdsp up` looks at its processes
+STALL_S = 60.0             # start-up fails when no process of the SoC used CPU for this long
 
 
 def _env(rt: Path) -> dict:
@@ -236,16 +238,26 @@ class Supervisor:
     def gave_up(self) -> list[str]:
         return [n for n, c in self.children.items() if c.gave_up]
 
-    def wait_ready(self, timeout_s: float = 60.0) -> dict:
-        """Block until every core is running (as the relay or the cores report).
+    def wait_ready(self, timeout_s: float | None = None) -> dict:
+        """Block until every core is running (as the relay or the cores report). The wait follows
+        the processes, not a clock: it goes on while they live and make progress (a loaded host
+        boots slowly) and ends at once, saying which and why, when one exits (``restart=False``)
+        or is given up (``restart=True``), or when none of them used any CPU for ``STALL_S``;
+        ``timeout_s`` (None: none) caps it.
 
-        Raises CoreOffline with the last status seen, or if a process died (``restart=False``)
-        or was given up (``restart=True``).
+        Raises CoreOffline with the reason and the last status seen.
         """
         from arm_side.soc import Soc  # late: the SDK is a client of what we start
-        deadline = time.monotonic() + timeout_s
+        deadline = None if not timeout_s else time.monotonic() + timeout_s
         last: dict = {}
-        while time.monotonic() < deadline:
+        cpu, progressed = -1, time.monotonic()
+        while deadline is None or time.monotonic() < deadline:
+            now_cpu = self.cpu_ticks()
+            if now_cpu != cpu:
+                cpu, progressed = now_cpu, time.monotonic()
+            elif time.monotonic() - progressed > STALL_S:
+                raise errors.CoreOffline(f"SoC not running and none of its processes used CPU for {STALL_S:.0f} s "
+                                         f"(hung): {last}")
             self.tick()
             if self.restart and self.gave_up():
                 raise errors.CoreOffline(f"gave up on {', '.join(self.gave_up())} during start-up "
@@ -255,7 +267,7 @@ class Supervisor:
                 raise errors.CoreOffline(f"process(es) exited during start-up: {', '.join(dead)}")
             try:
                 with Soc(mode="relay" if self.relay else "direct", autostart_relay=False,
-                         connect_timeout_s=2.0) as soc:
+                         connect_timeout_s=10.0) as soc:
                     last = soc.query("cores")
                 if all(c.get("state") == "running" for c in last.get("cores", [])) and last.get("cores"):
                     return last
@@ -263,6 +275,20 @@ class Supervisor:
                 last = {"error": str(exc)}
             time.sleep(0.2)
         raise errors.CoreOffline(f"SoC not running after {timeout_s:.0f}s: {last}")
+
+    def cpu_ticks(self) -> int:
+        """CPU time used so far by our processes and their children (firmwares), in clock ticks."""
+        total = 0
+        pids = [p.pid for p in self.procs.values() if p.poll() is None]
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/task/{pid}/children") as fh:
+                    pids.extend(int(c) for c in fh.read().split())
+            except (OSError, ValueError):
+                pass
+            st = procfacts.stat(pid)
+            total += st[1] if st is not None else 0
+        return total
 
     def dead(self) -> list[str]:
         return [f"{n} (exit {p.returncode})" for n, p in self.procs.items() if p.poll() is not None]

@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     import os
     where = os.environ.get("VDSP_RELAY_ENDPOINT") or str(runtime.runtime_dir(create=False))
     try:
-        soc = Soc(mode="relay", autostart_relay=False, connect_timeout_s=5.0)
+        # a loaded host answers late: wait while the relay lives; a SoC that is down fails at once
+        soc = Soc(mode="relay", autostart_relay=False, connect_timeout_s=30.0)
     except errors.VdspError as exc:
         print(f"vdsp top: no relay answers ({exc}); is a SoC up? ('vdsp up -d')", file=sys.stderr)
         return 1

@@ -34,13 +34,15 @@ MAX_HELD_BYTES = 64 << 20       # bytes of messages waiting behind a claim, in a
 
 
 class Item:
-    """One message for the server to handle: ``meta`` is the received frame, or a HELLO's Verdict;
+    """One message for the server to handle: ``meta`` is the received frame, or a HELLO's Verdict
+    (``frame`` stays the received frame, for its properties);
     ``refused`` (then ``frames`` is empty): answer ``msg_id`` with this error instead."""
 
-    __slots__ = ("identity", "frames", "meta", "peer", "refused", "msg_id", "claim", "size")
+    __slots__ = ("identity", "frames", "meta", "frame", "peer", "refused", "msg_id", "claim", "size")
 
     def __init__(self, identity: bytes, frames: list, meta: object, peer: str) -> None:
         self.identity, self.frames, self.meta, self.peer = identity, frames, meta, peer
+        self.frame = meta
         self.refused: errors.VdspError | None = None
         self.msg_id = 0
         self.claim: Claim | None = None     # set while its verdict is awaited

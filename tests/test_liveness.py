@@ -1,0 +1,100 @@
+"""The liveness rule (``protocol.liveness``: silence makes a peer hung only past a deadline, and
+then only if its process makes no progress) and the kernel facts it rests on
+(``vdsp_sim.board.procfacts``, read from real processes: running, stopped, busy, exited)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from protocol.liveness import Liveness, ProcFact
+from tests.conftest import wait_until
+from vdsp_sim.board.procfacts import ProcFacts, exited
+
+
+@pytest.mark.parametrize("silent, fact, hung", [
+    (1.6, ProcFact.UNKNOWN, False),     # three missed beats: not even a question
+    (19.9, ProcFact.GONE, True),        # an exited process is dead whenever we learn it
+    (19.9, ProcFact.STOPPED, False),    # within the deadline nothing is decided by silence
+    (20.1, ProcFact.UNKNOWN, True),     # a tcp peer: silence past the deadline decides
+    (20.1, ProcFact.STOPPED, True),
+    (20.1, ProcFact.IDLE, True),
+    (20.1, ProcFact.PROGRESSING, False),
+    (20.1, ProcFact.PENDING, False),
+    (60.1, ProcFact.PROGRESSING, True),  # a live-lock: past 3 x the deadline
+])
+def test_the_hung_rule(silent, fact, hung):
+    live = Liveness(0.0, 500, 20_000)
+    assert live.overdue(silent) is (silent > 20)
+    assert live.hung(silent, fact) is hung
+
+
+def _child(code: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def test_facts_of_a_sleeping_a_stopped_a_busy_and_an_exited_process():
+    facts = ProcFacts()
+    sleeper = _child("import time; time.sleep(60)")
+    busy = _child("while True: pass")
+    try:
+        assert wait_until(lambda: facts.fact(busy.pid, 0.0) is ProcFact.PROGRESSING, 10)
+        # a sleeping process: undecided at the first look, idle once a second passed without CPU
+        assert wait_until(lambda: facts.fact(sleeper.pid, 0.0) is ProcFact.PENDING, 10)
+        assert facts.fact(sleeper.pid, 0.2) is ProcFact.PENDING
+        assert wait_until(lambda: facts.fact(sleeper.pid, 5.0) is ProcFact.IDLE, 10)
+        os.kill(busy.pid, signal.SIGSTOP)
+        assert wait_until(lambda: facts.fact(busy.pid, 6.0) is ProcFact.STOPPED, 10)
+        os.kill(busy.pid, signal.SIGCONT)
+        sleeper.kill()
+        assert wait_until(lambda: facts.fact(sleeper.pid, 7.0) is ProcFact.GONE, 10)   # a zombie counts
+        assert exited(sleeper.pid) and not exited(busy.pid)
+        sleeper.wait()
+        assert facts.fact(sleeper.pid, 8.0) is ProcFact.GONE and exited(sleeper.pid)
+        assert facts.fact(None, 8.0) is ProcFact.UNKNOWN
+    finally:
+        for p in (sleeper, busy):
+            p.kill()
+            p.wait()
+
+
+class _Pending:
+    def __init__(self, msg_id: int) -> None:
+        self.msg_id, self.error = msg_id, None
+
+    def _complete(self, body, error, *rest) -> None:
+        self.error = error
+
+
+def _relay_session(hung_ms: int):
+    from arm_side.session import PeerState, Session
+    session = Session("relay", 0)
+    peer = PeerState("relay", 0.0)
+    session.peers.append(peer)
+    session.connected(peer, {"heartbeat_ms": 500, "hung_ms": hung_ms, "pid": 4242, "cores": []}, 0.0)
+    req = _Pending(7)
+    session.track(req)
+    return session, peer, req
+
+
+def test_the_sdk_takes_a_silent_relay_for_hung_only_past_its_announced_deadline():
+    from protocol import errors
+    session, peer, req = _relay_session(8000)
+    assert peer.pid == 4242
+    session.tick(5.0, facts=lambda p: ProcFact.IDLE)            # 10 missed beats: nothing decided
+    session.tick(8.5, facts=lambda p: ProcFact.PROGRESSING)     # past it, but the relay runs (starved)
+    assert peer.alive and req.error is None
+    session.tick(8.6, facts=lambda p: ProcFact.STOPPED)
+    assert not peer.alive and isinstance(req.error, errors.RelayUnavailable)
+    assert "hung" in req.error.message and "stopped" in req.error.message
+
+
+def test_the_sdk_takes_a_relay_whose_connection_closed_for_dead_at_once():
+    from protocol import errors
+    session, peer, req = _relay_session(20_000)
+    session.tick(0.1, closed=lambda p: True)
+    assert not peer.alive and isinstance(req.error, errors.RelayUnavailable)
+    assert "connection closed" in req.error.message
