@@ -179,7 +179,8 @@ class RelayServer:
                 engine.on_client(item.identity, item.frames, time.monotonic(), item.peer, item.meta)
                 client = engine.clients.get(item.identity)
                 if client is not None and client.kernel_pid is None:   # once per connection: who it is
-                    client.kernel_pid = peercred.peer_pid(peercred.frame_property(item.frame, "Peer-Address")) or 0
+                    address = peercred.frame_property(item.frame, "Peer-Address")
+                    client.kernel_pid = peercred.peer_pid(address if isinstance(address, str) else None) or 0
             self.flush()
 
     def _drain(self, sock: zmq.Socket, handle) -> None:
