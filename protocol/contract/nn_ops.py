@@ -16,7 +16,7 @@ _IO = {"input": _TENSOR, "output": _TENSOR}
 _BATCH = {"type": "int", "min": 1, "max": 1 << 16, "doc": "batches in this task"}
 _THRESH = {"type": "float", "min": 0.0, "max": 1.0}
 _CAPACITY = {"type": "int", "min": 1, "max": 1 << 20, "doc": "records per batch block"}
-_GEOMETRY = {
+_GEOMETRY: dict[str, dict] = {
     "class_num": {"type": "int", "min": 1, "max": 4096},
     "anchor_num": {"type": "int", "min": 1, "max": 16, "doc": "anchors per map"},
     "map_w": {"type": "int_list", "doc": "W of each map"},
@@ -28,43 +28,42 @@ _GEOMETRY = {
 }
 _MAX_BOX = {"type": "int", "min": 1, "max": 1 << 16}
 _OFFSET = {"type": "int", "default": 0, "min": 0, "doc": "batch index written in the records of the first batch"}
-_ONE = {"inputs": 1, "outputs": 1}
-_MAPS = {"inputs": (1, MAX_MAPS), "outputs": 1}
 
 QUANTIZE = OperatorEntry.declare(
-    ids.QUANTIZE, "quantize", _IO, **_ONE, buffers=(("src",), ("dst",)),
+    ids.QUANTIZE, "quantize", _IO, inputs=1, outputs=1, buffers=(("src",), ("dst",)),
     doc="Quantize a float tensor into an integer tensor (SCALE or SHIFT), honouring both descriptors' strides.")
 DEQUANTIZE = OperatorEntry.declare(
-    ids.DEQUANTIZE, "dequantize", _IO, **_ONE, buffers=(("src",), ("dst",)),
+    ids.DEQUANTIZE, "dequantize", _IO, inputs=1, outputs=1, buffers=(("src",), ("dst",)),
     doc="Dequantize an integer tensor (SCALE or SHIFT) into a float tensor, honouring both descriptors' strides.")
 SOFTMAX = OperatorEntry.declare(
-    ids.SOFTMAX, "softmax", {**_IO, "axis": {"type": "int", "default": -1}}, **_ONE, buffers=(("src",), ("dst",)),
+    ids.SOFTMAX, "softmax", {**_IO, "axis": {"type": "int", "default": -1}}, inputs=1, outputs=1,
+    buffers=(("src",), ("dst",)),
     doc="Softmax of a float or quantised tensor along ``axis`` (negative counts from the end).")
 LAYOUT = OperatorEntry.declare(
     ids.LAYOUT, "layout", {
         **_IO, "channels": {"type": "int", "default": -1, "min": -1, "doc": "C; -1 = from the NCHW/NHWC side"},
         "platform": {"type": "str", "default": "", "choices": ["", *tensor_types.C2_TABLE],
-                     "doc": "check C2 against this platform's table"}}, **_ONE, buffers=(("src",), ("dst",)),
+                     "doc": "check C2 against this platform's table"}}, inputs=1, outputs=1, buffers=(("src",), ("dst",)),
     doc="Convert between NCHW, NHWC and NC1HWC2 (or repack one layout between strides).")
 YOLOV3_DETECTION_OUTPUT = OperatorEntry.declare(
     ids.YOLOV3_DETECTION_OUTPUT, "yolov3_detection_output", {
         **_GEOMETRY, "max_box_num": _MAX_BOX, "confidence_thresh": _THRESH, "nms_thresh": _THRESH,
-        "batch_offset": _OFFSET}, **_MAPS,
+        "batch_offset": _OFFSET}, inputs=(1, MAX_MAPS), outputs=1,
     doc="Yolov3DetectionOutput: decode, filter, per-class NMS and top-k in one task.")
 YOLO_DECODE = OperatorEntry.declare(
-    ids.YOLO_DECODE, "yolo_decode", _GEOMETRY, **_MAPS,
+    ids.YOLO_DECODE, "yolo_decode", _GEOMETRY, inputs=(1, MAX_MAPS), outputs=1,
     doc="Chain step 1: every box of every map decoded to [batch, boxes, 5 + C] float32.")
 YOLO_FILTER = OperatorEntry.declare(
     ids.YOLO_FILTER, "yolo_filter", {
         "class_num": _GEOMETRY["class_num"], "boxes": {"type": "int", "min": 1}, "confidence_thresh": _THRESH,
-        "capacity": _CAPACITY, "batch": _BATCH}, **_ONE,
+        "capacity": _CAPACITY, "batch": _BATCH}, inputs=1, outputs=1,
     doc="Chain step 2: (box, class) candidates past the confidence threshold.")
 YOLO_NMS = OperatorEntry.declare(
-    ids.YOLO_NMS, "yolo_nms", {"nms_thresh": _THRESH, "capacity": _CAPACITY, "batch": _BATCH}, **_ONE,
+    ids.YOLO_NMS, "yolo_nms", {"nms_thresh": _THRESH, "capacity": _CAPACITY, "batch": _BATCH}, inputs=1, outputs=1,
     doc="Chain step 3: greedy per-class NMS of candidate blocks.")
 YOLO_TOPK = OperatorEntry.declare(
     ids.YOLO_TOPK, "yolo_topk", {"max_box_num": _MAX_BOX, "capacity": _CAPACITY, "batch": _BATCH,
-                                 "batch_offset": _OFFSET}, **_ONE,
+                                 "batch_offset": _OFFSET}, inputs=1, outputs=1,
     doc="Chain step 4: the max_box_num best boxes in the Yolov3DetectionOutput result format.")
 
 ENTRIES = catalog(QUANTIZE, DEQUANTIZE, SOFTMAX, LAYOUT, YOLOV3_DETECTION_OUTPUT, YOLO_DECODE, YOLO_FILTER,
