@@ -139,7 +139,10 @@ def mypy(where: Path, *files: str) -> subprocess.CompletedProcess:
 
 
 GOOD = """
-from arm_side import AsyncSoc, Soc, Task
+import cv2
+import numpy as np
+
+from arm_side import AsyncSoc, Soc, Task, cv as api
 from arm_side.stubs import cv
 from custom_op_stubs import saturate_add
 
@@ -148,6 +151,9 @@ with Soc() as soc:
     task: Task = saturate_add(soc, a, b, delta=10, core=2)
     values: dict = task.wait(1000)
     cv.gaussian_blur(soc, a, b, src={}, dst={}, ksize=(3, 3), border="reflect").wait(1000)
+    gray = np.zeros((4, 4), np.uint8)
+    api.gaussian_blur(soc, gray, 5, sigma_x=1.2, borderType=cv2.BORDER_REFLECT)
+    level, bw = api.threshold(soc, gray, 0, 255, cv2.THRESH_BINARY | cv2.THRESH_OTSU)
 
 
 async def main() -> dict:
@@ -157,7 +163,9 @@ async def main() -> dict:
 """
 
 BAD = """
-from arm_side import Soc
+import numpy as np
+
+from arm_side import Soc, cv as api
 from arm_side.stubs import cv
 from custom_op_stubs import saturate_add
 
@@ -166,6 +174,7 @@ with Soc() as soc:
     saturate_add(soc, a, b, delta="ten")
     saturate_add(soc, a, b, delta=1, gain=2)
     cv.gaussian_blur(soc, a, b, src={}, dst={}, border="reflect_101")
+    api.median_blur(soc, np.zeros((4, 4), np.uint8), ksize="3")
 """
 
 
@@ -177,10 +186,11 @@ def test_mypy_accepts_right_calls_and_refuses_a_wrong_parameter_type(custom_stub
     assert res.returncode == 0 and "Success" in res.stdout, res.stdout + res.stderr
     res = mypy(tmp_path, "bad.py")
     assert res.returncode == 1, res.stdout + res.stderr
-    assert 'bad.py:8: error: Argument "delta" to "saturate_add" has incompatible type "str"; expected "int"' \
+    assert 'bad.py:10: error: Argument "delta" to "saturate_add" has incompatible type "str"; expected "int"' \
         in res.stdout, res.stdout
-    assert 'bad.py:9: error: Unexpected keyword argument "gain" for "saturate_add"' in res.stdout, res.stdout
-    assert 'bad.py:10: error: Argument "border" to "gaussian_blur" has incompatible type' in res.stdout, res.stdout
+    assert 'bad.py:11: error: Unexpected keyword argument "gain" for "saturate_add"' in res.stdout, res.stdout
+    assert 'bad.py:12: error: Argument "border" to "gaussian_blur" has incompatible type' in res.stdout, res.stdout
+    assert 'bad.py:13: error: No overload variant of "median_blur" matches argument types' in res.stdout, res.stdout
 
 
 def test_an_entry_round_trips_through_the_operator_table():

@@ -1,4 +1,6 @@
-"""The CV operators, one function each, generated from one table (:data:`OPERATORS`).
+"""The CV operators' machinery: one table (:data:`OPERATORS`, derived from the contract entries of
+``protocol.contract.cv_ops``) and the call of a function in either mode. The typed functions are
+generated from it (``arm_side/cv/functions.py``); ``arm_side.cv`` exports them.
 
 Every function works in two modes, chosen by what it is given:
 
@@ -231,8 +233,9 @@ def _first(key: str) -> Callable[[dict, np.ndarray], Any]:
     return lambda values, dst: (values.get(key), dst)
 
 
-_MORPH = dict(order=("ksize", "shape", "anchor", "iterations", "border"),
-              arm_only=(Param("kernel", None, a.morph_kernel),), cv2_args=("kernel", "anchor", "iterations", "border"))
+_MORPH: dict[str, Any] = dict(order=("ksize", "shape", "anchor", "iterations", "border"),
+                              arm_only=(Param("kernel", None, a.morph_kernel),),
+                              cv2_args=("kernel", "anchor", "iterations", "border"))
 _WARP_ARGS = ("matrix", "dsize", "interpolation", "border", "border_value")
 
 OPERATORS: tuple[OpSpec, ...] = (
@@ -589,50 +592,17 @@ class _NumpyJob:
 
 
 # --- the functions -------------------------------------------------------------------------
+# The typed functions themselves are generated source (arm_side/cv/functions.py, by
+# arm_side.stubgen from OPERATORS and the contract entries); each calls call_named.
 
-def _make(spec: OpSpec) -> Callable[..., Any]:
-    sigs = (_signature(spec, numpy=False), _signature(spec, numpy=True))
-    binders = (_Binder(sigs[0]), _Binder(sigs[1]))
-    _DEFAULT_WIRE[spec.name] = _defaults(spec)
-
-    def operator(*args: Any, **kw: Any) -> Any:
-        return call(spec, binders, args, kw)
-
-    operator.__name__ = operator.__qualname__ = spec.name
-    operator.__module__ = __name__
-    operator.__signature__ = sigs[0]    # type: ignore[attr-defined]
-    numpy_sig = str(sigs[1]).replace("(soc, ", f"{spec.name}(soc, ", 1)
-    operator.__doc__ = (f"{spec.doc}\n\nOperator 0x{spec.op_id:04x} (cv.{spec.j5}) on cv.Image buffers (the signature "
-                        f"above) or on numpy arrays, with OpenCV's positional order::\n\n    {numpy_sig}\n\n"
-                        "See the module documentation of arm_side.cv.ops.")
-    return operator
-
-
-BY_NAME: dict[str, Callable[..., Any]] = {spec.name: _make(spec) for spec in OPERATORS}
 SPECS: dict[str, OpSpec] = {spec.name: spec for spec in OPERATORS}
+SIGNATURES: dict[str, tuple[inspect.Signature, inspect.Signature]] = {
+    spec.name: (_signature(spec, numpy=False), _signature(spec, numpy=True)) for spec in OPERATORS}
+_BINDERS: dict[str, tuple[_Binder, _Binder]] = {
+    name: (_Binder(sigs[0]), _Binder(sigs[1])) for name, sigs in SIGNATURES.items()}
+_DEFAULT_WIRE.update({spec.name: _defaults(spec) for spec in OPERATORS})
 
-bilateral_filter = BY_NAME["bilateral_filter"]
-box_filter = BY_NAME["box_filter"]
-canny = BY_NAME["canny"]
-cvt_color = BY_NAME["cvt_color"]
-dilate = BY_NAME["dilate"]
-equalize_hist = BY_NAME["equalize_hist"]
-erode = BY_NAME["erode"]
-filter2d = BY_NAME["filter2d"]
-flip = BY_NAME["flip"]
-gaussian_blur = BY_NAME["gaussian_blur"]
-integral = BY_NAME["integral"]
-median_blur = BY_NAME["median_blur"]
-pyr_down = BY_NAME["pyr_down"]
-pyr_up = BY_NAME["pyr_up"]
-resize = BY_NAME["resize"]
-roi_resize = BY_NAME["roi_resize"]
-rotate = BY_NAME["rotate"]
-sep_filter2d = BY_NAME["sep_filter2d"]
-sobel = BY_NAME["sobel"]
-threshold = BY_NAME["threshold"]
-transpose = BY_NAME["transpose"]
-warp_affine = BY_NAME["warp_affine"]
-warp_perspective = BY_NAME["warp_perspective"]
-corner_harris = BY_NAME["corner_harris"]
-remap = BY_NAME["remap"]
+
+def call_named(name: str, args: tuple, kw: dict) -> Any:
+    """One call of the CV function ``name`` (both modes, sync or async): what it returns."""
+    return call(SPECS[name], _BINDERS[name], args, kw)
