@@ -33,7 +33,9 @@ def test_the_stock_firmware_binds_a_kernel_to_every_entry_and_declares_nothing_e
 
 
 def test_j5_names_and_python_names_of_the_cv_entries():
-    assert {e.j5: e.id for e in cv_ops.ENTRIES.values()} == cv_ids.BY_NAME
+    assert len(cv_ops.BY_J5) == len(cv_ops.ENTRIES) == 25
+    assert all(getattr(cv_ids, re.sub(r"(?<=[a-z])([A-Z])", r"_\1", j5).upper()) == op_id
+               for j5, op_id in cv_ops.BY_J5.items())
     assert all(e.name == "cv." + e.j5 for e in cv_ops.ENTRIES.values())
     from arm_side.cv import ops
     assert {s.name: s.op_id for s in ops.OPERATORS} == {e.py_name: e.id for e in cv_ops.ENTRIES.values()}
