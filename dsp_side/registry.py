@@ -1,9 +1,13 @@
 """Explicit operator registration: a firmware image is a Registry of operators.
 
-Operators are registered by a call (or decorator) with their command id, name,
-parameter schema and buffer counts; nothing is discovered by introspection::
+An operator is declared once, as data (a ``protocol.contract.operator.OperatorEntry``: id,
+name, buffers, typed parameters); the firmware binds a kernel to it. Nothing is discovered
+by introspection::
 
     registry = Registry()
+    registry.bind(cv_ops.GAUSSIAN_BLUR, gaussian_blur)       # a stock entry
+
+A custom firmware may declare its entry in the call (``register``, or its decorator form)::
 
     @registry.operator(0x1400, "my_scale", inputs=1, outputs=1,
                        params={"factor": {"type": "float", "default": 2.0}})
@@ -35,7 +39,8 @@ import json
 import logging
 from typing import Callable
 
-from protocol import errors, opids, schema
+from protocol import errors
+from protocol.contract.operator import OperatorEntry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +58,7 @@ class OperatorSpec:
     init: Callable | None = None        # lifecycle hooks (module docstring)
     prepare: Callable | None = None
     destroy: Callable | None = None
+    entry: OperatorEntry | None = None  # the declaration this kernel is bound to
 
     def describe(self) -> dict:
         """Plain-data entry of the operator table (READY, manifests, ``vdsp status``)."""
@@ -85,10 +91,6 @@ def shape_key(inputs: list, outputs: list, params: dict) -> str:
                       sort_keys=True, default=repr)
 
 
-def _count(value: int | tuple[int, int]) -> tuple[int, int]:
-    return (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
-
-
 class Registry:
     """The operator table of one firmware image, keyed by command id."""
 
@@ -100,9 +102,19 @@ class Registry:
                  inputs: int | tuple[int, int] = 0, outputs: int | tuple[int, int] = 0,
                  doc: str = "", inputs_writable: bool = False, init: Callable | None = None,
                  prepare: Callable | None = None, destroy: Callable | None = None) -> OperatorSpec:
-        """Add one operator (with optional lifecycle hooks). Raises ValueError for a duplicate or
-        out-of-range id, a bad schema or a hook that is not callable."""
-        opids.range_of(op_id)
+        """Declare an operator (``OperatorEntry.declare``; the doc defaults to the first line of
+        ``fn``'s docstring) and bind ``fn`` to it. Raises ValueError as :meth:`bind` and for a bad
+        declaration (id out of range, bad schema)."""
+        entry = OperatorEntry.declare(op_id, name, params, inputs=inputs, outputs=outputs,
+                                      doc=doc or (fn.__doc__ or "").strip().split("\n")[0])
+        return self.bind(entry, fn, inputs_writable=inputs_writable, init=init, prepare=prepare, destroy=destroy)
+
+    def bind(self, entry: OperatorEntry, fn: Callable, *, inputs_writable: bool = False,
+             init: Callable | None = None, prepare: Callable | None = None,
+             destroy: Callable | None = None) -> OperatorSpec:
+        """Bind kernel ``fn`` (with optional lifecycle hooks) to a declared operator. Raises
+        ValueError for a duplicate id or name, or a hook that is not callable."""
+        op_id, name = entry.id, entry.name
         if op_id in self._ops:
             raise ValueError(f"operator id 0x{op_id:04x} registered twice ({self._ops[op_id].name}, {name})")
         if any(s.name == name for s in self._ops.values()):
@@ -110,9 +122,8 @@ class Registry:
         for hook, value in (("init", init), ("prepare", prepare), ("destroy", destroy)):
             if value is not None and not callable(value):
                 raise ValueError(f"operator {name}: {hook} hook must be callable")
-        spec = OperatorSpec(op_id, name, fn, schema.check_schema(dict(params or {})), _count(inputs),
-                            _count(outputs), doc or (fn.__doc__ or "").strip().split("\n")[0], inputs_writable,
-                            init, prepare, destroy)
+        spec = OperatorSpec(op_id, name, fn, dict(entry.params), entry.inputs, entry.outputs, entry.doc,
+                            inputs_writable, init, prepare, destroy, entry)
         self._ops[op_id] = spec
         self._states[op_id] = OperatorState()
         return spec
@@ -188,3 +199,6 @@ class RegistryDefaults:
 
     def operator(self, op_id: int, name: str, **kw) -> Callable[[Callable], Callable]:
         return self._registry.operator(op_id, name, **{**self._kw, **kw})
+
+    def bind(self, entry: OperatorEntry, fn: Callable, **kw) -> OperatorSpec:
+        return self._registry.bind(entry, fn, **{**self._kw, **kw})

@@ -72,6 +72,7 @@ def test_deploy_installs_new_images_on_both_cores(sh, tmp_path):
 def test_the_readme_custom_operator_tutorial(sh, tmp_path):
     work = tmp_path / "work"
     shutil.copytree(ROOT / "examples", work / "examples")
+    (work / "examples/custom_op/custom_op_stubs.py").unlink()      # made by the stubs step below
     steps = [
         [*VDSP, "firmware", "build", "examples/custom_op", "-o", "build/image/vdsp1"],
         [*VDSP, "firmware", "info", "build/image/vdsp1"],
@@ -80,6 +81,7 @@ def test_the_readme_custom_operator_tutorial(sh, tmp_path):
         [*VDSP, "sysfs", "echo", "vdsp1", f"{RP2}/firmware"],
         [*VDSP, "sysfs", "echo", "start", f"{RP2}/state"],
         [*VDSP, "status", "-v"],
+        [*VDSP, "firmware", "stubs", "build/image/vdsp1", "-o", "examples/custom_op/custom_op_stubs.py"],
         [sys.executable, "examples/custom_op/call_it.py"],
     ]
     outputs = []
@@ -89,7 +91,10 @@ def test_the_readme_custom_operator_tutorial(sh, tmp_path):
         outputs.append(res.stdout)
     assert "0x1400  saturate_add" in outputs[1]
     assert "saturate_add(0x1400)" in outputs[6]
-    assert outputs[7].strip().splitlines() == [      # prepare once per shape/delta; private state counts the tasks
+    assert "saturate_add(0x1400)" in outputs[7]
+    assert (work / "examples/custom_op/custom_op_stubs.py").read_text() == \
+        (ROOT / "examples/custom_op/custom_op_stubs.py").read_text()       # the checked-in stub is this image's
+    assert outputs[8].strip().splitlines() == [      # prepare once per shape/delta; private state counts the tasks
         "delta 10: {'bytes': 8, 'prepares': 1, 'tasks': 1} output: [10, 11, 110, 210, 255, 255, 17, 19]",
         "delta 10: {'bytes': 8, 'prepares': 1, 'tasks': 2} output: [10, 11, 110, 210, 255, 255, 17, 19]",
         "delta -5: {'bytes': 8, 'prepares': 2, 'tasks': 3} output: [0, 0, 95, 195, 245, 250, 2, 4]"]

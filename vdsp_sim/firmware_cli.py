@@ -1,5 +1,5 @@
-"""``vdsp firmware build|info|install-stock|keygen|trust|untrust|trusted``: DSP firmware images
-and the keys that sign them (see ``dsp_side.signing``)."""
+"""``vdsp firmware build|info|stubs|install-stock|keygen|trust|untrust|trusted``: DSP firmware images,
+their typed stubs (``arm_side.stubgen``) and the keys that sign them (see ``dsp_side.signing``)."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
+from arm_side import stubgen
 from dsp_side import image, signing
 from vdsp_sim.board import curve, runtime
 
@@ -115,6 +116,24 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stubs(args: argparse.Namespace) -> int:
+    header, _, signer = image.examine(Path(args.image))
+    title = (f"Typed stubs of the operators of firmware image {header['name']} version {header['version']}"
+             f" ({Path(args.image).name}).")
+    try:
+        source = stubgen.from_table(header["operators"], title)
+    except ValueError as exc:
+        raise errors.InvalidArgument(f"{args.image}: cannot make stubs: {exc}") from exc
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    image.write_atomically(out, source.encode())
+    names = ", ".join(f"{o['name']}(0x{o['id']:04x})" for o in header["operators"])
+    warn = f"; note: this SoC's cores would refuse the image ({signer.message})" \
+        if isinstance(signer, signing.SignatureError) else ""
+    print(f"wrote {out}: {len(header['operators'])} typed functions for {names}{warn}")
+    return 0
+
+
 def cmd_keygen(args: argparse.Namespace) -> int:
     keys = signing.default_dir()
     path, made = signing.keygen(keys)
@@ -167,6 +186,14 @@ def add_parser(sub) -> None:
     info.add_argument("image", metavar="FILE", help="a firmware image")
     info.add_argument("--json", action="store_true", help="the manifest and the verdict on its signature as JSON")
     info.set_defaults(fn=cmd_info)
+    stubs = fsub.add_parser("stubs", help="write a typed Python module with one function per operator of an image",
+                            description="One typed function per operator the image declares (custom ones "
+                                        "included): it takes the Soc, the buffers and the parameters as keywords "
+                                        "with their declared types and defaults, and returns the task. mypy "
+                                        "checks calls against it.")
+    stubs.add_argument("image", metavar="IMAGE", help="a firmware image ('vdsp firmware build' makes one)")
+    stubs.add_argument("-o", "--output", required=True, metavar="FILE.py", help="the module to write")
+    stubs.set_defaults(fn=cmd_stubs)
     stock = fsub.add_parser("install-stock", help="build the signed stock image into the default firmware directory "
                                                   "($VDSP_FIRMWARE_DIR, else $VDSP_RUNTIME_DIR/firmware) where an "
                                                   "image is missing or would be refused")

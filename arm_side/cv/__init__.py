@@ -17,16 +17,11 @@ returns an awaitable. See docs/cv.md for the operators, formats and parameters.
 """
 from arm_side.cv.image import (Image, alloc_image, free_image, min_stride, put_image, read_image, read_padding,
                                write_image)
-from arm_side.cv.ops import (bilateral_filter, box_filter, canny, corner_harris, cvt_color, dilate, equalize_hist,
-                             erode, filter2d, flip, gaussian_blur, integral, median_blur, pyr_down, pyr_up, remap,
-                             resize, roi_resize, rotate, run, sep_filter2d, sobel, threshold, transpose,
-                             warp_affine, warp_perspective, OPERATORS)
+from arm_side.cv.ops import OPERATORS, run
+from arm_side.cv import functions
+from arm_side.cv.functions import *  # noqa: F403  (one typed function per CV operator; functions.__all__)
 from protocol.contract import cv_ids as ids
 from protocol.contract.image_formats import FORMATS
 
 __all__ = ["Image", "alloc_image", "free_image", "min_stride", "put_image", "read_image", "read_padding",
-           "write_image", "ids", "FORMATS", "OPERATORS", "run", "bilateral_filter", "box_filter", "canny",
-           "corner_harris",
-           "cvt_color", "dilate", "equalize_hist", "erode", "filter2d", "flip", "gaussian_blur", "integral",
-           "median_blur", "pyr_down", "pyr_up", "remap", "resize", "roi_resize", "rotate", "sep_filter2d", "sobel",
-           "threshold", "transpose", "warp_affine", "warp_perspective"]
+           "write_image", "ids", "FORMATS", "OPERATORS", "run", *functions.__all__]

@@ -1,4 +1,6 @@
-"""The CV operators, one function each, generated from one table (:data:`OPERATORS`).
+"""The CV operators' machinery: one table (:data:`OPERATORS`, derived from the contract entries of
+``protocol.contract.cv_ops``) and the call of a function in either mode. The typed functions are
+generated from it (``arm_side/cv/functions.py``); ``arm_side.cv`` exports them.
 
 Every function works in two modes, chosen by what it is given:
 
@@ -37,7 +39,8 @@ import numpy as np
 
 from protocol import errors
 from protocol.constants import Core
-from protocol.contract import cv_ids as ids
+from protocol.contract import cv_ops as cv
+from protocol.contract.operator import OperatorEntry
 from protocol.contract import image_formats as formats
 from arm_side.cv import args as a
 from arm_side.cv.image import Image, put_image, read_image
@@ -111,10 +114,43 @@ ALIASES = {"borderType": "border", "borderMode": "border", "borderValue": "borde
            "flipCode": "flip_code", "rotateCode": "rotate_code", "kernelX": "kernel_x", "kernelY": "kernel_y",
            "flags": "interpolation", "map1": "map_x", "map2": "map_y"}
 
-FILTER_BORDER = Param("border", "reflect101", a.border)
-ANCHOR = Param("anchor", (-1, -1), a.anchor)
-DELTA = Param("delta", 0.0, a.real)
 DDEPTH = (("ddepth", -1),)
+
+# ARM knowledge: how a declared parameter is taken from Python (OpenCV constants and names, an int
+# ksize, a 2-D kernel ...), by name, else by its declared type. Defaults are the entries'.
+_IMAGES = ("src", "dst", "map_x", "map_y")
+_BY_NAME: dict[str, a.Converter] = {
+    "border": a.border, "interpolation": a.interpolation, "anchor": a.anchor, "roi": a.rect,
+    "pad_value": a.values_per_channel, "type": a.threshold_type, "method": a.threshold_method,
+    "shape": a.morph_shape, "rotate_code": a.rotate_code, "code": a.color_code}
+_BY_TYPE: dict[str, a.Converter] = {"int": a.integer, "float": a.real, "bool": a.boolean, "str": a.text,
+                                    "float_list": a.floats}
+
+
+def _converter(name: str, spec: dict) -> a.Converter:
+    if name == "ksize" and spec["type"] == "int_list":
+        return a.ksize
+    if name == "matrix":
+        return a.matrix(spec["len"] // 3)
+    return _BY_NAME.get(name) or _BY_TYPE[spec["type"]]
+
+
+def _op(entry: OperatorEntry, doc: str, *, order: tuple[str, ...] | None = None,
+        convert: dict[str, a.Converter] | None = None, arm_only: tuple[Param, ...] = (), **kw: Any) -> OpSpec:
+    """The ARM function of a contract entry: its declared parameters (but the images), with their
+    declared defaults (REQUIRED if none), converted as :func:`_converter` says or as ``convert``
+    overrides; ``order``: the ARM positional order where it differs from the declaration's;
+    ``arm_only``: parameters the ARM side derives a declared one from."""
+    declared = [n for n in entry.params if n not in _IMAGES]
+    params = []
+    for name in order or declared:
+        spec = entry.params[name]
+        default = spec.get("default", REQUIRED)
+        params.append(Param(name, tuple(default) if isinstance(default, list) else default,
+                            (convert or {}).get(name) or _converter(name, spec)))
+    inputs = tuple(n for n in entry.params if n in _IMAGES and n != "dst")
+    return OpSpec(entry.py_name, entry.j5, entry.id, doc, tuple(params) + arm_only, inputs=inputs, **kw)
+
 
 
 def _depth_out(c: Ctx) -> tuple[str, int, int]:
@@ -197,91 +233,55 @@ def _first(key: str) -> Callable[[dict, np.ndarray], Any]:
     return lambda values, dst: (values.get(key), dst)
 
 
-_MORPH = (Param("ksize", (3, 3), a.ksize), Param("shape", "rect", a.morph_shape), ANCHOR,
-          Param("iterations", 1, a.integer), Param("border", "constant", a.border),
-          Param("kernel", None, a.morph_kernel))
-_MORPH_ARGS = ("kernel", "anchor", "iterations", "border")
-_WARP = (Param("interpolation", "linear", a.interpolation), Param("inverse_map", False, a.boolean),
-         Param("border", "constant", a.border), Param("border_value", 0.0, a.real))
+_MORPH: dict[str, Any] = dict(order=("ksize", "shape", "anchor", "iterations", "border"),
+                              arm_only=(Param("kernel", None, a.morph_kernel),),
+                              cv2_args=("kernel", "anchor", "iterations", "border"))
 _WARP_ARGS = ("matrix", "dsize", "interpolation", "border", "border_value")
 
 OPERATORS: tuple[OpSpec, ...] = (
-    OpSpec("bilateral_filter", "bilateralFilter", ids.BILATERAL_FILTER, "cv::bilateralFilter.",
-           (Param("d", 5, a.integer), Param("sigma_color", 50.0, a.real), Param("sigma_space", 50.0, a.real),
-            FILTER_BORDER)),
-    OpSpec("box_filter", "boxFilter", ids.BOX_FILTER, "cv::boxFilter (same depth).",
-           (Param("ksize", (3, 3), a.ksize), Param("normalize", True, a.boolean), ANCHOR, FILTER_BORDER),
-           out=_same_depth_out, extra=DDEPTH, cv2_args=("ddepth", "ksize", "anchor", "normalize", "border")),
-    OpSpec("canny", "canny", ids.CANNY, "cv::Canny.",
-           (Param("threshold1", 100.0, a.real), Param("threshold2", 200.0, a.real),
-            Param("aperture_size", 3, a.integer), Param("l2_gradient", False, a.boolean))),
-    OpSpec("cvt_color", "cvtColor", ids.CVT_COLOR,
-           "RGB2GRAY, BGR2GRAY (cv::cvtColor), RGB2NV12, BGR2NV12 (BT.601 limited range).",
-           (Param("code", REQUIRED, a.color_code), Param("chroma", "top_left", a.text)), out=_cvt_out),
-    OpSpec("dilate", "dilate", ids.DILATE, "cv::dilate with a rect/cross/ellipse element (ksize and shape, or "
-           "kernel=cv2.getStructuringElement(...)).", _MORPH, cv2_args=_MORPH_ARGS),
-    OpSpec("equalize_hist", "equalizeHist", ids.EQUALIZE_HIST, "cv::equalizeHist."),
-    OpSpec("erode", "erode", ids.ERODE, "cv::erode with a rect/cross/ellipse element (ksize and shape, or "
-           "kernel=cv2.getStructuringElement(...)).", _MORPH, cv2_args=_MORPH_ARGS),
-    OpSpec("filter2d", "filter2D", ids.FILTER2D,
-           "cv::filter2D with a 2-D kernel (rows x cols array-like); dst depth from dst's format (numpy: ddepth).",
-           (Param("kernel", REQUIRED, a.kernel2d), ANCHOR, DELTA, FILTER_BORDER), out=_depth_out, extra=DDEPTH,
-           cv2_args=("ddepth", "kernel", "anchor", "delta", "border")),
-    OpSpec("flip", "flip", ids.FLIP, "cv::flip: 0 vertical, 1 horizontal, -1 both.",
-           (Param("flip_code", 1, a.integer),)),
-    OpSpec("gaussian_blur", "gaussianBlur", ids.GAUSSIAN_BLUR,
-           "cv::GaussianBlur; ksize odd, (width, height) or k; sigma 0 = from ksize.",
-           (Param("ksize", (5, 5), a.ksize), Param("sigma_x", 0.0, a.real), Param("sigma_y", 0.0, a.real),
-            FILTER_BORDER)),
-    OpSpec("integral", "integral", ids.INTEGRAL,
-           "cv::integral; dst is (w+1) x (h+1), S32 or F32 (numpy: sdepth cv2.CV_32S or CV_32F).",
-           out=_integral_out, extra=(("sdepth", -1),), cv2_args=("sdepth",)),
-    OpSpec("median_blur", "medianBlur", ids.MEDIAN_BLUR, "cv::medianBlur; ksize odd.",
-           (Param("ksize", 3, a.integer),)),
-    OpSpec("pyr_down", "pyrDown", ids.PYR_DOWN, "cv::pyrDown; dst about half the src.",
-           out=lambda c: (c.fmt, (c.width + 1) // 2, (c.height + 1) // 2)),
-    OpSpec("pyr_up", "pyrUp", ids.PYR_UP, "cv::pyrUp; dst twice the src.",
-           out=lambda c: (c.fmt, 2 * c.width, 2 * c.height)),
-    OpSpec("resize", "resize", ids.RESIZE,
-           "cv::resize of the src region to the dst region's size (numpy: dsize=(w, h), or fx and fy).",
-           (Param("interpolation", "linear", a.interpolation),), out=_resize_out,
-           extra=(("dsize", None), ("fx", 0.0), ("fy", 0.0)), cv2_args=("dsize", "fx", "fy", "interpolation")),
-    OpSpec("roi_resize", "roiResize", ids.ROI_RESIZE,
-           "Crop roi (left, top, right, bottom inclusive) and scale it into dst; result {'rect': [x, y, w, h]} "
-           "(numpy: dsize=(w, h); returns (rect, dst)).",
-           (Param("roi", REQUIRED, a.rect), Param("keep_aspect", False, a.boolean),
-            Param("interpolation", "linear", a.interpolation), Param("pad_value", None, a.values_per_channel)),
-           out=lambda c: (c.fmt, *(_dsize(c, required=True) or (0, 0))), extra=(("dsize", None),),
-           result=_first("rect"), cv2_args=("roi", "dsize", "keep_aspect", "interpolation", "pad_value")),
-    OpSpec("rotate", "rotate", ids.ROTATE, "cv::rotate: cv2.ROTATE_* or '90cw', '180', '90ccw'.",
-           (Param("rotate_code", "90cw", a.rotate_code),),
-           out=lambda c: (c.fmt, c.width, c.height) if c.wire["rotate_code"] == "180" else _swap(c)),
-    OpSpec("sep_filter2d", "sepFilter2D", ids.SEP_FILTER2D, "cv::sepFilter2D; dst depth from dst's format.",
-           (Param("kernel_x", REQUIRED, a.floats), Param("kernel_y", REQUIRED, a.floats), ANCHOR, DELTA,
-            FILTER_BORDER), out=_depth_out, extra=DDEPTH,
-           cv2_args=("ddepth", "kernel_x", "kernel_y", "anchor", "delta", "border")),
-    OpSpec("sobel", "sobel", ids.SOBEL, "cv::Sobel (ksize -1 = Scharr); dst S16, F32 or 8-bit.",
-           (Param("dx", 1, a.integer), Param("dy", 0, a.integer), Param("ksize", 3, a.integer),
-            Param("scale", 1.0, a.real), DELTA, FILTER_BORDER), out=_depth_out, extra=DDEPTH,
-           cv2_args=("ddepth", "dx", "dy", "ksize", "scale", "delta", "border")),
-    OpSpec("threshold", "threshold", ids.THRESHOLD,
-           "cv::threshold; result {'threshold': level used} (computed for otsu/triangle; numpy: (level, dst)).",
-           (Param("thresh", 127.0, a.real), Param("maxval", 255.0, a.real), Param("type", "binary", a.threshold_type),
-            Param("method", "fixed", a.threshold_method)), result=_first("threshold")),
-    OpSpec("transpose", "transpose", ids.TRANSPOSE, "cv::transpose.", out=_swap),
-    OpSpec("warp_affine", "warpAffine", ids.WARP_AFFINE, "cv::warpAffine by a 2x3 matrix (numpy: dsize).",
-           (Param("matrix", REQUIRED, a.matrix(2)),) + _WARP, out=_warp_out, extra=(("dsize", None),),
-           cv2_args=_WARP_ARGS),
-    OpSpec("warp_perspective", "warpPerspective", ids.WARP_PERSPECTIVE,
-           "cv::warpPerspective by a 3x3 matrix (numpy: dsize).",
-           (Param("matrix", REQUIRED, a.matrix(3)),) + _WARP, out=_warp_out, extra=(("dsize", None),),
-           cv2_args=_WARP_ARGS),
-    OpSpec("corner_harris", "cornerHarris", ids.CORNER_HARRIS, "cv::cornerHarris into an F32 image.",
-           (Param("block_size", 2, a.integer), Param("ksize", 3, a.integer), Param("k", 0.04, a.real),
-            FILTER_BORDER), out=lambda c: ("F32", c.width, c.height)),
-    OpSpec("remap", "remap", ids.REMAP, "cv::remap with F32 coordinate maps of dst's size.",
-           (Param("interpolation", "linear", a.interpolation), Param("border", "constant", a.border),
-            Param("border_value", 0.0, a.real)), inputs=("src", "map_x", "map_y"), out=_remap_out),
+    _op(cv.BILATERAL_FILTER, "cv::bilateralFilter."),
+    _op(cv.BOX_FILTER, "cv::boxFilter (same depth).", out=_same_depth_out, extra=DDEPTH,
+        cv2_args=("ddepth", "ksize", "anchor", "normalize", "border")),
+    _op(cv.CANNY, "cv::Canny."),
+    _op(cv.CVT_COLOR, "RGB2GRAY, BGR2GRAY (cv::cvtColor), RGB2NV12, BGR2NV12 (BT.601 limited range).", out=_cvt_out),
+    _op(cv.DILATE, "cv::dilate with a rect/cross/ellipse element (ksize and shape, or "
+        "kernel=cv2.getStructuringElement(...)).", **_MORPH),
+    _op(cv.EQUALIZE_HIST, "cv::equalizeHist."),
+    _op(cv.ERODE, "cv::erode with a rect/cross/ellipse element (ksize and shape, or "
+        "kernel=cv2.getStructuringElement(...)).", **_MORPH),
+    _op(cv.FILTER2D, "cv::filter2D with a 2-D kernel (rows x cols array-like); dst depth from dst's format "
+        "(numpy: ddepth).", order=("kernel", "anchor", "delta", "border"), convert={"kernel": a.kernel2d},
+        out=_depth_out, extra=DDEPTH, cv2_args=("ddepth", "kernel", "anchor", "delta", "border")),
+    _op(cv.FLIP, "cv::flip: 0 vertical, 1 horizontal, -1 both."),
+    _op(cv.GAUSSIAN_BLUR, "cv::GaussianBlur; ksize odd, (width, height) or k; sigma 0 = from ksize."),
+    _op(cv.INTEGRAL, "cv::integral; dst is (w+1) x (h+1), S32 or F32 (numpy: sdepth cv2.CV_32S or CV_32F).",
+        out=_integral_out, extra=(("sdepth", -1),), cv2_args=("sdepth",)),
+    _op(cv.MEDIAN_BLUR, "cv::medianBlur; ksize odd."),
+    _op(cv.PYR_DOWN, "cv::pyrDown; dst about half the src.",
+        out=lambda c: (c.fmt, (c.width + 1) // 2, (c.height + 1) // 2)),
+    _op(cv.PYR_UP, "cv::pyrUp; dst twice the src.", out=lambda c: (c.fmt, 2 * c.width, 2 * c.height)),
+    _op(cv.RESIZE, "cv::resize of the src region to the dst region's size (numpy: dsize=(w, h), or fx and fy).",
+        out=_resize_out, extra=(("dsize", None), ("fx", 0.0), ("fy", 0.0)),
+        cv2_args=("dsize", "fx", "fy", "interpolation")),
+    _op(cv.ROI_RESIZE, "Crop roi (left, top, right, bottom inclusive) and scale it into dst; result "
+        "{'rect': [x, y, w, h]} (numpy: dsize=(w, h); returns (rect, dst)).",
+        out=lambda c: (c.fmt, *(_dsize(c, required=True) or (0, 0))), extra=(("dsize", None),),
+        result=_first("rect"), cv2_args=("roi", "dsize", "keep_aspect", "interpolation", "pad_value")),
+    _op(cv.ROTATE, "cv::rotate: cv2.ROTATE_* or '90cw', '180', '90ccw'.",
+        out=lambda c: (c.fmt, c.width, c.height) if c.wire["rotate_code"] == "180" else _swap(c)),
+    _op(cv.SEP_FILTER2D, "cv::sepFilter2D; dst depth from dst's format.", out=_depth_out, extra=DDEPTH,
+        cv2_args=("ddepth", "kernel_x", "kernel_y", "anchor", "delta", "border")),
+    _op(cv.SOBEL, "cv::Sobel (ksize -1 = Scharr); dst S16, F32 or 8-bit.", out=_depth_out, extra=DDEPTH,
+        cv2_args=("ddepth", "dx", "dy", "ksize", "scale", "delta", "border")),
+    _op(cv.THRESHOLD, "cv::threshold; result {'threshold': level used} (computed for otsu/triangle; numpy: "
+        "(level, dst)).", result=_first("threshold")),
+    _op(cv.TRANSPOSE, "cv::transpose.", out=_swap),
+    _op(cv.WARP_AFFINE, "cv::warpAffine by a 2x3 matrix (numpy: dsize).", out=_warp_out, extra=(("dsize", None),),
+        cv2_args=_WARP_ARGS),
+    _op(cv.WARP_PERSPECTIVE, "cv::warpPerspective by a 3x3 matrix (numpy: dsize).", out=_warp_out,
+        extra=(("dsize", None),), cv2_args=_WARP_ARGS),
+    _op(cv.CORNER_HARRIS, "cv::cornerHarris into an F32 image.", out=lambda c: ("F32", c.width, c.height)),
+    _op(cv.REMAP, "cv::remap with F32 coordinate maps of dst's size.", out=_remap_out),
 )
 
 CONTROL = (("core", Core.ANY), ("priority", 0), ("timeout_ms", 10000), ("wait", True), ("format", None))
@@ -592,50 +592,17 @@ class _NumpyJob:
 
 
 # --- the functions -------------------------------------------------------------------------
+# The typed functions themselves are generated source (arm_side/cv/functions.py, by
+# arm_side.stubgen from OPERATORS and the contract entries); each calls call_named.
 
-def _make(spec: OpSpec) -> Callable[..., Any]:
-    sigs = (_signature(spec, numpy=False), _signature(spec, numpy=True))
-    binders = (_Binder(sigs[0]), _Binder(sigs[1]))
-    _DEFAULT_WIRE[spec.name] = _defaults(spec)
-
-    def operator(*args: Any, **kw: Any) -> Any:
-        return call(spec, binders, args, kw)
-
-    operator.__name__ = operator.__qualname__ = spec.name
-    operator.__module__ = __name__
-    operator.__signature__ = sigs[0]    # type: ignore[attr-defined]
-    numpy_sig = str(sigs[1]).replace("(soc, ", f"{spec.name}(soc, ", 1)
-    operator.__doc__ = (f"{spec.doc}\n\nOperator 0x{spec.op_id:04x} (cv.{spec.j5}) on cv.Image buffers (the signature "
-                        f"above) or on numpy arrays, with OpenCV's positional order::\n\n    {numpy_sig}\n\n"
-                        "See the module documentation of arm_side.cv.ops.")
-    return operator
-
-
-BY_NAME: dict[str, Callable[..., Any]] = {spec.name: _make(spec) for spec in OPERATORS}
 SPECS: dict[str, OpSpec] = {spec.name: spec for spec in OPERATORS}
+SIGNATURES: dict[str, tuple[inspect.Signature, inspect.Signature]] = {
+    spec.name: (_signature(spec, numpy=False), _signature(spec, numpy=True)) for spec in OPERATORS}
+_BINDERS: dict[str, tuple[_Binder, _Binder]] = {
+    name: (_Binder(sigs[0]), _Binder(sigs[1])) for name, sigs in SIGNATURES.items()}
+_DEFAULT_WIRE.update({spec.name: _defaults(spec) for spec in OPERATORS})
 
-bilateral_filter = BY_NAME["bilateral_filter"]
-box_filter = BY_NAME["box_filter"]
-canny = BY_NAME["canny"]
-cvt_color = BY_NAME["cvt_color"]
-dilate = BY_NAME["dilate"]
-equalize_hist = BY_NAME["equalize_hist"]
-erode = BY_NAME["erode"]
-filter2d = BY_NAME["filter2d"]
-flip = BY_NAME["flip"]
-gaussian_blur = BY_NAME["gaussian_blur"]
-integral = BY_NAME["integral"]
-median_blur = BY_NAME["median_blur"]
-pyr_down = BY_NAME["pyr_down"]
-pyr_up = BY_NAME["pyr_up"]
-resize = BY_NAME["resize"]
-roi_resize = BY_NAME["roi_resize"]
-rotate = BY_NAME["rotate"]
-sep_filter2d = BY_NAME["sep_filter2d"]
-sobel = BY_NAME["sobel"]
-threshold = BY_NAME["threshold"]
-transpose = BY_NAME["transpose"]
-warp_affine = BY_NAME["warp_affine"]
-warp_perspective = BY_NAME["warp_perspective"]
-corner_harris = BY_NAME["corner_harris"]
-remap = BY_NAME["remap"]
+
+def call_named(name: str, args: tuple, kw: dict) -> Any:
+    """One call of the CV function ``name`` (both modes, sync or async): what it returns."""
+    return call(SPECS[name], _BINDERS[name], args, kw)

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from protocol import errors
 from protocol.constants import Core
-from protocol.contract import nn_ids as ids
 from arm_side.aio import AsyncTask, wait_task
 from arm_side.memory import Mem
+from arm_side.stubs import nn as stubs
 
 HEADER, RECORD, F4 = 64, 7, 4
 
@@ -100,7 +100,7 @@ def detection_output(soc, maps: Sequence[Mem], out: Mem, p: YoloParams, batch: i
         outs = [_slice(out, p.output_bytes(first), p.output_bytes(count))]
         params = {**p.geometry(), "max_box_num": p.max_box_num, "confidence_thresh": p.confidence_thresh,
                   "nms_thresh": p.nms_thresh, "batch": count, "batch_offset": first}
-        tasks.append(soc.rpc(ids.YOLOV3_DETECTION_OUTPUT, ins, outs, params, core=core))
+        tasks.append(stubs.yolov3_detection_output(soc, ins, outs[0], **params, core=core))
     if tasks and isinstance(tasks[0], AsyncTask):
         return _detections_async(tasks, timeout_ms)  # type: ignore[return-value]  # an AsyncSoc's awaitable
     counts = []
@@ -135,8 +135,8 @@ class Chain:
         if isinstance(self.soc, AsyncSoc):
             return self._run_async(maps, out, core, timeout_ms)     # type: ignore[return-value]
         values, names, exec_us = {}, [], []
-        for op, ins, dst, params in self._steps(maps, out):
-            task = self.soc.rpc(op, ins, [dst], params, core=core)
+        for step, kw in self._steps(maps, out):
+            task = step(self.soc, **kw, core=core)
             values = task.wait(timeout_ms)
             names.append(task.core)
             exec_us.append(task.exec_us)
@@ -144,22 +144,25 @@ class Chain:
 
     async def _run_async(self, maps: Sequence[Mem], out: Mem, core: int, timeout_ms: float) -> Detections:
         values, names, exec_us = {}, [], []
-        for op, ins, dst, params in self._steps(maps, out):
-            task = self.soc.rpc(op, ins, [dst], params, core=core)
+        for step, kw in self._steps(maps, out):
+            task = step(self.soc, **kw, core=core)
             values = await wait_task(task.task, timeout_ms)
             names.append(task.core)
             exec_us.append(task.exec_us)
         return Detections(values["boxes"], names, exec_us)
 
-    def _steps(self, maps: Sequence[Mem], out: Mem) -> list[tuple]:
+    def _steps(self, maps: Sequence[Mem], out: Mem) -> list[tuple[Callable[..., Any], dict]]:
+        """(the step's stub, its buffers and parameters), in order."""
         p, n, cap = self.p, self.batch, self.capacity
         return [
-            (ids.YOLO_DECODE, list(maps), self.decoded, {**p.geometry(), "batch": n}),
-            (ids.YOLO_FILTER, [self.decoded], self.candidates,
-             {"class_num": p.class_num, "boxes": p.boxes, "confidence_thresh": p.confidence_thresh,
-              "capacity": cap, "batch": n}),
-            (ids.YOLO_NMS, [self.candidates], self.kept, {"nms_thresh": p.nms_thresh, "capacity": cap, "batch": n}),
-            (ids.YOLO_TOPK, [self.kept], out, {"max_box_num": p.max_box_num, "capacity": cap, "batch": n}),
+            (stubs.yolo_decode, {"inputs": list(maps), "dst": self.decoded, **p.geometry(), "batch": n}),
+            (stubs.yolo_filter, {"src": self.decoded, "dst": self.candidates, "class_num": p.class_num,
+                                 "boxes": p.boxes, "confidence_thresh": p.confidence_thresh, "capacity": cap,
+                                 "batch": n}),
+            (stubs.yolo_nms, {"src": self.candidates, "dst": self.kept, "nms_thresh": p.nms_thresh, "capacity": cap,
+                              "batch": n}),
+            (stubs.yolo_topk, {"src": self.kept, "dst": out, "max_box_num": p.max_box_num, "capacity": cap,
+                               "batch": n}),
         ]
 
     def close(self) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from arm_side import CLEAN, CORE_0, CORE_1, INVALIDATE, Soc
 from arm_side.pointcloud.params import PillarParams
 from arm_side.pointcloud.voxelize import Voxelizer
-from protocol.contract import pointcloud_ids
+from arm_side.stubs import pointcloud as stubs
 from protocol.errors import InvalidArgument
 
 #: below this many points stage 1 runs on one core (a second RPC would cost more than it saves)
@@ -131,8 +131,8 @@ class DspPreprocessor:
             if self.t is not None:
                 outs.append(self._slice(self.t, lo, k))
             params = dict(self.p.encode_params(), num_points=k)
-            tasks.append(self.soc.rpc(pointcloud_ids.ENCODE, inputs=[self._slice(self.points, lo * dim * 4, k * dim * 4)],
-                                      outputs=outs, params=params, core=core))
+            tasks.append(stubs.pointcloud_encode(self.soc, self._slice(self.points, lo * dim * 4, k * dim * 4), outs,
+                                                 **params, core=core))
         return tasks, parts
 
     def _stage1_voxelize(self) -> tuple[int, int, float]:
@@ -191,8 +191,7 @@ class DspPreprocessor:
 
     def _stage2(self, used: int) -> None:
         inputs = [self.voxel_xyzr] + ([self.voxel_t] if self.voxel_t is not None else [])
-        self.soc.rpc(pointcloud_ids.TRANSPOSE, inputs=inputs, outputs=[self.features],
-                     params=self.p.transpose_params(used)).wait(self.timeout_ms)
+        stubs.pointcloud_transpose(self.soc, inputs, self.features, **self.p.transpose_params(used)).wait(self.timeout_ms)
         self.features.flush(INVALIDATE)
 
     def run(self, *, copy: bool = True) -> Result:

@@ -6,8 +6,9 @@ import zlib
 
 import numpy as np
 
-from protocol import errors, opids
-from protocol.constants import MAX_SLEEP_MS, SLEEP_SHARE_OF_WATCHDOG
+from protocol import errors
+from protocol.constants import SLEEP_SHARE_OF_WATCHDOG
+from protocol.contract import framework_ops as ops
 from dsp_side.registry import Registry
 
 
@@ -79,18 +80,8 @@ def count(ctx, inputs, outputs, slot, ms):
     return {"value": int(counters[slot])}
 
 
-_SIZE = {"type": "int", "default": -1, "min": -1, "doc": "bytes; -1 = whole buffer"}
-
-
 def register(registry: Registry) -> None:
-    """Add the framework operators to ``registry``."""
-    registry.register(opids.PING, "ping", ping)
-    registry.register(opids.MEMCPY, "memcpy", memcpy, inputs=1, outputs=1, params={"size": _SIZE})
-    registry.register(opids.FILL, "fill", fill, outputs=1,
-                      params={"value": {"type": "int", "min": 0, "max": 255}, "size": _SIZE})
-    registry.register(opids.CHECKSUM, "checksum", checksum, inputs=1, params={"size": _SIZE})
-    registry.register(opids.SLEEP, "sleep", sleep,
-                      params={"ms": {"type": "float", "min": 0.0, "max": MAX_SLEEP_MS}})
-    registry.register(opids.COUNT, "count", count, outputs=1,
-                      params={"slot": {"type": "int", "min": 0},
-                              "ms": {"type": "float", "default": 0.0, "min": 0.0, "max": MAX_SLEEP_MS}})
+    """Bind the framework kernels to their entries (``protocol.contract.framework_ops``)."""
+    for entry, fn in ((ops.PING, ping), (ops.MEMCPY, memcpy), (ops.FILL, fill), (ops.CHECKSUM, checksum),
+                      (ops.SLEEP, sleep), (ops.COUNT, count)):
+        registry.bind(entry, fn)

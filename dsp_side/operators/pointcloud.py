@@ -27,28 +27,8 @@ import cv2
 import numpy as np
 
 from protocol import errors
-from protocol.contract.pointcloud_ids import ENCODE, TRANSPOSE
+from protocol.contract import pointcloud_ops
 
-_FLOAT = {"type": "float"}
-_ENCODE_PARAMS = {
-    "dim": {"type": "int", "choices": [4, 5], "doc": "values per point"},
-    "num_points": {"type": "int", "min": 0, "doc": "points in input 0"},
-    **{k: dict(_FLOAT, doc=d) for k, d in (
-        ("back", "x lower bound (open)"), ("front", "x upper bound (open)"),
-        ("right", "y lower bound (open)"), ("left", "y upper bound (open)"),
-        ("bottom", "z lower bound (open)"), ("top", "z upper bound (open)"),
-        ("lower", "intensity lower bound"), ("upper", "intensity upper bound"),
-        ("x_scale", "cell size along x"), ("y_scale", "cell size along y"),
-        ("scale", "input quantisation scale"))},
-}
-_TRANSPOSE_PARAMS = {
-    "dim": {"type": "int", "choices": [4, 5]},
-    "layout": {"type": "str", "choices": ["cmp", "cpm"], "doc": "cmp: [dim][M][stride]; cpm: [dim][stride][M]"},
-    "max_pillars": {"type": "int", "min": 1},
-    "max_points": {"type": "int", "min": 1},
-    "pillar_stride": {"type": "int", "min": 1, "doc": "allocated pillar axis length (>= max_pillars)"},
-    "num_pillars": {"type": "int", "min": 0, "doc": "pillars in use (<= max_pillars)"},
-}
 #: order of the kernel's float32 parameter vector (:data:`pointcloud_jit.PARAMS`, which imports numba)
 _PARAM_ORDER = ("back", "front", "right", "left", "bottom", "top", "lower", "upper", "x_scale", "y_scale", "scale")
 _GRID_MAX = 32767       # idx and idy must fit the 15 low bits of their half of the packed int32
@@ -276,9 +256,6 @@ def transpose(ctx, inputs, outputs, dim, layout, max_pillars, max_points, pillar
 
 
 def register(registry) -> None:
-    """Add the point-cloud operators (ids 0x0600-0x06ff of the NN range) to ``registry``."""
-    registry.register(ENCODE, "pointcloud_encode", encode, inputs=1, outputs=(2, 3), params=_ENCODE_PARAMS, init=warm,
-                      doc="pillar preprocessing stage 1: packed cell index and quantised features per point")
-    registry.register(TRANSPOSE, "pointcloud_transpose", transpose, inputs=(1, 2), outputs=1,
-                      params=_TRANSPOSE_PARAMS,
-                      doc="pillar preprocessing stage 2: pillar-major voxels -> model layout")
+    """Bind the point-cloud kernels to their entries (``protocol.contract.pointcloud_ops``)."""
+    registry.bind(pointcloud_ops.ENCODE, encode, init=warm)
+    registry.bind(pointcloud_ops.TRANSPOSE, transpose)

@@ -5,6 +5,11 @@
 of the custom range, takes one input and one output buffer of the same size,
 and one parameter.
 
+The operator is declared once, as data (an ``OperatorEntry``: id, name, buffers, typed
+parameters with their ranges and docs); ``register`` binds the kernel and its hooks to it.
+The image's manifest carries the declaration, so ``vdsp firmware stubs`` makes a typed
+Python function of it (``custom_op_stubs.py``, what ``call_it.py`` calls).
+
 It uses the operator lifecycle (as RKNN custom operators have it), with its own
 private state in ``ctx.state.priv``:
 
@@ -17,9 +22,14 @@ private state in ``ctx.state.priv``:
 import numpy as np
 
 from protocol import errors
+from protocol.contract.operator import OperatorEntry
 
 VERSION = "1.0.0"
-SATURATE_ADD = 0x1400
+
+SATURATE_ADD = OperatorEntry.declare(
+    0x1400, "saturate_add", {"delta": {"type": "int", "min": -255, "max": 255,
+                                       "doc": "added to every byte, result saturated to 0..255"}},
+    inputs=1, outputs=1, doc="out[i] = clip(in[i] + delta, 0, 255) for every byte.")
 
 
 def init(ctx):
@@ -51,7 +61,4 @@ def destroy(ctx):
 
 
 def register(registry):
-    registry.register(SATURATE_ADD, "saturate_add", saturate_add, inputs=1, outputs=1,
-                      params={"delta": {"type": "int", "min": -255, "max": 255,
-                                        "doc": "added to every byte, result saturated to 0..255"}},
-                      init=init, prepare=prepare, destroy=destroy)
+    registry.bind(SATURATE_ADD, saturate_add, init=init, prepare=prepare, destroy=destroy)

@@ -1,6 +1,7 @@
-"""Command ids of the CV operators (range 0x0800-0x0fff) and their registry names.
+"""Command ids of the CV operators (range 0x0800-0x0fff).
 
-Pure data: the ARM-side API imports it too, so both sides agree.
+Pure data: the ARM-side API imports it too, so both sides agree. The operators themselves
+(names, J5 names, parameters) are declared in :mod:`protocol.contract.cv_ops`.
 """
 BILATERAL_FILTER = 0x0800
 BOX_FILTER = 0x0801
@@ -28,12 +29,3 @@ WARP_PERSPECTIVE = 0x0816
 CORNER_HARRIS = 0x0817
 REMAP = 0x0818
 
-# J5 sample name -> command id, in the J5 sample's order.
-BY_NAME = {
-    "bilateralFilter": BILATERAL_FILTER, "boxFilter": BOX_FILTER, "canny": CANNY, "cvtColor": CVT_COLOR,
-    "dilate": DILATE, "equalizeHist": EQUALIZE_HIST, "erode": ERODE, "filter2D": FILTER2D, "flip": FLIP,
-    "gaussianBlur": GAUSSIAN_BLUR, "integral": INTEGRAL, "medianBlur": MEDIAN_BLUR, "pyrDown": PYR_DOWN,
-    "pyrUp": PYR_UP, "resize": RESIZE, "roiResize": ROI_RESIZE, "rotate": ROTATE, "sepFilter2D": SEP_FILTER2D,
-    "sobel": SOBEL, "threshold": THRESHOLD, "transpose": TRANSPOSE, "warpAffine": WARP_AFFINE,
-    "warpPerspective": WARP_PERSPECTIVE, "cornerHarris": CORNER_HARRIS, "remap": REMAP,
-}

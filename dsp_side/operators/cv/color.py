@@ -15,8 +15,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from protocol.contract import cv_ids as ids, image_formats as formats
-from dsp_side.operators.cv.common import DST, SRC, bind, opencv, same_size, store
+from protocol.contract import cv_ops as cv, image_formats as formats
+from dsp_side.operators.cv.common import bind, opencv, same_size, store
 
 _Y = np.array([0.299, 0.587, 0.114]) * 219 / 255
 _CB = np.array([-0.168736, -0.331264, 0.5]) * 224 / 255
@@ -67,7 +67,4 @@ def cvt_color(ctx, inputs, outputs, src, dst, code, chroma):
 
 
 def register(registry) -> None:
-    registry.register(ids.CVT_COLOR, "cv.cvtColor", cvt_color, inputs=1, outputs=(1, 2), params={
-        "src": SRC, "dst": DST, "code": {"type": "str", "choices": list(CODES)},
-        "chroma": {"type": "str", "choices": ["top_left", "average"], "default": "top_left",
-                   "doc": "NV12 chroma siting: a 2x2 block's top-left pixel, or its mean"}})
+    registry.bind(cv.CVT_COLOR, cvt_color)

@@ -1,4 +1,5 @@
-"""What every CV operator shares: buffer binding, parameter specs, OpenCV enums.
+"""What every CV operator shares: buffer binding, OpenCV enums (the parameter specs are the
+contract's, ``protocol.contract.cv_ops``).
 
 Invariant kept by :func:`bind`: an operator gets views of exactly the valid
 pixels of each image's region, so a kernel that writes only into its
@@ -25,33 +26,9 @@ GEOMETRY = ALL_PIXELS + formats.YUV420      # per-plane geometric operators also
 BORDERS = {"reflect101": cv2.BORDER_REFLECT_101, "constant": cv2.BORDER_CONSTANT,
            "replicate": cv2.BORDER_REPLICATE, "reflect": cv2.BORDER_REFLECT, "wrap": cv2.BORDER_WRAP,
            "transparent": cv2.BORDER_TRANSPARENT}
-FILTER_BORDERS = ["reflect101", "constant", "replicate", "reflect"]   # what OpenCV's filter engine takes
-WARP_BORDERS = ["constant", "replicate", "reflect", "wrap", "reflect101", "transparent"]
 INTERPOLATIONS = {"nearest": cv2.INTER_NEAREST, "linear": cv2.INTER_LINEAR, "cubic": cv2.INTER_CUBIC,
                   "area": cv2.INTER_AREA, "lanczos4": cv2.INTER_LANCZOS4,
                   "linear_exact": cv2.INTER_LINEAR_EXACT, "nearest_exact": cv2.INTER_NEAREST_EXACT}
-WARP_INTERPOLATIONS = ["nearest", "linear", "cubic", "lanczos4"]
-
-
-def image_param(doc: str) -> dict:
-    return {"type": "any", "doc": doc + " (image descriptor: format, width, height, stride, roi)"}
-
-
-SRC = image_param("source image")
-DST = image_param("destination image")
-
-
-def border_param(choices: list[str], default: str = "reflect101") -> dict:
-    return {"type": "str", "choices": choices, "default": default, "doc": "border extrapolation (OpenCV BORDER_*)"}
-
-
-def size_param(doc: str, default: list[int] | None = None, odd: bool = False) -> dict:
-    spec = {"type": "int_list", "len": 2, "min": 1, "max": 255, "doc": doc + " [width, height]"}
-    if odd:
-        spec["odd"] = True
-    if default is not None:
-        spec["default"] = default
-    return spec
 
 
 def bind(op: str, buffers: list, specs: list[tuple[str, object, tuple[str, ...]]]) -> list[tuple[Image, list]]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import cv2
 
 from protocol import errors
-from protocol.contract import cv_ids as ids
-from dsp_side.operators.cv.common import BORDERS, DST, FILTER_BORDERS, GRAY, SRC, border_param, opencv, store
+from protocol.contract import cv_ops as cv
+from dsp_side.operators.cv.common import BORDERS, GRAY, opencv, store
 from dsp_side.operators.cv.filters import unary
 
 
@@ -28,14 +28,5 @@ def corner_harris(ctx, inputs, outputs, src, dst, block_size, ksize, k, border):
 
 
 def register(registry) -> None:
-    registry.register(ids.CANNY, "cv.canny", canny, inputs=1, outputs=1, params={
-        "src": SRC, "dst": DST,
-        "threshold1": {"type": "float", "min": 0.0, "max": 1e6, "default": 100.0, "doc": "hysteresis low"},
-        "threshold2": {"type": "float", "min": 0.0, "max": 1e6, "default": 200.0, "doc": "hysteresis high"},
-        "aperture_size": {"type": "int", "choices": [3, 5, 7], "default": 3},
-        "l2_gradient": {"type": "bool", "default": False}})
-    registry.register(ids.CORNER_HARRIS, "cv.cornerHarris", corner_harris, inputs=1, outputs=1, params={
-        "src": SRC, "dst": DST, "block_size": {"type": "int", "min": 1, "max": 31, "default": 2},
-        "ksize": {"type": "int", "choices": [1, 3, 5, 7], "default": 3},
-        "k": {"type": "float", "min": 0.0, "max": 1.0, "default": 0.04},
-        "border": border_param(FILTER_BORDERS)})
+    registry.bind(cv.CANNY, canny)
+    registry.bind(cv.CORNER_HARRIS, corner_harris)

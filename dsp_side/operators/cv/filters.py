@@ -7,10 +7,9 @@ import cv2
 import numpy as np
 
 from protocol import errors
-from protocol.contract import cv_ids as ids
-from dsp_side.operators.cv.common import (BORDERS, DST, FILTER_BORDERS, GRAY, PACKED8, SRC, anchor_in, bind,
-                                          border_param, kernel_list, opencv, same_format, same_size, size_param,
-                                          store)
+from protocol.contract import cv_ops as cv
+from dsp_side.operators.cv.common import (BORDERS, GRAY, PACKED8, anchor_in, bind, kernel_list, opencv,
+                                          same_format, same_size, store)
 
 # dst format -> OpenCV ddepth for operators whose output depth follows the destination.
 _DDEPTH = {"Y": cv2.CV_8U, "U8": cv2.CV_8U, "S16": cv2.CV_16S, "F32": cv2.CV_32F}
@@ -107,36 +106,9 @@ def sobel(ctx, inputs, outputs, src, dst, dx, dy, ksize, scale, delta, border):
                             borderType=BORDERS[border]))
 
 
-_COEFFS = {"type": "float_list", "doc": "kernel coefficients"}
-
 
 def register(registry) -> None:
-    fb = border_param(FILTER_BORDERS)
-    anchor = {"type": "int_list", "len": 2, "min": -1, "default": [-1, -1], "doc": "[x, y]; -1,-1 = centre"}
-    delta = {"type": "float", "default": 0.0, "doc": "added to every result"}
-    registry.register(ids.GAUSSIAN_BLUR, "cv.gaussianBlur", gaussian_blur, inputs=1, outputs=1, params={
-        "src": SRC, "dst": DST, "ksize": size_param("kernel size, odd", [5, 5], odd=True),
-        "sigma_x": {"type": "float", "min": 0.0, "max": 1000.0, "default": 0.0},
-        "sigma_y": {"type": "float", "min": 0.0, "max": 1000.0, "default": 0.0}, "border": fb})
-    registry.register(ids.BOX_FILTER, "cv.boxFilter", box_filter, inputs=1, outputs=1, params={
-        "src": SRC, "dst": DST, "ksize": size_param("kernel size", [3, 3]),
-        "normalize": {"type": "bool", "default": True}, "anchor": anchor, "border": fb})
-    registry.register(ids.MEDIAN_BLUR, "cv.medianBlur", median_blur, inputs=1, outputs=1, params={
-        "src": SRC, "dst": DST, "ksize": {"type": "int", "min": 1, "max": 255, "odd": True, "default": 3}})
-    registry.register(ids.BILATERAL_FILTER, "cv.bilateralFilter", bilateral_filter, inputs=1, outputs=1, params={
-        "src": SRC, "dst": DST, "d": {"type": "int", "min": 1, "max": 31, "default": 5},
-        "sigma_color": {"type": "float", "min": 0.0, "max": 1e6, "default": 50.0},
-        "sigma_space": {"type": "float", "min": 0.0, "max": 1e6, "default": 50.0},
-        "border": border_param(FILTER_BORDERS + ["wrap"])})
-    registry.register(ids.FILTER2D, "cv.filter2D", filter2d, inputs=1, outputs=1, params={
-        "src": SRC, "dst": DST, "kernel": _COEFFS, "ksize": size_param("kernel size", None),
-        "anchor": anchor, "delta": delta, "border": fb})
-    registry.register(ids.SEP_FILTER2D, "cv.sepFilter2D", sep_filter2d, inputs=1, outputs=1, params={
-        "src": SRC, "dst": DST, "kernel_x": dict(_COEFFS, doc="row kernel (1..255 coefficients)"),
-        "kernel_y": dict(_COEFFS, doc="column kernel (1..255 coefficients)"),
-        "anchor": anchor, "delta": delta, "border": fb})
-    registry.register(ids.SOBEL, "cv.sobel", sobel, inputs=1, outputs=1, params={
-        "src": SRC, "dst": DST, "dx": {"type": "int", "min": 0, "max": 2, "default": 1},
-        "dy": {"type": "int", "min": 0, "max": 2, "default": 0},
-        "ksize": {"type": "int", "choices": [-1, 1, 3, 5, 7], "default": 3},
-        "scale": {"type": "float", "default": 1.0}, "delta": delta, "border": fb})
+    for entry, fn in ((cv.GAUSSIAN_BLUR, gaussian_blur), (cv.BOX_FILTER, box_filter), (cv.MEDIAN_BLUR, median_blur),
+                      (cv.BILATERAL_FILTER, bilateral_filter), (cv.FILTER2D, filter2d),
+                      (cv.SEP_FILTER2D, sep_filter2d), (cv.SOBEL, sobel)):
+        registry.bind(entry, fn)

@@ -12,10 +12,9 @@ import cv2
 import numpy as np
 
 from protocol import errors
-from protocol.contract import cv_ids as ids, image_formats as formats
-from dsp_side.operators.cv.common import (ALL_PIXELS, BORDERS, DST, GEOMETRY, INTERPOLATIONS, SRC,
-                                          WARP_BORDERS, WARP_INTERPOLATIONS, bind, border_param, opencv,
-                                          same_format, same_size, store)
+from protocol.contract import cv_ops as cv, image_formats as formats
+from dsp_side.operators.cv.common import (ALL_PIXELS, BORDERS, GEOMETRY, INTERPOLATIONS, bind, opencv, same_format,
+                                          same_size, store)
 from protocol.contract.image_formats import Image
 
 
@@ -209,32 +208,7 @@ def remap(ctx, inputs, outputs, src, map_x, map_y, dst, interpolation, border, b
 
 
 def register(registry) -> None:
-    interp = {"type": "str", "choices": list(INTERPOLATIONS), "default": "linear"}
-    warp_interp = {"type": "str", "choices": WARP_INTERPOLATIONS, "default": "linear"}
-    warp_border = border_param(WARP_BORDERS, "constant")
-    value = {"type": "float", "default": 0.0, "doc": "value of constant borders"}
-    pair = {"src": SRC, "dst": DST}
-    registry.register(ids.FLIP, "cv.flip", flip, inputs=(1, 2), outputs=(1, 2), params={
-        **pair, "flip_code": {"type": "int", "choices": [0, 1, -1], "default": 1}})
-    registry.register(ids.ROTATE, "cv.rotate", rotate, inputs=(1, 2), outputs=(1, 2), params={
-        **pair, "rotate_code": {"type": "str", "choices": list(ROTATIONS), "default": "90cw"}})
-    registry.register(ids.TRANSPOSE, "cv.transpose", transpose, inputs=(1, 2), outputs=(1, 2), params=dict(pair))
-    registry.register(ids.RESIZE, "cv.resize", resize, inputs=(1, 2), outputs=(1, 2), params={
-        **pair, "interpolation": interp})
-    registry.register(ids.ROI_RESIZE, "cv.roiResize", roi_resize, inputs=(1, 2), outputs=(1, 2), params={
-        **pair, "roi": {"type": "int_list", "len": 4, "min": 0, "doc": "[left, top, right, bottom] inclusive"},
-        "keep_aspect": {"type": "bool", "default": False}, "interpolation": interp,
-        "pad_value": {"type": "int_list", "min": 0, "max": 255, "default": None,
-                      "doc": "one value per channel (Y, U, V for NV12); default black"}})
-    registry.register(ids.PYR_DOWN, "cv.pyrDown", pyr_down, inputs=(1, 2), outputs=(1, 2), params=dict(pair))
-    registry.register(ids.PYR_UP, "cv.pyrUp", pyr_up, inputs=(1, 2), outputs=(1, 2), params=dict(pair))
-    warp = {"interpolation": warp_interp, "inverse_map": {"type": "bool", "default": False},
-            "border": warp_border, "border_value": value}
-    registry.register(ids.WARP_AFFINE, "cv.warpAffine", warp_affine, inputs=1, outputs=1, params={
-        **pair, "matrix": {"type": "float_list", "len": 6, "doc": "2x3 row-major"}, **warp})
-    registry.register(ids.WARP_PERSPECTIVE, "cv.warpPerspective", warp_perspective, inputs=1, outputs=1, params={
-        **pair, "matrix": {"type": "float_list", "len": 9, "doc": "3x3 row-major"}, **warp})
-    registry.register(ids.REMAP, "cv.remap", remap, inputs=3, outputs=1, params={
-        "src": SRC, "map_x": dict(SRC, doc="F32 x coordinates, dst-sized"),
-        "map_y": dict(SRC, doc="F32 y coordinates, dst-sized"), "dst": DST,
-        "interpolation": warp_interp, "border": warp_border, "border_value": value})
+    for entry, fn in ((cv.FLIP, flip), (cv.ROTATE, rotate), (cv.TRANSPOSE, transpose), (cv.RESIZE, resize),
+                      (cv.ROI_RESIZE, roi_resize), (cv.PYR_DOWN, pyr_down), (cv.PYR_UP, pyr_up),
+                      (cv.WARP_AFFINE, warp_affine), (cv.WARP_PERSPECTIVE, warp_perspective), (cv.REMAP, remap)):
+        registry.bind(entry, fn)

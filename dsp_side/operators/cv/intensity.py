@@ -4,8 +4,8 @@ from __future__ import annotations
 import cv2
 
 from protocol import errors
-from protocol.contract import cv_ids as ids
-from dsp_side.operators.cv.common import DST, GRAY, SRC, bind, opencv, store
+from protocol.contract import cv_ops as cv
+from dsp_side.operators.cv.common import GRAY, bind, opencv, store
 from dsp_side.operators.cv.filters import unary
 
 TYPES = {"binary": cv2.THRESH_BINARY, "binary_inv": cv2.THRESH_BINARY_INV, "trunc": cv2.THRESH_TRUNC,
@@ -46,12 +46,6 @@ def integral(ctx, inputs, outputs, src, dst):
 
 
 def register(registry) -> None:
-    registry.register(ids.THRESHOLD, "cv.threshold", threshold, inputs=1, outputs=1, params={
-        "src": SRC, "dst": DST, "thresh": {"type": "float", "default": 127.0},
-        "maxval": {"type": "float", "default": 255.0},
-        "type": {"type": "str", "choices": list(TYPES), "default": "binary"},
-        "method": {"type": "str", "choices": list(METHODS), "default": "fixed",
-                   "doc": "fixed: use thresh; otsu/triangle: computed (8-bit only)"}})
-    registry.register(ids.EQUALIZE_HIST, "cv.equalizeHist", equalize_hist, inputs=1, outputs=1,
-                      params={"src": SRC, "dst": DST})
-    registry.register(ids.INTEGRAL, "cv.integral", integral, inputs=1, outputs=1, params={"src": SRC, "dst": DST})
+    registry.bind(cv.THRESHOLD, threshold)
+    registry.bind(cv.EQUALIZE_HIST, equalize_hist)
+    registry.bind(cv.INTEGRAL, integral)

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import cv2
 
-from protocol.contract import cv_ids as ids
-from dsp_side.operators.cv.common import BORDERS, DST, FILTER_BORDERS, PACKED8, SRC, anchor_in, border_param, \
-    opencv, size_param, store
+from protocol.contract import cv_ops as cv
+from dsp_side.operators.cv.common import BORDERS, PACKED8, anchor_in, opencv, store
 from dsp_side.operators.cv.filters import unary
 
 SHAPES = {"rect": cv2.MORPH_RECT, "cross": cv2.MORPH_CROSS, "ellipse": cv2.MORPH_ELLIPSE}
@@ -32,11 +31,5 @@ def erode(ctx, inputs, outputs, src, dst, shape, ksize, anchor, iterations, bord
 
 
 def register(registry) -> None:
-    params = {"src": SRC, "dst": DST,
-              "shape": {"type": "str", "choices": list(SHAPES), "default": "rect"},
-              "ksize": size_param("structuring element size", [3, 3]),
-              "anchor": {"type": "int_list", "len": 2, "min": -1, "default": [-1, -1]},
-              "iterations": {"type": "int", "min": 1, "max": 100, "default": 1},
-              "border": border_param(FILTER_BORDERS, "constant")}
-    registry.register(ids.DILATE, "cv.dilate", dilate, inputs=1, outputs=1, params=params)
-    registry.register(ids.ERODE, "cv.erode", erode, inputs=1, outputs=1, params=params)
+    registry.bind(cv.DILATE, dilate)
+    registry.bind(cv.ERODE, erode)

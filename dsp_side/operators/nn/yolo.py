@@ -17,7 +17,6 @@ import numpy as np
 from protocol import errors
 from dsp_side.operators.nn import yolo_kernels as yk
 
-MAX_MAPS = 7
 _F4 = 4
 
 
