@@ -47,22 +47,31 @@ def _dump(out: Path, stem: str, tag: str, coords, features) -> None:
         dump.dump_values(values, path)
 
 
-#: the J5 sample's lines, logged as each step of the DSP path happens (DspPreprocessor.run's on_stage)
+#: the J5 sample's lines, logged as each step of the DSP path happens (DspPreprocessor.run's on_stage);
+#: a line with a %-field gets the step's ms
 STAGE_LINES = {
-    "stage1_begin": lambda ms: log.info("stage 1 rpc begin"),
-    "stage1_end": lambda ms: (log.info("dsp 1 time %.3fms", ms), log.info("gen voxel data begin")),
-    "voxel_end": lambda ms: (log.info("gen voxel data finish"), log.info("cpu time %.2f ms", ms)),
-    "stage2_begin": lambda ms: log.info("stage 2 rpc begin"),
-    "stage2_end": lambda ms: (log.info("stage 2 rpc finish"), log.info("dsp 2 time %.3f ms", ms)),
-    "end": lambda ms: log.info("total time %.3f ms", ms),
+    "stage1_begin": ("stage 1 rpc begin",),
+    "stage1_end": ("dsp 1 time %.3fms", "gen voxel data begin"),
+    "voxel_end": ("gen voxel data finish", "cpu time %.2f ms"),
+    "stage2_begin": ("stage 2 rpc begin",),
+    "stage2_end": ("stage 2 rpc finish", "dsp 2 time %.3f ms"),
+    "end": ("total time %.3f ms",),
 }
+
+
+def _log_stage(event: str, ms: float) -> None:
+    for line in STAGE_LINES[event]:
+        if "%" in line:
+            log.info(line, ms)
+        else:
+            log.info(line)
 
 
 def _run_dsp(points, params) -> tuple:
     with sample_soc() as soc, DspPreprocessor(soc, params, len(points)) as pre:
         pre.load(points)
         pre.run(copy=False)                       # warm-up: first-call costs of both processes
-        r = pre.run(on_stage=lambda event, ms: STAGE_LINES[event](ms))
+        r = pre.run(on_stage=_log_stage)
         log.info("%d valid points, %d pillars", r.valid_points, r.num_pillars)
         return r.coords, r.features
 
