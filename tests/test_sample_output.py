@@ -81,3 +81,13 @@ def test_pointcloud_stage_lines_are_logged_as_the_stages_happen(nn_run):
     assert elapsed("stage 1 rpc begin", "dsp 1 time") >= ms["dsp 1 time"] - 0.01
     assert elapsed("stage 2 rpc begin", "stage 2 rpc finish") >= ms["dsp 2 time"] - 0.01
     assert elapsed("stage 1 rpc begin", "total time") >= ms["total time"] - 0.01
+
+
+def test_write_points_makes_its_directory(tmp_path):
+    """``--write-points output/cloud.bin`` (the docs' example) works in a fresh clone, where
+    output/ does not exist yet (the CPU reference alone: no SoC needed)."""
+    from vdsp_sim.samples import nn
+    cloud = tmp_path / "output" / "cloud.bin"
+    assert nn.main(["pointpillar", "--num-points", "2000", "--write-points", str(cloud),
+                    "--output", str(tmp_path / "output"), "--impl", "cpu"]) == 0
+    assert cloud.stat().st_size == 2000 * 4 * 4

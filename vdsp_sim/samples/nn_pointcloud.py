@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         points = _load(args, params, key)
         log.info("point count: %d", len(points))
         if args.write_points:
+            Path(args.write_points).parent.mkdir(parents=True, exist_ok=True)   # e.g. output/cloud.bin in a fresh clone
             binfile.write_bin(args.write_points, points)
             log.info("wrote the cloud to %s", args.write_points)
         source = fingerprint(points, params)
