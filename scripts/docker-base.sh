@@ -6,9 +6,9 @@
 #
 #   scripts/docker-base.sh [--tag vdsp-base:bookworm] [--mirror URL] [--force]
 #
-# Needs root (debootstrap chroots) and a docker daemon ($DOCKER_HOST). Skips the build when
-# the tag exists (--force rebuilds). The root file system is made under build/docker/ and
-# removed once imported.
+# Needs a docker daemon ($DOCKER_HOST; checked before anything else) and root (debootstrap
+# chroots). Skips the build when the tag exists (--force rebuilds). The root file system is
+# made under build/docker/ and removed once imported.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +27,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+# The daemon first: debootstrap takes minutes, and its result is of no use without one.
+if ! docker info >/dev/null 2>&1; then
+    echo "docker-base.sh: no docker daemon answers (DOCKER_HOST=${DOCKER_HOST:-unix:///var/run/docker.sock}):" \
+         "start one first (as root, scripts/compose-e2e.sh starts a private one)" >&2
+    exit 1
+fi
 if [ "$FORCE" = 0 ] && docker image inspect "$TAG" >/dev/null 2>&1; then
     echo "docker-base.sh: $TAG exists ($(docker image inspect -f '{{.Size}}' "$TAG" | numfmt --to=iec) bytes); --force rebuilds it"
     exit 0

@@ -125,8 +125,11 @@ def test_services_and_image():
         assert context == ROOT, f"{name}: build context must be the repository root"
         dockerfile = context / build.get("dockerfile", "Dockerfile")
         assert dockerfile == DOCKERFILE, f"{name}: builds {dockerfile}"
-        assert build.get("network") == "none", f"{name}: the image builds from the wheelhouse, with no network"
-        assert svc.get("pull_policy") == "never", f"{name}: no registry has this image"
+        # a fresh clone builds it where a registry is (the Dockerfile's default base); here the
+        # local base and no network are passed in through the environment
+        assert build.get("args", {}).get("BASE_IMAGE") == f"${{VDSP_BASE_IMAGE:-{dockerfile_base()}}}", name
+        assert build.get("network") == "${VDSP_BUILD_NETWORK:-default}", name
+        assert svc.get("pull_policy") in (None, "missing", "build"), f"{name}: compose must be free to build it"
         builds.add((str(context), str(dockerfile), svc.get("image")))
         assert isinstance(svc.get("command"), list) and svc["command"], f"{name}: command must be a list"
     assert len(builds) == 1, f"all services must run the one image: {builds}"
@@ -135,6 +138,11 @@ def test_services_and_image():
 
 def e2e_image_tag() -> str:
     return re.search(r"-t (\S+) \.", (ROOT / "scripts" / "docker-images.sh").read_text())[1]
+
+
+def dockerfile_base() -> str:
+    """The default of the Dockerfile's BASE_IMAGE argument."""
+    return re.fullmatch(r"ARG BASE_IMAGE=(\S+)", dockerfile_lines()[0])[1]
 
 
 def dockerfile_lines() -> list[str]:
@@ -163,15 +171,22 @@ def image_user() -> tuple[str, int]:
     return user, int(uid[1])
 
 
-def test_dockerfile_builds_from_a_local_base():
+def test_dockerfile_base_is_an_argument():
+    """An official Python slim image by default (a fresh clone builds where a registry is); the
+    locally built base (debootstrap) is passed in where none is."""
     lines = dockerfile_lines()
     arg = re.fullmatch(r"ARG BASE_IMAGE=(\S+)", lines[0])
-    assert arg, "the base image is a build argument, defaulting to the locally built base"
-    base_tag = re.search(r"^TAG=(\S+)$", (ROOT / "scripts" / "docker-base.sh").read_text(), re.M)[1]
-    assert arg[1] == base_tag
+    assert arg, "the base image is a build argument"
+    assert re.fullmatch(r"python:3\.11-slim(-bookworm)?", arg[1]), arg[1]
     froms = [ln for ln in lines if ln.startswith("FROM ")]
     assert froms == ["FROM ${BASE_IMAGE} AS build", "FROM ${BASE_IMAGE}"], froms
+    base_tag = re.search(r"^TAG=(\S+)$", (ROOT / "scripts" / "docker-base.sh").read_text(), re.M)[1]
     assert "debootstrap" in (ROOT / "scripts" / "docker-base.sh").read_text()
+    images = (ROOT / "scripts" / "docker-images.sh").read_text()
+    assert re.search(r"docker build --network none --build-arg BASE_IMAGE=\"\$BASE\"", images)
+    assert "sed -n 's/^TAG=//p' scripts/docker-base.sh" in images, "the tag docker-base.sh makes"
+    e2e = E2E.read_text()
+    assert f"VDSP_BASE_IMAGE={base_tag} VDSP_BUILD_NETWORK=none" in e2e
 
 
 def test_dockerfile_installs_the_project():
@@ -185,8 +200,10 @@ def test_dockerfile_installs_the_project():
     if isinstance(pyproject["project"].get("readme"), str):
         needed.add(pyproject["project"]["readme"])
     assert needed <= copied, f"the image lacks {sorted(needed - copied)}"
-    assert "build/docker/wheels" in copied, "the wheelhouse of scripts/docker-wheels.sh"
-    assert "PIP_NO_INDEX=1" in build and "PIP_FIND_LINKS=/tmp/wheels" in build, "pip must use the wheelhouse only"
+    assert "build/docker/wheel[s]" in copied, "the wheelhouse of scripts/docker-wheels.sh, when there is one"
+    # with wheels in the context, pip uses them only (no index); without, PyPI
+    assert "PIP_FIND_LINKS=/tmp/wheels" in build
+    assert re.search(r"if ls /tmp/wheels/\*\.whl >/dev/null 2>&1; then export PIP_NO_INDEX=1; fi", build)
     assert re.search(r"/opt/vdsp/venv/bin/pip install /src\b", build)
     final = " ".join(stages()[-1])
     assert re.search(r"VDSP_RUNTIME_DIR=(/\S+)", final), "VDSP_RUNTIME_DIR must be set in the image"
@@ -234,6 +251,9 @@ def test_image_healthcheck_and_entrypoint():
     assert len(hc) == 1 and hc[0].endswith('CMD ["vdsp", "health"]'), hc
     assert 'ENTRYPOINT ["/usr/bin/tini", "--"]' in final
     assert "tini" in re.search(r"^PACKAGES=(\S+)$", (ROOT / "scripts" / "docker-base.sh").read_text(), re.M)[1]
+    # the official base has no tini: the final stage installs Debian's when it is missing
+    assert re.search(r"command -v tini >/dev/null \|\| \{ apt-get update -qq && apt-get install [^}]*\btini\b",
+                     " ".join(final))
     assert final[-1] == 'CMD ["vdsp", "up"]'
 
 
@@ -246,7 +266,8 @@ def test_build_context_is_a_whitelist():
     patterns = dockerignore()
     assert patterns[0] == "*", "everything is left out unless named"
     included = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
-    copied = {src.rstrip("/") for m in re.finditer(r"^COPY (?!--from)(.+)$", "\n".join(dockerfile_lines()), re.M)
+    copied = {re.sub(r"\[(.)\]", r"\1", src.rstrip("/"))       # build/docker/wheel[s]: the wheelhouse if any
+              for m in re.finditer(r"^COPY (?!--from)(.+)$", "\n".join(dockerfile_lines()), re.M)
               for src in m[1].split()[:-1]}
     assert included == copied, f"the context must hold what the Dockerfile copies, and only that: {included ^ copied}"
     for junk in ("**/__pycache__", "**/*.pyc"):
@@ -690,7 +711,8 @@ def test_dry_run_shows_every_step():
     steps = re.findall(r"^==> \[(\d+)/(\d+)\] (.*?)  \(t=", run.stdout, re.M)
     assert [int(i) for i, _, _ in steps] == list(range(1, int(steps[0][1]) + 1))
     titles = " | ".join(t for _, _, t in steps)
-    for what in ("images", "up", "restart vdsp0", "kill the relay", "two boards", "down", "cleanup"):
+    for what in ("base", "up --build", "restart vdsp0", "kill the relay", "two boards", "podman kube play", "down",
+                 "cleanup"):
         assert what in titles, titles
     assert "check:" in run.stdout
 
@@ -699,8 +721,7 @@ def test_the_readme_docker_section_is_what_the_script_runs():
     commands = dry_run_commands()
     assert commands == readme_docker_commands()
     # and it is what the task asks for
-    assert commands[0] == "scripts/docker-images.sh"
-    assert "docker compose up --exit-code-from sample --attach sample" in commands
+    assert commands[0] == "docker compose up --build --exit-code-from sample --attach sample"
     smoke, cv = "docker compose run --rm sample vdsp sample smoke", "docker compose run --rm sample vdsp sample cv"
     restart = commands.index("docker compose restart vdsp0")
     assert smoke in commands[:restart] and cv in commands[:restart]
@@ -723,3 +744,20 @@ def test_what_the_script_must_leave_alone():
     # what it builds lies where git ignores it
     for path in ("build/compose-e2e/docker/data", "build/docker/wheels/numpy.whl", "build/docker/rootfs"):
         assert subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT).returncode == 0, path
+
+
+@pytest.mark.parametrize("name", ["docker-base.sh", "docker-images.sh"])
+def test_scripts_ask_for_the_daemon_before_any_long_step(name, tmp_path):
+    """With no docker daemon answering, the image scripts stop at once and say so, before
+    debootstrap (minutes) or the wheel downloads."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_")}
+    env["DOCKER_HOST"] = f"unix://{tmp_path}/no-daemon.sock"
+    before = set((ROOT / "build" / "docker").glob("*")) if (ROOT / "build" / "docker").exists() else set()
+    t0 = time.monotonic()
+    run = subprocess.run(["bash", str(ROOT / "scripts" / name)], cwd="/", env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "no docker daemon answers" in run.stderr and "debootstrap" not in run.stdout, run.stdout + run.stderr
+    assert time.monotonic() - t0 < 60
+    after = set((ROOT / "build" / "docker").glob("*")) if (ROOT / "build" / "docker").exists() else set()
+    assert after <= before, f"{name} made {after - before} without a daemon"

@@ -2,11 +2,14 @@
 pod. Validated offline against the Kubernetes JSON schemas that kubernetes-validate bundles
 (strict: unknown fields are errors), then checked against docker-compose.yml: the same
 image, commands, keys and DDR; probes that round-trip a buffer; non-root. No cluster runs
-them here (tests/test_compose.py and scripts/compose-e2e.sh run the compose services)."""
+them here: scripts/compose-e2e.sh plays board1.yaml with `podman kube play` (this file checks
+that it does, offline)."""
 from __future__ import annotations
 
 import copy
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -124,20 +127,22 @@ def test_keys_and_ddr_are_shared_by_the_pod(board):
     p = pod(board)
     volumes = {v["name"]: v for v in p["volumes"]}
     assert volumes["ddr"]["emptyDir"]["medium"] == "Memory", "the DDR is memory, as compose's tmpfs volume"
+    init = " ".join(p["initContainers"][0]["command"])
+    init_mounts = {m["name"]: m["mountPath"] for m in p["initContainers"][0]["volumeMounts"]}
     for name, c in containers(board).items():
         e = env(c)
-        assert e["VDSP_SHM_DIR"] == svcs[name]["environment"]["VDSP_SHM_DIR"], name
-        assert e["VDSP_KEYS_DIR"] == svcs[name]["environment"]["VDSP_KEYS_DIR"], name
-        mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
-        assert mounts[e["VDSP_SHM_DIR"]]["name"] == "ddr" and mounts[e["VDSP_KEYS_DIR"]]["name"] == "keys", name
-        # one level below the world-writable emptyDir root, in directories the init container made 0700
-        init = " ".join(p["initContainers"][0]["command"])
-        for m in (mounts[e["VDSP_SHM_DIR"]], mounts[e["VDSP_KEYS_DIR"]]):
-            assert m.get("subPath"), name
-            assert re.search(rf"install -d -m 0700 .*/{m['subPath']}\b", init), m
-    init = " ".join(p["initContainers"][0]["command"])
-    assert "cp -a /keys/." in init, "the image's keys, which trust the key that signed its firmware"
-    assert "vdsp keys init" in init
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        # whole volumes (no subPath, which podman 4.3 ignores), mounted where the init container has them
+        assert all("subPath" not in m for m in c["volumeMounts"]), name
+        for var, volume in (("VDSP_SHM_DIR", "ddr"), ("VDSP_KEYS_DIR", "keys")):
+            path = Path(e[var])
+            # the directory one level below the world-writable emptyDir root, made 0700 by the
+            # init container, with the name compose uses
+            assert str(path.parent) == mounts[volume]["mountPath"] == init_mounts[volume], (name, var)
+            assert path.name == Path(svcs[name]["environment"][var]).name, (name, var)
+            assert re.search(rf"install -d -m 0700 [^&]*{re.escape(str(path))}\b", init), (name, var)
+    assert "cp -a /keys/. /vol/keys/keys/" in init, "the image's keys, which trust the key that signed its firmware"
+    assert "VDSP_KEYS_DIR=/vol/keys/keys vdsp keys init" in init
 
 
 @pytest.mark.parametrize("board", BOARDS)
@@ -166,18 +171,30 @@ def test_runs_as_the_images_user(board):
         assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
 
 
-def test_the_pod_runner_understands_the_manifest():
-    """scripts/k8s-pod-docker.py (which scripts/compose-e2e.sh uses to run board1's pod with
-    docker) turns each container into docker run options without a docker engine."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("k8s_pod_docker", ROOT / "scripts" / "k8s-pod-docker.py")
-    runner = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(runner)
-    p = runner.load(K8S / "board1.yaml")
-    args = runner.run_args("pod", p, containers("board1")["vdsp1"])
-    joined = " ".join(args)
-    assert "--network container:pod-pause --ipc container:pod-pause" in joined
-    assert "--user 10001:10001" in joined and "--cap-drop ALL" in joined
-    assert f"-v {runner.volume_dir('pod', 'ddr')}/ddr:/ddr" in joined
-    assert args[-len(containers("board1")["vdsp1"]["args"]):] == containers("board1")["vdsp1"]["args"]
-    assert args[args.index("--entrypoint") + 1] == "/usr/bin/tini"
+def test_the_e2e_plays_the_manifest_with_podman():
+    """scripts/compose-e2e.sh plays board1.yaml with a real engine for Kubernetes YAML (podman
+    kube play), changed only in its restart policy, runs the smoke sample in the pod and takes
+    it down; the home-made docker emulation of a pod is gone."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_")}
+    env["PATH"] = "/usr/bin:/bin"
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "compose-e2e.sh"), "--dry-run"], cwd="/", env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    pod_cmds = [ln[4:] for ln in run.stdout.splitlines() if ln.startswith("  $ ")]
+    assert pod_cmds[0].startswith("sed 's/^    spec:$/&\\n      restartPolicy: OnFailure/' deploy/k8s/board1.yaml > ")
+    played = pod_cmds[0].rsplit("> ", 1)[1]
+    assert re.fullmatch(rf"podman --root \S+ --runroot \S+ --cgroup-manager cgroupfs kube play --network none "
+                        rf"{re.escape(played)}", pod_cmds[1]), pod_cmds[1]
+    assert pod_cmds[2].endswith(f"kube down {played}")
+    text = (ROOT / "scripts" / "compose-e2e.sh").read_text()
+    assert "vdsp sample smoke" in text[text.index("kube play"):text.index("kube down")]
+    assert not (ROOT / "scripts" / "k8s-pod-docker.py").exists()
+
+
+def test_the_played_copy_is_still_valid_and_differs_only_in_its_restart_policy():
+    """What the e2e's sed makes of board1.yaml (its restartPolicy) and nothing else."""
+    text = (K8S / "board1.yaml").read_text()
+    played = re.sub(r"^    spec:$", "    spec:\n      restartPolicy: OnFailure", text, flags=re.M)
+    doc = next(d for d in yaml.safe_load_all(played) if d)
+    assert doc["spec"]["template"]["spec"].pop("restartPolicy") == "OnFailure"
+    assert doc == manifest("board1")

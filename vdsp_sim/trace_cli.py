@@ -53,13 +53,30 @@ def finish(directory: Path, session: dict, output: Path, png: str | None, title:
     return doc
 
 
+INSTALL_PLOT = ("pip install 'vdsp-sim[plot]' (in this checkout: .venv/bin/pip install matplotlib), "
+                "or leave out --png and draw later with 'vdsp trace --from TRACE --png FILE'")
+
+
+class NoMatplotlib(RuntimeError):
+    """--png was asked for and matplotlib cannot be imported."""
+
+
+def plot_missing() -> str | None:
+    """Why --png cannot draw (matplotlib not importable), or None when it can."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
 def draw(doc: dict, path: Path, title: str = "") -> Path:
+    """Draw ``doc`` to ``path``; NoMatplotlib when matplotlib cannot be imported."""
     try:
         from vdsp_sim import traceplot
         return traceplot.render(doc, path, title)
     except ImportError as exc:
-        print(f"vdsp trace: --png needs matplotlib ({exc}): pip install 'vdsp-sim[plot]'", file=sys.stderr)
-        return path
+        raise NoMatplotlib(str(exc)) from exc
 
 
 def summary(doc: dict) -> str:
@@ -72,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     output = Path(args.output or "trace.json")
+    if (args.png is not None or args.source) and (why := plot_missing()) is not None:   # before tracing or the command
+        print(f"vdsp trace: --png needs matplotlib, which is not installed ({why}): {INSTALL_PLOT}", file=sys.stderr)
+        return 2
     if args.source:
         doc = json.loads(Path(args.source).read_text())
         out = draw(doc, Path(args.png) if args.png else Path(args.source).with_suffix(".png"), args.title)

@@ -13,6 +13,7 @@ import collections
 import dataclasses
 import statistics
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -135,9 +136,10 @@ class DspPreprocessor:
                                                  **params, core=core))
         return tasks, parts
 
-    def _stage1_voxelize(self) -> tuple[int, int, float]:
+    def _stage1_voxelize(self, stage1_done: Callable[[float], None]) -> tuple[int, int, float]:
         """Stage 1 with each half voxelized as soon as its core has encoded it (while the other
-        core may still run): (valid points, pillars in use, time the last half arrived)."""
+        core may still run): (valid points, pillars in use, time the last half arrived).
+        ``stage1_done(t)`` is called when the last half has arrived."""
         n, p = self.num_points, self.p
         tasks, parts = self._submit_stage1(FIRST_SHARE if self.split else 1.0)
         cells, xyzr = self.cells.array(np.int32, n), self.xyzr.array(np.int32, n)
@@ -148,6 +150,8 @@ class DspPreprocessor:
             for task, (lo, hi) in zip(tasks, parts):
                 got["valid"] += task.wait(self.timeout_ms)["valid"]
                 got["t1"] = time.perf_counter()
+                if task is tasks[-1]:
+                    stage1_done(got["t1"])
                 for mem in (self.cells, self.xyzr, self.t):
                     if mem is not None:
                         mem.flush(INVALIDATE)
@@ -194,28 +198,42 @@ class DspPreprocessor:
         stubs.pointcloud_transpose(self.soc, inputs, self.features, **self.p.transpose_params(used)).wait(self.timeout_ms)
         self.features.flush(INVALIDATE)
 
-    def run(self, *, copy: bool = True) -> Result:
+    def run(self, *, copy: bool = True, on_stage: Callable[[str, float], None] | None = None) -> Result:
         """Run the three steps on the loaded cloud. ``copy=False`` returns views of the shared
-        buffers (valid until the next run). Raises what ``Task.wait`` raises."""
+        buffers (valid until the next run). ``on_stage(event, ms)`` is called as each step
+        happens: ``stage1_begin`` (0), ``stage1_end`` (stage 1's ms; voxelization of the
+        parts already encoded has run meanwhile), ``voxel_end`` (the voxelization's ms after
+        stage 1), ``stage2_begin`` (0), ``stage2_end`` (stage 2's ms), ``end`` (total ms).
+        Raises what ``Task.wait`` raises."""
+        stage = on_stage or (lambda event, ms: None)
+        ms = lambda a, b: (b - a) * 1e3     # noqa: E731
         self.split = self._choose_split()
+        stage("stage1_begin", 0.0)
         t0 = time.perf_counter()
         if self.voxelizer.incremental and self.num_points:
-            valid, used, t1 = self._stage1_voxelize()   # voxel_ms: the part not hidden behind stage 1
+            # voxel_ms: the part not hidden behind stage 1
+            valid, used, t1 = self._stage1_voxelize(lambda t: stage("stage1_end", ms(t0, t)))
         else:
             valid = self._stage1()
             t1 = time.perf_counter()
+            stage("stage1_end", ms(t0, t1))
             used = self._voxelize()
         t2 = time.perf_counter()
+        stage("voxel_end", ms(t1, t2))
         if self.num_points >= SPLIT_MIN_POINTS:
             self._placement_ms[self.split].append((t2 - t0) * 1e3)
+        stage("stage2_begin", 0.0)
+        t2b = time.perf_counter()
         self._stage2(used)
         t3 = time.perf_counter()
+        stage("stage2_end", ms(t2b, t3))
         coords = self.coords.array(np.int32, self.p.coords_shape)
         features = self.features.array(np.int8, self.p.feature_shape)
         if copy:
             coords, features = coords.copy(), features.copy()
-        ms = lambda a, b: (b - a) * 1e3     # noqa: E731
-        return Result(coords, features, used, valid, ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t0, t3))
+        result = Result(coords, features, used, valid, ms(t0, t1), ms(t1, t2), ms(t2b, t3), ms(t0, t3))
+        stage("end", result.total_ms)
+        return result
 
 
 def preprocess(soc: Soc, points: np.ndarray, params: PillarParams) -> tuple[np.ndarray, np.ndarray]:

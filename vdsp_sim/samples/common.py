@@ -4,11 +4,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Iterator
 
+from arm_side import Soc
 from vdsp_sim.board import ddr, log as soclog, runtime
 from vdsp_sim.board.pidfile import PidFile
+from vdsp_sim.board.version import __version__
 
 log = logging.getLogger("vdsp.sample")
 
@@ -41,3 +44,41 @@ def local_soc() -> Iterator[None]:
 
 def setup_logging() -> None:
     soclog.setup("arm")
+
+
+_banner_shown = False
+
+
+def dsp_banner(mode: str, stream=None) -> None:
+    """The lines the J5 DSP RPC library writes when a sample process first connects: its
+    version, its logger's level and mode, the receiving thread it started; ours say the same
+    of the SDK (its version, ``VDSP_LOG_LEVEL`` as the DSP logger's number, relay or direct
+    mode, the reader thread ``Soc()`` started). Once per process, in the DSP log format."""
+    global _banner_shown
+    if _banner_shown:
+        return
+    _banner_shown = True
+    stream = stream or sys.stderr
+    banner = logging.getLogger("vdsp.sample.dsp")
+    banner.propagate = False
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(soclog.DspFormatter())
+    banner.handlers[:] = [handler]
+    banner.setLevel(soclog.level())
+    number = {v: k for k, v in soclog.DSP_LEVELS.items()}.get(soclog.level(), 3)
+    print(f"[DSP] DSP version = {__version__}", file=stream, flush=True)
+    banner.critical("Init logger, level:%d", number)          # A: always shown
+    if mode == "relay":
+        banner.critical("Relay server mode")
+        banner.info("Start thread for receive msg from relay server")
+    else:
+        banner.critical("Direct mode")
+        banner.info("Start thread for receive msg from vdsp0, vdsp1")
+
+
+@contextlib.contextmanager
+def sample_soc() -> Iterator[Soc]:
+    """The SoC a sample runs against (``local_soc``), connected, with the DSP banner logged."""
+    with local_soc(), Soc() as soc:
+        dsp_banner(soc.mode)
+        yield soc

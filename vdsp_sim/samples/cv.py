@@ -19,7 +19,7 @@ import numpy as np
 
 from arm_side import Soc, cv
 from vdsp_sim.samples import cv_inputs
-from vdsp_sim.samples.common import local_soc, setup_logging
+from vdsp_sim.samples.common import sample_soc, setup_logging
 from vdsp_sim.board import clihelp, proc
 
 log = logging.getLogger("vdsp.sample.cv")
@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     if not all((DATA / n).exists() for n in ("input.jpg", "500x480.yuv", "CornersR.pgm", "cornerharris_128_128.pgm")):
         cv_inputs.write_data(DATA)
         log.info("generated the sample inputs in %s/", DATA)
-    with local_soc(), Soc() as soc:
+    with sample_soc() as soc:
         run = run_samples(soc, args.ops or list(SAMPLES))
     contact_sheet(run.tiles, OUTPUT / "cv_contact_sheet.png")
     log.info("write contact sheet %s success", OUTPUT / "cv_contact_sheet.png")

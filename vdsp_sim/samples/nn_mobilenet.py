@@ -24,7 +24,7 @@ import numpy as np
 from arm_side import CLEAN, INVALIDATE, Soc, dnn, nn
 from vdsp_sim import dnn_models
 from vdsp_sim.board import clihelp, proc
-from vdsp_sim.samples.common import local_soc, setup_logging
+from vdsp_sim.samples.common import sample_soc, setup_logging
 
 log = logging.getLogger("vdsp.sample.nn")
 TOP_K = 5
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     proc.exit_on_sigterm()
     log.info("mobilenet begin")
-    with local_soc(), Soc() as soc:
+    with sample_soc() as soc:
         ok = run(soc, args)
     log.info("mobilenet %s", "finish" if ok else "FAILED")
     return 0 if ok else 1

@@ -16,7 +16,7 @@ import numpy as np
 from arm_side import CORE_0, CORE_1, Soc
 from arm_side import nn
 from arm_side.nn import reference as ref
-from vdsp_sim.samples.common import local_soc, setup_logging
+from vdsp_sim.samples.common import sample_soc, setup_logging
 from vdsp_sim.board import clihelp, proc
 
 log = logging.getLogger("vdsp.sample.nn")
@@ -71,17 +71,30 @@ def run_dequantize(soc: Soc, args) -> bool:
         return _check(nn.read(dst, dst_p), ref.dequantize(qv, q))
 
 
+#: the softmax sample's classes that stand out, strongest first, and their int8 logits (the rest
+#: are noise well below them): the top 5 is known before the DSP runs
+SOFTMAX_TOP5 = ((340, 127), (292, 118), (282, 109), (83, 100), (290, 91))
+
+
 def run_softmax(soc: Soc, args) -> bool:
-    """1000 random int8 logits, dequantised then softmax; the top 5 of the result logged."""
-    qv = np.random.default_rng(2).integers(-128, 128, (1, 1000)).astype(np.int8)
+    """1000 int8 logits (scale 1/16, zero point -3), five classes standing out of the noise,
+    dequantised then softmax on the DSP; the TOP-5 must be those five, in order, and the
+    probabilities equal the float64 reference's."""
+    qv = np.random.default_rng(2).integers(-128, 48, (1, 1000)).astype(np.int8)
+    for idx, logit in SOFTMAX_TOP5:
+        qv[0, idx] = logit
     q = nn.Quantization.scale_(0.0625, -3)
     src_p, dst_p = nn.dense(qv.shape, DT.S8, quant=q), nn.dense(qv.shape, DT.F32)
     with soc.mem.alloc(src_p.aligned_byte_size) as src, soc.mem.alloc(dst_p.aligned_byte_size) as dst:
         nn.write(src, src_p, qv)
         _rpc("softmax", lambda: nn.softmax(soc, nn.Tensor(src, src_p), nn.Tensor(dst, dst_p), axis=-1))
         got = nn.read(dst, dst_p)
-        for rank, idx in enumerate(np.argsort(-got[0], kind="stable")[:5]):
+        top5 = [int(i) for i in np.argsort(-got[0], kind="stable")[:5]]
+        for rank, idx in enumerate(top5):
             log.info("TOP %d result id: %d prob %.5f", rank, idx, got[0, idx])
+        if top5 != [idx for idx, _ in SOFTMAX_TOP5]:
+            log.error("check result WRONG: TOP-5 ids %s, expected %s", top5, [idx for idx, _ in SOFTMAX_TOP5])
+            return False
         return _check(got, ref.softmax(ref.dequantize(qv, q)).astype(np.float32), atol=1e-6)
 
 
@@ -156,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     proc.exit_on_sigterm()
     log.info("%s begin", name)
-    with local_soc(), Soc() as soc:
+    with sample_soc() as soc:
         ok = RUNNERS[name](soc, args)
     log.info("%s %s", name, "finish" if ok else "FAILED")
     return 0 if ok else 1

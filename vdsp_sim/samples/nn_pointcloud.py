@@ -18,11 +18,10 @@ import logging
 import time
 from pathlib import Path
 
-from arm_side import Soc
 from arm_side.pointcloud import binfile, dump, reference, synthetic
 from arm_side.pointcloud.params import TYPICAL_POINTS, preset
 from arm_side.pointcloud.pipeline import DspPreprocessor
-from vdsp_sim.samples.common import local_soc, setup_logging
+from vdsp_sim.samples.common import sample_soc, setup_logging
 from protocol.errors import VdspError
 from vdsp_sim.board import clihelp, proc
 
@@ -48,20 +47,32 @@ def _dump(out: Path, stem: str, tag: str, coords, features) -> None:
         dump.dump_values(values, path)
 
 
+#: the J5 sample's lines, logged as each step of the DSP path happens (DspPreprocessor.run's on_stage);
+#: a line with a %-field gets the step's ms
+STAGE_LINES = {
+    "stage1_begin": ("stage 1 rpc begin",),
+    "stage1_end": ("dsp 1 time %.3fms", "gen voxel data begin"),
+    "voxel_end": ("gen voxel data finish", "cpu time %.2f ms"),
+    "stage2_begin": ("stage 2 rpc begin",),
+    "stage2_end": ("stage 2 rpc finish", "dsp 2 time %.3f ms"),
+    "end": ("total time %.3f ms",),
+}
+
+
+def _log_stage(event: str, ms: float) -> None:
+    for line in STAGE_LINES[event]:
+        if "%" in line:
+            log.info(line, ms)
+        else:
+            log.info(line)
+
+
 def _run_dsp(points, params) -> tuple:
-    with local_soc(), Soc() as soc, DspPreprocessor(soc, params, len(points)) as pre:
+    with sample_soc() as soc, DspPreprocessor(soc, params, len(points)) as pre:
         pre.load(points)
         pre.run(copy=False)                       # warm-up: first-call costs of both processes
-        log.info("stage 1 rpc begin")
-        r = pre.run()
-        log.info("dsp 1 time %.3fms", r.stage1_ms)
-        log.info("gen voxel data begin")
-        log.info("gen voxel data finish: %d valid points, %d pillars", r.valid_points, r.num_pillars)
-        log.info("cpu time %.2f ms", r.voxel_ms)
-        log.info("stage 2 rpc begin")
-        log.info("stage 2 rpc finish")
-        log.info("dsp 2 time %.3f ms", r.stage2_ms)
-        log.info("total time %.3f ms", r.total_ms)
+        r = pre.run(on_stage=_log_stage)
+        log.info("%d valid points, %d pillars", r.valid_points, r.num_pillars)
         return r.coords, r.features
 
 
@@ -116,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         points = _load(args, params, key)
         log.info("point count: %d", len(points))
         if args.write_points:
+            Path(args.write_points).parent.mkdir(parents=True, exist_ok=True)   # e.g. output/cloud.bin in a fresh clone
             binfile.write_bin(args.write_points, points)
             log.info("wrote the cloud to %s", args.write_points)
         source = fingerprint(points, params)

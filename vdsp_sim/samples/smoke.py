@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 
 from arm_side import CLEAN, CORE_0, CORE_1, INVALIDATE, Soc, opids
-from vdsp_sim.samples.common import local_soc, setup_logging
+from vdsp_sim.samples.common import sample_soc, setup_logging
 from vdsp_sim.board import clihelp, proc
 
 log = logging.getLogger("vdsp.sample.smoke")
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     proc.exit_on_sigterm()
     log.info("smoke begin")
-    with local_soc(), Soc() as soc:
+    with sample_soc() as soc:
         log.info("connected in %s mode, cores: %s", soc.mode, soc.core_states)
         ok = run(soc, args.size, args.rounds)
     log.info("smoke %s", "finish" if ok else "FAILED")
