@@ -6,6 +6,7 @@ import logging
 import signal
 
 from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS
+from dsp_side import fwtemplate
 from dsp_side.core import CoreServer
 from vdsp_sim.board import clihelp, log as soclog, proc, runtime
 
@@ -45,9 +46,11 @@ def run_from_args(args: argparse.Namespace) -> None:
     rt = runtime.runtime_dir()
     bind = args.bind or runtime.core_endpoints(rt).get(args.name) or runtime.ipc(rt / f"{args.name}.sock")
     fw_bind = args.fw_bind or runtime.fw_endpoint_for(bind)
+    # forked now, while this process has one thread (before the ZeroMQ context of the server)
+    template = fwtemplate.Template(args.name) if fwtemplate.enabled() else None
     server = CoreServer(args.name, bind, fw_bind, rt, firmware=args.firmware, autostart=not args.no_autostart,
                         watchdog_ms=args.watchdog_ms, heartbeat_ms=args.heartbeat_ms,
-                        allow_unsigned=args.allow_unsigned)
+                        allow_unsigned=args.allow_unsigned, template=template)
     if args.allow_unsigned:
         log.warning("%s: --allow-unsigned: this core also boots UNSIGNED firmware images (development only)",
                     args.name)
