@@ -1,26 +1,35 @@
-"""The firmware template of a core: a process that has imported what firmwares run (numpy, cv2,
-numba, the stock operators) and loaded the compiled point-cloud kernels once, and forks a new
-firmware process on request (a fork server).
+"""Templates: processes that have imported what cores and firmwares run (numpy, cv2, numba, the
+stock operators) and loaded the compiled point-cloud kernels once, and fork new processes on
+request (fork servers).
 
 Why: a firmware booted by ``python -m dsp_side.firmware`` imported all of it again and loaded
-the numba kernels again: 1-1.6 s per boot, and every core recovery is a boot. Forked from the
-template, a firmware starts with all of that in place, shared copy-on-write with the template
-(and so counted once in PSS); a boot is a fork plus the image's verification and load
-(``dsp_side.image.load``: signature, header, payload digest, then the image's code, then the
-manifest check): nothing of an image runs before its checks, and nothing of any image runs in
-the template.
+the numba kernels again: 1-1.6 s per boot, and every core recovery is a boot; and each firmware
+held its own copy (an idle SoC was ~500 MB PSS). Forked from a template, a process starts with
+all of that in place, shared copy-on-write (counted once in PSS). A firmware boot is a fork plus
+the image's verification and load (``dsp_side.image.load``: signature, header, payload digest,
+then the image's code, then the manifest check): nothing of an image runs before its checks, and
+nothing of any image runs in a template.
 
-Processes. The core forks its template at start, while it is still single-threaded (before its
-ZeroMQ context exists), and makes itself a child subreaper. For each boot the template forks
-twice: the intermediate process exits at once, so the firmware is reparented to the core and is
-the core's own child, as a ``subprocess.Popen`` one was: the core waits for it, signals it and
-reads its exit status. The firmware waits to be adopted, then asks for SIGKILL when the core dies
-(``PR_SET_PDEATHSIG``); so does the template. The core kills the template when it stops.
+Two levels. Each core imports all of it at start, before it listens (so that no boot waits
+for imports while the core is deaf to its peers), then forks its own firmware template
+(``vdsp0.template``) while it is single-threaded (before its ZeroMQ context exists), and that one
+forks the core's firmwares (``vdsp0.fw``): the imports are in memory once per core. With
+``VDSP_SOC_TEMPLATE=1`` (opt-in for now), ``vdsp up`` also forks a SoC-wide template
+(``soc.template``) at start, while it is single-threaded, and forks the cores from it: the imports
+are then in memory once per SoC (an idle SoC ~170 MB PSS instead of ~300). A core started alone
+(``vdsp core``, tests, containers) is a fresh interpreter with a template of its own.
 
-The conversation is one ``SOCK_SEQPACKET`` socket pair: a request is a JSON list of firmware
-arguments with the write end of the firmware's stdout pipe attached (``SCM_RIGHTS``); the reply
-is ``{"pid": N}`` or ``{"error": why}``. ``VDSP_FW_TEMPLATE=0`` turns the template off (each boot
-is then ``python -m dsp_side.firmware`` again).
+Parentage. Whoever forks a template makes itself a child subreaper, and a template forks twice:
+the intermediate process exits before the reply, so the new process is reparented to the
+requester and is its own child, as a ``subprocess.Popen`` one was: it waits for it, signals it,
+reads its exit status. The new process waits to be adopted, then asks for SIGKILL when the
+requester dies (``PR_SET_PDEATHSIG``); so does a template. A template is killed when its owner
+stops (closing the socket ends it).
+
+The conversation is one ``SOCK_SEQPACKET`` socket pair: a request is JSON ``{kind, argv, env}``
+with the new process's stdout (and, for a core, stderr) attached (``SCM_RIGHTS``); the reply is
+``{"pid": N}`` or ``{"error": why}``. ``VDSP_FW_TEMPLATE=0`` turns templates off (each process is
+then a fresh interpreter again).
 """
 from __future__ import annotations
 
@@ -33,6 +42,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 log = logging.getLogger("vdsp.core")
@@ -45,6 +55,11 @@ MAX_REQUEST = 1 << 16
 
 def enabled() -> bool:
     return os.environ.get("VDSP_FW_TEMPLATE", "1").strip() not in ("0", "no", "off", "false")
+
+
+def soc_enabled() -> bool:
+    """The SoC-wide template of ``vdsp up`` (``VDSP_SOC_TEMPLATE=1``; off by default for now)."""
+    return enabled() and os.environ.get("VDSP_SOC_TEMPLATE", "0").strip() in ("1", "yes", "on", "true")
 
 
 def _prctl(option: int, arg) -> bool:
@@ -69,18 +84,27 @@ def _die_with(parent: int) -> None:
 
 # --- the template process --------------------------------------------------------------------
 
+_preloaded = False
+
+
 def preload(core: str) -> None:
-    """What every firmware imports, and the compiled kernels loaded (their init hook's work)."""
+    """What every firmware imports, and the compiled kernels loaded (their init hook's work).
+    Once per process (and so not again in a process forked from one that did it)."""
+    global _preloaded
+    if _preloaded:
+        return
+    _preloaded = True
     t0 = time.perf_counter()
     import numpy  # noqa: F401
     import cv2  # noqa: F401
     import zmq  # noqa: F401
-    from dsp_side import firmware, heap, image  # noqa: F401
+    from dsp_side import core_main, firmware, heap, image  # noqa: F401
     from dsp_side.operators import cv, nn, pointcloud
     del cv, nn
     heap.keep_heap()
     pointcloud.warm(None)   # numba's cached machine code: 0.5-0.8 s that no firmware boot pays again
-    log.info("%s: firmware template ready in %.0f ms (pid %d)", core, (time.perf_counter() - t0) * 1e3, os.getpid())
+    log.info("%s: firmware imports and kernels loaded in %.0f ms (pid %d)", core, (time.perf_counter() - t0) * 1e3,
+             os.getpid())
 
 
 def _serve(sock: socket.socket, core: str, core_pid: int) -> None:
@@ -104,10 +128,12 @@ def _serve(sock: socket.socket, core: str, core_pid: int) -> None:
         if not data:                # the core is gone or stopped us
             os._exit(0)
         try:
-            argv = json.loads(data)
-            if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv) and len(fds) == 1):
-                raise ValueError("a request is a list of strings and one file descriptor")
-            _fork_firmware(sock, argv, fds[0], core, core_pid)
+            req = json.loads(data)
+            argv, env, kind = req["argv"], req.get("env"), req["kind"]
+            if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv) and kind in _CHILDREN
+                    and len(fds) == _CHILDREN[kind] and (env is None or isinstance(env, dict))):
+                raise ValueError("a request is {kind, argv, env} and its file descriptors")
+            _fork_child(sock, kind, argv, env, fds, core, core_pid)
         except Exception as exc:
             _reply(sock, {"error": f"{type(exc).__name__}: {exc}"})
         finally:
@@ -115,25 +141,43 @@ def _serve(sock: socket.socket, core: str, core_pid: int) -> None:
                 os.close(fd)
 
 
-def _fork_firmware(sock: socket.socket, argv: list[str], out_fd: int, core: str, core_pid: int) -> None:
+_CHILDREN = {"firmware": 1, "core": 2}     # kind -> its file descriptors (stdout; stdout and stderr)
+
+
+def _fork_child(sock: socket.socket, kind: str, argv: list[str], env: dict | None, fds: list[int], core: str,
+                core_pid: int) -> None:
+    """Fork twice; reply with the pid once the intermediate process is gone, so that the process
+    is the requester's child (adopted) by the time the requester reads its pid."""
+    r, w = os.pipe()
     middle = os.fork()
-    if middle:
-        os.waitpid(middle, 0)      # it exits at once; its reply is on the socket already
-        return
-    try:   # the intermediate process: fork the firmware, tell its pid, exit (the core adopts it)
+    if middle == 0:     # the intermediate process: fork the child, tell its pid, exit
+        code = 0
         try:
+            os.close(r)
             child = os.fork()
-        except OSError as exc:
-            _reply(sock, {"error": f"fork: {exc}"})
-            os._exit(0)
-        if child == 0:
-            _firmware_child(sock, argv, out_fd, core, core_pid)
-        _reply(sock, {"pid": child})
+            if child == 0:
+                os.close(w)
+                _child(sock, kind, argv, env, fds, core, core_pid)
+            os.write(w, str(child).encode())
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    try:
+        with os.fdopen(r, "rb") as fh:
+            text = fh.read()
     finally:
-        os._exit(0)
+        os.waitpid(middle, 0)
+    if not text:
+        raise OSError("fork failed")
+    _reply(sock, {"pid": int(text)})
 
 
-def _firmware_child(sock: socket.socket, argv: list[str], out_fd: int, core: str, core_pid: int) -> None:
+def _child(sock: socket.socket, kind: str, argv: list[str], env: dict | None, fds: list[int], core: str,
+           core_pid: int) -> None:
+    """The forked process, once adopted: a firmware (``python -m dsp_side.firmware *argv``) or a
+    core (``vdsp *argv`` with environment ``env``, output to ``fds``)."""
     code = 1
     try:
         sock.close()
@@ -143,20 +187,42 @@ def _firmware_child(sock: socket.socket, argv: list[str], out_fd: int, core: str
                 os._exit(1)
             time.sleep(0.0002)
         _die_with(core_pid)
-        os.dup2(out_fd, 1)
-        os.close(out_fd)
+        for target, fd in zip((1, 2), fds):
+            os.dup2(fd, target)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
-        set_name(f"{core}.fw")
-        gc.unfreeze()
-        from dsp_side import firmware
-        firmware.main(argv, forked=True)    # exits
+        # gc stays frozen: the template's objects live as long as we do, and a collection visiting
+        # them would write to (and so copy) every page they are on
+        if kind == "firmware":
+            set_name(f"{core}.fw")
+            from dsp_side import firmware
+            firmware.main(argv, forked=True)    # exits
+        else:
+            assert env is not None
+            os.environ.clear()
+            os.environ.update(env)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            set_name(argv[argv.index("--name") + 1] if "--name" in argv[:-1] else "core")
+            from dsp_side import core_main
+            from protocol import errors
+            from vdsp_sim.board import proc
+            proc.private_umask()
+            try:
+                core_main.main(argv)
+                code = 0
+            except errors.VdspError as exc:
+                print(f"vdsp core: {exc}", file=sys.stderr)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
-        logging.getLogger("vdsp.firmware").exception("%s: forked firmware failed", core)
+        logging.getLogger("vdsp.firmware").exception("%s: forked %s failed", core, kind)
     finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(code)
 
 
@@ -214,26 +280,35 @@ class Template:
         return not done
 
     def spawn(self, argv: list[str]) -> ForkedChild:
-        """A firmware process running ``python -m dsp_side.firmware *argv`` (forked). Raises OSError."""
+        """A firmware process running ``python -m dsp_side.firmware *argv`` (forked), its stdout a
+        pipe to us. Raises OSError."""
         r, w = os.pipe()
         try:
-            self.sock.sendmsg([json.dumps(argv).encode()],
-                              [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w]))])
+            pid = self._request({"kind": "firmware", "argv": argv}, [w])
         except OSError:
             os.close(r)
             raise
         finally:
             os.close(w)
+        return ForkedChild(pid, os.fdopen(r, "rb", buffering=0))
+
+    def spawn_core(self, argv: list[str], env: dict, out: int | None) -> ForkedChild:
+        """A core running ``vdsp core *argv`` with environment ``env``, its
+        stdout and stderr to ``out`` (None: ours). Raises OSError."""
+        fd = out if out is not None else 2
+        return ForkedChild(self._request({"kind": "core", "argv": argv, "env": env}, [1 if out is None else fd, fd]),
+                           None)
+
+    def _request(self, req: dict, fds: list[int]) -> int:
+        self.sock.sendmsg([json.dumps(req).encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
         try:
             data = self.sock.recv(MAX_REQUEST)
             reply = json.loads(data) if data else {"error": "the template exited"}
         except (OSError, ValueError) as exc:
-            os.close(r)
             raise OSError(f"firmware template: {exc}") from None
         if "pid" not in reply:
-            os.close(r)
             raise OSError(f"firmware template: {reply.get('error', reply)}")
-        return ForkedChild(int(reply["pid"]), os.fdopen(r, "rb", buffering=0))
+        return int(reply["pid"])
 
     def close(self) -> None:
         """End the template (closing the socket ends it; SIGKILL if it lingers) and reap it."""

@@ -112,3 +112,37 @@ def test_without_the_template_the_firmware_is_a_fresh_interpreter(runtime_env, m
             assert client.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
     finally:
         soc.stop_and_check()
+
+
+def test_vdsp_up_forks_the_cores_from_one_soc_template_and_down_leaves_nothing(runtime_env, monkeypatch):
+    """``vdsp up``: one template for the SoC; the cores are forked from it (and are the
+    supervisor's children), each core forks its own firmware template, and so the imports of
+    all of them are in memory once. A killed core is forked again; ``vdsp down`` ends them all."""
+    from tests.test_live_supervisor import VDSP, down_and_check, run, rt_processes
+    from tests.live import shm_entries
+    from vdsp_sim.board.pidfile import PidFile
+    monkeypatch.setenv("VDSP_SOC_TEMPLATE", "1")     # opt-in for now (see dsp_side/fwtemplate.py)
+    before = shm_entries()
+    res = run(VDSP + ["up", "-d"], runtime_env)
+    try:
+        assert res.returncode == 0, res.stdout + res.stderr
+        sup = PidFile(runtime_env / "soc.pid").read()
+        kids = {comm(p): p for p in children(sup)}
+        assert set(kids) == {"soc.template", "vdsp0", "vdsp1", "python"}, kids     # python: the relay
+        assert threads(kids["soc.template"]) == 1
+        for core in ("vdsp0", "vdsp1"):
+            assert sorted(comm(p) for p in children(kids[core])) == [f"{core}.fw", f"{core}.template"]
+        old_fw = [p for p in children(kids["vdsp1"]) if comm(p) == "vdsp1.fw"]
+        with Soc(autostart_relay=False) as soc:
+            assert soc.rpc(opids.PING, core=CORE_1).wait(5000) == {"core": "vdsp1"}
+            os.kill(kids["vdsp1"], signal.SIGKILL)
+            assert wait_until(lambda: not any(alive(p) for p in old_fw), 10), "the firmware outlived its core"
+            assert wait_until(lambda: ping_ok(soc, CORE_1), 30), "vdsp1 did not come back"
+        again = {comm(p): p for p in children(sup)}
+        assert again["vdsp1"] != kids["vdsp1"] and again["soc.template"] == kids["soc.template"]
+        assert not alive(kids["vdsp1"])
+        assert sorted(comm(p) for p in children(again["vdsp1"])) == ["vdsp1.fw", "vdsp1.template"]
+        everything = rt_processes(runtime_env)
+        assert len(everything) == 9, everything     # supervisor, relay, soc template, 2 x (core, template, fw)
+    finally:
+        down_and_check(runtime_env, before)
