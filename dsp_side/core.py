@@ -23,6 +23,7 @@ from protocol.remoteproc import Action
 from dsp_side import image, signing
 from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
 from dsp_side.fwproc import FirmwareProcess
+from dsp_side.fwtemplate import Template, reap_strays
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
 from vdsp_sim.board import curve, ddr, runtime, trace
@@ -36,8 +37,10 @@ class CoreServer:
     def __init__(self, name: str, bind: str, fw_bind: str, rt: Path, *, firmware: str | None = None,
                  autostart: bool = True, watchdog_ms: int = DEFAULT_WATCHDOG_MS,
                  heartbeat_ms: int = HEARTBEAT_INTERVAL_MS, hung_ms: int = HUNG_AFTER_MS,
-                 allow_unsigned: bool = False) -> None:
+                 allow_unsigned: bool = False, template: Template | None = None) -> None:
+        """``template``: the firmware template forked at start (``dsp_side.fwtemplate``), or None."""
         self.name, self.bind, self.fw_bind, self.rt = name, bind, fw_bind, rt
+        self.template = template
         self.autostart, self.watchdog_ms = autostart, watchdog_ms
         self.kmsg = Kmsg(rt, name)
         self.fw: FirmwareProcess | None = None
@@ -109,7 +112,7 @@ class CoreServer:
         self.kmsg.write(f"Booting fw image {device.firmware}, size {size}, version {header['version']}, "
                         f"signed by {signer}")
         self.fw = FirmwareProcess(self.name, self.fw_bind, self.rt, path, watchdog_ms=self.watchdog_ms,
-                                  signer=signer)
+                                  signer=signer, template=self.template)
         self.poller.register(self.fw.fd, zmq.POLLIN)
         log.info("%s: booting firmware %s %s (pid %d)", self.name, path, header["version"], self.fw.pid)
         engine.fw_booted(self.fw.pid, str(signer), time.monotonic())
@@ -157,6 +160,8 @@ class CoreServer:
             self.flush()
             if now >= next_reap:
                 ddr.reap()
+                if self.template is not None:   # what a firmware's orphaned children leave (we are their subreaper)
+                    reap_strays({self.template.pid, *([self.fw.pid] if self.fw is not None else [])})
                 next_reap = now + REAP_EVERY_S
             self.trace.poll()
         self.close()
@@ -168,6 +173,8 @@ class CoreServer:
         if self.gate is not None:
             self.gate.stop()
         self.ctx.term()
+        if self.template is not None:
+            self.template.close()
         runtime.unlink_ipc(self.bind)
         runtime.unlink_ipc(self.fw_bind)
         self.trace.close()

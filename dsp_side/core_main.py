@@ -6,6 +6,7 @@ import logging
 import signal
 
 from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS
+from dsp_side import fwtemplate
 from dsp_side.core import CoreServer
 from vdsp_sim.board import clihelp, log as soclog, proc, runtime
 
@@ -47,9 +48,16 @@ def run_from_args(args: argparse.Namespace) -> None:
     rt = runtime.runtime_dir()
     bind = args.bind or runtime.core_endpoints(rt).get(args.name) or runtime.ipc(rt / f"{args.name}.sock")
     fw_bind = args.fw_bind or runtime.fw_endpoint_for(bind)
+    template = None
+    if fwtemplate.enabled():
+        # imported here, before anything listens: a boot never waits for the template's imports
+        # with the core deaf to its peers (a no-op in a core forked from the SoC's template)
+        fwtemplate.preload(args.name)
+        # forked now, while this process has one thread (before the ZeroMQ context of the server)
+        template = fwtemplate.Template(args.name)
     server = CoreServer(args.name, bind, fw_bind, rt, firmware=args.firmware, autostart=not args.no_autostart,
                         watchdog_ms=args.watchdog_ms, heartbeat_ms=args.heartbeat_ms, hung_ms=args.hung_ms,
-                        allow_unsigned=args.allow_unsigned)
+                        allow_unsigned=args.allow_unsigned, template=template)
     if args.allow_unsigned:
         log.warning("%s: --allow-unsigned: this core also boots UNSIGNED firmware images (development only)",
                     args.name)

@@ -307,7 +307,9 @@ def serve(fw: Firmware, endpoint: str) -> None:
     sock.close(0)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, forked: bool = False) -> None:
+    """``forked``: this process was forked from the core's firmware template
+    (``dsp_side.fwtemplate``), which already made it die with the core."""
     ap = argparse.ArgumentParser(prog="python -m dsp_side.firmware",
                                  description="Firmware process of one simulated DSP core (started by the core).")
     ap.add_argument("--core", required=True)
@@ -328,7 +330,8 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     unload_requested = []
     signal.signal(signal.SIGUSR1, lambda signum, frame: unload_requested.append(signum))
-    proc.die_with_parent()
+    if not forked:
+        proc.die_with_parent()
     proc.private_umask()
     soclog.setup("dsp")
     if not heap.keep_heap():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -11,10 +12,12 @@ import time
 from pathlib import Path
 
 from dsp_side.firmware import CRASH_EXIT
+from dsp_side.fwtemplate import ForkedChild, Template
 from dsp_side.signing import Signer
 from dsp_side.watchdog import WatchdogWord
 from vdsp_sim.board import proc
 
+log = logging.getLogger("vdsp.core")
 UNLOAD_GRACE_S = 2.0    # a stopped firmware's destroy hooks get this long before SIGKILL
 
 
@@ -23,10 +26,12 @@ class FirmwareProcess:
     READY line, and at EOF when the process dies."""
 
     def __init__(self, core: str, endpoint: str, rt: Path, image_path: Path, *, watchdog_ms: int,
-                 signer: Signer) -> None:
+                 signer: Signer, template: Template | None = None) -> None:
         """``signer``: who signed the image, as the core verified it; the firmware process
         verifies the image again against exactly that key (or, for an unsigned image the core
-        allowed, against none) before it unpacks or runs anything."""
+        allowed, against none) before it unpacks or runs anything. ``template``: the core's
+        firmware template, which forks the process (``dsp_side.fwtemplate``); without one, or
+        when it is gone, the process is ``python -m dsp_side.firmware``."""
         self.core, self.endpoint, self.image_path, self.signer = core, endpoint, image_path, signer
         self.workdir = rt / f"{core}.fw"
         self.watchdog_path = str(rt / f"{core}.watchdog")
@@ -36,12 +41,21 @@ class FirmwareProcess:
             self.crash_path.unlink()
         except FileNotFoundError:
             pass
-        cmd = [sys.executable, "-m", "dsp_side.firmware", "--core", core, "--endpoint", endpoint,
-               "--watchdog-file", self.watchdog_path, "--crash-file", str(self.crash_path),
-               "--image", str(image_path), "--workdir", str(self.workdir), "--watchdog-ms", str(watchdog_ms),
-               *(["--allow-unsigned"] if signer.unsigned else ["--signer", signer.public_b64])]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                     cwd=os.getcwd(), env=proc.child_env(_child_env()))
+        argv = ["--core", core, "--endpoint", endpoint,
+                "--watchdog-file", self.watchdog_path, "--crash-file", str(self.crash_path),
+                "--image", str(image_path), "--workdir", str(self.workdir), "--watchdog-ms", str(watchdog_ms),
+                *(["--allow-unsigned"] if signer.unsigned else ["--signer", signer.public_b64])]
+        self.proc: subprocess.Popen | ForkedChild
+        self.forked = False
+        if template is not None and template.alive():
+            try:
+                self.proc = template.spawn(argv)
+                self.forked = True
+            except OSError as exc:
+                log.warning("%s: firmware template failed (%s): starting the firmware afresh", core, exc)
+        if not self.forked:
+            self.proc = subprocess.Popen([sys.executable, "-m", "dsp_side.firmware", *argv], stdout=subprocess.PIPE,
+                                         stdin=subprocess.DEVNULL, cwd=os.getcwd(), env=proc.child_env(_child_env()))
         assert self.proc.stdout is not None     # stdout=PIPE
         self.fd = self.proc.stdout.fileno()
         self.started = time.monotonic()

@@ -33,8 +33,12 @@ def keep_heap() -> bool:
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_NEVER))
 
 
-#: working memory touched at firmware boot (``VDSP_FW_HEAP_MB`` overrides; 0 disables)
-PREFAULT_MB = 96
+#: working memory touched at firmware boot (``VDSP_FW_HEAP_MB`` overrides; 0 disables). Off by
+#: default since firmwares are forked from the core's template (dsp_side/fwtemplate.py): the 96 MiB
+#: it used to touch were private to each firmware (half of an idle SoC's memory), and touching them
+#: in the template instead saves nothing (a forked firmware's first write to such a page copies it,
+#: a fault as dear as the one it was to spare). A first large task pays its page faults once.
+PREFAULT_MB = 0
 
 
 def prefault(nbytes: int | None = None, chunk: int = 8 << 20) -> int:

@@ -48,7 +48,7 @@ def test_two_private_socs_side_by_side_share_nothing_and_leave_nothing():
             assert client.rpc(opids.PING, core=CORE_1).wait(5000) == {"core": "vdsp1"}
         pids = [a.pid(n) for n in ("relay", "vdsp0", "vdsp1")]
         firmware = [c for n in ("vdsp0", "vdsp1") for c in ps.children(a.pid(n))]
-        assert len(firmware) == 2
+        assert len(firmware) == 4       # each core's firmware and the firmware template it is forked from
     assert not any(alive(p) for p in pids + firmware)
     assert not a.rt.exists() and not a.ddr_dir.exists()
     assert naming_env() == before

@@ -49,9 +49,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.detach:
         return _up_detached(rt, args)
     soclog.setup("dsp")
+    from dsp_side import fwtemplate
+    # forked now, while this process has one thread: the cores are forked from it (their firmware
+    # templates and firmwares from them), so what they import is in memory once for the whole SoC
+    template = fwtemplate.Template("soc") if fwtemplate.soc_enabled() else None
     sup = Supervisor(rt, log_dir=rt / "log" if args.log_files else None,
                      core_args=["--watchdog-ms", str(args.watchdog_ms),
-                                *(["--allow-unsigned"] if args.allow_unsigned else [])], restart=True)
+                                *(["--allow-unsigned"] if args.allow_unsigned else [])], restart=True,
+                     template=template)
     if args.allow_unsigned:
         print("vdsp up: --allow-unsigned: the cores also boot UNSIGNED firmware images (development only)",
               file=sys.stderr, flush=True)
@@ -105,7 +110,7 @@ def _up_detached(rt: Path, args: argparse.Namespace) -> int:
             print(f"vdsp up -d: the SoC failed to start ({why[-1][9:] if why else exit_text(proc.returncode)}); "
                   f"see {rt / 'log'}", file=sys.stderr)
             return 1
-        time.sleep(0.1)
+        time.sleep(0.02)
     print(f"vdsp up -d: the SoC did not run within --timeout {args.timeout:g} s; see {rt / 'log'}", file=sys.stderr)
     return 1
 

@@ -106,8 +106,11 @@ class Supervisor:
 
     def __init__(self, rt: Path, *, cores: tuple[str, ...] = CORE_NAMES, relay: bool = True,
                  log_dir: Path | None = None, core_args: list[str] | None = None,
-                 relay_args: list[str] | None = None, restart: bool = False) -> None:
+                 relay_args: list[str] | None = None, restart: bool = False, template=None) -> None:
+        """``template``: a ``dsp_side.fwtemplate.Template`` this process forked (``vdsp up``): the
+        cores are forked from it, so what they and their firmwares import is in memory once."""
         self.rt, self.cores, self.relay, self.log_dir = rt, cores, relay, log_dir
+        self.template = template
         self.core_args, self.relay_args = core_args or [], relay_args or []
         self.restart = restart
         self.children: dict[str, Child] = {}
@@ -125,6 +128,13 @@ class Supervisor:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             out = open(self.log_dir / f"{child.name}.log", "ab")
         try:
+            if self.template is not None and child.name in self.cores and self.template.alive():
+                try:
+                    child.proc = self.template.spawn_core(child.cmd[4:], proc.child_env(_env(self.rt)),
+                                                          None if out is None else out.fileno())
+                    return
+                except OSError as exc:
+                    log.warning("%s: the SoC's template failed (%s): starting it afresh", child.name, exc)
             child.proc = subprocess.Popen(child.cmd, env=proc.child_env(_env(self.rt)), stdin=subprocess.DEVNULL,
                                           stdout=out, stderr=out)
         finally:
@@ -132,7 +142,8 @@ class Supervisor:
                 out.close()
 
     def start(self) -> None:
-        """Spawn cores then the relay. Raises ApiUseError if a relay already runs here."""
+        """Spawn cores then the relay (with a template, the relay first). Raises ApiUseError if a
+        relay already runs here."""
         if self.relay and PidFile(self.rt / "relay.pid").read() is not None:
             raise errors.ApiUseError(f"a relay already runs for {self.rt} (vdsp down first)")
         self._ensure_keys()
@@ -146,7 +157,9 @@ class Supervisor:
                                                *self.core_args])
         if self.relay:
             self.children["relay"] = Child("relay", [sys.executable, "-m", "relay_server.main", *self.relay_args])
-        for child in self.children.values():
+        # the relay first: a core forked from the template waits for its imports, and the relay
+        # (which imports none of them) connects to the cores whenever they bind
+        for child in sorted(self.children.values(), key=lambda c: self.template is not None and c.name != "relay"):
             self._spawn(child)
         self._write_state()
 
@@ -164,6 +177,9 @@ class Supervisor:
     # --- supervision ----------------------------------------------------------------------
     def tick(self, now: float | None = None) -> None:
         """Notice exits, restart what is due (``restart=True`` only); call it every TICK_S."""
+        if self.template is not None and not self.stopping:   # we are a subreaper: a dead core's orphans end here
+            from dsp_side.fwtemplate import reap_strays
+            reap_strays({self.template.pid, *(p.pid for p in self.procs.values())})
         if not self.restart or self.stopping:
             return
         now = time.monotonic() if now is None else now
@@ -273,7 +289,7 @@ class Supervisor:
                     return last
             except errors.VdspError as exc:
                 last = {"error": str(exc)}
-            time.sleep(0.2)
+            time.sleep(0.05)
         raise errors.CoreOffline(f"SoC not running after {timeout_s:.0f}s: {last}")
 
     def cpu_ticks(self) -> int:
@@ -317,6 +333,9 @@ class Supervisor:
         if self.state_file is not None:
             self.state_file.remove()
         self.children.clear()
+        if self.template is not None:
+            self.template.close()
+            self.template = None
 
 
 def _ordinal(n: int) -> str:
