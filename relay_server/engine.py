@@ -41,6 +41,8 @@ TO_CLIENT, TO_CTL, TO_FW, OPEN_FW, CLOSE_FW = "client", "ctl", "fw", "open_fw", 
 _CORE_INDEX = {int(Core.ANY): None, int(Core.CORE_0): 0, int(Core.CORE_1): 1}  # header core -> index
 MAX_CLIENT_BYTES = 256 << 20    # bytes of one client's tasks the relay holds (queued, not yet sent)
 MAX_QUEUED_BYTES = 1 << 30      # the same, all clients together
+DISCONNECT_RECHECK_S = 3.0       # after a client connection closed, exited clients are looked for this long
+RECHECK_EVERY_S = 0.1            # ... this often
 MAX_FW_HELLOS = 64              # our unanswered greetings of firmwares remembered
 
 
@@ -76,6 +78,8 @@ class RelayEngine:
                  observer: RelayObserver | None = None, facts=lambda pid, now: ProcFact.UNKNOWN) -> None:
         self.heartbeat_ms, self.hung_ms, self.credit, self.pid = heartbeat_ms, hung_ms, credit, pid
         self.facts = facts
+        self._recheck_until = 0.0        # clients are looked at on ticks until then (a disconnect)
+        self._next_recheck = 0.0
         self.max_tasks_per_client = max_tasks_per_client
         self.ownership, self.admin_only_writes, self.is_admin = ownership, admin_only_writes, is_admin
         self.started = now
@@ -523,7 +527,13 @@ class RelayEngine:
 
     def client_disconnected(self, now: float) -> None:
         """Some client connection closed (the socket does not say whose): drop at once every
-        client whose process, as the kernel named it at connect, has exited."""
+        client whose process, as the kernel named it at connect, has exited. A process closes its
+        sockets before it becomes a zombie, so the clients are looked at again on each tick for
+        DISCONNECT_RECHECK_S more."""
+        self._recheck_until = now + DISCONNECT_RECHECK_S
+        self._drop_exited_clients(now)
+
+    def _drop_exited_clients(self, now: float) -> None:
         for client in list(self.clients.values()):
             if client.kernel_pid and self.facts(client.kernel_pid, now) is ProcFact.GONE:
                 self.drop_client(client, f"disconnected (process {client.kernel_pid} exited)")
@@ -535,6 +545,9 @@ class RelayEngine:
     def tick(self, now: float) -> None:
         """Heartbeats out, HELLO retries to silent cores, hung peers declared dead (silent past
         ``hung_ms`` and, where the kernel shows their process, not progressing)."""
+        if now < self._recheck_until and now >= self._next_recheck:
+            self._next_recheck = now + RECHECK_EVERY_S
+            self._drop_exited_clients(now)
         for core in self.cores:
             if core.hello_due(now):
                 self.to_ctl(core, messages.hello(next(self.ids), "relay", name="dsp_relay_server"))

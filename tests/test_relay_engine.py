@@ -377,6 +377,24 @@ def test_a_client_is_dropped_when_its_connection_closes_not_when_it_is_silent_fo
     assert B in r.e.clients
 
 
+def test_a_client_whose_process_is_still_exiting_at_its_disconnect_is_dropped_when_it_has_exited():
+    # a dying process closes its sockets before the kernel shows it as exited (a zombie)
+    r = Relay(credit=1)
+    up_with_pids(r)
+    r.send(A, messages.hello(1, "client", pid=555))
+    r.e.clients[A].kernel_pid = 555
+    r.task(A, 2, core=Core.CORE_0)
+    r.task(A, 3, core=Core.CORE_0)
+    r.take()
+    r.facts[555] = ProcFact.PROGRESSING          # still in exit(2) when the close is seen
+    r.e.client_disconnected(r.now)
+    assert A in r.e.clients
+    r.facts[555] = ProcFact.GONE
+    r.now += 0.5
+    r.e.tick(r.now)                              # looked at again shortly after
+    assert A not in r.e.clients and r.e.query("stats")["queued"] == 0
+
+
 def test_ready_tells_clients_the_relay_s_pid_and_hung_deadline():
     r = Relay(hung_ms=7000)
     up_with_pids(r)
