@@ -649,12 +649,19 @@ def _open_lock(path: str) -> int | None:
 
 
 def _lock_if_dead(path: str) -> int | None:
-    """An fd holding LOCK_EX on ``path`` if nobody holds it and it is still that file, else None."""
+    """An fd holding LOCK_SH on ``path`` if nobody holds LOCK_EX on it (its owner is dead) and it
+    is still that file, else None.
+
+    Shared, not exclusive: readers judge an owner alive by LOCK_SH failing (``acl._alive``), so
+    a reaper at work must not look like the owner (a dead owner's grants were honoured while
+    a reaper removed its files). Its id stays unclaimable meanwhile: a claim links a new lock
+    file to the name, which fails while the old one is there.
+    """
     fd = _open_lock(path)
     if fd is None:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         st, now = os.fstat(fd), os.lstat(path)
         if (st.st_ino, st.st_dev) == (now.st_ino, now.st_dev):
             return fd   # still the file at that name: another reaper has not removed it
