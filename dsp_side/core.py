@@ -18,7 +18,7 @@ from pathlib import Path
 import zmq
 
 from protocol import errors
-from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS
+from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, MAX_BODY
 from protocol.remoteproc import Action
 from dsp_side import image, signing
 from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
@@ -26,6 +26,7 @@ from dsp_side.fwproc import FirmwareProcess
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
 from vdsp_sim.board import curve, ddr, runtime, trace
+from vdsp_sim.board.admission import Admission
 
 log = logging.getLogger("vdsp.core")
 REAP_EVERY_S = 1.0
@@ -44,6 +45,8 @@ class CoreServer:
         self.sock.linger = 0
         self.sock.router_mandatory = False
         self.sock.sndhwm = 10000
+        # control messages carry no raw frames: one frame over MAX_BODY closes its connection
+        self.admission = Admission(self.sock, name, max_frame=MAX_BODY)
         self.gate = curve.Gate(self.ctx, curve.keys_dir()) if curve.is_tcp(bind) else None
         curve.secure_server(self.sock, bind)
         self.sock.bind(bind)
@@ -162,6 +165,7 @@ class CoreServer:
     def close(self) -> None:
         self.engine.exiting()
         self.flush()
+        self.admission.stop()
         self.sock.close(0)
         if self.gate is not None:
             self.gate.stop()

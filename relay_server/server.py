@@ -19,6 +19,7 @@ from protocol.constants import HEARTBEAT_INTERVAL_MS, MAX_RAW_FRAME, MAX_TASKS_P
 from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from relay_server.observe import RelayObserver
 from vdsp_sim.board import curve, ddr, runtime, trace
+from vdsp_sim.board.admission import Admission
 from vdsp_sim.board.ownership import Ownership
 from vdsp_sim.board.zsock import send_frames
 
@@ -40,7 +41,8 @@ class RelayServer:
         self.front.router_mandatory = True
         self.front.sndhwm = CLIENT_SNDHWM        # per client: a client that never reads cannot grow us
         self.front.rcvhwm = 10000
-        self.front.maxmsgsize = MAX_RAW_FRAME    # a larger frame closes that connection before it is read
+        # a larger frame closes that connection before it is read; unauthenticated peers are bounded
+        self.admission = Admission(self.front, "relay", max_frame=MAX_RAW_FRAME)
         self.gate = curve.Gate(self.ctx, curve.keys_dir()) if curve.is_tcp(bind) else None
         curve.secure_server(self.front, bind)
         self.front.bind(bind)
@@ -70,6 +72,7 @@ class RelayServer:
         sock = self.ctx.socket(zmq.DEALER)
         sock.linger = 0
         sock.sndhwm = sock.rcvhwm = 100000
+        sock.maxmsgsize = MAX_RAW_FRAME
         sock.reconnect_ivl = 50
         curve.secure_client(sock, endpoint, key_file=curve.keys_dir() / "relay.key_secret")
         sock.connect(endpoint)
@@ -172,6 +175,7 @@ class RelayServer:
             self.ctl[index].disable_monitor()
             self.ctl_monitors[index].close(0)
             self.ctl[index].close(0)
+        self.admission.stop()
         self.front.close(0)
         if self.gate is not None:
             self.gate.stop()
