@@ -107,6 +107,9 @@ class Client:
             message, supervised = f"no relay answers at {endpoint}", False
             while not req.done():
                 now = time.monotonic()
+                refusal = self.transport.refused(link)
+                if refusal:
+                    raise errors.KeyRefused(refusal)
                 if decide_at is not None and now >= decide_at:
                     decide_at = None
                     plan = self.transport.unanswered(endpoint)
@@ -130,6 +133,21 @@ class Client:
         finally:
             self.session.forget(req.msg_id)
 
+    def _await_hello(self, link, req) -> dict:
+        """``req``'s reply within ``connect_timeout_s``. Raises TaskTimeout, KeyRefused at once if
+        the server refuses our key, or the error the server answered with."""
+        deadline = time.monotonic() + self.connect_timeout_s
+        while True:
+            refusal = self.transport.refused(link)
+            if refusal:
+                raise errors.KeyRefused(refusal)
+            left_ms = (deadline - time.monotonic()) * 1000
+            try:
+                return req.wait(max(1.0, min(100.0, left_ms)))
+            except errors.TaskTimeout:
+                if left_ms <= 100.0:
+                    raise
+
     def _connect_direct(self) -> None:
         now = time.monotonic()
         for name, endpoint in self.transport.servers().items():
@@ -140,7 +158,10 @@ class Client:
             self.links[name] = link
             req = self._request(link, self.session.hello())
             try:
-                info = req.wait(self.connect_timeout_s * 1000)
+                info = self._await_hello(link, req)
+            except errors.KeyRefused:
+                peer.alive = False      # no DISCONNECT on a link the server refused (a send would block)
+                raise
             except errors.TaskTimeout:
                 log.warning("core %s does not answer at %s", name, endpoint)
                 self.transport.release(link)

@@ -145,6 +145,35 @@ def test_an_allowed_client_may_use_direct_mode_but_not_write_there_either(tcp_so
         assert exc.value.code == -13
 
 
+@pytest.mark.parametrize("mode", ["relay", "direct"])
+def test_a_revoked_key_is_told_at_once_that_the_server_refused_it(tcp_soc, monkeypatch, mode):
+    """Before, a client whose key had been revoked waited its whole connect timeout (20 s) and
+    got RelayUnavailable 'no relay answers', with no hint that its key was the problem."""
+    env = dict(os.environ, VDSP_KEYS_DIR=str(tcp_soc.keys))
+    vdsp = [sys.executable, "-m", "vdsp_sim.cli", "keys"]
+    subprocess.run(vdsp + ["add", f"gone-{mode}"], env=env, check=True, capture_output=True, timeout=60)
+    subprocess.run(vdsp + ["revoke", f"gone-{mode}"], env=env, check=True, capture_output=True, timeout=60)
+    monkeypatch.setenv("VDSP_CLIENT_KEY", str(tcp_soc.keys / f"gone-{mode}.key_secret"))
+    monkeypatch.setenv("VDSP_CORE_ENDPOINTS", ",".join(f"{n}={e}" for n, e in tcp_soc.ctl.items()))
+    with pytest.raises(errors.VdspError) as exc:
+        Soc(mode=mode, autostart_relay=False, connect_timeout_s=5)
+    assert exc.value.code == -6000301, exc.value
+    assert "the server did not accept this client key" in exc.value.message
+    assert f"gone-{mode}.key_secret" in exc.value.message
+
+
+def test_vdsp_names_a_refused_key_and_its_code(tcp_soc):
+    env = dict(os.environ, VDSP_KEYS_DIR=str(tcp_soc.keys), VDSP_RELAY_ENDPOINT=tcp_soc.relay)
+    vdsp = [sys.executable, "-m", "vdsp_sim.cli"]
+    subprocess.run(vdsp + ["keys", "add", "gone-cli"], env=env, check=True, capture_output=True, timeout=60)
+    subprocess.run(vdsp + ["keys", "revoke", "gone-cli"], env=env, check=True, capture_output=True, timeout=60)
+    env["VDSP_CLIENT_KEY"] = str(tcp_soc.keys / "gone-cli.key_secret")
+    res = subprocess.run(vdsp + ["status"], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0
+    assert "the server did not accept this client key" in res.stderr + res.stdout
+    assert "HB_DSP_KEY_REFUSED" in res.stderr + res.stdout or "-6000301" in res.stderr + res.stdout
+
+
 STRANGER = textwrap.dedent("""
     import json, os, sys, tempfile, time
     import zmq, zmq.auth
