@@ -143,7 +143,7 @@ def prune(directory: Path, keep: str | None = None, room: int = 0) -> list[str]:
     ``MAX_TOTAL_BYTES - room`` bytes and ``MAX_SESSIONS - 1`` sessions; returns their names."""
     found = [(p, n) for p, n in sessions(directory) if p.name != keep]
     total = sum(n for _, n in found)
-    removed = []
+    removed: list[str] = []
     for path, size in found:
         if total <= MAX_TOTAL_BYTES - room and len(found) - len(removed) < MAX_SESSIONS:
             break
