@@ -100,12 +100,14 @@ class Admission:
             return sum(1 for c in self.conns.values() if c.pending), len(self.conns)
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(2.0)
+        """End the monitor (before the socket is closed): first disable it (its PAIR socket is
+        still open: disabling after closing that blocks), then let the thread close the PAIR."""
         try:
             self._sock.disable_monitor()
         except zmq.ZMQError:
             pass
+        self._stop.set()
+        self._thread.join(2.0)
 
     # --- the monitor thread -------------------------------------------------------------------
     def _run(self) -> None:
