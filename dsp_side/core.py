@@ -18,7 +18,7 @@ from pathlib import Path
 import zmq
 
 from protocol import errors
-from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, MAX_BODY
+from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, MAX_RAW_FRAME
 from protocol.remoteproc import Action
 from dsp_side import image, signing
 from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
@@ -45,8 +45,8 @@ class CoreServer:
         self.sock.linger = 0
         self.sock.router_mandatory = False
         self.sock.sndhwm = 10000
-        # control messages carry no raw frames: one frame over MAX_BODY closes its connection
-        self.admission = Admission(self.sock, name, max_frame=MAX_BODY)
+        # a larger frame closes that connection before it is read; unauthenticated peers are bounded
+        self.admission = Admission(self.sock, name, max_frame=MAX_RAW_FRAME)
         self.gate = curve.Gate(self.ctx, curve.keys_dir()) if curve.is_tcp(bind) else None
         curve.secure_server(self.sock, bind)
         self.sock.bind(bind)

@@ -252,7 +252,6 @@ class RelayEngine:
         relay_id = next(self.ids)
         self.forwarded[relay_id] = (client.identity, msg.msg_id, core.index)
         msg.msg_id = relay_id
-        msg.raw = []    # raw frames mean nothing to a core, whose control endpoint takes frames of MAX_BODY at most
         self.to_ctl(core, msg)
 
     def cancel(self, client: Client, msg_id: int, target: int) -> None:
