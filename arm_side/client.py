@@ -113,6 +113,9 @@ class Client:
             message, plan = f"no relay answers at {endpoint} within {self.connect_timeout_s:g} s", None
             while not req.done():
                 now = time.monotonic()
+                refusal = self.transport.refused(link)
+                if refusal:
+                    raise errors.KeyRefused(refusal)
                 if decide_at is not None and now >= decide_at:
                     decide_at = None
                     plan = self.transport.unanswered(endpoint)
@@ -143,7 +146,10 @@ class Client:
             self.links[name] = link
             req = self._request(link, self.session.hello())
             try:
-                info = self._await_core(req, endpoint)
+                info = self._await_core(link, req, endpoint)
+            except errors.KeyRefused:
+                peer.alive = False      # no DISCONNECT on a link the server refused (a send would block)
+                raise
             except errors.TaskTimeout as exc:
                 log.warning("core %s does not answer at %s: %s", name, endpoint, exc.message)
                 self.transport.release(link)
@@ -156,14 +162,18 @@ class Client:
         if not any(p.alive for p in self.session.peers):
             raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")
 
-    def _await_core(self, req: Request, endpoint: str) -> dict:
+    def _await_core(self, link, req: Request, endpoint: str) -> dict:
         """A core's READY: waited for up to ``connect_timeout_s`` while something serves its
         endpoint (a slow core answers late), given up at once when nothing does. Raises
-        TaskTimeout saying which."""
+        TaskTimeout saying which, KeyRefused at once if the server refuses our key, or the
+        error the server answered with."""
         deadline = time.monotonic() + self.connect_timeout_s
         while True:
+            refusal = self.transport.refused(link)
+            if refusal:
+                raise errors.KeyRefused(refusal)
             try:
-                return req.wait(500)
+                return req.wait(100)
             except errors.TaskTimeout:
                 problem = self.transport.server_problem(endpoint)
                 if problem:

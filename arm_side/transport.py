@@ -16,10 +16,10 @@ not answer (:meth:`Transport.unanswered`).
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
 import zmq
-from zmq.utils.monitor import parse_monitor_message
 
 from arm_side import autostart
 from arm_side.channel import Channel
@@ -67,6 +67,10 @@ class Transport:
         """Why waiting for a server (a core) at ``endpoint`` is pointless now: none serves there."""
         return None
 
+    def refused(self, link) -> str | None:
+        """Why ``link``'s server refused our key (the CURVE handshake failed), or None."""
+        return None
+
     def probe_delay(self, endpoint: str) -> float | None:
         """Seconds to wait for a relay's READY before :meth:`unanswered` (None: never ask)."""
         return None
@@ -83,7 +87,7 @@ class ZmqTransport(Transport):
         self.rt = rt or runtime.runtime_dir()
         self.may_autostart = autostart_relay
         self.ctx = zmq.Context()
-        self.monitors: dict[int, zmq.Socket] = {}
+        self.monitors: dict[int, _Watch] = {}
 
     def servers(self) -> dict[str, str]:
         if self.mode == "relay":
@@ -92,43 +96,72 @@ class ZmqTransport(Transport):
 
     def open(self, endpoint: str, name: str, *, watch: bool = False) -> Channel:
         channel = Channel(self.ctx, endpoint, name)
-        if watch:   # a relay that dies closes the connection: we hear it at once
+        tcp = curve.is_tcp(endpoint)
+        if watch or tcp:   # a relay that dies closes the connection, a server that refuses our key
+            events = (zmq.EVENT_DISCONNECTED if watch else 0) | (_HANDSHAKE if tcp else 0)   # says so: at once
             with channel.lock:
-                self.monitors[id(channel)] = channel.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+                self.monitors[id(channel)] = _Watch(channel.sock.get_monitor_socket(events), watch)
         return channel
 
     def release(self, link: Channel) -> None:
-        monitor = self.monitors.pop(id(link), None)
-        if monitor is not None:
+        entry = self.monitors.pop(id(link), None)
+        if entry is not None:
             with link.lock:
                 if not link.closed:
                     try:
                         link.sock.disable_monitor()
                     except zmq.ZMQError:
                         pass
-                monitor.close(0)
+                entry.monitor.close(0)
         link.close()
 
     def firmware_endpoint(self, announced: str, control: str) -> str:
         return runtime.connectable(announced, control)
 
     def lost(self, link: Channel) -> bool:
-        monitor = self.monitors.get(id(link))
-        if monitor is None:
+        entry = self.monitors.get(id(link))
+        if entry is None or not entry.watch:
             return False
-        gone = False
+        self._events(link, entry)
+        gone, entry.gone = entry.gone, False
+        return gone
+
+    def refused(self, link: Channel) -> str | None:
+        entry = self.monitors.get(id(link))
+        if entry is None:
+            return None
+        self._events(link, entry)
+        if entry.refusal is not None:
+            return f"{entry.refusal} at {link.endpoint} ({link.name}; {_our_key()})"
+        return None
+
+    def _events(self, link: Channel, entry: "_Watch") -> None:
+        """Read ``link``'s monitor into ``entry``: ``gone`` once its connection closed, ``refusal``
+        once a server refused our handshake."""
         with link.lock:
             if link.closed:
-                return False
+                return
             while True:
                 try:
-                    frames = monitor.recv_multipart(zmq.NOBLOCK)
+                    frames = entry.monitor.recv_multipart(zmq.NOBLOCK)
                 except zmq.ZMQError:
-                    return gone
-                try:
-                    gone = gone or parse_monitor_message(frames)["event"] == zmq.EVENT_DISCONNECTED
-                except (ValueError, KeyError, IndexError):
-                    pass
+                    return
+                if len(frames) != 2 or len(frames[0]) != 6:
+                    continue
+                event, value = struct.unpack("=hi", frames[0])
+                event &= 0xFFFF
+                if event == zmq.EVENT_DISCONNECTED:
+                    entry.gone = True
+                elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                    entry.failures = 0
+                elif event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                    entry.refusal = (f"the server did not accept this client key (ZAP status {value}: not on its "
+                                     "allow-list, or revoked)")
+                elif event & (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
+                    entry.failures += 1     # a wrong server key: the server drops every handshake
+                    if entry.failures >= HANDSHAKE_FAILURES and entry.refusal is None:
+                        entry.refusal = (f"the server did not accept this client's CURVE handshake "
+                                         f"{entry.failures} times: is VDSP_SERVER_KEY the key of this server?")
 
     def before_hello(self, owner: int) -> None:
         """Over tcp a server verifies our owner by the CURVE key our owner names in its access
@@ -163,7 +196,31 @@ class ZmqTransport(Transport):
         return None
 
     def close(self) -> None:
-        for monitor in self.monitors.values():
-            monitor.close(0)
+        for entry in self.monitors.values():
+            entry.monitor.close(0)
         self.monitors.clear()
         self.ctx.term()
+
+
+HANDSHAKE_FAILURES = 5      # handshakes failed without a word (a wrong server key) before we say so
+_HANDSHAKE = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+              | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+
+class _Watch:
+    """A link's socket monitor and what it told."""
+
+    __slots__ = ("monitor", "watch", "gone", "failures", "refusal")
+
+    def __init__(self, monitor: zmq.Socket, watch: bool) -> None:
+        self.monitor, self.watch = monitor, watch
+        self.gone = False
+        self.failures = 0
+        self.refusal: str | None = None
+
+
+def _our_key() -> str:
+    try:
+        return f"client key {curve.client_key_file()}, public key {curve.client_public_key()[:8]}..."
+    except Exception:       # the key file went away meanwhile: the refusal is the news
+        return f"client key {curve.client_key_file()}"

@@ -18,7 +18,7 @@ from pathlib import Path
 import zmq
 
 from protocol import errors
-from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS
+from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME
 from protocol.remoteproc import Action
 from dsp_side import image, signing
 from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
@@ -27,6 +27,7 @@ from dsp_side.fwtemplate import Template, reap_strays
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
 from vdsp_sim.board import curve, ddr, runtime, trace
+from vdsp_sim.board.admission import Admission
 from vdsp_sim.board.procfacts import ProcFacts
 
 log = logging.getLogger("vdsp.core")
@@ -49,6 +50,8 @@ class CoreServer:
         self.sock.linger = 0
         self.sock.router_mandatory = False
         self.sock.sndhwm = 10000
+        # a larger frame closes that connection before it is read; unauthenticated peers are bounded
+        self.admission = Admission(self.sock, name, max_frame=MAX_RAW_FRAME)
         self.gate = curve.Gate(self.ctx, curve.keys_dir()) if curve.is_tcp(bind) else None
         curve.secure_server(self.sock, bind)
         self.sock.bind(bind)
@@ -169,6 +172,7 @@ class CoreServer:
     def close(self) -> None:
         self.engine.exiting()
         self.flush()
+        self.admission.stop()
         self.sock.close(0)
         if self.gate is not None:
             self.gate.stop()

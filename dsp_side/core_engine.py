@@ -16,7 +16,7 @@ import logging
 import time
 
 from protocol import errors, messages, wire
-from protocol.constants import HUNG_AFTER_MS, HUNG_HARD_FACTOR, Command
+from protocol.constants import HUNG_AFTER_MS, HUNG_HARD_FACTOR, MAX_SLEEP_MS, SLEEP_SHARE_OF_WATCHDOG, Command
 from protocol.liveness import Liveness, ProcFact
 from protocol.remoteproc import Action
 from dsp_side.remoteproc import Device
@@ -88,7 +88,9 @@ class CoreEngine:
                 "fw_endpoint": self.fw_bind, "heartbeat_ms": self.heartbeat_ms, "hung_ms": self.hung_ms,
                 "crash_count": snap["crash_count"], "pid": self.pid,
                 "fw_pid": self.fw.pid if self.fw and info else None,
-                "firmware_signer": self.fw.signer if self.fw and info else "", "allow_unsigned": self.allow_unsigned}
+                "firmware_signer": self.fw.signer if self.fw and info else "", "allow_unsigned": self.allow_unsigned,
+                "watchdog_ms": round(self.watchdog_s * 1000),
+                "max_sleep_ms": int(min(MAX_SLEEP_MS, self.watchdog_s * 1000 * SLEEP_SHARE_OF_WATCHDOG))}
 
     def broadcast_state(self, reason: str, crash: dict | None = None) -> None:
         body = self.ready_body()

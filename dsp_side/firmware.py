@@ -38,6 +38,7 @@ from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
 from dsp_side.watchdog import WatchdogWord
 from vdsp_sim.board import curve, log as soclog, proc, runtime
+from vdsp_sim.board.admission import Admission
 from vdsp_sim.board.hellogate import HelloGate
 from vdsp_sim.board.ownership import Bindings, Ownership
 from vdsp_sim.board.zsock import NOBLOCK, readable, send_frames
@@ -224,7 +225,8 @@ def serve(fw: Firmware, endpoint: str) -> None:
     sock = ctx.socket(zmq.ROUTER)
     sock.linger = 0
     sock.router_mandatory = False
-    sock.maxmsgsize = MAX_RAW_FRAME     # a larger frame closes that connection before it is read
+    # a larger frame closes that connection before it is read; unauthenticated peers are bounded
+    Admission(sock, f"{fw.core} firmware", max_frame=MAX_RAW_FRAME)     # its thread ends with the process
     gate = curve.Gate(ctx, curve.keys_dir()) if curve.is_tcp(endpoint) else None   # runs while we serve
     curve.secure_server(sock, endpoint)
     sock.bind(endpoint)

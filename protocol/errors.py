@@ -47,6 +47,7 @@ The same codes travel on the wire as ``{code, name, message}``.
     │   ├── CoreDead            -6000292    HB_DSP_CORE_DEAD (process exited, or hung)
     │   └── CoreBusy            -6000293    HB_DSP_BUSY (queue full)
     ├── RelayUnavailable        -6000300    HB_DSP_RELAY_UNAVAILABLE
+    ├── KeyRefused              -6000301    HB_DSP_KEY_REFUSED (tcp: the server refused our CURVE key)
     └── RemoteprocError                     (sysfs-style attribute writes, errno)
         ├── RemoteprocBusy      -16         EBUSY
         ├── RemoteprocNoEnt     -2          ENOENT (firmware image missing)
@@ -364,6 +365,13 @@ class RelayUnavailable(VdspError):
     code = -6000300
     name = "HB_DSP_RELAY_UNAVAILABLE"
     description = "relay server is not reachable"
+
+
+class KeyRefused(VdspError):
+    """HB_DSP_KEY_REFUSED (-6000301): the server did not accept this client key (CURVE handshake refused)."""
+    code = -6000301
+    name = "HB_DSP_KEY_REFUSED"
+    description = "the server did not accept this client key"
 
 
 

@@ -27,6 +27,8 @@ class CoreView:
         self.crash_count = 0
         self.firmware_signer = ""        # who signed the running image ("UNSIGNED" under --allow-unsigned)
         self.allow_unsigned = False      # the core boots unsigned images (development)
+        self.watchdog_ms: int | None = None     # the core's firmware watchdog, as it announced it
+        self.max_sleep_ms: int | None = None    # the longest sleep/count its firmware accepts
         self.fw_open = False
         self.fw_endpoint = ""
         self.fw_generation = self.greeted = 0
@@ -52,6 +54,8 @@ class CoreView:
         self.crash_count = body.get("crash_count", self.crash_count)
         self.firmware_signer = body.get("firmware_signer", self.firmware_signer)
         self.allow_unsigned = body.get("allow_unsigned", self.allow_unsigned)
+        self.watchdog_ms = body.get("watchdog_ms", self.watchdog_ms)
+        self.max_sleep_ms = body.get("max_sleep_ms", self.max_sleep_ms)
         interval = body.get("heartbeat_ms")
         if isinstance(interval, int) and interval > 0 and interval != self.heartbeat_ms:
             self.heartbeat_ms = interval
@@ -77,4 +81,5 @@ class CoreView:
         return {"name": self.name, "index": self.index, "endpoint": self.endpoint, "state": self.state.value,
                 "firmware_version": self.firmware_version, "operators": self.operators,
                 "crash_count": self.crash_count, "inflight": len(self.inflight),
-                "firmware_signer": self.firmware_signer, "allow_unsigned": self.allow_unsigned}
+                "firmware_signer": self.firmware_signer, "allow_unsigned": self.allow_unsigned,
+                "watchdog_ms": self.watchdog_ms, "max_sleep_ms": self.max_sleep_ms}

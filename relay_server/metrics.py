@@ -2,17 +2,23 @@
 
 The engine's observer (``relay_server.observe``) calls :class:`RelayMetrics` at each step of
 a task and at each core state change; gauges are refreshed from the engine by the relay's
-loop (:meth:`RelayMetrics.refresh`, once a second, in the loop's thread: the HTTP thread of
-``prometheus_client`` never reads the engine); the DDR figures are read from the DDR
-directory when ``/metrics`` is scraped. The names are listed in docs/observability.md.
+loop (:meth:`RelayMetrics.refresh`, once a second, in the loop's thread: the HTTP thread
+never reads the engine); the DDR figures are read from the DDR directory when ``/metrics``
+is scraped. The names are listed in docs/observability.md. :class:`MetricsServer` serves
+them from one thread, with bounded connections (not prometheus_client's thread per client).
 """
 from __future__ import annotations
 
 import collections
 import os
 import re
+import selectors
+import socket
+import threading
+import time
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector,
+                               generate_latest)
 from prometheus_client.core import GaugeMetricFamily
 
 from protocol import errors
@@ -146,8 +152,146 @@ class RelayMetrics:
                 self.state.labels(core.name, state).set(1 if core.state.value == state else 0)
 
 
-def serve(metrics: RelayMetrics, port: int, addr: str = "0.0.0.0"):
-    """Serve ``/metrics`` on ``addr:port`` from a daemon thread; returns the HTTP server."""
-    from prometheus_client import start_http_server
-    result = start_http_server(port, addr=addr, registry=metrics.registry)
-    return result[0] if isinstance(result, tuple) else result
+MAX_CONNECTIONS = 64            # open scrape connections; a further one closes the oldest
+MAX_REQUEST_BYTES = 8192        # a request (line and headers) larger than this is refused (431)
+IDLE_TIMEOUT_S = 5.0            # a connection that sends or takes nothing this long is closed
+
+
+class MetricsServer:
+    """``/metrics`` over HTTP/1.0 from one thread with a selector (an event loop), whatever the
+    number of clients: at most ``MAX_CONNECTIONS`` open at once (a further one closes the
+    oldest), a request of at most ``MAX_REQUEST_BYTES``, ``IDLE_TIMEOUT_S`` to send it and to
+    take the answer, one request per connection. (prometheus_client's own server started a
+    thread per connection: 3,000 idle connections gave the relay 3,004 threads.)"""
+
+    def __init__(self, registry: CollectorRegistry, port: int, addr: str = "0.0.0.0") -> None:
+        self.registry = registry
+        family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        self.listener = socket.socket(family, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((addr, port))
+        self.listener.listen(128)
+        self.listener.setblocking(False)
+        self.server_address = self.listener.getsockname()
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.listener, selectors.EVENT_READ, None)
+        self.conns: dict = {}          # socket -> _Conn, oldest first
+        self.closed_for_room = 0
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="metrics-http", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        self._stop = True
+        self._thread.join(2.0)
+        for sock in list(self.conns):
+            self._close(sock)
+        self.selector.close()
+        self.listener.close()
+
+    def _run(self) -> None:
+        while not self._stop:
+            for key, events in self.selector.select(0.25):
+                if key.data is None:
+                    self._accept()
+                elif events & selectors.EVENT_READ:
+                    self._read(key.fileobj)
+                elif events & selectors.EVENT_WRITE:
+                    self._write(key.fileobj)
+            now = time.monotonic()
+            for sock, conn in list(self.conns.items()):
+                if now - conn.last > IDLE_TIMEOUT_S:
+                    self._close(sock)
+
+    def _accept(self) -> None:
+        for _ in range(64):
+            try:
+                sock, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:     # EMFILE and the like: try again at the next turn
+                return
+            if len(self.conns) >= MAX_CONNECTIONS:
+                self.closed_for_room += 1
+                self._close(next(iter(self.conns)))
+            sock.setblocking(False)
+            self.conns[sock] = _Conn(time.monotonic())
+            self.selector.register(sock, selectors.EVENT_READ, True)
+
+    def _read(self, sock) -> None:
+        conn = self.conns.get(sock)
+        if conn is None:
+            return
+        try:
+            data = sock.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close(sock)
+            return
+        conn.request += data
+        conn.last = time.monotonic()
+        if b"\r\n\r\n" in conn.request or b"\n\n" in conn.request:
+            self._answer(sock, conn)
+        elif len(conn.request) > MAX_REQUEST_BYTES:
+            self._respond(sock, conn, "431 Request Header Fields Too Large", b"request too large\n")
+
+    def _answer(self, sock, conn: "_Conn") -> None:
+        line = conn.request.split(b"\n", 1)[0].decode("latin-1").split()
+        if len(line) < 2 or line[0] not in ("GET", "HEAD"):
+            return self._respond(sock, conn, "405 Method Not Allowed", b"GET /metrics\n")
+        path = line[1].split("?", 1)[0]
+        if path not in ("/metrics", "/"):
+            return self._respond(sock, conn, "404 Not Found", b"see /metrics\n")
+        try:
+            body = generate_latest(self.registry)
+        except Exception as exc:    # a collector failed: say so, keep serving
+            return self._respond(sock, conn, "500 Internal Server Error", f"{exc}\n".encode())
+        self._respond(sock, conn, "200 OK", b"" if line[0] == "HEAD" else body, CONTENT_TYPE_LATEST)
+
+    def _respond(self, sock, conn: "_Conn", status: str, body: bytes, ctype: str = "text/plain") -> None:
+        conn.out = (f"HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                    "Connection: close\r\n\r\n").encode() + body
+        conn.request = b""
+        self.selector.modify(sock, selectors.EVENT_WRITE, True)
+        self._write(sock)
+
+    def _write(self, sock) -> None:
+        conn = self.conns.get(sock)
+        if conn is None:
+            return
+        try:
+            sent = sock.send(conn.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(sock)
+            return
+        conn.out = conn.out[sent:]
+        conn.last = time.monotonic()
+        if not conn.out:
+            self._close(sock)
+
+    def _close(self, sock) -> None:
+        self.conns.pop(sock, None)
+        try:
+            self.selector.unregister(sock)
+        except (KeyError, ValueError):
+            pass
+        sock.close()
+
+
+class _Conn:
+    __slots__ = ("last", "request", "out")
+
+    def __init__(self, now: float) -> None:
+        self.last = now
+        self.request = b""
+        self.out = b""
+
+
+def serve(metrics: RelayMetrics, port: int, addr: str = "0.0.0.0") -> MetricsServer:
+    """Serve ``/metrics`` on ``addr:port`` from one daemon thread; returns the server."""
+    return MetricsServer(metrics.registry, port, addr)

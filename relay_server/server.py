@@ -20,6 +20,7 @@ from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRA
 from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from relay_server.observe import RelayObserver
 from vdsp_sim.board import curve, ddr, peercred, runtime, trace
+from vdsp_sim.board.admission import Admission
 from vdsp_sim.board.hellogate import HelloGate
 from vdsp_sim.board.ownership import Ownership
 from vdsp_sim.board.procfacts import ProcFacts
@@ -43,7 +44,8 @@ class RelayServer:
         self.front.router_mandatory = True
         self.front.sndhwm = CLIENT_SNDHWM        # per client: a client that never reads cannot grow us
         self.front.rcvhwm = 10000
-        self.front.maxmsgsize = MAX_RAW_FRAME    # a larger frame closes that connection before it is read
+        # a larger frame closes that connection before it is read; unauthenticated peers are bounded
+        self.admission = Admission(self.front, "relay", max_frame=MAX_RAW_FRAME)
         self.gate = curve.Gate(self.ctx, curve.keys_dir()) if curve.is_tcp(bind) else None
         curve.secure_server(self.front, bind)
         self.front.bind(bind)
@@ -65,12 +67,13 @@ class RelayServer:
         # a core process that dies closes our control connection: we hear it at once
         self.ctl_monitors = [sock.get_monitor_socket(zmq.EVENT_DISCONNECTED) for sock in self.ctl]
         # a client connection that closes: the engine looks at once which clients' processes exited
-        self.front_monitor = self.front.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        # (the front's one monitor is the admission's, which counts the closes: self._closes)
+        self._closes = 0
         self.fw: list[zmq.Socket | None] = [None] * len(self.cores)
         self.poller = zmq.Poller()
         self.poller.register(self.front, zmq.POLLIN)
         self.poller.register(self.hellos.fileno(), zmq.POLLIN)
-        for sock in [self.front_monitor] + self.ctl + self.ctl_monitors:
+        for sock in self.ctl + self.ctl_monitors:
             self.poller.register(sock, zmq.POLLIN)
         self.running = True
 
@@ -78,6 +81,7 @@ class RelayServer:
         sock = self.ctx.socket(zmq.DEALER)
         sock.linger = 0
         sock.sndhwm = sock.rcvhwm = 100000
+        sock.maxmsgsize = MAX_RAW_FRAME
         sock.reconnect_ivl = 50
         curve.secure_client(sock, endpoint, key_file=curve.keys_dir() / "relay.key_secret")
         sock.connect(endpoint)
@@ -129,8 +133,6 @@ class RelayServer:
             for sock, _ in self.poller.poll(TICK_MS):
                 if sock is self.front:
                     self._drain_front()
-                elif sock is self.front_monitor:
-                    self._drain(sock, lambda f: engine.client_disconnected(time.monotonic()))
                 elif sock in self.ctl:
                     index = self.ctl.index(sock)
                     self._drain(sock, lambda f, i=index: engine.on_ctl(i, f, time.monotonic()))
@@ -143,6 +145,9 @@ class RelayServer:
                     index = self.fw.index(sock)
                     self._drain(sock, lambda f, i=index: engine.on_fw(i, f, time.monotonic()))
             now = time.monotonic()
+            if self.admission.closes != self._closes:
+                self._closes = self.admission.closes
+                engine.client_disconnected(now)
             if now >= next_tick:
                 engine.tick(now)
                 next_tick = now + TICK_MS / 1000
@@ -198,8 +203,7 @@ class RelayServer:
             self.ctl[index].disable_monitor()
             self.ctl_monitors[index].close(0)
             self.ctl[index].close(0)
-        self.front.disable_monitor()
-        self.front_monitor.close(0)
+        self.admission.stop()
         self.front.close(0)
         self.hellos.close()
         if self.gate is not None:

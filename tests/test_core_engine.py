@@ -53,6 +53,16 @@ def test_hello_gets_ready_with_the_firmware_endpoint_and_state():
         ("running", "ipc:///x/vdsp0.fw.sock", "1.2.3", 321, 999)
 
 
+def test_ready_tells_the_watchdog_and_the_longest_sleep_the_firmware_takes():
+    """A client learned the core's watchdog only by being refused; READY now says it."""
+    c = Core()          # watchdog_s=2.0
+    c.boot()
+    c.take()
+    c.send(messages.hello(7, "relay"))
+    (ready,) = sent(c.take())
+    assert (ready.body["watchdog_ms"], ready.body["max_sleep_ms"]) == (2000, 1600)   # 80 % of it
+
+
 def test_stop_then_start_through_control_events_before_replies():
     c = Core()
     c.boot()

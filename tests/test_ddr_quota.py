@@ -90,3 +90,57 @@ print(subprocess.run([sys.executable, "-c", sys.argv[1]], capture_output=True, t
         assert [n for n in os.listdir(tmpfs)] == []      # both exited: nothing left
     finally:
         subprocess.run(["umount", str(tmpfs)])
+
+
+GREEDY_HOLDER = """
+import sys
+from arm_side.memory import MemoryManager
+from protocol import errors
+mm, held = MemoryManager(), 0
+try:
+    while True:
+        mm.alloc(1 << 20)
+        held += 1 << 20
+except errors.SysOutOfMemory:
+    pass
+print(held, flush=True)
+sys.stdin.read()        # hold it until told to go
+"""
+
+
+def greedy_clients(ddr_dir: Path, n: int) -> list[int]:
+    """``n`` clients, one after the other, each allocating 1 MiB buffers until refused and
+    keeping them: the bytes each got."""
+    procs, got = [], []
+    try:
+        for _ in range(n):
+            proc = subprocess.Popen([sys.executable, "-c", GREEDY_HOLDER], cwd=ROOT, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True,
+                                    env=dict(os.environ, VDSP_SHM_DIR=str(ddr_dir), PYTHONPATH=str(ROOT)))
+            procs.append(proc)
+            got.append(int(proc.stdout.readline()))
+    finally:
+        for proc in procs:
+            proc.stdin.close()
+            proc.wait(60)
+    return got
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_five_greedy_clients_on_a_256_mib_ddr_each_get_a_share(tmp_path, monkeypatch):
+    """Before, the quota was each client's own count: four clients that allocated until
+    refused filled a 256 MiB DDR (64 MiB each) and the fifth got 0 bytes. The SoC-wide reserve
+    (checked under one lock on the DDR directory) leaves each next client half of what is left."""
+    for var in ("VDSP_DDR_QUOTA", "VDSP_DDR_RESERVE"):
+        monkeypatch.delenv(var, raising=False)
+    tmpfs = tmp_path / "ddr"
+    tmpfs.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m,mode=0700", "tmpfs", str(tmpfs)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        got = greedy_clients(tmpfs, 5)
+        assert all(g <= 256 * MiB * ddr.DEFAULT_QUOTA_SHARE // 100 for g in got), got
+        assert got[4] >= 8 * MiB, [g // MiB for g in got]       # the fifth gets a share, not 0
+        assert sum(got) < 256 * MiB
+    finally:
+        subprocess.run(["umount", str(tmpfs)])

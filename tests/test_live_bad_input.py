@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import struct
+import time
 
 import msgpack
 import pytest
@@ -211,5 +212,31 @@ def test_tasks_at_the_control_endpoint_are_redirected(shared_soc):
     try:
         reply = raw.ask(wire.encode(messages.task(3, opids.PING, inputs=[], outputs=[])), msg_id=3)
         assert reply.body["code"] == -6000015 and "firmware endpoint" in reply.body["message"]
+    finally:
+        raw.close()
+
+
+def test_a_client_written_from_the_document_cancels_a_running_task_as_it_says(shared_soc):
+    """PROTOCOL.md 5.5 over the bare wire (issue 22 reported 'unknown' and a RESULT after it):
+    a CANCEL of a task running at the relay answers 'running', and no reply for the task
+    comes afterwards, while the client keeps heartbeating as 9 asks."""
+    raw = Raw(endpoints(shared_soc.rt)["relay"])
+    try:
+        assert raw.ask(wire.encode(messages.hello(1, "client")), msg_id=1).command is wire.Command.READY
+        raw.sock.send_multipart(wire.encode(messages.task(2, opids.SLEEP, inputs=[], outputs=[],
+                                                          params={"ms": 600}, core=1)))
+        time.sleep(0.2)                                    # it runs on vdsp0 now
+        reply = raw.ask(wire.encode(messages.cancel(3, 2)), msg_id=3)
+        assert reply.command is wire.Command.RESULT and reply.body["state"] == "running", reply.body
+        seen, end = [], time.monotonic() + 2.0             # the sleep ends well within this
+        while time.monotonic() < end:
+            raw.sock.send_multipart(wire.encode(messages.heartbeat()))
+            if raw.sock.poll(200):
+                msg = wire.decode(raw.sock.recv_multipart())
+                if msg.command is not wire.Command.HEARTBEAT and msg.command is not wire.Command.EVENT:
+                    seen.append((msg.command, msg.msg_id))
+        assert seen == [], seen
+        ping = raw.ask(wire.encode(messages.task(4, opids.PING, inputs=[], outputs=[], core=1)), msg_id=4)
+        assert ping.body["values"] == {"core": "vdsp0"}
     finally:
         raw.close()

@@ -145,6 +145,35 @@ def test_an_allowed_client_may_use_direct_mode_but_not_write_there_either(tcp_so
         assert exc.value.code == -13
 
 
+@pytest.mark.parametrize("mode", ["relay", "direct"])
+def test_a_revoked_key_is_told_at_once_that_the_server_refused_it(tcp_soc, monkeypatch, mode):
+    """Before, a client whose key had been revoked waited its whole connect timeout (20 s) and
+    got RelayUnavailable 'no relay answers', with no hint that its key was the problem."""
+    env = dict(os.environ, VDSP_KEYS_DIR=str(tcp_soc.keys))
+    vdsp = [sys.executable, "-m", "vdsp_sim.cli", "keys"]
+    subprocess.run(vdsp + ["add", f"gone-{mode}"], env=env, check=True, capture_output=True, timeout=60)
+    subprocess.run(vdsp + ["revoke", f"gone-{mode}"], env=env, check=True, capture_output=True, timeout=60)
+    monkeypatch.setenv("VDSP_CLIENT_KEY", str(tcp_soc.keys / f"gone-{mode}.key_secret"))
+    monkeypatch.setenv("VDSP_CORE_ENDPOINTS", ",".join(f"{n}={e}" for n, e in tcp_soc.ctl.items()))
+    with pytest.raises(errors.VdspError) as exc:
+        Soc(mode=mode, autostart_relay=False, connect_timeout_s=5)
+    assert exc.value.code == -6000301, exc.value
+    assert "the server did not accept this client key" in exc.value.message
+    assert f"gone-{mode}.key_secret" in exc.value.message
+
+
+def test_vdsp_names_a_refused_key_and_its_code(tcp_soc):
+    env = dict(os.environ, VDSP_KEYS_DIR=str(tcp_soc.keys), VDSP_RELAY_ENDPOINT=tcp_soc.relay)
+    vdsp = [sys.executable, "-m", "vdsp_sim.cli"]
+    subprocess.run(vdsp + ["keys", "add", "gone-cli"], env=env, check=True, capture_output=True, timeout=60)
+    subprocess.run(vdsp + ["keys", "revoke", "gone-cli"], env=env, check=True, capture_output=True, timeout=60)
+    env["VDSP_CLIENT_KEY"] = str(tcp_soc.keys / "gone-cli.key_secret")
+    res = subprocess.run(vdsp + ["status"], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0
+    assert "the server did not accept this client key" in res.stderr + res.stdout
+    assert "HB_DSP_KEY_REFUSED" in res.stderr + res.stdout or "-6000301" in res.stderr + res.stdout
+
+
 STRANGER = textwrap.dedent("""
     import json, os, sys, tempfile, time
     import zmq, zmq.auth
@@ -190,6 +219,51 @@ def test_a_peer_without_an_allowed_key_from_another_uid_gets_nothing_at_all(tcp_
         assert soc.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
     logs = tcp_soc.logs()
     assert "refused a tcp peer with CURVE key" in logs
+
+
+GREETING = b"\xff" + b"\0" * 8 + b"\x7f" + b"\x03\x00" + b"CURVE".ljust(20, b"\0") + b"\0" + b"\0" * 31
+
+
+def _cut_by_server(sock: socket.socket, deadline_s: float) -> bool:
+    """True if the server closed ``sock`` within ``deadline_s`` (EOF or reset), reading what it sends."""
+    sock.settimeout(deadline_s)
+    try:
+        while sock.recv(4096):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except OSError:     # timeout: still open
+        return False
+
+
+def test_peers_that_never_authenticate_cannot_make_a_server_hold_their_frames(tcp_soc):
+    """Each peer sends a CURVE greeting, then the start of a 60 MiB command frame instead of
+    HELLO, and keeps the connection open. Before, the relay and the firmware (64 MiB frames)
+    held every such frame until the 30 s handshake timeout (twelve took the relay from 33 to
+    770 MB) and the core took frames of any size; now each of those connections is cut within
+    moments (scripts/preauth_flood.py measures the memory), and keyed clients are served."""
+    endpoints = {"relay": tcp_soc.relay, "vdsp0 control": tcp_soc.ctl["vdsp0"], "vdsp0 firmware": tcp_soc.fw["vdsp0"]}
+    for name, endpoint in endpoints.items():
+        peers = []
+        for _ in range(4):
+            sock = socket.create_connection(("127.0.0.1", int(endpoint.rsplit(":", 1)[1])), timeout=10)
+            sock.sendall(GREETING + b"\x06" + (60 << 20).to_bytes(8, "big"))
+            try:
+                sock.sendall(b"x" * (2 << 20))
+            except OSError:
+                pass        # cut while sending: fine
+            peers.append(sock)
+        try:
+            cut = [_cut_by_server(sock, 10.0) for sock in peers]
+        finally:
+            for sock in peers:
+                sock.close()
+        assert all(cut), f"{name}: {cut.count(False)} of {len(cut)} unauthenticated connections still open"
+    assert tcp_soc.alive()
+    with Soc(autostart_relay=False) as soc:
+        assert soc.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
+    assert "had not authenticated" in tcp_soc.logs()
 
 
 def test_a_server_without_its_key_refuses_to_start_with_a_clear_message(tmp_path):

@@ -240,6 +240,26 @@ def test_grants_die_with_their_owner(mode_soc, shared_soc):
         a.close()
 
 
+def test_grants_die_with_their_owner_while_a_reaper_removes_its_files(mode_soc, shared_soc):
+    """The relay, the cores and every SDK reap dead owners' files, holding the dead owner's lock
+    meanwhile. A reader took that lock for the owner's own and honoured the dead owner's grants
+    (a task passed the relay, and the firmware then answered HB_DSP_FREED_HANDLE)."""
+    soc, a = mode_soc, OwnerA()
+    try:
+        a.share(to=ANY_OWNER)
+        os.kill(a.proc.pid, signal.SIGKILL)
+        a.proc.wait(10)
+        fd = ddr._lock_if_dead(os.path.join(ddr.shm_dir(), ddr.lock_name(a.owner)))  # a reaper at work
+        assert fd is not None
+        try:
+            err = refused(FOREIGN, read_a, soc, a)
+            assert "not granted" in err.message
+        finally:
+            os.close(fd)
+    finally:
+        a.close()
+
+
 def test_reserved_handle_flags_are_refused(mode_soc):
     soc = mode_soc
     own = soc.mem.alloc(64)

@@ -51,6 +51,7 @@ PUBLISHED = {
     "CoreDead": (-6000292, "HB_DSP_CORE_DEAD"),
     "CoreBusy": (-6000293, "HB_DSP_BUSY"),
     "RelayUnavailable": (-6000300, "HB_DSP_RELAY_UNAVAILABLE"),
+    "KeyRefused": (-6000301, "HB_DSP_KEY_REFUSED"),
     # errno, negated
     "RemoteprocBusy": (-16, "EBUSY"),
     "RemoteprocNoEnt": (-2, "ENOENT"),

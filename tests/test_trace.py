@@ -3,6 +3,8 @@ SDK's tracer, and the merge into the Trace Event Format (keys, tracks, stages, f
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -80,6 +82,70 @@ def test_a_second_start_joins_the_active_session(tmp_path):
     assert trace.start(tmp_path)["session"] == first["session"]
     trace.stop(tmp_path)
     assert trace.active(tmp_path) is None and trace.stop(tmp_path) is None
+
+
+def _other_users_dir(path):
+    path.mkdir(mode=0o700)
+    os.chown(path, 65534, 65534)
+    return path
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a directory to another user")
+def test_a_trace_directory_of_another_user_is_refused_and_never_switches_a_recorder_on(tmp_path):
+    """Before, uid 65534 could own VDSP_TRACE_DIR, switch tracing on in every root process of
+    the SoC and read the relay's trace (client pids, owners, operators)."""
+    theirs = _other_users_dir(tmp_path / "theirs")
+    with pytest.raises(errors.InvalidArgument) as exc:
+        trace.start(theirs)
+    assert "owned by uid 65534" in exc.value.message and str(theirs) in exc.value.message
+    (theirs / "s1").mkdir(mode=0o700)                  # what the other user would plant
+    (theirs / trace.FLAG).write_text(json.dumps({"session": "s1", "dir": str(theirs / "s1")}))
+    rec = trace.Recorder("relay", "relay", directory=theirs, check_every_s=0)
+    assert rec.poll() is False and list((theirs / "s1").iterdir()) == []
+
+
+def test_a_trace_directory_open_to_others_or_a_symlink_is_refused(tmp_path):
+    (tmp_path / "open").mkdir(mode=0o700)
+    os.chmod(tmp_path / "open", 0o755)
+    with pytest.raises(errors.InvalidArgument) as exc:
+        trace.start(tmp_path / "open")
+    assert "chmod 700" in exc.value.message
+    (tmp_path / "real").mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(errors.InvalidArgument) as exc:
+        trace.start(tmp_path / "link")
+    assert "not a directory" in exc.value.message
+    assert list((tmp_path / "real").iterdir()) == []
+
+
+def test_old_sessions_are_removed_oldest_first_to_bound_the_directory(tmp_path, monkeypatch):
+    """Each session opened new files, so the cap per file did not bound the disk."""
+    monkeypatch.setattr(trace, "MAX_TOTAL_BYTES", 10_000)
+    names = []
+    for i in range(6):
+        session = trace.start(tmp_path)
+        names.append(session["session"])
+        Path(session["dir"], "relay-relay-1.trace").write_bytes(b"x" * 3000)
+        os.utime(session["dir"], ns=(i * 10**9, i * 10**9))     # their order, whatever the clock did
+        trace.stop(tmp_path)
+    left = [p.name for p, _ in trace.sessions(tmp_path)]
+    assert left == names[-2:]               # 3000 each: the new one gets half the bound
+    assert sum(n for _, n in trace.sessions(tmp_path)) <= trace.MAX_TOTAL_BYTES
+
+
+def test_a_recorder_stops_when_the_directory_holds_its_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(trace, "MAX_TOTAL_BYTES", 50_000)
+    monkeypatch.setattr(trace, "TOTAL_CHECK_BYTES", 1000)
+    session = trace.start(tmp_path)
+    Path(session["dir"], "core-vdsp0-1.trace").write_bytes(b"x" * 45_000)   # another process's file
+    rec = trace.Recorder("relay", "relay", directory=tmp_path, check_every_s=0)
+    rec.poll()
+    for i in range(2000):
+        if rec.on:
+            rec.emit("disp", (i, "vdsp0", 0, (1, 0)))
+        rec.poll()
+    assert rec.on is False
+    assert sum(n for _, n in trace.sessions(tmp_path)) <= trace.MAX_TOTAL_BYTES + 2000
 
 
 # --- the engines' events -----------------------------------------------------------------------

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from protocol import errors
 from vdsp_sim.board import trace, tracefmt
 
 PICKUP_S = 2.0      # how long we wait for the relay, cores and firmwares to open their files (an idle
@@ -106,7 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         doc = finish(directory, session, output, args.png, args.title)
         print(f"vdsp trace: {summary(doc)} -> {output}")
         return 0
-    session = trace.start(directory)
+    try:
+        session = trace.start(directory)
+    except errors.VdspError as exc:
+        print(f"vdsp trace: {exc}", file=sys.stderr)
+        return 1
     if args.start:
         print(f"vdsp trace: tracing on (session {session['session']}); 'vdsp trace --stop -o FILE' ends it")
         return 0

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import bisect
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -69,23 +70,72 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 _QUOTA_RE = re.compile(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*|\s*(\d+(?:\.\d+)?)\s*%\s*", re.I)
 
 
+RESERVE_ENV = "VDSP_DDR_RESERVE"
+DEFAULT_RESERVE_SHARE = 25      # percent of the DDR file system kept free for the next client
+
+
 def quota(directory: str | None = None) -> int:
     """Bytes of DDR one owner may hold in ``directory``: ``VDSP_DDR_QUOTA`` (read at call time:
     bytes, with an optional K/M/G suffix, or a percentage of the directory's file system),
     by default DEFAULT_QUOTA_SHARE % of that file system, so one client cannot fill the DDR
     and starve the others. Raises SysInvalidArgument for a malformed value."""
-    text = os.environ.get(QUOTA_ENV, "").strip() or f"{DEFAULT_QUOTA_SHARE}%"
+    return _bytes_setting(QUOTA_ENV, DEFAULT_QUOTA_SHARE, directory)
+
+
+def reserve(directory: str | None = None) -> int:
+    """Bytes of the DDR file system kept free for the next client (``VDSP_DDR_RESERVE``, same
+    forms as the quota; by default DEFAULT_RESERVE_SHARE %). See :func:`reserve_allows`."""
+    return _bytes_setting(RESERVE_ENV, DEFAULT_RESERVE_SHARE, directory)
+
+
+def _bytes_setting(env: str, default_share: int, directory: str | None) -> int:
+    text = os.environ.get(env, "").strip() or f"{default_share}%"
     m = _QUOTA_RE.fullmatch(text)
     if not m:
-        raise SysInvalidArgument(f"{QUOTA_ENV}={text!r}: give bytes (e.g. 268435456, 256M, 2G) or a share "
+        raise SysInvalidArgument(f"{env}={text!r}: give bytes (e.g. 268435456, 256M, 2G) or a share "
                                  "of the DDR file system (e.g. 25%)")
     if m[1] is not None:
         return int(m[1]) * _UNITS[m[2].upper()]
     percent = float(m[3])
     if not 0 < percent <= 100:
-        raise SysInvalidArgument(f"{QUOTA_ENV}={text!r}: a share must be in (0, 100] %")
+        raise SysInvalidArgument(f"{env}={text!r}: a share must be in (0, 100] %")
     st = os.statvfs(directory or shm_dir())
     return int(st.f_blocks * st.f_frsize * percent / 100)
+
+
+def reserve_allows(free: int, held: int, size: int, keep: int) -> bool:
+    """May an owner holding ``held`` bytes take ``size`` more when the DDR has ``free`` bytes?
+
+    Normally the allocation must leave ``keep`` bytes free (the reserve). Once less than that
+    is free, an owner may still bring what it holds up to half of what it holds and what is
+    free together, leaving the other half: so clients that allocate until refused always
+    leave the next one a share (half of what is left), however many came before.
+    """
+    return free - size >= min(keep, (free + held) // 2)
+
+
+@contextlib.contextmanager
+def _reserved(directory: str, held: int, size: int):
+    """Hold an exclusive flock on the DDR directory itself (one place for the whole SoC, no file
+    of its own) while a segment of ``size`` bytes is checked against the SoC-wide reserve and
+    made, so that the next check sees it. Raises SysOutOfMemory."""
+    keep = reserve(directory)
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SysOutOfMemory(f"cannot open the DDR directory {directory}: {exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        st = os.statvfs(directory)
+        free = st.f_bavail * st.f_frsize
+        if not reserve_allows(free, held, size, keep):
+            raise SysOutOfMemory(
+                f"DDR has {free} bytes free; {size} more for this owner (holding {held}) would leave less than the "
+                f"next client's share (the reserve of {keep} bytes, {RESERVE_ENV}, or half of what is left): free "
+                "buffers first")
+        yield
+    finally:
+        os.close(fd)
 
 
 def parse_phys(phys: int) -> tuple[int, int]:
@@ -489,7 +539,8 @@ class Segment:
         owner = owner or current_owner()
         owner.charge(size, quota(owner.dir))
         try:
-            return cls._create(size, owner)
+            with _reserved(owner.dir, owner.held - size, size):
+                return cls._create(size, owner)
         except BaseException:
             owner.refund(size)      # _create discarded (refunding nothing) or never added the segment
             raise
@@ -649,12 +700,19 @@ def _open_lock(path: str) -> int | None:
 
 
 def _lock_if_dead(path: str) -> int | None:
-    """An fd holding LOCK_EX on ``path`` if nobody holds it and it is still that file, else None."""
+    """An fd holding LOCK_SH on ``path`` if nobody holds LOCK_EX on it (its owner is dead) and it
+    is still that file, else None.
+
+    Shared, not exclusive: readers judge an owner alive by LOCK_SH failing (``acl._alive``), so
+    a reaper at work must not look like the owner (a dead owner's grants were honoured while
+    a reaper removed its files). Its id stays unclaimable meanwhile: a claim links a new lock
+    file to the name, which fails while the old one is there.
+    """
     fd = _open_lock(path)
     if fd is None:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         st, now = os.fstat(fd), os.lstat(path)
         if (st.st_ino, st.st_dev) == (now.st_ino, now.st_dev):
             return fd   # still the file at that name: another reaper has not removed it

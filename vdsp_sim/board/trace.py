@@ -21,11 +21,23 @@ no offsets to exchange and none to drift. CLOCK_MONOTONIC would serve one host a
 means nothing across hosts or time namespaces; over tcp between hosts, CLOCK_REALTIME is at
 least NTP-disciplined (alignment to NTP's error, typically well under a millisecond on a LAN).
 A clock step (settimeofday) during a session would show as a gap; NTP slews instead.
+
+**Trust and bounds.** The trace directory is checked as the runtime directory is: a real
+directory (no symlink) of the SoC's user with no group or world access. :func:`start`
+refuses another one (InvalidArgument saying what is wrong), and a recorder never turns on
+in one: another user could otherwise switch tracing on in every process of the SoC and read
+what they record (client pids, owners, operators). The bytes of all sessions together are
+bounded: :func:`start` removes the oldest sessions (never the active one) until the rest
+hold at most ``MAX_TOTAL_BYTES`` and ``MAX_SESSIONS``; during a session each file stops at
+``MAX_FILE_BYTES``, and every recorder looks at the total each ``TOTAL_CHECK_BYTES`` it
+writes and stops when the directory holds more than ``MAX_TOTAL_BYTES``.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shutil
 import re
 import secrets
 import stat
@@ -35,9 +47,15 @@ from typing import IO, Any
 
 import msgpack
 
+from protocol import errors
+
+log = logging.getLogger("vdsp.trace")
 CHECK_EVERY_S = 0.25
 FLAG = "active"
 MAX_FILE_BYTES = 256 << 20      # one process's file in one session; beyond, it stops recording
+MAX_TOTAL_BYTES = 1 << 30       # all sessions in the trace directory together
+MAX_SESSIONS = 64               # sessions kept in the trace directory (the oldest go first)
+TOTAL_CHECK_BYTES = 16 << 20    # a recorder looks at the directory's total each time it wrote this much
 _SESSION_RE = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,63}")
 # The fields of the events recorded on the task path, as tuples (cheaper to build and pack
 # than maps); read() turns them into maps. Other events are recorded as maps.
@@ -73,13 +91,82 @@ def active(directory: Path) -> dict | None:
         return None
 
 
+def problem(directory: Path) -> str | None:
+    """What makes ``directory`` unfit to be a trace directory, or None: it must be a real
+    directory of this user with no group or world access (as the runtime directory)."""
+    try:
+        st = os.lstat(directory)
+    except OSError as exc:
+        return f"trace directory {directory}: {exc.strerror}"
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        return f"trace directory {directory} is not a directory (a symlink or a file): remove it or set VDSP_TRACE_DIR"
+    if st.st_uid != os.geteuid():
+        return (f"trace directory {directory} is owned by uid {st.st_uid}, not by the SoC's user (uid {os.geteuid()}):"
+                " remove it or set VDSP_TRACE_DIR")
+    if st.st_mode & 0o077:
+        return (f"bad permissions {stat.S_IMODE(st.st_mode):04o} on trace directory {directory}: it must be private "
+                f"(chmod 700 {directory})")
+    return None
+
+
+def check_dir(directory: Path) -> None:
+    """Raise InvalidArgument if ``directory`` is no fit trace directory (see :func:`problem`)."""
+    why = problem(directory)
+    if why is not None:
+        raise errors.InvalidArgument(why)
+
+
+def sessions(directory: Path) -> list[tuple[Path, int]]:
+    """The session directories in ``directory``, oldest first, with the bytes each holds."""
+    found = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return []
+    for entry in entries:
+        if not _SESSION_RE.fullmatch(entry.name) or not entry.is_dir(follow_symlinks=False):
+            continue
+        size, mtime = 0, entry.stat(follow_symlinks=False).st_mtime_ns
+        try:
+            for f in os.scandir(entry.path):
+                if f.is_file(follow_symlinks=False):
+                    size += f.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+        found.append((mtime, entry.name, Path(entry.path), size))
+    found.sort()
+    return [(path, size) for _, _, path, size in found]
+
+
+def prune(directory: Path, keep: str | None = None, room: int = 0) -> list[str]:
+    """Remove the oldest sessions (never ``keep``) until the others hold at most
+    ``MAX_TOTAL_BYTES - room`` bytes and ``MAX_SESSIONS - 1`` sessions; returns their names."""
+    found = [(p, n) for p, n in sessions(directory) if p.name != keep]
+    total = sum(n for _, n in found)
+    removed: list[str] = []
+    for path, size in found:
+        if total <= MAX_TOTAL_BYTES - room and len(found) - len(removed) < MAX_SESSIONS:
+            break
+        shutil.rmtree(path, ignore_errors=True)
+        total -= size
+        removed.append(path.name)
+    if removed:
+        log.info("trace: removed %d old session(s) from %s to stay within %d bytes and %d sessions: %s",
+                 len(removed), directory, MAX_TOTAL_BYTES, MAX_SESSIONS, ", ".join(removed))
+    return removed
+
+
 def start(directory: Path) -> dict:
     """Turn tracing on for every process watching ``directory``; returns the session. An
-    active session is reused (two ``vdsp trace`` at once share it)."""
+    active session is reused (two ``vdsp trace`` at once share it). The oldest sessions
+    are removed first to keep the directory within its bounds. Raises InvalidArgument for a
+    directory that is not the SoC user's private one."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    check_dir(directory)
     current = active(directory)
     if current is not None and Path(current["dir"]).is_dir():
         return current
+    prune(directory, room=MAX_TOTAL_BYTES // 2)   # half the bound for the new session
     name = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
     session: dict[str, Any] = {"session": name, "dir": str(directory / name), "started_ns": now_ns()}
     Path(session["dir"]).mkdir(mode=0o700)
@@ -194,6 +281,10 @@ class Recorder:
         name = session.get("session")
         if not isinstance(name, str) or not _SESSION_RE.fullmatch(name) or self.directory is None:
             return
+        why = problem(self.directory)
+        if why is not None:     # another user's directory could switch us on and read what we record
+            log.warning("%s %s: tracing stays off: %s", self.role, self.name, why)
+            return
         folder = self.directory / name
         try:
             if not stat.S_ISDIR(os.lstat(folder).st_mode):
@@ -220,14 +311,20 @@ class Recorder:
                 data = msgpack.packb(events)
             except TypeError:
                 data = msgpack.packb(events, default=str)
-            if self.written + len(data) > MAX_FILE_BYTES:    # bounded: the rest of the session is not recorded
-                self.on = False
+            if self.written + len(data) > MAX_FILE_BYTES or self._over_total(len(data)):
+                self.on = False     # bounded: the rest of the session is not recorded
                 data = msgpack.packb({"truncated": True, "at_bytes": self.written})
             self.written += len(data)
             self._file.write(data)
             self._file.flush()
         except (OSError, ValueError):
             pass
+
+    def _over_total(self, more: int) -> bool:
+        """True when, each TOTAL_CHECK_BYTES written, the trace directory holds over MAX_TOTAL_BYTES."""
+        if (self.written + more) // TOTAL_CHECK_BYTES == self.written // TOTAL_CHECK_BYTES or self.directory is None:
+            return False
+        return sum(n for _, n in sessions(self.directory)) + more > MAX_TOTAL_BYTES
 
     def _end(self) -> None:
         if self._file is not None:

@@ -1,0 +1,39 @@
+"""vdsp_sim.board.admission on real ZeroMQ sockets in this process: connection counts and limits."""
+from __future__ import annotations
+
+import zmq
+
+from tests.conftest import wait_until
+from vdsp_sim.board.admission import PREAUTH_BUDGET, Admission, max_pending_for
+
+
+def test_pending_handshakes_times_the_largest_frame_stay_within_the_budget():
+    for frame in (64 << 20, 1 << 20, 4096):
+        assert max_pending_for(frame) * frame <= PREAUTH_BUDGET
+    assert max_pending_for(64 << 20) == 1
+
+
+def test_connections_beyond_the_limit_are_shut_down(tmp_path):
+    ctx = zmq.Context()
+    server = ctx.socket(zmq.ROUTER)
+    admission = Admission(server, "test", max_frame=1 << 20, max_connections=3)
+    endpoint = f"ipc://{tmp_path}/s.sock"
+    server.bind(endpoint)
+    clients = []
+    try:
+        for _ in range(5):
+            sock = ctx.socket(zmq.DEALER)
+            sock.linger = 0
+            sock.connect(endpoint)
+            clients.append(sock)
+        assert wait_until(lambda: admission.refused >= 2, 5)
+        assert wait_until(lambda: admission.counts() == (0, 3), 5), admission.counts()  # ipc: nothing pending
+        assert server.maxmsgsize == 1 << 20
+        clients[0].send(b"hello")           # the connections let in are served
+        assert server.poll(5000) and server.recv_multipart()[1] == b"hello"
+    finally:
+        for sock in clients:
+            sock.close(0)
+        admission.stop()
+        server.close(0)
+        ctx.term()

@@ -1,0 +1,240 @@
+"""What peers that have not authenticated can make a server process hold: a bounded amount.
+
+ZeroMQ caps one inbound frame per connection (``ZMQ_MAXMSGSIZE``, checked on the frame's
+length before anything is allocated, during the handshake too), but it accepts any number of
+connections, and each may hold one frame of up to that size while its handshake is pending:
+twelve tcp peers that sent a CURVE greeting and then 60 MiB of a "command" took the relay
+from 33 to 770 MB, without ever authenticating.
+
+:class:`Admission` watches one listening socket's connections through a ZeroMQ socket
+monitor (``ZMQ_EVENT_ACCEPTED`` and ``DISCONNECTED``, each with the connection's file
+descriptor), in a thread of its own so that a long task in the owner's loop does not delay it.
+Whether a tcp connection has authenticated is read from the kernel (``TCP_INFO``): a CURVE
+server sends its READY only after the ZAP handler said yes, so a connection to which it has
+sent more than the greeting and WELCOME has authenticated (libzmq 4.3's handshake events carry
+no descriptor). It keeps
+
+- at most ``max_pending`` tcp connections that have not authenticated; a further one makes it
+  cut those that received the most (the oldest among equals). A connection that has received
+  more than a handshake (``HANDSHAKE_RECV_MAX``) without authenticating is cut at once (looked
+  at every ``SWEEP_S`` while any is pending). Cut: its socket is shut down; ZeroMQ sees the
+  end of the stream, closes it and frees what it held;
+- at most ``max_connections`` connections in all: a further one is shut down at once;
+- handshakes that last at most ``HANDSHAKE_IVL_MS`` (``ZMQ_HANDSHAKE_IVL``; ZeroMQ closes
+  slower ones).
+
+ipc peers are the SoC's own user (the runtime directory is private): they are only counted.
+
+``max_pending`` is derived from ``PREAUTH_BUDGET``: pending connections × the largest frame
+one may hold stays within it. So whatever unauthenticated peers send, the growth they cause
+in one process is at most ``PREAUTH_BUDGET`` (128 MB) plus ZeroMQ's small per-connection
+buffers. See PROTOCOL.md §3.4.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+
+import zmq
+
+from vdsp_sim.board.log import RateLimited
+
+log = logging.getLogger("vdsp.admission")
+
+PREAUTH_BUDGET = 128 * 1000 * 1000     # bytes unauthenticated peers may make one process hold
+PER_CONNECTION_OVERHEAD = 64 << 10     # ZeroMQ's buffers and engine of one connection, rounded up
+MAX_PENDING_CAP = 32                   # handshakes in progress at once, at most, whatever the frame size
+MAX_CONNECTIONS = 1024                 # connections of one listening socket (authenticated or not)
+HANDSHAKE_IVL_MS = 5000                # a handshake not done by then is closed by ZeroMQ
+# Handshake events carry no descriptor in libzmq 4.3 (monitor v1), so whether a connection has
+# authenticated is read from the kernel (TCP_INFO), not from them.
+_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED | zmq.EVENT_MONITOR_STOPPED
+_GONE = zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED
+_TCP_INFO_BYTES_ACKED = 120             # offsets of tcpi_bytes_acked and tcpi_bytes_received (u64) in
+_TCP_INFO_BYTES_RECEIVED = 128          # struct tcp_info (Linux >= 4.1)
+SWEEP_S = 0.02                          # how often connections still in their handshake are looked at
+# What a CURVE server sends before its READY (which follows the ZAP handler's yes): the ZMTP
+# greeting (64 bytes) and WELCOME (170); READY is at least 32 more. A connection to which the
+# server has sent this much has authenticated.
+AUTH_SENT_MIN = 64 + 170 + 32
+HANDSHAKE_RECV_MAX = 64 << 10           # a client's CURVE handshake is under 1 KiB: more is no handshake
+
+
+def max_pending_for(max_frame: int, budget: int = PREAUTH_BUDGET) -> int:
+    """Pending handshakes allowed when each may hold a frame of ``max_frame`` bytes."""
+    return max(1, min(MAX_PENDING_CAP, budget // (max_frame + PER_CONNECTION_OVERHEAD)))
+
+
+def limit_frames(sock: zmq.Socket, max_frame: int) -> None:
+    """``ZMQ_MAXMSGSIZE`` and ``ZMQ_HANDSHAKE_IVL`` of a server socket (before bind)."""
+    sock.maxmsgsize = max_frame
+    sock.handshake_ivl = HANDSHAKE_IVL_MS
+
+
+class Admission:
+    """Bounds the connections of the listening socket ``sock`` (start before its bind; see the
+    module's docstring). ``name`` names the server in log lines. Call :meth:`stop` before
+    closing ``sock`` and terminating its context."""
+
+    def __init__(self, sock: zmq.Socket, name: str, *, max_frame: int, max_pending: int | None = None,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
+        limit_frames(sock, max_frame)
+        self.name = name
+        self.max_pending = max_pending if max_pending is not None else max_pending_for(max_frame)
+        self.max_connections = max_connections
+        self.conns: dict[int, _Conn] = {}        # fd -> connection, in order of arrival
+        self.evicted = self.refused = 0          # counters, for tests and the log
+        self.closes = 0                          # connections closed so far (read by the owner's loop)
+        self.warn = RateLimited(log)
+        self._sock = sock
+        self._mon = sock.get_monitor_socket(_EVENTS)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"admission-{name}", daemon=True)
+        self._thread.start()
+
+    def counts(self) -> tuple[int, int]:
+        """(tcp connections not authenticated yet, all connections) now."""
+        with self._lock:
+            return sum(1 for c in self.conns.values() if c.pending), len(self.conns)
+
+    def stop(self) -> None:
+        """End the monitor (before the socket is closed): first disable it (its PAIR socket is
+        still open: disabling after closing that blocks), then let the thread close the PAIR."""
+        try:
+            self._sock.disable_monitor()
+        except zmq.ZMQError:
+            pass
+        self._stop.set()
+        self._thread.join(2.0)
+
+    # --- the monitor thread -------------------------------------------------------------------
+    def _run(self) -> None:
+        mon = self._mon
+        try:
+            while not self._stop.is_set():
+                pending = any(c.pending for c in self.conns.values())
+                if mon.poll(int(SWEEP_S * 1000) if pending else 100):
+                    frames = mon.recv_multipart()
+                    if len(frames) != 2 or len(frames[0]) != 6:
+                        continue
+                    event, fd = struct.unpack("=hi", frames[0])
+                    if event == zmq.EVENT_MONITOR_STOPPED:
+                        break
+                    self._on_event(event & 0xFFFF, fd, frames[1].decode(errors="replace"))
+                elif pending:
+                    with self._lock:
+                        self._sweep()
+        except zmq.ZMQError:
+            pass
+        finally:
+            mon.close(0)
+
+    def _on_event(self, event: int, fd: int, endpoint: str) -> None:
+        with self._lock:
+            if event == zmq.EVENT_ACCEPTED:
+                self.conns.pop(fd, None)        # a descriptor number reused: a new connection
+                if len(self.conns) >= self.max_connections:
+                    self.refused += 1
+                    self.warn.warn("full", "%s: %d connections (the limit): refused a new one", self.name,
+                                   self.max_connections)
+                    _cut(fd, endpoint)
+                    return
+                self.conns[fd] = _Conn(endpoint)
+                self._sweep()
+            elif event & _GONE:
+                self.conns.pop(fd, None)
+                if event & zmq.EVENT_DISCONNECTED:
+                    self.closes += 1
+
+    def _sweep(self) -> None:
+        """Judge the tcp connections not authenticated yet from the kernel's counters: the server
+        has sent its READY (authenticated), the peer has sent more than a handshake (cut), and
+        if more than ``max_pending`` remain, cut those that received the most."""
+        pending = []
+        for fd, conn in list(self.conns.items()):
+            if not conn.pending:
+                continue
+            sent, received = _tcp_counts(fd, conn.endpoint)
+            if sent is None:
+                continue            # gone: its DISCONNECTED event follows
+            if sent >= AUTH_SENT_MIN:
+                conn.pending = False
+            elif received > HANDSHAKE_RECV_MAX:
+                self._evict(fd, "it sent %d bytes without authenticating" % received)
+            else:
+                pending.append((received, fd))
+        if len(pending) > self.max_pending:
+            pending.sort(key=lambda rf: -rf[0])      # most received first; the oldest among equals
+            for _, fd in pending[:len(pending) - self.max_pending]:
+                self._evict(fd, "%d handshakes in progress (the limit)" % self.max_pending)
+
+    def _evict(self, fd: int, why: str) -> None:
+        conn = self.conns.pop(fd)
+        self.evicted += 1
+        self.warn.warn("evict", "%s: closed a tcp connection that had not authenticated: %s", self.name, why)
+        _cut(fd, conn.endpoint)
+
+
+class _Conn:
+    __slots__ = ("endpoint", "pending")
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.pending = endpoint.startswith("tcp://")    # ipc peers are the SoC's own user: nothing to prove
+
+
+def _ours(fd: int, endpoint: str) -> socket.socket | None:
+    """A (detachable) socket object for ``fd`` if it still is a connection accepted on ``endpoint``
+    (its local address is the listener's), else None: the number may have been reused meanwhile
+    for another of this process's sockets, which must not be touched."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:
+        return None
+    try:
+        local = sock.getsockname()
+        if endpoint.startswith("tcp://") and sock.family in (socket.AF_INET, socket.AF_INET6):
+            if str(local[1]) == endpoint.rsplit(":", 1)[1]:
+                return sock
+        elif endpoint.startswith("ipc://") and sock.family == socket.AF_UNIX:
+            if local == endpoint[len("ipc://"):]:
+                return sock
+    except (OSError, IndexError):
+        pass
+    sock.detach()
+    return None
+
+
+def _tcp_counts(fd: int, endpoint: str) -> tuple[int | None, int]:
+    """(bytes the server sent and the peer acknowledged, bytes received) on the tcp connection
+    ``fd`` (``TCP_INFO``); (None, 0) if it is gone or unreadable."""
+    sock = _ours(fd, endpoint)
+    if sock is None:
+        return None, 0
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+        if len(info) < _TCP_INFO_BYTES_RECEIVED + 8:
+            return None, 0
+        acked, received = struct.unpack_from("=QQ", info, _TCP_INFO_BYTES_ACKED)
+        return int(acked), int(received)
+    except OSError:
+        return None, 0
+    finally:
+        sock.detach()
+
+
+def _cut(fd: int, endpoint: str) -> None:
+    """Shut down the connection ``fd`` accepted on ``endpoint`` (ZeroMQ's, not closed here:
+    ZeroMQ sees the end of the stream and closes it itself, freeing what it held)."""
+    sock = _ours(fd, endpoint)
+    if sock is None:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.detach()
