@@ -102,15 +102,14 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.path not in exclusive)
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Setup, call and teardown of each test under the run-wide lock (parallel runs only)."""
     directory = os.environ.get(LOCK_DIR_VAR)
     if not directory or not os.path.isdir(directory):
-        yield
-        return
+        return (yield)
     with RunLock(Path(directory)).hold(exclusive=item.get_closest_marker("exclusive") is not None):
-        yield
+        return (yield)
 
 
 @pytest.fixture(scope="session", autouse=True)
