@@ -1,10 +1,31 @@
 """Shared fixtures. Live fixtures start a real SoC (relay + vdsp0 + vdsp1 processes) with
 private runtime and DDR directories (vdsp_sim.private_soc) and, on teardown, fail the test
-if any of its processes, socket files or DDR files are left behind."""
+if any of its processes, socket files or DDR files are left behind.
+
+The suite runs in parallel (``./test.sh``: pytest-xdist, ``--dist loadfile``). What keeps
+the workers apart:
+
+- every pytest process (each worker, or a serial run) gets a runtime and a DDR directory of
+  its own as the default ``VDSP_RUNTIME_DIR`` / ``VDSP_SHM_DIR`` for the whole session, so a
+  test or a tool that names none never touches ``/tmp/vdsp-<uid>`` or ``/dev/shm`` itself;
+  SoC fixtures make fresh ones on top of that;
+- the tests of a module go to one worker together (``--dist loadfile``), so a module-scoped
+  SoC (``shared_soc`` and the like) starts once, not once per worker. (``--dist loadgroup``
+  with ``xdist_group`` marks would allow finer groups, but pytest-xdist 3.8 ignores those
+  marks on pytest >= 9.2: pytest-dev/pytest-xdist#1386);
+- a test marked ``exclusive`` (it loads the whole host, or measures time) runs with no other
+  test of the run beside it: each test holds a run-wide lock shared, an exclusive test holds
+  it alone (:class:`RunLock`), and the modules with such tests go first, before the other
+  workers have SoCs of their own idling.
+"""
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -14,6 +35,104 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.live import LiveSoc  # noqa: E402
 from vdsp_sim.private_soc import fresh_ddr_dir, fresh_runtime_dir  # noqa: E402
+
+LOCK_DIR_VAR = "VDSP_TEST_LOCK_DIR"     # the run-wide lock directory, set by the xdist controller
+
+
+def worker_id() -> str:
+    """This pytest process's xdist worker ("gw0", "gw1", ...), or "main" in a serial run."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+class RunLock:
+    """A readers-writer lock across the processes of one test run, writers first.
+
+    Every test holds it shared, an ``exclusive`` test alone. A writer takes the gate, then the
+    lock itself; a reader passes the gate (so it waits while a writer waits) and holds the lock
+    shared. POSIX record locks (``lockf``) belong to the process that took them: a child forked
+    during a test (a daemon, a multiprocessing worker) does not inherit them and cannot keep a
+    finished test's lock held.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.gate, self.lock = directory / "gate", directory / "lock"
+
+    @staticmethod
+    def _open(path: Path) -> int:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    @contextlib.contextmanager
+    def hold(self, exclusive: bool):
+        gate, lock = self._open(self.gate), self._open(self.lock)
+        try:
+            fcntl.lockf(gate, fcntl.LOCK_EX)
+            try:
+                fcntl.lockf(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            finally:
+                if not exclusive:
+                    fcntl.lockf(gate, fcntl.LOCK_UN)
+            yield
+        finally:
+            os.close(lock)      # closing releases this process's record locks on the file
+            os.close(gate)
+
+
+def _xdist_controller(config) -> bool:
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+
+
+def pytest_configure(config):
+    """The ``exclusive`` mark; the xdist controller makes the run-wide lock directory (its
+    workers inherit the name)."""
+    config.addinivalue_line("markers", "exclusive: runs with no other test of a parallel run beside it "
+                                       "(it loads the whole host, or measures time); see tests/conftest.py")
+    if _xdist_controller(config):
+        os.environ[LOCK_DIR_VAR] = tempfile.mkdtemp(prefix="vdsp-run-", dir="/tmp")
+
+
+def pytest_unconfigure(config):
+    if _xdist_controller(config) and os.environ.get(LOCK_DIR_VAR):
+        shutil.rmtree(os.environ.pop(LOCK_DIR_VAR), ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The modules with an ``exclusive`` test go first (in a stable order otherwise): they run
+    while the other workers have no SoC of their own idling beside them."""
+    exclusive = {item.path for item in items if item.get_closest_marker("exclusive")}
+    items.sort(key=lambda item: item.path not in exclusive)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Setup, call and teardown of each test under the run-wide lock (parallel runs only)."""
+    directory = os.environ.get(LOCK_DIR_VAR)
+    if not directory or not os.path.isdir(directory):
+        return (yield)
+    with RunLock(Path(directory)).hold(exclusive=item.get_closest_marker("exclusive") is not None):
+        return (yield)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_defaults():
+    """A runtime and a DDR directory of this pytest process's own, named by the environment for
+    the whole session: whatever names none uses these, never the host's defaults, which other
+    workers (and other users' SoCs) share."""
+    from vdsp_sim.board import ddr
+    tag = f"v{worker_id()}-"
+    rt, shm = fresh_runtime_dir(tag), fresh_ddr_dir(f"vt-ddr-{tag}")
+    saved = {k: os.environ.get(k) for k in ("VDSP_RUNTIME_DIR", "VDSP_SHM_DIR")}
+    os.environ.update(VDSP_RUNTIME_DIR=str(rt), VDSP_SHM_DIR=str(shm))
+    try:
+        yield
+    finally:
+        ddr.close_owner(str(shm))
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(rt, ignore_errors=True)
+        shutil.rmtree(shm, ignore_errors=True)
 
 
 @pytest.fixture

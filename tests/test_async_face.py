@@ -60,6 +60,7 @@ def test_await_rpc_returns_what_wait_returns(shared_soc):
     run(main())
 
 
+@pytest.mark.exclusive     # it measures time: no other test of a parallel run beside it
 def test_timeouts_raise_task_timeout_and_the_task_stays_collectable(shared_soc):
     async def main():
         async with AsyncSoc() as asoc:
@@ -87,6 +88,7 @@ def test_timeouts_raise_task_timeout_and_the_task_stays_collectable(shared_soc):
     run(main())
 
 
+@pytest.mark.exclusive     # it measures time: no other test of a parallel run beside it
 def test_cv_helpers_are_awaitable_and_never_block_the_loop(shared_soc):
     rng = np.random.default_rng(3)
     big = rng.integers(0, 256, (1080, 1920), dtype=np.uint8)
@@ -126,6 +128,7 @@ def test_cv_helpers_are_awaitable_and_never_block_the_loop(shared_soc):
     assert ticker.ticks >= 0.6 / 0.25
 
 
+@pytest.mark.exclusive     # it measures time: no other test of a parallel run beside it
 def test_cv_timeouts_in_async_form_cancel_or_free(shared_soc):
     big = np.random.default_rng(4).integers(0, 256, (1080, 1920), dtype=np.uint8)
 

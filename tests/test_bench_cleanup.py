@@ -17,8 +17,13 @@ pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def supervisors() -> dict[int, str]:
-    """pid -> runtime dir of every running 'vdsp up' supervisor of bench perf (its runtime dirs are /tmp/vbp*)."""
+TAG_VAR = "VDSP_TEST_BENCH_TAG"      # marks the processes of one run of the test (xdist runs two at once)
+
+
+def supervisors(tag: str) -> dict[int, tuple[str, str]]:
+    """pid -> (runtime dir, DDR dir) of every running 'vdsp up' supervisor of the bench perf
+    started with ``tag`` (its runtime dirs are /tmp/vbp*, its DDR dirs /dev/shm/vbp-shm-*).
+    Another test's benchmark, run meanwhile by another worker, has another tag."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -31,39 +36,41 @@ def supervisors() -> dict[int, str]:
         except OSError:
             continue
         rt = env.get(b"VDSP_RUNTIME_DIR", b"").decode()
-        if Path(rt).name.startswith("vbp"):
-            found[int(entry.name)] = rt
+        if Path(rt).name.startswith("vbp") and env.get(TAG_VAR.encode()) == tag.encode():
+            found[int(entry.name)] = (rt, env.get(b"VDSP_SHM_DIR", b"").decode())
     return found
 
 
 @pytest.mark.parametrize("via", ["vdsp bench", "python -m"])
 def test_a_terminated_benchmark_stops_the_soc_it_started(via):
-    before = supervisors()
-    ddr_before = set(Path("/dev/shm").glob("vbp-shm-*"))
+    tag = f"{os.getpid()}-{via}-{time.monotonic_ns()}"
     argv = [sys.executable, "-m", "vdsp_sim.cli", "bench", "perf", "--first-only"] if via == "vdsp bench" else \
         [sys.executable, "-m", "vdsp_sim.benchmarks", "perf", "--first-only"]
-    bench = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    bench = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, **{TAG_VAR: tag}))
     try:
         for line in bench.stderr:               # its progress lines; the SoC is up after this one
             if "vdsp up -d returned" in line:
                 break
         else:
             pytest.fail(f"the benchmark ended before its SoC was up (status {bench.wait()})")
-        started = {pid: rt for pid, rt in supervisors().items() if pid not in before}
+        started = supervisors(tag)
         assert started, "no supervisor of the benchmark's SoC found"
         bench.send_signal(signal.SIGTERM)
         bench.stderr.read()
         # it ends as a SIGTERMed program that cleaned up (128 + 15), not killed outright (-15); through
         # 'vdsp bench' the signal goes on to the benchmark, which the command waits for
         assert bench.wait(60) == 143, bench.returncode
-        assert wait_until(lambda: not set(started) & set(supervisors()), 20), \
+        assert wait_until(lambda: not set(started) & set(supervisors(tag)), 20), \
             f"the benchmark's SoC still runs after SIGTERM: {started}"
-        assert not [rt for rt in started.values() if rt and os.path.exists(rt)], started
-        assert set(Path("/dev/shm").glob("vbp-shm-*")) <= ddr_before        # its DDR directory went too
+        assert not [rt for rt, _ in started.values() if rt and os.path.exists(rt)], started
+        shm = [d for _, d in started.values()]
+        assert all(d.startswith("/dev/shm/vbp-shm-") for d in shm), shm
+        assert not [d for d in shm if os.path.exists(d)], shm          # its DDR directory went too
     finally:
         if bench.poll() is None:
             bench.kill()
             bench.wait()
-        for pid in set(supervisors()) - set(before):    # whatever the test failed on, stop it
+        for pid in supervisors(tag):                     # whatever the test failed on, stop it
             os.kill(pid, signal.SIGTERM)
         time.sleep(0.1)

@@ -17,6 +17,7 @@ def _minor_faults(pid: int) -> int:
     return int(fields[7])        # minflt (field 10 of proc(5); fields[0] is field 3)
 
 
+@pytest.mark.exclusive     # it counts the firmware's page faults: no other test of a parallel run beside it
 def test_repeated_canny_does_not_fault_its_temporaries_in_again(shared_soc):
     w, h = 1920, 1080
     pixels = (np.add.outer(np.arange(h) // 7, np.arange(w) // 5) % 256).astype(np.uint8)

@@ -58,7 +58,11 @@ def installed(tmp_path_factory):
         purelib = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; "
                                        "print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True,
                                       check=True, timeout=60).stdout.strip())
-        (purelib / "_test_deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+        # the test interpreter's site-packages, and those it reaches through .pth files of its own
+        # (a worktree's venv that lends itself the main checkout's packages): a .pth file's
+        # directories are not searched for further .pth files
+        lent = list(dict.fromkeys(site.getsitepackages() + [p for p in sys.path if p.endswith("site-packages")]))
+        (purelib / "_test_deps.pth").write_text("\n".join(lent) + "\n")
         pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
                "--no-deps", "--disable-pip-version-check"] + (["--no-build-isolation"] if _backend_here() else [])
         res = subprocess.run(pip + [str(src)], capture_output=True, text=True, timeout=300)

@@ -21,6 +21,8 @@ import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
 from tests.conftest import wait_until
+from vdsp_sim.board import ddr
+from vdsp_sim.private_soc import fresh_ddr_dir
 from vdsp_sim.private_soc import free_tcp_ports as free_ports
 
 pytestmark = pytest.mark.live
@@ -33,6 +35,7 @@ class TcpSoc:
     def __init__(self) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="vk", dir="/tmp"))
         self.keys = self.base / "keys"
+        self.shm = fresh_ddr_dir()      # its DDR directory: its own, not /dev/shm (other tests' SoCs use that)
         relay, c0, f0, c1, f1 = free_ports(5)
         self.relay = f"tcp://127.0.0.1:{relay}"
         self.ctl = {"vdsp0": f"tcp://127.0.0.1:{c0}", "vdsp1": f"tcp://127.0.0.1:{c1}"}
@@ -44,7 +47,7 @@ class TcpSoc:
         rt = self.base / name
         rt.mkdir(mode=0o700, exist_ok=True)
         env.update(VDSP_RUNTIME_DIR=str(rt), VDSP_KEYS_DIR=str(self.keys), PYTHONPATH=str(ROOT),
-                   VDSP_FIRMWARE_DIR=str(self.base / "firmware"))
+                   VDSP_SHM_DIR=str(self.shm), VDSP_FIRMWARE_DIR=str(self.base / "firmware"))
         return env
 
     def start(self) -> None:
@@ -57,7 +60,7 @@ class TcpSoc:
         self._spawn("relay", [sys.executable, "-m", "relay_server.main", "--bind", self.relay,
                               "--core", f"vdsp0={self.ctl['vdsp0']}", "--core", f"vdsp1={self.ctl['vdsp1']}"])
         os.environ.update(VDSP_KEYS_DIR=str(self.keys), VDSP_RELAY_ENDPOINT=self.relay,
-                          VDSP_RUNTIME_DIR=str(self.base / "client"))
+                          VDSP_RUNTIME_DIR=str(self.base / "client"), VDSP_SHM_DIR=str(self.shm))
         (self.base / "client").mkdir(mode=0o700, exist_ok=True)
 
         def up():
@@ -89,14 +92,16 @@ class TcpSoc:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
+        ddr.close_owner(str(self.shm))
         shutil.rmtree(self.base, ignore_errors=True)
+        shutil.rmtree(self.shm, ignore_errors=True)
 
 
 @contextlib.contextmanager
 def running_tcp_soc():
     """A started TcpSoc, with the SoC variables of this process's environment cleared around it."""
     saved = {k: os.environ.get(k) for k in ("VDSP_KEYS_DIR", "VDSP_RELAY_ENDPOINT", "VDSP_RUNTIME_DIR",
-                                            "VDSP_CORE_ENDPOINTS", "VDSP_RPC_MODE", "VDSP_CLIENT_KEY")}
+                                            "VDSP_CORE_ENDPOINTS", "VDSP_RPC_MODE", "VDSP_CLIENT_KEY", "VDSP_SHM_DIR")}
     for k in saved:
         os.environ.pop(k, None)
     soc = TcpSoc()

@@ -101,6 +101,7 @@ def test_every_row_of_the_state_table(live_soc):
 
 # --- crashes ---------------------------------------------------------------------------
 
+@pytest.mark.exclusive     # a 2 s watchdog and crash times measured: a busy neighbour trips or slows them
 @pytest.mark.parametrize("op, kind", [(RAISE, "exception"), (KILL, "killed by SIGKILL"), (HANG, "watchdog")])
 def test_crash_by_exception_process_death_and_watchdog(soc_wd, op, kind):
     events = []

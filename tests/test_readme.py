@@ -9,7 +9,6 @@ import re
 import shlex
 import subprocess
 import sys
-import tempfile
 import shutil
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from vdsp_sim.board.pidfile import alive
 from tests.conftest import wait_until
 from tests.live import shm_entries
+from vdsp_sim.private_soc import fresh_ddr_dir, fresh_runtime_dir
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,13 +47,16 @@ def as_printed(command: str) -> list[str]:
 
 
 @pytest.fixture
-def fresh_env():
-    """A private runtime dir and none of the variables a fixture SoC would set."""
-    rt = Path(tempfile.mkdtemp(prefix="vr", dir="/tmp"))
+def fresh_env(monkeypatch):
+    """A private runtime dir and DDR dir (the tests look for leaks there: in /dev/shm itself other
+    tests' SoCs come and go meanwhile), and none of the variables a fixture SoC would set."""
+    rt, shm = fresh_runtime_dir("vr"), fresh_ddr_dir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("VDSP_")}
-    env["VDSP_RUNTIME_DIR"] = str(rt)
+    env.update(VDSP_RUNTIME_DIR=str(rt), VDSP_SHM_DIR=str(shm))
+    monkeypatch.setenv("VDSP_SHM_DIR", str(shm))       # where shm_entries() looks
     yield rt, env
     shutil.rmtree(rt, ignore_errors=True)
+    shutil.rmtree(shm, ignore_errors=True)
 
 
 def test_the_shown_example_is_the_file_the_steps_run():
