@@ -100,6 +100,7 @@ HB_DSP_CORE_CRASHED: int = errors.CoreCrashed.code
 HB_DSP_CORE_DEAD: int = errors.CoreDead.code
 HB_DSP_BUSY: int = errors.CoreBusy.code
 HB_DSP_RELAY_UNAVAILABLE: int = errors.RelayUnavailable.code
+HB_DSP_KEY_REFUSED: int = errors.KeyRefused.code
 
 
 # --- the SoC and runtime these functions use -------------------------------------------------------

@@ -55,7 +55,7 @@ def test_softmax_top5_is_five_distinct_classes(nn_run):
     top = [re.search(r"TOP (\d) result id: (\d+) prob ([\d.]+)", line) for line in nn_run]
     top = [m for m in top if m]
     assert [int(m[1]) for m in top] == [0, 1, 2, 3, 4]
-    assert [int(m[2]) for m in top] == [340, 292, 282, 83, 290]
+    assert [int(m[2]) for m in top] == [17, 404, 761, 230, 958]   # the classes the sample made stand out
     probs = [float(m[3]) for m in top]
     assert all(a > b * 1.5 for a, b in zip(probs, probs[1:])), probs
     # the five planted int8 logits 127, 118, 109, 100, 91 at scale 1/16: neighbours differ by
