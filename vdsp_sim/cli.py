@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import DEFAULT_WATCHDOG_MS
-from vdsp_sim.board import clihelp, log as soclog, runtime
+from vdsp_sim.board import clihelp, log as soclog, runtime, settings
 from vdsp_sim.board.pidfile import PidFile, supervisor_state
 
 
@@ -89,7 +88,7 @@ def _up_detached(rt: Path, args: argparse.Namespace) -> int:
     start = log_path.stat().st_size if log_path.exists() else 0
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-                                env=dict(os.environ, VDSP_RUNTIME_DIR=str(rt)))
+                                env=settings.child_env(VDSP_RUNTIME_DIR=str(rt)))
     # No clock of our own: the detached 'vdsp up' decides (it waits while the SoC's processes live
     # and progress) and either says "SoC up" or exits with the reason; we follow it.
     deadline = time.monotonic() + args.timeout + 5 if args.timeout else None
@@ -128,7 +127,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from arm_side.soc import Soc
     rt = runtime.runtime_dir()
-    relay_up = PidFile(rt / "relay.pid").read() is not None or bool(os.environ.get("VDSP_RELAY_ENDPOINT"))
+    relay_up = PidFile(rt / "relay.pid").read() is not None or bool(settings.current().relay_endpoint)
     try:
         # a loaded host answers late: wait while the SoC's processes live (the SDK fails at once,
         # naming the process, when one exited or was given up)

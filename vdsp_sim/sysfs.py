@@ -20,7 +20,7 @@ from typing import Iterator
 from protocol import errors
 from protocol.constants import CORE_NAMES
 from protocol.remoteproc import ATTRIBUTES
-from vdsp_sim.board import runtime
+from vdsp_sim.board import runtime, settings
 from vdsp_sim.board.pidfile import PidFile
 
 FW_PATH = "/sys/module/firmware_class/parameters/path"
@@ -45,7 +45,7 @@ def connect() -> Iterator:
     """A Soc through the relay when one runs here (or is configured), else direct to the cores."""
     from arm_side.soc import Soc
     rt = runtime.runtime_dir()
-    relay = PidFile(rt / "relay.pid").read() is not None or bool(os.environ.get("VDSP_RELAY_ENDPOINT"))
+    relay = PidFile(rt / "relay.pid").read() is not None or bool(settings.current().relay_endpoint)
     with Soc(mode="relay" if relay else "direct", autostart_relay=False, connect_timeout_s=3.0) as soc:
         yield soc
 

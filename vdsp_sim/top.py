@@ -98,10 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     from rich.live import Live
     from arm_side import Soc
     from protocol import errors
-    from vdsp_sim.board import runtime
+    from vdsp_sim.board import runtime, settings
     console = Console()
-    import os
-    where = os.environ.get("VDSP_RELAY_ENDPOINT") or str(runtime.runtime_dir(create=False))
+    where = settings.current().relay_endpoint or str(runtime.runtime_dir(create=False))
     try:
         # a loaded host answers late: wait while the relay lives; a SoC that is down fails at once
         soc = Soc(mode="relay", autostart_relay=False, connect_timeout_s=30.0)

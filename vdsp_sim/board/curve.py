@@ -36,7 +36,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 from protocol import errors
-from vdsp_sim.board import clihelp
+from vdsp_sim.board import clihelp, settings
 from vdsp_sim.board.log import RateLimited
 
 log = logging.getLogger("vdsp.curve")
@@ -44,9 +44,9 @@ ADMIN, CLIENT = "admins", "clients"
 
 
 def keys_dir(rt: Path | None = None) -> Path:
-    env = os.environ.get("VDSP_KEYS_DIR")
+    env = settings.current().keys_dir
     if env:
-        return Path(env)
+        return env
     from vdsp_sim.board import runtime
     return (rt or runtime.runtime_dir()) / "keys"
 
@@ -188,7 +188,7 @@ def secure_client(sock: zmq.Socket, endpoint: str, *, key_file: Path | None = No
         return False
     directory = keys_dir()
     public, secret = load_pair(key_file or client_key_file())
-    server_file = Path(os.environ.get("VDSP_SERVER_KEY") or directory / "server.key")
+    server_file = settings.current().server_key or directory / "server.key"
     sock.curve_serverkey = load_public(server_file)
     sock.curve_publickey, sock.curve_secretkey = public, secret
     return True
@@ -196,7 +196,7 @@ def secure_client(sock: zmq.Socket, endpoint: str, *, key_file: Path | None = No
 
 def client_key_file() -> Path:
     """This client's ``.key_secret`` file: ``VDSP_CLIENT_KEY``, else the key directory's ``client.key_secret``."""
-    return Path(os.environ.get("VDSP_CLIENT_KEY") or keys_dir() / "client.key_secret")
+    return settings.current().client_key or keys_dir() / "client.key_secret"
 
 
 def client_public_key() -> str:

@@ -37,6 +37,7 @@ import threading
 import time
 
 from protocol.errors import SysInvalidArgument, SysOutOfMemory
+from vdsp_sim.board import settings
 
 PAGE = 4096
 MAX_ALLOC = 2**32 - 1               # hbSysAllocMem takes a uint32 size
@@ -58,7 +59,7 @@ _TMP_RE = re.compile(r"vdsp-([0-9a-f]{6})\.lock\.tmp[0-9]+")
 
 def shm_dir() -> str:
     """The directory holding the DDR files (``VDSP_SHM_DIR`` or ``/dev/shm``)."""
-    return os.environ.get("VDSP_SHM_DIR") or "/dev/shm"
+    return settings.current().shm_dir
 
 
 _default_dir = shm_dir   # for functions whose ``shm_dir`` parameter shadows the name
@@ -74,7 +75,7 @@ def quota(directory: str | None = None) -> int:
     bytes, with an optional K/M/G suffix, or a percentage of the directory's file system),
     by default DEFAULT_QUOTA_SHARE % of that file system, so one client cannot fill the DDR
     and starve the others. Raises SysInvalidArgument for a malformed value."""
-    text = os.environ.get(QUOTA_ENV, "").strip() or f"{DEFAULT_QUOTA_SHARE}%"
+    text = (settings.current().ddr_quota or "").strip() or f"{DEFAULT_QUOTA_SHARE}%"
     m = _QUOTA_RE.fullmatch(text)
     if not m:
         raise SysInvalidArgument(f"{QUOTA_ENV}={text!r}: give bytes (e.g. 268435456, 256M, 2G) or a share "

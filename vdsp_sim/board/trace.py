@@ -35,6 +35,8 @@ from typing import IO, Any
 
 import msgpack
 
+from vdsp_sim.board import settings
+
 CHECK_EVERY_S = 0.25
 FLAG = "active"
 MAX_FILE_BYTES = 256 << 20      # one process's file in one session; beyond, it stops recording
@@ -56,9 +58,9 @@ now_ns = time.time_ns      # the trace clock (see the module docstring)
 
 def trace_dir(rt: Path | None = None) -> Path:
     """Where the flag and the sessions live (not created)."""
-    env = os.environ.get("VDSP_TRACE_DIR")
+    env = settings.current().trace_dir
     if env:
-        return Path(env)
+        return env
     if rt is None:
         from vdsp_sim.board import runtime
         rt = runtime.runtime_dir(create=False)

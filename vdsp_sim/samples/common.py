@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from pathlib import Path
 from typing import Iterator
 
-from vdsp_sim.board import ddr, log as soclog, runtime
+from vdsp_sim.board import ddr, log as soclog, runtime, settings
 from vdsp_sim.board.pidfile import PidFile
 
 log = logging.getLogger("vdsp.sample")
@@ -16,7 +15,7 @@ log = logging.getLogger("vdsp.sample")
 def soc_is_up(rt: Path) -> bool:
     """A SoC to use exists: endpoints given by the environment (containers, other hosts),
     or a local one in the runtime dir."""
-    if os.environ.get("VDSP_RELAY_ENDPOINT") or os.environ.get("VDSP_CORE_ENDPOINTS"):
+    if settings.current().relay_endpoint or settings.current().core_endpoints:
         return True
     return PidFile(rt / "soc.pid").read() is not None or (rt / "vdsp0.sock").exists()
 
@@ -32,7 +31,7 @@ def local_soc() -> Iterator[None]:
         return
     log.info("no SoC is up in %s: starting relay, vdsp0, vdsp1", rt)
     try:
-        with private_soc(runtime_dir=rt, ddr_dir=Path(ddr.shm_dir()), mode=os.environ.get("VDSP_RPC_MODE"),
+        with private_soc(runtime_dir=rt, ddr_dir=Path(ddr.shm_dir()), mode=settings.current().raw("VDSP_RPC_MODE"),
                          strict_cache=None):
             yield
     finally:
