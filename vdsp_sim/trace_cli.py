@@ -27,6 +27,12 @@ PICKUP_S = 2.0      # how long we wait for the relay, cores and firmwares to ope
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vdsp trace", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    add_arguments(ap)
+    return ap
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of 'vdsp trace' (vdsp_sim/commands/trace.py)."""
     ap.add_argument("-o", "--output", default=None, help="the trace (Chrome/Perfetto JSON; default trace.json)")
     ap.add_argument("--png", nargs="?", const="", default=None, metavar="FILE",
                     help="also draw the timeline to FILE (default: the output's name with .png)")
@@ -35,7 +41,6 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--stop", action="store_true", help="turn tracing off and write the trace")
     ap.add_argument("--title", default="", help="title of the picture")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... to run while tracing")
-    return ap
 
 
 def _wait_pickup(session_dir: Path, seconds: float) -> list[str]:
@@ -69,7 +74,10 @@ def summary(doc: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    return run_args(parser().parse_args(argv))
+
+
+def run_args(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     output = Path(args.output or "trace.json")
     if args.source:
