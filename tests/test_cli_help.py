@@ -92,6 +92,14 @@ def test_every_command_of_the_tree_has_help(capsys):
         assert not [m for m in REST if m in out], (path, out)
 
 
+def test_no_command_argument_overwrites_the_dispatch():
+    """A subcommand's argument named 'command' (vdsp trace's did) replaced the name of the command
+    being run in the namespace, and 'run' would replace its function."""
+    clashes = [f"{path} {action.dest}" for path, ap in _parsers(cli.parser(), "vdsp") if path != "vdsp"
+               for action in ap._actions if action.dest in ("command", "run")]
+    assert clashes == []
+
+
 def test_relay_help_has_no_rest_markup_and_says_what_each_option_does(tmp_path):
     res = run(RELAY + ["--help"], tmp_path)
     assert res.returncode == 0 and not [m for m in REST if m in res.stdout]

@@ -40,7 +40,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--start", action="store_true", help="turn tracing on and return")
     ap.add_argument("--stop", action="store_true", help="turn tracing off and write the trace")
     ap.add_argument("--title", default="", help="title of the picture")
-    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... to run while tracing")
+    ap.add_argument("traced", metavar="command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... to run while tracing")
 
 
 def _wait_pickup(session_dir: Path, seconds: float) -> list[str]:
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_args(args: argparse.Namespace) -> int:
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.traced[1:] if args.traced[:1] == ["--"] else args.traced
     output = Path(args.output or "trace.json")
     if args.source:
         doc = json.loads(Path(args.source).read_text())
