@@ -40,8 +40,9 @@ def _main(argv: list[str]) -> int:
     args, extra = ap.parse_known_args(argv)
     module = command_modules()[args.command]
     if extra:
-        if not getattr(module, "PASS_THROUGH", False):
-            ap.parse_args(argv)     # argparse's own error (exit 2)
+        if not getattr(module, "PASS_THROUGH", False):     # said by the command's parser (exit 2)
+            sub = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+            sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
         args.rest = extra + args.rest
     if getattr(module, "PRIVATE_FILES", False):   # SoC processes and what they install: private files
         from vdsp_sim.board import proc
