@@ -74,7 +74,8 @@ def _str(text: str) -> str:
 
 
 class Settings:
-    """The ``VDSP_*`` variables of one environment (``os.environ`` by default), taken when made."""
+    """The ``VDSP_*`` variables of one environment (``os.environ`` by default), each read when
+    its attribute is."""
 
     runtime_dir = Variable[Path | None](
         "VDSP_RUNTIME_DIR", "path", "`$XDG_RUNTIME_DIR/vdsp`, else `/tmp/vdsp-$UID`",
@@ -145,14 +146,13 @@ class Settings:
         _str, None, internal=True)
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
-        env = os.environ if environ is None else environ
-        self._raw = {name: env[name] for name in VARIABLES if env.get(name)}
+        self._env = os.environ if environ is None else environ    # read per attribute: one lookup each
 
     def raw(self, name: str) -> str | None:
         """The text of ``name`` (a declared variable), or None when unset or empty."""
         if name not in VARIABLES:
             raise KeyError(f"{name} is not a declared setting (vdsp_sim/board/settings.py)")
-        return self._raw.get(name)
+        return self._env.get(name) or None
 
 
 VARIABLES: dict[str, Variable[Any]] = {v.name: v for v in vars(Settings).values() if isinstance(v, Variable)}
