@@ -17,7 +17,6 @@
 """
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -27,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from protocol import errors
-from vdsp_sim.board import runtime
+from vdsp_sim.board import runtime, settings
 from vdsp_sim.board.pidfile import PidFile, supervisor_state
 from vdsp_sim.board.procfacts import exited
 
@@ -136,7 +135,7 @@ def start_relay(rt: Path) -> int:
     running = PidFile(rt / "relay.pid").read()
     if running is not None:
         return running
-    env = dict(os.environ, VDSP_RUNTIME_DIR=str(rt))
+    env = settings.child_env(VDSP_RUNTIME_DIR=str(rt))
     with open(rt / "relay.log", "ab") as logf:
         proc = subprocess.Popen([relay_command(), "--exit-without-cores", str(RELAY_EXIT_WITHOUT_CORES_S)],
                                 stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env, start_new_session=True)

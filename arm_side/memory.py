@@ -26,7 +26,7 @@ import numpy as np
 from protocol import acl as aclrule
 from protocol.constants import HANDLE_REGISTERED
 from protocol.errors import CacheCoherencyError, SysInvalidArgument, SysRegisterMemFailed
-from vdsp_sim.board import acl, ddr
+from vdsp_sim.board import acl, ddr, settings
 
 INVALIDATE = 1      # HB_SYS_MEM_CACHE_INVALIDATE: DDR -> cache
 CLEAN = 2           # HB_SYS_MEM_CACHE_CLEAN: cache -> DDR
@@ -35,7 +35,7 @@ _grants_reader = acl.Reader()
 
 
 def strict_default() -> bool:
-    return os.environ.get("VDSP_STRICT_CACHE", "").strip().lower() in {"1", "true", "yes"}
+    return settings.current().strict_cache
 
 
 def _is_int(value: object) -> TypeGuard[int]:

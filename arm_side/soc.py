@@ -25,7 +25,7 @@ from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
 from arm_side.task import Task
 from arm_side.transport import Transport, ZmqTransport
-from vdsp_sim.board import ddr
+from vdsp_sim.board import ddr, settings
 
 
 def _handles(buffers: Sequence[Any], what: str, memory: MemoryManager, check: bool) -> tuple[list, list]:
@@ -60,10 +60,10 @@ class Soc:
         ``$VDSP_BUSY_POLL_US``, else 0): a waiting thread spins that long before it sleeps —
         lower latency, one busy CPU while waiting."""
         if busy_poll_us is None:
-            busy_poll_us = int(os.environ.get("VDSP_BUSY_POLL_US", "0") or 0)
+            busy_poll_us = settings.current().busy_poll_us
         own = transport is None
         if transport is None:
-            mode = mode or os.environ.get("VDSP_RPC_MODE", "relay")
+            mode = mode or settings.current().rpc_mode
             if mode not in ("relay", "direct"):
                 raise errors.InvalidArgument(f"VDSP_RPC_MODE must be relay or direct, got {mode!r}")
             transport = ZmqTransport(mode, autostart_relay=autostart_relay)

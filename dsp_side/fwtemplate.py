@@ -45,6 +45,8 @@ import subprocess
 import sys
 import time
 
+from vdsp_sim.board import settings
+
 log = logging.getLogger("vdsp.core")
 
 _PR_SET_PDEATHSIG, _PR_SET_NAME, _PR_SET_CHILD_SUBREAPER = 1, 15, 36
@@ -54,12 +56,12 @@ MAX_REQUEST = 1 << 16
 
 
 def enabled() -> bool:
-    return os.environ.get("VDSP_FW_TEMPLATE", "1").strip() not in ("0", "no", "off", "false")
+    return settings.current().fw_template
 
 
 def soc_enabled() -> bool:
     """The SoC-wide template of ``vdsp up`` (``VDSP_SOC_TEMPLATE=1``; off by default for now)."""
-    return enabled() and os.environ.get("VDSP_SOC_TEMPLATE", "0").strip() in ("1", "yes", "on", "true")
+    return enabled() and settings.current().soc_template
 
 
 def _prctl(option: int, arg) -> bool:
@@ -203,8 +205,7 @@ def _child(sock: socket.socket, kind: str, argv: list[str], env: dict | None, fd
             firmware.main(argv, forked=True)    # exits
         else:
             assert env is not None
-            os.environ.clear()
-            os.environ.update(env)
+            settings.become(env)
             signal.signal(signal.SIGINT, signal.default_int_handler)
             set_name(argv[argv.index("--name") + 1] if "--name" in argv[:-1] else "core")
             from dsp_side import core_main

@@ -47,10 +47,11 @@ def prefault(nbytes: int | None = None, chunk: int = 8 << 20) -> int:
     first task's large temporaries do not page-fault (a 1920x1080 cornerHarris: ~75 MiB of
     them, 66 ms first vs 16 ms after on a 2-CPU VM), as a DSP's working memory is there when
     it boots. Returns the bytes touched (0 without glibc or when disabled)."""
-    import os
+    from vdsp_sim.board import settings
     if nbytes is None:
         try:
-            nbytes = int(float(os.environ.get("VDSP_FW_HEAP_MB", PREFAULT_MB)) * (1 << 20))
+            mb = settings.current().fw_heap_mb
+            nbytes = int((PREFAULT_MB if mb is None else mb) * (1 << 20))
         except ValueError:
             nbytes = PREFAULT_MB << 20
     if nbytes <= 0:

@@ -12,7 +12,7 @@ import time
 from protocol import errors
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_TASKS_PER_CLIENT
 from relay_server.server import RelayServer
-from vdsp_sim.board import clihelp, log as soclog, proc, runtime
+from vdsp_sim.board import clihelp, log as soclog, proc, runtime, settings
 from vdsp_sim.board.pidfile import PidFile
 
 log = logging.getLogger("vdsp.relay")
@@ -42,10 +42,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--exit-without-cores", type=float, default=0.0, metavar="SECONDS",
                     help="exit once no core has answered for this long (0: never); the SDK starts its relays "
                          "so, so that one never outlives the cores it serves")
-    ap.add_argument("--metrics-port", type=int, default=int(os.environ.get("VDSP_METRICS_PORT") or 0),
+    ap.add_argument("--metrics-port", type=int, default=settings.current().metrics_port,
                     metavar="PORT", help="serve Prometheus metrics on http://ADDR:PORT/metrics (default "
                     "$VDSP_METRICS_PORT; 0: off); names in docs/observability.md")
-    ap.add_argument("--metrics-addr", default=os.environ.get("VDSP_METRICS_ADDR", "127.0.0.1"),
+    ap.add_argument("--metrics-addr", default=settings.current().metrics_addr,
                     help="address of the metrics endpoint (default $VDSP_METRICS_ADDR or 127.0.0.1; "
                          "0.0.0.0 in a container)")
     clihelp.add_version(ap)
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         threading.Thread(target=exit_without_cores, args=(server, args.exit_without_cores),
                          name="exit-without-cores", daemon=True).start()
     try:
-        profile = os.environ.get("VDSP_PROFILE_RELAY")
+        profile = settings.current().profile_relay
         if profile:  # developer aid: cProfile stats of the relay loop, written at exit
             import cProfile
             cProfile.runctx("server.run()", globals(), {"server": server}, profile)

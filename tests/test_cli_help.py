@@ -75,6 +75,31 @@ def test_help_has_no_rest_markup(argv, tmp_path):
         assert "rest" not in res.stdout.split() and "ARGS" in res.stdout
 
 
+def test_every_command_of_the_tree_has_help(capsys):
+    """One argparse tree: every command and subcommand answers --help (exit 0, its own usage line,
+    no reST markup), and each command is a module of vdsp_sim.commands."""
+    from vdsp_sim import commands
+    paths = [path for path, _ in _parsers(cli.parser(), "vdsp")]
+    assert {p.split()[1] for p in paths if len(p.split()) > 1} == set(commands.NAMES)
+    assert {"vdsp keys init", "vdsp firmware stubs", "vdsp sysfs echo", "vdsp trace", "vdsp loadtest"} <= set(paths)
+    for path in paths:
+        with pytest.raises(SystemExit) as exc:
+            cli._main(path.split()[1:] + ["--help"])
+        out = capsys.readouterr().out
+        assert exc.value.code == 0, path
+        first = "usage: " + path if path != "vdsp bench" else "usage: vdsp bench [NAME ...]"
+        assert out.startswith(first), (path, out[:200])
+        assert not [m for m in REST if m in out], (path, out)
+
+
+def test_no_command_argument_overwrites_the_dispatch():
+    """A subcommand's argument named 'command' (vdsp trace's did) replaced the name of the command
+    being run in the namespace, and 'run' would replace its function."""
+    clashes = [f"{path} {action.dest}" for path, ap in _parsers(cli.parser(), "vdsp") if path != "vdsp"
+               for action in ap._actions if action.dest in ("command", "run")]
+    assert clashes == []
+
+
 def test_relay_help_has_no_rest_markup_and_says_what_each_option_does(tmp_path):
     res = run(RELAY + ["--help"], tmp_path)
     assert res.returncode == 0 and not [m for m in REST if m in res.stdout]

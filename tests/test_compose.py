@@ -34,7 +34,7 @@ import pytest
 import yaml
 
 from relay_server import main as relay_main
-from vdsp_sim import cli, health
+from vdsp_sim import cli
 from vdsp_sim.board import runtime
 from vdsp_sim.private_soc import free_tcp_ports as free_ports
 
@@ -392,12 +392,8 @@ def check_argv(argv: list[str], monkeypatch, what: str) -> argparse.Namespace:
     entry = scripts().get(prog)
     assert entry is not None, f"{what}: {prog!r} is not a console script of pyproject.toml ({sorted(scripts())})"
     ap = {"vdsp_sim.cli:main": cli.parser, "relay_server.main:main": relay_main.parser}[entry]()
-    if entry == "vdsp_sim.cli:main" and args[:1] == ["health"]:    # cli.main hands these to health.main
-        ap, args = health.parser(), args[1:]
     try:
         ns = ap.parse_args(args)
-        if ap.prog == "vdsp health":
-            ns.command = "health"
     except SystemExit as exc:
         pytest.fail(f"{what}: {argv!r} does not parse (exit {exc.code})")
     if entry == "relay_server.main:main" and ns.core:

@@ -7,7 +7,8 @@ import stat
 
 import pytest
 
-from vdsp_sim import cli, supervisor
+from vdsp_sim import supervisor
+from vdsp_sim.commands import status as status_cmd
 from vdsp_sim.board.pidfile import SUPERVISOR_STATE, StateFile, supervisor_state
 from vdsp_sim.supervisor import Child, Supervisor
 
@@ -112,7 +113,7 @@ def test_a_state_file_of_a_dead_supervisor_is_ignored(tmp_path):
 
 
 def test_status_text_shows_restarts_and_give_ups(capsys):
-    cli._print_supervisor({"pid": 42, "state": "running", "restart_policy": {"burst": 5, "window_s": 30.0},
+    status_cmd._print_supervisor({"pid": 42, "state": "running", "restart_policy": {"burst": 5, "window_s": 30.0},
                            "processes": {
                                "vdsp0": {"pid": 7, "state": "running", "restarts": 1, "last_exit_text": "killed by SIGKILL",
                                          "gave_up": False, "restart_in_s": None},

@@ -32,6 +32,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from arm_side import nn
 from arm_side.dnn import container, props as tprops
+from vdsp_sim.board import settings
 
 BUILDER = "vdsp_sim.dnn_models 1"
 OPSET = 17
@@ -43,7 +44,7 @@ SEED = 20240204
 
 def model_dir() -> Path:
     """``$VDSP_MODEL_DIR``, else ``vdsp_sim/models`` next to this file."""
-    return Path(os.environ.get("VDSP_MODEL_DIR") or DEFAULT_DIR)
+    return settings.current().model_dir or Path(DEFAULT_DIR)
 
 
 class _Graph:

@@ -165,7 +165,7 @@ def cmd_trusted(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub) -> None:
+def add_parser(sub) -> argparse.ArgumentParser:
     fw = sub.add_parser("firmware", help="build, inspect and sign DSP firmware images; trust signing keys")
     fsub = fw.add_subparsers(dest="fw_command", required=True)
     build = fsub.add_parser("build", help="build a signed image from an operator source tree (a folder with firmware.py)",
@@ -209,3 +209,4 @@ def add_parser(sub) -> None:
     untrust.add_argument("name", help="the name it is trusted under ('vdsp firmware trusted' lists them)")
     untrust.set_defaults(fn=cmd_untrust)
     fsub.add_parser("trusted", help="list the trusted signing keys").set_defaults(fn=cmd_trusted)
+    return fw

@@ -553,10 +553,11 @@ def _check(soc, report: SocReport, pids: dict, crashes: dict, *cores) -> None:
 
 # --- command line ---------------------------------------------------------------------------
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="vdsp fuzz", description="Structure-aware fuzzing of the relay, the cores and the firmwares.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+DESCRIPTION = "Structure-aware fuzzing of the relay, the cores and the firmwares."
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of 'vdsp fuzz' (vdsp_sim/commands/fuzz.py)."""
     ap.add_argument("--messages", type=int, default=1_000_000, help="messages to send")
     ap.add_argument("--seed", type=int, default=int(time.time()), help="generator seed (printed; reuse it to "
                     "replay a run)")
@@ -565,7 +566,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="feed a firmware executor in this process instead of a SoC (prints tracebacks)")
     ap.add_argument("--start", action="store_true",
                     help="start a private SoC for the run (else fuzz the one up in $VDSP_RUNTIME_DIR)")
-    args = clihelp.finish(ap).parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="vdsp fuzz", description=DESCRIPTION)
+    add_arguments(ap)
+    return run_args(clihelp.finish(ap).parse_args(argv))
+
+
+def run_args(args: argparse.Namespace) -> int:
     print(f"fuzz: seed {args.seed}", flush=True)
     if args.in_process:
         outcomes: dict = {}

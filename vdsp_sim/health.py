@@ -55,16 +55,24 @@ def _round_trip(soc, core: Core, name: str, size: int, timeout_ms: float) -> tup
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vdsp health", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    return ap
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of 'vdsp health' (vdsp_sim/commands/health.py)."""
     ap.add_argument("--core", action="append", default=[], metavar="NAME",
                     help="a core to check (repeatable; default: every core of the SoC)")
     ap.add_argument("--size", type=int, default=64 << 10, help="bytes of the buffer (default 64 KiB)")
     ap.add_argument("--timeout-ms", type=float, default=5000, help="per task (default 5000)")
     ap.add_argument("--connect-timeout", type=float, default=3.0, help="seconds to reach the SoC (default 3)")
-    return ap
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = clihelp.finish(parser()).parse_args(argv)
+    return run_args(clihelp.finish(parser()).parse_args(argv))
+
+
+def run_args(args: argparse.Namespace) -> int:
     from arm_side.soc import Soc
     try:
         with Soc(autostart_relay=False, connect_timeout_s=args.connect_timeout) as soc:

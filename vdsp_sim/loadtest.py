@@ -17,7 +17,6 @@ import argparse
 import collections
 import json
 import multiprocessing as mp
-import os
 import random
 import sys
 import time
@@ -55,7 +54,7 @@ def _pick(rng: random.Random, weights: dict[str, float]) -> str:
 def client(index: int, rt: str, tasks: int, classes: dict, cores: dict, work_ms: float, timeout_s: float,
            seed: int, out) -> None:
     """One client process: submit ``tasks`` tasks keeping up to WINDOW in flight; verify; report."""
-    os.environ["VDSP_RUNTIME_DIR"] = rt
+    # a spawned child has its parent's environment, which named ``rt``: nothing to set here
     from arm_side import CLEAN, INVALIDATE, Soc, errors, opids
     rng = random.Random(seed)
     records: list[dict[str, Any]] = []
@@ -206,8 +205,11 @@ def format_report(rep: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="vdsp loadtest", description=__doc__.split("\n\n")[0])
+DESCRIPTION = __doc__.split("\n\n")[0]
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of 'vdsp loadtest' (vdsp_sim/commands/loadtest.py)."""
     ap.add_argument("--clients", type=int, default=4, help="client processes")
     ap.add_argument("--tasks", type=int, default=500, help="tasks per client")
     ap.add_argument("--mix", default="high=1,normal=2,low=1", help="priority classes and weights (high, normal, low)")
@@ -215,11 +217,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-ms", type=float, default=0.0, help="DSP work per counting task (saturates the cores)")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds a task may take before it counts as lost")
     ap.add_argument("--json", metavar="FILE", help="also write the report as JSON")
-    args = clihelp.finish(ap).parse_args(argv)
+    ap.set_defaults(usage_error=ap.error)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="vdsp loadtest", description=DESCRIPTION)
+    add_arguments(ap)
+    return run_args(clihelp.finish(ap).parse_args(argv))
+
+
+def run_args(args: argparse.Namespace) -> int:
     try:
         classes, cores = parse_weights(args.mix, CLASSES), parse_weights(args.cores, CORES)
     except ValueError as exc:
-        ap.error(str(exc))
+        args.usage_error(str(exc))
     from vdsp_sim.samples.common import local_soc
     with local_soc():
         rep = run(args.clients, args.tasks, classes=classes, cores=cores, work_ms=args.work_ms,

@@ -42,7 +42,7 @@ from typing import Mapping
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from vdsp_sim.board import ddr
+from vdsp_sim.board import ddr, settings
 from vdsp_sim.board.pidfile import PidFile, alive
 from vdsp_sim.supervisor import Supervisor, stop_pid
 
@@ -151,12 +151,11 @@ class PrivateSoc:
 
     def _export(self) -> None:
         env = self.env
-        self._saved_env = {k: os.environ.get(k) for k in env}
-        _apply(env)
+        self._saved_env = settings.export(env)
 
     def _restore(self) -> None:
         if self._saved_env is not None:
-            _apply(self._saved_env)
+            settings.export(self._saved_env)
             self._saved_env = None
 
     # --- start and stop ----------------------------------------------------------------------
@@ -285,10 +284,3 @@ def private_soc(config: SocConfig | None = None, **fields) -> PrivateSoc:
     config = config or SocConfig()
     return PrivateSoc(dataclasses.replace(config, **fields) if fields else config)
 
-
-def _apply(env: Mapping[str, str | None]) -> None:
-    for key, value in env.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value

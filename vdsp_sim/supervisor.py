@@ -31,7 +31,7 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from vdsp_sim.board import curve, proc, runtime
+from vdsp_sim.board import curve, proc, runtime, settings
 from vdsp_sim.board.pidfile import SUPERVISOR_STATE, PidFile, StateFile, alive
 from vdsp_sim.board import procfacts
 
@@ -45,7 +45,7 @@ STALL_S = 60.0             # start-up fails when no process of the SoC used CPU 
 
 
 def _env(rt: Path) -> dict:
-    env = dict(os.environ, VDSP_RUNTIME_DIR=str(rt))
+    env = settings.child_env(VDSP_RUNTIME_DIR=str(rt))
     root = str(Path(__file__).resolve().parent.parent)
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     if root not in paths:

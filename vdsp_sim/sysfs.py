@@ -20,7 +20,7 @@ from typing import Iterator
 from protocol import errors
 from protocol.constants import CORE_NAMES
 from protocol.remoteproc import ATTRIBUTES
-from vdsp_sim.board import runtime
+from vdsp_sim.board import runtime, settings
 from vdsp_sim.board.pidfile import PidFile
 
 FW_PATH = "/sys/module/firmware_class/parameters/path"
@@ -45,7 +45,7 @@ def connect() -> Iterator:
     """A Soc through the relay when one runs here (or is configured), else direct to the cores."""
     from arm_side.soc import Soc
     rt = runtime.runtime_dir()
-    relay = PidFile(rt / "relay.pid").read() is not None or bool(os.environ.get("VDSP_RELAY_ENDPOINT"))
+    relay = PidFile(rt / "relay.pid").read() is not None or bool(settings.current().relay_endpoint)
     with Soc(mode="relay" if relay else "direct", autostart_relay=False, connect_timeout_s=3.0) as soc:
         yield soc
 
@@ -151,7 +151,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub) -> None:
+def add_sysfs_parser(sub) -> argparse.ArgumentParser:
     fs = sub.add_parser("sysfs", help="read and write the remoteproc sysfs files of the SoC")
     fsub = fs.add_subparsers(dest="sysfs_command", required=True)
     cat = fsub.add_parser("cat", help="print an attribute (like cat PATH)")
@@ -164,8 +164,12 @@ def add_parsers(sub) -> None:
     echo.add_argument("path", metavar="PATH", help="an attribute ('vdsp sysfs ls' lists them)")
     echo.set_defaults(fn=cmd_echo)
     fsub.add_parser("ls", help="list the files").set_defaults(fn=cmd_ls)
+    return fs
+
+
+def add_deploy_parser(sub) -> argparse.ArgumentParser:
     dep = sub.add_parser("deploy", help="install firmware images vdsp0/vdsp1 from IMAGE_DIR and restart both cores "
                                         "(what dsp_deploy.sh does)")
     dep.add_argument("image_dir", metavar="IMAGE_DIR",
                      help="a folder with the images vdsp0 and vdsp1 ('vdsp firmware build -o IMAGE_DIR/vdsp0')")
-    dep.set_defaults(fn=cmd_deploy)
+    return dep

@@ -88,20 +88,30 @@ def render(stats: dict, prev: dict | None = None, dt: float = 0.0, where: str = 
     return Group(*parts)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="vdsp top", description=__doc__.split("\n\n")[0])
+DESCRIPTION = __doc__.split("\n\n")[0]
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of 'vdsp top' (vdsp_sim/commands/top.py)."""
     ap.add_argument("-n", "--interval", type=float, default=1.0, help="seconds between refreshes")
     ap.add_argument("--iterations", type=int, default=0, help="stop after this many refreshes (0: until Ctrl-C)")
     ap.add_argument("--once", action="store_true", help="print one screen (two samples --interval apart) and exit")
-    args = ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="vdsp top", description=DESCRIPTION)
+    add_arguments(ap)
+    return run_args(ap.parse_args(argv))
+
+
+def run_args(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.live import Live
     from arm_side import Soc
     from protocol import errors
-    from vdsp_sim.board import runtime
+    from vdsp_sim.board import runtime, settings
     console = Console()
-    import os
-    where = os.environ.get("VDSP_RELAY_ENDPOINT") or str(runtime.runtime_dir(create=False))
+    where = settings.current().relay_endpoint or str(runtime.runtime_dir(create=False))
     try:
         # a loaded host answers late: wait while the relay lives; a SoC that is down fails at once
         soc = Soc(mode="relay", autostart_relay=False, connect_timeout_s=30.0)

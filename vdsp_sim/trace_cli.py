@@ -28,6 +28,12 @@ PICKUP_S = 2.0      # how long we wait for the relay, cores and firmwares to ope
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vdsp trace", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    add_arguments(ap)
+    return ap
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of 'vdsp trace' (vdsp_sim/commands/trace.py)."""
     ap.add_argument("-o", "--output", default=None, help="the trace (Chrome/Perfetto JSON; default trace.json)")
     ap.add_argument("--png", nargs="?", const="", default=None, metavar="FILE",
                     help="also draw the timeline to FILE (default: the output's name with .png)")
@@ -35,8 +41,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--start", action="store_true", help="turn tracing on and return")
     ap.add_argument("--stop", action="store_true", help="turn tracing off and write the trace")
     ap.add_argument("--title", default="", help="title of the picture")
-    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... to run while tracing")
-    return ap
+    ap.add_argument("traced", metavar="command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... to run while tracing")
 
 
 def _wait_pickup(session_dir: Path, seconds: float) -> list[str]:
@@ -87,8 +92,11 @@ def summary(doc: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    return run_args(parser().parse_args(argv))
+
+
+def run_args(args: argparse.Namespace) -> int:
+    command = args.traced[1:] if args.traced[:1] == ["--"] else args.traced
     output = Path(args.output or "trace.json")
     if (args.png is not None or args.source) and (why := plot_missing()) is not None:   # before tracing or the command
         print(f"vdsp trace: --png needs matplotlib, which is not installed ({why}): {INSTALL_PLOT}", file=sys.stderr)

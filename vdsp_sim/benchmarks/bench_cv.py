@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import shutil
 import statistics
 import sys
@@ -39,7 +38,7 @@ from vdsp_sim.benchmarks.awake import cpus_kept_awake  # noqa: E402
 from vdsp_sim.private_soc import fresh_runtime_dir, private_soc  # noqa: E402
 from vdsp_sim.benchmarks.floor import Floor  # noqa: E402
 from vdsp_sim.benchmarks.report import Report  # noqa: E402
-from vdsp_sim.board import clihelp  # noqa: E402
+from vdsp_sim.board import clihelp, settings  # noqa: E402
 from dsp_side.heap import keep_heap  # noqa: E402
 
 W, H = 1920, 1080
@@ -159,7 +158,7 @@ def main(argv=None) -> int:
     rt = fresh_runtime_dir("vb")
     print(f"starting a SoC in {rt} ...", file=sys.stderr)
     try:
-        with private_soc(runtime_dir=rt, mode=os.environ.get("VDSP_RPC_MODE"), strict_cache=None), Soc() as soc, \
+        with private_soc(runtime_dir=rt, mode=settings.current().raw("VDSP_RPC_MODE"), strict_cache=None), Soc() as soc, \
                 contextlib.ExitStack() as stack:
             floor = None if args.no_floor else stack.enter_context(Floor("vdsp_sim.benchmarks.bench_cv:floor_kernels"))
             stack.enter_context(cpus_kept_awake(args.keep_cpus_awake))

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import statistics
 import sys
 import time
@@ -35,7 +34,7 @@ import time
 from vdsp_sim.benchmarks.awake import cpus_kept_awake
 from vdsp_sim.benchmarks.floor import Floor
 from vdsp_sim.benchmarks.report import Report
-from vdsp_sim.board import clihelp
+from vdsp_sim.board import clihelp, settings
 from vdsp_sim.private_soc import private_soc
 
 from dsp_side.heap import keep_heap  # noqa: E402
@@ -178,7 +177,7 @@ def main(argv=None) -> int:
     keep_heap()     # the in-process figures at their best, as the firmware's (dsp_side/heap.py)
     rounds = 3 if args.quick else args.rounds
     from arm_side import Soc
-    with private_soc(mode=os.environ.get("VDSP_RPC_MODE")), Soc() as soc, contextlib.ExitStack() as stack:
+    with private_soc(mode=settings.current().raw("VDSP_RPC_MODE")), Soc() as soc, contextlib.ExitStack() as stack:
         floor = None if args.no_floor else stack.enter_context(Floor("vdsp_sim.benchmarks.bench_nn:floor_kernels"))
         stack.enter_context(cpus_kept_awake(args.keep_cpus_awake))
         print(f"yolo: {rounds} rounds, batch {args.batch} ...", file=sys.stderr)

@@ -264,14 +264,12 @@ def first_tasks(timeout_s: float) -> dict:
     """Start a SoC with ``vdsp up -d`` in a private runtime dir, run each operator's first task
     on vdsp0 then vdsp1 (wall ms, submit to result), once more warm; ``vdsp down``."""
     from arm_side import CORE_0, CORE_1, Soc
-    from vdsp_sim.board import ddr
+    from vdsp_sim.board import ddr, settings
     rt = Path(tempfile.mkdtemp(prefix="vbp", dir="/tmp"))
     shm = tempfile.mkdtemp(prefix="vbp-shm-", dir="/dev/shm")
-    keys = ("VDSP_RUNTIME_DIR", "VDSP_SHM_DIR", "VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_STRICT_CACHE")
-    saved = {k: os.environ.get(k) for k in keys}
-    for k in keys[2:]:
-        os.environ.pop(k, None)
-    os.environ.update(VDSP_RUNTIME_DIR=str(rt), VDSP_SHM_DIR=shm)
+    # the in-process client and the 'vdsp up -d' children name this SoC (the one writer: settings.export)
+    saved = settings.export({"VDSP_RUNTIME_DIR": str(rt), "VDSP_SHM_DIR": shm, "VDSP_RELAY_ENDPOINT": None,
+                             "VDSP_CORE_ENDPOINTS": None, "VDSP_STRICT_CACHE": None})
     cli = [sys.executable, "-m", "vdsp_sim.cli"]
     out: dict = {"ops": {}}
     try:
@@ -321,11 +319,7 @@ def first_tasks(timeout_s: float) -> dict:
             ddr.close_owner()
         except Exception:
             pass
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        settings.export(saved)
         shutil.rmtree(rt, ignore_errors=True)
         shutil.rmtree(shm, ignore_errors=True)
     return out

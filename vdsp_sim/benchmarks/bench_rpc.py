@@ -57,7 +57,7 @@ import zmq  # noqa: E402
 
 from protocol.header import STRUCT as HDR  # the raw floor packs its headers itself
 from vdsp_sim.benchmarks.report import Report
-from vdsp_sim.board import clihelp
+from vdsp_sim.board import clihelp, settings
 
 WINDOW = 64                 # outstanding requests in the throughput runs
 PER_CLIENT = 32             # MAX_TASKS_PER_CLIENT of the SDK / relay
@@ -390,8 +390,8 @@ class FullStack:
     def start(self, timeout_s: float) -> dict:
         """A private SoC; its DDR directory is VDSP_SHM_DIR if set, else a fresh one under /dev/shm."""
         from vdsp_sim.private_soc import PrivateSoc, SocConfig
-        shm = os.environ.get("VDSP_SHM_DIR")
-        self.private = PrivateSoc(SocConfig(ddr_dir=Path(shm) if shm else None, mode=os.environ.get("VDSP_RPC_MODE"),
+        shm = settings.current().raw("VDSP_SHM_DIR")
+        self.private = PrivateSoc(SocConfig(ddr_dir=Path(shm) if shm else None, mode=settings.current().raw("VDSP_RPC_MODE"),
                                             ready_timeout_s=timeout_s))
         return self.private.start()
 

@@ -11,7 +11,6 @@ Prints each figure and the ratio tcp+CURVE / ipc. ``vdsp bench transport [--quic
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from vdsp_sim.benchmarks.bench_rpc import median, pct, progress, window_loop
 from vdsp_sim.benchmarks.report import Report
-from vdsp_sim.board import clihelp
+from vdsp_sim.board import clihelp, settings
 from vdsp_sim.private_soc import free_tcp_ports
 
 WINDOW = 32
@@ -41,7 +40,7 @@ class TransportSoc:
             endpoints = {"relay_endpoint": f"tcp://127.0.0.1:{relay}",
                          "core_endpoints": {"vdsp0": f"tcp://127.0.0.1:{c0}", "vdsp1": f"tcp://127.0.0.1:{c1}"}}
         self.private = PrivateSoc(SocConfig(runtime_dir=rt, ddr_dir=ddr_dir, env={"VDSP_KEYS_DIR": None},
-                                            mode=os.environ.get("VDSP_RPC_MODE"), strict_cache=None,
+                                            mode=settings.current().raw("VDSP_RPC_MODE"), strict_cache=None,
                                             ready_timeout_s=timeout_s, **endpoints))
         self.soc: Any = None      # an arm_side.Soc once started
 

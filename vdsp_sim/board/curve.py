@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import os
 import stat
-import sys
 from pathlib import Path
 
 import zmq
@@ -36,7 +35,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 from protocol import errors
-from vdsp_sim.board import clihelp
+from vdsp_sim.board import settings
 from vdsp_sim.board.log import RateLimited
 
 log = logging.getLogger("vdsp.curve")
@@ -44,9 +43,9 @@ ADMIN, CLIENT = "admins", "clients"
 
 
 def keys_dir(rt: Path | None = None) -> Path:
-    env = os.environ.get("VDSP_KEYS_DIR")
+    env = settings.current().keys_dir
     if env:
-        return Path(env)
+        return env
     from vdsp_sim.board import runtime
     return (rt or runtime.runtime_dir()) / "keys"
 
@@ -188,7 +187,7 @@ def secure_client(sock: zmq.Socket, endpoint: str, *, key_file: Path | None = No
         return False
     directory = keys_dir()
     public, secret = load_pair(key_file or client_key_file())
-    server_file = Path(os.environ.get("VDSP_SERVER_KEY") or directory / "server.key")
+    server_file = settings.current().server_key or directory / "server.key"
     sock.curve_serverkey = load_public(server_file)
     sock.curve_publickey, sock.curve_secretkey = public, secret
     return True
@@ -196,7 +195,7 @@ def secure_client(sock: zmq.Socket, endpoint: str, *, key_file: Path | None = No
 
 def client_key_file() -> Path:
     """This client's ``.key_secret`` file: ``VDSP_CLIENT_KEY``, else the key directory's ``client.key_secret``."""
-    return Path(os.environ.get("VDSP_CLIENT_KEY") or keys_dir() / "client.key_secret")
+    return settings.current().client_key or keys_dir() / "client.key_secret"
 
 
 def client_public_key() -> str:
@@ -214,58 +213,3 @@ def peer_name(frame: zmq.Frame) -> str:
 
 def is_admin(name: str) -> bool:
     return name.startswith("admin:")
-
-
-# --- vdsp keys --------------------------------------------------------------------------------
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    ap = argparse.ArgumentParser(
-        prog="vdsp keys", description="CURVE keys of the SoC's tcp endpoints: the server pair, and the client "
-        "and admin keys allowed to connect.", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--dir", type=Path, help="key directory (default $VDSP_KEYS_DIR, else <runtime dir>/keys)")
-    sub = ap.add_subparsers(dest="action", required=True)
-    sub.add_parser("init", help="make the server pair and the relay, admin and client pairs (kept if present)")
-    add = sub.add_parser("add", help="make a client key pair and allow it")
-    add.add_argument("name", help="key name (file NAME.key / NAME.key_secret)")
-    add.add_argument("--admin", action="store_true", help="may also write remoteproc attributes over tcp")
-    allow = sub.add_parser("allow", help="allow a public key made elsewhere")
-    allow.add_argument("public_file", type=Path, help="a NAME.key file")
-    allow.add_argument("--admin", action="store_true", help="may also write remoteproc attributes over tcp")
-    revoke = sub.add_parser("revoke", help="remove NAME from the allow-lists")
-    revoke.add_argument("name")
-    sub.add_parser("list", help="the allowed keys and their roles")
-    args = clihelp.finish(ap).parse_args(argv)
-    directory = args.dir or keys_dir()
-    try:
-        if args.action == "init":
-            for path in init(directory):
-                print(f"made {path}")
-            print(f"keys in {directory}: give clients server.key and a client key pair "
-                  f"(VDSP_SERVER_KEY, VDSP_CLIENT_KEY)")
-        elif args.action == "add":
-            public, secret = create(directory, args.name, role=ADMIN if args.admin else CLIENT)
-            print(f"made {secret} (allowed as {'admin' if args.admin else 'client'}); its public key: {public}")
-        elif args.action == "allow":
-            role = ADMIN if args.admin else CLIENT
-            load_public(args.public_file)
-            (directory / role).mkdir(mode=0o700, parents=True, exist_ok=True)
-            target = directory / role / args.public_file.name
-            target.write_bytes(args.public_file.read_bytes())
-            print(f"allowed {target}")
-        elif args.action == "revoke":
-            gone = [p for role in (ADMIN, CLIENT) for p in [directory / role / f"{args.name}.key"] if p.exists()]
-            for path in gone:
-                path.unlink()
-                print(f"revoked {path}")
-            if not gone:
-                print(f"vdsp keys: no allowed key named {args.name!r}", file=sys.stderr)
-                return 1
-        else:
-            for role in (ADMIN, CLIENT):
-                for path in sorted((directory / role).glob("*.key")) if (directory / role).is_dir() else []:
-                    print(f"{role[:-1]:6} {path.stem:20} {load_public(path).decode()}")
-    except errors.VdspError as exc:
-        print(f"vdsp keys: {exc}", file=sys.stderr)
-        return 1
-    return 0

@@ -38,6 +38,7 @@ import threading
 import time
 
 from protocol.errors import SysInvalidArgument, SysOutOfMemory
+from vdsp_sim.board import settings
 
 PAGE = 4096
 MAX_ALLOC = 2**32 - 1               # hbSysAllocMem takes a uint32 size
@@ -59,7 +60,7 @@ _TMP_RE = re.compile(r"vdsp-([0-9a-f]{6})\.lock\.tmp[0-9]+")
 
 def shm_dir() -> str:
     """The directory holding the DDR files (``VDSP_SHM_DIR`` or ``/dev/shm``)."""
-    return os.environ.get("VDSP_SHM_DIR") or "/dev/shm"
+    return settings.current().shm_dir
 
 
 _default_dir = shm_dir   # for functions whose ``shm_dir`` parameter shadows the name
@@ -89,7 +90,7 @@ def reserve(directory: str | None = None) -> int:
 
 
 def _bytes_setting(env: str, default_share: int, directory: str | None) -> int:
-    text = os.environ.get(env, "").strip() or f"{default_share}%"
+    text = (settings.current().raw(env) or "").strip() or f"{default_share}%"
     m = _QUOTA_RE.fullmatch(text)
     if not m:
         raise SysInvalidArgument(f"{env}={text!r}: give bytes (e.g. 268435456, 256M, 2G) or a share "

@@ -5,10 +5,10 @@ pass both ways). ``AVAILABLE`` says which one is in force.
 """
 from __future__ import annotations
 
-import os
+from vdsp_sim.board import settings
 
 try:
-    if os.environ.get("VDSP_NO_NUMBA", "") not in ("", "0"):
+    if settings.current().no_numba:
         raise ImportError("VDSP_NO_NUMBA is set")
     from numba import njit
     AVAILABLE = True

@@ -16,9 +16,10 @@ BPU SDK's numbering (1 debug ... 5 fatal, 0 none).
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
+
+from vdsp_sim.board import settings
 
 _LETTER = {logging.DEBUG: "D", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E",
            logging.CRITICAL: "A"}
@@ -72,7 +73,7 @@ _NAMES = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNI
 def level(value: str | None = None) -> int:
     """The Python logging level for ``VDSP_LOG_LEVEL`` (or ``value``): a name or a DSP logger
     number (0 always-lines only ... 3 info ... 4 debug); info when unset or not understood."""
-    text = (os.environ.get("VDSP_LOG_LEVEL", "") if value is None else value).strip().lower()
+    text = (settings.current().log_level if value is None else value).strip().lower()
     if text.isdigit():
         return DSP_LEVELS[min(int(text), 4)]
     return _NAMES.get(text, logging.INFO)

@@ -5,13 +5,15 @@ import ctypes
 import os
 import signal
 
+from vdsp_sim.board import settings
+
 PARENT_ENV = "VDSP_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
 
 
 def die_with_parent() -> None:
     """If started with ``VDSP_PARENT_PID``, get SIGKILL when that parent dies (Linux prctl)."""
-    expected = os.environ.pop(PARENT_ENV, "")
+    expected = settings.current().parent_pid   # children get their own (child_env)
     if not expected:
         return
     try:
@@ -31,7 +33,7 @@ def private_umask() -> None:
 
 def child_env(env: dict | None = None) -> dict:
     """Environment for a child that must not outlive this process."""
-    return {**(env if env is not None else os.environ), PARENT_ENV: str(os.getpid())}
+    return settings.child_env(env, **{PARENT_ENV: str(os.getpid())})
 
 
 def exit_on_sigterm() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
+from vdsp_sim.board import settings
 
 IPC_PATH_MAX = 107  # sun_path limit of a unix socket, less the terminating NUL
 
@@ -26,9 +27,9 @@ def runtime_dir(create: bool = True) -> Path:
     Raises InvalidArgument if it cannot be created, or if it exists and is not a
     directory of ours that only we can use (see :func:`check_private_dir`).
     """
-    env = os.environ.get("VDSP_RUNTIME_DIR")
+    env = settings.current().runtime_dir
     if env:
-        path = Path(env)
+        path = env
     else:
         xdg = os.environ.get("XDG_RUNTIME_DIR")
         path = Path(xdg) / "vdsp" if xdg and Path(xdg).is_dir() else Path(f"/tmp/vdsp-{os.getuid()}")
@@ -75,12 +76,12 @@ def ipc(path: Path) -> str:
 
 
 def relay_endpoint(rt: Path | None = None) -> str:
-    return os.environ.get("VDSP_RELAY_ENDPOINT") or ipc((rt or runtime_dir()) / "relay.sock")
+    return settings.current().relay_endpoint or ipc((rt or runtime_dir()) / "relay.sock")
 
 
 def core_endpoints(rt: Path | None = None) -> dict[str, str]:
     """Core name -> control endpoint. Raises InvalidArgument on a malformed override."""
-    env = os.environ.get("VDSP_CORE_ENDPOINTS")
+    env = settings.current().core_endpoints
     if env:
         return parse_core_list(env.split(","))
     rt = rt or runtime_dir()
@@ -125,8 +126,8 @@ def connectable(announced: str, via: str) -> str:
 def firmware_dir(rt: Path | None = None) -> Path:
     """The SoC's default firmware directory (``VDSP_FIRMWARE_DIR``, else runtime dir/firmware),
     like /system/lib/firmware on the board."""
-    env = os.environ.get("VDSP_FIRMWARE_DIR")
-    return Path(env) if env else (rt or runtime_dir()) / "firmware"
+    env = settings.current().firmware_dir
+    return env if env else (rt or runtime_dir()) / "firmware"
 
 
 def firmware_path_file(rt: Path | None = None) -> Path:

@@ -48,6 +48,7 @@ from typing import IO, Any
 import msgpack
 
 from protocol import errors
+from vdsp_sim.board import settings
 
 log = logging.getLogger("vdsp.trace")
 CHECK_EVERY_S = 0.25
@@ -74,9 +75,9 @@ now_ns = time.time_ns      # the trace clock (see the module docstring)
 
 def trace_dir(rt: Path | None = None) -> Path:
     """Where the flag and the sessions live (not created)."""
-    env = os.environ.get("VDSP_TRACE_DIR")
+    env = settings.current().trace_dir
     if env:
-        return Path(env)
+        return env
     if rt is None:
         from vdsp_sim.board import runtime
         rt = runtime.runtime_dir(create=False)

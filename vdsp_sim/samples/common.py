@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Iterator
 
 from arm_side import Soc
-from vdsp_sim.board import ddr, log as soclog, runtime
+from vdsp_sim.board import ddr, log as soclog, runtime, settings
 from vdsp_sim.board.pidfile import PidFile
 from vdsp_sim.board.version import __version__
 
@@ -19,7 +18,7 @@ log = logging.getLogger("vdsp.sample")
 def soc_is_up(rt: Path) -> bool:
     """A SoC to use exists: endpoints given by the environment (containers, other hosts),
     or a local one in the runtime dir."""
-    if os.environ.get("VDSP_RELAY_ENDPOINT") or os.environ.get("VDSP_CORE_ENDPOINTS"):
+    if settings.current().relay_endpoint or settings.current().core_endpoints:
         return True
     return PidFile(rt / "soc.pid").read() is not None or (rt / "vdsp0.sock").exists()
 
@@ -35,7 +34,7 @@ def local_soc() -> Iterator[None]:
         return
     log.info("no SoC is up in %s: starting relay, vdsp0, vdsp1", rt)
     try:
-        with private_soc(runtime_dir=rt, ddr_dir=Path(ddr.shm_dir()), mode=os.environ.get("VDSP_RPC_MODE"),
+        with private_soc(runtime_dir=rt, ddr_dir=Path(ddr.shm_dir()), mode=settings.current().raw("VDSP_RPC_MODE"),
                          strict_cache=None):
             yield
     finally:

@@ -108,12 +108,12 @@ def agree(name: str, got: np.ndarray, ref: np.ndarray) -> bool:
 
 
 def run(soc: Soc, args) -> bool:
-    os.environ.setdefault("HB_DNN_PLUGIN_PATH", str(dnn.STOCK_PLUGIN_DIR))
-    os.environ.setdefault("HB_DNN_ENABLE_DSP", "1")
+    # the sample's defaults for the runtime's variables, which the environment overrides
+    environ = {"HB_DNN_PLUGIN_PATH": str(dnn.STOCK_PLUGIN_DIR), "HB_DNN_ENABLE_DSP": "1", **os.environ}
     model_path, whole_path = dnn_models.ensure(dnn_models.MOBILENET)
     log.warning("the model's weights are seeded random numbers: its class ids mean nothing; the checks compare "
                 "DSP dispatch, the ARM side and onnxruntime alone (docs/dnn.md)")
-    with dnn.Runtime(soc) as rt:
+    with dnn.Runtime(soc, environ=environ) as rt:
         dsp = rt.config.enable_dsp
         log.info("HB_DNN_ENABLE_DSP=%d: Quantize, Dequantize and the plugin's Softmax run on %s", dsp,
                  "vdsp0/vdsp1" if dsp else "the ARM side")
