@@ -7,7 +7,7 @@ from protocol.constants import Core, PRIORITY_HIGHEST, PRIORITY_LOWEST, PRIORITY
 from arm_side.memory import ANY_OWNER, CLEAN, INVALIDATE, Grant, Mem, MemoryManager
 from arm_side.soc import AsyncSoc, Soc
 from arm_side.task import Task
-from vdsp_sim.board.version import __version__
+from vdsp_board.version import __version__
 
 CORE_ANY, CORE_0, CORE_1 = Core.ANY, Core.CORE_0, Core.CORE_1
 

@@ -26,9 +26,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from protocol import errors
-from vdsp_sim.board import runtime, settings
-from vdsp_sim.board.pidfile import PidFile, supervisor_state
-from vdsp_sim.board.procfacts import exited
+from vdsp_board import runtime, settings
+from vdsp_board.pidfile import PidFile, supervisor_state
+from vdsp_board.procfacts import exited
 
 RELAY_EXIT_WITHOUT_CORES_S = 5.0   # a relay the SDK started exits after this long without a core
 PROBE_S = 0.5                      # a relay that runs answers HELLO well within this

@@ -12,8 +12,8 @@ import threading
 
 import zmq
 
-from vdsp_sim.board import curve
-from vdsp_sim.board.zsock import EVENTS as _EVENTS, NOBLOCK as _NOBLOCK, POLLIN as _POLLIN, send_frames
+from vdsp_board import curve
+from vdsp_board.zsock import EVENTS as _EVENTS, NOBLOCK as _NOBLOCK, POLLIN as _POLLIN, send_frames
 
 
 class Channel:

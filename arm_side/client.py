@@ -22,7 +22,7 @@ from arm_side import tracing
 from arm_side.session import CLOSE_FW, OPEN_FW, SEND, PeerState, Session
 from arm_side.task import Request, Task
 from arm_side.transport import Transport
-from vdsp_sim.board.procfacts import ProcFacts
+from vdsp_board.procfacts import ProcFacts
 
 log = logging.getLogger("vdsp.sdk")
 SLICE_S = 0.05

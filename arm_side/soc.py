@@ -25,7 +25,7 @@ from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
 from arm_side.task import Task
 from arm_side.transport import Transport, ZmqTransport
-from vdsp_sim.board import ddr, settings
+from vdsp_board import ddr, settings
 
 
 def _handles(buffers: Sequence[Any], what: str, memory: MemoryManager, check: bool) -> tuple[list, list]:

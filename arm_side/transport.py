@@ -23,7 +23,7 @@ import zmq
 
 from arm_side import autostart
 from arm_side.channel import Channel
-from vdsp_sim.board import acl, curve, ddr, runtime
+from vdsp_board import acl, curve, ddr, runtime
 
 
 class Transport:

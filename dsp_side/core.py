@@ -26,9 +26,9 @@ from dsp_side.fwproc import FirmwareProcess
 from dsp_side.fwtemplate import Template, reap_strays
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
-from vdsp_sim.board import curve, ddr, runtime, trace
-from vdsp_sim.board.admission import Admission
-from vdsp_sim.board.procfacts import ProcFacts
+from vdsp_board import curve, ddr, runtime, trace
+from vdsp_board.admission import Admission
+from vdsp_board.procfacts import ProcFacts
 
 log = logging.getLogger("vdsp.core")
 REAP_EVERY_S = 1.0

@@ -8,7 +8,7 @@ watchdog word), :meth:`fw_booted` / :meth:`boot_failed` (what the adapter's boot
 order: ``(SEND, identity, frames)``, ``(KMSG, None, line)``, ``(BOOT, None, action)``,
 ``(STOP_FW, None, None)``, ``(KILL_FW, None, reason)``, ``(COREDUMP, file name, dump)``.
 Lifecycle instants (boot, boot failed, stop, crash, recovery, watchdog) go to the injected
-trace sink :attr:`trace` while it is on (``vdsp_sim.board.trace``; off by default).
+trace sink :attr:`trace` while it is on (``vdsp_board.trace``; off by default).
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from protocol.constants import HUNG_AFTER_MS, HUNG_HARD_FACTOR, MAX_SLEEP_MS, SL
 from protocol.liveness import Liveness, ProcFact
 from protocol.remoteproc import Action
 from dsp_side.remoteproc import Device
-from vdsp_sim.board.log import RateLimited
-from vdsp_sim.board.trace import NullRecorder, Recorder
+from vdsp_board.log import RateLimited
+from vdsp_board.trace import NullRecorder, Recorder
 
 log = logging.getLogger("vdsp.core")
 SEND, KMSG, BOOT, STOP_FW, KILL_FW, COREDUMP = "send", "kmsg", "boot", "stop_fw", "kill_fw", "coredump"

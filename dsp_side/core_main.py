@@ -8,7 +8,7 @@ import signal
 from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS
 from dsp_side import fwtemplate
 from dsp_side.core import CoreServer
-from vdsp_sim.board import clihelp, log as soclog, proc, runtime
+from vdsp_board import clihelp, log as soclog, proc, runtime
 
 log = logging.getLogger("vdsp.core")
 

@@ -20,7 +20,7 @@ import threading
 import numpy as np
 
 from protocol.errors import FreedHandle, HandleOutOfBounds, UnknownHandle
-from vdsp_sim.board import ddr
+from vdsp_board import ddr
 
 MAX_FREED = 4096        # freed ranges remembered to tell "freed" from "unknown"
 MAX_CACHED = 1024       # mapped segments kept (each costs a mapping, no fd)

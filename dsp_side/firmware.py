@@ -10,7 +10,7 @@ an exception that is not a ``VdspError`` escaping an operator is a firmware
 crash: a crash report is written and the process exits with ``CRASH_EXIT``.
 
 Whose memory a task may touch is decided first: each connection is bound to the
-owner its HELLO proved, or to the relay once it proved itself (``vdsp_sim.board.ownership``);
+owner its HELLO proved, or to the relay once it proved itself (``vdsp_board.ownership``);
 a direct client's handles must be its own or granted to it, the relay's were
 checked by the relay.
 """
@@ -37,11 +37,11 @@ from dsp_side.fwtrace import TaskTrace
 from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
 from dsp_side.watchdog import WatchdogWord
-from vdsp_sim.board import curve, log as soclog, proc, runtime
-from vdsp_sim.board.admission import Admission
-from vdsp_sim.board.hellogate import HelloGate
-from vdsp_sim.board.ownership import Bindings, Ownership
-from vdsp_sim.board.zsock import NOBLOCK, readable, send_frames
+from vdsp_board import curve, log as soclog, proc, runtime
+from vdsp_board.admission import Admission
+from vdsp_board.hellogate import HelloGate
+from vdsp_board.ownership import Bindings, Ownership
+from vdsp_board.zsock import NOBLOCK, readable, send_frames
 
 CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
@@ -72,7 +72,7 @@ class Firmware:
         self.ctx = OperatorContext(core, watchdog_ms)
         self.warn = soclog.RateLimited(log)
         # Which owner each connection proved in its HELLO (or RELAY): its tasks may use that
-        # owner's memory and what other owners granted it, nothing else (vdsp_sim.board.ownership).
+        # owner's memory and what other owners granted it, nothing else (vdsp_board.ownership).
         self.ownership = Ownership(f"{core} firmware", accept_relay=True)
         self.bindings = Bindings()
         self.unloading = False      # set by SIGUSR1 (the core stops us): serve returns, destroy hooks run

@@ -15,7 +15,7 @@ from dsp_side.firmware import CRASH_EXIT
 from dsp_side.fwtemplate import ForkedChild, Template
 from dsp_side.signing import Signer
 from dsp_side.watchdog import WatchdogWord
-from vdsp_sim.board import proc
+from vdsp_board import proc
 
 log = logging.getLogger("vdsp.core")
 UNLOAD_GRACE_S = 2.0    # a stopped firmware's destroy hooks get this long before SIGKILL

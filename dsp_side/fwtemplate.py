@@ -45,7 +45,7 @@ import subprocess
 import sys
 import time
 
-from vdsp_sim.board import settings
+from vdsp_board import settings
 
 log = logging.getLogger("vdsp.core")
 
@@ -210,7 +210,7 @@ def _child(sock: socket.socket, kind: str, argv: list[str], env: dict | None, fd
             set_name(argv[argv.index("--name") + 1] if "--name" in argv[:-1] else "core")
             from dsp_side import core_main
             from protocol import errors
-            from vdsp_sim.board import proc
+            from vdsp_board import proc
             proc.private_umask()
             try:
                 core_main.main(argv)

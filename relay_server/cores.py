@@ -11,7 +11,7 @@ from typing import Any
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS
 from protocol.core_state import CoreState
 from protocol.liveness import Liveness
-from vdsp_sim.board import runtime
+from vdsp_board import runtime
 
 HELLO_RETRY_S = 0.5
 

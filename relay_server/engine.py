@@ -34,7 +34,7 @@ from protocol.liveness import Liveness, ProcFact
 from relay_server.cores import CoreView
 from relay_server.observe import RelayObserver
 from relay_server.scheduler import Job, Scheduler
-from vdsp_sim.board.log import RateLimited
+from vdsp_board.log import RateLimited
 
 log = logging.getLogger("vdsp.relay")
 TO_CLIENT, TO_CTL, TO_FW, OPEN_FW, CLOSE_FW = "client", "ctl", "fw", "open_fw", "close_fw"
@@ -66,7 +66,7 @@ def _size(frames: list) -> int:
 
 
 class RelayEngine:
-    """``ownership``: judge of HELLO claims and TASK handles (``vdsp_sim.board.ownership.Ownership``);
+    """``ownership``: judge of HELLO claims and TASK handles (``vdsp_board.ownership.Ownership``);
     ``admin_only_writes``: CONTROL writes need an admin peer (tcp); ``hung_ms``: silence after
     which a peer may be hung (``protocol.liveness``); ``facts(pid, now) -> ProcFact``: what the
     kernel says of a local peer's process (the adapter reads /proc; default: nothing known)."""

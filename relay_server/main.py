@@ -12,8 +12,8 @@ import time
 from protocol import errors
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_TASKS_PER_CLIENT
 from relay_server.server import RelayServer
-from vdsp_sim.board import clihelp, log as soclog, proc, runtime, settings
-from vdsp_sim.board.pidfile import PidFile
+from vdsp_board import clihelp, log as soclog, proc, runtime, settings
+from vdsp_board.pidfile import PidFile
 
 log = logging.getLogger("vdsp.relay")
 

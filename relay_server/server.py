@@ -19,12 +19,12 @@ from protocol import messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
 from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from relay_server.observe import RelayObserver
-from vdsp_sim.board import curve, ddr, peercred, runtime, trace
-from vdsp_sim.board.admission import Admission
-from vdsp_sim.board.hellogate import HelloGate
-from vdsp_sim.board.ownership import Ownership
-from vdsp_sim.board.procfacts import ProcFacts
-from vdsp_sim.board.zsock import send_frames
+from vdsp_board import curve, ddr, peercred, runtime, trace
+from vdsp_board.admission import Admission
+from vdsp_board.hellogate import HelloGate
+from vdsp_board.ownership import Ownership
+from vdsp_board.procfacts import ProcFacts
+from vdsp_board.zsock import send_frames
 
 log = logging.getLogger("vdsp.relay")
 REAP_EVERY_S = 1.0
@@ -50,7 +50,7 @@ class RelayServer:
         curve.secure_server(self.front, bind)
         self.front.bind(bind)
         self.bind = bind
-        # on while `vdsp trace` (or Soc(trace=...)) runs: see vdsp_sim.board.trace
+        # on while `vdsp trace` (or Soc(trace=...)) runs: see vdsp_board.trace
         self.trace = trace.Recorder("relay", "relay", meta={"cores": list(cores)})
         self.metrics = metrics
         ownership = Ownership("relay", gate=self.gate)

@@ -117,7 +117,7 @@ def _private_defaults():
     """A runtime and a DDR directory of this pytest process's own, named by the environment for
     the whole session: whatever names none uses these, never the host's defaults, which other
     workers (and other users' SoCs) share."""
-    from vdsp_sim.board import ddr
+    from vdsp_board import ddr
     tag = f"v{worker_id()}-"
     rt, shm = fresh_runtime_dir(tag), fresh_ddr_dir(f"vt-ddr-{tag}")
     saved = {k: os.environ.get(k) for k in ("VDSP_RUNTIME_DIR", "VDSP_SHM_DIR")}
@@ -138,7 +138,7 @@ def _private_defaults():
 @pytest.fixture
 def shm(tmp_path, monkeypatch):
     """A private DDR directory (not /dev/shm); this process's owner there is closed afterwards."""
-    from vdsp_sim.board import ddr
+    from vdsp_board import ddr
     directory = tmp_path / "shm"
     directory.mkdir()
     monkeypatch.setenv("VDSP_SHM_DIR", str(directory))
@@ -159,7 +159,7 @@ def mode_soc(request, shared_soc):
 def runtime_env(monkeypatch):
     """A fresh, short runtime directory (ipc paths are limited to 107 characters) and a
     private DDR directory, named by the environment (for SoCs the test starts itself)."""
-    from vdsp_sim.board import ddr
+    from vdsp_board import ddr
     rt, shm = fresh_runtime_dir(), fresh_ddr_dir()
     monkeypatch.setenv("VDSP_RUNTIME_DIR", str(rt))
     monkeypatch.setenv("VDSP_SHM_DIR", str(shm))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vdsp_sim.board import ddr
+from vdsp_board import ddr
 from vdsp_sim.private_soc import PrivateSoc, SocConfig, ddr_names
 
 

@@ -1,10 +1,10 @@
-"""vdsp_sim.board.admission on real ZeroMQ sockets in this process: connection counts and limits."""
+"""vdsp_board.admission on real ZeroMQ sockets in this process: connection counts and limits."""
 from __future__ import annotations
 
 import zmq
 
 from tests.conftest import wait_until
-from vdsp_sim.board.admission import PREAUTH_BUDGET, Admission, max_pending_for
+from vdsp_board.admission import PREAUTH_BUDGET, Admission, max_pending_for
 
 
 def test_pending_handshakes_times_the_largest_frame_stay_within_the_budget():

@@ -19,7 +19,7 @@ import arm_side
 import vdsp_sim
 from vdsp_sim import benchmarks, cli
 from vdsp_sim.benchmarks import report
-from vdsp_sim.board import log as soclog
+from vdsp_board import log as soclog
 
 ROOT = Path(__file__).resolve().parent.parent
 VDSP = [sys.executable, "-m", "vdsp_sim.cli"]
@@ -159,7 +159,7 @@ def test_log_level_numbers_are_the_dsp_loggers():
     assert [soclog.level(str(n)) for n in range(6)] == [logging.CRITICAL, logging.ERROR, logging.WARNING,
                                                         logging.INFO, logging.DEBUG, logging.DEBUG]
     assert soclog.level("warning") == logging.WARNING and soclog.level("") == logging.INFO
-    code = ("from vdsp_sim.board import log; import logging; log.setup('dsp'); l = logging.getLogger('x'); "
+    code = ("from vdsp_board import log; import logging; log.setup('dsp'); l = logging.getLogger('x'); "
             "l.debug('the debug line'); l.info('the info line'); l.warning('the warning line')")
     shown = {}
     for value in ("3", "2", "4"):

@@ -35,7 +35,7 @@ import yaml
 
 from relay_server import main as relay_main
 from vdsp_sim import cli
-from vdsp_sim.board import runtime
+from vdsp_board import runtime
 from vdsp_sim.private_soc import free_tcp_ports as free_ports
 
 ROOT = Path(__file__).resolve().parent.parent

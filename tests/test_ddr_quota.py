@@ -12,7 +12,7 @@ import pytest
 
 from arm_side.memory import MemoryManager
 from protocol import errors
-from vdsp_sim.board import ddr
+from vdsp_board import ddr
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from vdsp_sim.board.pidfile import alive
+from vdsp_board.pidfile import alive
 from vdsp_sim.private_soc import ddr_names, fresh_ddr_dir, fresh_runtime_dir
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""vdsp_sim.board.hellogate: HELLO claims judged off the loop; the claiming connection's later
+"""vdsp_board.hellogate: HELLO claims judged off the loop; the claiming connection's later
 messages wait for the verdict in order, others pass; what waits is bounded and refused, not dropped.
 The judge is a stand-in that blocks until the test lets it answer (one layer under test)."""
 from __future__ import annotations
@@ -7,9 +7,9 @@ import select
 import threading
 
 from protocol import errors, messages, wire
-from vdsp_sim.board import hellogate
-from vdsp_sim.board.hellogate import HelloGate
-from vdsp_sim.board.ownership import Claim, Ownership, Verdict
+from vdsp_board import hellogate
+from vdsp_board.hellogate import HelloGate
+from vdsp_board.ownership import Claim, Ownership, Verdict
 
 A, B = b"\x00A", b"\x00B"
 

@@ -27,7 +27,7 @@ from tests.conftest import wait_until
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("protocol", "arm_side", "dsp_side", "relay_server", "vdsp_sim")
+PACKAGES = ("protocol", "vdsp_board", "arm_side", "dsp_side", "relay_server", "vdsp_sim")
 
 
 def _backend_here() -> bool:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["arm_side", "dsp_side", "relay_server", "protocol", "vdsp_sim"]
+PACKAGES = ["arm_side", "dsp_side", "relay_server", "protocol", "vdsp_board", "vdsp_sim"]
 SOURCES = PACKAGES + ["tests", "examples", "scripts"]
 
 

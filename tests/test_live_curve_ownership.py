@@ -13,7 +13,7 @@ import zlib
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, opids
-from vdsp_sim.board import curve
+from vdsp_board import curve
 from tests.test_live_curve import running_tcp_soc
 from tests.test_live_ownership import CLAIM_REFUSED, FOREIGN, SECRET, OwnerA, claim_owner, refused
 

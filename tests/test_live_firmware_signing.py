@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from arm_side import CORE_1, Soc, errors
 from dsp_side import image, signing
 from vdsp_sim import firmware_cli
-from vdsp_sim.board import runtime
+from vdsp_board import runtime
 from tests.live import LiveSoc
 
 pytestmark = pytest.mark.live

@@ -25,7 +25,7 @@ import msgpack
 import pytest
 
 from arm_side import CORE_0, Soc, opids
-from vdsp_sim.board import ddr
+from vdsp_board import ddr
 from vdsp_sim.lockflood import LockFlood
 
 pytestmark = pytest.mark.live
@@ -142,7 +142,7 @@ CONNECTOR = textwrap.dedent("""
 
 HOLDER = textwrap.dedent("""
     import os, sys
-    from vdsp_sim.board import ddr
+    from vdsp_board import ddr
     print(os.getpid(), ddr.current_owner().id, flush=True)
     sys.stdin.read()
 """)
@@ -203,7 +203,7 @@ HELLO_AGENT = textwrap.dedent("""
     import os, sys, time
     import zmq
     from protocol import messages, wire
-    from vdsp_sim.board import ddr
+    from vdsp_board import ddr
     cpus = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {max(cpus)})    # its lock is listed last in /proc/locks (per-CPU lists, newest first)
     me = ddr.current_owner()

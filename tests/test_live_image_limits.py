@@ -26,7 +26,7 @@ import pytest
 from arm_side import CORE_1, Soc, errors, opids
 from dsp_side import image, signing
 from protocol.constants import HEARTBEAT_INTERVAL_MS
-from vdsp_sim.board import runtime
+from vdsp_board import runtime
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.live

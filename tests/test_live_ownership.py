@@ -24,7 +24,7 @@ from arm_side import ANY_OWNER, CORE_0, CORE_1, Soc, errors, opids
 from arm_side.client import Client
 from arm_side.transport import ZmqTransport
 from protocol import messages, wire
-from vdsp_sim.board import acl, ddr
+from vdsp_board import acl, ddr
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.live

@@ -10,7 +10,7 @@ import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
 from dsp_side import image
-from vdsp_sim.board import runtime
+from vdsp_board import runtime
 from tests.conftest import wait_until
 from tests.live import LiveSoc
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
-from vdsp_sim.board import ddr
-from vdsp_sim.board.pidfile import PidFile, alive
+from vdsp_board import ddr
+from vdsp_board.pidfile import PidFile, alive
 from tests.conftest import wait_until
 from tests.live import LiveSoc, own_shm_prefix, shm_entries
 
@@ -203,7 +203,7 @@ def test_a_core_that_keeps_failing_is_given_up_and_status_says_so(up_soc):
         res = run(VDSP + ["status"], rt)
         assert res.returncode == 3                               # not every core runs
         assert "gave up" in res.stdout and "vdsp1" in res.stdout, res.stdout
-        log = (rt / "log" / "vdsp_sim.board.log").read_text()
+        log = (rt / "log" / "vdsp_board.log").read_text()
         assert "giving up on vdsp1" in log, log[-2000:]
         with Soc(connect_timeout_s=10) as soc:                  # the rest of the SoC still serves
             assert ping(soc, CORE_0)

@@ -1,6 +1,6 @@
 """Ownership without processes of the SoC: the access-list format and rule (protocol.acl), owner
-proofs from the connecting process alone, its pidfd and /proc/PID/fdinfo (vdsp_sim.board.peercred,
-vdsp_sim.board.ownership), access-list files (vdsp_sim.board.acl) and reserved handle flags."""
+proofs from the connecting process alone, its pidfd and /proc/PID/fdinfo (vdsp_board.peercred,
+vdsp_board.ownership), access-list files (vdsp_board.acl) and reserved handle flags."""
 from __future__ import annotations
 
 import fcntl
@@ -15,8 +15,8 @@ import pytest
 import zmq
 
 from protocol import acl as rule, errors, messages, wire
-from vdsp_sim.board import acl, ddr, peercred
-from vdsp_sim.board.ownership import RELAY, Bindings, Ownership
+from vdsp_board import acl, ddr, peercred
+from vdsp_board.ownership import RELAY, Bindings, Ownership
 
 ROOT = Path(__file__).resolve().parent.parent
 ME, OTHER, THIRD = 0x0000a1, 0x0000b2, 0x0000c3
@@ -100,7 +100,7 @@ def test_reserved_handle_flags_are_invalid_arguments(flags):
         messages.check_body(wire.decode(wire.encode(msg)))
 
 
-# --- vdsp_sim.board.peercred ------------------------------------------------------------------------------------
+# --- vdsp_board.peercred ------------------------------------------------------------------------------------
 
 def test_peer_pid_parses_ipc_addresses_only():
     assert peercred.peer_pid("localhost:0:0:4242") == 4242
@@ -146,7 +146,7 @@ def test_holds_exclusive_flock_on_the_real_fdinfo(tmp_path):
     assert peercred.lock_identity(str(tmp_path / "link")) is None       # never through a symlink
 
 
-# --- vdsp_sim.board.ownership: HELLO claims over a real ipc connection ------------------------------------------
+# --- vdsp_board.ownership: HELLO claims over a real ipc connection ------------------------------------------
 
 @pytest.fixture
 def ipc(tmp_path):
@@ -170,7 +170,7 @@ def ipc(tmp_path):
 
 HOLDER = textwrap.dedent("""
     import sys
-    from vdsp_sim.board import ddr
+    from vdsp_board import ddr
     print(ddr.current_owner().id, flush=True)
     sys.stdin.read()
 """)
@@ -223,7 +223,7 @@ def test_bindings_are_bounded_least_recently_used_first():
     assert b.get(b"\x00") is None and len(b) == 2
 
 
-# --- vdsp_sim.board.acl: files ----------------------------------------------------------------------------------
+# --- vdsp_board.acl: files ----------------------------------------------------------------------------------
 
 def test_reader_ignores_unusable_lists(shm):
     me = ddr.current_owner()
@@ -246,7 +246,7 @@ def test_reader_ignores_unusable_lists(shm):
 
 DYING = textwrap.dedent("""
     import os, sys
-    from vdsp_sim.board import acl, ddr
+    from vdsp_board import acl, ddr
     owner = ddr.current_owner()
     acl.own_list(owner).grant(0x1000, 4096, 0)
     print(owner.id, flush=True)

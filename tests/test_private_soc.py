@@ -15,8 +15,8 @@ import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, opids
 from vdsp_sim import private_soc as ps
-from vdsp_sim.board import ddr
-from vdsp_sim.board.pidfile import alive
+from vdsp_board import ddr
+from vdsp_board.pidfile import alive
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vdsp_sim.board.pidfile import alive
+from vdsp_board.pidfile import alive
 from tests.conftest import wait_until
 from tests.live import shm_entries
 from vdsp_sim.private_soc import fresh_ddr_dir, fresh_runtime_dir

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from protocol import errors
-from vdsp_sim.board import runtime
+from vdsp_board import runtime
 
 VDSP = str(Path(sys.executable).parent / "vdsp")
 

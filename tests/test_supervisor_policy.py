@@ -9,7 +9,7 @@ import pytest
 
 from vdsp_sim import supervisor
 from vdsp_sim.commands import status as status_cmd
-from vdsp_sim.board.pidfile import SUPERVISOR_STATE, StateFile, supervisor_state
+from vdsp_board.pidfile import SUPERVISOR_STATE, StateFile, supervisor_state
 from vdsp_sim.supervisor import Child, Supervisor
 
 

@@ -12,8 +12,8 @@ from protocol import errors, header, messages, opids, wire
 from protocol.constants import Command, Core
 from protocol.remoteproc import Action
 from relay_server.observe import RelayObserver
-from vdsp_sim.board import trace, tracefmt
-from vdsp_sim.board.trace import ListRecorder
+from vdsp_board import trace, tracefmt
+from vdsp_board.trace import ListRecorder
 from relay_server.engine import TO_FW
 from tests.test_relay_engine import A, Relay, tasks_sent
 

@@ -12,7 +12,7 @@ from types import ModuleType
 
 from protocol import errors
 from vdsp_sim import commands
-from vdsp_sim.board import clihelp
+from vdsp_board import clihelp
 
 
 def command_modules() -> dict[str, ModuleType]:
@@ -45,7 +45,7 @@ def _main(argv: list[str]) -> int:
             sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
         args.rest = extra + args.rest
     if getattr(module, "PRIVATE_FILES", False):   # SoC processes and what they install: private files
-        from vdsp_sim.board import proc
+        from vdsp_board import proc
         proc.private_umask()
     try:
         return args.run(args) or 0

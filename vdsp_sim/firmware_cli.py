@@ -11,7 +11,7 @@ from protocol import errors
 from protocol.constants import CORE_NAMES
 from arm_side import stubgen
 from dsp_side import image, signing
-from vdsp_sim.board import curve, runtime
+from vdsp_board import curve, runtime
 
 log = logging.getLogger("vdsp.firmware")
 STOCK_SRC = Path(__file__).resolve().parent.parent / "dsp_side" / "firmware_src" / "stock"

@@ -39,7 +39,7 @@ import msgpack
 
 from protocol import errors, header, opids
 from protocol.constants import MAX_HANDLES, Command
-from vdsp_sim.board import clihelp
+from vdsp_board import clihelp
 
 _FORMATS = ("Y", "U8", "U16", "S16", "S32", "F32", "RGB", "BGR", "YUV444", "NV12", "NV12_SEPARATE")
 _DTYPES = ("S8", "U8", "S16", "U16", "S32", "U32", "S64", "U64", "F32", "F64", "S4", "U4", "F16")
@@ -403,7 +403,7 @@ def _run_in_process(messages, seed, limit_findings, outcomes, crash, _Crashed):
 
 
 def _owner_id() -> int:
-    from vdsp_sim.board import ddr
+    from vdsp_board import ddr
     return ddr.current_owner().id
 
 
@@ -593,7 +593,7 @@ def run_args(args: argparse.Namespace) -> int:
 def _live(args: argparse.Namespace) -> int:
     import contextlib
 
-    from vdsp_sim.board import runtime
+    from vdsp_board import runtime
     from vdsp_sim.private_soc import private_soc
 
     def progress(rep: SocReport) -> None:

@@ -22,7 +22,7 @@ import zlib
 
 from protocol import errors
 from protocol.constants import Core
-from vdsp_sim.board import clihelp
+from vdsp_board import clihelp
 
 NOT_REACHABLE, WRONG = 3, 1
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from protocol import errors
 from protocol.constants import MAX_TASKS_PER_CLIENT, Core
-from vdsp_sim.board import clihelp
+from vdsp_board import clihelp
 
 CLASSES = {"high": 200, "normal": 100, "low": 10}
 FAULT_CODES = frozenset(e.code for e in (errors.RelayUnavailable, errors.CoreCrashed, errors.CoreDead,
@@ -132,7 +132,7 @@ def run(clients: int, tasks: int, *, classes: dict | None = None, cores: dict | 
         timeout_s: float = 60.0, seed: int = 1, during=None, progress=None) -> dict:
     """Run the load against the SoC of $VDSP_RUNTIME_DIR; ``during(report_so_far)`` is called
     once all clients run (fault injection). Returns the report (see ``summarize``)."""
-    from vdsp_sim.board import runtime
+    from vdsp_board import runtime
     rt = str(runtime.runtime_dir())
     ctx = mp.get_context("spawn")
     out = ctx.Queue()

@@ -36,8 +36,8 @@ from dsp_side.remoteproc import Device
 from protocol import errors, messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
-from vdsp_sim.board import ddr
-from vdsp_sim.board.ownership import Claim, Ownership
+from vdsp_board import ddr
+from vdsp_board.ownership import Claim, Ownership
 
 RELAY_CTL, RELAY_FW = b"\x00relay-ctl", b"\x00relay-fw"
 TICK_S = 0.02

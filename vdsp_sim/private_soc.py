@@ -42,8 +42,8 @@ from typing import Mapping
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from vdsp_sim.board import ddr, settings
-from vdsp_sim.board.pidfile import PidFile, alive
+from vdsp_board import ddr, settings
+from vdsp_board.pidfile import PidFile, alive
 from vdsp_sim.supervisor import Supervisor, stop_pid
 
 log = logging.getLogger("vdsp.soc")

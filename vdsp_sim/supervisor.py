@@ -31,9 +31,9 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from vdsp_sim.board import curve, proc, runtime, settings
-from vdsp_sim.board.pidfile import SUPERVISOR_STATE, PidFile, StateFile, alive
-from vdsp_sim.board import procfacts
+from vdsp_board import curve, proc, runtime, settings
+from vdsp_board.pidfile import SUPERVISOR_STATE, PidFile, StateFile, alive
+from vdsp_board import procfacts
 
 log = logging.getLogger("vdsp.soc")
 RESTART_BURST = 5          # exits within the window that make the supervisor give a process up

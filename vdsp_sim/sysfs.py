@@ -20,8 +20,8 @@ from typing import Iterator
 from protocol import errors
 from protocol.constants import CORE_NAMES
 from protocol.remoteproc import ATTRIBUTES
-from vdsp_sim.board import runtime, settings
-from vdsp_sim.board.pidfile import PidFile
+from vdsp_board import runtime, settings
+from vdsp_board.pidfile import PidFile
 
 FW_PATH = "/sys/module/firmware_class/parameters/path"
 _RPROC = re.compile(r"^/sys/(?:class|kernel/debug)/remoteproc/remoteproc(\d+)/(\w+)$")

@@ -109,7 +109,7 @@ def run_args(args: argparse.Namespace) -> int:
     from rich.live import Live
     from arm_side import Soc
     from protocol import errors
-    from vdsp_sim.board import runtime, settings
+    from vdsp_board import runtime, settings
     console = Console()
     where = settings.current().relay_endpoint or str(runtime.runtime_dir(create=False))
     try:

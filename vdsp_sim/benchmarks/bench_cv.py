@@ -38,7 +38,7 @@ from vdsp_sim.benchmarks.awake import cpus_kept_awake  # noqa: E402
 from vdsp_sim.private_soc import fresh_runtime_dir, private_soc  # noqa: E402
 from vdsp_sim.benchmarks.floor import Floor  # noqa: E402
 from vdsp_sim.benchmarks.report import Report  # noqa: E402
-from vdsp_sim.board import clihelp, settings  # noqa: E402
+from vdsp_board import clihelp, settings  # noqa: E402
 from dsp_side.heap import keep_heap  # noqa: E402
 
 W, H = 1920, 1080
@@ -239,6 +239,6 @@ def _run(soc, floor, args) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_sim.board import proc
+    from vdsp_board import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())

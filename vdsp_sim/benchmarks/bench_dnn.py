@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from vdsp_sim.benchmarks.report import Report
-from vdsp_sim.board import clihelp
+from vdsp_board import clihelp
 
 
 def p50(values) -> float:
@@ -132,6 +132,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_sim.board import proc
+    from vdsp_board import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     raise SystemExit(main())

@@ -20,7 +20,7 @@ import time
 
 from vdsp_sim.benchmarks.bench_rpc import median, pct, progress
 from vdsp_sim.benchmarks.report import Report
-from vdsp_sim.board import clihelp
+from vdsp_board import clihelp
 
 OLD_LIMIT = 8 << 20         # bytes of /proc/locks the old check read at most
 
@@ -30,8 +30,8 @@ def check_ms(n: int) -> tuple[list[float], list[float]]:
     claimed over a real ipc ROUTER/DEALER pair."""
     import tempfile
     import zmq
-    from vdsp_sim.board import ddr
-    from vdsp_sim.board.ownership import Ownership
+    from vdsp_board import ddr
+    from vdsp_board.ownership import Ownership
     me = ddr.current_owner()
     judge = Ownership("bench")
     ctx = zmq.Context()
@@ -61,7 +61,7 @@ def hello_ms(url: str, n: int) -> list[float]:
     """HELLO -> READY on ``n`` fresh connections of this process's owner."""
     import zmq
     from protocol import messages, wire
-    from vdsp_sim.board import ddr
+    from vdsp_board import ddr
     me = ddr.current_owner()
     ctx = zmq.Context()
     out = []
@@ -101,7 +101,7 @@ def proc_locks_ms() -> float:
 
 def run(args: argparse.Namespace) -> dict:
     from vdsp_sim.private_soc import PrivateSoc, SocConfig
-    from vdsp_sim.board import ddr
+    from vdsp_board import ddr
     rows: dict = {}
     with PrivateSoc(SocConfig(env={"VDSP_KEYS_DIR": None}, ready_timeout_s=args.start_timeout)) as soc:
         ddr.current_owner()                 # our owner predates every flood
@@ -180,6 +180,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_sim.board import proc
+    from vdsp_board import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoC it started
     sys.exit(main())

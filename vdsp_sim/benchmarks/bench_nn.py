@@ -34,7 +34,7 @@ import time
 from vdsp_sim.benchmarks.awake import cpus_kept_awake
 from vdsp_sim.benchmarks.floor import Floor
 from vdsp_sim.benchmarks.report import Report
-from vdsp_sim.board import clihelp, settings
+from vdsp_board import clihelp, settings
 from vdsp_sim.private_soc import private_soc
 
 from dsp_side.heap import keep_heap  # noqa: E402
@@ -218,6 +218,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_sim.board import proc
+    from vdsp_board import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())

@@ -19,7 +19,7 @@ import time
 import numpy as np  # noqa: E402
 
 from vdsp_sim.benchmarks.report import Report
-from vdsp_sim.board import clihelp
+from vdsp_board import clihelp
 
 # J5 board figures (vendor sample log and AI Benchmark table), milliseconds
 J5 = {
@@ -98,6 +98,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_sim.board import proc
+    from vdsp_board import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())

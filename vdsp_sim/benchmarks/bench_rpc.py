@@ -57,7 +57,7 @@ import zmq  # noqa: E402
 
 from protocol.header import STRUCT as HDR  # the raw floor packs its headers itself
 from vdsp_sim.benchmarks.report import Report
-from vdsp_sim.board import clihelp, settings
+from vdsp_board import clihelp, settings
 
 WINDOW = 64                 # outstanding requests in the throughput runs
 PER_CLIENT = 32             # MAX_TASKS_PER_CLIENT of the SDK / relay
@@ -577,7 +577,7 @@ class FullStack:
         self.socs.clear()
         if self.private is not None:
             try:
-                from vdsp_sim.board import ddr
+                from vdsp_board import ddr
                 ddr.close_owner()
             except Exception as exc:
                 errors_seen.append(exc)
@@ -873,6 +873,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_sim.board import proc
+    from vdsp_board import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from vdsp_sim.benchmarks.bench_rpc import median, pct, progress, window_loop
 from vdsp_sim.benchmarks.report import Report
-from vdsp_sim.board import clihelp, settings
+from vdsp_board import clihelp, settings
 from vdsp_sim.private_soc import free_tcp_ports
 
 WINDOW = 32
@@ -153,6 +153,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_sim.board import proc
+    from vdsp_board import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())

@@ -145,5 +145,5 @@ class Report:
 
 
 def _version() -> str:
-    from vdsp_sim.board.version import __version__
+    from vdsp_board.version import __version__
     return __version__

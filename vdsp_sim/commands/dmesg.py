@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vdsp_sim.board import runtime
+from vdsp_board import runtime
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vdsp_sim.board import runtime
-from vdsp_sim.board.pidfile import PidFile
+from vdsp_board import runtime
+from vdsp_board.pidfile import PidFile
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -5,8 +5,8 @@ import argparse
 import json
 
 from protocol import errors
-from vdsp_sim.board import runtime, settings
-from vdsp_sim.board.pidfile import PidFile, supervisor_state
+from vdsp_board import runtime, settings
+from vdsp_board.pidfile import PidFile, supervisor_state
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import DEFAULT_WATCHDOG_MS
-from vdsp_sim.board import log as soclog, runtime, settings
-from vdsp_sim.board.pidfile import PidFile
+from vdsp_board import log as soclog, runtime, settings
+from vdsp_board.pidfile import PidFile
 
 PRIVATE_FILES = True
 
@@ -89,7 +89,7 @@ def _up_detached(rt: Path, args: argparse.Namespace) -> int:
     (rt / "log").mkdir(exist_ok=True)
     cmd = [sys.executable, "-m", "vdsp_sim.cli", "up", "--log-files", "--timeout", str(args.timeout),
            "--watchdog-ms", str(args.watchdog_ms)] + (["--allow-unsigned"] if args.allow_unsigned else [])
-    log_path = rt / "log" / "vdsp_sim.board.log"
+    log_path = rt / "log" / "vdsp_board.log"
     start = log_path.stat().st_size if log_path.exists() else 0
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,

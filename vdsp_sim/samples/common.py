@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Iterator
 
 from arm_side import Soc
-from vdsp_sim.board import ddr, log as soclog, runtime, settings
-from vdsp_sim.board.pidfile import PidFile
-from vdsp_sim.board.version import __version__
+from vdsp_board import ddr, log as soclog, runtime, settings
+from vdsp_board.pidfile import PidFile
+from vdsp_board.version import __version__
 
 log = logging.getLogger("vdsp.sample")
 

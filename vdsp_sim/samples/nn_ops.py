@@ -17,7 +17,7 @@ from arm_side import CORE_0, CORE_1, Soc
 from arm_side import nn
 from arm_side.nn import reference as ref
 from vdsp_sim.samples.common import sample_soc, setup_logging
-from vdsp_sim.board import clihelp, proc
+from vdsp_board import clihelp, proc
 
 log = logging.getLogger("vdsp.sample.nn")
 DT = nn.DataType

@@ -10,7 +10,7 @@ import numpy as np
 
 from arm_side import CLEAN, CORE_0, CORE_1, INVALIDATE, Soc, opids
 from vdsp_sim.samples.common import sample_soc, setup_logging
-from vdsp_sim.board import clihelp, proc
+from vdsp_board import clihelp, proc
 
 log = logging.getLogger("vdsp.sample.smoke")
 

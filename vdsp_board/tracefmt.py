@@ -21,9 +21,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vdsp_sim.board import trace
+from vdsp_board import trace
 
-RELAY_BIND = -1          # a firmware connection bound to the relay (vdsp_sim.board.ownership.RELAY)
+RELAY_BIND = -1          # a firmware connection bound to the relay (vdsp_board.ownership.RELAY)
 STAGES = ("submit", "enqueue", "dispatch", "start", "end", "reply", "complete")
 SDK_TID = 1              # a client's submit/complete stamps (its waits are on their own threads)
 _CORE_PID_BASE = 1 << 22     # pids of cores with no core file (outside Linux's pid range)

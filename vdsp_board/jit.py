@@ -5,7 +5,7 @@ pass both ways). ``AVAILABLE`` says which one is in force.
 """
 from __future__ import annotations
 
-from vdsp_sim.board import settings
+from vdsp_board import settings
 
 try:
     if settings.current().no_numba:

@@ -5,7 +5,7 @@ firmware's task endpoint) is a CURVE server. A peer must know the SoC's server p
 key and present a client key on the allow-list; anything else fails the handshake and
 gets nothing at all, not even an error reply (the refusal is logged, at most once per
 key per 10 s). ipc endpoints keep file-permission protection (a private runtime
-directory, see ``vdsp_sim.board.runtime``) and need no keys.
+directory, see ``vdsp_board.runtime``) and need no keys.
 
 The key directory (``VDSP_KEYS_DIR``, else ``<runtime dir>/keys``), made by
 ``vdsp keys init`` and ``vdsp keys add``::
@@ -35,8 +35,8 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 from protocol import errors
-from vdsp_sim.board import settings
-from vdsp_sim.board.log import RateLimited
+from vdsp_board import settings
+from vdsp_board.log import RateLimited
 
 log = logging.getLogger("vdsp.curve")
 ADMIN, CLIENT = "admins", "clients"
@@ -46,7 +46,7 @@ def keys_dir(rt: Path | None = None) -> Path:
     env = settings.current().keys_dir
     if env:
         return env
-    from vdsp_sim.board import runtime
+    from vdsp_board import runtime
     return (rt or runtime.runtime_dir()) / "keys"
 
 

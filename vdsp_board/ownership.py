@@ -4,10 +4,10 @@ The relay (for its clients) and every firmware (for direct-mode clients and for 
 bind each connection to what its HELLO claimed once the claim is verified:
 
 - ``owner`` X over **ipc**: the process that opened the connection (a pidfd from the kernel,
-  ``vdsp_sim.board.peercred``) still lives and holds the exclusive flock of X's lock file
+  ``vdsp_board.peercred``) still lives and holds the exclusive flock of X's lock file
   ``vdsp-{X:06x}.lock`` in the DDR directory through one of its fds (its own /proc entries say so);
 - ``owner`` X over **tcp** (CURVE): X is alive (its lock is held) and its access list
-  (``vdsp_sim.board.acl``) names the CURVE key this peer authenticated with; one key per owner, set
+  (``vdsp_board.acl``) names the CURVE key this peer authenticated with; one key per owner, set
   by the owner, so no other key can use X while X lives;
 - ``role: relay`` at a firmware: over ipc the peer is the process in the runtime
   directory's ``relay.pid``; over tcp it authenticated with the relay's key (``admin:relay``).
@@ -15,7 +15,7 @@ bind each connection to what its HELLO claimed once the claim is verified:
 
 Checking a claim reads the peer's /proc entries, so servers take it apart on their loop
 (:meth:`Ownership.take`, a few syscalls) and judge it on a worker (:meth:`Ownership.judge`,
-``vdsp_sim.board.hellogate``). A claim that fails is ClaimRefused (logged at most once per 10 s per peer) and leaves the
+``vdsp_board.hellogate``). A claim that fails is ClaimRefused (logged at most once per 10 s per peer) and leaves the
 connection without an owner: it may still PING, but every handle it sends is ForeignHandle.
 A TASK's own ``owner`` field is never consulted.
 """
@@ -27,9 +27,9 @@ import os
 from pathlib import Path
 
 from protocol import acl as aclrule, errors
-from vdsp_sim.board import acl, ddr, peercred
-from vdsp_sim.board.log import RateLimited
-from vdsp_sim.board.pidfile import PidFile
+from vdsp_board import acl, ddr, peercred
+from vdsp_board.log import RateLimited
+from vdsp_board.pidfile import PidFile
 
 log = logging.getLogger("vdsp.ownership")
 RELAY = -1              # the binding of a verified relay connection
@@ -94,7 +94,7 @@ class Ownership:
 
         ``frame`` is a frame of the HELLO received with ``copy=False`` (its properties tell the
         ipc peer's pid and socket), or the :class:`Verdict` reached for this HELLO off the
-        loop (``vdsp_sim.board.hellogate``); ``peer_name`` the CURVE name on tcp. Raises ClaimRefused.
+        loop (``vdsp_board.hellogate``); ``peer_name`` the CURVE name on tcp. Raises ClaimRefused.
         """
         verdict = frame if isinstance(frame, Verdict) else self.judge(self.take(body, frame, peer_name))
         return verdict.result()

@@ -38,7 +38,7 @@ import threading
 import time
 
 from protocol.errors import SysInvalidArgument, SysOutOfMemory
-from vdsp_sim.board import settings
+from vdsp_board import settings
 
 PAGE = 4096
 MAX_ALLOC = 2**32 - 1               # hbSysAllocMem takes a uint32 size
@@ -47,7 +47,7 @@ OFFSET_MASK = (1 << OFFSET_BITS) - 1
 MAX_OWNER = 1 << 22                 # owner ids are in [1, MAX_OWNER)
 FIRST_OFFSET = 0x1000               # offset 0 is never a valid address
 ORPHAN_AGE = 2.0                    # seconds before a lock-less file may be reaped
-SIDECARS = (".acl", ".acl.tmp")     # files an owner keeps beside its lock (vdsp_sim.board.acl); they go before the lock
+SIDECARS = (".acl", ".acl.tmp")     # files an owner keeps beside its lock (vdsp_board.acl); they go before the lock
 LISTING_MAX_AGE = 60.0              # seconds a directory listing is reused at most, whatever the mtime says
 RACY_NS = 2_000_000_000             # a listing is reusable only if the directory's mtime was this much older
 SCAN_BUDGET = 0.01                  # reap() lists a changed directory at most this fraction of the time

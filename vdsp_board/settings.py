@@ -5,7 +5,7 @@ This is the one module that reads them (``tests/test_settings.py`` greps the oth
 are read when a process asks, not frozen at import: tests set variables per test and spawn
 children with their own environments. ::
 
-    from vdsp_sim.board import settings
+    from vdsp_board import settings
     rt = settings.current().runtime_dir        # Path | None, read now
 
 Each attribute of :class:`Settings` parses its variable when it is read, so a malformed value
@@ -14,7 +14,7 @@ of one variable fails only the code that uses it. An empty value counts as unset
 Children get their environment as an explicit ``env=`` dict (:func:`child_env`); nothing here
 or elsewhere assigns ``os.environ``, except :func:`export`, the one writer, which a
 :class:`vdsp_sim.private_soc.PrivateSoc` uses to name its SoC to the clients of its own process.
-The README's table of variables is :func:`markdown_table` (``python -m vdsp_sim.board.settings``
+The README's table of variables is :func:`markdown_table` (``python -m vdsp_board.settings``
 prints it; a test compares the two).
 """
 from __future__ import annotations
@@ -167,7 +167,7 @@ class Settings:
     def raw(self, name: str) -> str | None:
         """The text of ``name`` (a declared variable), or None when unset or empty."""
         if name not in VARIABLES:
-            raise KeyError(f"{name} is not a declared setting (vdsp_sim/board/settings.py)")
+            raise KeyError(f"{name} is not a declared setting (vdsp_board/settings.py)")
         return self._env.get(name) or None
 
 

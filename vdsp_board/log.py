@@ -19,7 +19,7 @@ import logging
 import sys
 import time
 
-from vdsp_sim.board import settings
+from vdsp_board import settings
 
 _LETTER = {logging.DEBUG: "D", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E",
            logging.CRITICAL: "A"}

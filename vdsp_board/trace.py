@@ -11,7 +11,7 @@ the flag with one ``os.stat`` at most every ``CHECK_EVERY_S`` from a loop it alr
 formatting) and writes them to its own file ``<role>-<name>-<pid>.trace`` at each poll:
 msgpack objects: a header map (role, name, pid, DDR owner, clock), then at each write one
 array of events ``[ts_ns, kind, fields]`` (one C call: recording costs microseconds), and
-``{"end": true}`` once the session ended for it. ``vdsp_sim.board.tracefmt``
+``{"end": true}`` once the session ended for it. ``vdsp_board.tracefmt``
 merges the files into one Chrome/Perfetto trace.
 
 **Clock.** Every stamp is ``time.time_ns()`` (CLOCK_REALTIME) read in the process where the
@@ -48,7 +48,7 @@ from typing import IO, Any
 import msgpack
 
 from protocol import errors
-from vdsp_sim.board import settings
+from vdsp_board import settings
 
 log = logging.getLogger("vdsp.trace")
 CHECK_EVERY_S = 0.25
@@ -79,7 +79,7 @@ def trace_dir(rt: Path | None = None) -> Path:
     if env:
         return env
     if rt is None:
-        from vdsp_sim.board import runtime
+        from vdsp_board import runtime
         rt = runtime.runtime_dir(create=False)
     return Path(rt) / "trace"
 

@@ -26,7 +26,7 @@ import threading
 
 from protocol import errors, header, messages, wire
 from protocol.constants import Command
-from vdsp_sim.board.ownership import Claim, Ownership, Verdict
+from vdsp_board.ownership import Claim, Ownership, Verdict
 
 log = logging.getLogger("vdsp.hellogate")
 MAX_PENDING = 256               # HELLO claims queued for the worker, in all

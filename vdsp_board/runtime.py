@@ -16,7 +16,7 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from vdsp_sim.board import settings
+from vdsp_board import settings
 
 IPC_PATH_MAX = 107  # sun_path limit of a unix socket, less the terminating NUL
 

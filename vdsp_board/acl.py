@@ -5,7 +5,7 @@ An owner's list is the file ``vdsp-{owner:06x}.acl`` beside its segments, writte
 the owner (a private temporary file renamed into place, mode 0600). Keeping grants there,
 not in a server's memory, makes them work the same in relay and direct mode, survive a
 relay or firmware restart, and die with their owner: the owner unlinks the file before
-its lock at exit, and a dead owner's file is reaped with its segments (``vdsp_sim.board.ddr``).
+its lock at exit, and a dead owner's file is reaped with its segments (``vdsp_board.ddr``).
 
 Readers (the relay, every firmware, ``register`` in another client) accept a list only if
 it is a regular file of this user of at most MAX_ACL_BYTES, well formed, written for the
@@ -21,7 +21,7 @@ import stat
 import threading
 
 from protocol import acl, errors
-from vdsp_sim.board import ddr
+from vdsp_board import ddr
 
 SUFFIX = ".acl"
 MAX_CACHED = 1024       # owners whose parsed list a reader keeps

@@ -5,7 +5,7 @@ import ctypes
 import os
 import signal
 
-from vdsp_sim.board import settings
+from vdsp_board import settings
 
 PARENT_ENV = "VDSP_PARENT_PID"
 _PR_SET_PDEATHSIG = 1

@@ -39,7 +39,7 @@ import threading
 
 import zmq
 
-from vdsp_sim.board.log import RateLimited
+from vdsp_board.log import RateLimited
 
 log = logging.getLogger("vdsp.admission")
 

@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Callable
 
-from vdsp_sim.board.version import __version__
+from vdsp_board.version import __version__
 
 # ``x`` -> 'x'; :mod:`x`, :func:`x`, :class:`x` ... -> x; *x* / **x** are left alone (plain enough)
 _LITERAL = re.compile(r"``([^`]+)``")
