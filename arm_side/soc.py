@@ -19,7 +19,8 @@ from typing import Any, Sequence
 
 from protocol import errors, messages
 from protocol.constants import Core
-from arm_side.aio import AsyncTask, in_thread, wait_task
+from arm_side.aio import AsyncTask, wait_request, wait_task
+from arm_side.async_client import AsyncClient
 from arm_side import tracing
 from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
@@ -78,6 +79,14 @@ class Soc:
         self.client.memory = self.mem
         self._trace = tracing.SocTrace(trace).start() if trace else None
         self.mode = transport.mode
+
+    @classmethod
+    def _over(cls, client: Client, mem: MemoryManager, trace: tracing.SocTrace | None = None) -> "Soc":
+        """A Soc over a client already connected (an AsyncSoc's: its calls that never block)."""
+        soc = cls.__new__(cls)
+        soc.client, soc.mem, soc._trace, soc.mode = client, mem, trace, client.mode
+        client.memory = mem
+        return soc
 
     # --- tasks ----------------------------------------------------------------------------
     def rpc(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None, *,
@@ -180,24 +189,54 @@ class AsyncSoc:
     returns what ``Task.wait`` returns (the operator's values) and raises what it raises,
     TaskTimeout after ``timeout_ms`` (<= 0, the default as for ``Task.wait``: no limit).
     The cv and nn helpers take an AsyncSoc too and then return awaitables.
+
+    It runs on pyzmq's asyncio sockets with no thread of its own (``arm_side.async_client``):
+    use it from the thread of the event loop that opened it.
     """
 
-    def __init__(self, mode: str | None = None, **kw: Any) -> None:
-        """The arguments of :class:`Soc`; the connection opens in ``async with`` (or ``await open()``)."""
-        self._args, self._kw = mode, kw
+    def __init__(self, mode: str | None = None, *, transport: Transport | None = None, strict: bool | None = None,
+                 connect_timeout_s: float = 20.0, autostart_relay: bool = True, busy_poll_us: int | None = None,
+                 trace: str | os.PathLike | None = None) -> None:
+        """The arguments of :class:`Soc` (``busy_poll_us`` has no use here: nothing spins); the
+        connection opens in ``async with`` (or ``await open()``)."""
+        self._mode, self._transport, self._strict = mode, transport, strict
+        self._connect_timeout_s, self._autostart_relay, self._trace_path = connect_timeout_s, autostart_relay, trace
         self._soc: Soc | None = None
 
     async def open(self) -> "AsyncSoc":
-        """Connect (in a worker thread: connecting may start the relay and wait for it)."""
-        if self._soc is None:
-            self._soc = await in_thread(lambda: Soc(self._args, **self._kw))
+        """Connect (waiting for the relay, or starting one, as ``Soc()`` does, without blocking the
+        loop). Raises what ``Soc()`` raises. ``trace=`` blocks while the SoC's tracing starts."""
+        if self._soc is not None:
+            return self
+        transport, own = self._transport, self._transport is None
+        if transport is None:
+            mode = self._mode or os.environ.get("VDSP_RPC_MODE", "relay")
+            if mode not in ("relay", "direct"):
+                raise errors.InvalidArgument(f"VDSP_RPC_MODE must be relay or direct, got {mode!r}")
+            transport = ZmqTransport(mode, autostart_relay=self._autostart_relay)
+        mem = MemoryManager(strict=self._strict)
+        owner = ddr.current_owner()
+        try:
+            client = AsyncClient(transport, owner=owner.id, connect_timeout_s=self._connect_timeout_s,
+                                 own_transport=own, lock_fd=owner.lock_fd)
+            await client.connect()
+        except BaseException:
+            mem.close()
+            raise
+        trace = tracing.SocTrace(self._trace_path).start() if self._trace_path else None
+        self._soc = Soc._over(client, mem, trace)
         return self
 
     async def close(self) -> None:
-        """Disconnect and free this Soc's buffers (in a worker thread)."""
+        """Disconnect and free this Soc's buffers."""
         soc, self._soc = self._soc, None
         if soc is not None:
-            await in_thread(soc.close)
+            assert isinstance(soc.client, AsyncClient)
+            await soc.client.aclose()
+            soc.mem.close()
+            trace, soc._trace = soc._trace, None
+            if trace is not None:
+                trace.finish()
 
     async def __aenter__(self) -> "AsyncSoc":
         return await self.open()
@@ -207,11 +246,18 @@ class AsyncSoc:
 
     @property
     def soc(self) -> Soc:
-        """The blocking :class:`Soc` underneath (for calls that never block, such as ``mem``)."""
+        """A :class:`Soc` over this connection, for the calls that never block (``rpc``, ``mem``);
+        its blocking waits raise ApiUseError (they would stop the loop that reads the replies)."""
         if self._soc is None:
             raise errors.ApiUseError("the AsyncSoc is not open: use 'async with AsyncSoc() as soc' "
                                      "or 'await soc.open()'")
         return self._soc
+
+    @property
+    def _client(self) -> AsyncClient:
+        client = self.soc.client
+        assert isinstance(client, AsyncClient)
+        return client
 
     @property
     def mem(self) -> MemoryManager:
@@ -253,13 +299,27 @@ class AsyncSoc:
         return list(outcomes)   # type: ignore[arg-type]
 
     async def query(self, what: str = "cores", timeout_ms: float = 5000) -> dict:
-        return await in_thread(self.soc.query, what, timeout_ms)
+        """``Soc.query``, awaited."""
+        client = self._client
+        if client.mode == "relay":
+            return await wait_request(client.request(messages.query(next(client.ids), what)), timeout_ms)
+        cores = []
+        for peer in client.peers:
+            if not peer.alive:
+                cores.append({"name": peer.name, "state": client.core_states.get(peer.name, "unreachable")})
+                continue
+            msg = messages.query(next(client.ids), "status")
+            cores.append(await wait_request(client.request(msg, peer.name), timeout_ms))
+        return {"cores": cores}
 
     async def control(self, core: str, attr: str, value: str | None = None, timeout_ms: float = 30000) -> str:
-        return await in_thread(self.soc.control, core, attr, value, timeout_ms)
+        """``Soc.control``, awaited."""
+        client = self._client
+        msg = messages.control(next(client.ids), core, attr, value)
+        return (await wait_request(client.request(msg, core), timeout_ms)).get("value", "")
 
     def on_event(self, callback) -> None:
-        """As ``Soc.on_event`` (the callback runs in the SDK's reader thread)."""
+        """As ``Soc.on_event`` (the callback runs on the event loop, in the reader)."""
         self.soc.on_event(callback)
 
     @property

@@ -19,10 +19,11 @@ import os
 from pathlib import Path
 
 import zmq
+import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from arm_side import autostart
-from arm_side.channel import Channel
+from arm_side.channel import AsyncChannel, Channel
 from vdsp_sim.board import acl, curve, ddr, runtime
 
 
@@ -39,6 +40,12 @@ class Transport:
     def open(self, endpoint: str, name: str, *, watch: bool = False):
         """A link to ``endpoint``; ``watch``: :meth:`lost` will tell when its server goes away."""
         raise NotImplementedError
+
+    def open_async(self, endpoint: str, name: str, *, watch: bool = False):
+        """An asyncio link (``arm_side.channel.AsyncChannel``) for ``arm_side.AsyncSoc``.
+        Raises ApiUseError: this transport has none."""
+        from protocol import errors
+        raise errors.ApiUseError(f"{type(self).__name__} has no asyncio links: use Soc with it")
 
     def release(self, link) -> None:
         """Close ``link`` for good."""
@@ -84,6 +91,7 @@ class ZmqTransport(Transport):
         self.may_autostart = autostart_relay
         self.ctx = zmq.Context()
         self.monitors: dict[int, zmq.Socket] = {}
+        self.actx: zmq.asyncio.Context | None = None
 
     def servers(self) -> dict[str, str]:
         if self.mode == "relay":
@@ -96,6 +104,11 @@ class ZmqTransport(Transport):
             with channel.lock:
                 self.monitors[id(channel)] = channel.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         return channel
+
+    def open_async(self, endpoint: str, name: str, *, watch: bool = False) -> AsyncChannel:
+        if self.actx is None:
+            self.actx = zmq.asyncio.Context.shadow(self.ctx)    # the same context: one term() ends both
+        return AsyncChannel(self.actx, endpoint, name, watch)
 
     def release(self, link: Channel) -> None:
         monitor = self.monitors.pop(id(link), None)

@@ -17,7 +17,8 @@ Every function works in two modes, chosen by what it is given:
   for an (H*3/2) x W array).
 
 Given an :class:`arm_side.AsyncSoc` instead of a ``Soc``, a function returns an awaitable with
-the same result; it never blocks the event loop (pixel copies run in a worker thread).
+the same result; it never waits on the event loop (the pixel copies in and out of the pooled
+buffers are plain memory copies on the loop; the DSP's work is awaited).
 
 Parameters have OpenCV's meaning and accept OpenCV's constants (``cv2.BORDER_REFLECT_101``,
 ``cv2.INTER_AREA``, ``cv2.THRESH_BINARY | cv2.THRESH_OTSU``, ``cv2.MORPH_ELLIPSE``,
@@ -574,21 +575,35 @@ class _NumpyJob:
         return self.collect(values)
 
     async def run_async(self) -> Any:
+        """``run`` on an AsyncSoc's loop: the copies run on the loop (they are memory copies, not
+        waits), the wait is awaited, a timed-out or cancelled task is given up without waiting."""
         import asyncio
-        from arm_side.aio import in_thread, wait_task
-        await in_thread(self.submit)
+        from arm_side.aio import wait_task
+        self.submit()
         try:
             values = await wait_task(self.task, self.control["timeout_ms"])
         except errors.VdspError as exc:
             if isinstance(exc, errors.TaskTimeout):
-                await in_thread(self.abandon)
+                await self.abandon_async()
             else:
                 self.finish(reuse=True)
             raise
-        except BaseException:   # cancelled: give the task up in a worker, without waiting for it
-            asyncio.get_running_loop().run_in_executor(None, self.abandon)
+        except BaseException:   # cancelled: give the task up in a task of its own, without waiting for it
+            _ABANDONING.add(giving_up := asyncio.get_running_loop().create_task(self.abandon_async()))
+            giving_up.add_done_callback(_ABANDONING.discard)
             raise
-        return await in_thread(self.collect, values)
+        return self.collect(values)
+
+    async def abandon_async(self) -> None:
+        """``abandon``, awaited (the release may ask the relay)."""
+        from arm_side.aio import release_task
+        safe = self.task is None or self.task.done()
+        if not safe:
+            safe = await release_task(self.task) == "cancelled"
+        self.finish(reuse=safe)
+
+
+_ABANDONING: set = set()     # the tasks giving up cancelled calls (a reference keeps each alive)
 
 
 # --- the functions -------------------------------------------------------------------------
