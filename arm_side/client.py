@@ -17,7 +17,8 @@ import time
 from typing import Any
 
 from protocol import errors, messages, wire
-from protocol.constants import HEARTBEAT_INTERVAL_MS, Core
+from protocol.constants import HEARTBEAT_INTERVAL_MS
+from protocol.task_options import DEFAULT, TaskOptions
 from arm_side import tracing
 from arm_side.connect_wait import CoreWait, RelayWait
 from arm_side.session import CLOSE_FW, OPEN_FW, SEND, PeerState, Session
@@ -203,21 +204,19 @@ class Client:
             if link is not None:
                 self.transport.release(link)
 
-    def submit(self, op: int, inputs: list, outputs: list, params: dict, *, core: int = Core.ANY,
-               priority: int = 0, custom_id: int = 0, out_mems: list | None = None,
-               raw: list | None = None) -> Task:
+    def submit(self, op: int, inputs: list, outputs: list, params: dict, options: TaskOptions = DEFAULT, *,
+               out_mems: list | None = None, raw: list | None = None) -> Task:
         """Send a TASK. Raises InvalidArgument / InvalidCore / TaskNumExceedLimit / CoreOffline."""
         if self.closed:
             raise errors.ApiUseError("this SoC connection is closed")
-        msg = self.session.task(op, inputs, outputs, params, core=core, priority=priority,
-                                custom_id=custom_id, raw=raw)
-        task = Task(self, msg.msg_id, op, out_mems or [])
-        self.tracer.submit(msg.msg_id, op, core=int(core), priority=priority, custom_id=custom_id,
-                           nbytes=sum(h[1] for h in (*inputs, *outputs)))
+        msg = self.session.task(op, inputs, outputs, params, options, raw=raw)
+        task = Task(self, msg.msg_id, op, out_mems or [], options=options)
+        self.tracer.submit(msg.msg_id, op, core=int(options.core), priority=options.priority,
+                           custom_id=options.custom_id, nbytes=sum(h[1] for h in (*inputs, *outputs)))
         if self.mode == "relay":
             self._request(self._relay_link(), msg, task)
             return task
-        peer = self.session.route(core, bool(inputs or outputs))
+        peer = self.session.route(options.core, bool(inputs or outputs))
         link = self.links.get(f"{peer.name}.fw")
         if link is None:    # the reader is opening it this very moment (the core just came up)
             raise errors.CoreOffline(f"{peer.name}: its firmware link is not open yet; try again")

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Sequence
+from typing import Any, Sequence, Unpack
 
 from protocol import errors, messages
 from protocol.constants import Core
+from protocol.task_options import SubmitKw, TaskKw, TaskOptions
 from arm_side.aio import AsyncTask, wait_request, wait_task
 from arm_side.async_client import AsyncClient
 from arm_side import tracing
@@ -90,41 +91,48 @@ class Soc:
 
     # --- tasks ----------------------------------------------------------------------------
     def rpc(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None, *,
-            core: int = Core.ANY, priority: int = 0, custom_id: int = 0) -> Task:
+            options: TaskOptions | None = None, **task: Unpack[TaskKw]) -> Task:
         """Submit operator ``cmd`` on shared buffers; returns a Task at once.
+
+        ``options``: a :class:`~protocol.task_options.TaskOptions` (core, priority, custom_id,
+        timeout_ms: the default of ``Task.wait``); or its fields as keywords (``core=CORE_1``),
+        which replace the same fields of ``options``.
 
         Raises InvalidArgument, InvalidCore, SysInvalidArgument (freed buffer),
         CacheCoherencyError (strict mode), TaskNumExceedLimit, CoreOffline, RelayUnavailable.
         """
+        opts = TaskOptions.of(options, **task)
         in_h, _ = _handles(inputs, "inputs", self.mem, True)
         out_h, out_mems = _handles(outputs, "outputs", self.mem, False)
-        return self.client.submit(cmd, in_h, out_h, dict(params or {}), core=core, priority=priority,
-                                  custom_id=custom_id, out_mems=out_mems)
+        return self.client.submit(cmd, in_h, out_h, dict(params or {}), opts, out_mems=out_mems)
 
     def call(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None,
-             timeout_ms: float = 10000, **kw) -> dict:
-        """``rpc`` then ``wait``: the operator's result values."""
-        return self.rpc(cmd, inputs, outputs, params, **kw).wait(timeout_ms)
+             timeout_ms: float | None = None, *, options: TaskOptions | None = None, **task: Unpack[SubmitKw]) -> dict:
+        """``rpc`` then ``wait``: the operator's result values (``timeout_ms``: else the options',
+        else 10000)."""
+        opts = TaskOptions.of(options, timeout_ms=timeout_ms, **task)
+        return self.rpc(cmd, inputs, outputs, params, options=opts).wait(opts.wait_ms(10000))
 
-    def batch(self, cmd: int, items: Sequence[dict], *, timeout_ms: float = 10000, priority: int = 0,
-              custom_id: int = 0) -> list[dict]:
+    def batch(self, cmd: int, items: Sequence[dict], *, timeout_ms: float | None = None,
+              options: TaskOptions | None = None, **task: Unpack[SubmitKw]) -> list[dict]:
         """Run one operator on a batch split over both cores: the first half of ``items`` on
         CORE_0, the rest on CORE_1 (like multi-batch inference over two NPU cores); results
         come back in item order. Each item is ``{"inputs": [...], "outputs": [...], "params": {...}}``.
+        ``options`` (or its fields as keywords) as ``rpc``; its core is replaced per item.
 
         Raises the first item's error (after every task has ended), or TaskTimeout.
         """
+        opts = TaskOptions.of(options, timeout_ms=timeout_ms, **task)
         half = (len(items) + 1) // 2
         tasks = []
         for i, item in enumerate(items):
             tasks.append(self.rpc(cmd, item.get("inputs", ()), item.get("outputs", ()), item.get("params"),
-                                  core=Core.CORE_0 if i < half else Core.CORE_1, priority=priority,
-                                  custom_id=custom_id))
+                                  options=opts, core=Core.CORE_0 if i < half else Core.CORE_1))
         results: list = []
         first_error: errors.VdspError | None = None
-        for task in tasks:
+        for t in tasks:
             try:
-                results.append(task.wait(timeout_ms))
+                results.append(t.wait(opts.wait_ms(10000)))
             except errors.VdspError as exc:
                 first_error = first_error or exc
                 results.append(None)
@@ -268,11 +276,12 @@ class AsyncSoc:
         return self.soc.mode
 
     def rpc(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None, *,
-            timeout_ms: float = 0, **kw: Any) -> AsyncTask:
+            options: TaskOptions | None = None, **task: Unpack[TaskKw]) -> AsyncTask:
         """Submit now (errors of submission raise here, as ``Soc.rpc``); ``await`` the returned
-        AsyncTask for the values, with ``timeout_ms`` (<= 0: no limit). ``core``, ``priority``,
-        ``custom_id`` as ``Soc.rpc``."""
-        return AsyncTask(self.soc.rpc(cmd, inputs, outputs, params, **kw), timeout_ms)
+        AsyncTask for the values, with the options' ``timeout_ms`` (None or <= 0: no limit).
+        ``options`` and its fields as keywords as ``Soc.rpc``."""
+        opts = TaskOptions.of(options, **task)
+        return AsyncTask(self.soc.rpc(cmd, inputs, outputs, params, options=opts), opts.wait_ms(0))
 
     async def wait(self, task: Task | AsyncTask, timeout_ms: float = 0) -> dict:
         """``task.wait(timeout_ms)``, awaited: the values, or the task's error, or TaskTimeout
@@ -280,19 +289,22 @@ class AsyncSoc:
         return await wait_task(task.task if isinstance(task, AsyncTask) else task, timeout_ms)
 
     async def call(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None,
-                   timeout_ms: float = 10000, **kw: Any) -> dict:
-        """``rpc`` then ``wait`` (``Soc.call``, awaited)."""
-        return await self.rpc(cmd, inputs, outputs, params, timeout_ms=timeout_ms, **kw)
+                   timeout_ms: float | None = None, *, options: TaskOptions | None = None,
+                   **task: Unpack[SubmitKw]) -> dict:
+        """``rpc`` then ``wait`` (``Soc.call``, awaited; ``timeout_ms``: else the options', else 10000)."""
+        opts = TaskOptions.of(options, timeout_ms=timeout_ms, **task)
+        return await self.rpc(cmd, inputs, outputs, params, options=opts, timeout_ms=opts.wait_ms(10000))
 
-    async def batch(self, cmd: int, items: Sequence[dict], *, timeout_ms: float = 10000, priority: int = 0,
-                    custom_id: int = 0) -> list[dict]:
+    async def batch(self, cmd: int, items: Sequence[dict], *, timeout_ms: float | None = None,
+                    options: TaskOptions | None = None, **task: Unpack[SubmitKw]) -> list[dict]:
         """``Soc.batch``, awaited: items split over CORE_0 and CORE_1, results in item order;
         raises the first item's error after every task has ended."""
+        opts = TaskOptions.of(options, timeout_ms=timeout_ms, **task)
         half = (len(items) + 1) // 2
         tasks = [self.soc.rpc(cmd, item.get("inputs", ()), item.get("outputs", ()), item.get("params"),
-                              core=Core.CORE_0 if i < half else Core.CORE_1, priority=priority, custom_id=custom_id)
+                              options=opts, core=Core.CORE_0 if i < half else Core.CORE_1)
                  for i, item in enumerate(items)]
-        outcomes = await asyncio.gather(*(wait_task(t, timeout_ms) for t in tasks), return_exceptions=True)
+        outcomes = await asyncio.gather(*(wait_task(t, opts.wait_ms(10000)) for t in tasks), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome

@@ -26,8 +26,9 @@ Parameters have OpenCV's meaning and accept OpenCV's constants (``cv2.BORDER_REF
 ``interpolation``), OpenCV's keyword names (``borderType``, ``sigmaX``, ``flags`` ...), an int
 ``ksize`` meaning (k, k), as well as this API's own names (``border="reflect101"``). Misuse
 is an ``errors.InvalidArgument`` naming the operator and the parameter. Keywords for every
-operator: ``core`` (CORE_ANY, CORE_0, CORE_1), ``priority`` (0..255), ``timeout_ms`` (10000),
-``wait`` (buffers only). Parameter values are checked again on the DSP (InvalidArgument,
+operator: ``options`` (a ``TaskOptions``) or its fields ``core`` (CORE_ANY, CORE_0, CORE_1),
+``priority`` (0..255), ``custom_id``, ``timeout_ms`` (10000 unless given), and ``wait``
+(buffers only). Parameter values are checked again on the DSP (InvalidArgument,
 -6000001, naming the parameter); submission errors raise as ``Soc.rpc`` does.
 """
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from protocol import errors
-from protocol.constants import Core
+from protocol.task_options import DEFAULT, TaskOptions
 from protocol.contract import cv_ops as cv
 from protocol.contract.operator import OperatorEntry
 from protocol.contract import image_formats as formats
@@ -48,9 +49,9 @@ from arm_side.cv.image import Image, put_image, read_image
 
 
 def run(soc, op_id: int, inputs: Sequence[tuple[str, Image]], outputs: Sequence[tuple[str, Image]],
-        params: dict, *, core: int = Core.ANY, priority: int = 0, timeout_ms: float = 10000,
-        wait: bool = True) -> Any:
-    """Submit one CV operator: image descriptors go in ``params`` by name, their buffers in order."""
+        params: dict, *, options: TaskOptions = DEFAULT, wait: bool = True) -> Any:
+    """Submit one CV operator: image descriptors go in ``params`` by name, their buffers in order.
+    ``wait``: wait for it (``options.timeout_ms``, else 10000) and return its values."""
     params = dict(params)
     in_bufs: list = []
     out_bufs: list = []
@@ -58,8 +59,8 @@ def run(soc, op_id: int, inputs: Sequence[tuple[str, Image]], outputs: Sequence[
         for name, img in images:
             params[name] = img.desc()
             bufs.extend(img.mems)
-    task = soc.rpc(op_id, inputs=in_bufs, outputs=out_bufs, params=params, core=core, priority=priority)
-    return task.wait(timeout_ms) if wait else task
+    task = soc.rpc(op_id, inputs=in_bufs, outputs=out_bufs, params=params, options=options)
+    return task.wait(options.wait_ms(10000)) if wait else task
 
 
 # --- the table ---------------------------------------------------------------------------
@@ -285,7 +286,9 @@ OPERATORS: tuple[OpSpec, ...] = (
     _op(cv.REMAP, "cv::remap with F32 coordinate maps of dst's size.", out=_remap_out),
 )
 
-CONTROL = (("core", Core.ANY), ("priority", 0), ("timeout_ms", 10000), ("wait", True), ("format", None))
+# The task's options (None: not given; see _control) and the call's own keywords.
+CONTROL = (("options", None), ("core", None), ("priority", None), ("custom_id", None), ("timeout_ms", None),
+           ("wait", True), ("format", None))
 
 
 # --- one call ------------------------------------------------------------------------------
@@ -383,11 +386,18 @@ def _defaults(spec: OpSpec) -> dict:
 
 
 def _control(spec: OpSpec, values: dict) -> dict:
-    if not a.is_real(values["timeout_ms"]):
+    """The task's options (``options=`` and the loose keywords over it; timeout 10000 ms unless
+    given). Raises InvalidArgument naming the operator."""
+    if values["timeout_ms"] is not None and not a.is_real(values["timeout_ms"]):
         raise a.fail(spec.name, "timeout_ms", "a number of milliseconds", values["timeout_ms"])
     if not isinstance(values["wait"], bool):
         raise a.fail(spec.name, "wait", "True or False", values["wait"])
-    return {"core": values["core"], "priority": values["priority"], "timeout_ms": values["timeout_ms"]}
+    try:
+        options = TaskOptions.of(values["options"], **{k: values[k] for k in ("core", "priority", "custom_id",
+                                                                               "timeout_ms")})
+    except errors.VdspError as exc:
+        raise type(exc)(f"{spec.name}: {exc.message}") from None
+    return {"options": dataclasses.replace(options, timeout_ms=options.wait_ms(10000))}
 
 
 _ASYNC_SOC: list[type] = []
@@ -446,9 +456,8 @@ def _buffers(spec: OpSpec, soc: Any, inputs: list, dst: Image, wire: dict, contr
     named_in = list(zip(spec.inputs, inputs))
     if _is_async(soc):
         from arm_side.aio import AsyncTask
-        task = run(soc.soc, spec.op_id, named_in, [("dst", dst)], wire, core=control["core"],
-                   priority=control["priority"], wait=False)
-        return AsyncTask(task, control["timeout_ms"])
+        task = run(soc.soc, spec.op_id, named_in, [("dst", dst)], wire, options=control["options"], wait=False)
+        return AsyncTask(task, control["options"].timeout_ms)
     return run(soc, spec.op_id, named_in, [("dst", dst)], wire, wait=wait, **control)
 
 
@@ -520,7 +529,7 @@ class _NumpyJob:
                 ins.append((name, img))
             self.out = self._image(*self.out_spec)
             self.task = run(self.soc, self.spec.op_id, ins, [("dst", self.out)], self.wire,
-                            core=self.control["core"], priority=self.control["priority"], wait=False)
+                            options=self.control["options"], wait=False)
         except BaseException:
             self.finish(reuse=True)
             raise
@@ -562,7 +571,7 @@ class _NumpyJob:
     def run(self) -> Any:
         self.submit()
         try:
-            values = self.task.wait(self.control["timeout_ms"])
+            values = self.task.wait(self.control["options"].timeout_ms)
         except errors.VdspError as exc:
             if isinstance(exc, errors.TaskTimeout):
                 self.abandon()
@@ -581,7 +590,7 @@ class _NumpyJob:
         from arm_side.aio import wait_task
         self.submit()
         try:
-            values = await wait_task(self.task, self.control["timeout_ms"])
+            values = await wait_task(self.task, self.control["options"].timeout_ms)
         except errors.VdspError as exc:
             if isinstance(exc, errors.TaskTimeout):
                 await self.abandon_async()
