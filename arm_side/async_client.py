@@ -106,7 +106,7 @@ class AsyncClient(Client):
         """The one reader of ``link``: each message goes to the session, which completes requests."""
         while not link.closed:
             try:
-                frames = await link.recv()
+                incoming = await link.recv()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:        # the socket closed under us, or a ZMQError
@@ -115,7 +115,7 @@ class AsyncClient(Client):
                     await asyncio.sleep(0.05)
                 continue
             try:
-                self._dispatch_all(link, [frames])
+                self._dispatch_all(link, incoming)
             except Exception:   # the reader must survive anything a peer sends
                 log.exception("SDK reader error on %s", link.name)
 

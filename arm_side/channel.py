@@ -80,6 +80,7 @@ class AsyncChannel:
         curve.secure_client(sock, endpoint)
         sock.connect(endpoint)
         self.sock = sock
+        self._plain: zmq.Socket = zmq.Socket.shadow(sock.underlying)   # the same socket, drained without futures
         self.monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED) if watch else None
         self.closed = False
         self.gone = False       # the monitor heard the connection close (cleared by ``take_gone``)
@@ -93,8 +94,18 @@ class AsyncChannel:
             fut.result()        # raises what the send raised
         return []
 
-    async def recv(self) -> list:
-        return await self.sock.recv_multipart()
+    async def recv(self) -> list[list]:
+        """The next message and every one waiting behind it. The wait goes through pyzmq's
+        asyncio socket, which looks at the socket's events before it sleeps on the edge-triggered
+        FD, so a message left by the drain is never missed."""
+        out = [await self.sock.recv_multipart()]
+        plain = self._plain
+        while len(out) < 256:
+            try:
+                out.append(plain.recv_multipart(_NOBLOCK))
+            except zmq.Again:
+                break
+        return out
 
     async def watch(self) -> None:
         """Read the monitor until the channel closes; a disconnect sets ``gone``."""

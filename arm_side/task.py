@@ -87,8 +87,11 @@ class Request:
         return self._as_future().__await__()
 
     def _as_future(self) -> asyncio.Future:
+        """A future of the running loop resolved when the request ends (by the loop's own reader
+        for an AsyncSoc, else through ``call_soon_threadsafe`` from the reader thread)."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
+        loop_thread = threading.get_ident()
 
         def resolve(req: "Request") -> None:
             def settle() -> None:
@@ -98,7 +101,10 @@ class Request:
                     fut.set_exception(req.error)
                 else:
                     fut.set_result(req._result())
-            loop.call_soon_threadsafe(settle)
+            if threading.get_ident() == loop_thread:
+                settle()
+            else:
+                loop.call_soon_threadsafe(settle)
         self.add_done_callback(resolve)
         return fut
 
