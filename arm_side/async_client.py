@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from protocol import errors, header, messages, wire
+from protocol.cancel import CancelOutcome
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from arm_side import tracing
 from arm_side.client import Client
@@ -174,9 +175,9 @@ class AsyncClient(Client):
     def _relay_link(self):
         """The relay's link; while a dead relay is connected again, a stand-in that keeps what
         is sent for the new one (see ``_reconnect_relay``)."""
-        if self.session.peers[0].alive:
-            return self.links["relay"]
-        if self._waiting is None:
+        if self._waiting is None:       # not reconnecting (a new relay's HELLO goes first, then these)
+            if self.session.peers[0].alive:
+                return self.links["relay"]
             self._waiting = _Waiting()
             self._reconnect = self.loop.create_task(self._reconnect_relay())
         return self._waiting
@@ -228,7 +229,13 @@ class AsyncClient(Client):
     async def release_async(self, task: Task) -> str:
         """``Client.release``, awaited: CANCEL the task where it is, wait up to 5 s for the answer."""
         link = None
-        if self.mode == "relay" and self.session.peers[0].alive:
+        waiting = self._waiting
+        if waiting is not None:        # not sent yet (a relay is being connected again): it never runs
+            kept = [f for f in waiting.frames if header.Header.parse(f[0]).msg_id != task.msg_id]
+            if len(kept) < len(waiting.frames):
+                waiting.frames[:] = kept
+                return self.session.cancelled(task, {"state": CancelOutcome.CANCELLED.value})
+        elif self.mode == "relay" and self.session.peers[0].alive:
             link = self.links.get("relay")
         elif self.mode == "direct":
             peer = next((p for p in self.session.peers if task.msg_id in p.inflight), None)

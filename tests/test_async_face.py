@@ -324,16 +324,23 @@ def test_an_async_soc_rides_a_relay_restart_as_soc_does(live_soc):
 
     async def async_story() -> list:
         async with AsyncSoc() as soc:
+            buf = soc.mem.alloc(64)
             seen = [await aoutcome(lambda: soc.rpc(opids.PING, core=CORE_0, timeout_ms=5000))]
             blocker = soc.rpc(opids.SLEEP, params={"ms": 5000}, core=CORE_1)
             old = kill_relay()
             seen.append(await aoutcome(lambda: blocker.wait(15000)))
+            # the relay is gone: this task waits, unsent, for the next one; released there, it never runs
+            unsent = soc.rpc(opids.FILL, outputs=[buf], params={"value": 7})
+            assert await unsent.release() == "cancelled"
+            with pytest.raises(errors.InvalidTaskHandle):
+                await unsent
             deadline = time.monotonic() + 30
             while (last := await aoutcome(lambda: soc.rpc(opids.PING, core=CORE_0, timeout_ms=5000)))[0] != "ok":
                 assert last[1] == "RelayUnavailable" and time.monotonic() < deadline, last
                 await asyncio.sleep(0.2)
             seen.append(last)
             assert live_soc.relay_pid() not in (None, old)
+            assert (buf.array() == 0).all()      # the released FILL did not run on the new relay
         return seen
 
     expected = sync_story()
