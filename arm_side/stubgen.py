@@ -29,11 +29,12 @@ import textwrap
 from pathlib import Path
 from typing import Any, Iterable
 
+from protocol import task_options
 from protocol.contract.operator import OperatorEntry
 
 _PY = {"int": "int", "float": "float", "bool": "bool", "str": "str", "bytes": "bytes",
        "int_list": "Sequence[int]", "float_list": "Sequence[float]", "any": "Any"}
-_CONTROL = ("options", "task", "core", "priority", "custom_id", "timeout_ms")    # the task's, not the operator's
+_CONTROL = ("options", "task", *task_options.FIELDS)    # the task's, not the operator's
 _RESERVED = {"soc", "params", *_CONTROL}
 
 
@@ -192,8 +193,8 @@ _ARM_TYPES = {"integer": "int", "real": "float", "boolean": "bool", "text": "str
               "matrix": "ArrayLike", "morph_kernel": "ArrayLike | None", "border": "int | str",
               "interpolation": "int | str", "threshold_type": "int | str", "threshold_method": "int | str",
               "morph_shape": "int | str", "rotate_code": "int | str", "color_code": "int | str"}
-_ARM_CONTROL = {"soc": "Soc | AsyncSoc", "options": "TaskOptions | None", "core": "int", "priority": "int",
-                "custom_id": "int", "timeout_ms": "float", "wait": "bool",
+_ARM_CONTROL = {"soc": "Soc | AsyncSoc", "options": "TaskOptions | None",
+                **{name: task_options.keyword_type(name) for name in task_options.FIELDS}, "wait": "bool",
                 "format": "str | None", "ddepth": "int", "sdepth": "int", "dsize": "Sequence[int] | None",
                 "fx": "float", "fy": "float"}
 

@@ -5,7 +5,9 @@ a wait for it lasts.
 the cv and nn helpers) to the TASK message; :meth:`TaskOptions.of` is the one place where the
 loose keywords (``core=``, ``priority=`` ...) become the value, and :meth:`TaskOptions.header`
 its wire encoding (PROTOCOL.md: the TASK header's priority, core and custom_id). A new per-task
-field is one edit here (the field, :class:`SubmitKw`, and ``header`` if it travels).
+field is one edit here (the field, :class:`SubmitKw`, and ``header`` if it travels), then
+``python -m arm_side.stubgen``: the cv functions take :data:`FIELDS` as keywords, the stubs and
+``Soc.rpc`` take ``**TaskKw``.
 """
 from __future__ import annotations
 
@@ -87,4 +89,12 @@ def _is_int(value: Any) -> bool:
 
 
 DEFAULT = TaskOptions()
-_FIELDS = frozenset(f.name for f in dataclasses.fields(TaskOptions))
+#: the fields, in order: the keywords every entry point takes besides ``options``
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TaskOptions))
+_FIELDS = frozenset(FIELDS)
+
+
+def keyword_type(name: str) -> str:
+    """The annotation of keyword ``name`` as source text (for generated signatures)."""
+    ann = TaskKw.__annotations__[name]
+    return str(getattr(ann, "__forward_arg__", None) or getattr(ann, "__name__", ann))

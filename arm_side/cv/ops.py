@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from protocol import errors
+from protocol import errors, task_options
 from protocol.task_options import DEFAULT, TaskOptions
 from protocol.contract import cv_ops as cv
 from protocol.contract.operator import OperatorEntry
@@ -287,8 +287,7 @@ OPERATORS: tuple[OpSpec, ...] = (
 )
 
 # The task's options (None: not given; see _control) and the call's own keywords.
-CONTROL = (("options", None), ("core", None), ("priority", None), ("custom_id", None), ("timeout_ms", None),
-           ("wait", True), ("format", None))
+CONTROL = (("options", None), *((name, None) for name in task_options.FIELDS), ("wait", True), ("format", None))
 
 
 # --- one call ------------------------------------------------------------------------------
@@ -393,8 +392,7 @@ def _control(spec: OpSpec, values: dict) -> dict:
     if not isinstance(values["wait"], bool):
         raise a.fail(spec.name, "wait", "True or False", values["wait"])
     try:
-        options = TaskOptions.of(values["options"], **{k: values[k] for k in ("core", "priority", "custom_id",
-                                                                               "timeout_ms")})
+        options = TaskOptions.of(values["options"], **{k: values[k] for k in task_options.FIELDS})
     except errors.VdspError as exc:
         raise type(exc)(f"{spec.name}: {exc.message}") from None
     return {"options": dataclasses.replace(options, timeout_ms=options.wait_ms(10000))}
