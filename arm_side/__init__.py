@@ -7,10 +7,11 @@ from protocol.constants import Core, PRIORITY_HIGHEST, PRIORITY_LOWEST, PRIORITY
 from arm_side.memory import ANY_OWNER, CLEAN, INVALIDATE, Grant, Mem, MemoryManager
 from arm_side.soc import AsyncSoc, Soc
 from arm_side.task import Task
+from protocol.task_options import TaskOptions
 from vdsp_board.version import __version__
 
 CORE_ANY, CORE_0, CORE_1 = Core.ANY, Core.CORE_0, Core.CORE_1
 
-__all__ = ["Soc", "AsyncSoc", "Task", "Mem", "MemoryManager", "Grant", "ANY_OWNER", "CLEAN", "INVALIDATE",
+__all__ = ["Soc", "AsyncSoc", "Task", "TaskOptions", "Mem", "MemoryManager", "Grant", "ANY_OWNER", "CLEAN", "INVALIDATE",
            "CORE_ANY", "CORE_0", "CORE_1", "PRIORITY_LOWEST", "PRIORITY_HIGHEST", "PRIORITY_PREEMP", "errors", "opids",
            "__version__"]

@@ -1,4 +1,5 @@
-"""One DEALER socket shared by the SDK's threads.
+"""One DEALER socket shared by the SDK's threads (:class:`Channel`), or owned by an event loop
+(:class:`AsyncChannel`).
 
 ZeroMQ sockets are not thread-safe, so every socket call happens under
 ``lock``. The socket's FD is edge-triggered: after *any* socket call, pending
@@ -9,8 +10,10 @@ caller dispatches it.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import zmq
+import zmq.asyncio
 
 from vdsp_board import curve
 from vdsp_board.zsock import EVENTS as _EVENTS, NOBLOCK as _NOBLOCK, POLLIN as _POLLIN, send_frames
@@ -59,3 +62,75 @@ class Channel:
             if not self.closed:
                 self.closed = True
                 self.sock.close(0)
+
+
+class AsyncChannel:
+    """One DEALER socket of pyzmq's asyncio flavour (``zmq.asyncio``), used from its event
+    loop's thread only: no lock. ``send`` queues a message (at once, short of the high-water
+    mark) and returns no replies: one reader coroutine per channel takes them
+    (``arm_side.async_client``). ``watch``: a monitor socket tells when the server goes away."""
+
+    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, name: str, watch: bool = False) -> None:
+        self.endpoint, self.name = endpoint, name
+        self.peer = None
+        sock = ctx.socket(zmq.DEALER)
+        sock.linger = 0
+        sock.sndhwm = sock.rcvhwm = 100000
+        sock.reconnect_ivl = 50
+        curve.secure_client(sock, endpoint)
+        sock.connect(endpoint)
+        self.sock = sock
+        self._plain: zmq.Socket = zmq.Socket.shadow(sock.underlying)   # the same socket, drained without futures
+        self.monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED) if watch else None
+        self.closed = False
+        self.gone = False       # the monitor heard the connection close (cleared by ``take_gone``)
+
+    def send(self, frames: list) -> list[list]:
+        """Queue a multipart message; raises the socket's ZMQError if it cannot go."""
+        if self.closed:
+            return []
+        fut: Any = self.sock.send_multipart(frames)    # an asyncio Future
+        if fut.done():
+            fut.result()        # raises what the send raised
+        return []
+
+    async def recv(self) -> list[list]:
+        """The next message and every one waiting behind it. The wait goes through pyzmq's
+        asyncio socket, which looks at the socket's events before it sleeps on the edge-triggered
+        FD, so a message left by the drain is never missed."""
+        out = [await self.sock.recv_multipart()]
+        plain = self._plain
+        while len(out) < 256:
+            try:
+                out.append(plain.recv_multipart(_NOBLOCK))
+            except zmq.Again:
+                break
+        return out
+
+    async def watch(self) -> None:
+        """Read the monitor until the channel closes; a disconnect sets ``gone``."""
+        from zmq.utils.monitor import parse_monitor_message
+        assert self.monitor is not None
+        while not self.closed:
+            frames = await self.monitor.recv_multipart()
+            try:
+                if parse_monitor_message(frames)["event"] == zmq.EVENT_DISCONNECTED:
+                    self.gone = True
+            except (ValueError, KeyError, IndexError):
+                pass
+
+    def take_gone(self) -> bool:
+        gone, self.gone = self.gone, False
+        return gone
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.monitor is not None:
+            try:
+                self.sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            self.monitor.close(0)
+        self.sock.close(0)

@@ -17,8 +17,10 @@ import time
 from typing import Any
 
 from protocol import errors, messages, wire
-from protocol.constants import HEARTBEAT_INTERVAL_MS, Core
+from protocol.constants import HEARTBEAT_INTERVAL_MS
+from protocol.task_options import DEFAULT, TaskOptions
 from arm_side import tracing
+from arm_side.connect_wait import CoreWait, RelayWait
 from arm_side.session import CLOSE_FW, OPEN_FW, SEND, PeerState, Session
 from arm_side.task import Request, Task
 from arm_side.transport import Transport
@@ -80,7 +82,7 @@ class Client:
         """Connect to the relay (see ``_await_relay``). Raises RelayUnavailable; the next call
         then tries again."""
         endpoint = self.transport.servers()["relay"]
-        link = self.transport.open(endpoint, "relay", watch=True)
+        link = self._open(endpoint, "relay", watch=True)
         peer = PeerState("relay", time.monotonic())
         link.peer = peer
         self.session.peers[:] = [peer]
@@ -95,41 +97,19 @@ class Client:
         self._carry_out(self.session.connected(peer, info, time.monotonic()))
 
     def _await_relay(self, link, endpoint: str) -> dict:
-        """HELLO the relay; its READY body. A local relay that does not answer within the
-        transport's probe delay is handled as the transport's plan says: wait for the SoC
-        supervisor's relay or a relay that runs, start one for the cores that run, or fail. A
-        wait follows the SoC's real state: it goes on, up to ``connect_timeout_s``, while the
-        process waited for lives (a relay starved of CPU answers late), and ends at once when
-        it exits or is given up.
+        """HELLO the relay; its READY body, waited for as ``RelayWait`` says.
 
         Raises RelayUnavailable saying which process and why, or the error the relay answered with.
         """
         req = self._request(link, self.session.hello())
         try:
-            now = time.monotonic()
-            deadline = now + self.connect_timeout_s
-            delay = self.transport.probe_delay(endpoint)
-            decide_at = None if delay is None else now + delay
-            message, plan = f"no relay answers at {endpoint} within {self.connect_timeout_s:g} s", None
+            wait = RelayWait(self.transport, endpoint, self.connect_timeout_s, time.monotonic())
             while not req.done():
-                now = time.monotonic()
                 refusal = self.transport.refused(link)
                 if refusal:
                     raise errors.KeyRefused(refusal)
-                if decide_at is not None and now >= decide_at:
-                    decide_at = None
-                    plan = self.transport.unanswered(endpoint)
-                    if plan.action == "fail":
-                        raise errors.RelayUnavailable(plan.message)
-                    message = f"{plan.message} (waited {self.connect_timeout_s:g} s, the connect timeout)"
-                if plan is not None:
-                    problem = self.transport.wait_problem(plan)
-                    if problem:
-                        raise errors.RelayUnavailable(f"no relay answers at {endpoint}: {problem}")
-                if now >= deadline:
-                    raise errors.RelayUnavailable(message)
                 try:
-                    req.wait(max(1.0, min(0.1, deadline - now) * 1000))
+                    req.wait(wait.next_slice(time.monotonic()) * 1000)
                 except errors.TaskTimeout:
                     pass
             return req.wait()
@@ -139,7 +119,7 @@ class Client:
     def _connect_direct(self) -> None:
         now = time.monotonic()
         for name, endpoint in self.transport.servers().items():
-            link = self.transport.open(endpoint, name, watch=True)    # a core that exits: known at once
+            link = self._open(endpoint, name, watch=True)    # a core that exits: known at once
             peer = PeerState(name, now)
             link.peer = peer
             self.session.peers.append(peer)
@@ -163,23 +143,17 @@ class Client:
             raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")
 
     def _await_core(self, link, req: Request, endpoint: str) -> dict:
-        """A core's READY: waited for up to ``connect_timeout_s`` while something serves its
-        endpoint (a slow core answers late), given up at once when nothing does. Raises
-        TaskTimeout saying which, KeyRefused at once if the server refuses our key, or the
-        error the server answered with."""
-        deadline = time.monotonic() + self.connect_timeout_s
+        """A core's READY, waited for as ``CoreWait`` says. Raises TaskTimeout saying why not longer,
+        KeyRefused at once if the server refuses our key, or the error the server answered with."""
+        wait = CoreWait(self.transport, endpoint, self.connect_timeout_s, time.monotonic())
         while True:
             refusal = self.transport.refused(link)
             if refusal:
                 raise errors.KeyRefused(refusal)
             try:
-                return req.wait(100)
+                return req.wait(wait.next_slice(time.monotonic()) * 1000)
             except errors.TaskTimeout:
-                problem = self.transport.server_problem(endpoint)
-                if problem:
-                    raise errors.TaskTimeout(problem) from None
-                if time.monotonic() >= deadline:
-                    raise errors.TaskTimeout(f"no answer within {self.connect_timeout_s:g} s") from None
+                pass
 
     def _carry_out(self, actions: list) -> None:
         """Do what the session asked: open or close a firmware link (direct mode), send."""
@@ -200,11 +174,15 @@ class Client:
                 if old is not None:
                     self.transport.release(old)
                 endpoint = self.transport.firmware_endpoint(data, self.links[peer.name].endpoint)
-                link = self.links[f"{peer.name}.fw"] = self.transport.open(endpoint, f"{peer.name}.fw")
+                link = self.links[f"{peer.name}.fw"] = self._open(endpoint, f"{peer.name}.fw")
                 link.peer = peer
                 self.session.fw_hello_sent(peer, self._request(link, self.session.hello()))
 
     # --- sending --------------------------------------------------------------------------
+    def _open(self, endpoint: str, name: str, watch: bool = False):
+        """A link to ``endpoint`` (``watch``: its server's exit is heard at once)."""
+        return self.transport.open(endpoint, name, watch=watch)
+
     def _request(self, link, msg: wire.Message, req: Request | None = None) -> Request:
         req = req or Request(self, msg.msg_id)
         self.session.track(req)
@@ -236,21 +214,19 @@ class Client:
             if link is not None:
                 self.transport.release(link)
 
-    def submit(self, op: int, inputs: list, outputs: list, params: dict, *, core: int = Core.ANY,
-               priority: int = 0, custom_id: int = 0, out_mems: list | None = None,
-               raw: list | None = None) -> Task:
+    def submit(self, op: int, inputs: list, outputs: list, params: dict, options: TaskOptions = DEFAULT, *,
+               out_mems: list | None = None, raw: list | None = None) -> Task:
         """Send a TASK. Raises InvalidArgument / InvalidCore / TaskNumExceedLimit / CoreOffline."""
         if self.closed:
             raise errors.ApiUseError("this SoC connection is closed")
-        msg = self.session.task(op, inputs, outputs, params, core=core, priority=priority,
-                                custom_id=custom_id, raw=raw)
-        task = Task(self, msg.msg_id, op, out_mems or [])
-        self.tracer.submit(msg.msg_id, op, core=int(core), priority=priority, custom_id=custom_id,
-                           nbytes=sum(h[1] for h in (*inputs, *outputs)))
+        msg = self.session.task(op, inputs, outputs, params, options, raw=raw)
+        task = Task(self, msg.msg_id, op, out_mems or [], options=options)
+        self.tracer.submit(msg.msg_id, op, core=int(options.core), priority=options.priority,
+                           custom_id=options.custom_id, nbytes=sum(h[1] for h in (*inputs, *outputs)))
         if self.mode == "relay":
             self._request(self._relay_link(), msg, task)
             return task
-        peer = self.session.route(core, bool(inputs or outputs))
+        peer = self.session.route(options.core, bool(inputs or outputs))
         link = self.links.get(f"{peer.name}.fw")
         if link is None:    # the reader is opening it this very moment (the core just came up)
             raise errors.CoreOffline(f"{peer.name}: its firmware link is not open yet; try again")

@@ -47,6 +47,7 @@ import numpy as np
 
 from protocol import errors
 from protocol.constants import Core
+from protocol.task_options import TaskOptions
 from arm_side import dnn, nn
 from arm_side.memory import CLEAN, INVALIDATE, Mem
 from arm_side.soc import Soc
@@ -302,6 +303,10 @@ class hbDSPRpcCtrlParam:
     reserved1: int = 0
     reserved2: int = 0
 
+    def options(self) -> TaskOptions:
+        """The SDK's value for the same. Raises InvalidCore / InvalidArgument."""
+        return TaskOptions(core=self.dspCoreId, priority=self.priority, custom_id=self.customId)
+
 
 def HB_DSP_INITIALIZE_RPC_CTRL_PARAM(param: hbDSPRpcCtrlParam) -> None:
     """Reset ``param`` to the defaults (any core, lowest priority)."""
@@ -338,8 +343,7 @@ def hbDSPRpcV2(taskHandle: Ref, input: Any, output: Any, rpcCmd: int, ctrlParam:
     ctrl = ctrlParam if ctrlParam is not None else hbDSPRpcCtrlParam()
     if not isinstance(ctrl, hbDSPRpcCtrlParam):
         raise errors.InvalidArgument(f"ctrlParam must be an hb.hbDSPRpcCtrlParam, got {type(ctrl).__name__}")
-    out.value = soc().rpc(rpcCmd, _mems(input, "input"), _mems(output, "output"), params, core=ctrl.dspCoreId,
-                          priority=ctrl.priority, custom_id=ctrl.customId)
+    out.value = soc().rpc(rpcCmd, _mems(input, "input"), _mems(output, "output"), params, options=ctrl.options())
 
 
 @_dnn_api

@@ -21,14 +21,13 @@ from typing import Any, Callable
 
 from protocol import errors, header, messages, wire
 from protocol.cancel import CancelOutcome
-from protocol.constants import (HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_TASKS_PER_CLIENT, PRIORITY_HIGHEST, Command,
-                                Core)
+from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_TASKS_PER_CLIENT, Command, Core
 from protocol.core_state import CoreState, error_for
 from protocol.liveness import Liveness, ProcFact
+from protocol.task_options import TaskOptions
 
 log = logging.getLogger("vdsp.sdk")
 SEND, OPEN_FW, CLOSE_FW = "send", "open_fw", "close_fw"
-_CORE_VALUES = frozenset(int(c) for c in Core)
 
 
 class PeerState:
@@ -80,17 +79,14 @@ class Session:
         return messages.hello(next(self.ids), "client", pid=pid, owner=self.owner, name=f"pid{pid}",
                               lock_fd=self.lock_fd)
 
-    def task(self, op: int, inputs: list, outputs: list, params: dict, *, core: int, priority: int,
-             custom_id: int, raw: list | None = None) -> wire.Message:
-        """A TASK message. Raises InvalidArgument / InvalidCore for what no server would take."""
-        if core not in _CORE_VALUES:
-            raise errors.InvalidCore(f"core must be CORE_ANY (0), CORE_0 (1) or CORE_1 (2), got {core!r}")
-        if not isinstance(priority, int) or not 0 <= priority <= PRIORITY_HIGHEST:
-            raise errors.InvalidArgument(f"priority must be an int in 0..255, got {priority!r}")
+    def task(self, op: int, inputs: list, outputs: list, params: dict, options: TaskOptions,
+             raw: list | None = None) -> wire.Message:
+        """A TASK message with ``options`` (checked when it was made). Raises InvalidArgument for
+        an operator id no server would take."""
         if not isinstance(op, int) or not 0 <= op <= 0xFFFE:
             raise errors.InvalidArgument(f"cmd must be an operator id in 0x0000..0xfffe, got {op!r}")
         return messages.task(next(self.ids), op, inputs=inputs, outputs=outputs, params=params, owner=self.owner,
-                             priority=priority, core=int(core), custom_id=custom_id, raw=raw)
+                             raw=raw, **options.header())
 
     def track(self, req) -> None:
         self.pending[req.msg_id] = req

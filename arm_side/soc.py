@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Sequence
+from typing import Any, Sequence, Unpack
 
 from protocol import errors, messages
 from protocol.constants import Core
-from arm_side.aio import AsyncTask, in_thread, wait_task
+from protocol.task_options import SubmitKw, TaskKw, TaskOptions
+from arm_side.aio import AsyncTask, wait_request, wait_task
+from arm_side.async_client import AsyncClient
 from arm_side import tracing
 from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
@@ -79,43 +81,58 @@ class Soc:
         self._trace = tracing.SocTrace(trace).start() if trace else None
         self.mode = transport.mode
 
+    @classmethod
+    def _over(cls, client: Client, mem: MemoryManager, trace: tracing.SocTrace | None = None) -> "Soc":
+        """A Soc over a client already connected (an AsyncSoc's: its calls that never block)."""
+        soc = cls.__new__(cls)
+        soc.client, soc.mem, soc._trace, soc.mode = client, mem, trace, client.mode
+        client.memory = mem
+        return soc
+
     # --- tasks ----------------------------------------------------------------------------
     def rpc(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None, *,
-            core: int = Core.ANY, priority: int = 0, custom_id: int = 0) -> Task:
+            options: TaskOptions | None = None, **task: Unpack[TaskKw]) -> Task:
         """Submit operator ``cmd`` on shared buffers; returns a Task at once.
+
+        ``options``: a :class:`~protocol.task_options.TaskOptions` (core, priority, custom_id,
+        timeout_ms: the default of ``Task.wait``); or its fields as keywords (``core=CORE_1``),
+        which replace the same fields of ``options``.
 
         Raises InvalidArgument, InvalidCore, SysInvalidArgument (freed buffer),
         CacheCoherencyError (strict mode), TaskNumExceedLimit, CoreOffline, RelayUnavailable.
         """
+        opts = TaskOptions.of(options, **task)
         in_h, _ = _handles(inputs, "inputs", self.mem, True)
         out_h, out_mems = _handles(outputs, "outputs", self.mem, False)
-        return self.client.submit(cmd, in_h, out_h, dict(params or {}), core=core, priority=priority,
-                                  custom_id=custom_id, out_mems=out_mems)
+        return self.client.submit(cmd, in_h, out_h, dict(params or {}), opts, out_mems=out_mems)
 
     def call(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None,
-             timeout_ms: float = 10000, **kw) -> dict:
-        """``rpc`` then ``wait``: the operator's result values."""
-        return self.rpc(cmd, inputs, outputs, params, **kw).wait(timeout_ms)
+             timeout_ms: float | None = None, *, options: TaskOptions | None = None, **task: Unpack[SubmitKw]) -> dict:
+        """``rpc`` then ``wait``: the operator's result values (``timeout_ms``: else the options',
+        else 10000)."""
+        opts = TaskOptions.of(options, timeout_ms=timeout_ms, **task)
+        return self.rpc(cmd, inputs, outputs, params, options=opts).wait(opts.wait_ms(10000))
 
-    def batch(self, cmd: int, items: Sequence[dict], *, timeout_ms: float = 10000, priority: int = 0,
-              custom_id: int = 0) -> list[dict]:
+    def batch(self, cmd: int, items: Sequence[dict], *, timeout_ms: float | None = None,
+              options: TaskOptions | None = None, **task: Unpack[SubmitKw]) -> list[dict]:
         """Run one operator on a batch split over both cores: the first half of ``items`` on
         CORE_0, the rest on CORE_1 (like multi-batch inference over two NPU cores); results
         come back in item order. Each item is ``{"inputs": [...], "outputs": [...], "params": {...}}``.
+        ``options`` (or its fields as keywords) as ``rpc``; its core is replaced per item.
 
         Raises the first item's error (after every task has ended), or TaskTimeout.
         """
+        opts = TaskOptions.of(options, timeout_ms=timeout_ms, **task)
         half = (len(items) + 1) // 2
         tasks = []
         for i, item in enumerate(items):
             tasks.append(self.rpc(cmd, item.get("inputs", ()), item.get("outputs", ()), item.get("params"),
-                                  core=Core.CORE_0 if i < half else Core.CORE_1, priority=priority,
-                                  custom_id=custom_id))
+                                  options=opts, core=Core.CORE_0 if i < half else Core.CORE_1))
         results: list = []
         first_error: errors.VdspError | None = None
-        for task in tasks:
+        for t in tasks:
             try:
-                results.append(task.wait(timeout_ms))
+                results.append(t.wait(opts.wait_ms(10000)))
             except errors.VdspError as exc:
                 first_error = first_error or exc
                 results.append(None)
@@ -180,24 +197,54 @@ class AsyncSoc:
     returns what ``Task.wait`` returns (the operator's values) and raises what it raises,
     TaskTimeout after ``timeout_ms`` (<= 0, the default as for ``Task.wait``: no limit).
     The cv and nn helpers take an AsyncSoc too and then return awaitables.
+
+    It runs on pyzmq's asyncio sockets with no thread of its own (``arm_side.async_client``):
+    use it from the thread of the event loop that opened it.
     """
 
-    def __init__(self, mode: str | None = None, **kw: Any) -> None:
-        """The arguments of :class:`Soc`; the connection opens in ``async with`` (or ``await open()``)."""
-        self._args, self._kw = mode, kw
+    def __init__(self, mode: str | None = None, *, transport: Transport | None = None, strict: bool | None = None,
+                 connect_timeout_s: float = 20.0, autostart_relay: bool = True, busy_poll_us: int | None = None,
+                 trace: str | os.PathLike | None = None) -> None:
+        """The arguments of :class:`Soc` (``busy_poll_us`` has no use here: nothing spins); the
+        connection opens in ``async with`` (or ``await open()``)."""
+        self._mode, self._transport, self._strict = mode, transport, strict
+        self._connect_timeout_s, self._autostart_relay, self._trace_path = connect_timeout_s, autostart_relay, trace
         self._soc: Soc | None = None
 
     async def open(self) -> "AsyncSoc":
-        """Connect (in a worker thread: connecting may start the relay and wait for it)."""
-        if self._soc is None:
-            self._soc = await in_thread(lambda: Soc(self._args, **self._kw))
+        """Connect (waiting for the relay, or starting one, as ``Soc()`` does, without blocking the
+        loop). Raises what ``Soc()`` raises. ``trace=`` blocks while the SoC's tracing starts."""
+        if self._soc is not None:
+            return self
+        transport, own = self._transport, self._transport is None
+        if transport is None:
+            mode = self._mode or settings.current().rpc_mode
+            if mode not in ("relay", "direct"):
+                raise errors.InvalidArgument(f"VDSP_RPC_MODE must be relay or direct, got {mode!r}")
+            transport = ZmqTransport(mode, autostart_relay=self._autostart_relay)
+        mem = MemoryManager(strict=self._strict)
+        owner = ddr.current_owner()
+        try:
+            client = AsyncClient(transport, owner=owner.id, connect_timeout_s=self._connect_timeout_s,
+                                 own_transport=own, lock_fd=owner.lock_fd)
+            await client.connect()
+        except BaseException:
+            mem.close()
+            raise
+        trace = tracing.SocTrace(self._trace_path).start() if self._trace_path else None
+        self._soc = Soc._over(client, mem, trace)
         return self
 
     async def close(self) -> None:
-        """Disconnect and free this Soc's buffers (in a worker thread)."""
+        """Disconnect and free this Soc's buffers."""
         soc, self._soc = self._soc, None
         if soc is not None:
-            await in_thread(soc.close)
+            assert isinstance(soc.client, AsyncClient)
+            await soc.client.aclose()
+            soc.mem.close()
+            trace, soc._trace = soc._trace, None
+            if trace is not None:
+                trace.finish()
 
     async def __aenter__(self) -> "AsyncSoc":
         return await self.open()
@@ -207,11 +254,18 @@ class AsyncSoc:
 
     @property
     def soc(self) -> Soc:
-        """The blocking :class:`Soc` underneath (for calls that never block, such as ``mem``)."""
+        """A :class:`Soc` over this connection, for the calls that never block (``rpc``, ``mem``);
+        its blocking waits raise ApiUseError (they would stop the loop that reads the replies)."""
         if self._soc is None:
             raise errors.ApiUseError("the AsyncSoc is not open: use 'async with AsyncSoc() as soc' "
                                      "or 'await soc.open()'")
         return self._soc
+
+    @property
+    def _client(self) -> AsyncClient:
+        client = self.soc.client
+        assert isinstance(client, AsyncClient)
+        return client
 
     @property
     def mem(self) -> MemoryManager:
@@ -222,11 +276,12 @@ class AsyncSoc:
         return self.soc.mode
 
     def rpc(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None, *,
-            timeout_ms: float = 0, **kw: Any) -> AsyncTask:
+            options: TaskOptions | None = None, **task: Unpack[TaskKw]) -> AsyncTask:
         """Submit now (errors of submission raise here, as ``Soc.rpc``); ``await`` the returned
-        AsyncTask for the values, with ``timeout_ms`` (<= 0: no limit). ``core``, ``priority``,
-        ``custom_id`` as ``Soc.rpc``."""
-        return AsyncTask(self.soc.rpc(cmd, inputs, outputs, params, **kw), timeout_ms)
+        AsyncTask for the values, with the options' ``timeout_ms`` (None or <= 0: no limit).
+        ``options`` and its fields as keywords as ``Soc.rpc``."""
+        opts = TaskOptions.of(options, **task)
+        return AsyncTask(self.soc.rpc(cmd, inputs, outputs, params, options=opts), opts.wait_ms(0))
 
     async def wait(self, task: Task | AsyncTask, timeout_ms: float = 0) -> dict:
         """``task.wait(timeout_ms)``, awaited: the values, or the task's error, or TaskTimeout
@@ -234,32 +289,49 @@ class AsyncSoc:
         return await wait_task(task.task if isinstance(task, AsyncTask) else task, timeout_ms)
 
     async def call(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None,
-                   timeout_ms: float = 10000, **kw: Any) -> dict:
-        """``rpc`` then ``wait`` (``Soc.call``, awaited)."""
-        return await self.rpc(cmd, inputs, outputs, params, timeout_ms=timeout_ms, **kw)
+                   timeout_ms: float | None = None, *, options: TaskOptions | None = None,
+                   **task: Unpack[SubmitKw]) -> dict:
+        """``rpc`` then ``wait`` (``Soc.call``, awaited; ``timeout_ms``: else the options', else 10000)."""
+        opts = TaskOptions.of(options, timeout_ms=timeout_ms, **task)
+        return await self.rpc(cmd, inputs, outputs, params, options=opts, timeout_ms=opts.wait_ms(10000))
 
-    async def batch(self, cmd: int, items: Sequence[dict], *, timeout_ms: float = 10000, priority: int = 0,
-                    custom_id: int = 0) -> list[dict]:
+    async def batch(self, cmd: int, items: Sequence[dict], *, timeout_ms: float | None = None,
+                    options: TaskOptions | None = None, **task: Unpack[SubmitKw]) -> list[dict]:
         """``Soc.batch``, awaited: items split over CORE_0 and CORE_1, results in item order;
         raises the first item's error after every task has ended."""
+        opts = TaskOptions.of(options, timeout_ms=timeout_ms, **task)
         half = (len(items) + 1) // 2
         tasks = [self.soc.rpc(cmd, item.get("inputs", ()), item.get("outputs", ()), item.get("params"),
-                              core=Core.CORE_0 if i < half else Core.CORE_1, priority=priority, custom_id=custom_id)
+                              options=opts, core=Core.CORE_0 if i < half else Core.CORE_1)
                  for i, item in enumerate(items)]
-        outcomes = await asyncio.gather(*(wait_task(t, timeout_ms) for t in tasks), return_exceptions=True)
+        outcomes = await asyncio.gather(*(wait_task(t, opts.wait_ms(10000)) for t in tasks), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
         return list(outcomes)   # type: ignore[arg-type]
 
     async def query(self, what: str = "cores", timeout_ms: float = 5000) -> dict:
-        return await in_thread(self.soc.query, what, timeout_ms)
+        """``Soc.query``, awaited."""
+        client = self._client
+        if client.mode == "relay":
+            return await wait_request(client.request(messages.query(next(client.ids), what)), timeout_ms)
+        cores = []
+        for peer in client.peers:
+            if not peer.alive:
+                cores.append({"name": peer.name, "state": client.core_states.get(peer.name, "unreachable")})
+                continue
+            msg = messages.query(next(client.ids), "status")
+            cores.append(await wait_request(client.request(msg, peer.name), timeout_ms))
+        return {"cores": cores}
 
     async def control(self, core: str, attr: str, value: str | None = None, timeout_ms: float = 30000) -> str:
-        return await in_thread(self.soc.control, core, attr, value, timeout_ms)
+        """``Soc.control``, awaited."""
+        client = self._client
+        msg = messages.control(next(client.ids), core, attr, value)
+        return (await wait_request(client.request(msg, core), timeout_ms)).get("value", "")
 
     def on_event(self, callback) -> None:
-        """As ``Soc.on_event`` (the callback runs in the SDK's reader thread)."""
+        """As ``Soc.on_event`` (the callback runs on the event loop, in the reader)."""
         self.soc.on_event(callback)
 
     @property

@@ -6,7 +6,7 @@ stock catalogs, or the operator table of any firmware image read back with
 function per operator::
 
     def saturate_add(soc: Submitter[T], src: Buffer, dst: Buffer, *, delta: int,
-                     core: int = Core.ANY, priority: int = 0, custom_id: int = 0) -> T:
+                     options: TaskOptions | None = None, **task: Unpack[TaskKw]) -> T:
         \"\"\"out[i] = clip(in[i] + delta, 0, 255) for every byte. ...\"\"\"
 
 Parameter types follow the schema: int, float, bool, str, bytes; the ``choices`` of a str
@@ -29,11 +29,12 @@ import textwrap
 from pathlib import Path
 from typing import Any, Iterable
 
+from protocol import task_options
 from protocol.contract.operator import OperatorEntry
 
 _PY = {"int": "int", "float": "float", "bool": "bool", "str": "str", "bytes": "bytes",
        "int_list": "Sequence[int]", "float_list": "Sequence[float]", "any": "Any"}
-_CONTROL = ("core", "priority", "custom_id")
+_CONTROL = ("options", "task", *task_options.FIELDS)    # the task's, not the operator's
 _RESERVED = {"soc", "params", *_CONTROL}
 
 
@@ -128,14 +129,15 @@ def function(entry: OperatorEntry) -> str:
             optional.append((name, py, value))
         else:
             wire.append(f"{name!r}: {value}")
-    sig += ["core: int = Core.ANY", "priority: int = 0", "custom_id: int = 0"]
+    sig += ["options: TaskOptions | None = None", "**task: Unpack[TaskKw]"]
     doc = [_doc_text(entry.doc or entry.name), ""]
     n_in = f"{entry.inputs[0]}" if entry.inputs[0] == entry.inputs[1] else f"{entry.inputs[0]}..{entry.inputs[1]}"
     n_out = f"{entry.outputs[0]}" if entry.outputs[0] == entry.outputs[1] else \
         f"{entry.outputs[0]}..{entry.outputs[1]}"
     doc += textwrap.wrap(f"Operator 0x{entry.id:04x} ``{_doc_text(entry.name)}``, buffers: {n_in} in, {n_out} out. "
-                         "Returns the submitted task (its values come from ``wait()``); ``core``, ``priority``, "
-                         "``custom_id`` as ``Soc.rpc``.", 100)
+                         "Returns the submitted task (its values come from ``wait()``); ``options`` (a "
+                         "TaskOptions) or its fields as keywords (``core``, ``priority``, ``custom_id``, "
+                         "``timeout_ms``) as ``Soc.rpc``.", 100)
     if entry.params:
         doc += ["", "Parameters:", ""]
         for name, spec in entry.params.items():
@@ -150,8 +152,7 @@ def function(entry: OperatorEntry) -> str:
         lines += ["    params: dict[str, Any] = {", *(f"        {w}," for w in wire), "    }"]
     for name, py, value in optional:
         lines += [f"    if {py} is not None:", f"        params[{name!r}] = {value}"]
-    lines.append(f"    return soc.rpc(0x{entry.id:04x}, {ins}, {outs}, params, core=core, priority=priority, "
-                 "custom_id=custom_id)")
+    lines.append(f"    return soc.rpc(0x{entry.id:04x}, {ins}, {outs}, params, options=options, **task)")
     return "\n".join(lines) + "\n"
 
 
@@ -166,8 +167,8 @@ def generate(entries: Iterable[OperatorEntry], title: str) -> str:
     head = (f'"""{_doc_text(title)}\n\nGenerated from the operators\' declarations by arm_side.stubgen; do not edit.\n'
             'Each function submits its operator and returns the task (see arm_side.stubs).\n"""\n'
             "from __future__ import annotations\n\n"
-            "from typing import Any, Literal, Sequence, TypeVar  # noqa: F401\n\n"
-            "from protocol.constants import Core\n"
+            "from typing import Any, Literal, Sequence, TypeVar, Unpack  # noqa: F401\n\n"
+            "from protocol.task_options import TaskKw, TaskOptions\n"
             "from arm_side.stubs import Buffer, Submitter  # noqa: F401\n\n"
             'T = TypeVar("T")\n\n'
             "__all__ = [\n" + "\n".join(textwrap.wrap(", ".join(repr(n) for n in names) + ",", 110,
@@ -192,7 +193,8 @@ _ARM_TYPES = {"integer": "int", "real": "float", "boolean": "bool", "text": "str
               "matrix": "ArrayLike", "morph_kernel": "ArrayLike | None", "border": "int | str",
               "interpolation": "int | str", "threshold_type": "int | str", "threshold_method": "int | str",
               "morph_shape": "int | str", "rotate_code": "int | str", "color_code": "int | str"}
-_ARM_CONTROL = {"soc": "Soc | AsyncSoc", "core": "int", "priority": "int", "timeout_ms": "float", "wait": "bool",
+_ARM_CONTROL = {"soc": "Soc | AsyncSoc", "options": "TaskOptions | None",
+                **{name: task_options.keyword_type(name) for name in task_options.FIELDS}, "wait": "bool",
                 "format": "str | None", "ddepth": "int", "sdepth": "int", "dsize": "Sequence[int] | None",
                 "fx": "float", "fy": "float"}
 
@@ -217,7 +219,7 @@ def _arm_overload(spec: Any, sig: Any, numpy: bool, required: Any) -> list[str]:
         elif p.default is required or (p.default is None and "None" not in ann):
             out.append(f"{name}: {ann} = ...")
         else:
-            out.append(f"{name}: {ann} = {'Core.ANY' if name == 'core' else _literal(p.default)}")
+            out.append(f"{name}: {ann} = {_literal(p.default)}")
     out.append("**opencv: Any")
     return out
 
@@ -232,7 +234,7 @@ def cv_functions() -> str:
              "from __future__ import annotations\n\n"
              "from typing import TYPE_CHECKING, Any, Sequence, overload\n\n"
              "import numpy as np\nfrom numpy.typing import ArrayLike\n\n"
-             "from protocol.constants import Core\n"
+             "from protocol.task_options import TaskOptions\n"
              "from arm_side.cv.image import Image\n"
              "from arm_side.cv.ops import call_named\n\n"
              "if TYPE_CHECKING:\n    from arm_side.soc import AsyncSoc, Soc\n\n"

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from protocol import errors
 from protocol.cancel import CancelOutcome
+from protocol.task_options import DEFAULT, TaskOptions
 
 
 class Request:
@@ -86,8 +87,11 @@ class Request:
         return self._as_future().__await__()
 
     def _as_future(self) -> asyncio.Future:
+        """A future of the running loop resolved when the request ends (by the loop's own reader
+        for an AsyncSoc, else through ``call_soon_threadsafe`` from the reader thread)."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
+        loop_thread = threading.get_ident()
 
         def resolve(req: "Request") -> None:
             def settle() -> None:
@@ -97,19 +101,24 @@ class Request:
                     fut.set_exception(req.error)
                 else:
                     fut.set_result(req._result())
-            loop.call_soon_threadsafe(settle)
+            if threading.get_ident() == loop_thread:
+                settle()
+            else:
+                loop.call_soon_threadsafe(settle)
         self.add_done_callback(resolve)
         return fut
 
 
 class Task(Request):
-    """A TASK on a DSP core. After it ends: ``values`` (the operator's result), ``core``
-    (which core ran it), ``exec_us`` (compute time on the DSP), ``queue_us`` (time queued
-    in the relay; 0 in direct mode), ``latency_us`` (submit to reply)."""
+    """A TASK on a DSP core, submitted with ``options`` (``protocol.task_options``). After it
+    ends: ``values`` (the operator's result), ``core`` (which core ran it), ``exec_us``
+    (compute time on the DSP), ``queue_us`` (time queued in the relay; 0 in direct mode),
+    ``latency_us`` (submit to reply)."""
 
-    def __init__(self, client: Any, msg_id: int, op: int, outputs: list, core_name: str = "") -> None:
+    def __init__(self, client: Any, msg_id: int, op: int, outputs: list, core_name: str = "", *,
+                 options: TaskOptions = DEFAULT) -> None:
         super().__init__(client, msg_id)
-        self.op, self.outputs = op, outputs
+        self.op, self.outputs, self.options = op, outputs, options
         self.core = core_name
         self.values: dict = {}
         self.exec_us = 0
@@ -136,8 +145,11 @@ class Task(Request):
     def latency_us(self) -> float:
         return (self.completed_at - self.submitted_at) * 1e6 if self.completed_at else 0.0
 
-    def wait(self, timeout_ms: float = 0) -> dict:
-        """Wait for the task; returns the operator's result values (see Request.wait)."""
+    def wait(self, timeout_ms: float | None = None) -> dict:
+        """Wait for the task; returns the operator's result values (see Request.wait).
+        ``timeout_ms`` None: the task's ``options.timeout_ms``, else for ever."""
+        if timeout_ms is None:
+            timeout_ms = self.options.wait_ms(0)
         if self.released:
             raise errors.InvalidTaskHandle(f"task {self.msg_id} was released")
         tracer = getattr(self.client, "tracer", None)

@@ -20,9 +20,10 @@ import struct
 from pathlib import Path
 
 import zmq
+import zmq.asyncio
 
 from arm_side import autostart
-from arm_side.channel import Channel
+from arm_side.channel import AsyncChannel, Channel
 from vdsp_board import acl, curve, ddr, runtime
 
 
@@ -39,6 +40,12 @@ class Transport:
     def open(self, endpoint: str, name: str, *, watch: bool = False):
         """A link to ``endpoint``; ``watch``: :meth:`lost` will tell when its server goes away."""
         raise NotImplementedError
+
+    def open_async(self, endpoint: str, name: str, *, watch: bool = False):
+        """An asyncio link (``arm_side.channel.AsyncChannel``) for ``arm_side.AsyncSoc``.
+        Raises ApiUseError: this transport has none."""
+        from protocol import errors
+        raise errors.ApiUseError(f"{type(self).__name__} has no asyncio links: use Soc with it")
 
     def release(self, link) -> None:
         """Close ``link`` for good."""
@@ -88,6 +95,7 @@ class ZmqTransport(Transport):
         self.may_autostart = autostart_relay
         self.ctx = zmq.Context()
         self.monitors: dict[int, _Watch] = {}
+        self.actx: zmq.asyncio.Context | None = None
 
     def servers(self) -> dict[str, str]:
         if self.mode == "relay":
@@ -102,6 +110,11 @@ class ZmqTransport(Transport):
             with channel.lock:
                 self.monitors[id(channel)] = _Watch(channel.sock.get_monitor_socket(events), watch)
         return channel
+
+    def open_async(self, endpoint: str, name: str, *, watch: bool = False) -> AsyncChannel:
+        if self.actx is None:
+            self.actx = zmq.asyncio.Context.shadow(self.ctx)    # the same context: one term() ends both
+        return AsyncChannel(self.actx, endpoint, name, watch)
 
     def release(self, link: Channel) -> None:
         entry = self.monitors.pop(id(link), None)

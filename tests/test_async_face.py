@@ -130,7 +130,9 @@ def test_cv_helpers_are_awaitable_and_never_block_the_loop(shared_soc):
 
 @pytest.mark.exclusive     # it measures time: no other test of a parallel run beside it
 def test_cv_timeouts_in_async_form_cancel_or_free(shared_soc):
-    big = np.random.default_rng(4).integers(0, 256, (1080, 1920), dtype=np.uint8)
+    # 4K: a 31 x 31 bilateral filter of it is about 1 s of work even on an idle host (a 1080p
+    # one took 0.25 s there, and finished inside the 300 ms timeout below)
+    big = np.random.default_rng(4).integers(0, 256, (2160, 3840), dtype=np.uint8)
 
     async def main():
         async with AsyncSoc() as asoc:
@@ -141,7 +143,7 @@ def test_cv_timeouts_in_async_form_cancel_or_free(shared_soc):
                 await cv.median_blur(asoc, big, 5, core=CORE_0, timeout_ms=50)
             assert pool.idle() == pool.allocated == 2
             await blocker
-            # running when the wait times out (about 2 s of work, started well within 300 ms):
+            # running when the wait times out (about 1 s of work or more, started well within 300 ms):
             # the DSP may still write, so its buffers are freed
             with pytest.raises(errors.TaskTimeout):
                 await cv.bilateral_filter(asoc, big, 31, 80, 80, core=CORE_1, timeout_ms=300)
@@ -203,3 +205,170 @@ def test_nn_helpers_are_awaitable(shared_soc):
 def test_an_unopened_async_soc_says_so():
     with pytest.raises(errors.ApiUseError, match="not open"):
         AsyncSoc().rpc(opids.PING)
+
+
+# --- one event loop, no thread: the same answers as Soc -------------------------------------------
+
+def outcome(fn):
+    """What a call gave, comparable across Soc and AsyncSoc: its value, or its error's class and code."""
+    try:
+        return ("ok", fn())
+    except errors.VdspError as exc:
+        return ("error", type(exc).__name__, exc.code)
+
+
+async def aoutcome(coro_fn):
+    try:
+        return ("ok", await coro_fn())
+    except errors.VdspError as exc:
+        return ("error", type(exc).__name__, exc.code)
+
+
+def sync_calls(soc) -> list:
+    buf, gone = soc.mem.alloc(4096), soc.mem.alloc(64)
+    gone.free()
+    slow: list = []
+    return [
+        outcome(lambda: soc.rpc(opids.FILL, outputs=[buf], params={"value": 9}).wait(5000)),
+        outcome(lambda: int(buf.array()[100])),
+        outcome(lambda: soc.rpc(opids.PING, core=CORE_1).wait(5000)),
+        outcome(lambda: soc.rpc(0x13FF).wait(5000)),                                  # no such operator
+        outcome(lambda: soc.rpc(opids.FILL, outputs=[buf], params={"value": 999}).wait(5000)),   # DSP refuses
+        outcome(lambda: soc.rpc(opids.PING, priority=300)),                             # refused at submit
+        outcome(lambda: soc.rpc(opids.PING, core=7)),
+        outcome(lambda: soc.rpc(opids.FILL, outputs=[gone], params={"value": 1})),
+        outcome(lambda: slow.append(soc.rpc(opids.SLEEP, params={"ms": 500}, core=CORE_0)) or slow[0].wait(20)),
+        outcome(lambda: slow[0].wait(5000)),                                            # collected after
+        outcome(lambda: soc.batch(opids.PING, [{}, {}])),
+        outcome(lambda: soc.control("vdsp0", "name")),
+        outcome(lambda: soc.control("vdsp7", "state")),
+        outcome(lambda: sorted(c["name"] for c in soc.query("cores")["cores"])),
+    ]
+
+
+async def async_calls(soc) -> list:
+    buf, gone = soc.mem.alloc(4096), soc.mem.alloc(64)
+    gone.free()
+    slow: list = []
+
+    async def cores():
+        return sorted(c["name"] for c in (await soc.query("cores"))["cores"])
+
+    async def submitted(**kw):
+        return soc.rpc(opids.PING, **kw)
+
+    async def fill_gone():
+        return soc.rpc(opids.FILL, outputs=[gone], params={"value": 1})
+
+    async def value():
+        return int(buf.array()[100])
+    return [
+        await aoutcome(lambda: soc.rpc(opids.FILL, outputs=[buf], params={"value": 9}, timeout_ms=5000)),
+        await aoutcome(value),
+        await aoutcome(lambda: soc.rpc(opids.PING, core=CORE_1, timeout_ms=5000)),
+        await aoutcome(lambda: soc.rpc(0x13FF, timeout_ms=5000)),
+        await aoutcome(lambda: soc.rpc(opids.FILL, outputs=[buf], params={"value": 999}, timeout_ms=5000)),
+        await aoutcome(lambda: submitted(priority=300)),
+        await aoutcome(lambda: submitted(core=7)),
+        await aoutcome(fill_gone),
+        await aoutcome(lambda: slow.append(soc.rpc(opids.SLEEP, params={"ms": 500}, core=CORE_0)) or slow[0].wait(20)),
+        await aoutcome(lambda: slow[0].wait(5000)),
+        await aoutcome(lambda: soc.batch(opids.PING, [{}, {}])),
+        await aoutcome(lambda: soc.control("vdsp0", "name")),
+        await aoutcome(lambda: soc.control("vdsp7", "state")),
+        await aoutcome(cores),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["relay", "direct"])
+def test_an_async_soc_runs_on_the_loop_alone_and_answers_as_soc_does(shared_soc, mode):
+    import threading
+    with Soc(mode=mode) as soc:
+        expected = sync_calls(soc)
+    assert expected[0] == ("ok", {"bytes": 4096}) and expected[3][1] == "UnknownOperator"
+    assert expected[5][1] == "InvalidArgument" and expected[8][1] == "TaskTimeout"    # the script tries what it says
+    before = set(threading.enumerate())
+
+    async def main():
+        async with AsyncSoc(mode) as asoc:
+            task = asoc.rpc(opids.SLEEP, params={"ms": 200}, core=CORE_1)
+            threads_while_running = set(threading.enumerate())   # open, a task in flight
+            got = await async_calls(asoc)
+            assert await task == {"slept_ms": 200.0}
+            return got, threads_while_running | set(threading.enumerate())
+
+    got, during = run(main())
+    assert during - before == set(), [t.name for t in during - before]
+    assert got == expected
+
+
+def test_an_async_soc_rides_a_relay_restart_as_soc_does(live_soc):
+    import os
+    import signal
+
+    def kill_relay() -> int:
+        old = live_soc.relay_pid()
+        os.kill(old, signal.SIGKILL)
+        return old
+
+    def sync_story() -> list:
+        with Soc() as soc:
+            seen = [outcome(lambda: soc.rpc(opids.PING, core=CORE_0).wait(5000))]
+            blocker = soc.rpc(opids.SLEEP, params={"ms": 5000}, core=CORE_1)
+            old = kill_relay()
+            seen.append(outcome(lambda: blocker.wait(15000)))       # in flight when the relay died
+            deadline = time.monotonic() + 30
+            while (last := outcome(lambda: soc.rpc(opids.PING, core=CORE_0).wait(5000)))[0] != "ok":
+                assert last[1] == "RelayUnavailable" and time.monotonic() < deadline, last
+                time.sleep(0.2)
+            seen.append(last)
+            assert live_soc.relay_pid() not in (None, old)
+        return seen
+
+    async def async_story() -> list:
+        async with AsyncSoc() as soc:
+            buf = soc.mem.alloc(64)
+            seen = [await aoutcome(lambda: soc.rpc(opids.PING, core=CORE_0, timeout_ms=5000))]
+            blocker = soc.rpc(opids.SLEEP, params={"ms": 5000}, core=CORE_1)
+            old = kill_relay()
+            seen.append(await aoutcome(lambda: blocker.wait(15000)))
+            # the relay is gone: this task waits, unsent, for the next one; released there, it never runs
+            unsent = soc.rpc(opids.FILL, outputs=[buf], params={"value": 7})
+            assert await unsent.release() == "cancelled"
+            with pytest.raises(errors.InvalidTaskHandle):
+                await unsent
+            deadline = time.monotonic() + 30
+            while (last := await aoutcome(lambda: soc.rpc(opids.PING, core=CORE_0, timeout_ms=5000)))[0] != "ok":
+                assert last[1] == "RelayUnavailable" and time.monotonic() < deadline, last
+                await asyncio.sleep(0.2)
+            seen.append(last)
+            assert live_soc.relay_pid() not in (None, old)
+            assert (buf.array() == 0).all()      # the released FILL did not run on the new relay
+        return seen
+
+    expected = sync_story()
+    assert expected[1][1] == "RelayUnavailable"
+    assert run(async_story()) == expected
+
+
+@pytest.mark.parametrize("mode", ["relay", "direct"])
+def test_a_stopped_core_is_offline_for_an_async_soc_as_for_soc(live_soc, mode):
+    def sync_story() -> list:
+        with Soc(mode=mode) as soc:
+            return [outcome(lambda: soc.rpc(opids.PING, core=CORE_0).wait(3000)),
+                    outcome(lambda: soc.rpc(opids.PING).wait(3000))]
+
+    async def async_story() -> list:
+        async with AsyncSoc(mode) as soc:
+            async def submitted():      # direct mode refuses at submit, the relay at the reply
+                return await soc.rpc(opids.PING, core=CORE_0, timeout_ms=3000)
+            return [await aoutcome(submitted), await aoutcome(lambda: soc.rpc(opids.PING, timeout_ms=3000))]
+
+    with Soc() as control:
+        assert control.control("vdsp0", "state", "stop") == "offline"
+        try:
+            expected = sync_story()
+            assert expected == [("error", "CoreOffline", errors.CoreOffline.code), ("ok", {"core": "vdsp1"})]
+            assert run(async_story()) == expected
+        finally:
+            control.control("vdsp0", "state", "start")

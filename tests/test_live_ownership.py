@@ -24,6 +24,7 @@ from arm_side import ANY_OWNER, CORE_0, CORE_1, Soc, errors, opids
 from arm_side.client import Client
 from arm_side.transport import ZmqTransport
 from protocol import messages, wire
+from protocol.task_options import TaskOptions
 from vdsp_board import acl, ddr
 from tests.conftest import wait_until
 
@@ -156,9 +157,9 @@ def claim_owner(mode: str, a: "OwnerA") -> errors.VdspError:
             client.peers[0].fw_hello.wait(5000)
         for core in (CORE_0, CORE_1):
             with pytest.raises(errors.VdspError) as task_info:
-                client.submit(opids.FILL, [], [[a.phys, 4096, 0]], {"value": 0xEE}, core=core).wait(5000)
+                client.submit(opids.FILL, [], [[a.phys, 4096, 0]], {"value": 0xEE}, TaskOptions(core=core)).wait(5000)
             assert task_info.value.code in (CLAIM_REFUSED, FOREIGN), task_info.value
-        assert client.submit(opids.PING, [], [], {}, core=CORE_0).wait(5000) == {"core": "vdsp0"}
+        assert client.submit(opids.PING, [], [], {}, TaskOptions(core=CORE_0)).wait(5000) == {"core": "vdsp0"}
         return info.value
     finally:
         client.close()

@@ -13,6 +13,7 @@ import pytest
 
 from protocol.contract import cv_ops, framework_ops, nn_ops
 from protocol.contract.operator import OperatorEntry
+from protocol.task_options import TaskOptions
 from arm_side import stubgen
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,8 +27,9 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    def rpc(self, cmd, inputs=(), outputs=(), params=None, *, core=0, priority=0, custom_id=0):
-        self.calls.append((cmd, list(inputs), list(outputs), params, core, priority, custom_id))
+    def rpc(self, cmd, inputs=(), outputs=(), params=None, *, options=None, **task):
+        o = TaskOptions.of(options, **task)     # what Soc.rpc makes of them
+        self.calls.append((cmd, list(inputs), list(outputs), params, o.core, o.priority, o.custom_id))
         return "task"
 
 
@@ -67,6 +69,9 @@ def test_a_stub_sends_its_declared_parameters_with_their_defaults():
     assert soc.calls[-1][3]["pad_value"] == [9]
     framework.fill(soc, (5, 16), value=3, core=2, custom_id=4)
     assert soc.calls[-1] == (0x0002, [], [(5, 16)], {"value": 3, "size": -1}, 2, 0, 4)
+    urgent = TaskOptions(core=1, priority=200, custom_id=-3)        # one value, and a keyword over it
+    framework.fill(soc, (5, 16), value=3, options=urgent, priority=9)
+    assert soc.calls[-1] == (0x0002, [], [(5, 16)], {"value": 3, "size": -1}, 1, 9, -3)
     nn.layout(soc, (1, 8), (2, 8), input={}, output={}, platform="RK3588")
     assert soc.calls[-1][3] == {"input": {}, "output": {}, "channels": -1, "platform": "RK3588"}
     with pytest.raises(TypeError):
@@ -142,13 +147,14 @@ GOOD = """
 import cv2
 import numpy as np
 
-from arm_side import AsyncSoc, Soc, Task, cv as api
+from arm_side import AsyncSoc, Soc, Task, TaskOptions, cv as api
 from arm_side.stubs import cv
 from custom_op_stubs import saturate_add
 
 with Soc() as soc:
     a, b = soc.mem.alloc(8), soc.mem.alloc(8)
     task: Task = saturate_add(soc, a, b, delta=10, core=2)
+    saturate_add(soc, a, b, delta=10, options=TaskOptions(priority=3, timeout_ms=500), custom_id=1).wait()
     values: dict = task.wait(1000)
     cv.gaussian_blur(soc, a, b, src={}, dst={}, ksize=(3, 3), border="reflect").wait(1000)
     gray = np.zeros((4, 4), np.uint8)
@@ -175,6 +181,8 @@ with Soc() as soc:
     saturate_add(soc, a, b, delta=1, gain=2)
     cv.gaussian_blur(soc, a, b, src={}, dst={}, border="reflect_101")
     api.median_blur(soc, np.zeros((4, 4), np.uint8), ksize="3")
+    saturate_add(soc, a, b, delta=1, priority="high")
+    saturate_add(soc, a, b, delta=1, options={"core": 1})
 """
 
 
@@ -191,6 +199,9 @@ def test_mypy_accepts_right_calls_and_refuses_a_wrong_parameter_type(custom_stub
     assert 'bad.py:11: error: Unexpected keyword argument "gain" for "saturate_add"' in res.stdout, res.stdout
     assert 'bad.py:12: error: Argument "border" to "gaussian_blur" has incompatible type' in res.stdout, res.stdout
     assert 'bad.py:13: error: No overload variant of "median_blur" matches argument types' in res.stdout, res.stdout
+    assert 'bad.py:14: error: Argument "priority" to "saturate_add" has incompatible type "str"; expected "int"' \
+        in res.stdout, res.stdout
+    assert 'bad.py:15: error: Argument "options" to "saturate_add" has incompatible type' in res.stdout, res.stdout
 
 
 def test_an_entry_round_trips_through_the_operator_table():

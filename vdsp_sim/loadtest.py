@@ -27,6 +27,7 @@ import numpy as np
 
 from protocol import errors
 from protocol.constants import MAX_TASKS_PER_CLIENT, Core
+from protocol.task_options import TaskOptions
 from vdsp_board import clihelp
 
 CLASSES = {"high": 200, "normal": 100, "low": 10}
@@ -96,7 +97,7 @@ def client(index: int, rt: str, tasks: int, classes: dict, cores: dict, work_ms:
             op = ("count", "count", "memcpy", "checksum")[i % 4]
             rec: dict[str, Any] = {"i": i, "class": cls, "core": core, "op": op, "wrong": False, "t0": time.perf_counter()}
             copy = None
-            kw: dict[str, Any] = dict(core=CORES[core], priority=CLASSES[cls], custom_id=i)
+            kw: dict[str, Any] = dict(options=TaskOptions(core=CORES[core], priority=CLASSES[cls], custom_id=i))
             try:
                 if op == "count":
                     task = soc.rpc(opids.COUNT, outputs=[counters], params={"slot": i, "ms": work_ms}, **kw)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Sequence, overload
 import numpy as np
 from numpy.typing import ArrayLike
 
-from protocol.constants import Core
+from protocol.task_options import TaskOptions
 from arm_side.cv.image import Image
 from arm_side.cv.ops import call_named
 
@@ -35,9 +35,11 @@ def bilateral_filter(
         sigma_space: float = 50.0,
         border: int | str = 'reflect101',
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -52,9 +54,11 @@ def bilateral_filter(
         border: int | str = 'reflect101',
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -66,7 +70,8 @@ def bilateral_filter(*args: Any, **kw: Any) -> Any:
     neighbourhood. On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
         bilateral_filter(soc, src, d=5, sigma_color=50.0, sigma_space=50.0, border='reflect101', *,
-            dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000, wait=True, format=None)
+            dst=None, options=None, core=None, priority=None, custom_id=None, timeout_ms=None,
+            wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -91,9 +96,11 @@ def box_filter(
         anchor: Sequence[int] | None = (-1, -1),
         border: int | str = 'reflect101',
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         ddepth: int = -1,
@@ -110,9 +117,11 @@ def box_filter(
         border: int | str = 'reflect101',
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -124,8 +133,8 @@ def box_filter(*args: Any, **kw: Any) -> Any:
     buffers, or on numpy arrays with OpenCV's positional order:
 
         box_filter(soc, src, ddepth=-1, ksize=(3, 3), anchor=(-1, -1), normalize=True,
-            border='reflect101', *, dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000,
-            wait=True, format=None)
+            border='reflect101', *, dst=None, options=None, core=None, priority=None,
+            custom_id=None, timeout_ms=None, wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -150,9 +159,11 @@ def canny(
         aperture_size: int = 3,
         l2_gradient: bool = False,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -167,9 +178,11 @@ def canny(
         l2_gradient: bool = False,
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -181,7 +194,8 @@ def canny(*args: Any, **kw: Any) -> Any:
     or on numpy arrays with OpenCV's positional order:
 
         canny(soc, src, threshold1=100.0, threshold2=200.0, aperture_size=3, l2_gradient=False, *,
-            dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000, wait=True, format=None)
+            dst=None, options=None, core=None, priority=None, custom_id=None, timeout_ms=None,
+            wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -203,9 +217,11 @@ def cvt_color(
         code: int | str = ...,
         chroma: str = 'top_left',
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -218,9 +234,11 @@ def cvt_color(
         chroma: str = 'top_left',
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -231,8 +249,8 @@ def cvt_color(*args: Any, **kw: Any) -> Any:
     Operator 0x0803 (cv.cvtColor): RGB/BGR -> gray (cv::cvtColor) or -> NV12 / NV12_SEPARATE (BT.601
     limited range). On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
-        cvt_color(soc, src, code=<required>, chroma='top_left', *, dst=None, core=<Core.ANY: 0>,
-            priority=0, timeout_ms=10000, wait=True, format=None)
+        cvt_color(soc, src, code=<required>, chroma='top_left', *, dst=None, options=None,
+            core=None, priority=None, custom_id=None, timeout_ms=None, wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -257,9 +275,11 @@ def dilate(
         border: int | str = 'constant',
         kernel: ArrayLike | None = None,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -276,9 +296,11 @@ def dilate(
         dst: np.ndarray | None = None,
         ksize: int | Sequence[int] = (3, 3),
         shape: int | str = 'rect',
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -291,8 +313,8 @@ def dilate(*args: Any, **kw: Any) -> Any:
     cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
         dilate(soc, src, kernel=None, anchor=(-1, -1), iterations=1, border='constant', *, dst=None,
-            ksize=(3, 3), shape='rect', core=<Core.ANY: 0>, priority=0, timeout_ms=10000, wait=True,
-            format=None)
+            ksize=(3, 3), shape='rect', options=None, core=None, priority=None, custom_id=None,
+            timeout_ms=None, wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -314,9 +336,11 @@ def equalize_hist(
         src: Image,
         dst: Image | None = None,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -327,9 +351,11 @@ def equalize_hist(
         src: np.ndarray,
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -340,8 +366,8 @@ def equalize_hist(*args: Any, **kw: Any) -> Any:
     Operator 0x0805 (cv.equalizeHist): Histogram equalization of an 8-bit gray image (cv::equalizeHist).
     On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
-        equalize_hist(soc, src, *, dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000,
-            wait=True, format=None)
+        equalize_hist(soc, src, *, dst=None, options=None, core=None, priority=None, custom_id=None,
+            timeout_ms=None, wait=True, format=None)
 
     See the module documentation of arm_side.cv.ops.
     """
@@ -360,9 +386,11 @@ def erode(
         border: int | str = 'constant',
         kernel: ArrayLike | None = None,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -379,9 +407,11 @@ def erode(
         dst: np.ndarray | None = None,
         ksize: int | Sequence[int] = (3, 3),
         shape: int | str = 'rect',
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -394,8 +424,8 @@ def erode(*args: Any, **kw: Any) -> Any:
     cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
         erode(soc, src, kernel=None, anchor=(-1, -1), iterations=1, border='constant', *, dst=None,
-            ksize=(3, 3), shape='rect', core=<Core.ANY: 0>, priority=0, timeout_ms=10000, wait=True,
-            format=None)
+            ksize=(3, 3), shape='rect', options=None, core=None, priority=None, custom_id=None,
+            timeout_ms=None, wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -421,9 +451,11 @@ def filter2d(
         delta: float = 0.0,
         border: int | str = 'reflect101',
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         ddepth: int = -1,
@@ -440,9 +472,11 @@ def filter2d(
         border: int | str = 'reflect101',
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -455,8 +489,8 @@ def filter2d(*args: Any, **kw: Any) -> Any:
     major, ksize [w, h]. On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
         filter2d(soc, src, ddepth=-1, kernel=<required>, anchor=(-1, -1), delta=0.0,
-            border='reflect101', *, dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000,
-            wait=True, format=None)
+            border='reflect101', *, dst=None, options=None, core=None, priority=None,
+            custom_id=None, timeout_ms=None, wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -478,9 +512,11 @@ def flip(
         dst: Image | None = None,
         flip_code: int = 1,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -492,9 +528,11 @@ def flip(
         flip_code: int = 1,
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -505,8 +543,8 @@ def flip(*args: Any, **kw: Any) -> Any:
     Operator 0x0808 (cv.flip): Mirror (cv::flip): 0 around the x axis, 1 around the y axis, -1 both. On
     cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
-        flip(soc, src, flip_code=1, *, dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000,
-            wait=True, format=None)
+        flip(soc, src, flip_code=1, *, dst=None, options=None, core=None, priority=None,
+            custom_id=None, timeout_ms=None, wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -527,9 +565,11 @@ def gaussian_blur(
         sigma_y: float = 0.0,
         border: int | str = 'reflect101',
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -544,9 +584,11 @@ def gaussian_blur(
         border: int | str = 'reflect101',
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -558,7 +600,8 @@ def gaussian_blur(*args: Any, **kw: Any) -> Any:
     derived from ksize. On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
         gaussian_blur(soc, src, ksize=(5, 5), sigma_x=0.0, sigma_y=0.0, border='reflect101', *,
-            dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000, wait=True, format=None)
+            dst=None, options=None, core=None, priority=None, custom_id=None, timeout_ms=None,
+            wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -579,9 +622,11 @@ def integral(
         src: Image,
         dst: Image | None = None,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         sdepth: int = -1,
@@ -594,9 +639,11 @@ def integral(
         sdepth: int = -1,
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -607,8 +654,8 @@ def integral(*args: Any, **kw: Any) -> Any:
     Operator 0x080a (cv.integral): Integral image (cv::integral): dst is (w+1) x (h+1), S32 or F32,
     first row and column 0. On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
-        integral(soc, src, sdepth=-1, *, dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000,
-            wait=True, format=None)
+        integral(soc, src, sdepth=-1, *, dst=None, options=None, core=None, priority=None,
+            custom_id=None, timeout_ms=None, wait=True, format=None)
 
     See the module documentation of arm_side.cv.ops.
     """
@@ -622,9 +669,11 @@ def median_blur(
         dst: Image | None = None,
         ksize: int = 3,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -636,9 +685,11 @@ def median_blur(
         ksize: int = 3,
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -649,8 +700,8 @@ def median_blur(*args: Any, **kw: Any) -> Any:
     Operator 0x080b (cv.medianBlur): Median filter (cv::medianBlur) over a ksize x ksize square, ksize
     odd. On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
-        median_blur(soc, src, ksize=3, *, dst=None, core=<Core.ANY: 0>, priority=0,
-            timeout_ms=10000, wait=True, format=None)
+        median_blur(soc, src, ksize=3, *, dst=None, options=None, core=None, priority=None,
+            custom_id=None, timeout_ms=None, wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -667,9 +718,11 @@ def pyr_down(
         src: Image,
         dst: Image | None = None,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -680,9 +733,11 @@ def pyr_down(
         src: np.ndarray,
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -693,8 +748,8 @@ def pyr_down(*args: Any, **kw: Any) -> Any:
     Operator 0x080c (cv.pyrDown): Gaussian pyramid step down (cv::pyrDown, 5x5 kernel,
     BORDER_REFLECT_101). On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
-        pyr_down(soc, src, *, dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000, wait=True,
-            format=None)
+        pyr_down(soc, src, *, dst=None, options=None, core=None, priority=None, custom_id=None,
+            timeout_ms=None, wait=True, format=None)
 
     See the module documentation of arm_side.cv.ops.
     """
@@ -707,9 +762,11 @@ def pyr_up(
         src: Image,
         dst: Image | None = None,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -720,9 +777,11 @@ def pyr_up(
         src: np.ndarray,
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -733,8 +792,8 @@ def pyr_up(*args: Any, **kw: Any) -> Any:
     Operator 0x080d (cv.pyrUp): Gaussian pyramid step up (cv::pyrUp, BORDER_REFLECT_101). On cv.Image
     buffers, or on numpy arrays with OpenCV's positional order:
 
-        pyr_up(soc, src, *, dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000, wait=True,
-            format=None)
+        pyr_up(soc, src, *, dst=None, options=None, core=None, priority=None, custom_id=None,
+            timeout_ms=None, wait=True, format=None)
 
     See the module documentation of arm_side.cv.ops.
     """
@@ -748,9 +807,11 @@ def resize(
         dst: Image | None = None,
         interpolation: int | str = 'linear',
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         dsize: Sequence[int] | None = None,
@@ -768,9 +829,11 @@ def resize(
         interpolation: int | str = 'linear',
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -782,7 +845,8 @@ def resize(*args: Any, **kw: Any) -> Any:
     buffers, or on numpy arrays with OpenCV's positional order:
 
         resize(soc, src, dsize=None, fx=0.0, fy=0.0, interpolation='linear', *, dst=None,
-            core=<Core.ANY: 0>, priority=0, timeout_ms=10000, wait=True, format=None)
+            options=None, core=None, priority=None, custom_id=None, timeout_ms=None, wait=True,
+            format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -804,9 +868,11 @@ def roi_resize(
         interpolation: int | str = 'linear',
         pad_value: int | Sequence[int] | None = None,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         dsize: Sequence[int] | None = None,
@@ -823,9 +889,11 @@ def roi_resize(
         pad_value: int | Sequence[int] | None = None,
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -838,8 +906,8 @@ def roi_resize(*args: Any, **kw: Any) -> Any:
     region) and scale it On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
         roi_resize(soc, src, roi=<required>, dsize=None, keep_aspect=False, interpolation='linear',
-            pad_value=None, *, dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000,
-            wait=True, format=None)
+            pad_value=None, *, dst=None, options=None, core=None, priority=None, custom_id=None,
+            timeout_ms=None, wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -862,9 +930,11 @@ def rotate(
         dst: Image | None = None,
         rotate_code: int | str = '90cw',
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -876,9 +946,11 @@ def rotate(
         rotate_code: int | str = '90cw',
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -889,8 +961,8 @@ def rotate(*args: Any, **kw: Any) -> Any:
     Operator 0x0810 (cv.rotate): Rotation by a multiple of 90 degrees (cv::rotate). On cv.Image buffers,
     or on numpy arrays with OpenCV's positional order:
 
-        rotate(soc, src, rotate_code='90cw', *, dst=None, core=<Core.ANY: 0>, priority=0,
-            timeout_ms=10000, wait=True, format=None)
+        rotate(soc, src, rotate_code='90cw', *, dst=None, options=None, core=None, priority=None,
+            custom_id=None, timeout_ms=None, wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -912,9 +984,11 @@ def sep_filter2d(
         delta: float = 0.0,
         border: int | str = 'reflect101',
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         ddepth: int = -1,
@@ -932,9 +1006,11 @@ def sep_filter2d(
         border: int | str = 'reflect101',
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -946,8 +1022,8 @@ def sep_filter2d(*args: Any, **kw: Any) -> Any:
     by kernel_y. On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
         sep_filter2d(soc, src, ddepth=-1, kernel_x=<required>, kernel_y=<required>, anchor=(-1, -1),
-            delta=0.0, border='reflect101', *, dst=None, core=<Core.ANY: 0>, priority=0,
-            timeout_ms=10000, wait=True, format=None)
+            delta=0.0, border='reflect101', *, dst=None, options=None, core=None, priority=None,
+            custom_id=None, timeout_ms=None, wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -975,9 +1051,11 @@ def sobel(
         delta: float = 0.0,
         border: int | str = 'reflect101',
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         ddepth: int = -1,
@@ -996,9 +1074,11 @@ def sobel(
         border: int | str = 'reflect101',
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -1010,7 +1090,8 @@ def sobel(*args: Any, **kw: Any) -> Any:
     8-bit image. On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
         sobel(soc, src, ddepth=-1, dx=1, dy=0, ksize=3, scale=1.0, delta=0.0, border='reflect101',
-            *, dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000, wait=True, format=None)
+            *, dst=None, options=None, core=None, priority=None, custom_id=None, timeout_ms=None,
+            wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -1037,9 +1118,11 @@ def threshold(
         type: int | str = 'binary',
         method: int | str = 'fixed',
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -1054,9 +1137,11 @@ def threshold(
         method: int | str = 'fixed',
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -1068,7 +1153,8 @@ def threshold(*args: Any, **kw: Any) -> Any:
     the level. Returns it. On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
         threshold(soc, src, thresh=127.0, maxval=255.0, type='binary', method='fixed', *, dst=None,
-            core=<Core.ANY: 0>, priority=0, timeout_ms=10000, wait=True, format=None)
+            options=None, core=None, priority=None, custom_id=None, timeout_ms=None, wait=True,
+            format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -1089,9 +1175,11 @@ def transpose(
         src: Image,
         dst: Image | None = None,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -1102,9 +1190,11 @@ def transpose(
         src: np.ndarray,
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -1115,8 +1205,8 @@ def transpose(*args: Any, **kw: Any) -> Any:
     Operator 0x0814 (cv.transpose): Swap rows and columns (cv::transpose). On cv.Image buffers, or on
     numpy arrays with OpenCV's positional order:
 
-        transpose(soc, src, *, dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000,
-            wait=True, format=None)
+        transpose(soc, src, *, dst=None, options=None, core=None, priority=None, custom_id=None,
+            timeout_ms=None, wait=True, format=None)
 
     See the module documentation of arm_side.cv.ops.
     """
@@ -1134,9 +1224,11 @@ def warp_affine(
         border: int | str = 'constant',
         border_value: float = 0.0,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         dsize: Sequence[int] | None = None,
@@ -1154,9 +1246,11 @@ def warp_affine(
         *,
         dst: np.ndarray | None = None,
         inverse_map: bool = False,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -1168,8 +1262,8 @@ def warp_affine(*args: Any, **kw: Any) -> Any:
     values). On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
         warp_affine(soc, src, matrix=<required>, dsize=None, interpolation='linear',
-            border='constant', border_value=0.0, *, dst=None, inverse_map=False, core=<Core.ANY: 0>,
-            priority=0, timeout_ms=10000, wait=True, format=None)
+            border='constant', border_value=0.0, *, dst=None, inverse_map=False, options=None,
+            core=None, priority=None, custom_id=None, timeout_ms=None, wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -1196,9 +1290,11 @@ def warp_perspective(
         border: int | str = 'constant',
         border_value: float = 0.0,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         dsize: Sequence[int] | None = None,
@@ -1216,9 +1312,11 @@ def warp_perspective(
         *,
         dst: np.ndarray | None = None,
         inverse_map: bool = False,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -1230,8 +1328,8 @@ def warp_perspective(*args: Any, **kw: Any) -> Any:
     row-major (9 values). On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
         warp_perspective(soc, src, matrix=<required>, dsize=None, interpolation='linear',
-            border='constant', border_value=0.0, *, dst=None, inverse_map=False, core=<Core.ANY: 0>,
-            priority=0, timeout_ms=10000, wait=True, format=None)
+            border='constant', border_value=0.0, *, dst=None, inverse_map=False, options=None,
+            core=None, priority=None, custom_id=None, timeout_ms=None, wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -1257,9 +1355,11 @@ def corner_harris(
         k: float = 0.04,
         border: int | str = 'reflect101',
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -1274,9 +1374,11 @@ def corner_harris(
         border: int | str = 'reflect101',
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -1288,7 +1390,8 @@ def corner_harris(*args: Any, **kw: Any) -> Any:
     cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
         corner_harris(soc, src, block_size=2, ksize=3, k=0.04, border='reflect101', *, dst=None,
-            core=<Core.ANY: 0>, priority=0, timeout_ms=10000, wait=True, format=None)
+            options=None, core=None, priority=None, custom_id=None, timeout_ms=None, wait=True,
+            format=None)
 
     Declared parameters (checked again by the firmware):
 
@@ -1314,9 +1417,11 @@ def remap(
         border: int | str = 'constant',
         border_value: float = 0.0,
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -1332,9 +1437,11 @@ def remap(
         border_value: float = 0.0,
         *,
         dst: np.ndarray | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        timeout_ms: float = 10000,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
         wait: bool = True,
         format: str | None = None,
         **opencv: Any,
@@ -1346,7 +1453,8 @@ def remap(*args: Any, **kw: Any) -> Any:
     maps are F32 images. On cv.Image buffers, or on numpy arrays with OpenCV's positional order:
 
         remap(soc, src, map_x, map_y, interpolation='linear', border='constant', border_value=0.0,
-            *, dst=None, core=<Core.ANY: 0>, priority=0, timeout_ms=10000, wait=True, format=None)
+            *, dst=None, options=None, core=None, priority=None, custom_id=None, timeout_ms=None,
+            wait=True, format=None)
 
     Declared parameters (checked again by the firmware):
 

@@ -17,7 +17,8 @@ Every function works in two modes, chosen by what it is given:
   for an (H*3/2) x W array).
 
 Given an :class:`arm_side.AsyncSoc` instead of a ``Soc``, a function returns an awaitable with
-the same result; it never blocks the event loop (pixel copies run in a worker thread).
+the same result; it never waits on the event loop (the pixel copies in and out of the pooled
+buffers are plain memory copies on the loop; the DSP's work is awaited).
 
 Parameters have OpenCV's meaning and accept OpenCV's constants (``cv2.BORDER_REFLECT_101``,
 ``cv2.INTER_AREA``, ``cv2.THRESH_BINARY | cv2.THRESH_OTSU``, ``cv2.MORPH_ELLIPSE``,
@@ -25,8 +26,9 @@ Parameters have OpenCV's meaning and accept OpenCV's constants (``cv2.BORDER_REF
 ``interpolation``), OpenCV's keyword names (``borderType``, ``sigmaX``, ``flags`` ...), an int
 ``ksize`` meaning (k, k), as well as this API's own names (``border="reflect101"``). Misuse
 is an ``errors.InvalidArgument`` naming the operator and the parameter. Keywords for every
-operator: ``core`` (CORE_ANY, CORE_0, CORE_1), ``priority`` (0..255), ``timeout_ms`` (10000),
-``wait`` (buffers only). Parameter values are checked again on the DSP (InvalidArgument,
+operator: ``options`` (a ``TaskOptions``) or its fields ``core`` (CORE_ANY, CORE_0, CORE_1),
+``priority`` (0..255), ``custom_id``, ``timeout_ms`` (10000 unless given), and ``wait``
+(buffers only). Parameter values are checked again on the DSP (InvalidArgument,
 -6000001, naming the parameter); submission errors raise as ``Soc.rpc`` does.
 """
 from __future__ import annotations
@@ -37,8 +39,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from protocol import errors
-from protocol.constants import Core
+from protocol import errors, task_options
+from protocol.task_options import DEFAULT, TaskOptions
 from protocol.contract import cv_ops as cv
 from protocol.contract.operator import OperatorEntry
 from protocol.contract import image_formats as formats
@@ -47,9 +49,9 @@ from arm_side.cv.image import Image, put_image, read_image
 
 
 def run(soc, op_id: int, inputs: Sequence[tuple[str, Image]], outputs: Sequence[tuple[str, Image]],
-        params: dict, *, core: int = Core.ANY, priority: int = 0, timeout_ms: float = 10000,
-        wait: bool = True) -> Any:
-    """Submit one CV operator: image descriptors go in ``params`` by name, their buffers in order."""
+        params: dict, *, options: TaskOptions = DEFAULT, wait: bool = True) -> Any:
+    """Submit one CV operator: image descriptors go in ``params`` by name, their buffers in order.
+    ``wait``: wait for it (``options.timeout_ms``, else 10000) and return its values."""
     params = dict(params)
     in_bufs: list = []
     out_bufs: list = []
@@ -57,8 +59,8 @@ def run(soc, op_id: int, inputs: Sequence[tuple[str, Image]], outputs: Sequence[
         for name, img in images:
             params[name] = img.desc()
             bufs.extend(img.mems)
-    task = soc.rpc(op_id, inputs=in_bufs, outputs=out_bufs, params=params, core=core, priority=priority)
-    return task.wait(timeout_ms) if wait else task
+    task = soc.rpc(op_id, inputs=in_bufs, outputs=out_bufs, params=params, options=options)
+    return task.wait(options.wait_ms(10000)) if wait else task
 
 
 # --- the table ---------------------------------------------------------------------------
@@ -284,7 +286,8 @@ OPERATORS: tuple[OpSpec, ...] = (
     _op(cv.REMAP, "cv::remap with F32 coordinate maps of dst's size.", out=_remap_out),
 )
 
-CONTROL = (("core", Core.ANY), ("priority", 0), ("timeout_ms", 10000), ("wait", True), ("format", None))
+# The task's options (None: not given; see _control) and the call's own keywords.
+CONTROL = (("options", None), *((name, None) for name in task_options.FIELDS), ("wait", True), ("format", None))
 
 
 # --- one call ------------------------------------------------------------------------------
@@ -382,11 +385,17 @@ def _defaults(spec: OpSpec) -> dict:
 
 
 def _control(spec: OpSpec, values: dict) -> dict:
-    if not a.is_real(values["timeout_ms"]):
+    """The task's options (``options=`` and the loose keywords over it; timeout 10000 ms unless
+    given). Raises InvalidArgument naming the operator."""
+    if values["timeout_ms"] is not None and not a.is_real(values["timeout_ms"]):
         raise a.fail(spec.name, "timeout_ms", "a number of milliseconds", values["timeout_ms"])
     if not isinstance(values["wait"], bool):
         raise a.fail(spec.name, "wait", "True or False", values["wait"])
-    return {"core": values["core"], "priority": values["priority"], "timeout_ms": values["timeout_ms"]}
+    try:
+        options = TaskOptions.of(values["options"], **{k: values[k] for k in task_options.FIELDS})
+    except errors.VdspError as exc:
+        raise type(exc)(f"{spec.name}: {exc.message}") from None
+    return {"options": dataclasses.replace(options, timeout_ms=options.wait_ms(10000))}
 
 
 _ASYNC_SOC: list[type] = []
@@ -445,9 +454,8 @@ def _buffers(spec: OpSpec, soc: Any, inputs: list, dst: Image, wire: dict, contr
     named_in = list(zip(spec.inputs, inputs))
     if _is_async(soc):
         from arm_side.aio import AsyncTask
-        task = run(soc.soc, spec.op_id, named_in, [("dst", dst)], wire, core=control["core"],
-                   priority=control["priority"], wait=False)
-        return AsyncTask(task, control["timeout_ms"])
+        task = run(soc.soc, spec.op_id, named_in, [("dst", dst)], wire, options=control["options"], wait=False)
+        return AsyncTask(task, control["options"].timeout_ms)
     return run(soc, spec.op_id, named_in, [("dst", dst)], wire, wait=wait, **control)
 
 
@@ -519,7 +527,7 @@ class _NumpyJob:
                 ins.append((name, img))
             self.out = self._image(*self.out_spec)
             self.task = run(self.soc, self.spec.op_id, ins, [("dst", self.out)], self.wire,
-                            core=self.control["core"], priority=self.control["priority"], wait=False)
+                            options=self.control["options"], wait=False)
         except BaseException:
             self.finish(reuse=True)
             raise
@@ -561,7 +569,7 @@ class _NumpyJob:
     def run(self) -> Any:
         self.submit()
         try:
-            values = self.task.wait(self.control["timeout_ms"])
+            values = self.task.wait(self.control["options"].timeout_ms)
         except errors.VdspError as exc:
             if isinstance(exc, errors.TaskTimeout):
                 self.abandon()
@@ -574,21 +582,35 @@ class _NumpyJob:
         return self.collect(values)
 
     async def run_async(self) -> Any:
+        """``run`` on an AsyncSoc's loop: the copies run on the loop (they are memory copies, not
+        waits), the wait is awaited, a timed-out or cancelled task is given up without waiting."""
         import asyncio
-        from arm_side.aio import in_thread, wait_task
-        await in_thread(self.submit)
+        from arm_side.aio import wait_task
+        self.submit()
         try:
-            values = await wait_task(self.task, self.control["timeout_ms"])
+            values = await wait_task(self.task, self.control["options"].timeout_ms)
         except errors.VdspError as exc:
             if isinstance(exc, errors.TaskTimeout):
-                await in_thread(self.abandon)
+                await self.abandon_async()
             else:
                 self.finish(reuse=True)
             raise
-        except BaseException:   # cancelled: give the task up in a worker, without waiting for it
-            asyncio.get_running_loop().run_in_executor(None, self.abandon)
+        except BaseException:   # cancelled: give the task up in a task of its own, without waiting for it
+            _ABANDONING.add(giving_up := asyncio.get_running_loop().create_task(self.abandon_async()))
+            giving_up.add_done_callback(_ABANDONING.discard)
             raise
-        return await in_thread(self.collect, values)
+        return self.collect(values)
+
+    async def abandon_async(self) -> None:
+        """``abandon``, awaited (the release may ask the relay)."""
+        from arm_side.aio import release_task
+        safe = self.task is None or self.task.done()
+        if not safe:
+            safe = await release_task(self.task) == "cancelled"
+        self.finish(reuse=safe)
+
+
+_ABANDONING: set = set()     # the tasks giving up cancelled calls (a reference keeps each alive)
 
 
 # --- the functions -------------------------------------------------------------------------

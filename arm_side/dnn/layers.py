@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 from protocol import errors
+from protocol.task_options import TaskOptions
 from arm_side import nn
 from arm_side.nn import reference as ref
 from arm_side.nn.dtypes import QuantiType
@@ -57,7 +58,8 @@ class LayerContext:
     def __init__(self, soc, dsp_enabled: bool, priority: int, custom_id: int, timeout_ms: float) -> None:
         self.soc = soc
         self.dsp_enabled = dsp_enabled
-        self.rpc_args = {"priority": priority, "custom_id": custom_id}
+        self.options = TaskOptions(priority=priority, custom_id=custom_id, timeout_ms=timeout_ms)
+        self.rpc_args = {"options": self.options}
         self.timeout_ms = timeout_ms
         self.records: list[RpcRecord] = []
 
@@ -71,7 +73,7 @@ class LayerContext:
     def rpc(self, cmd: int, inputs=(), outputs=(), params: dict | None = None) -> dict:
         """Submit operator ``cmd`` with this inference's priority and customId, and wait."""
         t0 = time.perf_counter()
-        task = self.soc.rpc(cmd, inputs, outputs, params, **self.rpc_args)
+        task = self.soc.rpc(cmd, inputs, outputs, params, options=self.options)
         values = task.wait(self.timeout_ms)
         self.records.append(RpcRecord(task.core, task.latency_us or (time.perf_counter() - t0) * 1e6,
                                       task.exec_us))

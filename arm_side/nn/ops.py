@@ -3,8 +3,9 @@
 Each calls the operator's generated stub (``arm_side.stubs.nn``, from ``protocol.contract.nn_ops``),
 adding only ARM knowledge: the tensor descriptors come from the Tensors.
 
-A :class:`Tensor` pairs memory with its properties, like hbDNNTensor. Keyword arguments
-``core``, ``priority`` and ``custom_id`` go to ``Soc.rpc`` (and ``timeout_ms`` to ``AsyncSoc.rpc``).
+A :class:`Tensor` pairs memory with its properties, like hbDNNTensor. ``options`` (a
+``TaskOptions``) or its fields as keywords (``core``, ``priority``, ``custom_id``, ``timeout_ms``)
+go to the stub and on to ``Soc.rpc`` / ``AsyncSoc.rpc``.
 Bad descriptors are refused by the firmware with InvalidArgument (-6000001) when the task is
 waited for.
 """
@@ -34,12 +35,7 @@ def _io(src: Tensor, dst: Tensor) -> dict:
 
 
 def _submit(stub: Callable[..., Any], soc, src: Tensor, dst: Tensor, params: dict, rpc: dict):
-    """``stub`` on the tensors' buffers. With an AsyncSoc, ``timeout_ms`` in ``rpc`` is the
-    awaitable's timeout, as ``AsyncSoc.rpc`` takes it."""
-    if "timeout_ms" in rpc and hasattr(soc, "soc"):
-        from arm_side.aio import AsyncTask
-        timeout_ms = rpc.pop("timeout_ms")
-        return AsyncTask(stub(soc.soc, src.handle, dst.handle, **params, **rpc), timeout_ms)
+    """``stub`` on the tensors' buffers; ``rpc``: the task's options (``options=``, its fields)."""
     return stub(soc, src.handle, dst.handle, **params, **rpc)
 
 

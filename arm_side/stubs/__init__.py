@@ -10,8 +10,9 @@ regenerating gives the same files.
 """
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, TypeVar, Union
+from typing import Any, Protocol, Sequence, TypeVar, Union, Unpack
 
+from protocol.task_options import TaskKw, TaskOptions
 from arm_side.memory import Mem
 
 #: a buffer of a task: a Mem, or a raw ``(phys_addr, size)`` handle
@@ -25,7 +26,7 @@ class Submitter(Protocol[T_co]):
     (returns an AsyncTask)."""
 
     def rpc(self, cmd: int, inputs: Sequence[Any] = ..., outputs: Sequence[Any] = ...,
-            params: dict | None = ..., *, core: int = ..., priority: int = ..., custom_id: int = ...) -> T_co: ...
+            params: dict | None = ..., *, options: TaskOptions | None = ..., **task: Unpack[TaskKw]) -> T_co: ...
 
 
 __all__ = ["Buffer", "Submitter"]

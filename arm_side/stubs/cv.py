@@ -5,9 +5,9 @@ Each function submits its operator and returns the task (see arm_side.stubs).
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence, TypeVar  # noqa: F401
+from typing import Any, Literal, Sequence, TypeVar, Unpack  # noqa: F401
 
-from protocol.constants import Core
+from protocol.task_options import TaskKw, TaskOptions
 from arm_side.stubs import Buffer, Submitter  # noqa: F401
 
 T = TypeVar("T")
@@ -31,14 +31,14 @@ def bilateral_filter(
         sigma_color: float = 50.0,
         sigma_space: float = 50.0,
         border: Literal['reflect101', 'constant', 'replicate', 'reflect', 'wrap'] = 'reflect101',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Edge-preserving smoothing (cv::bilateralFilter) with a d x d neighbourhood.
 
     Operator 0x0800 ``cv.bilateralFilter``, buffers: 1 in, 1 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -58,7 +58,7 @@ def bilateral_filter(
         'sigma_space': sigma_space,
         'border': border,
     }
-    return soc.rpc(0x0800, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0800, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def box_filter(
@@ -72,14 +72,14 @@ def box_filter(
         normalize: bool = True,
         anchor: Sequence[int] = (-1, -1),
         border: Literal['reflect101', 'constant', 'replicate', 'reflect'] = 'reflect101',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Box filter (cv::boxFilter), normalized by default.
 
     Operator 0x0801 ``cv.boxFilter``, buffers: 1 in, 1 out. Returns the submitted task (its values come
-    from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -99,7 +99,7 @@ def box_filter(
         'anchor': list(anchor),
         'border': border,
     }
-    return soc.rpc(0x0801, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0801, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def canny(
@@ -113,14 +113,14 @@ def canny(
         threshold2: float = 200.0,
         aperture_size: int = 3,
         l2_gradient: bool = False,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Canny edges (cv::Canny): 255 on edges, 0 elsewhere.
 
     Operator 0x0802 ``cv.canny``, buffers: 1 in, 1 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -139,7 +139,7 @@ def canny(
         'aperture_size': aperture_size,
         'l2_gradient': l2_gradient,
     }
-    return soc.rpc(0x0802, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0802, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def cvt_color(
@@ -151,14 +151,14 @@ def cvt_color(
         dst: Any,
         code: Literal['RGB2GRAY', 'BGR2GRAY', 'RGB2NV12', 'BGR2NV12'],
         chroma: Literal['top_left', 'average'] = 'top_left',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """RGB/BGR -> gray (cv::cvtColor) or -> NV12 / NV12_SEPARATE (BT.601 limited range).
 
     Operator 0x0803 ``cv.cvtColor``, buffers: 1 in, 1..2 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -169,7 +169,7 @@ def cvt_color(
       top-left pixel, or its mean
     """
     params: dict[str, Any] = {'src': src, 'dst': dst, 'code': code, 'chroma': chroma}
-    return soc.rpc(0x0803, [src_buf], list(outputs), params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0803, [src_buf], list(outputs), params, options=options, **task)
 
 
 def dilate(
@@ -184,14 +184,14 @@ def dilate(
         anchor: Sequence[int] = (-1, -1),
         iterations: int = 1,
         border: Literal['reflect101', 'constant', 'replicate', 'reflect'] = 'constant',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Dilation (cv::dilate): local maximum over the structuring element.
 
     Operator 0x0804 ``cv.dilate``, buffers: 1 in, 1 out. Returns the submitted task (its values come
-    from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -213,7 +213,7 @@ def dilate(
         'iterations': iterations,
         'border': border,
     }
-    return soc.rpc(0x0804, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0804, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def equalize_hist(
@@ -223,14 +223,14 @@ def equalize_hist(
         *,
         src: Any,
         dst: Any,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Histogram equalization of an 8-bit gray image (cv::equalizeHist).
 
     Operator 0x0805 ``cv.equalizeHist``, buffers: 1 in, 1 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -238,7 +238,7 @@ def equalize_hist(
     - dst (any; required): destination image (image descriptor: format, width, height, stride, roi)
     """
     params: dict[str, Any] = {'src': src, 'dst': dst}
-    return soc.rpc(0x0805, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0805, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def erode(
@@ -253,14 +253,14 @@ def erode(
         anchor: Sequence[int] = (-1, -1),
         iterations: int = 1,
         border: Literal['reflect101', 'constant', 'replicate', 'reflect'] = 'constant',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Erosion (cv::erode): local minimum over the structuring element.
 
     Operator 0x0806 ``cv.erode``, buffers: 1 in, 1 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -282,7 +282,7 @@ def erode(
         'iterations': iterations,
         'border': border,
     }
-    return soc.rpc(0x0806, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0806, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def filter2d(
@@ -297,14 +297,14 @@ def filter2d(
         anchor: Sequence[int] = (-1, -1),
         delta: float = 0.0,
         border: Literal['reflect101', 'constant', 'replicate', 'reflect'] = 'reflect101',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Correlation with an arbitrary kernel (cv::filter2D); kernel row-major, ksize [w, h].
 
     Operator 0x0807 ``cv.filter2D``, buffers: 1 in, 1 out. Returns the submitted task (its values come
-    from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -326,7 +326,7 @@ def filter2d(
         'delta': delta,
         'border': border,
     }
-    return soc.rpc(0x0807, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0807, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def flip(
@@ -337,14 +337,14 @@ def flip(
         src: Any,
         dst: Any,
         flip_code: int = 1,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Mirror (cv::flip): 0 around the x axis, 1 around the y axis, -1 both.
 
     Operator 0x0808 ``cv.flip``, buffers: 1..2 in, 1..2 out. Returns the submitted task (its values come
-    from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -353,7 +353,7 @@ def flip(
     - flip_code (int; one of 0, 1, -1; default 1)
     """
     params: dict[str, Any] = {'src': src, 'dst': dst, 'flip_code': flip_code}
-    return soc.rpc(0x0808, list(inputs), list(outputs), params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0808, list(inputs), list(outputs), params, options=options, **task)
 
 
 def gaussian_blur(
@@ -367,14 +367,14 @@ def gaussian_blur(
         sigma_x: float = 0.0,
         sigma_y: float = 0.0,
         border: Literal['reflect101', 'constant', 'replicate', 'reflect'] = 'reflect101',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Gaussian smoothing (cv::GaussianBlur); ksize odd, sigma 0 = derived from ksize.
 
     Operator 0x0809 ``cv.gaussianBlur``, buffers: 1 in, 1 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -394,7 +394,7 @@ def gaussian_blur(
         'sigma_y': sigma_y,
         'border': border,
     }
-    return soc.rpc(0x0809, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0809, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def integral(
@@ -404,14 +404,14 @@ def integral(
         *,
         src: Any,
         dst: Any,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Integral image (cv::integral): dst is (w+1) x (h+1), S32 or F32, first row and column 0.
 
     Operator 0x080a ``cv.integral``, buffers: 1 in, 1 out. Returns the submitted task (its values come
-    from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -419,7 +419,7 @@ def integral(
     - dst (any; required): destination image (image descriptor: format, width, height, stride, roi)
     """
     params: dict[str, Any] = {'src': src, 'dst': dst}
-    return soc.rpc(0x080a, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x080a, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def median_blur(
@@ -430,14 +430,14 @@ def median_blur(
         src: Any,
         dst: Any,
         ksize: int = 3,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Median filter (cv::medianBlur) over a ksize x ksize square, ksize odd.
 
     Operator 0x080b ``cv.medianBlur``, buffers: 1 in, 1 out. Returns the submitted task (its values come
-    from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -446,7 +446,7 @@ def median_blur(
     - ksize (int; 1..255; odd; default 3)
     """
     params: dict[str, Any] = {'src': src, 'dst': dst, 'ksize': ksize}
-    return soc.rpc(0x080b, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x080b, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def pyr_down(
@@ -456,14 +456,14 @@ def pyr_down(
         *,
         src: Any,
         dst: Any,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Gaussian pyramid step down (cv::pyrDown, 5x5 kernel, BORDER_REFLECT_101).
 
     Operator 0x080c ``cv.pyrDown``, buffers: 1..2 in, 1..2 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -471,7 +471,7 @@ def pyr_down(
     - dst (any; required): destination image (image descriptor: format, width, height, stride, roi)
     """
     params: dict[str, Any] = {'src': src, 'dst': dst}
-    return soc.rpc(0x080c, list(inputs), list(outputs), params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x080c, list(inputs), list(outputs), params, options=options, **task)
 
 
 def pyr_up(
@@ -481,14 +481,14 @@ def pyr_up(
         *,
         src: Any,
         dst: Any,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Gaussian pyramid step up (cv::pyrUp, BORDER_REFLECT_101).
 
     Operator 0x080d ``cv.pyrUp``, buffers: 1..2 in, 1..2 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -496,7 +496,7 @@ def pyr_up(
     - dst (any; required): destination image (image descriptor: format, width, height, stride, roi)
     """
     params: dict[str, Any] = {'src': src, 'dst': dst}
-    return soc.rpc(0x080d, list(inputs), list(outputs), params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x080d, list(inputs), list(outputs), params, options=options, **task)
 
 
 def resize(
@@ -509,14 +509,14 @@ def resize(
         interpolation: Literal[
             'nearest', 'linear', 'cubic', 'area', 'lanczos4', 'linear_exact', 'nearest_exact'
         ] = 'linear',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Scale the src region to the dst region's size (cv::resize).
 
     Operator 0x080e ``cv.resize``, buffers: 1..2 in, 1..2 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -526,7 +526,7 @@ def resize(
       'nearest_exact'; default 'linear')
     """
     params: dict[str, Any] = {'src': src, 'dst': dst, 'interpolation': interpolation}
-    return soc.rpc(0x080e, list(inputs), list(outputs), params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x080e, list(inputs), list(outputs), params, options=options, **task)
 
 
 def roi_resize(
@@ -542,14 +542,14 @@ def roi_resize(
             'nearest', 'linear', 'cubic', 'area', 'lanczos4', 'linear_exact', 'nearest_exact'
         ] = 'linear',
         pad_value: Sequence[int] | None = None,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Crop ``roi`` [left, top, right, bottom] (inclusive, within the src region) and scale it
 
     Operator 0x080f ``cv.roiResize``, buffers: 1..2 in, 1..2 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -571,7 +571,7 @@ def roi_resize(
     }
     if pad_value is not None:
         params['pad_value'] = list(pad_value)
-    return soc.rpc(0x080f, list(inputs), list(outputs), params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x080f, list(inputs), list(outputs), params, options=options, **task)
 
 
 def rotate(
@@ -582,14 +582,14 @@ def rotate(
         src: Any,
         dst: Any,
         rotate_code: Literal['90cw', '180', '90ccw'] = '90cw',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Rotation by a multiple of 90 degrees (cv::rotate).
 
     Operator 0x0810 ``cv.rotate``, buffers: 1..2 in, 1..2 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -598,7 +598,7 @@ def rotate(
     - rotate_code (str; one of '90cw', '180', '90ccw'; default '90cw')
     """
     params: dict[str, Any] = {'src': src, 'dst': dst, 'rotate_code': rotate_code}
-    return soc.rpc(0x0810, list(inputs), list(outputs), params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0810, list(inputs), list(outputs), params, options=options, **task)
 
 
 def sep_filter2d(
@@ -613,14 +613,14 @@ def sep_filter2d(
         anchor: Sequence[int] = (-1, -1),
         delta: float = 0.0,
         border: Literal['reflect101', 'constant', 'replicate', 'reflect'] = 'reflect101',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Separable filter (cv::sepFilter2D): rows by kernel_x, then columns by kernel_y.
 
     Operator 0x0811 ``cv.sepFilter2D``, buffers: 1 in, 1 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -642,7 +642,7 @@ def sep_filter2d(
         'delta': delta,
         'border': border,
     }
-    return soc.rpc(0x0811, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0811, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def sobel(
@@ -658,14 +658,14 @@ def sobel(
         scale: float = 1.0,
         delta: float = 0.0,
         border: Literal['reflect101', 'constant', 'replicate', 'reflect'] = 'reflect101',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Image derivative (cv::Sobel; ksize -1 = Scharr 3x3) into an S16, F32 or 8-bit image.
 
     Operator 0x0812 ``cv.sobel``, buffers: 1 in, 1 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -689,7 +689,7 @@ def sobel(
         'delta': delta,
         'border': border,
     }
-    return soc.rpc(0x0812, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0812, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def threshold(
@@ -703,14 +703,14 @@ def threshold(
         maxval: float = 255.0,
         type: Literal['binary', 'binary_inv', 'trunc', 'tozero', 'tozero_inv'] = 'binary',
         method: Literal['fixed', 'otsu', 'triangle'] = 'fixed',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Fixed-level threshold (cv::threshold); method otsu/triangle picks the level. Returns it.
 
     Operator 0x0813 ``cv.threshold``, buffers: 1 in, 1 out. Returns the submitted task (its values come
-    from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -730,7 +730,7 @@ def threshold(
         'type': type,
         'method': method,
     }
-    return soc.rpc(0x0813, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0813, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def transpose(
@@ -740,14 +740,14 @@ def transpose(
         *,
         src: Any,
         dst: Any,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Swap rows and columns (cv::transpose).
 
     Operator 0x0814 ``cv.transpose``, buffers: 1..2 in, 1..2 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -755,7 +755,7 @@ def transpose(
     - dst (any; required): destination image (image descriptor: format, width, height, stride, roi)
     """
     params: dict[str, Any] = {'src': src, 'dst': dst}
-    return soc.rpc(0x0814, list(inputs), list(outputs), params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0814, list(inputs), list(outputs), params, options=options, **task)
 
 
 def warp_affine(
@@ -770,14 +770,14 @@ def warp_affine(
         inverse_map: bool = False,
         border: Literal['constant', 'replicate', 'reflect', 'wrap', 'reflect101', 'transparent'] = 'constant',
         border_value: float = 0.0,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Affine warp (cv::warpAffine) by a 2x3 matrix given row-major (6 values).
 
     Operator 0x0815 ``cv.warpAffine``, buffers: 1 in, 1 out. Returns the submitted task (its values come
-    from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -799,7 +799,7 @@ def warp_affine(
         'border': border,
         'border_value': border_value,
     }
-    return soc.rpc(0x0815, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0815, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def warp_perspective(
@@ -814,14 +814,14 @@ def warp_perspective(
         inverse_map: bool = False,
         border: Literal['constant', 'replicate', 'reflect', 'wrap', 'reflect101', 'transparent'] = 'constant',
         border_value: float = 0.0,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Perspective warp (cv::warpPerspective) by a 3x3 matrix given row-major (9 values).
 
     Operator 0x0816 ``cv.warpPerspective``, buffers: 1 in, 1 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -843,7 +843,7 @@ def warp_perspective(
         'border': border,
         'border_value': border_value,
     }
-    return soc.rpc(0x0816, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0816, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def corner_harris(
@@ -857,14 +857,14 @@ def corner_harris(
         ksize: int = 3,
         k: float = 0.04,
         border: Literal['reflect101', 'constant', 'replicate', 'reflect'] = 'reflect101',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Harris corner response (cv::cornerHarris) as an F32 image.
 
     Operator 0x0817 ``cv.cornerHarris``, buffers: 1 in, 1 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -884,7 +884,7 @@ def corner_harris(
         'k': k,
         'border': border,
     }
-    return soc.rpc(0x0817, [src_buf], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0817, [src_buf], [dst_buf], params, options=options, **task)
 
 
 def remap(
@@ -901,14 +901,14 @@ def remap(
         interpolation: Literal['nearest', 'linear', 'cubic', 'lanczos4'] = 'linear',
         border: Literal['constant', 'replicate', 'reflect', 'wrap', 'reflect101', 'transparent'] = 'constant',
         border_value: float = 0.0,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Generic remap (cv::remap): dst(x, y) = src(map_x(x, y), map_y(x, y)); maps are F32 images.
 
     Operator 0x0818 ``cv.remap``, buffers: 3 in, 1 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -930,4 +930,4 @@ def remap(
         'border': border,
         'border_value': border_value,
     }
-    return soc.rpc(0x0818, [src0, src1, src2], [dst_buf], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0818, [src0, src1, src2], [dst_buf], params, options=options, **task)

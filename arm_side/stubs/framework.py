@@ -5,9 +5,9 @@ Each function submits its operator and returns the task (see arm_side.stubs).
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence, TypeVar  # noqa: F401
+from typing import Any, Literal, Sequence, TypeVar, Unpack  # noqa: F401
 
-from protocol.constants import Core
+from protocol.task_options import TaskKw, TaskOptions
 from arm_side.stubs import Buffer, Submitter  # noqa: F401
 
 T = TypeVar("T")
@@ -20,17 +20,17 @@ __all__ = [
 def ping(
         soc: Submitter[T],
         *,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """No-op round trip; answers with the core name.
 
     Operator 0x0000 ``ping``, buffers: 0 in, 0 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
     """
     params: dict[str, Any] = {}
-    return soc.rpc(0x0000, [], [], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0000, [], [], params, options=options, **task)
 
 
 def memcpy(
@@ -39,21 +39,21 @@ def memcpy(
         dst: Buffer,
         *,
         size: int = -1,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Copy ``size`` bytes (default: all of the smaller buffer) from input 0 to output 0.
 
     Operator 0x0001 ``memcpy``, buffers: 1 in, 1 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
     - size (int; -1..; default -1): bytes; -1 = whole buffer
     """
     params: dict[str, Any] = {'size': size}
-    return soc.rpc(0x0001, [src], [dst], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0001, [src], [dst], params, options=options, **task)
 
 
 def fill(
@@ -62,14 +62,14 @@ def fill(
         *,
         value: int,
         size: int = -1,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Set ``size`` bytes of output 0 (default: all) to ``value``.
 
     Operator 0x0002 ``fill``, buffers: 0 in, 1 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -77,7 +77,7 @@ def fill(
     - size (int; -1..; default -1): bytes; -1 = whole buffer
     """
     params: dict[str, Any] = {'value': value, 'size': size}
-    return soc.rpc(0x0002, [], [dst], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0002, [], [dst], params, options=options, **task)
 
 
 def checksum(
@@ -85,42 +85,42 @@ def checksum(
         src: Buffer,
         *,
         size: int = -1,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """CRC-32 and byte sum of input 0 (read-only).
 
     Operator 0x0003 ``checksum``, buffers: 1 in, 0 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
     - size (int; -1..; default -1): bytes; -1 = whole buffer
     """
     params: dict[str, Any] = {'size': size}
-    return soc.rpc(0x0003, [src], [], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0003, [src], [], params, options=options, **task)
 
 
 def sleep(
         soc: Submitter[T],
         *,
         ms: float,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Occupy the core for ``ms`` milliseconds (scheduling tests and load).
 
     Operator 0x0004 ``sleep``, buffers: 0 in, 0 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
     - ms (float; 0.0..24000.0; required)
     """
     params: dict[str, Any] = {'ms': ms}
-    return soc.rpc(0x0004, [], [], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0004, [], [], params, options=options, **task)
 
 
 def count(
@@ -129,14 +129,14 @@ def count(
         *,
         slot: int,
         ms: float = 0.0,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Add 1 to the uint32 counter ``slot`` of output 0, after ``ms`` of work: a task that
 
     Operator 0x0005 ``count``, buffers: 0 in, 1 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -144,4 +144,4 @@ def count(
     - ms (float; 0.0..24000.0; default 0.0)
     """
     params: dict[str, Any] = {'slot': slot, 'ms': ms}
-    return soc.rpc(0x0005, [], [counters], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0005, [], [counters], params, options=options, **task)

@@ -5,9 +5,9 @@ Each function submits its operator and returns the task (see arm_side.stubs).
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence, TypeVar  # noqa: F401
+from typing import Any, Literal, Sequence, TypeVar, Unpack  # noqa: F401
 
-from protocol.constants import Core
+from protocol.task_options import TaskKw, TaskOptions
 from arm_side.stubs import Buffer, Submitter  # noqa: F401
 
 T = TypeVar("T")
@@ -25,14 +25,14 @@ def quantize(
         *,
         input: Any,
         output: Any,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Quantize a float tensor into an integer tensor (SCALE or SHIFT), honouring both descriptors' strides.
 
     Operator 0x0400 ``quantize``, buffers: 1 in, 1 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -40,7 +40,7 @@ def quantize(
     - output (any; required): tensor descriptor (hbDNNTensorProperties)
     """
     params: dict[str, Any] = {'input': input, 'output': output}
-    return soc.rpc(0x0400, [src], [dst], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0400, [src], [dst], params, options=options, **task)
 
 
 def dequantize(
@@ -50,14 +50,14 @@ def dequantize(
         *,
         input: Any,
         output: Any,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Dequantize an integer tensor (SCALE or SHIFT) into a float tensor, honouring both descriptors' strides.
 
     Operator 0x0401 ``dequantize``, buffers: 1 in, 1 out. Returns the submitted task (its values come
-    from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -65,7 +65,7 @@ def dequantize(
     - output (any; required): tensor descriptor (hbDNNTensorProperties)
     """
     params: dict[str, Any] = {'input': input, 'output': output}
-    return soc.rpc(0x0401, [src], [dst], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0401, [src], [dst], params, options=options, **task)
 
 
 def softmax(
@@ -76,14 +76,14 @@ def softmax(
         input: Any,
         output: Any,
         axis: int = -1,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Softmax of a float or quantised tensor along ``axis`` (negative counts from the end).
 
     Operator 0x0402 ``softmax``, buffers: 1 in, 1 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -92,7 +92,7 @@ def softmax(
     - axis (int; default -1)
     """
     params: dict[str, Any] = {'input': input, 'output': output, 'axis': axis}
-    return soc.rpc(0x0402, [src], [dst], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0402, [src], [dst], params, options=options, **task)
 
 
 def layout(
@@ -107,14 +107,14 @@ def layout(
             '', 'RK2118', 'RK3566', 'RK3568', 'RK3588', 'RK3576', 'RV1103B', 'RV1106B', 'RV1103', 'RV1106',
             'RK3562'
         ] = '',
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Convert between NCHW, NHWC and NC1HWC2 (or repack one layout between strides).
 
     Operator 0x0403 ``layout``, buffers: 1 in, 1 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -125,7 +125,7 @@ def layout(
       'RV1103', 'RV1106', 'RK3562'; default ''): check C2 against this platform's table
     """
     params: dict[str, Any] = {'input': input, 'output': output, 'channels': channels, 'platform': platform}
-    return soc.rpc(0x0403, [src], [dst], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0403, [src], [dst], params, options=options, **task)
 
 
 def yolov3_detection_output(
@@ -145,14 +145,14 @@ def yolov3_detection_output(
         confidence_thresh: float,
         nms_thresh: float,
         batch_offset: int = 0,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Yolov3DetectionOutput: decode, filter, per-class NMS and top-k in one task.
 
     Operator 0x0410 ``yolov3_detection_output``, buffers: 1..7 in, 1 out. Returns the submitted task
-    (its values come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    (its values come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -183,7 +183,7 @@ def yolov3_detection_output(
         'nms_thresh': nms_thresh,
         'batch_offset': batch_offset,
     }
-    return soc.rpc(0x0410, list(inputs), [dst], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0410, list(inputs), [dst], params, options=options, **task)
 
 
 def yolo_decode(
@@ -199,14 +199,14 @@ def yolo_decode(
         net_h: int,
         biases: Sequence[float],
         batch: int,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Chain step 1: every box of every map decoded to [batch, boxes, 5 + C] float32.
 
     Operator 0x0411 ``yolo_decode``, buffers: 1..7 in, 1 out. Returns the submitted task (its values
-    come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -229,7 +229,7 @@ def yolo_decode(
         'biases': list(biases),
         'batch': batch,
     }
-    return soc.rpc(0x0411, list(inputs), [dst], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0411, list(inputs), [dst], params, options=options, **task)
 
 
 def yolo_filter(
@@ -242,14 +242,14 @@ def yolo_filter(
         confidence_thresh: float,
         capacity: int,
         batch: int,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Chain step 2: (box, class) candidates past the confidence threshold.
 
     Operator 0x0412 ``yolo_filter``, buffers: 1 in, 1 out. Returns the submitted task (its values come
-    from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -266,7 +266,7 @@ def yolo_filter(
         'capacity': capacity,
         'batch': batch,
     }
-    return soc.rpc(0x0412, [src], [dst], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0412, [src], [dst], params, options=options, **task)
 
 
 def yolo_nms(
@@ -277,14 +277,14 @@ def yolo_nms(
         nms_thresh: float,
         capacity: int,
         batch: int,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Chain step 3: greedy per-class NMS of candidate blocks.
 
     Operator 0x0413 ``yolo_nms``, buffers: 1 in, 1 out. Returns the submitted task (its values come from
-    ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -293,7 +293,7 @@ def yolo_nms(
     - batch (int; 1..65536; required): batches in this task
     """
     params: dict[str, Any] = {'nms_thresh': nms_thresh, 'capacity': capacity, 'batch': batch}
-    return soc.rpc(0x0413, [src], [dst], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0413, [src], [dst], params, options=options, **task)
 
 
 def yolo_topk(
@@ -305,14 +305,14 @@ def yolo_topk(
         capacity: int,
         batch: int,
         batch_offset: int = 0,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """Chain step 4: the max_box_num best boxes in the Yolov3DetectionOutput result format.
 
     Operator 0x0414 ``yolo_topk``, buffers: 1 in, 1 out. Returns the submitted task (its values come
-    from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -327,4 +327,4 @@ def yolo_topk(
         'batch': batch,
         'batch_offset': batch_offset,
     }
-    return soc.rpc(0x0414, [src], [dst], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0414, [src], [dst], params, options=options, **task)

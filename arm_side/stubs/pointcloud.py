@@ -5,9 +5,9 @@ Each function submits its operator and returns the task (see arm_side.stubs).
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence, TypeVar  # noqa: F401
+from typing import Any, Literal, Sequence, TypeVar, Unpack  # noqa: F401
 
-from protocol.constants import Core
+from protocol.task_options import TaskKw, TaskOptions
 from arm_side.stubs import Buffer, Submitter  # noqa: F401
 
 T = TypeVar("T")
@@ -35,14 +35,14 @@ def pointcloud_encode(
         x_scale: float,
         y_scale: float,
         scale: float,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """pillar preprocessing stage 1: packed cell index and quantised features per point
 
     Operator 0x0600 ``pointcloud_encode``, buffers: 1 in, 2..3 out. Returns the submitted task (its
-    values come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    values come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -75,7 +75,7 @@ def pointcloud_encode(
         'y_scale': y_scale,
         'scale': scale,
     }
-    return soc.rpc(0x0600, [src], list(outputs), params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0600, [src], list(outputs), params, options=options, **task)
 
 
 def pointcloud_transpose(
@@ -89,14 +89,14 @@ def pointcloud_transpose(
         max_points: int,
         pillar_stride: int,
         num_pillars: int,
-        core: int = Core.ANY,
-        priority: int = 0,
-        custom_id: int = 0,
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
 ) -> T:
     """pillar preprocessing stage 2: pillar-major voxels -> model layout
 
     Operator 0x0601 ``pointcloud_transpose``, buffers: 1..2 in, 1 out. Returns the submitted task (its
-    values come from ``wait()``); ``core``, ``priority``, ``custom_id`` as ``Soc.rpc``.
+    values come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
+    ``priority``, ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
 
     Parameters:
 
@@ -115,4 +115,4 @@ def pointcloud_transpose(
         'pillar_stride': pillar_stride,
         'num_pillars': num_pillars,
     }
-    return soc.rpc(0x0601, list(inputs), [dst], params, core=core, priority=priority, custom_id=custom_id)
+    return soc.rpc(0x0601, list(inputs), [dst], params, options=options, **task)
