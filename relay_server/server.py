@@ -135,10 +135,10 @@ class RelayServer:
                     self._drain_front()
                 elif sock in self.ctl:
                     index = self.ctl.index(sock)
-                    self._drain(sock, lambda f, i=index: engine.on_ctl(i, f, time.monotonic()))
+                    self._drain(sock, lambda f, i=index: engine.on_ctl(i, f, time.monotonic()), each=True)
                 elif sock in self.ctl_monitors:
                     index = self.ctl_monitors.index(sock)
-                    self._drain(sock, lambda f, i=index: engine.ctl_lost(i, time.monotonic()))
+                    self._drain(sock, lambda f, i=index: engine.ctl_lost(i, time.monotonic()), each=True)
                 elif sock == self.hellos.fileno():
                     self._to_engine(self.hellos.ready())
                 elif sock in self.fw:
@@ -178,22 +178,27 @@ class RelayServer:
         engine = self.engine
         for item in items:
             if item.refused is not None:
-                if item.msg_id:
-                    self._to_client(item.identity, wire.encode(messages.error(item.msg_id, item.refused)))
+                if item.msg_id:     # in order with the engine's own answers
+                    engine.to_client(item.identity, wire.encode(messages.error(item.msg_id, item.refused)))
             else:
                 engine.on_client(item.identity, item.frames, time.monotonic(), item.peer, item.meta)
                 client = engine.clients.get(item.identity)
                 if client is not None and client.kernel_pid is None:   # once per connection: who it is
                     address = peercred.frame_property(item.frame, "Peer-Address")
                     client.kernel_pid = peercred.peer_pid(address if isinstance(address, str) else None) or 0
-            self.flush()
 
-    def _drain(self, sock: zmq.Socket, handle) -> None:
+    def _drain(self, sock: zmq.Socket, handle, each: bool = False) -> None:
+        """Up to 256 waiting messages of ``sock``, each handed to ``handle``. What the engine says
+        in answer is sent at the end of the loop's turn (``run``): the replies of a burst leave
+        back to back, which wakes each peer once for them, not once per reply. ``each``: flush after
+        every message (control links: a message there may close or open a firmware link; a
+        firmware link's own messages never close it)."""
         for _ in range(256):
             if sock.closed or not sock.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]
                 return
             handle(sock.recv_multipart(_NOBLOCK))
-            self.flush()       # may close ``sock`` (a core stopped): checked above
+            if each:
+                self.flush()   # may close ``sock`` (a core stopped): checked above
 
     def close(self) -> None:
         self.engine.shutdown()
