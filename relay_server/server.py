@@ -24,13 +24,13 @@ from vdsp_sim.board.admission import Admission
 from vdsp_sim.board.hellogate import HelloGate
 from vdsp_sim.board.ownership import Ownership
 from vdsp_sim.board.procfacts import ProcFacts
-from vdsp_sim.board.zsock import send_frames
+from vdsp_sim.board.zsock import recv_frames, send_frames
 
 log = logging.getLogger("vdsp.relay")
 REAP_EVERY_S = 1.0
 TICK_MS = 20
 CLIENT_SNDHWM = 1000            # replies waiting for one client before the next is dropped
-_EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
+_NOBLOCK = int(zmq.NOBLOCK)
 
 
 class RelayServer:
@@ -133,6 +133,9 @@ class RelayServer:
             for sock, _ in self.poller.poll(TICK_MS):
                 if sock is self.front:
                     self._drain_front()
+                elif sock in self.fw:
+                    index = self.fw.index(sock)
+                    self._drain(sock, lambda f, i=index: engine.on_fw(i, f, time.monotonic()))
                 elif sock in self.ctl:
                     index = self.ctl.index(sock)
                     self._drain(sock, lambda f, i=index: engine.on_ctl(i, f, time.monotonic()), each=True)
@@ -141,9 +144,6 @@ class RelayServer:
                     self._drain(sock, lambda f, i=index: engine.ctl_lost(i, time.monotonic()), each=True)
                 elif sock == self.hellos.fileno():
                     self._to_engine(self.hellos.ready())
-                elif sock in self.fw:
-                    index = self.fw.index(sock)
-                    self._drain(sock, lambda f, i=index: engine.on_fw(i, f, time.monotonic()))
             now = time.monotonic()
             if self.admission.closes != self._closes:
                 self._closes = self.admission.closes
@@ -163,13 +163,14 @@ class RelayServer:
     def _drain_front(self) -> None:
         front = self.front
         for _ in range(256):
-            if not front.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]  # EVENTS is an int
-                return
             # The identity frame carries the peer's properties (its pid on ipc, its CURVE name on tcp).
-            meta = front.recv(_NOBLOCK, copy=False)
+            try:
+                meta = front.recv(_NOBLOCK, copy=False)
+            except zmq.Again:
+                return
             if not meta.more:
                 continue
-            frames = front.recv_multipart(_NOBLOCK)
+            frames = recv_frames(front, _NOBLOCK)
             peer = curve.peer_name(meta) if self.gate is not None else ""
             self._to_engine(self.hellos.admit(meta.bytes, frames, meta, peer))
 
@@ -194,9 +195,13 @@ class RelayServer:
         every message (control links: a message there may close or open a firmware link; a
         firmware link's own messages never close it)."""
         for _ in range(256):
-            if sock.closed or not sock.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]
+            if sock.closed:
                 return
-            handle(sock.recv_multipart(_NOBLOCK))
+            try:
+                frames = recv_frames(sock, _NOBLOCK)
+            except zmq.Again:
+                return
+            handle(frames)
             if each:
                 self.flush()   # may close ``sock`` (a core stopped): checked above
 

@@ -6,7 +6,9 @@ import zmq
 EVENTS, POLLIN, NOBLOCK, SNDMORE = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK), int(zmq.SNDMORE)
 # pyzmq's backend send, under its Python wrapper (which only adds the DRAFT routing_id/group
 # arguments we never use): half the CPU of a frame's send on the hot path
-_send = zmq.Socket.__mro__[1].send if "backend" in zmq.Socket.__mro__[1].__module__ else zmq.Socket.send
+_BACKEND = zmq.Socket.__mro__[1] if "backend" in zmq.Socket.__mro__[1].__module__ else zmq.Socket
+_send, _recv, _get = _BACKEND.send, _BACKEND.recv, _BACKEND.get
+RCVMORE = int(zmq.RCVMORE)
 
 
 def send_frames(sock: zmq.Socket, frames: list, flags: int = 0) -> None:
@@ -16,6 +18,14 @@ def send_frames(sock: zmq.Socket, frames: list, flags: int = 0) -> None:
     for i in range(last):
         _send(sock, frames[i], more)
     _send(sock, frames[last], flags)
+
+
+def recv_frames(sock: zmq.Socket, flags: int = 0) -> list:
+    """``recv_multipart`` (bytes frames) through the backend calls. Raises zmq.Again with NOBLOCK."""
+    frames = [_recv(sock, flags)]
+    while _get(sock, RCVMORE):
+        frames.append(_recv(sock, flags))
+    return frames
 
 
 def readable(sock: zmq.Socket) -> bool:
