@@ -13,7 +13,7 @@ import threading
 import zmq
 
 from vdsp_sim.board import curve
-from vdsp_sim.board.zsock import EVENTS as _EVENTS, NOBLOCK as _NOBLOCK, POLLIN as _POLLIN, send_frames
+from vdsp_sim.board.zsock import NOBLOCK as _NOBLOCK, recv_frames, send_frames
 
 
 class Channel:
@@ -47,11 +47,11 @@ class Channel:
     def _drain(self) -> list[list]:
         out = []
         sock = self.sock
-        while sock.getsockopt(_EVENTS) & _POLLIN:
-            try:
-                out.append(sock.recv_multipart(_NOBLOCK))
-            except zmq.Again:
-                break
+        try:
+            while True:
+                out.append(recv_frames(sock, _NOBLOCK))
+        except zmq.Again:
+            pass
         return out
 
     def close(self) -> None:

@@ -41,7 +41,7 @@ from vdsp_sim.board import curve, log as soclog, proc, runtime
 from vdsp_sim.board.admission import Admission
 from vdsp_sim.board.hellogate import HelloGate
 from vdsp_sim.board.ownership import Bindings, Ownership
-from vdsp_sim.board.zsock import NOBLOCK, readable, send_frames
+from vdsp_sim.board.zsock import NOBLOCK, readable, recv_frames, send_frames
 
 CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
@@ -285,19 +285,23 @@ def serve(fw: Firmware, endpoint: str) -> None:
     next_purge = time.monotonic() + PURGE_EVERY_S
     while not fw.unloading:
         if not inbox and not readable(sock):
-            poller.poll(int(PURGE_EVERY_S * 1000))
-            try:
-                os.read(wake_r, 64)
-            except BlockingIOError:
-                pass
+            for fd, _ in poller.poll(int(PURGE_EVERY_S * 1000)):
+                if fd == wake_r:        # read only when woken (no syscall and exception per poll)
+                    try:
+                        os.read(wake_r, 64)
+                    except BlockingIOError:
+                        pass
             if fw.unloading:
                 break
-        while readable(sock):                       # take in everything that has arrived
-            meta = sock.recv(NOBLOCK, copy=False)   # the identity: it carries the peer's credentials
+        while True:                                 # take in everything that has arrived
+            try:
+                meta = sock.recv(NOBLOCK, copy=False)   # the identity: it carries the peer's credentials
+            except zmq.Again:
+                break
             if not meta.more:
                 continue
             peer = curve.peer_name(meta) if gate is not None else ""
-            take(hellos.admit(meta.bytes, sock.recv_multipart(NOBLOCK), meta, peer))
+            take(hellos.admit(meta.bytes, recv_frames(sock, NOBLOCK), meta, peer))
         take(hellos.ready())                        # verdicts reached off the loop, and what waited on them
         fw.trace.rec.poll()     # the trace switch (one stat every 0.25 s), before the task: traced if it is on
         if inbox:                                   # then run the best waiting task
