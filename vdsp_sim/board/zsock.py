@@ -1,12 +1,14 @@
 """Small ZeroMQ helpers shared by every process (hot path: plain int flags, no enum math)."""
 from __future__ import annotations
 
+from typing import Any
+
 import zmq
 
 EVENTS, POLLIN, NOBLOCK, SNDMORE = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK), int(zmq.SNDMORE)
 # pyzmq's backend send, under its Python wrapper (which only adds the DRAFT routing_id/group
 # arguments we never use): half the CPU of a frame's send on the hot path
-_BACKEND = zmq.Socket.__mro__[1] if "backend" in zmq.Socket.__mro__[1].__module__ else zmq.Socket
+_BACKEND: Any = zmq.Socket.__mro__[1] if "backend" in zmq.Socket.__mro__[1].__module__ else zmq.Socket
 _send, _recv, _get = _BACKEND.send, _BACKEND.recv, _BACKEND.get
 
 
