@@ -16,7 +16,7 @@ import zmq
 import zmq.asyncio
 
 from vdsp_board import curve
-from vdsp_board.zsock import EVENTS as _EVENTS, NOBLOCK as _NOBLOCK, POLLIN as _POLLIN, send_frames
+from vdsp_board.zsock import EVENTS as _EVENTS, NOBLOCK as _NOBLOCK, POLLIN as _POLLIN, recv_frames, send_frames
 
 
 class Channel:
@@ -50,11 +50,11 @@ class Channel:
     def _drain(self) -> list[list]:
         out = []
         sock = self.sock
-        while sock.getsockopt(_EVENTS) & _POLLIN:
-            try:
-                out.append(sock.recv_multipart(_NOBLOCK))
-            except zmq.Again:
-                break
+        try:
+            while True:
+                out.append(recv_frames(sock, _NOBLOCK))
+        except zmq.Again:
+            pass
         return out
 
     def close(self) -> None:

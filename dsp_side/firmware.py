@@ -41,10 +41,11 @@ from vdsp_board import curve, log as soclog, proc, runtime
 from vdsp_board.admission import Admission
 from vdsp_board.hellogate import HelloGate
 from vdsp_board.ownership import Bindings, Ownership
-from vdsp_board.zsock import NOBLOCK, readable, send_frames
+from vdsp_board.zsock import NOBLOCK, readable, recv_frames, send_frames
 
 CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
+HOLD_TASK_S, HOLD_S, HOLD_MAX = 50e-6, 200e-6, 16     # replies sent together: see serve()
 log = logging.getLogger("vdsp.firmware")
 
 
@@ -252,39 +253,55 @@ def serve(fw: Firmware, endpoint: str) -> None:
     hellos = HelloGate(fw.ownership, f"{fw.core}-hello")     # HELLO claims judged off this loop
     poller.register(hellos.fileno(), zmq.POLLIN)
 
+    # Replies wait in ``held`` (in order) and leave together: at the end of each turn, except while
+    # quick tasks (under HOLD_TASK_S each) are still waiting here, for up to HOLD_S / HOLD_MAX
+    # replies. Replies sent back to back wake the peer's I/O once, not once per reply. A slow
+    # task's reply is never held; a held reply waits at most HOLD_S plus the task that runs next.
+    held: list[list] = []
+    held_since = 0.0
+
+    def send_held() -> None:
+        for frames in held:
+            send_frames(sock, frames)
+        held.clear()
+
     def take(items: list) -> None:
         """Messages past the HELLO gate: queue a task, answer the rest now."""
         for item in items:
             identity = item.identity
             if item.refused is not None:
                 if item.msg_id:
-                    send_frames(sock, [identity, *wire.encode(messages.error(item.msg_id, item.refused))])
+                    held.append([identity, *wire.encode(messages.error(item.msg_id, item.refused))])
                 continue
             try:
                 queued = inbox.offer(identity, item.frames)
             except errors.CoreBusy as exc:          # bounded: the excess is refused, not held
                 busy.warn(identity, "%s: refused a task of peer %s: %s", fw.core, identity.hex(), exc.message)
-                send_frames(sock, [identity, *wire.encode(messages.error(wire.peek_msg_id(item.frames) or 0, exc))])
+                held.append([identity, *wire.encode(messages.error(wire.peek_msg_id(item.frames) or 0, exc))])
                 continue
             if not queued:
                 for answer in fw.handle_now(item.frames, identity, inbox, item.meta, item.peer):
-                    send_frames(sock, [identity, *answer])
+                    held.append([identity, *answer])
     next_purge = time.monotonic() + PURGE_EVERY_S
     while not fw.unloading:
         if not inbox and not readable(sock):
-            poller.poll(int(PURGE_EVERY_S * 1000))
-            try:
-                os.read(wake_r, 64)
-            except BlockingIOError:
-                pass
+            for fd, _ in poller.poll(int(PURGE_EVERY_S * 1000)):
+                if fd == wake_r:        # read only when woken (no syscall and exception per poll)
+                    try:
+                        os.read(wake_r, 64)
+                    except BlockingIOError:
+                        pass
             if fw.unloading:
                 break
-        while readable(sock):                       # take in everything that has arrived
-            meta = sock.recv(NOBLOCK, copy=False)   # the identity: it carries the peer's credentials
+        while True:                                 # take in everything that has arrived
+            try:
+                meta = sock.recv(NOBLOCK, copy=False)   # the identity: it carries the peer's credentials
+            except zmq.Again:
+                break
             if not meta.more:
                 continue
             peer = curve.peer_name(meta) if gate is not None else ""
-            take(hellos.admit(meta.bytes, sock.recv_multipart(NOBLOCK), meta, peer))
+            take(hellos.admit(meta.bytes, recv_frames(sock, NOBLOCK), meta, peer))
         take(hellos.ready())                        # verdicts reached off the loop, and what waited on them
         fw.trace.rec.poll()     # the trace switch (one stat every 0.25 s), before the task: traced if it is on
         if inbox:                                   # then run the best waiting task
@@ -292,17 +309,27 @@ def serve(fw: Firmware, endpoint: str) -> None:
             traced = fw.trace.rec.on
             if traced:
                 fw.trace.begin(frames, fw.bindings.get(identity))
+            started = time.perf_counter()
             reply = fw.handle(frames, identity)
             if traced:
                 fw.trace.end(reply)
             if fw.unloading:     # stopped while the task ran: as on a powered-off DSP its result is
                 break            # never sent; the core's "offline" fails it (HB_DSP_CORE_OFFLINE)
             if reply is not None:
-                send_frames(sock, [identity, *reply])
+                if not held:
+                    held_since = started
+                held.append([identity, *reply])
             fw.trace.poll(idle=not inbox)     # about to idle: write the trace (a SIGKILL loses little)
+            if held and inbox and len(held) < HOLD_MAX:
+                now = time.perf_counter()
+                if now - started < HOLD_TASK_S and now - held_since < HOLD_S:
+                    continue
+        if held:
+            send_held()
         if time.monotonic() >= next_purge:
             fw.resolver.purge()
             next_purge = time.monotonic() + PURGE_EVERY_S
+    send_held()     # the replies of tasks that ended before the unload
     log.info("%s: firmware %s unloading", fw.core, fw.version)
     hellos.close()
     fw.trace.rec.close()

@@ -13,10 +13,10 @@ nothing of any image runs in a template.
 Two levels. Each core imports all of it at start, before it listens (so that no boot waits
 for imports while the core is deaf to its peers), then forks its own firmware template
 (``vdsp0.template``) while it is single-threaded (before its ZeroMQ context exists), and that one
-forks the core's firmwares (``vdsp0.fw``): the imports are in memory once per core. With
-``VDSP_SOC_TEMPLATE=1`` (opt-in for now), ``vdsp up`` also forks a SoC-wide template
-(``soc.template``) at start, while it is single-threaded, and forks the cores from it: the imports
-are then in memory once per SoC (an idle SoC ~170 MB PSS instead of ~300). A core started alone
+forks the core's firmwares (``vdsp0.fw``): the imports are in memory once per core. ``vdsp up``
+also forks a SoC-wide template (``soc.template``) at start, while it is single-threaded, and forks
+the cores from it: the imports are then in memory once per SoC (an idle SoC ~180 MB PSS instead of
+~300; ``VDSP_SOC_TEMPLATE=0`` starts each core as a fresh interpreter again). A core started alone
 (``vdsp core``, tests, containers) is a fresh interpreter with a template of its own.
 
 Parentage. Whoever forks a template makes itself a child subreaper, and a template forks twice:
@@ -60,7 +60,7 @@ def enabled() -> bool:
 
 
 def soc_enabled() -> bool:
-    """The SoC-wide template of ``vdsp up`` (``VDSP_SOC_TEMPLATE=1``; off by default for now)."""
+    """The SoC-wide template of ``vdsp up`` (default on; ``VDSP_SOC_TEMPLATE=0`` turns it off)."""
     return enabled() and settings.current().soc_template
 
 

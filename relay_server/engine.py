@@ -65,6 +65,10 @@ def _size(frames: list) -> int:
     return sum(len(f) for f in frames)
 
 
+def _inflight_count(core: CoreView) -> int:
+    return len(core.inflight)
+
+
 class RelayEngine:
     """``ownership``: judge of HELLO claims and TASK handles (``vdsp_board.ownership.Ownership``);
     ``admin_only_writes``: CONTROL writes need an admin peer (tcp); ``hung_ms``: silence after
@@ -137,7 +141,7 @@ class RelayEngine:
     def _release(self, job: Job) -> None:
         """The relay no longer holds ``job``'s payload (sent to a core, or ended)."""
         if job.payload is not None:
-            size = _size(job.payload)
+            size = job.size
             self.held_bytes -= size
             client = self.clients.get(job.client)
             if client is not None:
@@ -167,43 +171,17 @@ class RelayEngine:
             self.on_client_request(client, frames, head, now, meta)
 
     def submit(self, client: Client, frames: list, head: header.Header, now: float) -> None:
-        msg_id = head.msg_id
-
-        def reject(exc: errors.VdspError) -> None:
+        size = _size(frames)
+        exc = self._refusal(client, frames, head, size)
+        if exc is not None:
             self.stats["rejected"] += 1
             self.obs.rejected(client, head, exc, now)
-            self._reply(client.identity, messages.error(msg_id, exc))
-
-        core = head.core
-        if core not in _CORE_INDEX or (core and (_CORE_INDEX[core] or 0) >= len(self.cores)):
-            return reject(errors.InvalidCore(f"core {core} is not ANY (0), CORE_0 (1) or CORE_1 (2) of this SoC"))
-        try:    # the body once: well-formed handles, each the client's own or granted to it
-            body = wire.unpack_body(frames[1])
-            messages.check_body(wire.Message(Command.TASK, msg_id, body))
-            self.ownership.check_task(client.owner, body)
-        except errors.VdspError as exc:
-            return reject(exc)
-        if msg_id in client.jobs:
-            return reject(errors.InvalidArgument(f"msg_id {msg_id} is already in flight for this client"))
-        if len(client.jobs) >= self.max_tasks_per_client:
-            return reject(errors.TaskNumExceedLimit(
-                f"{len(client.jobs)} tasks already in flight for this client (limit {self.max_tasks_per_client})"))
-        index = _CORE_INDEX[core]
-        usable = self.cores if index is None else (self.cores[index],)
-        if not any(c.state is CoreState.RUNNING for c in usable):
-            if index is not None:
-                return reject(error_for(usable[0].state, usable[0].name))
-            names = ", ".join(f"{c.name} {c.state.value}" for c in self.cores)
-            return reject(errors.CoreOffline(f"no running core for this task ({names})"))
-        if self.sched.full():
-            return reject(errors.CoreBusy(f"relay queue is full ({self.sched.max_queued} tasks); retry later"))
-        size = _size(frames)
-        if client.held_bytes + size > MAX_CLIENT_BYTES or self.held_bytes + size > MAX_QUEUED_BYTES:
-            return reject(errors.CoreBusy(
-                f"relay holds {client.held_bytes} bytes of this client's queued tasks and {self.held_bytes} in all "
-                f"(limits {MAX_CLIENT_BYTES} and {MAX_QUEUED_BYTES}); retry later"))
-        job = Job(next(self.ids), client.identity, msg_id, head.priority, head.custom_id, index, frames, now)
-        job.op = head.op
+            self._reply(client.identity, messages.error(head.msg_id, exc))
+            return
+        msg_id = head.msg_id
+        job = Job(next(self.ids), client.identity, msg_id, head.priority, head.custom_id, _CORE_INDEX[head.core],
+                  frames, now)
+        job.op, job.size = head.op, size
         client.held_bytes += size
         self.held_bytes += size
         client.jobs[msg_id] = job
@@ -212,6 +190,40 @@ class RelayEngine:
         self.stats["submitted"] += 1
         self.obs.enqueued(job, client, head.op, size, now)
         self.dispatch(now)
+
+    def _refusal(self, client: Client, frames: list, head: header.Header, size: int) -> errors.VdspError | None:
+        """Why the relay refuses this TASK, or None: every check, for every task."""
+        msg_id, core = head.msg_id, head.core
+        if core not in _CORE_INDEX or (core and (_CORE_INDEX[core] or 0) >= len(self.cores)):
+            return errors.InvalidCore(f"core {core} is not ANY (0), CORE_0 (1) or CORE_1 (2) of this SoC")
+        try:    # the body once: well-formed handles, each the client's own or granted to it
+            body = wire.unpack_body(frames[1])
+            messages.check_body(wire.Message(Command.TASK, msg_id, body))
+            self.ownership.check_task(client.owner, body)
+        except errors.VdspError as exc:
+            return exc
+        if msg_id in client.jobs:
+            return errors.InvalidArgument(f"msg_id {msg_id} is already in flight for this client")
+        if len(client.jobs) >= self.max_tasks_per_client:
+            return errors.TaskNumExceedLimit(
+                f"{len(client.jobs)} tasks already in flight for this client (limit {self.max_tasks_per_client})")
+        index = _CORE_INDEX[core]
+        usable = self.cores if index is None else (self.cores[index],)
+        for c in usable:
+            if c.state is CoreState.RUNNING:
+                break
+        else:
+            if index is not None:
+                return error_for(usable[0].state, usable[0].name)
+            names = ", ".join(f"{c.name} {c.state.value}" for c in self.cores)
+            return errors.CoreOffline(f"no running core for this task ({names})")
+        if self.sched.full():
+            return errors.CoreBusy(f"relay queue is full ({self.sched.max_queued} tasks); retry later")
+        if client.held_bytes + size > MAX_CLIENT_BYTES or self.held_bytes + size > MAX_QUEUED_BYTES:
+            return errors.CoreBusy(
+                f"relay holds {client.held_bytes} bytes of this client's queued tasks and {self.held_bytes} in all "
+                f"(limits {MAX_CLIENT_BYTES} and {MAX_QUEUED_BYTES}); retry later")
+        return None
 
     def on_client_request(self, client: Client, frames: list, head: header.Header, now: float,
                           meta: object = None) -> None:
@@ -341,19 +353,29 @@ class RelayEngine:
     # --- core side ------------------------------------------------------------------------
     def dispatch(self, now: float) -> None:
         """Fill every running core up to its credit, least-loaded core first."""
-        if not self.sched.queued:
+        sched = self.sched
+        if not sched.queued:
             return
-        for core in sorted(self.cores, key=lambda c: len(c.inflight)):
-            while core.state is CoreState.RUNNING and core.fw_open and len(core.inflight) < self.credit:
-                job = self.sched.pop_for(core.index)
+        cores = self.cores
+        if len(cores) > 1:
+            cores = sorted(cores, key=_inflight_count)
+        credit, out, running = self.credit, self.out, CoreState.RUNNING
+        for core in cores:
+            if core.state is not running or not core.fw_open:
+                continue
+            inflight = core.inflight
+            while len(inflight) < credit:
+                job = sched.pop_for(core.index)
                 if job is None:
-                    break
+                    break           # nothing queued this core may take (others may have pinned tasks)
                 job.core_name, job.started = core.name, now
-                core.inflight[job.relay_id] = job
+                inflight[job.relay_id] = job
                 frames = job.payload
-                self.out.append((TO_FW, core.index, [header.retag(frames[0], job.relay_id), *frames[1:]]))
+                out.append((TO_FW, core.index, [header.retag(frames[0], job.relay_id), *frames[1:]]))
                 self._release(job)
                 self.obs.dispatched(job, core, now)
+            if not sched.queued:
+                return
 
     def on_fw(self, index: int, frames: list, now: float) -> None:
         core = self.cores[index]

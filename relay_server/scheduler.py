@@ -22,7 +22,7 @@ class Job:
     """One task as the relay sees it. ``payload`` is opaque to the scheduler."""
 
     __slots__ = ("relay_id", "client", "client_msg_id", "priority", "custom_id", "core", "seq",
-                 "payload", "state", "core_name", "enqueued", "started", "discard", "op")
+                 "payload", "state", "core_name", "enqueued", "started", "discard", "op", "size")
 
     def __init__(self, relay_id: int, client: Any, client_msg_id: int, priority: int, custom_id: int,
                  core: int | None, payload: Any, enqueued: float = 0.0) -> None:
@@ -35,6 +35,7 @@ class Job:
         self.started = 0.0
         self.discard = False     # released while running: drop the result
         self.op = 0              # the operator (observers' figures by operator)
+        self.size = 0            # bytes of ``payload`` the relay holds (its owner's accounting)
 
     def key(self) -> tuple:
         return order_key(self.priority, self.custom_id, self.seq)
@@ -75,23 +76,32 @@ class Scheduler:
             heapq.heappop(q)
         return q[0][1] if q else None
 
+    def _best(self, core: int) -> list | None:
+        """The queue whose head core ``core`` runs next (its pinned queue or ANY), or None."""
+        own, anyq = self._queues[core], self._queues[None]
+        while own and own[0][1].state != "queued":
+            heapq.heappop(own)
+        while anyq and anyq[0][1].state != "queued":
+            heapq.heappop(anyq)
+        if own:
+            return own if not anyq or own[0][0] <= anyq[0][0] else anyq   # keys are unique (seq)
+        return anyq or None
+
     def peek_for(self, core: int) -> Job | None:
         """The job core ``core`` would run next, without taking it."""
-        own, anyq = self._head(core), self._head(None)
-        if own is None:
-            return anyq
-        if anyq is None:
-            return own
-        return own if own.key() <= anyq.key() else anyq
+        q = self._best(core)
+        return q[0][1] if q else None
 
     def pop_for(self, core: int) -> Job | None:
         """Take the next job for core ``core`` (its pinned queue or ANY)."""
-        job = self.peek_for(core)
-        if job is not None:
-            heapq.heappop(self._queues[job.core])
-            job.state = "running"
-            self.queued -= 1
-            self._serving = max(self._serving, job.seq[0])
+        q = self._best(core)
+        if q is None:
+            return None
+        job = heapq.heappop(q)[1]
+        job.state = "running"
+        self.queued -= 1
+        if job.seq[0] > self._serving:
+            self._serving = job.seq[0]
         return job
 
     def forget_client(self, client: Any) -> None:

@@ -24,13 +24,13 @@ from vdsp_board.admission import Admission
 from vdsp_board.hellogate import HelloGate
 from vdsp_board.ownership import Ownership
 from vdsp_board.procfacts import ProcFacts
-from vdsp_board.zsock import send_frames
+from vdsp_board.zsock import recv_frames, send_frames
 
 log = logging.getLogger("vdsp.relay")
 REAP_EVERY_S = 1.0
 TICK_MS = 20
 CLIENT_SNDHWM = 1000            # replies waiting for one client before the next is dropped
-_EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)
+_NOBLOCK = int(zmq.NOBLOCK)
 
 
 class RelayServer:
@@ -133,17 +133,17 @@ class RelayServer:
             for sock, _ in self.poller.poll(TICK_MS):
                 if sock is self.front:
                     self._drain_front()
-                elif sock in self.ctl:
-                    index = self.ctl.index(sock)
-                    self._drain(sock, lambda f, i=index: engine.on_ctl(i, f, time.monotonic()))
-                elif sock in self.ctl_monitors:
-                    index = self.ctl_monitors.index(sock)
-                    self._drain(sock, lambda f, i=index: engine.ctl_lost(i, time.monotonic()))
-                elif sock == self.hellos.fileno():
-                    self._to_engine(self.hellos.ready())
                 elif sock in self.fw:
                     index = self.fw.index(sock)
                     self._drain(sock, lambda f, i=index: engine.on_fw(i, f, time.monotonic()))
+                elif sock in self.ctl:
+                    index = self.ctl.index(sock)
+                    self._drain(sock, lambda f, i=index: engine.on_ctl(i, f, time.monotonic()), each=True)
+                elif sock in self.ctl_monitors:
+                    index = self.ctl_monitors.index(sock)
+                    self._drain(sock, lambda f, i=index: engine.ctl_lost(i, time.monotonic()), each=True)
+                elif sock == self.hellos.fileno():
+                    self._to_engine(self.hellos.ready())
             now = time.monotonic()
             if self.admission.closes != self._closes:
                 self._closes = self.admission.closes
@@ -163,13 +163,14 @@ class RelayServer:
     def _drain_front(self) -> None:
         front = self.front
         for _ in range(256):
-            if not front.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]  # EVENTS is an int
-                return
             # The identity frame carries the peer's properties (its pid on ipc, its CURVE name on tcp).
-            meta = front.recv(_NOBLOCK, copy=False)
+            try:
+                meta = front.recv(_NOBLOCK, copy=False)
+            except zmq.Again:
+                return
             if not meta.more:
                 continue
-            frames = front.recv_multipart(_NOBLOCK)
+            frames = recv_frames(front, _NOBLOCK)
             peer = curve.peer_name(meta) if self.gate is not None else ""
             self._to_engine(self.hellos.admit(meta.bytes, frames, meta, peer))
 
@@ -178,22 +179,31 @@ class RelayServer:
         engine = self.engine
         for item in items:
             if item.refused is not None:
-                if item.msg_id:
-                    self._to_client(item.identity, wire.encode(messages.error(item.msg_id, item.refused)))
+                if item.msg_id:     # in order with the engine's own answers
+                    engine.to_client(item.identity, wire.encode(messages.error(item.msg_id, item.refused)))
             else:
                 engine.on_client(item.identity, item.frames, time.monotonic(), item.peer, item.meta)
                 client = engine.clients.get(item.identity)
                 if client is not None and client.kernel_pid is None:   # once per connection: who it is
                     address = peercred.frame_property(item.frame, "Peer-Address")
                     client.kernel_pid = peercred.peer_pid(address if isinstance(address, str) else None) or 0
-            self.flush()
 
-    def _drain(self, sock: zmq.Socket, handle) -> None:
+    def _drain(self, sock: zmq.Socket, handle, each: bool = False) -> None:
+        """Up to 256 waiting messages of ``sock``, each handed to ``handle``. What the engine says
+        in answer is sent at the end of the loop's turn (``run``): the replies of a burst leave
+        back to back, which wakes each peer once for them, not once per reply. ``each``: flush after
+        every message (control links: a message there may close or open a firmware link; a
+        firmware link's own messages never close it)."""
         for _ in range(256):
-            if sock.closed or not sock.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]
+            if sock.closed:
                 return
-            handle(sock.recv_multipart(_NOBLOCK))
-            self.flush()       # may close ``sock`` (a core stopped): checked above
+            try:
+                frames = recv_frames(sock, _NOBLOCK)
+            except zmq.Again:
+                return
+            handle(frames)
+            if each:
+                self.flush()   # may close ``sock`` (a core stopped): checked above
 
     def close(self) -> None:
         self.engine.shutdown()

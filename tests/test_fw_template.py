@@ -121,7 +121,7 @@ def test_vdsp_up_forks_the_cores_from_one_soc_template_and_down_leaves_nothing(r
     from tests.test_live_supervisor import VDSP, down_and_check, run, rt_processes
     from tests.live import shm_entries
     from vdsp_board.pidfile import PidFile
-    monkeypatch.setenv("VDSP_SOC_TEMPLATE", "1")     # opt-in for now (see dsp_side/fwtemplate.py)
+    monkeypatch.delenv("VDSP_SOC_TEMPLATE", raising=False)     # the default (see dsp_side/fwtemplate.py)
     before = shm_entries()
     res = run(VDSP + ["up", "-d"], runtime_env)
     try:

@@ -94,3 +94,31 @@ def test_what_waits_is_bounded_and_the_excess_refused_in_its_turn(monkeypatch):
     finally:
         judge.go.set()
         gate.close()
+
+
+def test_ready_leaves_no_wake_byte_behind_once_every_verdict_is_out():
+    """``ready()`` skips the wake pipe while no verdict byte can be in it (the firmware calls it
+    before every task). A byte left in the pipe would make a loop that polls ``fileno()`` spin;
+    a verdict not taken would leave its connection waiting: after each round of verdicts, taken
+    in as many ``ready()`` calls as it needs, the pipe is empty again and nothing is held."""
+    judge = SlowJudge()
+    judge.go.set()
+    gate = HelloGate(judge)
+    try:
+        assert gate.ready() == []                                    # nothing judged: nothing read, nothing out
+        for round_ in range(20):
+            assert gate.admit(A, hello(2 * round_ + 1, 7)) == []
+            out: list = []
+            while not out:
+                out += wait_ready(gate)
+            assert [wire.peek_msg_id(i.frames) for i in out] == [2 * round_ + 1]
+            # the worker writes its byte after it queued the verdict: a byte may come in after
+            # ready() took the verdict, and the next call must read it
+            for _ in range(100):
+                if not select.select([gate.fileno()], [], [], 0.05)[0]:
+                    break
+                assert gate.ready() == []
+            assert not select.select([gate.fileno()], [], [], 0)[0], "a wake byte stays in the pipe: a poll loop spins"
+        assert gate.held == {} and gate.pending == 0
+    finally:
+        gate.close()

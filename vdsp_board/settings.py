@@ -118,9 +118,10 @@ class Settings:
         "once (a boot or recovery is a fork plus the image's checks, ~0.1 s; `dsp_side/fwtemplate.py`); `0` "
         "starts each firmware as a fresh interpreter", (CORE,), _flag, True)
     soc_template = Variable[bool](
-        "VDSP_SOC_TEMPLATE", "`1` to turn on", "off",
-        "`vdsp up` forks the cores from one SoC-wide template too, so those imports are in memory once per SoC "
-        "(~170 MB PSS idle instead of ~300)", (CLI, CORE), _yes, False)
+        "VDSP_SOC_TEMPLATE", "`0` to turn off", "on",
+        "`vdsp up` forks the cores from one SoC-wide template (`soc.template`) that has imported numpy, cv2, "
+        "numba and the operators once, so they are in memory once per SoC (an idle SoC ~180 MB PSS instead of "
+        "~300); `0` starts each core as a fresh interpreter", (CLI, CORE), _flag, True)
     busy_poll_us = Variable[int](
         "VDSP_BUSY_POLL_US", "µs", "0",
         "a waiting thread spins this many µs before it sleeps (like `SO_BUSY_POLL`): lower latency for short "
