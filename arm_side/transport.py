@@ -10,7 +10,7 @@ not answer (:meth:`Transport.unanswered`).
 
 - :class:`ZmqTransport` (``relay`` or ``direct``): ZeroMQ DEALER sockets, CURVE over tcp, the
   runtime dir's endpoints. ``Soc(mode="relay")`` is a shorthand for it.
-- ``arm_side.loopback.LoopbackTransport``: the relay engine, the core engines and the firmware
+- ``vdsp_sim.loopback.LoopbackTransport``: the relay engine, the core engines and the firmware
   in this process, for tests without processes.
 """
 from __future__ import annotations

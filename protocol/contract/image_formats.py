@@ -86,12 +86,6 @@ class Image:
             return [y, (self.height // 2 - 1) * self.stride + self.width]
         return [y]
 
-    def to_dict(self) -> dict:
-        out = {"format": self.format, "width": self.width, "height": self.height, "stride": self.stride}
-        if self.has_roi:
-            out["roi"] = list(self.roi)
-        return out
-
 
 def _int(name: str, key: str, value, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
