@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from arm_side import CORE_1, Soc, errors, opids
-from dsp_side import image, signing
+from dsp_side import fw_image, signing
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from vdsp_board import runtime
 from tests.conftest import wait_until
@@ -45,7 +45,7 @@ def pack(header, payload: bytes) -> bytes:
     """An image of ``header`` and ``payload`` signed with the SoC's own key (VDSP_RUNTIME_DIR's),
     so the checks after the signature's are the ones tested."""
     blob = json.dumps(header).encode()
-    signed = image.MAGIC + struct.pack("<I", len(blob)) + blob
+    signed = fw_image.MAGIC + struct.pack("<I", len(blob)) + blob
     seal = signing.sign(signed, signing.install_key())
     return signed + struct.pack("<I", len(seal)) + seal + payload
 
@@ -70,7 +70,7 @@ def base(shared_soc, tmp_path_factory) -> dict:
     tree = tmp_path_factory.mktemp("src") / "tiny"
     tree.mkdir()
     (tree / "firmware.py").write_bytes(FW_SRC)
-    return image.build(tree, tmp_path_factory.mktemp("out") / "tiny")
+    return fw_image.build(tree, tmp_path_factory.mktemp("out") / "tiny")
 
 
 @pytest.fixture
@@ -242,7 +242,7 @@ def test_a_1_gib_image_is_refused_by_its_size_without_reading_it(shared_soc, soc
 
 def limit_sized_image(base: dict) -> bytes:
     """A valid image of exactly MAX_IMAGE bytes (a stored, incompressible-sized blob)."""
-    limit = getattr(image, "MAX_IMAGE", 64 * MiB)
+    limit = getattr(fw_image, "MAX_IMAGE", 64 * MiB)
     blob_len = limit - 64 * 1024
     for _ in range(3):
         payload = zip_of([("firmware.py", FW_SRC), (zipfile.ZipInfo("blob.bin"), bytes(blob_len))])

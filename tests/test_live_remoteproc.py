@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
-from dsp_side import image
+from dsp_side import fw_image
 from vdsp_board import runtime
 from tests.conftest import wait_until
 from tests.live import LiveSoc
@@ -26,7 +26,7 @@ def build_version(src: Path, version: str, out: Path, tmp: Path) -> None:
     shutil.copytree(src, tree)
     text = (tree / "firmware.py").read_text()
     (tree / "firmware.py").write_text(text.replace('VERSION = "', f'VERSION = "{version}"  # was "', 1))
-    image.build(tree, out)
+    fw_image.build(tree, out)
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def soc_wd(runtime_env):
 
 
 def load_faulty(soc: Soc, rt: Path, core: str = "vdsp1") -> None:
-    image.build(FAULTY, runtime.firmware_dir(rt) / "faulty")
+    fw_image.build(FAULTY, runtime.firmware_dir(rt) / "faulty")
     assert soc.control(core, "state", "stop") == "offline"
     soc.control(core, "firmware", "faulty")
     assert soc.control(core, "state", "start") == "running"

@@ -113,8 +113,8 @@ def deploy(image_dir: Path, out=print) -> list[dict]:
     Raises FileNotFound / RemoteprocInvalid for a missing or corrupt image (before any core
     is stopped), RemoteprocError if a core refuses.
     """
-    from dsp_side import image
-    headers = {name: image.read(image_dir / name)[0] for name in CORE_NAMES}  # verify first
+    from dsp_side import fw_image
+    headers = {name: fw_image.read(image_dir / name)[0] for name in CORE_NAMES}  # verify first
     target = runtime.firmware_search()[0]
     with connect() as soc:
         for name in CORE_NAMES:
