@@ -26,7 +26,7 @@ from dsp_side.fwproc import FirmwareProcess
 from dsp_side.fwtemplate import Template, reap_strays
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
-from vdsp_board import curve, ddr, runtime, trace
+from vdsp_board import curve, ddr, rundir, trace
 from vdsp_board.admission import Admission
 from vdsp_board.procfacts import ProcFacts
 
@@ -94,7 +94,7 @@ class CoreServer:
         if action is Action.RECOVER:
             self.kmsg.write(f"recovering {self.name}")
         try:
-            path = fw_image.find(device.firmware, runtime.firmware_search(self.rt))
+            path = fw_image.find(device.firmware, rundir.firmware_search(self.rt))
             try:   # the trusted keys are read at every boot: 'vdsp firmware trust|untrust' apply at the next one
                 trust = signing.Trust.of(curve.keys_dir(self.rt), allow_unsigned=engine.allow_unsigned)
             except errors.InvalidArgument as exc:   # an unsafe key directory: trust nothing in it
@@ -179,6 +179,6 @@ class CoreServer:
         self.ctx.term()
         if self.template is not None:
             self.template.close()
-        runtime.unlink_ipc(self.bind)
-        runtime.unlink_ipc(self.fw_bind)
+        rundir.unlink_ipc(self.bind)
+        rundir.unlink_ipc(self.fw_bind)
         self.trace.close()

@@ -37,7 +37,7 @@ from dsp_side.fwtrace import TaskTrace
 from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
 from dsp_side.watchdog import WatchdogWord
-from vdsp_board import curve, log as soclog, proc, runtime
+from vdsp_board import curve, log as soclog, proc, rundir
 from vdsp_board.admission import Admission
 from vdsp_board.hellogate import HelloGate
 from vdsp_board.ownership import Bindings, Ownership
@@ -232,7 +232,7 @@ def serve(fw: Firmware, endpoint: str) -> None:
     sock.bind(endpoint)
     fw.ownership.gate = gate
     try:        # where relay.pid tells which process is the relay (ipc)
-        fw.ownership.rt = runtime.runtime_dir(create=False)
+        fw.ownership.rt = rundir.runtime_dir(create=False)
     except errors.VdspError:
         fw.ownership.rt = None      # then no ipc peer can prove it is the relay
     print(json.dumps({"version": fw.version, "operators": fw.registry.table(), "pid": os.getpid()}),

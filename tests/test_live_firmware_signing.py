@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from arm_side import CORE_1, Soc, errors
 from dsp_side import fw_image, signing
 from vdsp_sim import firmware_cli
-from vdsp_board import runtime
+from vdsp_board import rundir
 from tests.live import LiveSoc
 
 pytestmark = pytest.mark.live
@@ -68,7 +68,7 @@ def marked(tmp_path) -> Marked:
 
 @pytest.fixture
 def fwdir(shared_soc) -> Path:
-    return runtime.firmware_dir(shared_soc.rt)
+    return rundir.firmware_dir(shared_soc.rt)
 
 
 @pytest.fixture
@@ -221,7 +221,7 @@ def test_the_stock_images_are_signed_by_this_install(shared_soc, soc):
 # --- install_stock never keeps an image the cores would refuse --------------------------------
 
 def test_install_stock_replaces_images_the_cores_would_refuse(runtime_env, marked):
-    fwdir = runtime.firmware_dir(runtime_env)
+    fwdir = rundir.firmware_dir(runtime_env)
     assert [(p.name, why) for p, why in firmware_cli.install_stock(runtime_env)] == \
         [("vdsp0", "missing"), ("vdsp1", "missing")]
     assert firmware_cli.install_stock(runtime_env) == []                    # trusted images are kept
@@ -251,7 +251,7 @@ def test_allow_unsigned_boots_an_unsigned_image_and_says_so(runtime_env, marked)
     live = LiveSoc(runtime_env, core_args=["--allow-unsigned"])
     live.start()
     try:
-        fwdir = runtime.firmware_dir(runtime_env)
+        fwdir = rundir.firmware_dir(runtime_env)
         marked.build(fwdir / "dev", key=None)
         marked.build(fwdir / "stranger", key=Ed25519PrivateKey.generate())
         env = dict(os.environ, VDSP_RUNTIME_DIR=str(runtime_env), PYTHONPATH=str(ROOT))

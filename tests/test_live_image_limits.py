@@ -26,7 +26,7 @@ import pytest
 from arm_side import CORE_1, Soc, errors, opids
 from dsp_side import fw_image, signing
 from protocol.constants import HEARTBEAT_INTERVAL_MS
-from vdsp_board import runtime
+from vdsp_board import rundir
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.live
@@ -75,7 +75,7 @@ def base(shared_soc, tmp_path_factory) -> dict:
 
 @pytest.fixture
 def fwdir(shared_soc) -> Path:
-    return runtime.firmware_dir(shared_soc.rt)
+    return rundir.firmware_dir(shared_soc.rt)
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def soc(shared_soc):
         if s.control(CORE, "state") != "offline":
             s.control(CORE, "state", "stop")
         yield s
-    runtime.firmware_path_file(shared_soc.rt).unlink(missing_ok=True)
+    rundir.firmware_path_file(shared_soc.rt).unlink(missing_ok=True)
 
 
 def core_status(live) -> dict:
@@ -141,7 +141,7 @@ def test_a_255_byte_name_is_valid_and_boots_even_behind_a_long_search_path(share
     (fwdir / name).write_bytes((fwdir / CORE).read_bytes())
     # a custom directory whose path + name exceed PATH_MAX: it cannot hold the image (ENAMETOOLONG),
     # so the search goes on to the default directory, as for a missing one
-    runtime.firmware_path_file(shared_soc.rt).write_text("/" + "/".join(["d" * 200] * 20) + "/")
+    rundir.firmware_path_file(shared_soc.rt).write_text("/" + "/".join(["d" * 200] * 20) + "/")
     assert soc.control(CORE, "state", "start") == "running"
     soc.control(CORE, "state", "stop")
     (fwdir / name).unlink()

@@ -11,7 +11,7 @@ from protocol import errors
 from protocol.constants import CORE_NAMES
 from arm_side import stubgen
 from dsp_side import fw_image, signing
-from vdsp_board import curve, runtime
+from vdsp_board import curve, rundir
 
 log = logging.getLogger("vdsp.firmware")
 STOCK_SRC = Path(__file__).resolve().parent.parent / "dsp_side" / "firmware_src" / "stock"
@@ -35,7 +35,7 @@ def install_stock(rt: Path, names: tuple[str, ...] = CORE_NAMES, *,
             f"this install's firmware signing key {signing.signing_key_path(keys)} is not trusted, so the cores "
             f"would refuse the stock images it signs: trust it again with 'vdsp firmware trust "
             f"{keys / signing.SIGNING_PUB} --name {signing.INSTALL_NAME}'")
-    fwdir = runtime.firmware_dir(rt)
+    fwdir = rundir.firmware_dir(rt)
     todo = []
     for name in names:
         why = _untrusted(fwdir / name, trust)
@@ -84,9 +84,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_install_stock(args: argparse.Namespace) -> int:
-    rt = runtime.runtime_dir()
+    rt = rundir.runtime_dir()
     written = install_stock(rt, tuple(args.cores))
-    where = runtime.firmware_dir(rt)
+    where = rundir.firmware_dir(rt)
     for path, why in written:
         if why != "missing":
             print(f"replaced {path}: {why}")

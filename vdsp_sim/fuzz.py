@@ -593,14 +593,14 @@ def run_args(args: argparse.Namespace) -> int:
 def _live(args: argparse.Namespace) -> int:
     import contextlib
 
-    from vdsp_board import runtime
+    from vdsp_board import rundir
     from vdsp_sim.private_soc import private_soc
 
     def progress(rep: SocReport) -> None:
         print(f"fuzz: {rep.sent}/{args.messages} sent, {rep.replies} replies, all processes serving",
               flush=True)
     with private_soc() if args.start else contextlib.nullcontext():
-        report = fuzz_soc(runtime.runtime_dir(), args.messages, seed=args.seed, batch=args.batch, progress=progress)
+        report = fuzz_soc(rundir.runtime_dir(), args.messages, seed=args.seed, batch=args.batch, progress=progress)
     for line in report.lines():
         print(line)
     return 0 if report.ok() else 1
