@@ -35,7 +35,7 @@ from vdsp_board import curve, proc, rundir, settings
 from vdsp_board.pidfile import SUPERVISOR_STATE, PidFile, StateFile, alive
 from vdsp_board import procfacts
 
-log = logging.getLogger("vdsp.soc")
+log = logging.getLogger("vdsp.launcher")
 RESTART_BURST = 5          # exits within the window that make the supervisor give a process up
 RESTART_WINDOW_S = 30.0
 BACKOFF_FIRST_S = 0.5      # wait before the second restart in a row; doubles each time
