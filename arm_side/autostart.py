@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from protocol import errors
-from vdsp_board import runtime, settings
+from vdsp_board import rundir, settings
 from vdsp_board.pidfile import PidFile, supervisor_state
 from vdsp_board.procfacts import exited
 
@@ -93,7 +93,7 @@ def supervisor_problem(rt: Path) -> str | None:
 
 def cores_listening(rt: Path) -> bool:
     """True if some DSP core endpoint of ``rt`` accepts connections (a core process serves it)."""
-    return any(listening(endpoint) for endpoint in runtime.core_endpoints(rt).values())
+    return any(listening(endpoint) for endpoint in rundir.core_endpoints(rt).values())
 
 
 def listening(endpoint: str) -> bool:

@@ -16,7 +16,7 @@ import zmq
 import zmq.asyncio
 
 from vdsp_board import curve
-from vdsp_board.zsock import EVENTS as _EVENTS, NOBLOCK as _NOBLOCK, POLLIN as _POLLIN, recv_frames, send_frames
+from vdsp_board.zsock import NOBLOCK as _NOBLOCK, recv_frames, send_frames
 
 
 class Channel:

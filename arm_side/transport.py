@@ -10,7 +10,7 @@ not answer (:meth:`Transport.unanswered`).
 
 - :class:`ZmqTransport` (``relay`` or ``direct``): ZeroMQ DEALER sockets, CURVE over tcp, the
   runtime dir's endpoints. ``Soc(mode="relay")`` is a shorthand for it.
-- ``arm_side.loopback.LoopbackTransport``: the relay engine, the core engines and the firmware
+- ``vdsp_sim.loopback.LoopbackTransport``: the relay engine, the core engines and the firmware
   in this process, for tests without processes.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import zmq.asyncio
 
 from arm_side import autostart
 from arm_side.channel import AsyncChannel, Channel
-from vdsp_board import acl, curve, ddr, runtime
+from vdsp_board import acl, curve, ddr, rundir
 
 
 class Transport:
@@ -91,7 +91,7 @@ class ZmqTransport(Transport):
 
     def __init__(self, mode: str = "relay", rt: Path | None = None, *, autostart_relay: bool = True) -> None:
         self.mode = mode
-        self.rt = rt or runtime.runtime_dir()
+        self.rt = rt or rundir.runtime_dir()
         self.may_autostart = autostart_relay
         self.ctx = zmq.Context()
         self.monitors: dict[int, _Watch] = {}
@@ -99,8 +99,8 @@ class ZmqTransport(Transport):
 
     def servers(self) -> dict[str, str]:
         if self.mode == "relay":
-            return {"relay": runtime.relay_endpoint(self.rt)}
-        return dict(runtime.core_endpoints(self.rt))
+            return {"relay": rundir.relay_endpoint(self.rt)}
+        return dict(rundir.core_endpoints(self.rt))
 
     def open(self, endpoint: str, name: str, *, watch: bool = False) -> Channel:
         channel = Channel(self.ctx, endpoint, name)
@@ -129,7 +129,7 @@ class ZmqTransport(Transport):
         link.close()
 
     def firmware_endpoint(self, announced: str, control: str) -> str:
-        return runtime.connectable(announced, control)
+        return rundir.connectable(announced, control)
 
     def lost(self, link: Channel) -> bool:
         entry = self.monitors.get(id(link))

@@ -20,13 +20,13 @@ import zmq
 from protocol import errors
 from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME
 from protocol.remoteproc import Action
-from dsp_side import image, signing
+from dsp_side import fw_image, signing
 from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
 from dsp_side.fwproc import FirmwareProcess
 from dsp_side.fwtemplate import Template, reap_strays
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
-from vdsp_board import curve, ddr, runtime, trace
+from vdsp_board import curve, ddr, rundir, trace
 from vdsp_board.admission import Admission
 from vdsp_board.procfacts import ProcFacts
 
@@ -94,12 +94,12 @@ class CoreServer:
         if action is Action.RECOVER:
             self.kmsg.write(f"recovering {self.name}")
         try:
-            path = image.find(device.firmware, runtime.firmware_search(self.rt))
+            path = fw_image.find(device.firmware, rundir.firmware_search(self.rt))
             try:   # the trusted keys are read at every boot: 'vdsp firmware trust|untrust' apply at the next one
                 trust = signing.Trust.of(curve.keys_dir(self.rt), allow_unsigned=engine.allow_unsigned)
             except errors.InvalidArgument as exc:   # an unsafe key directory: trust nothing in it
                 raise errors.RemoteprocInvalid(f"cannot read the trusted firmware keys: {exc.message}") from None
-            header, size, signer = image.check(path, trust)   # bounded reads; the firmware checks the payload
+            header, size, signer = fw_image.check(path, trust)   # bounded reads; the firmware checks the payload
         except errors.FileNotFound as exc:
             self.kmsg.write(f"Direct firmware load for {device.firmware} failed with error -2")
             return engine.boot_failed(errors.RemoteprocNoEnt(f"{self.name}: {exc.message}"))
@@ -179,6 +179,6 @@ class CoreServer:
         self.ctx.term()
         if self.template is not None:
             self.template.close()
-        runtime.unlink_ipc(self.bind)
-        runtime.unlink_ipc(self.fw_bind)
+        rundir.unlink_ipc(self.bind)
+        rundir.unlink_ipc(self.fw_bind)
         self.trace.close()

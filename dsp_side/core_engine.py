@@ -36,7 +36,7 @@ class Peer:
         self.liveness = Liveness(now, interval_ms, hung_ms)
 
 
-class Firmware:
+class RunningFirmware:
     """The running firmware process as the engine knows it."""
 
     __slots__ = ("pid", "signer", "started", "info")
@@ -60,7 +60,7 @@ class CoreEngine:
         self.heartbeat_ms, self.watchdog_s, self.hung_ms, self.facts = heartbeat_ms, watchdog_s, hung_ms, facts
         self.allow_unsigned, self.pid, self.coredump_dir = allow_unsigned, pid, coredump_dir
         self.admin_only_writes, self.is_admin = admin_only_writes, is_admin
-        self.fw: Firmware | None = None
+        self.fw: RunningFirmware | None = None
         self.pending: list[tuple[bytes, int]] = []  # CONTROL writes answered when an action ends
         self.peers: dict[bytes, Peer] = {}
         self.names: dict[bytes, str] = {}           # peer identity -> CURVE name (tcp only)
@@ -172,7 +172,7 @@ class CoreEngine:
 
     def fw_booted(self, pid: int, signer: str, now: float) -> None:
         """The adapter started the firmware process (its READY comes later: :meth:`fw_ready`)."""
-        self.fw = Firmware(pid, signer, now)
+        self.fw = RunningFirmware(pid, signer, now)
 
     def boot_failed(self, exc: errors.VdspError) -> None:
         """The adapter's boot found no image or an invalid one: the action ends at once (offline)."""

@@ -8,7 +8,7 @@ import signal
 from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS
 from dsp_side import fwtemplate
 from dsp_side.core import CoreServer
-from vdsp_board import clihelp, log as soclog, proc, runtime
+from vdsp_board import clihelp, log as soclog, proc, rundir
 
 log = logging.getLogger("vdsp.core")
 
@@ -45,9 +45,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def run_from_args(args: argparse.Namespace) -> None:
     proc.die_with_parent()
     soclog.setup("dsp")
-    rt = runtime.runtime_dir()
-    bind = args.bind or runtime.core_endpoints(rt).get(args.name) or runtime.ipc(rt / f"{args.name}.sock")
-    fw_bind = args.fw_bind or runtime.fw_endpoint_for(bind)
+    rt = rundir.runtime_dir()
+    bind = args.bind or rundir.core_endpoints(rt).get(args.name) or rundir.ipc(rt / f"{args.name}.sock")
+    fw_bind = args.fw_bind or rundir.fw_endpoint_for(bind)
     template = None
     if fwtemplate.enabled():
         # imported here, before anything listens: a boot never waits for the template's imports

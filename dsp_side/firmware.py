@@ -3,7 +3,7 @@
 Started by the core (``python -m dsp_side.firmware ...``). It prints one JSON
 line on stdout once it serves (firmware version and operator table), or
 ``{"refused": why}`` if the image fails verification (signature, header, payload,
-manifest: see ``dsp_side.image.load``) and exits; its stdout closing tells the
+manifest: see ``dsp_side.fw_image.load``) and exits; its stdout closing tells the
 core it died. A task is validated (operator, buffer
 counts, parameters, handles) before compute, so a bad task is an error reply;
 an exception that is not a ``VdspError`` escaping an operator is a firmware
@@ -31,13 +31,13 @@ import zmq
 from protocol import errors, header, messages, schema, wire
 from protocol.cancel import CancelOutcome
 from protocol.constants import DEFAULT_WATCHDOG_MS, MAX_RAW_FRAME, Command
-from dsp_side import heap, image, signing
+from dsp_side import heap, fw_image, signing
 from dsp_side.ddr_resolver import Resolver
 from dsp_side.fwtrace import TaskTrace
 from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
 from dsp_side.watchdog import WatchdogWord
-from vdsp_board import curve, log as soclog, proc, runtime
+from vdsp_board import curve, log as soclog, proc, rundir
 from vdsp_board.admission import Admission
 from vdsp_board.hellogate import HelloGate
 from vdsp_board.ownership import Bindings, Ownership
@@ -233,7 +233,7 @@ def serve(fw: Firmware, endpoint: str) -> None:
     sock.bind(endpoint)
     fw.ownership.gate = gate
     try:        # where relay.pid tells which process is the relay (ipc)
-        fw.ownership.rt = runtime.runtime_dir(create=False)
+        fw.ownership.rt = rundir.runtime_dir(create=False)
     except errors.VdspError:
         fw.ownership.rt = None      # then no ipc peer can prove it is the relay
     print(json.dumps({"version": fw.version, "operators": fw.registry.table(), "pid": os.getpid()}),
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None, forked: bool = False) -> None:
     log.info("%s: %d MiB of working memory touched at boot", args.core, heap.prefault() >> 20)
     try:   # signature, header, payload digest, then import, then registry == signed manifest
         trust = signing.Trust.only(None if args.allow_unsigned else args.signer)
-        header, registry = image.load(Path(args.image), Path(args.workdir), trust)
+        header, registry = fw_image.load(Path(args.image), Path(args.workdir), trust)
     except errors.VdspError as exc:
         log.error("%s: cannot load firmware %s: %s", args.core, args.image, exc.message)
         print(json.dumps({"refused": exc.message}), flush=True)   # instead of READY: the core reports why

@@ -6,7 +6,7 @@ Why: a firmware booted by ``python -m dsp_side.firmware`` imported all of it aga
 the numba kernels again: 1-1.6 s per boot, and every core recovery is a boot; and each firmware
 held its own copy (an idle SoC was ~500 MB PSS). Forked from a template, a process starts with
 all of that in place, shared copy-on-write (counted once in PSS). A firmware boot is a fork plus
-the image's verification and load (``dsp_side.image.load``: signature, header, payload digest,
+the image's verification and load (``dsp_side.fw_image.load``: signature, header, payload digest,
 then the image's code, then the manifest check): nothing of an image runs before its checks, and
 nothing of any image runs in a template.
 
@@ -100,7 +100,7 @@ def preload(core: str) -> None:
     import numpy  # noqa: F401
     import cv2  # noqa: F401
     import zmq  # noqa: F401
-    from dsp_side import core_main, firmware, heap, image  # noqa: F401
+    from dsp_side import core_main, firmware, heap, fw_image  # noqa: F401
     from dsp_side.operators import cv, nn, pointcloud
     del cv, nn
     heap.keep_heap()

@@ -34,7 +34,7 @@ _OFFSET_MASK = (1 << OFFSET_BITS) - 1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Grant:
+class AclEntry:
     """Bytes ``[offset, offset + size)`` of the granting owner, usable by ``grantee`` (ANY: by all)."""
 
     offset: int
@@ -49,7 +49,7 @@ class Grant:
 @dataclasses.dataclass(frozen=True, slots=True)
 class AccessList:
     lock: int
-    grants: tuple[Grant, ...] = ()
+    grants: tuple[AclEntry, ...] = ()
     key: str | None = None
 
 
@@ -60,15 +60,15 @@ def _int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_grant(offset: object, size: object, grantee: object) -> Grant:
-    """A Grant if the fields are in range. Raises InvalidArgument naming the bad one."""
+def check_grant(offset: object, size: object, grantee: object) -> AclEntry:
+    """An AclEntry if the fields are in range. Raises InvalidArgument naming the bad one."""
     if not _int(offset) or not 0 < offset <= _OFFSET_MASK:
         raise errors.InvalidArgument(f"grant offset {offset!r} must be an integer in [1, 2^40)")
     if not _int(size) or not 0 < size <= _OFFSET_MASK + 1 - offset:
         raise errors.InvalidArgument(f"grant size {size!r} must be a positive integer within the owner's 2^40 bytes")
     if not _int(grantee) or not 0 <= grantee < MAX_OWNER:
         raise errors.InvalidArgument(f"grantee {grantee!r} must be an owner id in [1, 2^22) or 0 (any owner)")
-    return Grant(offset, size, grantee)
+    return AclEntry(offset, size, grantee)
 
 
 def encode(acl: AccessList) -> bytes:
@@ -109,7 +109,7 @@ def _owner(value: int) -> str:
 
 
 def check_handles(handles: Iterable[Sequence[int]], what: str, owner: int | None,
-                  grants_of: Callable[[int], Sequence[Grant]]) -> None:
+                  grants_of: Callable[[int], Sequence[AclEntry]]) -> None:
     """Refuse any handle ``owner`` may not use. ``owner`` is the connection's verified owner
     (None: it has none); ``grants_of(o)`` the live grants of owner ``o``. Handles are
     well-formed (``messages.check_handles``). Raises ForeignHandle naming the first refused.
@@ -128,7 +128,7 @@ def check_handles(handles: Iterable[Sequence[int]], what: str, owner: int | None
                 f"to owner {_owner(owner)} (its owner must grant it first: mem.share())")
 
 
-def check_task(body: dict, owner: int | None, grants_of: Callable[[int], Sequence[Grant]]) -> None:
+def check_task(body: dict, owner: int | None, grants_of: Callable[[int], Sequence[AclEntry]]) -> None:
     """The rule for a whole TASK body (inputs, then outputs). Raises ForeignHandle."""
     for what in ("inputs", "outputs"):
         handles = body.get(what)

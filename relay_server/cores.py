@@ -11,7 +11,7 @@ from typing import Any
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS
 from protocol.core_state import CoreState
 from protocol.liveness import Liveness
-from vdsp_board import runtime
+from vdsp_board import rundir
 
 HELLO_RETRY_S = 0.5
 
@@ -62,7 +62,7 @@ class CoreView:
             self.liveness = Liveness(self.liveness.last_heard, interval, self.hung_ms)
         self.state = state
         self.fw_pid = body.get("fw_pid", self.fw_pid) if state is CoreState.RUNNING else None
-        return runtime.connectable(body.get("fw_endpoint", ""), self.endpoint)
+        return rundir.connectable(body.get("fw_endpoint", ""), self.endpoint)
 
     def restarted(self, body: dict) -> bool:
         """True if ``body`` (READY/EVENT) comes from another core process than the last one heard:

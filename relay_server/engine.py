@@ -46,7 +46,7 @@ RECHECK_EVERY_S = 0.1            # ... this often
 MAX_FW_HELLOS = 64              # our unanswered greetings of firmwares remembered
 
 
-class Client:
+class ClientConn:
     __slots__ = ("identity", "owner", "pid", "kernel_pid", "name", "liveness", "jobs", "held_bytes", "dropped", "peer")
 
     def __init__(self, identity: bytes, now: float, heartbeat_ms: int, peer: str = "",
@@ -90,7 +90,7 @@ class RelayEngine:
         self.cores = [CoreView(i, name, ep, now, heartbeat_ms, hung_ms) for i, (name, ep) in enumerate(cores.items())]
         self.by_name = {c.name: c for c in self.cores}
         self.sched = Scheduler(len(self.cores), max_queued)
-        self.clients: dict[bytes, Client] = {}
+        self.clients: dict[bytes, ClientConn] = {}
         self.ids = itertools.count(1)
         self.jobs: dict[int, Job] = {}          # relay_id -> job (queued or running)
         self.forwarded: dict[int, tuple[bytes, int, int]] = {}  # relay_id -> (client, msg_id, core index)
@@ -154,7 +154,7 @@ class RelayEngine:
         ``copy=False``: see ``ownership``), ``peer`` its CURVE name on tcp."""
         client = self.clients.get(identity)
         if client is None:
-            client = self.clients[identity] = Client(identity, now, self.heartbeat_ms, peer, self.hung_ms)
+            client = self.clients[identity] = ClientConn(identity, now, self.heartbeat_ms, peer, self.hung_ms)
         client.liveness.heard(now)
         try:
             wire.check_frames(frames)
@@ -170,7 +170,7 @@ class RelayEngine:
         elif head.command is not Command.HEARTBEAT:
             self.on_client_request(client, frames, head, now, meta)
 
-    def submit(self, client: Client, frames: list, head: header.Header, now: float) -> None:
+    def submit(self, client: ClientConn, frames: list, head: header.Header, now: float) -> None:
         size = _size(frames)
         exc = self._refusal(client, frames, head, size)
         if exc is not None:
@@ -191,7 +191,7 @@ class RelayEngine:
         self.obs.enqueued(job, client, head.op, size, now)
         self.dispatch(now)
 
-    def _refusal(self, client: Client, frames: list, head: header.Header, size: int) -> errors.VdspError | None:
+    def _refusal(self, client: ClientConn, frames: list, head: header.Header, size: int) -> errors.VdspError | None:
         """Why the relay refuses this TASK, or None: every check, for every task."""
         msg_id, core = head.msg_id, head.core
         if core not in _CORE_INDEX or (core and (_CORE_INDEX[core] or 0) >= len(self.cores)):
@@ -225,7 +225,7 @@ class RelayEngine:
                 f"(limits {MAX_CLIENT_BYTES} and {MAX_QUEUED_BYTES}); retry later")
         return None
 
-    def on_client_request(self, client: Client, frames: list, head: header.Header, now: float,
+    def on_client_request(self, client: ClientConn, frames: list, head: header.Header, now: float,
                           meta: object = None) -> None:
         msg_id = head.msg_id
         try:
@@ -260,7 +260,7 @@ class RelayEngine:
             refused = errors.ApiUseError(f"the relay does not accept {cmd.name} from clients")
             self._reply(client.identity, messages.error(msg_id, refused))
 
-    def control(self, client: Client, msg: wire.Message) -> None:
+    def control(self, client: ClientConn, msg: wire.Message) -> None:
         """Forward a CONTROL to its core; the answer comes back through :meth:`on_ctl`."""
         body = msg.body
         core = self.by_name.get(body["core"])
@@ -276,7 +276,7 @@ class RelayEngine:
         msg.msg_id = relay_id
         self.to_ctl(core, msg)
 
-    def cancel(self, client: Client, msg_id: int, target: int) -> None:
+    def cancel(self, client: ClientConn, msg_id: int, target: int) -> None:
         """Release a task: queued here -> removed; sent ahead to a firmware -> ask it to drop
         the task if it has not started (the firmware's answer settles the reply); running ->
         its result is discarded."""
@@ -301,7 +301,7 @@ class RelayEngine:
         self.cancels[relay_id] = (identity, msg_id, core.index)
         self.out.append((TO_FW, core.index, wire.encode(messages.cancel(relay_id, job.relay_id))))
 
-    def drop_client(self, client: Client, why: str) -> None:
+    def drop_client(self, client: ClientConn, why: str) -> None:
         """Forget a departed client: its queued tasks never run, tasks sent ahead to a firmware
         are cancelled there if they have not started, running ones finish unseen."""
         dropped = cancelled = 0

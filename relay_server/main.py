@@ -12,7 +12,7 @@ import time
 from protocol import errors
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_TASKS_PER_CLIENT
 from relay_server.server import RelayServer
-from vdsp_board import clihelp, log as soclog, proc, runtime, settings
+from vdsp_board import clihelp, log as soclog, proc, rundir, settings
 from vdsp_board.pidfile import PidFile
 
 log = logging.getLogger("vdsp.relay")
@@ -71,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     proc.private_umask()
     soclog.setup("dsp")
     try:
-        rt = runtime.runtime_dir()
-        bind = args.bind or runtime.relay_endpoint(rt)
-        cores = runtime.parse_core_list(args.core) if args.core else runtime.core_endpoints(rt)
+        rt = rundir.runtime_dir()
+        bind = args.bind or rundir.relay_endpoint(rt)
+        cores = rundir.parse_core_list(args.core) if args.core else rundir.core_endpoints(rt)
         pidfile = PidFile(rt / "relay.pid")
         pidfile.acquire()
     except errors.VdspError as exc:

@@ -19,7 +19,7 @@ from protocol import messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
 from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from relay_server.observe import RelayObserver
-from vdsp_board import curve, ddr, peercred, runtime, trace
+from vdsp_board import curve, ddr, peercred, rundir, trace
 from vdsp_board.admission import Admission
 from vdsp_board.hellogate import HelloGate
 from vdsp_board.ownership import Ownership
@@ -219,5 +219,5 @@ class RelayServer:
         if self.gate is not None:
             self.gate.stop()
         self.ctx.term()
-        runtime.unlink_ipc(self.bind)
+        rundir.unlink_ipc(self.bind)
         self.trace.close()

@@ -33,8 +33,8 @@ def main() -> int:
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, args.conns + 256)), hard))
     from vdsp_sim.private_soc import free_tcp_ports, private_soc
     port = free_tcp_ports(1)[0]
-    with private_soc(relay_args=("--metrics-port", str(port))) as soc:
-        pid = soc.relay_pid()
+    with private_soc(relay_args=("--metrics-port", str(port))) as private:
+        pid = private.relay_pid()
         assert pid
         url = f"http://127.0.0.1:{port}/metrics"
         urllib.request.urlopen(url, timeout=10).read()

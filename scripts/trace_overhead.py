@@ -78,8 +78,8 @@ def main() -> int:
     from arm_side import Soc
     from arm_side.tracing import sdk_tracer
     from vdsp_board import trace
-    from vdsp_sim.private_soc import PrivateSoc, SocConfig
-    private = PrivateSoc(SocConfig(strict_cache=None, env={"VDSP_TRACE_DIR": None}))
+    from vdsp_sim.private_soc import PrivateSoc, PrivateSocConfig
+    private = PrivateSoc(PrivateSocConfig(strict_cache=None, env={"VDSP_TRACE_DIR": None}))
     results = {"off": [], "on": []}
     cpu = {"off": [], "on": []}      # CPU µs per task, every process of the SoC and the clients
     written = []

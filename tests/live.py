@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vdsp_board import ddr
-from vdsp_sim.private_soc import PrivateSoc, SocConfig, ddr_names
+from vdsp_sim.private_soc import PrivateSoc, PrivateSocConfig, ddr_names
 
 
 def shm_entries() -> set[str]:
@@ -19,12 +19,12 @@ def own_shm_prefix() -> str:
 
 class LiveSoc(PrivateSoc):
     """relay + vdsp0 + vdsp1 as processes in runtime dir ``rt`` (None: a fresh one) with a
-    private DDR directory; ``relay``, ``core_args``, ``relay_args`` as in :class:`SocConfig`."""
+    private DDR directory; ``relay``, ``core_args``, ``relay_args`` as in :class:`PrivateSocConfig`."""
 
     def __init__(self, rt: Path | None = None, *, relay: bool = True, core_args: list[str] | tuple = (),
                  relay_args: list[str] | tuple = ()) -> None:
-        super().__init__(SocConfig(runtime_dir=rt, relay=relay, core_args=tuple(core_args),
-                                   relay_args=tuple(relay_args)))
+        super().__init__(PrivateSocConfig(runtime_dir=rt, relay=relay, core_args=tuple(core_args),
+                                          relay_args=tuple(relay_args)))
 
     def fw_pid(self, core: str) -> int:
         """pid of a core's firmware process, from the core itself."""

@@ -35,7 +35,7 @@ import yaml
 
 from relay_server import main as relay_main
 from vdsp_sim import cli
-from vdsp_board import runtime
+from vdsp_board import rundir
 from vdsp_sim.private_soc import free_tcp_ports as free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -341,7 +341,7 @@ def test_endpoints_are_consistent():
     relay_argv = svcs["relay"]["command"]
     bind = option(relay_argv, "--bind")
     assert len(bind) == 1 and bind[0].startswith("tcp://0.0.0.0:")
-    cores = runtime.parse_core_list(option(relay_argv, "--core"))
+    cores = rundir.parse_core_list(option(relay_argv, "--core"))
     assert list(cores) == list(CORES)
     for name in CORES:
         argv = svcs[name]["command"]
@@ -352,7 +352,7 @@ def test_endpoints_are_consistent():
         # The relay reaches the core by its service name, on the port the core binds.
         assert cores[name] == f"tcp://{name}:{endpoint_port(ctl)}"
         # ... and the firmware endpoint announced in READY becomes reachable the same way.
-        assert runtime.connectable(fw, cores[name]) == f"tcp://{name}:{endpoint_port(fw)}"
+        assert rundir.connectable(fw, cores[name]) == f"tcp://{name}:{endpoint_port(fw)}"
         env, _ = healthcheck_argv(svcs[name])
         assert env == {"VDSP_RPC_MODE": "direct",
                        "VDSP_CORE_ENDPOINTS": f"{name}=tcp://127.0.0.1:{endpoint_port(ctl)}"}
@@ -397,7 +397,7 @@ def check_argv(argv: list[str], monkeypatch, what: str) -> argparse.Namespace:
     except SystemExit as exc:
         pytest.fail(f"{what}: {argv!r} does not parse (exit {exc.code})")
     if entry == "relay_server.main:main" and ns.core:
-        runtime.parse_core_list(ns.core)
+        rundir.parse_core_list(ns.core)
     if entry == "vdsp_sim.cli:main" and ns.command == "sample":
         _parse_sample(ns.name, ns.rest, monkeypatch)
     return ns

@@ -9,7 +9,7 @@ import pytest
 
 from protocol.contract import cv_ids, cv_ops, framework_ops, nn_ops, pointcloud_ops
 from protocol.contract.operator import OperatorEntry
-from dsp_side import image
+from dsp_side import fw_image
 from dsp_side.registry import Registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,8 +18,8 @@ ALL = {op_id: e for c in CATALOGS for op_id, e in c.ENTRIES.items()}
 
 
 def stock_registry() -> Registry:
-    module = image._import_tree(ROOT / "dsp_side" / "firmware_src" / "stock", "contract_test")
-    return image.registry_of(module, "stock")[1]
+    module = fw_image._import_tree(ROOT / "dsp_side" / "firmware_src" / "stock", "contract_test")
+    return fw_image.registry_of(module, "stock")[1]
 
 
 def test_the_stock_firmware_binds_a_kernel_to_every_entry_and_declares_nothing_else():

@@ -25,7 +25,7 @@ from vdsp_board.pidfile import alive
 from vdsp_sim.private_soc import ddr_names, fresh_ddr_dir, fresh_runtime_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", ROOT / "PROTOCOL.md", ROOT / "benchmarks" / "README.md",
+DOCS = [ROOT / "README.md", ROOT / "PROTOCOL.md", ROOT / "vdsp_sim" / "benchmarks" / "README.md",
         *sorted((ROOT / "docs").glob("*.md"))]
 SHELL = ("bash", "sh", "shell", "console")
 BARE = {"vdsp", "python", "python3", "pip", "pip3", "dsp_relay_server"}

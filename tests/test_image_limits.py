@@ -1,4 +1,4 @@
-"""dsp_side.image and the firmware name rules, without a SoC: every malformed, oversized or
+"""dsp_side.fw_image and the firmware name rules, without a SoC: every malformed, oversized or
 hostile input is an ImageError (EINVAL) or FileNotFound, never another exception, a hang, or
 bytes unpacked past the limits. The live counterparts are in test_live_image_limits.py."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dsp_side import image, signing
+from dsp_side import fw_image, signing
 from dsp_side.remoteproc import Device
 from protocol import errors
 from protocol.remoteproc import FIRMWARE_NAME_MAX, firmware_name_problem
@@ -28,7 +28,7 @@ MiB = 1 << 20
 def pack(header, payload: bytes) -> bytes:
     """An image of ``header`` and ``payload``, signed with the trusted key of the ``keys`` fixture."""
     blob = header if isinstance(header, bytes) else json.dumps(header).encode()
-    signed = image.MAGIC + struct.pack("<I", len(blob)) + blob
+    signed = fw_image.MAGIC + struct.pack("<I", len(blob)) + blob
     seal = signing.sign(signed, signing.install_key())
     return signed + struct.pack("<I", len(seal)) + seal + payload
 
@@ -66,7 +66,7 @@ def base(tmp_path_factory) -> dict:
     tree = tmp_path_factory.mktemp("src") / "tiny"
     tree.mkdir()
     (tree / "firmware.py").write_bytes(FW_SRC)
-    return image.build(tree, tmp_path_factory.mktemp("out") / "tiny")
+    return fw_image.build(tree, tmp_path_factory.mktemp("out") / "tiny")
 
 
 @pytest.fixture
@@ -82,10 +82,10 @@ def write(tmp_path, base):
     return make
 
 
-def refused(fn, *words, cls=image.ImageError):
+def refused(fn, *words, cls=fw_image.ImageError):
     with pytest.raises(cls) as info:
         fn()
-    assert type(info.value) is cls or cls is image.ImageError and isinstance(info.value, cls)
+    assert type(info.value) is cls or cls is fw_image.ImageError and isinstance(info.value, cls)
     for word in words:
         assert word in info.value.message, info.value.message
     return info.value
@@ -93,10 +93,10 @@ def refused(fn, *words, cls=image.ImageError):
 
 def refused_everywhere(path: Path, tmp_path: Path, *words) -> None:
     """check (the core), read (CLI, deploy) and load (the firmware process) all refuse it."""
-    refused(lambda: image.check(path), *words)
-    refused(lambda: image.read(path), *words)
+    refused(lambda: fw_image.check(path), *words)
+    refused(lambda: fw_image.read(path), *words)
     work = tmp_path / "refused-work"
-    refused(lambda: image.load(path, work), *words)
+    refused(lambda: fw_image.load(path, work), *words)
     assert not work.exists() or not any(work.rglob("*"))     # nothing was unpacked
 
 
@@ -127,22 +127,22 @@ def test_invalid_firmware_names_are_einval_and_change_nothing(name, why):
 
 def test_a_name_is_checked_again_at_lookup(tmp_path):
     for name in ("x" * 300, "a/b", "..", ""):
-        refused(lambda: image.find(name, [tmp_path]), "invalid firmware name")
+        refused(lambda: fw_image.find(name, [tmp_path]), "invalid firmware name")
 
 
 def test_lookup_skips_directories_that_cannot_hold_the_name_and_refuses_non_files(tmp_path, write):
     good = write(name="vdsp1")
     too_long = Path("/" + "/".join(["d" * 200] * 21))       # dir + name over PATH_MAX: ENAMETOOLONG
     a_file = good                                          # a search "directory" that is a file: ENOTDIR
-    assert image.find("vdsp1", [too_long, a_file, tmp_path / "nope", tmp_path]) == good
-    refused(lambda: image.find("vdsp2", [too_long, tmp_path]), "not found", cls=errors.FileNotFound)
+    assert fw_image.find("vdsp1", [too_long, a_file, tmp_path / "nope", tmp_path]) == good
+    refused(lambda: fw_image.find("vdsp2", [too_long, tmp_path]), "not found", cls=errors.FileNotFound)
     (tmp_path / "linked").symlink_to(good)
-    refused(lambda: image.find("linked", [tmp_path]), "symbolic link")
+    refused(lambda: fw_image.find("linked", [tmp_path]), "symbolic link")
     (tmp_path / "adir").mkdir()
-    refused(lambda: image.find("adir", [tmp_path]), "not a regular file")
+    refused(lambda: fw_image.find("adir", [tmp_path]), "not a regular file")
     os.mkfifo(tmp_path / "fifo")
-    refused(lambda: image.find("fifo", [tmp_path]), "not a regular file")
-    refused(lambda: image.find("vdsp1", [Path("/tmp/a\x00b"), tmp_path]), "cannot look up")
+    refused(lambda: fw_image.find("fifo", [tmp_path]), "not a regular file")
+    refused(lambda: fw_image.find("vdsp1", [Path("/tmp/a\x00b"), tmp_path]), "cannot look up")
 
 
 # --- the file: symlinks, special files, size ---------------------------------------------------
@@ -151,7 +151,7 @@ def test_the_image_is_opened_without_following_a_symlink(tmp_path, write):
     good = write()
     (tmp_path / "ln").symlink_to(good)
     refused_everywhere(tmp_path / "ln", tmp_path, "symbolic link")
-    refused(lambda: image.check(tmp_path / "missing"), "does not exist", cls=errors.FileNotFound)
+    refused(lambda: fw_image.check(tmp_path / "missing"), "does not exist", cls=errors.FileNotFound)
 
 
 def test_a_fifo_is_refused_without_blocking(tmp_path):
@@ -166,7 +166,7 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
 
 
 def test_an_image_over_the_size_limit_is_refused_by_fstat_before_any_read(tmp_path, base, monkeypatch):
-    header = {**base, "payload_sha256": "0" * 64, "payload_size": image.MAX_IMAGE}
+    header = {**base, "payload_sha256": "0" * 64, "payload_size": fw_image.MAX_IMAGE}
     path = tmp_path / "huge"
     with open(path, "wb") as f:
         f.write(pack(header, b""))
@@ -182,10 +182,10 @@ def test_the_size_limit_is_inclusive(tmp_path, base, monkeypatch):
     path = tmp_path / "img"
     payload = zip_of([("firmware.py", FW_SRC)])
     path.write_bytes(pack(sealed(base, payload), payload))
-    monkeypatch.setattr(image, "MAX_IMAGE", path.stat().st_size)
-    assert image.check(path)[1] == image.MAX_IMAGE
-    image.load(path, tmp_path / "work")
-    monkeypatch.setattr(image, "MAX_IMAGE", path.stat().st_size - 1)
+    monkeypatch.setattr(fw_image, "MAX_IMAGE", path.stat().st_size)
+    assert fw_image.check(path)[1] == fw_image.MAX_IMAGE
+    fw_image.load(path, tmp_path / "work")
+    monkeypatch.setattr(fw_image, "MAX_IMAGE", path.stat().st_size - 1)
     refused_everywhere(path, tmp_path, "limit")
 
 
@@ -255,7 +255,7 @@ def test_the_header_schema_is_checked_field_by_field(tmp_path, base, write, dama
 
 def test_extra_header_fields_are_ignored(tmp_path, base, write):
     payload = zip_of([("firmware.py", FW_SRC)])
-    header, registry = image.load(write(payload, header={**sealed(base, payload), "signed_by": [1]}), tmp_path / "w")
+    header, registry = fw_image.load(write(payload, header={**sealed(base, payload), "signed_by": [1]}), tmp_path / "w")
     assert header["version"] == "1.0.0" and len(registry) > 0
 
 
@@ -276,7 +276,7 @@ def test_hostile_header_json(tmp_path, base, write, blob, word):
 
 
 def test_header_length_over_its_limit_and_sizes_that_do_not_add_up(tmp_path, base, write):
-    raw = image.MAGIC + struct.pack("<I", image.MAX_HEADER + 1) + b"{}"
+    raw = fw_image.MAGIC + struct.pack("<I", fw_image.MAX_HEADER + 1) + b"{}"
     refused_everywhere(write(raw=raw), tmp_path, "header of", "limit")
     payload = zip_of([("firmware.py", FW_SRC)])
     good = pack(sealed(base, payload), payload)
@@ -286,9 +286,9 @@ def test_header_length_over_its_limit_and_sizes_that_do_not_add_up(tmp_path, bas
     refused_everywhere(write(raw=pack(sealed(base, damaged), damaged)), tmp_path, "zip")
     at = len(good) - len(payload) + 40                    # a byte of the deflated firmware.py
     corrupt = write(raw=good[:at] + bytes([good[at] ^ 1]) + good[at + 1:])
-    image.check(corrupt)                                   # the core's bounded checks cannot see it...
-    refused(lambda: image.read(corrupt), "checksum")       # ...the firmware process's read does
-    refused(lambda: image.load(corrupt, tmp_path / "w"), "checksum")
+    fw_image.check(corrupt)                                   # the core's bounded checks cannot see it...
+    refused(lambda: fw_image.read(corrupt), "checksum")       # ...the firmware process's read does
+    refused(lambda: fw_image.load(corrupt, tmp_path / "w"), "checksum")
 
 
 # --- the payload --------------------------------------------------------------------------------
@@ -306,7 +306,7 @@ def bomb(unpacked: int) -> bytes:
 
 
 def test_a_zip_bomb_is_refused_from_the_central_directory(tmp_path, write, monkeypatch):
-    monkeypatch.setattr(image, "MAX_UNPACKED", 4 * MiB)
+    monkeypatch.setattr(fw_image, "MAX_UNPACKED", 4 * MiB)
     payload = bomb(5 * MiB)
     assert len(payload) < 64 * 1024
     path = write(payload)
@@ -315,17 +315,17 @@ def test_a_zip_bomb_is_refused_from_the_central_directory(tmp_path, write, monke
     monkeypatch.setattr(zipfile.ZipFile, "open", lambda *a, **k: opened.append(a) or real_open(*a, **k))
     refused_everywhere(path, tmp_path, "would unpack to", "limit")
     assert opened == []                                    # nothing was decompressed
-    monkeypatch.setattr(image, "MAX_UNPACKED", 6 * MiB)   # under the limit it loads
-    image.load(path, tmp_path / "ok")
+    monkeypatch.setattr(fw_image, "MAX_UNPACKED", 6 * MiB)   # under the limit it loads
+    fw_image.load(path, tmp_path / "ok")
     assert (tmp_path / "ok" / "bomb.py").stat().st_size == 5 * MiB
 
 
 def test_unpacking_is_counted_against_the_budget_whatever_the_central_directory_says(tmp_path, base):
     payload = zip_of([("firmware.py", FW_SRC), ("big.py", b"#" * 300_000)])
     with zipfile.ZipFile(io.BytesIO(payload)) as zf:
-        with pytest.raises(image.ImageError, match="limit of 100000"):
-            image._extract(zf, tmp_path / "w", "test", budget=100_000)
-        image._extract(zf, tmp_path / "w2", "test", budget=300_000 + len(FW_SRC))
+        with pytest.raises(fw_image.ImageError, match="limit of 100000"):
+            fw_image._extract(zf, tmp_path / "w", "test", budget=100_000)
+        fw_image._extract(zf, tmp_path / "w2", "test", budget=300_000 + len(FW_SRC))
 
 
 def test_a_central_directory_that_understates_a_member_is_refused(tmp_path, write):
@@ -333,8 +333,8 @@ def test_a_central_directory_that_understates_a_member_is_refused(tmp_path, writ
     cd = payload.rindex(b"PK\x01\x02")                     # the last central directory entry: big.py
     struct.pack_into("<L", payload, cd + 24, 1000)         # its uncompressed size: 1000 instead of 100000
     path = write(bytes(payload))
-    image.check(path)                                      # the central directory alone looks fine
-    refused(lambda: image.load(path, tmp_path / "w"), "big.py")
+    fw_image.check(path)                                      # the central directory alone looks fine
+    refused(lambda: fw_image.load(path, tmp_path / "w"), "big.py")
     assert (tmp_path / "w" / "big.py").stat().st_size <= 1000
 
 
@@ -391,7 +391,7 @@ def test_an_encrypted_member_is_refused(tmp_path, write):
 
 
 def test_too_many_members(tmp_path, write, monkeypatch):
-    monkeypatch.setattr(image, "MAX_MEMBERS", 3)
+    monkeypatch.setattr(fw_image, "MAX_MEMBERS", 3)
     path = write(zip_of([("firmware.py", FW_SRC)] + [(f"m{i}.py", b"") for i in range(3)]))
     refused_everywhere(path, tmp_path, "4 members", "limit of 3")
 
@@ -404,12 +404,12 @@ def test_zip64_records_and_oversized_central_directories_are_refused_before_pars
     with_locator = bytearray(payload[:eocd] + locator + payload[eocd:])
     struct.pack_into("<L", with_locator, len(with_locator) - 22 + 16, cd_offset)
     refused_everywhere(write(bytes(with_locator)), tmp_path, "zip64")
-    monkeypatch.setattr(image, "MAX_CENTRAL_DIR", cd_size - 1)
+    monkeypatch.setattr(fw_image, "MAX_CENTRAL_DIR", cd_size - 1)
     refused_everywhere(write(payload), tmp_path, "central directory")
 
 
 def test_load_unpacks_private_regular_files(tmp_path, write):
-    header, registry = image.load(write(zip_of([("firmware.py", FW_SRC), ("sub/util.py", b"X = 1\n")])),
+    header, registry = fw_image.load(write(zip_of([("firmware.py", FW_SRC), ("sub/util.py", b"X = 1\n")])),
                                   tmp_path / "w")
     for rel in ("firmware.py", "sub/util.py"):
         st = os.lstat(tmp_path / "w" / rel)
@@ -418,7 +418,7 @@ def test_load_unpacks_private_regular_files(tmp_path, write):
 
 def test_an_odd_image_name_still_loads(tmp_path, base, write):
     payload = zip_of([("firmware.py", FW_SRC)])
-    header, _ = image.load(write(payload, header={**sealed(base, payload), "name": "my.ops-v2 (test)"}),
+    header, _ = fw_image.load(write(payload, header={**sealed(base, payload), "name": "my.ops-v2 (test)"}),
                            tmp_path / "w")
     assert header["name"] == "my.ops-v2 (test)"
 
@@ -446,8 +446,8 @@ def test_random_damage_is_only_ever_an_image_error(tmp_path, base):
             body = bytes(data[payload_at(good):])
             data = bytearray(pack(sealed(base, body), body))
         path.write_bytes(bytes(data))
-        for fn in (image.check, image.read, lambda p: image.load(p, tmp_path / f"w{i}")):
+        for fn in (fw_image.check, fw_image.read, lambda p: fw_image.load(p, tmp_path / f"w{i}")):
             try:
                 fn(path)
-            except (image.ImageError, signing.SignatureError):   # damage to the signed bytes: bad signature
+            except (fw_image.ImageError, signing.SignatureError):   # damage to the signed bytes: bad signature
                 pass

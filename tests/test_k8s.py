@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vdsp_board import runtime
+from vdsp_board import rundir
 
 ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "deploy" / "k8s"
@@ -111,7 +111,7 @@ def test_endpoints_fit_one_network_namespace(board):
     binds.append(relay[relay.index("--bind") + 1])
     assert all(b.startswith("tcp://127.0.0.1:") for b in binds), binds
     assert len({b.rpartition(":")[2] for b in binds}) == len(binds), f"two binds on one port: {binds}"
-    cores = runtime.parse_core_list([relay[i + 1] for i, a in enumerate(relay) if a == "--core"])
+    cores = rundir.parse_core_list([relay[i + 1] for i, a in enumerate(relay) if a == "--core"])
     for name in ("vdsp0", "vdsp1"):
         argv = cs[name]["args"]
         assert cores[name] == argv[argv.index("--bind") + 1]

@@ -2,6 +2,7 @@
 only the neutral operator contract in ``protocol.contract``."""
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,54 @@ def test_the_layer_check_can_fail(tmp_path):
     bad.write_text("def f():\n    from dsp_side import core\n")
     assert {"dsp_side", "dsp_side.core"} <= first_party_imports(bad, "arm_side")
     assert "dsp_side" not in ALLOWED["arm_side"]
+
+
+# --- one meaning per name ---------------------------------------------------------------------
+# Each of these was two things once (#24): two Firmware, Client, Image and Task classes, a
+# firmware image and a CV image both in image.py, a run directory and the hbDNN runtime both in
+# runtime.py. The SDK keeps the public names (arm_side's Client, Task, cv.Image; dsp_side's
+# firmware process keeps Firmware); the other side was renamed.
+ONE_MEANING_CLASSES = ("Firmware", "Client", "Image", "Task")
+ONE_MEANING_MODULES = ("image.py", "runtime.py")
+
+
+def top_level_classes(root: Path | None = None) -> dict[str, list[str]]:
+    """Class name -> the first-party modules that define it at top level (firmware sources included)."""
+    root = root or ROOT
+    found: dict[str, list[str]] = {}
+    for package in OURS:
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.parse(path.read_text(), str(path)).body:
+                if isinstance(node, ast.ClassDef):
+                    found.setdefault(node.name, []).append(str(path.relative_to(root)))
+    return found
+
+
+def modules_named(name: str, root: Path | None = None) -> list[str]:
+    root = root or ROOT
+    return [str(p.relative_to(root)) for package in OURS for p in sorted((root / package).rglob(name))]
+
+
+def test_the_once_doubled_names_mean_one_thing():
+    classes = top_level_classes()
+    assert {n: classes.get(n) for n in ONE_MEANING_CLASSES} == {
+        "Firmware": ["dsp_side/firmware.py"], "Client": ["arm_side/client.py"],
+        "Image": ["arm_side/cv/image.py"], "Task": ["arm_side/task.py"]}
+    assert {n: modules_named(n) for n in ONE_MEANING_MODULES} == {
+        "image.py": ["arm_side/cv/image.py"], "runtime.py": ["arm_side/dnn/runtime.py"]}
+
+
+def test_no_public_class_name_is_defined_twice():
+    """Grant, Scheduler and Tensor were two classes too (protocol.acl.AclEntry, arm_side.dnn's
+    BpuScheduler and dsp_side's TensorDesc now). A new pair fails here: rename one side."""
+    twice = {n: where for n, where in top_level_classes().items() if len(where) > 1 and not n.startswith("_")}
+    assert twice == {}
+
+
+def test_the_name_check_can_fail(tmp_path):
+    for package, body in (("arm_side", "class Task:\n    pass\n"), ("relay_server", "class Task:\n    pass\n")):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "m.py").write_text(body)
+    for package in set(OURS) - {"arm_side", "relay_server"}:
+        (tmp_path / package).mkdir()
+    assert top_level_classes(tmp_path) == {"Task": ["arm_side/m.py", "relay_server/m.py"]}

@@ -20,9 +20,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from arm_side import CORE_1, Soc, errors
-from dsp_side import image, signing
+from dsp_side import fw_image, signing
 from vdsp_sim import firmware_cli
-from vdsp_board import runtime
+from vdsp_board import rundir
 from tests.live import LiveSoc
 
 pytestmark = pytest.mark.live
@@ -56,7 +56,7 @@ class Marked:
         (self.tree / "firmware.py").write_text(SOURCE.format(imported=str(self.imported), ran=str(self.ran)))
 
     def build(self, out: Path, **kw) -> bytes:
-        image.build(self.tree, out, **kw)
+        fw_image.build(self.tree, out, **kw)
         self.imported.unlink()           # the build imports the tree: only what follows counts
         return out.read_bytes()
 
@@ -68,7 +68,7 @@ def marked(tmp_path) -> Marked:
 
 @pytest.fixture
 def fwdir(shared_soc) -> Path:
-    return runtime.firmware_dir(shared_soc.rt)
+    return rundir.firmware_dir(shared_soc.rt)
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ def header_and_payload(data: bytes) -> tuple[dict, bytes]:
 
 def signed_image(header: dict, payload: bytes, key) -> bytes:
     blob = json.dumps(header, sort_keys=True).encode()
-    signed = image.MAGIC + struct.pack("<I", len(blob)) + blob
+    signed = fw_image.MAGIC + struct.pack("<I", len(blob)) + blob
     seal = signing.sign(signed, key)
     return signed + struct.pack("<I", len(seal)) + seal + payload
 
@@ -221,7 +221,7 @@ def test_the_stock_images_are_signed_by_this_install(shared_soc, soc):
 # --- install_stock never keeps an image the cores would refuse --------------------------------
 
 def test_install_stock_replaces_images_the_cores_would_refuse(runtime_env, marked):
-    fwdir = runtime.firmware_dir(runtime_env)
+    fwdir = rundir.firmware_dir(runtime_env)
     assert [(p.name, why) for p, why in firmware_cli.install_stock(runtime_env)] == \
         [("vdsp0", "missing"), ("vdsp1", "missing")]
     assert firmware_cli.install_stock(runtime_env) == []                    # trusted images are kept
@@ -230,7 +230,7 @@ def test_install_stock_replaces_images_the_cores_would_refuse(runtime_env, marke
     replaced = dict((p.name, why) for p, why in firmware_cli.install_stock(runtime_env))
     assert "unsigned" in replaced["vdsp0"] and "unknown key" in replaced["vdsp1"], replaced
     for name in ("vdsp0", "vdsp1"):
-        header, _, signer = image.read(fwdir / name)
+        header, _, signer = fw_image.read(fwdir / name)
         assert header["name"] == "stock" and signer.name == signing.INSTALL_NAME
     marked.build(fwdir / "vdsp1", key=None)
     assert firmware_cli.install_stock(runtime_env, allow_unsigned=True) == []   # the cores' own policy
@@ -251,7 +251,7 @@ def test_allow_unsigned_boots_an_unsigned_image_and_says_so(runtime_env, marked)
     live = LiveSoc(runtime_env, core_args=["--allow-unsigned"])
     live.start()
     try:
-        fwdir = runtime.firmware_dir(runtime_env)
+        fwdir = rundir.firmware_dir(runtime_env)
         marked.build(fwdir / "dev", key=None)
         marked.build(fwdir / "stranger", key=Ed25519PrivateKey.generate())
         env = dict(os.environ, VDSP_RUNTIME_DIR=str(runtime_env), PYTHONPATH=str(ROOT))

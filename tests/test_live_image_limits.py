@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from arm_side import CORE_1, Soc, errors, opids
-from dsp_side import image, signing
+from dsp_side import fw_image, signing
 from protocol.constants import HEARTBEAT_INTERVAL_MS
-from vdsp_board import runtime
+from vdsp_board import rundir
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.live
@@ -45,7 +45,7 @@ def pack(header, payload: bytes) -> bytes:
     """An image of ``header`` and ``payload`` signed with the SoC's own key (VDSP_RUNTIME_DIR's),
     so the checks after the signature's are the ones tested."""
     blob = json.dumps(header).encode()
-    signed = image.MAGIC + struct.pack("<I", len(blob)) + blob
+    signed = fw_image.MAGIC + struct.pack("<I", len(blob)) + blob
     seal = signing.sign(signed, signing.install_key())
     return signed + struct.pack("<I", len(seal)) + seal + payload
 
@@ -70,12 +70,12 @@ def base(shared_soc, tmp_path_factory) -> dict:
     tree = tmp_path_factory.mktemp("src") / "tiny"
     tree.mkdir()
     (tree / "firmware.py").write_bytes(FW_SRC)
-    return image.build(tree, tmp_path_factory.mktemp("out") / "tiny")
+    return fw_image.build(tree, tmp_path_factory.mktemp("out") / "tiny")
 
 
 @pytest.fixture
 def fwdir(shared_soc) -> Path:
-    return runtime.firmware_dir(shared_soc.rt)
+    return rundir.firmware_dir(shared_soc.rt)
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def soc(shared_soc):
         if s.control(CORE, "state") != "offline":
             s.control(CORE, "state", "stop")
         yield s
-    runtime.firmware_path_file(shared_soc.rt).unlink(missing_ok=True)
+    rundir.firmware_path_file(shared_soc.rt).unlink(missing_ok=True)
 
 
 def core_status(live) -> dict:
@@ -141,7 +141,7 @@ def test_a_255_byte_name_is_valid_and_boots_even_behind_a_long_search_path(share
     (fwdir / name).write_bytes((fwdir / CORE).read_bytes())
     # a custom directory whose path + name exceed PATH_MAX: it cannot hold the image (ENAMETOOLONG),
     # so the search goes on to the default directory, as for a missing one
-    runtime.firmware_path_file(shared_soc.rt).write_text("/" + "/".join(["d" * 200] * 20) + "/")
+    rundir.firmware_path_file(shared_soc.rt).write_text("/" + "/".join(["d" * 200] * 20) + "/")
     assert soc.control(CORE, "state", "start") == "running"
     soc.control(CORE, "state", "stop")
     (fwdir / name).unlink()
@@ -242,7 +242,7 @@ def test_a_1_gib_image_is_refused_by_its_size_without_reading_it(shared_soc, soc
 
 def limit_sized_image(base: dict) -> bytes:
     """A valid image of exactly MAX_IMAGE bytes (a stored, incompressible-sized blob)."""
-    limit = getattr(image, "MAX_IMAGE", 64 * MiB)
+    limit = getattr(fw_image, "MAX_IMAGE", 64 * MiB)
     blob_len = limit - 64 * 1024
     for _ in range(3):
         payload = zip_of([("firmware.py", FW_SRC), (zipfile.ZipInfo("blob.bin"), bytes(blob_len))])

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
-from dsp_side import image
-from vdsp_board import runtime
+from dsp_side import fw_image
+from vdsp_board import rundir
 from tests.conftest import wait_until
 from tests.live import LiveSoc
 
@@ -26,7 +26,7 @@ def build_version(src: Path, version: str, out: Path, tmp: Path) -> None:
     shutil.copytree(src, tree)
     text = (tree / "firmware.py").read_text()
     (tree / "firmware.py").write_text(text.replace('VERSION = "', f'VERSION = "{version}"  # was "', 1))
-    image.build(tree, out)
+    fw_image.build(tree, out)
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def soc_wd(runtime_env):
 
 
 def load_faulty(soc: Soc, rt: Path, core: str = "vdsp1") -> None:
-    image.build(FAULTY, runtime.firmware_dir(rt) / "faulty")
+    fw_image.build(FAULTY, rundir.firmware_dir(rt) / "faulty")
     assert soc.control(core, "state", "stop") == "offline"
     soc.control(core, "firmware", "faulty")
     assert soc.control(core, "state", "start") == "running"
@@ -167,7 +167,7 @@ def test_coredump_disabled_writes_nothing(live_soc):
 # --- images ------------------------------------------------------------------------------
 
 def test_hot_swap_of_a_firmware_image(live_soc, tmp_path):
-    fwdir = runtime.firmware_dir(live_soc.rt)
+    fwdir = rundir.firmware_dir(live_soc.rt)
     with Soc() as soc:
         build_version(ROOT / "examples" / "custom_op", "1.0.0", fwdir / "custom", tmp_path)
         soc.control("vdsp1", "state", "stop")
@@ -186,7 +186,7 @@ def test_hot_swap_of_a_firmware_image(live_soc, tmp_path):
 
 @pytest.mark.parametrize("damage", ["missing", "truncated", "corrupt", "not an image"])
 def test_bad_images_fail_to_start_and_leave_the_core_offline(live_soc, damage):
-    fwdir = runtime.firmware_dir(live_soc.rt)
+    fwdir = rundir.firmware_dir(live_soc.rt)
     good = (fwdir / "vdsp1").read_bytes()
     bad = {"missing": None, "truncated": good[:-40], "corrupt": good[:-5] + b"XXXXX",
            "not an image": b"#!/bin/sh\necho hello\n"}[damage]
@@ -207,7 +207,7 @@ def test_bad_images_fail_to_start_and_leave_the_core_offline(live_soc, damage):
 def test_firmware_search_path_is_searched_first(live_soc, tmp_path):
     custom = tmp_path / "image"
     build_version(ROOT / "examples" / "custom_op", "5.0.0", custom / "vdsp0", tmp_path)
-    runtime.firmware_path_file(live_soc.rt).write_text(str(custom) + "/")
+    rundir.firmware_path_file(live_soc.rt).write_text(str(custom) + "/")
     with Soc() as soc:
         soc.control("vdsp0", "state", "stop")
         soc.control("vdsp0", "state", "start")

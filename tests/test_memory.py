@@ -295,7 +295,7 @@ def test_grants_of_own_memory(mm, shm):
     part = mm.grant(mem, to=0x123, offset=100, size=50)
     assert (whole.phys_addr, whole.size, part.phys_addr, part.size) == (mem.phys_addr, 4096, mem.phys_addr + 100, 50)
     base = ddr.parse_phys(mem.phys_addr)[1]
-    assert acl.Reader().grants(mm.owner_id) == (aclrule.Grant(base, 4096, 0), aclrule.Grant(base + 100, 50, 0x123))
+    assert acl.Reader().grants(mm.owner_id) == (aclrule.AclEntry(base, 4096, 0), aclrule.AclEntry(base + 100, 50, 0x123))
     part.revoke()
     with pytest.raises(SysInvalidArgument):
         part.revoke()

@@ -42,17 +42,17 @@ def test_own_memory_is_allowed_and_a_body_owner_is_not_consulted():
 
 def test_no_verified_owner_means_no_memory_at_all():
     with pytest.raises(errors.ForeignHandle) as info:
-        rule.check_task({"outputs": [[phys(ME, 0x1000), 1, 0]]}, None, grants_of({ME: (rule.Grant(0x1000, 1),)}))
+        rule.check_task({"outputs": [[phys(ME, 0x1000), 1, 0]]}, None, grants_of({ME: (rule.AclEntry(0x1000, 1),)}))
     assert "send HELLO" in info.value.message
     rule.check_task({"inputs": [], "outputs": [], "params": {"x": 1}}, None, grants_of({}))   # a PING is fine
 
 
 @pytest.mark.parametrize("grant, offset, size, ok", [
-    (rule.Grant(0x1000, 4096, ME), 0x1000, 4096, True),
-    (rule.Grant(0x1000, 4096, rule.ANY), 0x1800, 2048, True),
-    (rule.Grant(0x1000, 4096, ME), 0x1000, 4097, False),      # runs past the grant
-    (rule.Grant(0x1000, 4096, ME), 0x0fff, 2, False),         # starts before it
-    (rule.Grant(0x1000, 4096, THIRD), 0x1000, 1, False),      # granted to someone else
+    (rule.AclEntry(0x1000, 4096, ME), 0x1000, 4096, True),
+    (rule.AclEntry(0x1000, 4096, rule.ANY), 0x1800, 2048, True),
+    (rule.AclEntry(0x1000, 4096, ME), 0x1000, 4097, False),      # runs past the grant
+    (rule.AclEntry(0x1000, 4096, ME), 0x0fff, 2, False),         # starts before it
+    (rule.AclEntry(0x1000, 4096, THIRD), 0x1000, 1, False),      # granted to someone else
 ])
 def test_a_grant_covers_its_range_for_its_grantee(grant, offset, size, ok):
     body = {"inputs": [[phys(OTHER, offset), size, 0]]}
@@ -73,9 +73,9 @@ def test_inputs_are_checked_before_outputs():
 
 
 def test_access_list_round_trip_and_limits():
-    lst = rule.AccessList(77, (rule.Grant(0x1000, 10, 0), rule.Grant(0x2000, 5, ME)), "k" * 40)
+    lst = rule.AccessList(77, (rule.AclEntry(0x1000, 10, 0), rule.AclEntry(0x2000, 5, ME)), "k" * 40)
     assert rule.decode(rule.encode(lst)) == lst
-    many = rule.AccessList(1, tuple(rule.Grant(0x1000, 1, i) for i in range(rule.MAX_GRANTS + 1)))
+    many = rule.AccessList(1, tuple(rule.AclEntry(0x1000, 1, i) for i in range(rule.MAX_GRANTS + 1)))
     with pytest.raises(errors.InvalidArgument):
         rule.encode(many)
     bad = [msgpack.packb([1]), msgpack.packb({"lock": "x"}), msgpack.packb({"lock": 1, "grants": [[1, 2]]}),
@@ -230,7 +230,7 @@ def test_reader_ignores_unusable_lists(shm):
     reader = acl.Reader()
     path = shm / acl.acl_name(me.id)
     token = acl.own_list(me).grant(0x1000, 10, 0)
-    assert reader.grants(me.id) == (rule.Grant(0x1000, 10, 0),)
+    assert reader.grants(me.id) == (rule.AclEntry(0x1000, 10, 0),)
     good = path.read_bytes()
     for data in (b"garbage", b"\x80" * (rule.MAX_ACL_BYTES + 1), rule.encode(rule.AccessList(1, ()))):
         path.write_bytes(data)          # not msgpack, too large, written for another lock file
@@ -260,7 +260,7 @@ def test_a_dead_owners_grants_are_void_before_they_are_reaped(shm):
                              stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     owner = int(child.stdout.readline())
     reader = acl.Reader()
-    assert reader.grants(owner) == (rule.Grant(0x1000, 4096, 0),)
+    assert reader.grants(owner) == (rule.AclEntry(0x1000, 4096, 0),)
     child.communicate("", timeout=30)
     assert (shm / acl.acl_name(owner)).exists()         # still there...
     assert reader.grants(owner) == ()                   # ...but void: nobody holds the owner's lock

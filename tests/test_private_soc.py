@@ -59,8 +59,8 @@ def test_given_directories_are_used_and_kept(tmp_path):
     ddr_dir = tmp_path / "ddr"
     ddr_dir.mkdir(mode=0o700)
     try:
-        with ps.private_soc(runtime_dir=rt, ddr_dir=ddr_dir, relay=False) as soc:
-            assert soc.sup.procs.keys() == {"vdsp0", "vdsp1"} and soc.relay_pid() is None
+        with ps.private_soc(runtime_dir=rt, ddr_dir=ddr_dir, relay=False) as private:
+            assert private.sup.procs.keys() == {"vdsp0", "vdsp1"} and private.relay_pid() is None
             with Soc(mode="direct") as client:
                 client.mem.alloc(4096)
                 assert client.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
@@ -83,23 +83,23 @@ def test_close_reports_what_it_had_to_clean_up(monkeypatch):
     """A leak (a DDR file whose owner still lives, a socket file nobody removed) is reported,
     and cleaned up all the same."""
     monkeypatch.setattr(ps, "GONE_WAIT_S", 0.5)
-    soc = ps.PrivateSoc()
-    soc.start()
+    private = ps.PrivateSoc()
+    private.start()
     holder = None
     try:
         holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True,
                                   env=dict(os.environ, PYTHONPATH=str(ROOT)))
         assert holder.stdout.readline().strip() == "ready"
         stray = socket.socket(socket.AF_UNIX)
-        stray.bind(str(soc.rt / "stray.sock"))
+        stray.bind(str(private.rt / "stray.sock"))
         stray.close()
-        problems = soc.close()
+        problems = private.close()
     finally:
         if holder is not None:
             holder.kill()
             holder.wait()
-        soc.close()
+        private.close()
     assert any("DDR files leaked" in p for p in problems), problems
     assert any("socket files left" in p and "stray.sock" in p for p in problems), problems
-    assert not soc.rt.exists() and not soc.ddr_dir.exists()
-    assert soc.close() == []            # closing again finds nothing more
+    assert not private.rt.exists() and not private.ddr_dir.exists()
+    assert private.close() == []            # closing again finds nothing more

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from protocol import errors
-from vdsp_board import runtime
+from vdsp_board import rundir
 
 VDSP = str(Path(sys.executable).parent / "vdsp")
 
@@ -29,7 +29,7 @@ def rt_var(tmp_path, monkeypatch):
 
 
 def test_a_new_runtime_dir_is_created_private(rt_var):
-    assert runtime.runtime_dir() == rt_var
+    assert rundir.runtime_dir() == rt_var
     assert rt_var.stat().st_mode & 0o777 == 0o700
 
 
@@ -38,7 +38,7 @@ def test_group_or_world_access_is_refused(rt_var, mode):
     rt_var.mkdir()
     os.chmod(rt_var, mode)
     with pytest.raises(errors.InvalidArgument) as exc:
-        runtime.runtime_dir()
+        rundir.runtime_dir()
     assert f"{mode:04o}" in exc.value.message and f"chmod 700 {rt_var}" in exc.value.message
 
 
@@ -47,7 +47,7 @@ def test_a_directory_of_another_user_is_refused_even_with_mode_0700(rt_var):
     rt_var.mkdir(mode=0o700)
     os.chown(rt_var, 65534, 65534)
     with pytest.raises(errors.InvalidArgument) as exc:
-        runtime.runtime_dir()
+        rundir.runtime_dir()
     assert "owned by uid 65534" in exc.value.message
 
 
@@ -56,7 +56,7 @@ def test_a_symlink_is_refused(rt_var, tmp_path):
     target.mkdir(mode=0o700)
     rt_var.symlink_to(target)
     with pytest.raises(errors.InvalidArgument) as exc:
-        runtime.runtime_dir()
+        rundir.runtime_dir()
     assert "symlink" in exc.value.message
 
 

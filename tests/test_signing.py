@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from dsp_side import image, signing
+from dsp_side import fw_image, signing
 from protocol import errors
 
 EINVAL = -22
@@ -201,7 +201,7 @@ def marked(tmp_path) -> tuple[Path, Path]:
 
 
 def built(tree: Path, marker: Path, out: Path, **kw) -> bytes:
-    image.build(tree, out, **kw)
+    fw_image.build(tree, out, **kw)
     marker.unlink()                     # building imports the tree; only what follows counts
     return out.read_bytes()
 
@@ -214,7 +214,7 @@ def parts(data: bytes) -> tuple[dict, bytes]:
 
 def repack(header: dict, payload: bytes, key) -> bytes:
     blob = json.dumps(header, sort_keys=True).encode()
-    signed = image.MAGIC + struct.pack("<I", len(blob)) + blob
+    signed = fw_image.MAGIC + struct.pack("<I", len(blob)) + blob
     seal = signing.sign(signed, key)
     return signed + struct.pack("<I", len(seal)) + seal + payload
 
@@ -222,16 +222,16 @@ def repack(header: dict, payload: bytes, key) -> bytes:
 def test_a_built_image_is_signed_by_this_install(keys, marked, tmp_path):
     tree, marker = marked
     built(tree, marker, tmp_path / "img")
-    header, size, signer = image.check(tmp_path / "img")
+    header, size, signer = fw_image.check(tmp_path / "img")
     assert signer.name == signing.INSTALL_NAME and size == (tmp_path / "img").stat().st_size
-    header, registry = image.load(tmp_path / "img", tmp_path / "work")
+    header, registry = fw_image.load(tmp_path / "img", tmp_path / "work")
     assert marker.exists() and registry.get(0x1400).name == "touch"
 
 
 def test_building_without_a_signing_key_says_how_to_make_one(tmp_path, monkeypatch, marked):
     monkeypatch.setenv("VDSP_KEYS_DIR", str(tmp_path / "empty"))
     with pytest.raises(errors.FileNotFound, match="vdsp firmware keygen"):
-        image.build(marked[0], tmp_path / "img")
+        fw_image.build(marked[0], tmp_path / "img")
 
 
 @pytest.mark.parametrize("case", ["unsigned", "unknown key", "header changed", "seal of another image"])
@@ -251,7 +251,7 @@ def test_no_code_runs_from_an_image_whose_signature_is_refused(keys, marked, tmp
         data = other[:12 + olen] + data[12 + hlen:]
     out.write_bytes(data)
     reason = {"unsigned": signing.UNSIGNED, "unknown key": signing.UNKNOWN_KEY}.get(case, signing.BAD_SIGNATURE)
-    for fn in (image.check, image.read, lambda p: image.load(p, work)):
+    for fn in (fw_image.check, fw_image.read, lambda p: fw_image.load(p, work)):
         refused(lambda: fn(out), reason)
     assert not marker.exists() and not work.exists()
 
@@ -261,8 +261,8 @@ def test_a_payload_changed_after_signing_is_refused_before_unpacking(keys, marke
     data = bytearray(built(tree, marker, tmp_path / "img"))
     data[-40] ^= 1                                                    # in the zip, not in the signed header
     (tmp_path / "img").write_bytes(data)
-    with pytest.raises(image.ImageError, match="checksum"):
-        image.load(tmp_path / "img", tmp_path / "work")
+    with pytest.raises(fw_image.ImageError, match="checksum"):
+        fw_image.load(tmp_path / "img", tmp_path / "work")
     assert not marker.exists() and not (tmp_path / "work").exists()
 
 
@@ -285,21 +285,21 @@ def test_a_signed_manifest_that_does_not_match_the_code_is_refused(keys, marked,
     else:
         header["version"] = "2.0.0"
     (tmp_path / "img").write_bytes(repack(header, payload, signing.install_key()))
-    assert image.check(tmp_path / "img")[2].name == signing.INSTALL_NAME   # the signature itself is good
-    with pytest.raises(image.ImageError, match="does not match the signed manifest") as info:
-        image.load(tmp_path / "img", tmp_path / "work")
+    assert fw_image.check(tmp_path / "img")[2].name == signing.INSTALL_NAME   # the signature itself is good
+    with pytest.raises(fw_image.ImageError, match="does not match the signed manifest") as info:
+        fw_image.load(tmp_path / "img", tmp_path / "work")
     assert ("0x1401" if lie == "extra operator" else "version" if lie == "version" else "0x1400") in info.value.message
 
 
 def test_examine_shows_a_refused_signature_without_raising(keys, marked, tmp_path):
     tree, marker = marked
     built(tree, marker, tmp_path / "img", key=Ed25519PrivateKey.generate())
-    header, _, verdict = image.examine(tmp_path / "img")
+    header, _, verdict = fw_image.examine(tmp_path / "img")
     assert header["version"] == "1.0.0" and isinstance(verdict, signing.SignatureError)
     assert verdict.reason == signing.UNKNOWN_KEY and not marker.exists()
 
 
 def test_format_1_images_are_refused_with_a_word_on_rebuilding(keys, tmp_path):
-    (tmp_path / "old").write_bytes(image.MAGIC_V1 + struct.pack("<I", 2) + b"{}")
-    with pytest.raises(image.ImageError, match="rebuild"):
-        image.check(tmp_path / "old")
+    (tmp_path / "old").write_bytes(fw_image.MAGIC_V1 + struct.pack("<I", 2) + b"{}")
+    with pytest.raises(fw_image.ImageError, match="rebuild"):
+        fw_image.check(tmp_path / "old")

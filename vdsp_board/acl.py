@@ -43,7 +43,7 @@ class OwnList:
     def __init__(self, owner: ddr.Owner) -> None:
         self.owner = owner
         self._mutex = threading.Lock()
-        self._grants: dict[int, acl.Grant] = {}
+        self._grants: dict[int, acl.AclEntry] = {}
         self._next = 1
         self._key: str | None = None
 
@@ -177,7 +177,7 @@ class Reader:
             return acl.NONE
         return lst
 
-    def grants(self, owner: int) -> tuple[acl.Grant, ...]:
+    def grants(self, owner: int) -> tuple[acl.AclEntry, ...]:
         return self.get(owner).grants
 
     def _parsed(self, directory: str, owner: int) -> acl.AccessList:

@@ -5,7 +5,7 @@ firmware's task endpoint) is a CURVE server. A peer must know the SoC's server p
 key and present a client key on the allow-list; anything else fails the handshake and
 gets nothing at all, not even an error reply (the refusal is logged, at most once per
 key per 10 s). ipc endpoints keep file-permission protection (a private runtime
-directory, see ``vdsp_board.runtime``) and need no keys.
+directory, see ``vdsp_board.rundir``) and need no keys.
 
 The key directory (``VDSP_KEYS_DIR``, else ``<runtime dir>/keys``), made by
 ``vdsp keys init`` and ``vdsp keys add``::
@@ -46,8 +46,8 @@ def keys_dir(rt: Path | None = None) -> Path:
     env = settings.current().keys_dir
     if env:
         return env
-    from vdsp_board import runtime
-    return (rt or runtime.runtime_dir()) / "keys"
+    from vdsp_board import rundir
+    return (rt or rundir.runtime_dir()) / "keys"
 
 
 def is_tcp(endpoint: str) -> bool:

@@ -396,10 +396,6 @@ class Owner:
             self._live.pop(offset, None)
             self.held -= self._sizes.pop(offset, 0)
 
-    def live_names(self) -> list[str]:
-        with self._mutex:
-            return list(self._live.values())
-
     def close(self) -> None:
         """Unlink every live segment and the lock; a no-op in a forked child or when closed."""
         if self.closed or self.pid != os.getpid():

@@ -79,8 +79,8 @@ def trace_dir(rt: Path | None = None) -> Path:
     if env:
         return env
     if rt is None:
-        from vdsp_board import runtime
-        rt = runtime.runtime_dir(create=False)
+        from vdsp_board import rundir
+        rt = rundir.runtime_dir(create=False)
     return Path(rt) / "trace"
 
 

@@ -29,7 +29,7 @@ SDK_TID = 1              # a client's submit/complete stamps (its waits are on t
 _CORE_PID_BASE = 1 << 22     # pids of cores with no core file (outside Linux's pid range)
 
 
-class Task:
+class TracedTask:
     __slots__ = ("gid", "key", "stages", "op", "name", "core", "client_pid", "prio", "custom_id", "code", "fw_pid",
                  "bytes")
 
@@ -56,7 +56,7 @@ def _key(owner, pid, msg_id):
     return ("o", owner, msg_id) if owner is not None else ("p", pid, msg_id)
 
 
-def link(files: list[tuple[dict, list, bool]]) -> tuple[list[Task], list[tuple]]:
+def link(files: list[tuple[dict, list, bool]]) -> tuple[list[TracedTask], list[tuple]]:
     """Tasks with their stages, and the other events ``(ts, role, header, kind, fields)``."""
     stream = []
     for head, events, _ in files:
@@ -66,13 +66,13 @@ def link(files: list[tuple[dict, list, bool]]) -> tuple[list[Task], list[tuple]]
     stream.sort(key=lambda e: e[0])
     op_names = {(head.get("name"), f.get("op")): f.get("name", "") for head, events, _ in files
                 if head.get("role") == "firmware" for _, kind, f in events if kind == "opname"}
-    tasks: list[Task] = []
+    tasks: list[TracedTask] = []
     by_key: dict = {}
     by_rid: dict = {}
     others = []
 
-    def new(key) -> Task:
-        task = Task(len(tasks) + 1, key)
+    def new(key) -> TracedTask:
+        task = TracedTask(len(tasks) + 1, key)
         tasks.append(task)
         if key is not None:
             by_key[key] = task

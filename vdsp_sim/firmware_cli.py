@@ -10,8 +10,8 @@ from pathlib import Path
 from protocol import errors
 from protocol.constants import CORE_NAMES
 from arm_side import stubgen
-from dsp_side import image, signing
-from vdsp_board import curve, runtime
+from dsp_side import fw_image, signing
+from vdsp_board import curve, rundir
 
 log = logging.getLogger("vdsp.firmware")
 STOCK_SRC = Path(__file__).resolve().parent.parent / "dsp_side" / "firmware_src" / "stock"
@@ -35,7 +35,7 @@ def install_stock(rt: Path, names: tuple[str, ...] = CORE_NAMES, *,
             f"this install's firmware signing key {signing.signing_key_path(keys)} is not trusted, so the cores "
             f"would refuse the stock images it signs: trust it again with 'vdsp firmware trust "
             f"{keys / signing.SIGNING_PUB} --name {signing.INSTALL_NAME}'")
-    fwdir = runtime.firmware_dir(rt)
+    fwdir = rundir.firmware_dir(rt)
     todo = []
     for name in names:
         why = _untrusted(fwdir / name, trust)
@@ -46,10 +46,10 @@ def install_stock(rt: Path, names: tuple[str, ...] = CORE_NAMES, *,
     if todo:
         first = todo[0][0]
         try:
-            image.build(STOCK_SRC, first, name="stock", key=key)
+            fw_image.build(STOCK_SRC, first, name="stock", key=key)
             data = first.read_bytes()
             for path, _ in todo[1:]:
-                image.write_atomically(path, data)
+                fw_image.write_atomically(path, data)
         except OSError as exc:    # e.g. a directory where an image should be
             raise errors.InvalidArgument(f"cannot install the stock image in {fwdir}: {exc}") from exc
     return todo
@@ -58,7 +58,7 @@ def install_stock(rt: Path, names: tuple[str, ...] = CORE_NAMES, *,
 def _untrusted(path: Path, trust: signing.Trust) -> str | None:
     """Why a core would refuse the image at ``path`` ("missing" if there is none), or None."""
     try:
-        image.read(path, trust)
+        fw_image.read(path, trust)
     except errors.FileNotFound:
         return "missing"
     except errors.VdspError as exc:
@@ -67,14 +67,14 @@ def _untrusted(path: Path, trust: signing.Trust) -> str | None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    key: object      # None (unsigned), a private key, or image.INSTALL_KEY
+    key: object      # None (unsigned), a private key, or fw_image.INSTALL_KEY
     if args.unsigned:
         key = None
     elif args.key:
         key = signing.load_private(Path(args.key))
     else:
-        key = image.INSTALL_KEY
-    header = image.build(Path(args.src), Path(args.output), name=args.name, key=key)
+        key = fw_image.INSTALL_KEY
+    header = fw_image.build(Path(args.src), Path(args.output), name=args.name, key=key)
     ops = ", ".join(f"{o['name']}(0x{o['id']:04x})" for o in header["operators"])
     signed = "UNSIGNED (only a core started with --allow-unsigned boots it)" if args.unsigned else \
         f"signed with {args.key or signing.signing_key_path(signing.default_dir())}"
@@ -84,9 +84,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_install_stock(args: argparse.Namespace) -> int:
-    rt = runtime.runtime_dir()
+    rt = rundir.runtime_dir()
     written = install_stock(rt, tuple(args.cores))
-    where = runtime.firmware_dir(rt)
+    where = rundir.firmware_dir(rt)
     for path, why in written:
         if why != "missing":
             print(f"replaced {path}: {why}")
@@ -96,7 +96,7 @@ def cmd_install_stock(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    header, _, signer = image.examine(Path(args.image))
+    header, _, signer = fw_image.examine(Path(args.image))
     if isinstance(signer, signing.SignatureError):
         verdict = f"REFUSED by this SoC's cores ({signer.reason}): {signer.message}"
     else:
@@ -117,7 +117,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_stubs(args: argparse.Namespace) -> int:
-    header, _, signer = image.examine(Path(args.image))
+    header, _, signer = fw_image.examine(Path(args.image))
     title = (f"Typed stubs of the operators of firmware image {header['name']} version {header['version']}"
              f" ({Path(args.image).name}).")
     try:
@@ -126,7 +126,7 @@ def cmd_stubs(args: argparse.Namespace) -> int:
         raise errors.InvalidArgument(f"{args.image}: cannot make stubs: {exc}") from exc
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    image.write_atomically(out, source.encode())
+    fw_image.write_atomically(out, source.encode())
     names = ", ".join(f"{o['name']}(0x{o['id']:04x})" for o in header["operators"])
     warn = f"; note: this SoC's cores would refuse the image ({signer.message})" \
         if isinstance(signer, signing.SignatureError) else ""

@@ -341,9 +341,9 @@ class Finding:
 
 
 def stock_registry():
-    from dsp_side import image
+    from dsp_side import fw_image
     from dsp_side.firmware_src.stock import firmware as stock
-    return image.registry_of(stock, "stock")
+    return fw_image.registry_of(stock, "stock")
 
 
 def fuzz_firmware(messages: int, seed: int = 0, limit_findings: int = 20,
@@ -593,14 +593,14 @@ def run_args(args: argparse.Namespace) -> int:
 def _live(args: argparse.Namespace) -> int:
     import contextlib
 
-    from vdsp_board import runtime
+    from vdsp_board import rundir
     from vdsp_sim.private_soc import private_soc
 
     def progress(rep: SocReport) -> None:
         print(f"fuzz: {rep.sent}/{args.messages} sent, {rep.replies} replies, all processes serving",
               flush=True)
     with private_soc() if args.start else contextlib.nullcontext():
-        report = fuzz_soc(runtime.runtime_dir(), args.messages, seed=args.seed, batch=args.batch, progress=progress)
+        report = fuzz_soc(rundir.runtime_dir(), args.messages, seed=args.seed, batch=args.batch, progress=progress)
     for line in report.lines():
         print(line)
     return 0 if report.ok() else 1

@@ -133,8 +133,8 @@ def run(clients: int, tasks: int, *, classes: dict | None = None, cores: dict | 
         timeout_s: float = 60.0, seed: int = 1, during=None, progress=None) -> dict:
     """Run the load against the SoC of $VDSP_RUNTIME_DIR; ``during(report_so_far)`` is called
     once all clients run (fault injection). Returns the report (see ``summarize``)."""
-    from vdsp_board import runtime
-    rt = str(runtime.runtime_dir())
+    from vdsp_board import rundir
+    rt = str(rundir.runtime_dir())
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     procs = [ctx.Process(target=client, args=(i, rt, tasks, classes or {"normal": 1}, cores or {"any": 1},

@@ -27,7 +27,7 @@ import threading
 import time
 
 from arm_side.transport import Transport
-from dsp_side import image
+from dsp_side import fw_image
 from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
 from dsp_side.firmware import Firmware
 from dsp_side.firmware_src.stock import firmware as stock
@@ -137,7 +137,7 @@ class _Core:
                 pass
 
     def _boot(self) -> None:
-        version, registry = image.registry_of(stock, "stock")
+        version, registry = fw_image.registry_of(stock, "stock")
         fw = Firmware(self.name, version, registry, None, None)
         fw.ownership = _ThisProcess(f"{self.name} firmware", accept_relay=True)
 

@@ -3,11 +3,11 @@ directory and a DDR directory of their own, stopped and cleaned up at the end.
 
     from vdsp_sim.private_soc import private_soc
 
-    with private_soc(relay_args=("--credit", "1")) as soc:     # fresh directories
+    with private_soc(relay_args=("--credit", "1")) as private:  # fresh directories
         with Soc() as client:                                   # a client of that SoC
             ...
 
-The configuration is explicit (:class:`SocConfig`). A directory it leaves out is made
+The configuration is explicit (:class:`PrivateSocConfig`). A directory it leaves out is made
 fresh — the runtime dir under /tmp (short, for ipc paths), the DDR dir under /dev/shm
 (a tmpfs, as the real DDR directory) — and removed at the end; one it names is used and
 left in place. So two SoCs on one host never share sockets or DDR files unless asked to.
@@ -46,7 +46,7 @@ from vdsp_board import ddr, settings
 from vdsp_board.pidfile import PidFile, alive
 from vdsp_sim.supervisor import Supervisor, stop_pid
 
-log = logging.getLogger("vdsp.soc")
+log = logging.getLogger("vdsp.launcher")
 
 DDR_PARENT = "/dev/shm"     # where fresh DDR directories go (when it exists; else the temp dir)
 GONE_WAIT_S = 10.0          # how long close() waits for firmware processes and DDR files to go
@@ -68,7 +68,7 @@ def free_tcp_ports(n: int) -> list[int]:
 
 
 @dataclasses.dataclass(frozen=True)
-class SocConfig:
+class PrivateSocConfig:
     """What a private SoC is. A directory left None is made fresh and removed at the end."""
 
     runtime_dir: Path | None = None
@@ -124,8 +124,8 @@ class PrivateSoc:
     the cores' status once ready.
     """
 
-    def __init__(self, config: SocConfig | None = None) -> None:
-        self.config = config or SocConfig()
+    def __init__(self, config: PrivateSocConfig | None = None) -> None:
+        self.config = config or PrivateSocConfig()
         self.rt: Path | None = self.config.runtime_dir
         self.ddr_dir: Path | None = self.config.ddr_dir
         self.sup: Supervisor | None = None
@@ -278,9 +278,9 @@ class PrivateSoc:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
-def private_soc(config: SocConfig | None = None, **fields) -> PrivateSoc:
-    """``with private_soc(...) as soc:`` — a SoC of its own for the block. ``fields`` are
-    :class:`SocConfig` fields (replacing those of ``config``)."""
-    config = config or SocConfig()
+def private_soc(config: PrivateSocConfig | None = None, **fields) -> PrivateSoc:
+    """``with private_soc(...) as private:`` — a SoC of its own for the block. ``fields`` are
+    :class:`PrivateSocConfig` fields (replacing those of ``config``)."""
+    config = config or PrivateSocConfig()
     return PrivateSoc(dataclasses.replace(config, **fields) if fields else config)
 

@@ -31,11 +31,11 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from vdsp_board import curve, proc, runtime, settings
+from vdsp_board import curve, proc, rundir, settings
 from vdsp_board.pidfile import SUPERVISOR_STATE, PidFile, StateFile, alive
 from vdsp_board import procfacts
 
-log = logging.getLogger("vdsp.soc")
+log = logging.getLogger("vdsp.launcher")
 RESTART_BURST = 5          # exits within the window that make the supervisor give a process up
 RESTART_WINDOW_S = 30.0
 BACKOFF_FIRST_S = 0.5      # wait before the second restart in a row; doubles each time
@@ -165,8 +165,8 @@ class Supervisor:
 
     def _ensure_keys(self) -> None:
         """A SoC with a tcp endpoint needs CURVE keys: make those missing (``vdsp keys init``)."""
-        endpoints = list(runtime.core_endpoints(self.rt).values()) + \
-            ([runtime.relay_endpoint(self.rt)] if self.relay else [])
+        endpoints = list(rundir.core_endpoints(self.rt).values()) + \
+            ([rundir.relay_endpoint(self.rt)] if self.relay else [])
         if not any(curve.is_tcp(e) for e in endpoints):
             return
         directory = curve.keys_dir(self.rt)
@@ -224,10 +224,10 @@ class Supervisor:
         """Remove the socket files a dead process bound (after SIGKILL it cannot): a stale file
         would make clients believe someone serves there."""
         if child.name == "relay":
-            endpoints = [runtime.relay_endpoint(self.rt)]
+            endpoints = [rundir.relay_endpoint(self.rt)]
         else:
-            control = runtime.core_endpoints(self.rt).get(child.name, "")
-            endpoints = [control, runtime.fw_endpoint_for(control)] if control else []
+            control = rundir.core_endpoints(self.rt).get(child.name, "")
+            endpoints = [control, rundir.fw_endpoint_for(control)] if control else []
         for endpoint in endpoints:
             if not endpoint.startswith("ipc://"):
                 continue

@@ -20,7 +20,7 @@ from typing import Iterator
 from protocol import errors
 from protocol.constants import CORE_NAMES
 from protocol.remoteproc import ATTRIBUTES
-from vdsp_board import runtime, settings
+from vdsp_board import rundir, settings
 from vdsp_board.pidfile import PidFile
 
 FW_PATH = "/sys/module/firmware_class/parameters/path"
@@ -44,7 +44,7 @@ def resolve(path: str) -> tuple[str, str] | None:
 def connect() -> Iterator:
     """A Soc through the relay when one runs here (or is configured), else direct to the cores."""
     from arm_side.soc import Soc
-    rt = runtime.runtime_dir()
+    rt = rundir.runtime_dir()
     relay = PidFile(rt / "relay.pid").read() is not None or bool(settings.current().relay_endpoint)
     with Soc(mode="relay" if relay else "direct", autostart_relay=False, connect_timeout_s=3.0) as soc:
         yield soc
@@ -53,7 +53,7 @@ def connect() -> Iterator:
 def read_attr(soc, core: str, attr: str) -> str:
     if not core:
         try:
-            return runtime.firmware_path_file().read_text()
+            return rundir.firmware_path_file().read_text()
         except FileNotFoundError:
             return ""
     return soc.control(core, attr)
@@ -62,7 +62,7 @@ def read_attr(soc, core: str, attr: str) -> str:
 def write_attr(soc, core: str, attr: str, value: str) -> None:
     """Raises RemoteprocError (EBUSY, EINVAL, ENOENT) like the sysfs file."""
     if not core:
-        runtime.firmware_path_file().write_text(value.rstrip("\n"))
+        rundir.firmware_path_file().write_text(value.rstrip("\n"))
         return
     soc.control(core, attr, value)
 
@@ -113,9 +113,9 @@ def deploy(image_dir: Path, out=print) -> list[dict]:
     Raises FileNotFound / RemoteprocInvalid for a missing or corrupt image (before any core
     is stopped), RemoteprocError if a core refuses.
     """
-    from dsp_side import image
-    headers = {name: image.read(image_dir / name)[0] for name in CORE_NAMES}  # verify first
-    target = runtime.firmware_search()[0]
+    from dsp_side import fw_image
+    headers = {name: fw_image.read(image_dir / name)[0] for name in CORE_NAMES}  # verify first
+    target = rundir.firmware_search()[0]
     with connect() as soc:
         for name in CORE_NAMES:
             try:

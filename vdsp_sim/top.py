@@ -109,9 +109,9 @@ def run_args(args: argparse.Namespace) -> int:
     from rich.live import Live
     from arm_side import Soc
     from protocol import errors
-    from vdsp_board import runtime, settings
+    from vdsp_board import rundir, settings
     console = Console()
-    where = settings.current().relay_endpoint or str(runtime.runtime_dir(create=False))
+    where = settings.current().relay_endpoint or str(rundir.runtime_dir(create=False))
     try:
         # a loaded host answers late: wait while the relay lives; a SoC that is down fails at once
         soc = Soc(mode="relay", autostart_relay=False, connect_timeout_s=30.0)

@@ -40,7 +40,7 @@ class Image:
             out["roi"] = list(self.roi)
         return out
 
-    def spec(self) -> formats.Image:
+    def spec(self) -> formats.ImageDesc:
         """The checked descriptor. Raises InvalidArgument."""
         return formats.parse("image", self.desc())
 
@@ -166,7 +166,7 @@ def read_image(img: Image, region: bool = False) -> np.ndarray:
     return planes[0]
 
 
-def _pixel_rows(spec: formats.Image) -> list[list[tuple[int, int]]]:
+def _pixel_rows(spec: formats.ImageDesc) -> list[list[tuple[int, int]]]:
     """Per buffer, the byte ranges holding pixels (whole image)."""
     if spec.format in formats.YUV420:
         y = [(r * spec.stride, r * spec.stride + spec.width) for r in range(spec.height)]

@@ -15,7 +15,6 @@ import numpy as np
 import onnxruntime as ort
 
 from protocol import errors
-from arm_side import nn
 from arm_side.dnn.props import ImageProperties
 
 _ORT_TYPES = {np.dtype(np.int8): "tensor(int8)", np.dtype(np.uint8): "tensor(uint8)",
@@ -75,7 +74,3 @@ class BpuGraph:
         for t, value in zip(outputs, results):
             t.props.view(t.mem.ddr_array())[...] = value
             memory.mark_device_written(t.mem)
-
-
-def tensor_of(mem, props) -> nn.Tensor:
-    return nn.Tensor(mem, props)

@@ -34,7 +34,7 @@ from arm_side.dnn.bpu import BpuGraph
 from arm_side.dnn.config import Config
 from arm_side.dnn.dnnlog import DnnLog
 from arm_side.dnn.layers import Creators, LayerContext
-from arm_side.dnn.tasks import MAX_BATCH, MAX_TASKS, InferCtrlParam, Inference, LayerRun, Scheduler, TaskHandle
+from arm_side.dnn.tasks import MAX_BATCH, MAX_TASKS, BpuScheduler, InferCtrlParam, Inference, LayerRun, TaskHandle
 
 VERSION = "1.0.0"
 DEFAULT_TIMEOUT_MS = 60000      # one RPC of a DSP layer
@@ -122,7 +122,7 @@ class Runtime:
         self._closed = False
         self.profiler = profiler.Profiler(self.config.profiler_path,
                                           {"runtime": version(), "enable_dsp": self.config.enable_dsp})
-        self.scheduler = Scheduler(self._run_inference, cores=2)
+        self.scheduler = BpuScheduler(self._run_inference, cores=2)
         self.log.always("Util", "Run Quantize and Dequantize on %s", "DSP" if self.config.enable_dsp else "ARM")
         self.log.always("Util", "Runtime version = %s", version())
 

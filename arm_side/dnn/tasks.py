@@ -104,7 +104,7 @@ class TaskHandle:
         return f"TaskHandle({len(self.inferences)} inference(s), {state}, status={self.status})"
 
 
-class Scheduler:
+class BpuScheduler:
     """The queue and the BPU core threads. ``run(inference, core)`` is the runtime's job."""
 
     def __init__(self, run: Callable[[Inference, int], None], cores: int = 2) -> None:

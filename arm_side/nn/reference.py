@@ -70,14 +70,6 @@ def nchw_to_nc1hwc2(x: np.ndarray, c2: int) -> np.ndarray:
     return out
 
 
-def nc1hwc2_to_nchw(x: np.ndarray, channels: int) -> np.ndarray:
-    n, c1, h, w, c2 = x.shape
-    out = np.empty((n, channels, h, w), dtype=x.dtype)
-    for ch in range(channels):
-        out[:, ch] = x[:, ch // c2, :, :, ch % c2]
-    return out
-
-
 # --- Yolov3DetectionOutput ---------------------------------------------------------------------
 
 def _sig(v: float) -> float:

@@ -40,7 +40,7 @@ MAX_SIDE = 1 << 15          # a guard against absurd sizes, larger than any sens
 
 
 @dataclasses.dataclass(frozen=True)
-class Image:
+class ImageDesc:
     """A checked descriptor. ``roi`` is (left, top, right, bottom), inclusive, never None."""
 
     name: str           # the parameter it came from, for error messages
@@ -86,12 +86,6 @@ class Image:
             return [y, (self.height // 2 - 1) * self.stride + self.width]
         return [y]
 
-    def to_dict(self) -> dict:
-        out = {"format": self.format, "width": self.width, "height": self.height, "stride": self.stride}
-        if self.has_roi:
-            out["roi"] = list(self.roi)
-        return out
-
 
 def _int(name: str, key: str, value, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -105,13 +99,13 @@ _MEMO_SIZE = 256
 _memo: dict = {}
 
 
-def parse(name: str, desc, formats: tuple[str, ...] = FORMATS) -> Image:
-    """Check descriptor ``desc`` (parameter ``name``) and return it as an Image.
+def parse(name: str, desc, formats: tuple[str, ...] = FORMATS) -> ImageDesc:
+    """Check descriptor ``desc`` (parameter ``name``) and return it as an ImageDesc.
 
     Raises InvalidArgument naming the parameter and the field: not a map, unknown
     keys, a format not in ``formats``, sizes, stride, ROI outside the image or
     (YUV 4:2:0) not on even coordinates. A descriptor seen before (same bytes in
-    msgpack, same name and formats) gives the Image it gave then (immutable): an
+    msgpack, same name and formats) gives the ImageDesc it gave then (immutable): an
     operator's images are the same from task to task.
     """
     try:
@@ -127,7 +121,7 @@ def parse(name: str, desc, formats: tuple[str, ...] = FORMATS) -> Image:
     return img
 
 
-def _parse(name: str, desc, formats: tuple[str, ...]) -> Image:
+def _parse(name: str, desc, formats: tuple[str, ...]) -> ImageDesc:
     if not isinstance(desc, dict):
         raise errors.InvalidArgument(f"{name}: image descriptor must be a map, got {type(desc).__name__}")
     unknown = set(desc) - {"format", "width", "height", "stride", "roi"}
@@ -150,7 +144,7 @@ def _parse(name: str, desc, formats: tuple[str, ...]) -> Image:
     if stride % itemsize:
         raise errors.InvalidArgument(f"{name}: stride {stride} must be a multiple of the {itemsize}-byte element")
     roi = _roi(name, desc.get("roi"), width, height, fmt in YUV420)
-    return Image(name, fmt, width, height, stride, roi)
+    return ImageDesc(name, fmt, width, height, stride, roi)
 
 
 def _roi(name: str, roi, width: int, height: int, even: bool) -> tuple[int, int, int, int]:
@@ -170,7 +164,7 @@ def _roi(name: str, roi, width: int, height: int, even: bool) -> tuple[int, int,
     return left, top, right, bottom
 
 
-def check_buffers(img: Image, buffers: list) -> None:
+def check_buffers(img: ImageDesc, buffers: list) -> None:
     """Raises InvalidArgument when a buffer is too small for ``img``."""
     for i, (buf, need) in enumerate(zip(buffers, img.plane_bytes())):
         if buf.size < need:
@@ -190,7 +184,7 @@ def _plane(buf: np.ndarray, offset: int, rows: int, cols: int, channels: int, dt
     return view
 
 
-def planes(img: Image, buffers: list) -> list[np.ndarray]:
+def planes(img: ImageDesc, buffers: list) -> list[np.ndarray]:
     """Views of the valid pixels of ``img``'s region (no copy), honouring the stride.
 
     One view for packed formats (H x W or H x W x C); two for YUV 4:2:0: Y (H x W)

@@ -100,16 +100,16 @@ def proc_locks_ms() -> float:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from vdsp_sim.private_soc import PrivateSoc, SocConfig
+    from vdsp_sim.private_soc import PrivateSoc, PrivateSocConfig
     from vdsp_board import ddr
     rows: dict = {}
-    with PrivateSoc(SocConfig(env={"VDSP_KEYS_DIR": None}, ready_timeout_s=args.start_timeout)) as soc:
+    with PrivateSoc(PrivateSocConfig(env={"VDSP_KEYS_DIR": None}, ready_timeout_s=args.start_timeout)) as private:
         ddr.current_owner()                 # our owner predates every flood
-        urls = {"relay": f"ipc://{soc.rt}/relay.sock", "firmware": f"ipc://{soc.rt}/vdsp0.fw.sock"}
+        urls = {"relay": f"ipc://{private.rt}/relay.sock", "firmware": f"ipc://{private.rt}/vdsp0.fw.sock"}
         try:
             _levels(args, urls, rows)
         finally:
-            ddr.close_owner(str(soc.ddr_dir))
+            ddr.close_owner(str(private.ddr_dir))
     return rows
 
 

@@ -389,10 +389,10 @@ class FullStack:
 
     def start(self, timeout_s: float) -> dict:
         """A private SoC; its DDR directory is VDSP_SHM_DIR if set, else a fresh one under /dev/shm."""
-        from vdsp_sim.private_soc import PrivateSoc, SocConfig
+        from vdsp_sim.private_soc import PrivateSoc, PrivateSocConfig
         shm = settings.current().raw("VDSP_SHM_DIR")
-        self.private = PrivateSoc(SocConfig(ddr_dir=Path(shm) if shm else None, mode=settings.current().raw("VDSP_RPC_MODE"),
-                                            ready_timeout_s=timeout_s))
+        self.private = PrivateSoc(PrivateSocConfig(ddr_dir=Path(shm) if shm else None,
+                                                   mode=settings.current().raw("VDSP_RPC_MODE"), ready_timeout_s=timeout_s))
         return self.private.start()
 
     def soc(self, mode: str):

@@ -31,7 +31,7 @@ class TransportSoc:
     relay-mode client. ``ddr_dir``: the DDR directory to share (None: a fresh one)."""
 
     def __init__(self, transport: str, base: Path, ddr_dir: Path | None, timeout_s: float) -> None:
-        from vdsp_sim.private_soc import PrivateSoc, SocConfig
+        from vdsp_sim.private_soc import PrivateSoc, PrivateSocConfig
         self.transport, rt = transport, base / transport
         rt.mkdir(mode=0o700)
         endpoints: dict = {}
@@ -39,9 +39,9 @@ class TransportSoc:
             relay, c0, c1 = free_tcp_ports(3)   # each core's firmware takes the next port
             endpoints = {"relay_endpoint": f"tcp://127.0.0.1:{relay}",
                          "core_endpoints": {"vdsp0": f"tcp://127.0.0.1:{c0}", "vdsp1": f"tcp://127.0.0.1:{c1}"}}
-        self.private = PrivateSoc(SocConfig(runtime_dir=rt, ddr_dir=ddr_dir, env={"VDSP_KEYS_DIR": None},
-                                            mode=settings.current().raw("VDSP_RPC_MODE"), strict_cache=None,
-                                            ready_timeout_s=timeout_s, **endpoints))
+        self.private = PrivateSoc(PrivateSocConfig(runtime_dir=rt, ddr_dir=ddr_dir, env={"VDSP_KEYS_DIR": None},
+                                                   mode=settings.current().raw("VDSP_RPC_MODE"), strict_cache=None,
+                                                   ready_timeout_s=timeout_s, **endpoints))
         self.soc: Any = None      # an arm_side.Soc once started
 
     def start(self) -> None:

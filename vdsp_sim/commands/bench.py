@@ -29,7 +29,7 @@ Every benchmark prints its figures as tables in one style (progress goes to stde
 writes the same JSON schema with --json FILE: {{"schema": "vdsp-bench/1", "benchmark",
 "version", "args", "host", "tables": [{{"title", "columns", "rows"}}], "verdicts": [{{"name",
 "value", "target", "passed"}}], "passed", "details"}} (vdsp_sim/benchmarks/report.py;
-benchmarks/README.md in a checkout).
+vdsp_sim/benchmarks/README.md in a checkout).
 
 CI mode: --fail-on-miss (rpc, cv, nn, pointcloud, perf: the benchmarks with targets) exits 3
 when a target is missed; without it the exit status is 0 when the run completes, PASS or MISS,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vdsp_board import runtime
+from vdsp_board import rundir
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -12,7 +12,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    path = runtime.runtime_dir() / "dmesg"
+    path = rundir.runtime_dir() / "dmesg"
     if path.exists():
         sys.stdout.write(path.read_text())
     return 0

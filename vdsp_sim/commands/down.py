@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vdsp_board import runtime
+from vdsp_board import rundir
 from vdsp_board.pidfile import PidFile
 
 
@@ -17,7 +17,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from vdsp_sim.supervisor import stop_pid
-    rt = runtime.runtime_dir()
+    rt = rundir.runtime_dir()
     stopped = []
     for name in ("soc", "relay"):
         pid = PidFile(rt / f"{name}.pid").read()

@@ -5,7 +5,7 @@ import argparse
 import json
 
 from protocol import errors
-from vdsp_board import runtime, settings
+from vdsp_board import rundir, settings
 from vdsp_board.pidfile import PidFile, supervisor_state
 
 
@@ -21,7 +21,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from arm_side.soc import Soc
-    rt = runtime.runtime_dir()
+    rt = rundir.runtime_dir()
     relay_up = PidFile(rt / "relay.pid").read() is not None or bool(settings.current().relay_endpoint)
     try:
         # a loaded host answers late: wait while the SoC's processes live (the SDK fails at once,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import DEFAULT_WATCHDOG_MS
-from vdsp_board import log as soclog, runtime, settings
+from vdsp_board import log as soclog, rundir, settings
 from vdsp_board.pidfile import PidFile
 
 PRIVATE_FILES = True
@@ -40,7 +40,7 @@ def _pidfile(rt: Path) -> PidFile:
 
 def run(args: argparse.Namespace) -> int:
     from vdsp_sim.supervisor import TICK_S, Supervisor
-    rt = runtime.runtime_dir()
+    rt = rundir.runtime_dir()
     pidfile = _pidfile(rt)
     if pidfile.read() is not None:
         print(f"vdsp up: a SoC is already up in {rt} (pid {pidfile.read()}); 'vdsp down' first", file=sys.stderr)

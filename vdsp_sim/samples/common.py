@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Iterator
 
 from arm_side import Soc
-from vdsp_board import ddr, log as soclog, runtime, settings
+from vdsp_board import ddr, log as soclog, rundir, settings
 from vdsp_board.pidfile import PidFile
 from vdsp_board.version import __version__
 
@@ -28,7 +28,7 @@ def local_soc() -> Iterator[None]:
     """Use the SoC that is up in the runtime dir, or bring one up for the sample's duration
     (in that runtime dir and DDR directory, as ``vdsp up`` would; clients as configured)."""
     from vdsp_sim.private_soc import private_soc
-    rt = runtime.runtime_dir()
+    rt = rundir.runtime_dir()
     if soc_is_up(rt):
         yield
         return

@@ -15,7 +15,7 @@ import numpy as np
 
 from protocol import errors
 from protocol.contract import image_formats as formats
-from protocol.contract.image_formats import Image
+from protocol.contract.image_formats import ImageDesc
 
 # Formats by role.
 GRAY = ("Y", "U8")
@@ -31,7 +31,7 @@ INTERPOLATIONS = {"nearest": cv2.INTER_NEAREST, "linear": cv2.INTER_LINEAR, "cub
                   "linear_exact": cv2.INTER_LINEAR_EXACT, "nearest_exact": cv2.INTER_NEAREST_EXACT}
 
 
-def bind(op: str, buffers: list, specs: list[tuple[str, object, tuple[str, ...]]]) -> list[tuple[Image, list]]:
+def bind(op: str, buffers: list, specs: list[tuple[str, object, tuple[str, ...]]]) -> list[tuple[ImageDesc, list]]:
     """Parse each ``(name, descriptor, accepted formats)`` and give it its buffers, in order.
 
     Returns ``[(image, plane views), ...]``. Raises InvalidArgument when a descriptor
@@ -49,14 +49,14 @@ def bind(op: str, buffers: list, specs: list[tuple[str, object, tuple[str, ...]]
     return out
 
 
-def same_size(op: str, a: Image, b: Image) -> None:
+def same_size(op: str, a: ImageDesc, b: ImageDesc) -> None:
     """Raises InvalidArgument unless the two regions have the same width and height."""
     if a.size != b.size:
         raise errors.InvalidArgument(f"{op}: {b.name} region {b.size[0]}x{b.size[1]} must equal the "
                                      f"{a.name} region {a.size[0]}x{a.size[1]}")
 
 
-def same_format(op: str, a: Image, b: Image) -> None:
+def same_format(op: str, a: ImageDesc, b: ImageDesc) -> None:
     """Raises InvalidArgument unless both images have the same format."""
     if a.format != b.format and not {a.format, b.format} <= set(formats.YUV420) \
             and not {a.format, b.format} <= set(GRAY):

@@ -15,7 +15,7 @@ from protocol import errors
 from protocol.contract import cv_ops as cv, image_formats as formats
 from dsp_side.operators.cv.common import (ALL_PIXELS, BORDERS, GEOMETRY, INTERPOLATIONS, bind, opencv, same_format,
                                           same_size, store)
-from protocol.contract.image_formats import Image
+from protocol.contract.image_formats import ImageDesc
 
 
 def _pair(op: str, inputs, outputs, src, dst, accepted=GEOMETRY):
@@ -26,7 +26,7 @@ def _pair(op: str, inputs, outputs, src, dst, accepted=GEOMETRY):
     return s, sp, d, dp
 
 
-def _dst_size(op: str, d: Image, want: tuple[int, int]) -> None:
+def _dst_size(op: str, d: ImageDesc, want: tuple[int, int]) -> None:
     if d.size != want:
         raise errors.InvalidArgument(f"{op}: dst region must be {want[0]}x{want[1]}, got {d.size[0]}x{d.size[1]}")
 

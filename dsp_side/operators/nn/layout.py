@@ -46,7 +46,7 @@ def store(y: np.ndarray, layout: str, nchw: np.ndarray) -> None:
                 y[:, b, :, :, lanes:] = 0
 
 
-def _nchw_shape(t: tensor.Tensor, channels: int) -> tuple:
+def _nchw_shape(t: tensor.TensorDesc, channels: int) -> tuple:
     s = t.shape
     if t.layout == "NCHW":
         return s
@@ -55,7 +55,7 @@ def _nchw_shape(t: tensor.Tensor, channels: int) -> tuple:
     return (s[0], channels, s[2], s[3])
 
 
-def _channels(src: tensor.Tensor, dst: tensor.Tensor, channels: int) -> int:
+def _channels(src: tensor.TensorDesc, dst: tensor.TensorDesc, channels: int) -> int:
     planar = src if src.layout in PLANAR else dst if dst.layout in PLANAR else None
     if planar is not None:
         c = planar.shape[1] if planar.layout == "NCHW" else planar.shape[3]
@@ -68,7 +68,7 @@ def _channels(src: tensor.Tensor, dst: tensor.Tensor, channels: int) -> int:
     return channels
 
 
-def _check_blocked(t: tensor.Tensor, channels: int, platform: str) -> None:
+def _check_blocked(t: tensor.TensorDesc, channels: int, platform: str) -> None:
     n, c1, h, w, c2 = t.shape
     if c1 != -(-channels // c2):
         raise errors.InvalidArgument(f"{t.name}.valid_shape: C1 = {c1} but ceil(C / C2) = ceil({channels} / {c2}) "

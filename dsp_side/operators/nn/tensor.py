@@ -45,7 +45,7 @@ class Quant:
 
 
 @dataclasses.dataclass(frozen=True)
-class Tensor:
+class TensorDesc:
     """A checked descriptor. Invariant: strides are multiples of the item size and
     valid elements never alias (row-major order, each stride covers the dimension inside it)."""
     name: str
@@ -101,7 +101,7 @@ def dense_strides(shape, itemsize: int) -> tuple:
     return tuple(reversed(out))
 
 
-def parse(name: str, desc) -> Tensor:
+def parse(name: str, desc) -> TensorDesc:
     """Check a wire descriptor. Raises InvalidArgument naming ``name`` and the field."""
     if not isinstance(desc, dict):
         raise _bad(name, f"must be a tensor descriptor map, got {type(desc).__name__}")
@@ -125,7 +125,7 @@ def parse(name: str, desc) -> Tensor:
         raise _bad(f"{name}.aligned_shape", f"{list(aligned)} is smaller than valid_shape {list(shape)}")
     stride = _int_list(f"{name}.stride", desc.get("stride", list(dense_strides(aligned, itemsize))), ndim, 1)
     _check_strides(name, shape, stride, itemsize, dtype)
-    t = Tensor(name, dtype, layout, shape, aligned, stride, Quant())
+    t = TensorDesc(name, dtype, layout, shape, aligned, stride, Quant())
     size = desc.get("aligned_byte_size")
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < t.span):
         raise _bad(f"{name}.aligned_byte_size", f"must be an integer >= {t.span} (the bytes the strides span), "
@@ -146,7 +146,7 @@ def _check_strides(name: str, shape: tuple, stride: tuple, itemsize: int, dtype:
                                          f"valid_shape[{d + 1}] = {inner}")
 
 
-def _quant(name: str, q, t: Tensor) -> Quant:
+def _quant(name: str, q, t: TensorDesc) -> Quant:
     if q is None:
         return Quant()
     if not isinstance(q, dict) or q.get("type", "NONE") not in QUANT_TYPES:
@@ -194,7 +194,7 @@ def _numbers(name: str, value, axis_len: int, kind: type) -> np.ndarray:
     return np.asarray(value, dtype=np.float64 if kind is float else np.int64)
 
 
-def require(t: Tensor, *, dtypes=None, layouts=None, quant=None, ndim=None) -> None:
+def require(t: TensorDesc, *, dtypes=None, layouts=None, quant=None, ndim=None) -> None:
     """Operator-specific restrictions on a checked descriptor. Raises InvalidArgument."""
     if dtypes is not None and t.dtype_name not in dtypes:
         raise _bad(f"{t.name}.dtype", f"must be one of {list(dtypes)} here, got {t.dtype_name}")
@@ -206,7 +206,7 @@ def require(t: Tensor, *, dtypes=None, layouts=None, quant=None, ndim=None) -> N
         raise _bad(f"{t.name}.valid_shape", f"must have {ndim} dimensions here, got {list(t.shape)}")
 
 
-def same_shape(a: Tensor, b: Tensor) -> None:
+def same_shape(a: TensorDesc, b: TensorDesc) -> None:
     """Raises InvalidArgument when the valid shapes differ."""
     if a.shape != b.shape:
         raise _bad(b.name, f"valid_shape {list(b.shape)} differs from {a.name}.valid_shape {list(a.shape)}")
