@@ -150,8 +150,9 @@ class Client:
             refusal = self.transport.refused(link)
             if refusal:
                 raise errors.KeyRefused(refusal)
+            slice_s = wait.next_slice(time.monotonic())    # raises TaskTimeout when waiting is pointless
             try:
-                return req.wait(wait.next_slice(time.monotonic()) * 1000)
+                return req.wait(slice_s * 1000)
             except errors.TaskTimeout:
                 pass
 

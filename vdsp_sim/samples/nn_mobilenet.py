@@ -127,7 +127,7 @@ def run(soc: Soc, args) -> bool:
         log.info("TOP %d result id: %d", rank, idx)
     log.info("layers: %s", ", ".join(f"{r.name} ({r.type}) on {r.where}" for r in layers))
     # The checks: the other dispatch setting, and the whole model on onnxruntime alone.
-    with dnn.Runtime(soc, enable_dsp=not dsp, log_level=0) as other:
+    with dnn.Runtime(soc, enable_dsp=not dsp, log_level=0, environ=environ) as other:
         other.register_layer_creator("Softmax", other.plugin_creators()["Softmax"])
         other_prob, _ = infer(soc, other, model_path, nv12, say=log.debug)
     import onnxruntime as ort
