@@ -175,6 +175,7 @@ def holder_at_pid(pid: int, tries: int = 200) -> subprocess.Popen:
     pytest.fail(f"could not start a process with pid {pid} in {tries} tries (a busy host took it first)")
 
 
+@pytest.mark.exclusive     # it sets the kernel's next pid: other tests' processes forking beside it take that pid
 @pytest.mark.parametrize("endpoint", ["relay.sock", "vdsp0.fw.sock"])
 def test_a_connection_whose_process_exited_claims_nothing_when_its_pid_comes_back(shared_soc, endpoint):
     if os.geteuid() != 0:
