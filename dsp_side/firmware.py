@@ -265,23 +265,30 @@ def serve(fw: Firmware, endpoint: str) -> None:
             send_frames(sock, frames)
         held.clear()
 
+    def answer_now(frames: list) -> None:
+        """A refusal or an immediate answer leaves at once, after the replies held before it: a flood's
+        refusals go out while it is read, not as one burst past the peer's high-water mark (where
+        ZeroMQ would drop them)."""
+        send_held()
+        send_frames(sock, frames)
+
     def take(items: list) -> None:
         """Messages past the HELLO gate: queue a task, answer the rest now."""
         for item in items:
             identity = item.identity
             if item.refused is not None:
                 if item.msg_id:
-                    held.append([identity, *wire.encode(messages.error(item.msg_id, item.refused))])
+                    answer_now([identity, *wire.encode(messages.error(item.msg_id, item.refused))])
                 continue
             try:
                 queued = inbox.offer(identity, item.frames)
             except errors.CoreBusy as exc:          # bounded: the excess is refused, not held
                 busy.warn(identity, "%s: refused a task of peer %s: %s", fw.core, identity.hex(), exc.message)
-                held.append([identity, *wire.encode(messages.error(wire.peek_msg_id(item.frames) or 0, exc))])
+                answer_now([identity, *wire.encode(messages.error(wire.peek_msg_id(item.frames) or 0, exc))])
                 continue
             if not queued:
                 for answer in fw.handle_now(item.frames, identity, inbox, item.meta, item.peer):
-                    held.append([identity, *answer])
+                    answer_now([identity, *answer])
     next_purge = time.monotonic() + PURGE_EVERY_S
     while not fw.unloading:
         if not inbox and not readable(sock):
