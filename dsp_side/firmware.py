@@ -45,6 +45,7 @@ from vdsp_board.zsock import NOBLOCK, readable, recv_frames, send_frames
 
 CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
+REPLY_SNDHWM = 4096       # replies queued for one connection (see serve())
 HOLD_TASK_S, HOLD_S, HOLD_MAX = 50e-6, 200e-6, 16     # replies sent together: see serve()
 log = logging.getLogger("vdsp.firmware")
 
@@ -226,6 +227,9 @@ def serve(fw: Firmware, endpoint: str) -> None:
     sock = ctx.socket(zmq.ROUTER)
     sock.linger = 0
     sock.router_mandatory = False
+    # replies waiting for one connection that has not read them yet (a flood's refusals are answered
+    # while it is read): past it ZeroMQ drops them; a few hundred bytes each, per connection
+    sock.sndhwm = REPLY_SNDHWM
     # a larger frame closes that connection before it is read; unauthenticated peers are bounded
     Admission(sock, f"{fw.core} firmware", max_frame=MAX_RAW_FRAME)     # its thread ends with the process
     gate = curve.Gate(ctx, curve.keys_dir()) if curve.is_tcp(endpoint) else None   # runs while we serve
