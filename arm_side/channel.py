@@ -19,18 +19,23 @@ from vdsp_board import curve
 from vdsp_board.zsock import NOBLOCK as _NOBLOCK, recv_frames, send_frames
 
 
+def _dealer(ctx, endpoint: str):
+    """A connected DEALER toward ``endpoint`` (blocking or asyncio, as ``ctx`` makes them)."""
+    sock = ctx.socket(zmq.DEALER)
+    sock.linger = 0
+    sock.sndhwm = sock.rcvhwm = 100000
+    sock.reconnect_ivl = 50
+    curve.secure_client(sock, endpoint)
+    sock.connect(endpoint)
+    return sock
+
+
 class Channel:
     def __init__(self, ctx: zmq.Context, endpoint: str, name: str) -> None:
         self.endpoint, self.name = endpoint, name
         self.peer = None  # the client's Peer this channel belongs to (set by the client)
         self.lock = threading.Lock()
-        sock = ctx.socket(zmq.DEALER)
-        sock.linger = 0
-        sock.sndhwm = sock.rcvhwm = 100000
-        sock.reconnect_ivl = 50
-        curve.secure_client(sock, endpoint)
-        sock.connect(endpoint)
-        self.sock = sock
+        self.sock = sock = _dealer(ctx, endpoint)
         self.fd = sock.getsockopt(zmq.FD)
         self.closed = False
 
@@ -73,13 +78,7 @@ class AsyncChannel:
     def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, name: str, watch: bool = False) -> None:
         self.endpoint, self.name = endpoint, name
         self.peer = None
-        sock = ctx.socket(zmq.DEALER)
-        sock.linger = 0
-        sock.sndhwm = sock.rcvhwm = 100000
-        sock.reconnect_ivl = 50
-        curve.secure_client(sock, endpoint)
-        sock.connect(endpoint)
-        self.sock = sock
+        self.sock = sock = _dealer(ctx, endpoint)
         self._plain: zmq.Socket = zmq.Socket.shadow(sock.underlying)   # the same socket, drained without futures
         self.monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED) if watch else None
         self.closed = False
