@@ -82,7 +82,12 @@ def test_the_relay_holds_a_bounded_number_of_bytes_per_client(live_soc):
     try:
         with Soc() as soc:   # keep vdsp0 busy so that what follows stays queued in the relay
             sleeps = [soc.rpc(opids.SLEEP, params={"ms": 1500}, core=CORE_0) for _ in range(8)]
-            time.sleep(0.3)
+            # the premise, seen rather than assumed (a fixed 0.3 s was not enough beside a CPU hog):
+            # all 8 sleeps are at vdsp0 before the first large frame is sent, so the frames queue
+            deadline = time.monotonic() + 30
+            while soc.query("stats")["inflight"]["vdsp0"] < 8:
+                assert time.monotonic() < deadline, soc.query("stats")
+                time.sleep(0.02)
             n = MAX_CLIENT_BYTES // len(frame) + 2
             for i in range(1, n + 1):
                 msg = messages.task(i, opids.PING, inputs=[], outputs=[], core=CORE_0, raw=[frame])
