@@ -29,7 +29,7 @@ from vdsp_board.zsock import recv_frames, send_frames
 log = logging.getLogger("vdsp.relay")
 REAP_EVERY_S = 1.0
 TICK_MS = 20
-CLIENT_SNDHWM = 1000            # replies waiting for one client before the next is dropped
+CLIENT_SNDHWM = 4096            # replies waiting for one client before the next is dropped (a flood of 2,000 refusals read late: 1000 lost some on a busy host)
 _NOBLOCK = int(zmq.NOBLOCK)
 
 
