@@ -53,6 +53,25 @@ def check_body(msg: Message) -> Message:
     return msg
 
 
+_ABSENT: Any = object()
+
+
+def check_task_body(body: dict) -> dict:
+    """``check_body`` of a TASK's body (the relay's per-task check): the same verdicts and
+    errors, without a Message. Returns body."""
+    inputs, outputs = body.get("inputs", _ABSENT), body.get("outputs", _ABSENT)
+    params, owner = body.get("params", _ABSENT), body.get("owner", _ABSENT)
+    # exact types pass here (decoded msgpack has no subclasses); anything else takes the table's path
+    if ((inputs is _ABSENT or type(inputs) is list) and (outputs is _ABSENT or type(outputs) is list)
+            and (params is _ABSENT or type(params) is dict) and (owner is _ABSENT or type(owner) is int)):
+        if inputs is not _ABSENT:
+            check_handles(inputs, "inputs")
+        if outputs is not _ABSENT:
+            check_handles(outputs, "outputs")
+        return body
+    return check_body(Message(Command.TASK, 0, body)).body
+
+
 def check_handles(handles: list, what: str) -> None:
     """Each handle is ``[phys_addr, size, flags]`` of non-negative ints with no reserved flag bit.
 

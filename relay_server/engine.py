@@ -35,6 +35,7 @@ from relay_server.cores import CoreView
 from relay_server.observe import RelayObserver
 from relay_server.scheduler import Job, Scheduler
 from vdsp_board.log import RateLimited
+from vdsp_board.ownership import PassedBodies
 
 log = logging.getLogger("vdsp.relay")
 TO_CLIENT, TO_CTL, TO_FW, OPEN_FW, CLOSE_FW = "client", "ctl", "fw", "open_fw", "close_fw"
@@ -62,7 +63,7 @@ class ClientConn:
 
 
 def _size(frames: list) -> int:
-    return sum(len(f) for f in frames)
+    return sum(map(len, frames))
 
 
 def _inflight_count(core: CoreView) -> int:
@@ -100,6 +101,7 @@ class RelayEngine:
         self.stats = {"submitted": 0, "completed": 0, "failed": 0, "rejected": 0, "dropped_replies": 0}
         self.held_bytes = 0                      # payload bytes of queued tasks, all clients
         self.warn = RateLimited(log)
+        self.passed = PassedBodies()             # TASK bodies whose verdict cannot change (ownership)
         self.out: list[tuple] = []
         self.obs = observer if observer is not None else RelayObserver()
         self.obs.bind(self)
@@ -196,12 +198,15 @@ class RelayEngine:
         msg_id, core = head.msg_id, head.core
         if core not in _CORE_INDEX or (core and (_CORE_INDEX[core] or 0) >= len(self.cores)):
             return errors.InvalidCore(f"core {core} is not ANY (0), CORE_0 (1) or CORE_1 (2) of this SoC")
-        try:    # the body once: well-formed handles, each the client's own or granted to it
-            body = wire.unpack_body(frames[1])
-            messages.check_body(wire.Message(Command.TASK, msg_id, body))
-            self.ownership.check_task(client.owner, body)
-        except errors.VdspError as exc:
-            return exc
+        raw, owner = frames[1], client.owner
+        if not self.passed.known(owner, raw):
+            try:    # the body once: well-formed handles, each the client's own or granted to it
+                body = wire.unpack_body(raw)
+                messages.check_task_body(body)
+                self.ownership.check_task(owner, body)
+            except errors.VdspError as exc:
+                return exc
+            self.passed.remember(owner, raw, body)
         if msg_id in client.jobs:
             return errors.InvalidArgument(f"msg_id {msg_id} is already in flight for this client")
         if len(client.jobs) >= self.max_tasks_per_client:
@@ -357,7 +362,10 @@ class RelayEngine:
         if not sched.queued:
             return
         cores = self.cores
-        if len(cores) > 1:
+        if len(cores) == 2:
+            if len(cores[1].inflight) < len(cores[0].inflight):
+                cores = cores[::-1]
+        elif len(cores) > 2:
             cores = sorted(cores, key=_inflight_count)
         credit, out, running = self.credit, self.out, CoreState.RUNNING
         for core in cores:
