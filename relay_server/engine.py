@@ -361,13 +361,18 @@ class RelayEngine:
         sched = self.sched
         if not sched.queued:
             return
-        cores = self.cores
+        cores, credit, running = self.cores, self.credit, CoreState.RUNNING
+        for core in cores:      # the common case under load: every core is full
+            if len(core.inflight) < credit and core.fw_open and core.state is running:
+                break
+        else:
+            return
         if len(cores) == 2:
             if len(cores[1].inflight) < len(cores[0].inflight):
                 cores = cores[::-1]
         elif len(cores) > 2:
             cores = sorted(cores, key=_inflight_count)
-        credit, out, running = self.credit, self.out, CoreState.RUNNING
+        out = self.out
         for core in cores:
             if core.state is not running or not core.fw_open:
                 continue

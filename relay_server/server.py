@@ -25,7 +25,7 @@ from vdsp_board.admission import Admission
 from vdsp_board.hellogate import HelloGate
 from vdsp_board.ownership import Ownership
 from vdsp_board.procfacts import ProcFacts
-from vdsp_board.zsock import readable, recv_frames, send_frames
+from vdsp_board.zsock import readable, recv_frames, send_frames, send_routed
 
 log = logging.getLogger("vdsp.relay")
 REAP_EVERY_S = 1.0
@@ -141,7 +141,7 @@ class RelayServer:
 
     def _to_client(self, identity: bytes, frames: list) -> None:
         try:
-            send_frames(self.front, [identity, *frames], _NOBLOCK)
+            send_routed(self.front, identity, frames, _NOBLOCK)
         except zmq.Again:
             self.engine.reply_dropped(identity)
             self.engine.warn.warn(("slow", identity), "client %s is not reading its replies (%d waiting); dropped "
