@@ -9,7 +9,9 @@ Outputs: :attr:`out`, a list the adapter sends in order and then clears —
 
 A TASK is scheduled by its fixed header (priority, core, custom_id, msg_id) and its body
 is unpacked once, to check that every handle belongs to the owner the client proved in
-its HELLO or lies within a grant (``ownership``); the frames are forwarded unchanged but
+its HELLO or lies within a grant (``ownership``): a body whose verdict cannot change (no
+grant used) is remembered by its bytes and not unpacked again for that binding
+(``ownership.PassedBodies``, PROTOCOL.md §6.6); the frames are forwarded unchanged but
 for the msg_id (the relay's own on the way to the core, the client's on the way back). In
 a RESULT/ERROR reply to a task the header's ``core`` is the core that ran it (a bit) and
 ``custom_id`` the microseconds the task waited in the queue.
