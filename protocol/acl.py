@@ -134,3 +134,17 @@ def check_task(body: dict, owner: int | None, grants_of: Callable[[int], Sequenc
         handles = body.get(what)
         if handles:
             check_handles(handles, what, owner, grants_of)
+
+
+def own_only(body: dict, owner: int | None) -> bool:
+    """True if every handle of ``body`` (well-formed) is memory of ``owner`` itself: a verdict
+    that rests on the addresses alone, never on a grant (grants change at any moment)."""
+    for what in ("inputs", "outputs"):
+        handles = body.get(what)
+        if handles:
+            if owner is None:
+                return False
+            for h in handles:
+                if h[0] >> OFFSET_BITS != owner:
+                    return False
+    return True

@@ -31,6 +31,12 @@ _MSG_ID = struct.Struct("<Q")
 _CUSTOM_ID = struct.Struct("<q")
 SIZE = STRUCT.size  # 24
 _COMMANDS = {int(c): c for c in Command}
+# the hot path: magic and version compared as one 3-byte prefix; a header that fails it is
+# parsed again field by field for the precise error
+_FAST = struct.Struct("<3sBHBBQq")
+_PREFIX = MAGIC + bytes([VERSION])
+_REPLY_TAIL = struct.Struct("<BQq")      # core, msg_id, custom_id: bytes 7..23
+_new_tuple = tuple.__new__
 
 
 class Header(NamedTuple):
@@ -44,6 +50,15 @@ class Header(NamedTuple):
     @classmethod
     def parse(cls, frame: bytes) -> "Header":
         """Raises ProtocolError (size), BadMagic (magic, version), UnknownCommand."""
+        if len(frame) == SIZE:
+            prefix, command, op, priority, core, msg_id, custom_id = _FAST.unpack(frame)
+            cmd = _COMMANDS.get(command)
+            if prefix == _PREFIX and cmd is not None:
+                return _new_tuple(cls, (cmd, op, priority, core, msg_id, custom_id))
+        return cls._parse_checked(frame)
+
+    @classmethod
+    def _parse_checked(cls, frame: bytes) -> "Header":
         if len(frame) != SIZE:
             raise errors.ProtocolError(f"header must be {SIZE} bytes, got {len(frame)}")
         magic, version, command, op, priority, core, msg_id, custom_id = STRUCT.unpack(frame)
@@ -74,6 +89,11 @@ def pack(command: int, msg_id: int, op: int = 0, priority: int = 0, core: int = 
 
 def retag(frame: bytes, msg_id: int, *, core: int | None = None, custom_id: int | None = None) -> bytes:
     """A copy of a (well-formed) header with a new ``msg_id``, and ``core`` / ``custom_id`` if given."""
+    if type(frame) is bytes and len(frame) == SIZE:     # the routers' hot path: slices, no bytearray
+        if core is None and custom_id is None:
+            return frame[:8] + _MSG_ID.pack(msg_id) + frame[16:]
+        if core is not None and custom_id is not None:
+            return frame[:7] + _REPLY_TAIL.pack(core, msg_id, custom_id)
     buf = bytearray(frame)
     _MSG_ID.pack_into(buf, 8, msg_id)
     if core is not None:

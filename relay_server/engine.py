@@ -9,7 +9,9 @@ Outputs: :attr:`out`, a list the adapter sends in order and then clears —
 
 A TASK is scheduled by its fixed header (priority, core, custom_id, msg_id) and its body
 is unpacked once, to check that every handle belongs to the owner the client proved in
-its HELLO or lies within a grant (``ownership``); the frames are forwarded unchanged but
+its HELLO or lies within a grant (``ownership``): a body whose verdict cannot change (no
+grant used) is remembered by its bytes and not unpacked again for that binding
+(``ownership.PassedBodies``, PROTOCOL.md §6.6); the frames are forwarded unchanged but
 for the msg_id (the relay's own on the way to the core, the client's on the way back). In
 a RESULT/ERROR reply to a task the header's ``core`` is the core that ran it (a bit) and
 ``custom_id`` the microseconds the task waited in the queue.
@@ -35,6 +37,7 @@ from relay_server.cores import CoreView
 from relay_server.observe import RelayObserver
 from relay_server.scheduler import Job, Scheduler
 from vdsp_board.log import RateLimited
+from vdsp_board.ownership import PassedBodies
 
 log = logging.getLogger("vdsp.relay")
 TO_CLIENT, TO_CTL, TO_FW, OPEN_FW, CLOSE_FW = "client", "ctl", "fw", "open_fw", "close_fw"
@@ -62,7 +65,7 @@ class ClientConn:
 
 
 def _size(frames: list) -> int:
-    return sum(len(f) for f in frames)
+    return sum(map(len, frames))
 
 
 def _inflight_count(core: CoreView) -> int:
@@ -100,6 +103,7 @@ class RelayEngine:
         self.stats = {"submitted": 0, "completed": 0, "failed": 0, "rejected": 0, "dropped_replies": 0}
         self.held_bytes = 0                      # payload bytes of queued tasks, all clients
         self.warn = RateLimited(log)
+        self.passed = PassedBodies()             # TASK bodies whose verdict cannot change (ownership)
         self.out: list[tuple] = []
         self.obs = observer if observer is not None else RelayObserver()
         self.obs.bind(self)
@@ -196,12 +200,15 @@ class RelayEngine:
         msg_id, core = head.msg_id, head.core
         if core not in _CORE_INDEX or (core and (_CORE_INDEX[core] or 0) >= len(self.cores)):
             return errors.InvalidCore(f"core {core} is not ANY (0), CORE_0 (1) or CORE_1 (2) of this SoC")
-        try:    # the body once: well-formed handles, each the client's own or granted to it
-            body = wire.unpack_body(frames[1])
-            messages.check_body(wire.Message(Command.TASK, msg_id, body))
-            self.ownership.check_task(client.owner, body)
-        except errors.VdspError as exc:
-            return exc
+        raw, owner = frames[1], client.owner
+        if not self.passed.known(owner, raw):
+            try:    # the body once: well-formed handles, each the client's own or granted to it
+                body = wire.unpack_body(raw)
+                messages.check_task_body(body)
+                self.ownership.check_task(owner, body)
+            except errors.VdspError as exc:
+                return exc
+            self.passed.remember(owner, raw, body)
         if msg_id in client.jobs:
             return errors.InvalidArgument(f"msg_id {msg_id} is already in flight for this client")
         if len(client.jobs) >= self.max_tasks_per_client:
@@ -356,10 +363,18 @@ class RelayEngine:
         sched = self.sched
         if not sched.queued:
             return
-        cores = self.cores
-        if len(cores) > 1:
+        cores, credit, running = self.cores, self.credit, CoreState.RUNNING
+        for core in cores:      # the common case under load: every core is full
+            if len(core.inflight) < credit and core.fw_open and core.state is running:
+                break
+        else:
+            return
+        if len(cores) == 2:
+            if len(cores[1].inflight) < len(cores[0].inflight):
+                cores = cores[::-1]
+        elif len(cores) > 2:
             cores = sorted(cores, key=_inflight_count)
-        credit, out, running = self.credit, self.out, CoreState.RUNNING
+        out = self.out
         for core in cores:
             if core.state is not running or not core.fw_open:
                 continue

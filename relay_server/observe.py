@@ -31,9 +31,12 @@ def priority_class(priority: int) -> str:
     return "low"
 
 
+_ERROR = int(Command.ERROR)
+
+
 def reply_code(frames: list) -> int:
     """0 for a RESULT, the error code of an ERROR reply (unpacked only then)."""
-    if header.command_of(frames[0]) != Command.ERROR:
+    if header.command_of(frames[0]) != _ERROR:
         return 0
     try:
         return int(wire.unpack_body(bytes(frames[1])).get("code", errors.OperatorFailed.code))
@@ -105,7 +108,8 @@ class RelayObserver:
     def replied(self, job, core, frames: list, now: float) -> None:
         """The firmware answered ``job`` (RESULT or ERROR); ``core.inflight`` no longer holds it."""
         self.now = now
-        self._core_idle(core, now)
+        if not core.inflight:
+            self._core_idle(core, now)
         op = job.op
         samples = self.latency.get(op)
         if samples is None:

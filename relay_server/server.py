@@ -14,6 +14,7 @@ import os
 import time
 
 import zmq
+from zmq.backend import zmq_poll
 
 from protocol import messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
@@ -24,13 +25,14 @@ from vdsp_board.admission import Admission
 from vdsp_board.hellogate import HelloGate
 from vdsp_board.ownership import Ownership
 from vdsp_board.procfacts import ProcFacts
-from vdsp_board.zsock import recv_frames, send_frames
+from vdsp_board.zsock import readable, recv_frames, send_frames, send_routed
 
 log = logging.getLogger("vdsp.relay")
 REAP_EVERY_S = 1.0
 TICK_MS = 20
 CLIENT_SNDHWM = 4096            # replies waiting for one client before the next is dropped (a flood of 2,000 refusals read late: 1000 lost some on a busy host)
 _NOBLOCK = int(zmq.NOBLOCK)
+_POLLIN = int(zmq.POLLIN)
 
 
 class RelayServer:
@@ -70,12 +72,31 @@ class RelayServer:
         # (the front's one monitor is the admission's, which counts the closes: self._closes)
         self._closes = 0
         self.fw: list[zmq.Socket | None] = [None] * len(self.cores)
-        self.poller = zmq.Poller()
-        self.poller.register(self.front, zmq.POLLIN)
-        self.poller.register(self.hellos.fileno(), zmq.POLLIN)
-        for sock in self.ctl + self.ctl_monitors:
-            self.poller.register(sock, zmq.POLLIN)
+        # What the loop polls: the busy sockets (front, firmware links) as sockets, the wake pipe
+        # of the HELLO gate, and the quiet ones (control links, their monitors) by their ZMQ_FD
+        # (see _drain_quiet). A ZeroMQ socket costs zmq_poll two ZMQ_EVENTS queries per call;
+        # an fd costs only its pollfd. Rebuilt when a firmware link opens or closes.
+        self._quiet = [(self._drain_ctl(i, sock), sock) for i, sock in enumerate(self.ctl)] + \
+            [(self._drain_monitor(i, sock), sock) for i, sock in enumerate(self.ctl_monitors)]
+        self._quiet_fds = [int(sock.get(zmq.FD)) for _, sock in self._quiet]
+        self._quiet_due = True            # a quiet socket may hold messages its fd no longer signals
+        self._items: list[tuple] = []
+        self._handlers: dict = {}
+        self._rebuild_poll()
+        self._spare: list = []            # the engine's other output list (two, swapped: none allocated per turn)
         self.running = True
+
+    def _rebuild_poll(self) -> None:
+        front_in = [(self.front, _POLLIN)]
+        handlers: dict = {self.front: self._drain_front, self.hellos.fileno(): self._hellos_ready}
+        for index, sock in enumerate(self.fw):
+            if sock is not None:
+                front_in.append((sock, _POLLIN))
+                handlers[sock] = self._drain_fw(index, sock)
+        for fd in self._quiet_fds:
+            handlers[fd] = self._mark_quiet
+        self._items = front_in + [(fd, _POLLIN) for fd in [self.hellos.fileno(), *self._quiet_fds]]
+        self._handlers = handlers
 
     def _dealer(self, endpoint: str) -> zmq.Socket:
         sock = self.ctx.socket(zmq.DEALER)
@@ -89,14 +110,22 @@ class RelayServer:
 
     # --- the engine's outputs ---------------------------------------------------------------
     def flush(self) -> None:
-        out, self.engine.out = self.engine.out, []
+        engine = self.engine
+        out = engine.out
+        if not out:
+            return
+        engine.out = self._spare
         for kind, where, data in out:
             if kind == TO_CLIENT:
                 self._to_client(where, data)
             elif kind == TO_FW:
-                if self.fw[where] is not None:
-                    send_frames(self.fw[where], data)
+                sock = self.fw[where]
+                if sock is not None:
+                    send_frames(sock, data)
             elif kind == TO_CTL:
+                # a send takes in the socket's pending commands: a message announced by one
+                # no longer wakes the control link's fd, so the quiet sockets are looked at
+                self._quiet_due = True
                 try:
                     self.ctl[where].send_multipart(data, _NOBLOCK)
                 except zmq.Again:
@@ -104,13 +133,15 @@ class RelayServer:
             elif kind == OPEN_FW:
                 self._close_fw(where)
                 self.fw[where] = self._dealer(data)
-                self.poller.register(self.fw[where], zmq.POLLIN)
+                self._rebuild_poll()
             elif kind == CLOSE_FW:
                 self._close_fw(where)
+        out.clear()
+        self._spare = out
 
     def _to_client(self, identity: bytes, frames: list) -> None:
         try:
-            send_frames(self.front, [identity, *frames], _NOBLOCK)
+            send_routed(self.front, identity, frames, _NOBLOCK)
         except zmq.Again:
             self.engine.reply_dropped(identity)
             self.engine.warn.warn(("slow", identity), "client %s is not reading its replies (%d waiting); dropped "
@@ -121,36 +152,30 @@ class RelayServer:
     def _close_fw(self, index: int) -> None:
         sock, self.fw[index] = self.fw[index], None
         if sock is not None:
-            self.poller.unregister(sock)
             sock.close(0)
+            self._rebuild_poll()
 
     # --- the loop -------------------------------------------------------------------------
     def run(self) -> None:
         log.info("Init relay server on %s", self.bind)
         engine = self.engine
+        monotonic = time.monotonic
         next_reap = next_tick = 0.0
         while self.running:
-            for sock, _ in self.poller.poll(TICK_MS):
-                if sock is self.front:
-                    self._drain_front()
-                elif sock in self.fw:
-                    index = self.fw.index(sock)
-                    self._drain(sock, lambda f, i=index: engine.on_fw(i, f, time.monotonic()))
-                elif sock in self.ctl:
-                    index = self.ctl.index(sock)
-                    self._drain(sock, lambda f, i=index: engine.on_ctl(i, f, time.monotonic()), each=True)
-                elif sock in self.ctl_monitors:
-                    index = self.ctl_monitors.index(sock)
-                    self._drain(sock, lambda f, i=index: engine.ctl_lost(i, time.monotonic()), each=True)
-                elif sock == self.hellos.fileno():
-                    self._to_engine(self.hellos.ready())
-            now = time.monotonic()
+            for sock, _ in zmq_poll(self._items, 0 if self._quiet_due else TICK_MS):
+                handler = self._handlers.get(sock)
+                if handler is not None:     # None: a firmware link closed earlier in this turn
+                    handler()
+            now = monotonic()
             if self.admission.closes != self._closes:
                 self._closes = self.admission.closes
                 engine.client_disconnected(now)
             if now >= next_tick:
                 engine.tick(now)
                 next_tick = now + TICK_MS / 1000
+                self._quiet_due = True      # and every tick, whatever their fds said
+            if self._quiet_due:
+                self._drain_quiet()
             self.flush()
             if now >= next_reap:
                 ddr.reap()
@@ -160,19 +185,72 @@ class RelayServer:
             self.trace.poll()
         self.close()
 
+    def _mark_quiet(self) -> None:
+        self._quiet_due = True
+
+    def _drain_quiet(self) -> None:
+        """Read every waiting message of the control links and their monitors. Their ZMQ_FDs
+        signal only news (ZeroMQ's edge-triggered fd): after the fd woke us, after a send on a
+        control link and on every tick they are read until ZMQ_EVENTS shows nothing more, which
+        re-arms the fd."""
+        self._quiet_due = False
+        for drain, sock in self._quiet:
+            if not sock.closed and readable(sock):
+                drain()     # at most 256 messages a turn
+                if not sock.closed and readable(sock):
+                    self._quiet_due = True
+        self.flush()        # a send on a control link: they are looked at again next turn, at once
+
+    def _drain_ctl(self, index: int, sock: zmq.Socket):
+        engine = self.engine
+
+        def drain() -> None:
+            self._drain(sock, lambda f: engine.on_ctl(index, f, time.monotonic()), each=True)
+        return drain
+
+    def _drain_monitor(self, index: int, sock: zmq.Socket):
+        engine = self.engine
+
+        def drain() -> None:
+            self._drain(sock, lambda f: engine.ctl_lost(index, time.monotonic()), each=True)
+        return drain
+
+    def _drain_fw(self, index: int, sock: zmq.Socket):
+        """The reader of firmware link ``index``: its replies go to the engine, sent at the turn's end."""
+        on_fw, monotonic, noblock = self.engine.on_fw, time.monotonic, _NOBLOCK
+
+        def drain() -> None:
+            for _ in range(256):
+                try:
+                    frames = recv_frames(sock, noblock)
+                except zmq.Again:
+                    return
+                on_fw(index, frames, monotonic())
+        return drain
+
+    def _hellos_ready(self) -> None:
+        self._to_engine(self.hellos.ready())
+
     def _drain_front(self) -> None:
-        front = self.front
+        front, gate, engine, monotonic, noblock = self.front, self.hellos, self.engine, time.monotonic, _NOBLOCK
+        curve_on = self.gate is not None
         for _ in range(256):
             # The identity frame carries the peer's properties (its pid on ipc, its CURVE name on tcp).
             try:
-                meta = front.recv(_NOBLOCK, copy=False)
+                meta = front.recv(noblock, copy=False)
             except zmq.Again:
                 return
             if not meta.more:
                 continue
-            frames = recv_frames(front, _NOBLOCK)
-            peer = curve.peer_name(meta) if self.gate is not None else ""
-            self._to_engine(self.hellos.admit(meta.bytes, frames, meta, peer))
+            frames = recv_frames(front, noblock)
+            identity = meta.bytes
+            peer = curve.peer_name(meta) if curve_on else ""
+            if gate.passes(identity, frames):   # no HELLO claim, nothing of its connection held back
+                client = engine.clients.get(identity)
+                if client is not None and client.kernel_pid is not None:
+                    engine.on_client(identity, frames, monotonic(), peer, meta)
+                    continue
+            self._to_engine(gate.admit(identity, frames, meta, peer))
 
     def _to_engine(self, items: list) -> None:
         """Client messages past the HELLO gate (a HELLO with its verdict, or a refusal to answer)."""

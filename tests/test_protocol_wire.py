@@ -448,3 +448,31 @@ def test_total_message_size_limit():
     expect(errors.MessageTooLarge, MESSAGE_TOO_LARGE, wire.decode,
            [header_bytes(), good_body(), frame, frame, frame, frame, b"x"])
     assert len(wire.decode([header_bytes(), good_body(), frame, frame, frame, frame]).raw) == 4
+
+
+@pytest.mark.parametrize("body, error, says", [
+    ({"inputs": {}}, errors.ProtocolError, "'inputs'"), ({"inputs": (H,)}, errors.ProtocolError, "'inputs'"),
+    ({"params": []}, errors.ProtocolError, "'params'"), ({"owner": True}, errors.ProtocolError, "'owner'"),
+    ({"owner": None}, errors.ProtocolError, "'owner'"), ({"outputs": None}, errors.ProtocolError, "'outputs'"),
+    ({"inputs": [H, [1, 2]]}, errors.InvalidArgument, "inputs[1]"),
+    ({"inputs": [H], "outputs": [H, [0, 8, 2]]}, errors.InvalidArgument, "outputs[1]"),
+    ({"outputs": [H] * 33}, errors.InvalidArgument, "33 outputs"),
+])
+def test_the_relays_task_body_check_refuses_what_check_body_refuses(body, error, says):
+    """messages.check_task_body is the relay's per-task path; check_body takes the same one."""
+    for check in (messages.check_task_body, lambda b: check_body(_msg(Command.TASK, b))):
+        with pytest.raises(error) as info:
+            check(body)
+        assert says in info.value.message
+
+
+def test_the_task_body_check_takes_list_and_dict_subclasses_as_check_body_always_did():
+    class Handles(list):
+        pass
+
+    class Params(dict):
+        pass
+    body = {"inputs": Handles([H]), "outputs": [], "params": Params(a=1), "owner": 7}
+    assert messages.check_task_body(body) is body
+    with pytest.raises(errors.InvalidArgument):
+        messages.check_task_body({"inputs": Handles([H, [1]])})

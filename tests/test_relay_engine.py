@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from protocol import errors, header, messages, opids, wire
+from protocol import acl, errors, header, messages, opids, wire
 from protocol.constants import Command, Core
 from protocol.core_state import CoreState
 from protocol.liveness import ProcFact
 from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
+from vdsp_board.ownership import Ownership
 
 CORES = {"vdsp0": "ipc:///x/vdsp0.sock", "vdsp1": "ipc:///x/vdsp1.sock"}
 A, B = b"\x00client-a", b"\x00client-b"
@@ -401,3 +402,79 @@ def test_ready_tells_clients_the_relay_s_pid_and_hung_deadline():
     r.send(A, messages.hello(1, "client"))
     (ready,) = replies(r.take(), A)
     assert ready.body["hung_ms"] == 7000 and ready.body["pid"] == 4242
+
+
+# --- ownership verdicts remembered per body: never past a change ---------------------------------
+
+ME, OTHER = 0x000123, 0x000456
+
+
+def handle(owner: int, offset: int = 0x1000, size: int = 64) -> list:
+    return [(owner << acl.OFFSET_BITS) | offset, size, 0]
+
+
+class Grants:
+    """The access lists the judge reads (``acl.Reader``'s part): changed by the test at will."""
+
+    def __init__(self) -> None:
+        self.of: dict[int, tuple] = {}
+
+    def grants(self, owner: int) -> tuple:
+        return self.of.get(owner, ())
+
+
+def judged_relay() -> tuple[Relay, Grants]:
+    """A relay whose tasks the real judge (``vdsp_board.ownership.Ownership``) checks, its client
+    A bound to owner ME by HELLO."""
+    r = Relay()
+    lists = Grants()
+    r.e.ownership = Ownership("relay", reader=lists)
+    r.both_up()
+    r.e.on_client(A, wire.encode(messages.hello(1, "client", owner=ME)), r.now)
+    r.e.clients[A].owner = ME          # as a verified claim would bind it (the judge's claim needs a real peer)
+    r.take()
+    return r, lists
+
+
+def outcome(r: Relay, msg_id: int, body_frames: list) -> int:
+    """0 if the task was taken (sent to a core), else the code it was refused with."""
+    r.e.on_client(A, [header.pack(Command.TASK, msg_id, opids.CHECKSUM), *body_frames[1:]], r.now)
+    out = r.take()
+    if tasks_sent(out):
+        for kind, index, frames in out:          # answer it: the client's slots free again
+            if kind == TO_FW:
+                r.fw_reply(index, frames)
+        r.take()
+        return 0
+    (reply,) = replies(out, A)
+    return reply.body["code"]
+
+
+def test_a_revoked_grant_is_refused_on_the_very_next_task_with_the_same_body():
+    r, lists = judged_relay()
+    foreign = wire.encode(messages.task(0, opids.CHECKSUM, inputs=[handle(OTHER)], outputs=[]))
+    assert outcome(r, 10, foreign) == errors.ForeignHandle.code
+    lists.of[OTHER] = (acl.AclEntry(0x1000, 64, ME),)
+    assert [outcome(r, 11 + i, foreign) for i in range(3)] == [0, 0, 0]      # the same bytes, again and again
+    lists.of[OTHER] = ()                                                      # revoked (or OTHER died)
+    assert outcome(r, 20, foreign) == errors.ForeignHandle.code
+    lists.of[OTHER] = (acl.AclEntry(0x1000, 32, ME),)                         # narrowed below the handle
+    assert outcome(r, 21, foreign) == errors.ForeignHandle.code
+
+
+def test_a_body_of_the_clients_own_memory_is_judged_again_for_another_binding():
+    r, lists = judged_relay()
+    own = wire.encode(messages.task(0, opids.CHECKSUM, inputs=[handle(ME)], outputs=[handle(ME, 0x2000)]))
+    assert [outcome(r, 10 + i, own) for i in range(3)] == [0, 0, 0]
+    r.e.clients[A].owner = None                  # a refused new claim leaves the connection unbound
+    assert outcome(r, 20, own) == errors.ForeignHandle.code
+    r.e.clients[A].owner = OTHER
+    assert outcome(r, 21, own) == errors.ForeignHandle.code
+    r.e.clients[A].owner = ME
+    assert outcome(r, 22, own) == 0
+
+
+def test_a_bad_body_is_refused_every_time():
+    r, _ = judged_relay()
+    bad = wire.encode(messages.task(0, opids.CHECKSUM, inputs=[[1, 2, 0x80]], outputs=[]))
+    assert [outcome(r, 10 + i, bad) for i in range(2)] == [errors.InvalidArgument.code] * 2

@@ -70,6 +70,11 @@ class HelloGate:
     def fileno(self) -> int:
         return self._wake_r
 
+    def passes(self, identity: bytes, frames: list) -> bool:
+        """True if :meth:`admit` would hand this message straight back, alone and unchanged (no
+        HELLO, nothing of its connection held): the caller may then handle it without an Item."""
+        return identity not in self.held and header.command_of(frames[0]) != Command.HELLO
+
     def admit(self, identity: bytes, frames: list, meta: object = None, peer: str = "") -> list[Item]:
         """The messages to handle now, in order: this one, unless its connection waits for a verdict."""
         item = Item(identity, frames, meta, peer)

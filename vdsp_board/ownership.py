@@ -229,6 +229,44 @@ class Ownership:
             aclrule.check_task(body, binding, self.acl.grants)
 
 
+class PassedBodies:
+    """TASK bodies (their msgpack bytes) that passed every check for a binding, remembered so
+    that the same bytes from the same binding are not unpacked and judged again (a client
+    repeats its bodies: every PING's is the same).
+
+    Only a verdict that can never change is remembered: the body is well-formed (a function of
+    its bytes) and each of its handles is memory of the binding itself (a function of the
+    addresses and the binding, PROTOCOL.md §6.4). A body that uses another owner's memory
+    through a grant is judged again on every task, so a revoked grant or a dead granting
+    owner is refused on the very next one. (Whether a segment still exists is not the
+    relay's question: the firmware resolves every handle against the DDR for each task.)
+    At most ``limit`` bodies of at most ``max_bytes`` each; the oldest go first.
+    """
+
+    def __init__(self, limit: int = 1024, max_bytes: int = 1024) -> None:
+        self.limit, self.max_bytes = limit, max_bytes
+        self._passed: dict[tuple[int | None, bytes], bool] = {}
+
+    def known(self, binding: int | None, raw: bytes) -> bool:
+        """True if ``raw`` passed for ``binding`` before (and nothing since can change that)."""
+        return (binding, raw) in self._passed
+
+    def remember(self, binding: int | None, raw: bytes, body: dict) -> None:
+        """``raw`` (unpacked as ``body``) just passed every check for ``binding``."""
+        if len(raw) > self.max_bytes or not aclrule.own_only(body, binding):
+            return
+        passed = self._passed
+        if len(passed) >= self.limit:
+            del passed[next(iter(passed))]
+        passed[(binding, bytes(raw))] = True
+
+    def clear(self) -> None:
+        self._passed.clear()
+
+    def __len__(self) -> int:
+        return len(self._passed)
+
+
 class Bindings:
     """Connection identity -> binding (owner id or RELAY), at most ``limit``, least recently used first out.
 

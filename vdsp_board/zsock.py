@@ -21,6 +21,16 @@ def send_frames(sock: zmq.Socket, frames: list, flags: int = 0) -> None:
     _send(sock, frames[last], flags)
 
 
+def send_routed(sock: zmq.Socket, identity: bytes, frames: list, flags: int = 0) -> None:
+    """``send_frames(sock, [identity, *frames], flags)`` without building that list (a ROUTER's reply)."""
+    more = flags | SNDMORE
+    _send(sock, identity, more)
+    last = len(frames) - 1
+    for i in range(last):
+        _send(sock, frames[i], more)
+    _send(sock, frames[last], flags)
+
+
 def recv_frames(sock: zmq.Socket, flags: int = 0) -> list:
     """``recv_multipart`` (bytes frames) through the backend calls: a frame's ``more`` instead of a
     RCVMORE getsockopt (pyzmq builds an option enum per getsockopt). Raises zmq.Again with NOBLOCK:
