@@ -10,6 +10,30 @@ from protocol import errors
 from protocol.cancel import CancelOutcome
 from protocol.task_options import DEFAULT, TaskOptions
 
+_OPTIONS: dict = {}     # (loose keywords and their types) -> TaskOptions.of(None, **them)
+_OPTIONS_MAX = 256
+
+
+def task_options(options: TaskOptions | None, loose: dict) -> TaskOptions:
+    """``TaskOptions.of(options, **loose)``, remembered for ``options`` None: a call's loose
+    keywords (``core=CORE_0``) are a handful of values repeated call after call, and a
+    TaskOptions is frozen, so each distinct set is checked and built once. The key holds each
+    value's type as well (``core=True`` is refused although ``True == 1``); an unhashable value
+    goes to ``TaskOptions.of``, which refuses it."""
+    if options is not None or not loose:
+        return TaskOptions.of(options, **loose)
+    try:
+        key = (*loose.items(), *map(type, loose.values()))
+        return _OPTIONS[key]
+    except KeyError:
+        pass
+    except TypeError:       # an unhashable value: not a valid option anyway
+        return TaskOptions.of(None, **loose)
+    opts = TaskOptions.of(None, **loose)
+    if len(_OPTIONS) < _OPTIONS_MAX:
+        _OPTIONS[key] = opts
+    return opts
+
 
 class Request:
     """A request in flight, keyed by msg_id; completed exactly once by the reader."""
