@@ -30,6 +30,9 @@ from arm_side.transport import Transport, ZmqTransport
 from vdsp_board import ddr, settings
 
 
+_NO_BUFFERS: tuple = ()      # the default of ``inputs`` / ``outputs``: no buffer to look at
+
+
 def _handles(buffers: Sequence[Any], what: str, memory: MemoryManager, check: bool) -> tuple[list, list]:
     """Wire handles for Mems (or raw ``(phys, size[, flags])`` tuples), and the Mems."""
     handles, mems = [], []
@@ -102,8 +105,8 @@ class Soc:
         CacheCoherencyError (strict mode), TaskNumExceedLimit, CoreOffline, RelayUnavailable.
         """
         opts = task_options(options, task)
-        in_h, _ = _handles(inputs, "inputs", self.mem, True)
-        out_h, out_mems = _handles(outputs, "outputs", self.mem, False)
+        in_h = _handles(inputs, "inputs", self.mem, True)[0] if inputs is not _NO_BUFFERS else []
+        out_h, out_mems = _handles(outputs, "outputs", self.mem, False) if outputs is not _NO_BUFFERS else ([], [])
         return self.client.submit(cmd, in_h, out_h, dict(params) if params else {}, opts, out_mems=out_mems)
 
     def call(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None,
