@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from typing import Any, Callable, Mapping
@@ -10,27 +11,31 @@ from protocol import errors
 from protocol.cancel import CancelOutcome
 from protocol.task_options import DEFAULT, TaskOptions
 
-_OPTIONS: dict = {}     # (loose keywords and their types) -> TaskOptions.of(None, **them)
+_OPTIONS: dict = {}     # (wait default, loose keywords and their types) -> the TaskOptions they make
 _OPTIONS_MAX = 256
 
 
-def task_options(options: TaskOptions | None, loose: Mapping[str, Any]) -> TaskOptions:
-    """``TaskOptions.of(options, **loose)``, remembered for ``options`` None: a call's loose
-    keywords (``core=CORE_0``) are a handful of values repeated call after call, and a
-    TaskOptions is frozen, so each distinct set is checked and built once. The key holds each
-    value's type as well (``core=True`` is refused although ``True == 1``); an unhashable value
-    goes to ``TaskOptions.of``, which refuses it."""
-    if options is not None or not loose:
-        return TaskOptions.of(options, **loose)
-    try:
-        key = (*loose.items(), *map(type, loose.values()))
-        return _OPTIONS[key]
-    except KeyError:
-        pass
-    except TypeError:       # an unhashable value: not a valid option anyway
-        return TaskOptions.of(None, **loose)
-    opts = TaskOptions.of(None, **loose)
-    if len(_OPTIONS) < _OPTIONS_MAX:
+def task_options(options: TaskOptions | None, loose: Mapping[str, Any],
+                 wait_default: float | None = None) -> TaskOptions:
+    """``TaskOptions.of(options, **loose)`` (with ``wait_default``: its ``timeout_ms`` set to
+    ``wait_ms(wait_default)``), remembered for ``options`` None: a call's loose keywords
+    (``core=CORE_0``) are a handful of values repeated call after call, and a TaskOptions is
+    frozen, so each distinct set is checked and built once. The key holds each value's type as
+    well (``core=True`` is refused although ``True == 1``); an unhashable value goes to
+    ``TaskOptions.of``, which refuses it."""
+    key: Any = None
+    if options is None:
+        try:
+            key = (wait_default, *loose.items(), *map(type, loose.values()))
+            return _OPTIONS[key]
+        except KeyError:
+            pass
+        except TypeError:       # an unhashable value: not a valid option anyway
+            key = None
+    opts = TaskOptions.of(options, **loose)
+    if wait_default is not None:
+        opts = dataclasses.replace(opts, timeout_ms=opts.wait_ms(wait_default))
+    if key is not None and len(_OPTIONS) < _OPTIONS_MAX:
         _OPTIONS[key] = opts
     return opts
 
