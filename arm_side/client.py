@@ -44,6 +44,7 @@ class Client:
         self.links: dict[str, Any] = {}          # peer name (or "<core>.fw") -> link
         self.cv = threading.Condition()
         self.leader = threading.Lock()
+        self._counts = threading.Lock()   # guards sync_waiters and _callback_pending (cheaper than cv)
         self.sync_waiters = 0
         self._followers = 0          # threads blocked on cv (not reading)
         self._callback_pending = 0   # requests with done-callbacks not yet complete
@@ -186,17 +187,23 @@ class Client:
 
     def _request(self, link, msg: wire.Message, req: Request | None = None) -> Request:
         req = req or Request(self, msg.msg_id)
-        self.session.track(req)
+        self._send(link, wire.encode(msg), req)
+        return req
+
+    def _send(self, link, frames: list, req: Request) -> None:
+        """Track ``req`` and send its ``frames`` on ``link`` (dispatching what came meanwhile)."""
+        pending, msg_id = self.pending, req.msg_id
+        pending[msg_id] = req
         try:
-            incoming = link.send(wire.encode(msg))
+            incoming = link.send(frames)
         except errors.VdspError:
-            self.session.forget(msg.msg_id)
+            pending.pop(msg_id, None)
             raise
         except Exception as exc:      # the transport's own failure (a ZMQError)
-            self.session.forget(msg.msg_id)
+            pending.pop(msg_id, None)
             raise errors.RelayUnavailable(f"cannot send to {link.name}: {exc}") from exc
-        self._dispatch_all(link, incoming)
-        return req
+        if incoming:
+            self._dispatch_all(link, incoming)
 
     def _relay_link(self):
         """The relay's link, reconnected if it died (a restarted relay answers at the same
@@ -220,20 +227,19 @@ class Client:
         """Send a TASK. Raises InvalidArgument / InvalidCore / TaskNumExceedLimit / CoreOffline."""
         if self.closed:
             raise errors.ApiUseError("this SoC connection is closed")
-        msg = self.session.task(op, inputs, outputs, params, options, raw=raw)
-        task = Task(self, msg.msg_id, op, out_mems or [], options=options)
-        self.tracer.submit(msg.msg_id, op, core=int(options.core), priority=options.priority,
-                           custom_id=options.custom_id, nbytes=sum(h[1] for h in (*inputs, *outputs)))
+        msg_id, frames = self.session.task_frames(op, inputs, outputs, params, options, raw=raw)
+        task = Task(self, msg_id, op, out_mems or [], options=options)
+        self.tracer.submit_task(msg_id, op, options, inputs, outputs)
         if self.mode == "relay":
-            self._request(self._relay_link(), msg, task)
+            self._send(self._relay_link(), frames, task)
             return task
         peer = self.session.route(options.core, bool(inputs or outputs))
         link = self.links.get(f"{peer.name}.fw")
         if link is None:    # the reader is opening it this very moment (the core just came up)
             raise errors.CoreOffline(f"{peer.name}: its firmware link is not open yet; try again")
         task.core = peer.name
-        peer.inflight.add(msg.msg_id)
-        self._request(link, msg, task)
+        peer.inflight.add(msg_id)
+        self._send(link, frames, task)
         return task
 
     def request(self, msg: wire.Message, peer_name: str | None = None) -> Request:
@@ -267,8 +273,9 @@ class Client:
 
     # --- receiving ------------------------------------------------------------------------
     def _dispatch_all(self, link, incoming: list) -> None:
+        receive, peer, now = self.session.receive, link.peer, time.monotonic()
         for frames in incoming:
-            actions, wake = self.session.receive(link.peer, frames, time.monotonic())
+            actions, wake = receive(peer, frames, now)
             if actions:
                 self._carry_out(actions)
             if wake:
@@ -302,7 +309,9 @@ class Client:
                 self._dispatch_all(ch, incoming)
         if got:
             return
-        fds = [ch.fd for ch in channels] + ([self._kick_r] if kick else [])
+        fds = [ch.fd for ch in channels]
+        if kick:
+            fds.append(self._kick_r)
         if fds:
             select.select(fds, [], [], timeout)
         else:
@@ -320,12 +329,12 @@ class Client:
     def need_reader(self) -> None:
         """A request got a done-callback (callbacks, asyncio): until it completes, the
         background thread reads whenever no synchronous waiter does."""
-        with self.cv:
+        with self._counts:
             self._callback_pending += 1
         self._bg_wake.set()
 
     def reader_released(self) -> None:
-        with self.cv:
+        with self._counts:
             self._callback_pending -= 1
 
     def _notify(self) -> None:
@@ -337,7 +346,7 @@ class Client:
     def wait_for(self, req: Request, timeout_s: float | None) -> None:
         """Block until ``req`` is done. Raises TaskTimeout (req stays in flight)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with self.cv:
+        with self._counts:
             self.sync_waiters += 1
         if self._bg_leading:
             try:
@@ -345,7 +354,7 @@ class Client:
             except BlockingIOError:
                 pass
         try:
-            while not req.done():
+            while not req._done:
                 remaining = SLICE_S if deadline is None else deadline - time.monotonic()
                 if remaining <= 0:
                     raise errors.TaskTimeout(f"request {req.msg_id} not done after {(timeout_s or 0) * 1000:.0f} ms; "
@@ -353,12 +362,13 @@ class Client:
                 if self.leader.acquire(blocking=False):
                     try:
                         spin = self.busy_poll_s
-                        while not req.done() and (deadline is None or time.monotonic() < deadline):
+                        while not req._done and (deadline is None or time.monotonic() < deadline):
                             self._pump(min(remaining, SLICE_S), spin=spin)
                             spin = 0.0  # spin once per wait, then block
                     finally:
                         self.leader.release()
-                        self._notify()
+                        if self._followers:
+                            self._notify()
                 else:
                     req.followed = True
                     with self.cv:
@@ -371,7 +381,7 @@ class Client:
                 if self.closed and not req.done():
                     raise errors.ApiUseError("the SoC connection was closed while waiting")
         finally:
-            with self.cv:
+            with self._counts:
                 self.sync_waiters -= 1
                 if self.sync_waiters == 0 and self._callback_pending:
                     self._bg_wake.set()  # callbacks still to deliver: the background reads

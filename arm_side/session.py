@@ -88,6 +88,19 @@ class Session:
         return messages.task(next(self.ids), op, inputs=inputs, outputs=outputs, params=params, owner=self.owner,
                              raw=raw, **options.header())
 
+    def task_frames(self, op: int, inputs: list, outputs: list, params: dict, options: TaskOptions,
+                    raw: list | None = None) -> tuple[int, list]:
+        """``(msg_id, wire.encode(self.task(...)))`` without the Message in between (the SDK's
+        per-task path): the same frames, checks and errors as :meth:`task`."""
+        if not isinstance(op, int) or not 0 <= op <= 0xFFFE:
+            raise errors.InvalidArgument(f"cmd must be an operator id in 0x0000..0xfffe, got {op!r}")
+        msg_id = next(self.ids)
+        frames = [header.pack(Command.TASK, msg_id, op, options.priority, int(options.core), options.custom_id),
+                  wire.pack_body({"inputs": inputs, "outputs": outputs, "params": params or {}, "owner": self.owner})]
+        if raw:
+            frames.extend(raw)
+        return msg_id, frames
+
     def track(self, req) -> None:
         self.pending[req.msg_id] = req
 

@@ -25,9 +25,12 @@ from arm_side.async_client import AsyncClient
 from arm_side import tracing
 from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
-from arm_side.task import Task
+from arm_side.task import Task, task_options
 from arm_side.transport import Transport, ZmqTransport
 from vdsp_board import ddr, settings
+
+
+_NO_BUFFERS: tuple = ()      # the default of ``inputs`` / ``outputs``: no buffer to look at
 
 
 def _handles(buffers: Sequence[Any], what: str, memory: MemoryManager, check: bool) -> tuple[list, list]:
@@ -101,10 +104,10 @@ class Soc:
         Raises InvalidArgument, InvalidCore, SysInvalidArgument (freed buffer),
         CacheCoherencyError (strict mode), TaskNumExceedLimit, CoreOffline, RelayUnavailable.
         """
-        opts = TaskOptions.of(options, **task)
-        in_h, _ = _handles(inputs, "inputs", self.mem, True)
-        out_h, out_mems = _handles(outputs, "outputs", self.mem, False)
-        return self.client.submit(cmd, in_h, out_h, dict(params or {}), opts, out_mems=out_mems)
+        opts = task_options(options, task)
+        in_h = _handles(inputs, "inputs", self.mem, True)[0] if inputs is not _NO_BUFFERS else []
+        out_h, out_mems = _handles(outputs, "outputs", self.mem, False) if outputs is not _NO_BUFFERS else ([], [])
+        return self.client.submit(cmd, in_h, out_h, dict(params) if params else {}, opts, out_mems=out_mems)
 
     def call(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None,
              timeout_ms: float | None = None, *, options: TaskOptions | None = None, **task: Unpack[SubmitKw]) -> dict:
@@ -280,7 +283,7 @@ class AsyncSoc:
         """Submit now (errors of submission raise here, as ``Soc.rpc``); ``await`` the returned
         AsyncTask for the values, with the options' ``timeout_ms`` (None or <= 0: no limit).
         ``options`` and its fields as keywords as ``Soc.rpc``."""
-        opts = TaskOptions.of(options, **task)
+        opts = task_options(options, task)
         return AsyncTask(self.soc.rpc(cmd, inputs, outputs, params, options=opts), opts.wait_ms(0))
 
     async def wait(self, task: Task | AsyncTask, timeout_ms: float = 0) -> dict:

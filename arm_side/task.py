@@ -2,13 +2,42 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from protocol import errors
 from protocol.cancel import CancelOutcome
 from protocol.task_options import DEFAULT, TaskOptions
+
+_OPTIONS: dict = {}     # (wait default, loose keywords and their types) -> the TaskOptions they make
+_OPTIONS_MAX = 256
+
+
+def task_options(options: TaskOptions | None, loose: Mapping[str, Any],
+                 wait_default: float | None = None) -> TaskOptions:
+    """``TaskOptions.of(options, **loose)`` (with ``wait_default``: its ``timeout_ms`` set to
+    ``wait_ms(wait_default)``), remembered for ``options`` None: a call's loose keywords
+    (``core=CORE_0``) are a handful of values repeated call after call, and a TaskOptions is
+    frozen, so each distinct set is checked and built once. The key holds each value's type as
+    well (``core=True`` is refused although ``True == 1``); an unhashable value goes to
+    ``TaskOptions.of``, which refuses it."""
+    key: Any = None
+    if options is None:
+        try:
+            key = (wait_default, *loose.items(), *map(type, loose.values()))
+            return _OPTIONS[key]
+        except KeyError:
+            pass
+        except TypeError:       # an unhashable value: not a valid option anyway
+            key = None
+    opts = TaskOptions.of(options, **loose)
+    if wait_default is not None:
+        opts = dataclasses.replace(opts, timeout_ms=opts.wait_ms(wait_default))
+    if key is not None and len(_OPTIONS) < _OPTIONS_MAX:
+        _OPTIONS[key] = opts
+    return opts
 
 
 class Request:
@@ -131,7 +160,7 @@ class Task(Request):
         self.exec_us = self.body.get("exec_us", 0)
         if self.header:
             self.queue_us = max(0, self.header[5])
-        if self.error is None:
+        if self.error is None and self.outputs:
             self.client.after_task(self)
         tracer = getattr(self.client, "tracer", None)
         if tracer is not None:
@@ -148,12 +177,16 @@ class Task(Request):
     def wait(self, timeout_ms: float | None = None) -> dict:
         """Wait for the task; returns the operator's result values (see Request.wait).
         ``timeout_ms`` None: the task's ``options.timeout_ms``, else for ever."""
-        if timeout_ms is None:
-            timeout_ms = self.options.wait_ms(0)
         if self.released:
             raise errors.InvalidTaskHandle(f"task {self.msg_id} was released")
         tracer = getattr(self.client, "tracer", None)
         t0 = tracer.wait_begin() if tracer is not None else 0
+        if self._done and not t0:   # ended already, and no wait to trace: nothing to wait for
+            if self.error is not None:
+                raise self.error
+            return self.values
+        if timeout_ms is None:
+            timeout_ms = self.options.wait_ms(0)
         try:
             super().wait(timeout_ms)
         finally:

@@ -55,6 +55,15 @@ class SdkTracer:
         if self.rec.on:
             self.rec.emit("submit", (msg_id, op, core, priority, custom_id, nbytes), ts)
 
+    def submit_task(self, msg_id: int, op: int, options, inputs: list, outputs: list) -> None:
+        """``submit`` of a TASK with ``options`` and these wire handles; the fields are only
+        gathered while tracing is on."""
+        rec = self.rec
+        rec.poll()
+        if rec.on:
+            rec.emit("submit", (msg_id, op, int(options.core), options.priority, options.custom_id,
+                                sum(h[1] for h in (*inputs, *outputs))), None)
+
     def complete(self, msg_id: int, *, code: int = 0, core: str = "", exec_us: int = 0, queue_us: int = 0,
                  ts: int | None = None) -> None:
         """The task's reply arrived (``code`` 0: RESULT, else the error's code)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from pathlib import Path
 
 import zmq
@@ -86,6 +87,39 @@ class Transport:
         pass
 
 
+class _SharedContext:
+    """The process's one ZeroMQ context for its transports: every Soc of a process shares one
+    I/O thread (as one context's sockets do), which wakes once for what several Socs send
+    together instead of once each. Made at the first transport, terminated when the last
+    closes; a forked child makes its own (a context does not survive fork)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ctx: zmq.Context | None = None
+        self.pid = 0
+        self.users = 0
+
+    def acquire(self) -> zmq.Context:
+        with self.lock:
+            if self.ctx is None or self.pid != os.getpid():
+                self.ctx, self.pid, self.users = zmq.Context(), os.getpid(), 0
+            self.users += 1
+            return self.ctx
+
+    def release(self, ctx: zmq.Context) -> None:
+        with self.lock:
+            if ctx is not self.ctx:     # a parent's (before fork): not ours to end
+                return
+            self.users -= 1
+            if self.users > 0:
+                return
+            self.ctx = None
+        ctx.term()
+
+
+_CONTEXT = _SharedContext()
+
+
 class ZmqTransport(Transport):
     """The SoC of runtime dir ``rt`` (default: ``$VDSP_RUNTIME_DIR``) over ZeroMQ."""
 
@@ -93,7 +127,8 @@ class ZmqTransport(Transport):
         self.mode = mode
         self.rt = rt or rundir.runtime_dir()
         self.may_autostart = autostart_relay
-        self.ctx = zmq.Context()
+        self.ctx = _CONTEXT.acquire()
+        self._ctx_held = True
         self.monitors: dict[int, _Watch] = {}
         self.actx: zmq.asyncio.Context | None = None
 
@@ -212,7 +247,9 @@ class ZmqTransport(Transport):
         for entry in self.monitors.values():
             entry.monitor.close(0)
         self.monitors.clear()
-        self.ctx.term()
+        if self._ctx_held:
+            self._ctx_held = False
+            _CONTEXT.release(self.ctx)
 
 
 HANDSHAKE_FAILURES = 5      # handshakes failed without a word (a wrong server key) before we say so

@@ -48,7 +48,7 @@ class TaskOptions:
     timeout_ms: float | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.core, bool) or self.core not in _CORE_VALUES:
+        if isinstance(self.core, bool) or not _is_core(self.core):
             raise errors.InvalidCore(f"core must be CORE_ANY (0), CORE_0 (1) or CORE_1 (2), got {self.core!r}")
         if not _is_int(self.priority) or not 0 <= self.priority <= PRIORITY_HIGHEST:
             raise errors.InvalidArgument(f"priority must be an int in 0..255, got {self.priority!r}")
@@ -82,6 +82,13 @@ class TaskOptions:
     def header(self) -> dict[str, int]:
         """The wire encoding: keywords of ``protocol.messages.task`` (the TASK header's fields)."""
         return {"core": int(self.core), "priority": self.priority, "custom_id": self.custom_id}
+
+
+def _is_core(value: Any) -> bool:
+    try:
+        return value in _CORE_VALUES
+    except TypeError:       # unhashable (a list): no core
+        return False
 
 
 def _is_int(value: Any) -> bool:

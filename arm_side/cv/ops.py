@@ -44,6 +44,7 @@ from protocol.task_options import DEFAULT, TaskOptions
 from protocol.contract import cv_ops as cv
 from protocol.contract.operator import OperatorEntry
 from protocol.contract import image_formats as formats
+from arm_side import task as arm_task
 from arm_side.cv import args as a
 from arm_side.cv.image import Image, put_image, read_image
 
@@ -392,10 +393,11 @@ def _control(spec: OpSpec, values: dict) -> dict:
     if not isinstance(values["wait"], bool):
         raise a.fail(spec.name, "wait", "True or False", values["wait"])
     try:
-        options = TaskOptions.of(values["options"], **{k: values[k] for k in task_options.FIELDS})
+        options = arm_task.task_options(values["options"], {k: v for k in task_options.FIELDS
+                                                            if (v := values[k]) is not None}, 10000)
     except errors.VdspError as exc:
         raise type(exc)(f"{spec.name}: {exc.message}") from None
-    return {"options": dataclasses.replace(options, timeout_ms=options.wait_ms(10000))}
+    return {"options": options}
 
 
 _ASYNC_SOC: list[type] = []
