@@ -42,6 +42,7 @@ from vdsp_board.admission import Admission
 from vdsp_board.hellogate import HelloGate
 from vdsp_board.ownership import Bindings, Ownership
 from vdsp_board.zsock import NOBLOCK, readable, recv_frames, send_frames
+from vdsp_board.zsock import _recv as recv_frame     # the backend's recv (no sugar wrapper)
 
 CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
@@ -353,24 +354,27 @@ def serve(fw: Firmware, endpoint: str) -> None:
                     answer_now([identity, *answer])
     next_purge = time.monotonic() + PURGE_EVERY_S
     while not fw.unloading:
-        if not inbox and not readable(sock):
+        arrived = readable(sock)
+        if not inbox and not arrived:
             for fd, _ in poller.poll(int(PURGE_EVERY_S * 1000)):
-                if fd == wake_r:        # read only when woken (no syscall and exception per poll)
+                if fd is sock:
+                    arrived = True
+                elif fd == wake_r:      # read only when woken (no syscall and exception per poll)
                     try:
                         os.read(wake_r, 64)
                     except BlockingIOError:
                         pass
             if fw.unloading:
                 break
-        while True:                                 # take in everything that has arrived
+        while arrived:      # take in everything that has arrived (EVENTS, not a zmq.Again per turn)
             try:
-                meta = sock.recv(NOBLOCK, copy=False)   # the identity: it carries the peer's credentials
+                meta = recv_frame(sock, NOBLOCK, False)   # the identity: it carries the peer's credentials
             except zmq.Again:
                 break
-            if not meta.more:
-                continue
-            peer = curve.peer_name(meta) if gate is not None else ""
-            take(hellos.admit(meta.bytes, recv_frames(sock, NOBLOCK), meta, peer))
+            if meta.more:
+                peer = curve.peer_name(meta) if gate is not None else ""
+                take(hellos.admit(meta.bytes, recv_frames(sock, NOBLOCK), meta, peer))
+            arrived = readable(sock)
         take(hellos.ready())                        # verdicts reached off the loop, and what waited on them
         fw.trace.rec.poll()     # the trace switch (one stat every 0.25 s), before the task: traced if it is on
         if inbox:                                   # then run the best waiting task

@@ -7,10 +7,7 @@ destination views can never touch padding bytes or pixels outside the ROI.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
-from typing import Iterator
-
 import cv2
 import numpy as np
 
@@ -116,11 +113,20 @@ def store(dst: np.ndarray, result: np.ndarray) -> None:
         dst[...] = result
 
 
-@contextlib.contextmanager
-def opencv(op: str) -> Iterator[None]:
-    """Map an OpenCV refusal to InvalidArgument (a safety net: parameters are checked before)."""
-    try:
-        yield
-    except cv2.error as exc:
-        msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else "error"
-        raise errors.InvalidArgument(f"{op}: OpenCV refused the arguments: {msg}") from exc
+class opencv:      # noqa: N801 - used as ``with opencv(op):``, like the function it was
+    """Map an OpenCV refusal to InvalidArgument (a safety net: parameters are checked before).
+
+    A class, not a ``contextlib.contextmanager``: no generator per task."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if kind is not None and issubclass(kind, cv2.error):
+            msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else "error"
+            raise errors.InvalidArgument(f"{self.op}: OpenCV refused the arguments: {msg}") from exc
