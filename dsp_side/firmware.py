@@ -48,12 +48,12 @@ CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
 REPLY_SNDHWM = 4096       # replies queued for one connection (see serve())
 HOLD_TASK_S, HOLD_S, HOLD_MAX = 50e-6, 200e-6, 16     # replies sent together: see serve()
-PLAN_MAX, PLAN_BODY_MAX = 256, 4096
+PLAN_MAX, PLAN_BODY_MAX = 256, 4096     # TASK bodies whose checked plan is kept (see _Plan)
 # ZeroMQ's I/O thread runs as SCHED_BATCH: woken by each reply we send, it no longer preempts this
 # thread on its CPU (a context switch there and back per reply, about a fifth of the firmware's
 # time under a PING load); it runs when this thread waits, or on an idle CPU, as at once in
 # nearly every case; before this thread runs a task that waited, it yields to let the replies out.
-IO_THREAD_BATCH = True     # TASK bodies whose checked plan is kept (see _Plan)
+IO_THREAD_BATCH = True
 log = logging.getLogger("vdsp.firmware")
 
 
