@@ -48,7 +48,7 @@ CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
 REPLY_SNDHWM = 4096       # replies queued for one connection (see serve())
 HOLD_TASK_S, HOLD_S, HOLD_MAX = 50e-6, 200e-6, 16     # replies sent together: see serve()
-PLAN_MAX, PLAN_BODY_MAX = 256, 4096     # TASK bodies whose checked plan is kept (see _Plan)
+PLAN_MAX, PLAN_BODY_MAX, PLAN_BYTES = 256, 16 << 10, 1 << 20    # TASK bodies whose plan is kept (_Plan)
 # ZeroMQ's I/O thread runs as SCHED_BATCH: woken by each reply we send, it no longer preempts this
 # thread on its CPU (a context switch there and back per reply, about a fifth of the firmware's
 # time under a PING load); it runs when this thread waits, or on an idle CPU, as at once in
@@ -73,8 +73,9 @@ class OperatorContext:
 class _Plan:
     """What checking a TASK body gave: its operator, handles and validated parameters.
 
-    Kept per body bytes (at most PLAN_MAX bodies of at most PLAN_BODY_MAX bytes): a task whose
-    body is byte for byte one checked before (same operator in its header) skips the decode and
+    Kept per body bytes (at most PLAN_MAX bodies of at most PLAN_BODY_MAX bytes, PLAN_BYTES in
+    all): a task whose body is byte for byte one checked before (same operator in its header)
+    skips the decode and
     the body, count and parameter checks, which are functions of those bytes alone (the schema
     memo did that for parameters already). What can change between two such tasks is still
     checked on every task: the ownership of the handles (grants come and go), and each handle's
@@ -104,6 +105,7 @@ class Firmware:
         self.unloading = False      # set by SIGUSR1 (the core stops us): serve returns, destroy hooks run
         self.trace = TaskTrace(core, lambda op: self.registry.get(op).name)   # task slices while tracing is on
         self._plans: dict[bytes, _Plan] = {}    # TASK body bytes -> what checking them gave (see _Plan)
+        self._plan_bytes = 0
 
     def init_operators(self) -> None:
         """The operators' init hooks (registry.init_all). Raises what a hook raises."""
@@ -219,10 +221,13 @@ class Firmware:
         except errors.VdspError as exc:
             return messages.error(msg.msg_id, exc)
         plan = _Plan(msg.op, body, spec, inputs_h, outputs_h, params)
-        if key is not None and len(key) <= PLAN_BODY_MAX:
-            if len(self._plans) >= PLAN_MAX:
-                del self._plans[next(iter(self._plans))]      # the oldest
+        if key is not None and len(key) <= PLAN_BODY_MAX and key not in self._plans:
+            while self._plans and (len(self._plans) >= PLAN_MAX or self._plan_bytes + len(key) > PLAN_BYTES):
+                oldest = next(iter(self._plans))
+                del self._plans[oldest]
+                self._plan_bytes -= len(oldest)
             self._plans[key] = plan
+            self._plan_bytes += len(key)
         return self.execute(msg.msg_id, plan, binding, t0, checked=True)
 
     def execute(self, msg_id: int, plan: "_Plan", binding: int | None, t0: float,

@@ -118,3 +118,17 @@ def test_bind_looks_again_at_a_descriptor_changed_in_place():
     desc["height"] = H // 2
     ((img, (view,)),) = common.bind("t", [buf], [("src", desc, common.GRAY)])
     assert view.shape == (H // 2, W)
+
+
+def test_a_tensor_descriptor_changed_in_place_is_checked_again():
+    from dsp_side.operators.nn import tensor
+    desc = {"dtype": "S8", "layout": "NONE", "valid_shape": [1, 4],
+            "quant": {"type": "SCALE", "axis": 1, "scale": [0.5, 0.25, 0.125, 1.0]}}
+    t = tensor.parse("input", desc)
+    assert t.quant.scale.tolist() == [0.5, 0.25, 0.125, 1.0]
+    assert tensor.parse("input", desc) is t                 # kept
+    desc["quant"]["scale"][1] = -1.0                         # now invalid
+    with pytest.raises(errors.InvalidArgument, match="scale"):
+        tensor.parse("input", desc)
+    with pytest.raises(ValueError):                          # what is kept cannot be changed by an operator
+        t.quant.scale[0] = 2.0
