@@ -50,9 +50,11 @@ REPLY_SNDHWM = 4096       # replies queued for one connection (see serve())
 HOLD_TASK_S, HOLD_S, HOLD_MAX = 50e-6, 200e-6, 16     # replies sent together: see serve()
 PLAN_MAX, PLAN_BODY_MAX, PLAN_BYTES = 256, 16 << 10, 1 << 20    # TASK bodies whose plan is kept (_Plan)
 # ZeroMQ's I/O thread runs as SCHED_BATCH: woken by each reply we send, it no longer preempts this
-# thread on its CPU (a context switch there and back per reply, about a fifth of the firmware's
-# time under a PING load); it runs when this thread waits, or on an idle CPU, as at once in
-# nearly every case; before this thread runs a task that waited, it yields to let the replies out.
+# thread on its CPU (a context switch there and back per reply: about half of the firmware's busy
+# wall samples were in that send under a PING load); it runs when this thread waits, or on an idle
+# CPU. Cost: when no CPU is idle, a reply sent just before a long task may wait for the kernel to
+# preempt that task (a scheduler slice, a few ms) instead of going out at once. (os.sched_yield()
+# after sending gave the CPU away to any other process under load: rejected.)
 IO_THREAD_BATCH = True
 log = logging.getLogger("vdsp.firmware")
 
@@ -414,8 +416,6 @@ def serve(fw: Firmware, endpoint: str) -> None:
                     continue
         if held:
             send_held()
-            if inbox and IO_THREAD_BATCH:
-                os.sched_yield()    # the I/O thread sends them before the next task, not after it
         if time.monotonic() >= next_purge:
             fw.resolver.purge()
             next_purge = time.monotonic() + PURGE_EVERY_S
