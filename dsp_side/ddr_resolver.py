@@ -16,6 +16,7 @@ import mmap
 import os
 import stat
 import threading
+from typing import Callable
 
 import numpy as np
 
@@ -25,6 +26,10 @@ from vdsp_board import ddr
 MAX_FREED = 4096        # freed ranges remembered to tell "freed" from "unknown"
 MAX_CACHED = 1024       # mapped segments kept (each costs a mapping, no fd)
 MAX_ARRAYS = 256        # task buffers kept as arrays (see Resolver.array)
+#: called (no arguments) before any resolver of this process drops a mapping: whoever keeps
+#: views of task buffers across tasks (``operators.cv.common.bind``) lets them go here, so
+#: that the mapping closes at once
+ON_DROP: list[Callable[[], None]] = []
 
 
 class _Entry:
@@ -214,6 +219,8 @@ class Resolver:
         return entry
 
     def _drop(self, entry: _Entry, *, freed: bool) -> None:
+        for forget in ON_DROP:
+            forget()
         del self._entries[(entry.owner, entry.base)]
         for key in [k for k, (e, _) in self._arrays.items() if e is entry]:
             del self._arrays[key]       # their views would keep the mapping open

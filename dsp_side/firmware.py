@@ -42,11 +42,20 @@ from vdsp_board.admission import Admission
 from vdsp_board.hellogate import HelloGate
 from vdsp_board.ownership import Bindings, Ownership
 from vdsp_board.zsock import NOBLOCK, readable, recv_frames, send_frames
+from vdsp_board.zsock import _recv as recv_frame     # the backend's recv (no sugar wrapper)
 
 CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
 REPLY_SNDHWM = 4096       # replies queued for one connection (see serve())
 HOLD_TASK_S, HOLD_S, HOLD_MAX = 50e-6, 200e-6, 16     # replies sent together: see serve()
+PLAN_MAX, PLAN_BODY_MAX, PLAN_BYTES = 256, 16 << 10, 1 << 20    # TASK bodies whose plan is kept (_Plan)
+# ZeroMQ's I/O thread runs as SCHED_BATCH: woken by each reply we send, it no longer preempts this
+# thread on its CPU (a context switch there and back per reply: about half of the firmware's busy
+# wall samples were in that send under a PING load); it runs when this thread waits, or on an idle
+# CPU. Cost: when no CPU is idle, a reply sent just before a long task may wait for the kernel to
+# preempt that task (a scheduler slice, a few ms) instead of going out at once. (os.sched_yield()
+# after sending gave the CPU away to any other process under load: rejected.)
+IO_THREAD_BATCH = True
 log = logging.getLogger("vdsp.firmware")
 
 
@@ -61,6 +70,24 @@ class OperatorContext:
         self.msg_id = 0
         self.watchdog_ms = watchdog_ms      # the core kills a task that runs this long
         self.state = None                   # the running operator's OperatorState (lifecycle hooks)
+
+
+class _Plan:
+    """What checking a TASK body gave: its operator, handles and validated parameters.
+
+    Kept per body bytes (at most PLAN_MAX bodies of at most PLAN_BODY_MAX bytes, PLAN_BYTES in
+    all): a task whose body is byte for byte one checked before (same operator in its header)
+    skips the decode and
+    the body, count and parameter checks, which are functions of those bytes alone (the schema
+    memo did that for parameters already). What can change between two such tasks is still
+    checked on every task: the ownership of the handles (grants come and go), and each handle's
+    memory (freed, replaced or resized segments: ``Resolver.array``)."""
+
+    __slots__ = ("op", "body", "spec", "inputs", "outputs", "params")
+
+    def __init__(self, op: int, body: dict, spec, inputs: list, outputs: list, params: dict) -> None:
+        self.op, self.body, self.spec = op, body, spec
+        self.inputs, self.outputs, self.params = inputs, outputs, params
 
 
 class Firmware:
@@ -79,6 +106,8 @@ class Firmware:
         self.bindings = Bindings()
         self.unloading = False      # set by SIGUSR1 (the core stops us): serve returns, destroy hooks run
         self.trace = TaskTrace(core, lambda op: self.registry.get(op).name)   # task slices while tracing is on
+        self._plans: dict[bytes, _Plan] = {}    # TASK body bytes -> what checking them gave (see _Plan)
+        self._plan_bytes = 0
 
     def init_operators(self) -> None:
         """The operators' init hooks (registry.init_all). Raises what a hook raises."""
@@ -94,6 +123,16 @@ class Firmware:
         ``meta`` is a frame of the message received with ``copy=False`` (its properties tell
         who sent a HELLO), ``peer`` the CURVE name on tcp.
         """
+        if len(frames) == 2:            # a TASK whose body bytes were checked before (see _Plan)
+            plan = self._plans.get(frames[1]) if type(frames[1]) is bytes else None
+            if plan is not None:
+                try:
+                    head = wire.parse_header(bytes(frames[0]))
+                except errors.VdspError:
+                    head = None         # the full decode below answers it
+                if head is not None and head.command is Command.TASK and head.op == plan.op:
+                    return self._encode_result(head.msg_id, head.op, self.execute(
+                        head.msg_id, plan, self.bindings.get(identity), time.perf_counter()))
         try:
             msg = messages.check_body(wire.decode(frames))
         except errors.VdspError as exc:
@@ -101,18 +140,22 @@ class Firmware:
             self.warn.warn("malformed", "%s: rejected malformed message: %s", self.core, exc)
             return wire.encode(messages.error(msg_id, exc)) if msg_id else None  # 0 = one-way
         if msg.command is Command.TASK:
-            reply = self.run_task(msg, self.bindings.get(identity))
-            try:
-                return wire.encode(reply)
-            except errors.VdspError as exc:  # an operator returned values msgpack cannot carry
-                return wire.encode(messages.error(msg.msg_id, errors.OperatorFailed(
-                    f"operator 0x{msg.op:04x}: result is not encodable: {exc.message}")))
+            key = frames[1] if type(frames[1]) is bytes and len(frames) == 2 else None
+            return self._encode_result(msg.msg_id, msg.op, self.run_task(msg, self.bindings.get(identity), key))
         if msg.command is Command.HELLO:
             return wire.encode(self.hello(msg, identity, meta, peer))
         if msg.command in (Command.HEARTBEAT, Command.DISCONNECT):
             return None
         return wire.encode(messages.error(msg.msg_id, errors.ApiUseError(
             f"the firmware endpoint of {self.core} accepts TASK, CANCEL and HELLO, not {msg.command.name}")))
+
+    @staticmethod
+    def _encode_result(msg_id: int, op: int, reply: wire.Message) -> list:
+        try:
+            return wire.encode(reply)
+        except errors.VdspError as exc:  # an operator returned values msgpack cannot carry
+            return wire.encode(messages.error(msg_id, errors.OperatorFailed(
+                f"operator 0x{op:04x}: result is not encodable: {exc.message}")))
 
     def hello(self, msg: wire.Message, identity: bytes, meta: object, peer: str) -> wire.Message:
         """READY, binding the connection to what it proved; ERROR ClaimRefused (and no binding) otherwise."""
@@ -153,17 +196,22 @@ class Firmware:
                 f"({len(self.registry)} operators; a custom image replaces the stock one's)") from None
 
     def _buffers(self, handles: list, writable: bool, what: str) -> list:
-        out = []
-        for i, (phys, size, _flags) in enumerate(handles):
+        array = self.resolver.array
+        try:
+            return [array(h[0], h[1], writable) for h in handles]   # the same arrays as last task's
+        except errors.HandleError:
+            pass
+        for i, (phys, size, _flags) in enumerate(handles):     # which one, for the message
             try:
-                out.append(self.resolver.array(phys, size, writable))   # the same array as last task's
+                array(phys, size, writable)
             except errors.HandleError as exc:
                 raise type(exc)(f"{what}[{i}]: {exc.message}") from None
-        return out
+        raise AssertionError("unreachable")   # pragma: no cover
 
-    def run_task(self, msg: wire.Message, binding: int | None = None) -> wire.Message:
+    def run_task(self, msg: wire.Message, binding: int | None = None, key: bytes | None = None) -> wire.Message:
         """RESULT or ERROR for one TASK of a connection bound to ``binding`` (its verified owner,
-        RELAY, or None); a non-VdspError from compute crashes the process."""
+        RELAY, or None); a non-VdspError from compute crashes the process. ``key``: the body's
+        bytes, under which its checked plan is kept for the next task with the same body."""
         t0 = time.perf_counter()
         body = msg.body
         try:
@@ -172,26 +220,49 @@ class Firmware:
             inputs_h, outputs_h = body.get("inputs", []), body.get("outputs", [])
             spec.check_counts(len(inputs_h), len(outputs_h))
             params = schema.validate(spec.name, spec.params, body.get("params", {}))
-            inputs = self._buffers(inputs_h, spec.inputs_writable, "inputs")
-            outputs = self._buffers(outputs_h, True, "outputs")
         except errors.VdspError as exc:
             return messages.error(msg.msg_id, exc)
-        self.ctx.msg_id = msg.msg_id
-        if self.watchdog:
-            self.watchdog.task_begin(msg.msg_id)
+        plan = _Plan(msg.op, body, spec, inputs_h, outputs_h, params)
+        if key is not None and len(key) <= PLAN_BODY_MAX and key not in self._plans:
+            while self._plans and (len(self._plans) >= PLAN_MAX or self._plan_bytes + len(key) > PLAN_BYTES):
+                oldest = next(iter(self._plans))
+                del self._plans[oldest]
+                self._plan_bytes -= len(oldest)
+            self._plans[key] = plan
+            self._plan_bytes += len(key)
+        return self.execute(msg.msg_id, plan, binding, t0, checked=True)
+
+    def execute(self, msg_id: int, plan: "_Plan", binding: int | None, t0: float,
+                checked: bool = False) -> wire.Message:
+        """RESULT or ERROR of the task ``plan`` (its body checked before) for a connection bound to
+        ``binding``: the ownership check (unless ``checked`` just now), the handles resolved (each
+        segment still the one mapped, the range inside it), then compute. ``t0``: when exec_us starts."""
+        spec = plan.spec
+        try:
+            if not checked:
+                self.ownership.check_task(binding, plan.body)    # grants change: every task
+            inputs = self._buffers(plan.inputs, spec.inputs_writable, "inputs")
+            outputs = self._buffers(plan.outputs, True, "outputs")
+        except errors.VdspError as exc:
+            return messages.error(msg_id, exc)
+        params = plan.params
+        self.ctx.msg_id = msg_id
+        watchdog = self.watchdog
+        if watchdog:
+            watchdog.task_begin(msg_id)
         try:
             self.registry.prepare(spec, self.ctx, inputs, outputs, params)   # sets ctx.state
             values = spec.fn(self.ctx, inputs, outputs, **params) or {}
         except errors.VdspError as exc:
-            return messages.error(msg.msg_id, exc)
+            return messages.error(msg_id, exc)
         except BaseException:  # an operator bug: the DSP takes an exception
-            self.crash(msg, spec.name, params)
+            self.crash(wire.Message(Command.TASK, msg_id, plan.body, plan.op), spec.name, params)
         finally:
-            if self.watchdog:
-                self.watchdog.task_end()
+            if watchdog:
+                watchdog.task_end()
         del inputs, outputs
         exec_us = int((time.perf_counter() - t0) * 1e6)
-        return messages.result(msg.msg_id, {"values": values, "core": self.core, "exec_us": exec_us})
+        return messages.result(msg_id, {"values": values, "core": self.core, "exec_us": exec_us})
 
     def crash(self, msg: wire.Message, op_name: str, params: dict) -> None:
         """Write the crash report and die like a DSP taking an exception."""
@@ -224,6 +295,11 @@ def _plain(value):
 def serve(fw: Firmware, endpoint: str) -> None:
     """Bind ``endpoint`` and serve forever (until killed or SIGTERM)."""
     ctx = zmq.Context()
+    if IO_THREAD_BATCH:
+        try:        # before the first socket starts the I/O thread
+            ctx.set(zmq.THREAD_SCHED_POLICY, os.SCHED_BATCH)
+        except (AttributeError, zmq.ZMQError):
+            pass
     sock = ctx.socket(zmq.ROUTER)
     sock.linger = 0
     sock.router_mandatory = False
@@ -295,24 +371,27 @@ def serve(fw: Firmware, endpoint: str) -> None:
                     answer_now([identity, *answer])
     next_purge = time.monotonic() + PURGE_EVERY_S
     while not fw.unloading:
-        if not inbox and not readable(sock):
+        arrived = readable(sock)
+        if not inbox and not arrived:
             for fd, _ in poller.poll(int(PURGE_EVERY_S * 1000)):
-                if fd == wake_r:        # read only when woken (no syscall and exception per poll)
+                if fd is sock:
+                    arrived = True
+                elif fd == wake_r:      # read only when woken (no syscall and exception per poll)
                     try:
                         os.read(wake_r, 64)
                     except BlockingIOError:
                         pass
             if fw.unloading:
                 break
-        while True:                                 # take in everything that has arrived
+        while arrived:      # take in everything that has arrived (EVENTS, not a zmq.Again per turn)
             try:
-                meta = sock.recv(NOBLOCK, copy=False)   # the identity: it carries the peer's credentials
+                meta = recv_frame(sock, NOBLOCK, False)   # the identity: it carries the peer's credentials
             except zmq.Again:
                 break
-            if not meta.more:
-                continue
-            peer = curve.peer_name(meta) if gate is not None else ""
-            take(hellos.admit(meta.bytes, recv_frames(sock, NOBLOCK), meta, peer))
+            if meta.more:
+                peer = curve.peer_name(meta) if gate is not None else ""
+                take(hellos.admit(meta.bytes, recv_frames(sock, NOBLOCK), meta, peer))
+            arrived = readable(sock)
         take(hellos.ready())                        # verdicts reached off the loop, and what waited on them
         fw.trace.rec.poll()     # the trace switch (one stat every 0.25 s), before the task: traced if it is on
         if inbox:                                   # then run the best waiting task

@@ -167,11 +167,31 @@ def _loops_forever(op: str, src_w: int, src_h: int, interpolation: str, border: 
                                      f"2x2 pixels, got {src_w}x{src_h} (use another border or interpolation)")
 
 
-def _warp(op: str, fn, matrix: np.ndarray, inputs, outputs, src, dst, interpolation, inverse_map, border,
+#: (rows, matrix values) -> (the float64 matrix, read-only; whether it is singular): a task's matrix
+#: is the same from task to task, and its determinant cost more than the rest of the checks
+_MATRICES: dict = {}
+MATRICES_MAX = 64
+
+
+def _matrix(values: list, rows: int) -> tuple[np.ndarray, bool]:
+    key = (rows, tuple(values))
+    hit = _MATRICES.get(key)
+    if hit is None:
+        matrix = np.asarray(values, np.float64).reshape(rows, 3)
+        matrix.flags.writeable = False
+        hit = matrix, bool(abs(np.linalg.det(matrix if rows == 3 else matrix[:, :2])) < 1e-12)
+        if len(_MATRICES) >= MATRICES_MAX:
+            del _MATRICES[next(iter(_MATRICES))]
+        _MATRICES[key] = hit
+    return hit
+
+
+def _warp(op: str, fn, values: list, rows: int, inputs, outputs, src, dst, interpolation, inverse_map, border,
           border_value):
     s, (sv,), d, (dv,) = _pair(op, inputs, outputs, src, dst, ALL_PIXELS)
     _loops_forever(op, s.size[0], s.size[1], interpolation, border)
-    if not inverse_map and abs(np.linalg.det(matrix if matrix.shape == (3, 3) else matrix[:, :2])) < 1e-12:
+    matrix, singular = _matrix(values, rows)
+    if not inverse_map and singular:
         raise errors.InvalidArgument(f"{op}: matrix is singular and cannot be inverted (set inverse_map if it "
                                      "already maps dst to src)")
     flags = INTERPOLATIONS[interpolation] | (cv2.WARP_INVERSE_MAP if inverse_map else 0)
@@ -182,13 +202,13 @@ def _warp(op: str, fn, matrix: np.ndarray, inputs, outputs, src, dst, interpolat
 
 def warp_affine(ctx, inputs, outputs, src, dst, matrix, interpolation, inverse_map, border, border_value):
     """Affine warp (cv::warpAffine) by a 2x3 matrix given row-major (6 values)."""
-    _warp("warpAffine", cv2.warpAffine, np.asarray(matrix, np.float64).reshape(2, 3), inputs, outputs, src, dst,
+    _warp("warpAffine", cv2.warpAffine, matrix, 2, inputs, outputs, src, dst,
           interpolation, inverse_map, border, border_value)
 
 
 def warp_perspective(ctx, inputs, outputs, src, dst, matrix, interpolation, inverse_map, border, border_value):
     """Perspective warp (cv::warpPerspective) by a 3x3 matrix given row-major (9 values)."""
-    _warp("warpPerspective", cv2.warpPerspective, np.asarray(matrix, np.float64).reshape(3, 3), inputs, outputs,
+    _warp("warpPerspective", cv2.warpPerspective, matrix, 3, inputs, outputs,
           src, dst, interpolation, inverse_map, border, border_value)
 
 

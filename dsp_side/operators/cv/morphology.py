@@ -10,10 +10,27 @@ from dsp_side.operators.cv.filters import unary
 SHAPES = {"rect": cv2.MORPH_RECT, "cross": cv2.MORPH_CROSS, "ellipse": cv2.MORPH_ELLIPSE}
 
 
+#: (shape, ksize, anchor) -> the structuring element (read-only), made once
+_ELEMENTS: dict = {}
+ELEMENTS_MAX = 64
+
+
+def _element(shape: str, ksize: tuple[int, int], anchor: tuple[int, int]):
+    key = (shape, ksize, anchor)
+    kernel = _ELEMENTS.get(key)
+    if kernel is None:
+        kernel = cv2.getStructuringElement(SHAPES[shape], ksize, anchor)
+        kernel.flags.writeable = False
+        if len(_ELEMENTS) >= ELEMENTS_MAX:
+            del _ELEMENTS[next(iter(_ELEMENTS))]
+        _ELEMENTS[key] = kernel
+    return kernel
+
+
 def _morph(op: str, fn, inputs, outputs, src, dst, shape, ksize, anchor, iterations, border):
     _, sv, _, dv = unary(op, inputs, outputs, src, dst, PACKED8)
     anchor = anchor_in(op, anchor, *ksize)
-    kernel = cv2.getStructuringElement(SHAPES[shape], tuple(ksize), anchor)
+    kernel = _element(shape, tuple(ksize), anchor)
     with opencv(op):
         # border "constant" uses OpenCV's morphology default value (max for erode, min for dilate),
         # so the image edge never spreads into the result.

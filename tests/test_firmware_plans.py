@@ -1,0 +1,134 @@
+"""A TASK body the firmware checked before runs from its kept plan (dsp_side.firmware._Plan), and
+the CV operators keep their bound views (operators.cv.common.bind): what can change between two
+tasks with the same body is still looked at on every task."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from arm_side import opids
+from arm_side.memory import MemoryManager
+from dsp_side.firmware import Firmware
+from dsp_side.operators.cv import common
+from protocol import errors, messages, wire
+from protocol.constants import Command
+from protocol.contract import cv_ids
+from vdsp_sim import fuzz
+
+W, H = 64, 48
+
+
+@pytest.fixture
+def fw(shm):
+    version, registry = fuzz.stock_registry()
+    firmware = Firmware("vdsp0", version, registry, None, None)
+    firmware.bindings.set(b"me", fuzz._owner_id())      # a connection that proved this process's owner
+    yield firmware
+    firmware.resolver.close()
+
+
+@pytest.fixture
+def mm(shm):
+    with MemoryManager() as manager:
+        yield manager
+
+
+def run(fw, frames, identity=b"me"):
+    reply = wire.decode(fw.handle(frames, identity))
+    return reply.command, reply.body
+
+
+def threshold_task(msg_id, src, dst, thresh=100):
+    desc = {"format": "Y", "width": W, "height": H}
+    return wire.encode(messages.task(msg_id, cv_ids.THRESHOLD, inputs=[src.handle()], outputs=[dst.handle()],
+                                     params={"src": desc, "dst": desc, "thresh": thresh, "maxval": 255},
+                                     owner=fuzz._owner_id()))
+
+
+def mapped_deleted(path) -> bool:
+    with open("/proc/self/maps", encoding="ascii", errors="replace") as fh:
+        return any(str(path) in line and "(deleted)" in line for line in fh)
+
+
+def test_the_same_body_under_another_operator_is_checked_for_that_operator(fw, mm):
+    a, b = mm.alloc(64), mm.alloc(64)
+    a.write(bytes(range(64)))
+    body = dict(inputs=[a.handle()], outputs=[b.handle()], params={"size": 16}, owner=fuzz._owner_id())
+    cmd, _ = run(fw, wire.encode(messages.task(1, opids.MEMCPY, **body)))
+    assert cmd == Command.RESULT
+    # checksum takes one input and no output: the very body bytes are refused for it
+    cmd, reply = run(fw, wire.encode(messages.task(2, opids.CHECKSUM, **body)))
+    assert cmd == Command.ERROR and reply["code"] == errors.InvalidArgument.code
+    assert "takes 0 outputs" in reply["message"]
+
+
+def test_a_repeated_body_is_refused_once_its_connection_may_no_longer_use_the_memory(fw, mm):
+    src, dst = mm.alloc(W * H), mm.alloc(W * H)
+    for i in (1, 2):
+        cmd, reply = run(fw, threshold_task(i, src, dst))
+        assert cmd == Command.RESULT, reply
+    fw.bindings.set(b"me", fuzz._owner_id() + 1)            # now bound to another owner
+    cmd, reply = run(fw, threshold_task(3, src, dst))
+    assert cmd == Command.ERROR and reply["code"] == errors.ForeignHandle.code
+
+
+def test_a_repeated_body_naming_freed_memory_gets_freed_handle(fw, mm):
+    src, dst = mm.alloc(W * H), mm.alloc(W * H)
+    pixels = np.arange(W * H, dtype=np.uint8)
+    src.write(pixels.tobytes())
+    frames = threshold_task(1, src, dst)
+    assert run(fw, frames)[0] == Command.RESULT
+    assert run(fw, frames)[0] == Command.RESULT
+    assert np.array_equal(np.frombuffer(dst.read(), np.uint8), np.where(pixels > 100, 255, 0))
+    dst.free()
+    cmd, reply = run(fw, frames)
+    assert cmd == Command.ERROR and reply["code"] == errors.FreedHandle.code
+
+
+def test_kept_views_do_not_keep_a_freed_segment_mapped(fw, mm, shm):
+    src, dst = mm.alloc(W * H), mm.alloc(W * H)
+    assert run(fw, threshold_task(1, src, dst))[0] == Command.RESULT
+    assert run(fw, threshold_task(2, src, dst))[0] == Command.RESULT
+    dst.free()
+    fw.resolver.purge()         # what the firmware does every second
+    assert not mapped_deleted(shm)
+
+
+def test_a_new_segment_at_a_freed_address_gets_new_views(fw, mm):
+    src = mm.alloc(W * H)
+    src.write(bytes([200]) * (W * H))
+    dst = mm.alloc(W * H)
+    assert run(fw, threshold_task(1, src, dst))[0] == Command.RESULT
+    dst.free()
+    fw.resolver.purge()
+    dst2 = mm.alloc(W * H)
+    cmd, reply = run(fw, threshold_task(2, src, dst2))
+    assert cmd == Command.RESULT, reply
+    assert dst2.read() == bytes([255]) * (W * H)
+
+
+def test_bind_looks_again_at_a_descriptor_changed_in_place():
+    buf = np.zeros(W * H, np.uint8)
+    desc = {"format": "Y", "width": W, "height": H}
+    ((img, (view,)),) = common.bind("t", [buf], [("src", desc, common.GRAY)])
+    assert view.shape == (H, W)
+    desc["height"] = H + 1          # now too tall for the buffer
+    with pytest.raises(errors.InvalidArgument, match="too small"):
+        common.bind("t", [buf], [("src", desc, common.GRAY)])
+    desc["height"] = H // 2
+    ((img, (view,)),) = common.bind("t", [buf], [("src", desc, common.GRAY)])
+    assert view.shape == (H // 2, W)
+
+
+def test_a_tensor_descriptor_changed_in_place_is_checked_again():
+    from dsp_side.operators.nn import tensor
+    desc = {"dtype": "S8", "layout": "NONE", "valid_shape": [1, 4],
+            "quant": {"type": "SCALE", "axis": 1, "scale": [0.5, 0.25, 0.125, 1.0]}}
+    t = tensor.parse("input", desc)
+    assert t.quant.scale.tolist() == [0.5, 0.25, 0.125, 1.0]
+    assert tensor.parse("input", desc) is t                 # kept
+    desc["quant"]["scale"][1] = -1.0                         # now invalid
+    with pytest.raises(errors.InvalidArgument, match="scale"):
+        tensor.parse("input", desc)
+    with pytest.raises(ValueError):                          # what is kept cannot be changed by an operator
+        t.quant.scale[0] = 2.0
