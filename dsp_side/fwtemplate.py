@@ -91,11 +91,23 @@ _preloaded = False
 
 def preload(core: str) -> None:
     """What every firmware imports, and the compiled kernels loaded (their init hook's work).
-    Once per process (and so not again in a process forked from one that did it)."""
+    Once per process (and so not again in a process forked from one that did it: ``vdsp up``
+    does it before it forks the SoC's template, so that the supervisor shares these pages too).
+    The collector is off meanwhile (what is imported here lives as long as the process)."""
     global _preloaded
     if _preloaded:
         return
     _preloaded = True
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _imports(core)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _imports(core: str) -> None:
     t0 = time.perf_counter()
     import numpy  # noqa: F401
     import cv2  # noqa: F401
@@ -103,7 +115,6 @@ def preload(core: str) -> None:
     from dsp_side import core_main, firmware, heap, fw_image  # noqa: F401
     from dsp_side.operators import cv, nn, pointcloud
     del cv, nn
-    heap.keep_heap()
     pointcloud.warm(None)   # numba's cached machine code: 0.5-0.8 s that no firmware boot pays again
     log.info("%s: firmware imports and kernels loaded in %.0f ms (pid %d)", core, (time.perf_counter() - t0) * 1e3,
              os.getpid())
@@ -120,6 +131,8 @@ def _serve(sock: socket.socket, core: str, core_pid: int) -> None:
         preload(core)
     except Exception as exc:    # the firmware imports them again and reports what fails
         log.warning("%s: firmware template could not preload: %s: %s", core, type(exc).__name__, exc)
+    from dsp_side import heap
+    heap.keep_heap()    # the firmwares' working memory stays mapped (inherited by what we fork)
     gc.collect()
     gc.freeze()     # the imported objects stay out of the collector's way: their pages stay shared
     while True:
