@@ -14,10 +14,11 @@ Two levels. Each core imports all of it at start, before it listens (so that no 
 for imports while the core is deaf to its peers), then forks its own firmware template
 (``vdsp0.template``) while it is single-threaded (before its ZeroMQ context exists), and that one
 forks the core's firmwares (``vdsp0.fw``): the imports are in memory once per core. ``vdsp up``
-also forks a SoC-wide template (``soc.template``) at start, while it is single-threaded, and forks
-the cores from it: the imports are then in memory once per SoC (an idle SoC ~180 MB PSS instead of
-~300; ``VDSP_SOC_TEMPLATE=0`` starts each core as a fresh interpreter again). A core started alone
-(``vdsp core``, tests, containers) is a fresh interpreter with a template of its own.
+imports them itself (:func:`preload`), then forks a SoC-wide template (``soc.template``) while it
+is single-threaded, and forks the cores and the relay from it: the imports are then in memory
+once per SoC, the supervisor's included (an idle SoC ~225 MB PSS instead of ~300;
+``VDSP_SOC_TEMPLATE=0`` starts each core and the relay as a fresh interpreter again). A core
+started alone (``vdsp core``, tests, containers) is a fresh interpreter with a template of its own.
 
 Parentage. Whoever forks a template makes itself a child subreaper, and a template forks twice:
 the intermediate process exits before the reply, so the new process is reparented to the
@@ -27,7 +28,8 @@ requester dies (``PR_SET_PDEATHSIG``); so does a template. A template is killed 
 stops (closing the socket ends it).
 
 The conversation is one ``SOCK_SEQPACKET`` socket pair: a request is JSON ``{kind, argv, env}``
-with the new process's stdout (and, for a core, stderr) attached (``SCM_RIGHTS``); the reply is
+(kind ``firmware``, ``core`` or ``relay``) with the new process's stdout (and, for a core or the
+relay, stderr) attached (``SCM_RIGHTS``); the reply is
 ``{"pid": N}`` or ``{"error": why}``. ``VDSP_FW_TEMPLATE=0`` turns templates off (each process is
 then a fresh interpreter again).
 """
@@ -36,6 +38,7 @@ from __future__ import annotations
 import array
 import ctypes
 import gc
+import importlib
 import json
 import logging
 import os
@@ -156,7 +159,7 @@ def _serve(sock: socket.socket, core: str, core_pid: int) -> None:
                 os.close(fd)
 
 
-_CHILDREN = {"firmware": 1, "core": 2}     # kind -> its file descriptors (stdout; stdout and stderr)
+_CHILDREN = {"firmware": 1, "core": 2, "relay": 2}     # kind -> its file descriptors (stdout; stdout and stderr)
 
 
 def _fork_child(sock: socket.socket, kind: str, argv: list[str], env: dict | None, fds: list[int], core: str,
@@ -216,6 +219,14 @@ def _child(sock: socket.socket, kind: str, argv: list[str], env: dict | None, fd
             set_name(f"{core}.fw")
             from dsp_side import firmware
             firmware.main(argv, forked=True)    # exits
+        elif kind == "relay":
+            assert env is not None
+            settings.become(env)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            set_name("relay")
+            # by name: the relay is above this layer; a template runs only its owner's requests
+            relay = importlib.import_module("relay_server.main")
+            code = relay.main(argv)
         else:
             assert env is not None
             settings.become(env)
@@ -311,6 +322,14 @@ class Template:
         stdout and stderr to ``out`` (None: ours). Raises OSError."""
         fd = out if out is not None else 2
         return ForkedChild(self._request({"kind": "core", "argv": argv, "env": env}, [1 if out is None else fd, fd]),
+                           None)
+
+    def spawn_relay(self, argv: list[str], env: dict, out: int | None) -> ForkedChild:
+        """The relay, running ``python -m relay_server.main *argv`` with environment ``env``,
+        its stdout and stderr to ``out`` (None: ours): what it imports is here already (ZeroMQ,
+        msgpack, the protocol) and shared. Raises OSError."""
+        fd = out if out is not None else 2
+        return ForkedChild(self._request({"kind": "relay", "argv": argv, "env": env}, [1 if out is None else fd, fd]),
                            None)
 
     def _request(self, req: dict, fds: list[int]) -> int:

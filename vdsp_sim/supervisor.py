@@ -131,10 +131,14 @@ class Supervisor:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             out = open(self.log_dir / f"{child.name}.log", "ab")
         try:
-            if self.template is not None and child.name in self.cores and self.template.alive():
+            if self.template is not None and (child.name in self.cores or child.name == "relay") \
+                    and self.template.alive():
+                fd = None if out is None else out.fileno()
                 try:
-                    child.proc = self.template.spawn_core(child.cmd[4:], proc.child_env(_env(self.rt)),
-                                                          None if out is None else out.fileno())
+                    if child.name == "relay":   # cmd: python -m relay_server.main ARGS
+                        child.proc = self.template.spawn_relay(child.cmd[3:], proc.child_env(_env(self.rt)), fd)
+                    else:                       # cmd: python -m vdsp_sim.cli core ARGS
+                        child.proc = self.template.spawn_core(child.cmd[4:], proc.child_env(_env(self.rt)), fd)
                     return
                 except OSError as exc:
                     log.warning("%s: the SoC's template failed (%s): starting it afresh", child.name, exc)
@@ -147,10 +151,10 @@ class Supervisor:
     def start(self, fork_template: Callable[[], Any] | None = None) -> None:
         """Spawn the relay and the cores. Raises ApiUseError if a relay already runs here.
 
-        ``fork_template`` (``vdsp up``): called once the relay is spawned (its start-up overlaps
-        ours) and the stock images are installed; it returns the SoC's template
-        (``dsp_side.fwtemplate.Template``), which the cores are then forked from. Without it the
-        cores (from ``self.template`` if one was given) then the relay are spawned."""
+        ``fork_template`` (``vdsp up``): called once the stock images are installed; it returns
+        the SoC's template (``dsp_side.fwtemplate.Template``). The cores, then the relay, are
+        spawned: forked from the template when there is one (what they import is in memory
+        once), else started afresh."""
         if self.relay and PidFile(self.rt / "relay.pid").read() is not None:
             raise errors.ApiUseError(f"a relay already runs for {self.rt} (vdsp down first)")
         self._ensure_keys()
@@ -159,10 +163,6 @@ class Supervisor:
                                                *self.core_args])
         if self.relay:
             self.children["relay"] = Child("relay", [sys.executable, "-m", "relay_server.main", *self.relay_args])
-        if self.relay and (fork_template is not None or self.template is not None):
-            # the relay first: it imports none of what the cores need, and connects to them
-            # whenever they bind
-            self._spawn(self.children["relay"])
         from vdsp_sim.firmware_cli import install_stock
         # an image the cores would refuse is replaced; the cores' own policy decides ("--allow-unsigned")
         for path, why in install_stock(self.rt, self.cores, allow_unsigned="--allow-unsigned" in self.core_args):
@@ -279,7 +279,10 @@ class Supervisor:
         deadline = None if not timeout_s else time.monotonic() + timeout_s
         last: dict = {}
         cpu, progressed = -1, time.monotonic()
-        soc = None      # one connection, asked every READY_POLL_S; made again after an error
+        # relay mode: one connection, asking the relay every READY_POLL_S (made again after an
+        # error). Direct mode: a connection each time, as a client's view of a core it could not
+        # reach when it connected is not asked again
+        soc = None
         try:
             while deadline is None or time.monotonic() < deadline:
                 now_cpu = self.cpu_ticks()
@@ -301,16 +304,20 @@ class Supervisor:
                                   connect_timeout_s=10.0)
                     last = soc.query("cores")
                     if all(c.get("state") == "running" for c in last.get("cores", [])) and last.get("cores"):
-                        # closed meanwhile: the SDK's close waits up to a heartbeat tick for its thread
-                        threading.Thread(target=soc.close, name="ready-probe-close", daemon=True).start()
-                        soc = None
+                        if self.restart:    # 'vdsp up' says so at once; the SDK's close waits up to a
+                            # heartbeat tick for its thread: let it, meanwhile
+                            threading.Thread(target=soc.close, name="ready-probe-close", daemon=True).start()
+                            soc = None
                         return last
+                    if not self.relay:
+                        soc.close()
+                        soc = None
                 except errors.VdspError as exc:
                     last = {"error": str(exc)}
                     if soc is not None:
                         soc.close()
                         soc = None
-                time.sleep(READY_POLL_S)
+                time.sleep(READY_POLL_S if self.relay else 0.05)
         finally:
             if soc is not None:
                 soc.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import gc
+import logging
 import os
 import signal
 import subprocess
@@ -98,14 +99,18 @@ def _serve(rt: Path, args: argparse.Namespace, ready: int | None = None) -> int:
 
 
 def _fork_soc_template():
-    """What every core and firmware imports, imported here, then the SoC's template forked
-    (while this process has one thread): the cores are forked from it (their firmware templates
-    and firmwares from them), so those imports are in memory once for the whole SoC, this
-    process included (it imports them before the fork, not after). The collector leaves them
+    """What every core, firmware and the relay import, imported here, then the SoC's template
+    forked (while this process has one thread): the cores and the relay are forked from it (the
+    cores' firmware templates and firmwares from them), so those imports are in memory once for
+    the whole SoC, this process included (it imports them before the fork, not after). The collector leaves them
     be (``gc.freeze``): its visits would write to, and so copy, the pages they share."""
     from arm_side import soc  # noqa: F401  -- the start-up's client (Supervisor.wait_ready), shared too
+    from relay_server import main  # noqa: F401  -- the relay is forked from the template too
     from dsp_side import fwtemplate
-    fwtemplate.preload("soc")
+    try:
+        fwtemplate.preload("soc")
+    except Exception as exc:    # as in a template: the firmwares import them again and report what fails
+        logging.getLogger("vdsp.launcher").warning("soc: could not preload: %s: %s", type(exc).__name__, exc)
     gc.freeze()
     return fwtemplate.Template("soc")
 
