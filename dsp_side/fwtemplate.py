@@ -123,7 +123,7 @@ def _imports(core: str) -> None:
              os.getpid())
 
 
-def _serve(sock: socket.socket, core: str, core_pid: int) -> None:
+def _serve(sock: socket.socket, core: str, core_pid: int, firmwares: bool = True) -> None:
     """The template's loop: one fork per request, until the core closes its end."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # terminal signals are the core's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -134,8 +134,9 @@ def _serve(sock: socket.socket, core: str, core_pid: int) -> None:
         preload(core)
     except Exception as exc:    # the firmware imports them again and reports what fails
         log.warning("%s: firmware template could not preload: %s: %s", core, type(exc).__name__, exc)
-    from dsp_side import heap
-    heap.keep_heap()    # the firmwares' working memory stays mapped (inherited by what we fork)
+    if firmwares:
+        from dsp_side import heap
+        heap.keep_heap()    # the firmwares' working memory stays mapped (inherited by the firmwares)
     gc.collect()
     gc.freeze()     # the imported objects stay out of the collector's way: their pages stay shared
     while True:
@@ -224,7 +225,7 @@ def _child(sock: socket.socket, kind: str, argv: list[str], env: dict | None, fd
             settings.become(env)
             signal.signal(signal.SIGINT, signal.default_int_handler)
             set_name("relay")
-            # by name: the relay is above this layer; a template runs only its owner's requests
+            # by name: dsp_side imports no relay_server module (tests/test_layers.py)
             relay = importlib.import_module("relay_server.main")
             code = relay.main(argv)
         else:
@@ -273,8 +274,10 @@ def _reply(sock: socket.socket, what: dict) -> None:
 class Template:
     """The core's handle on its template process."""
 
-    def __init__(self, core: str) -> None:
-        """Fork the template now: call while the process is single-threaded."""
+    def __init__(self, core: str, *, firmwares: bool = True) -> None:
+        """Fork the template now: call while the process is single-threaded. ``firmwares``:
+        it forks firmwares (their heap is kept, ``dsp_side.heap``); the SoC's template forks
+        cores and the relay, which keep glibc's default heap."""
         self.core = core
         _prctl(_PR_SET_CHILD_SUBREAPER, 1)      # the firmwares it forks become our children
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -284,7 +287,7 @@ class Template:
             code = 0
             try:
                 ours.close()
-                _serve(theirs, core, me)
+                _serve(theirs, core, me, firmwares)
             except BaseException:
                 code = 1
             finally:

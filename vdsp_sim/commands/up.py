@@ -112,7 +112,7 @@ def _fork_soc_template():
     except Exception as exc:    # as in a template: the firmwares import them again and report what fails
         logging.getLogger("vdsp.launcher").warning("soc: could not preload: %s: %s", type(exc).__name__, exc)
     gc.freeze()
-    return fwtemplate.Template("soc")
+    return fwtemplate.Template("soc", firmwares=False)
 
 
 _READY: dict[int, bool] = {}    # the open "SoC up" pipe of a forked supervisor (closed in its forks)
