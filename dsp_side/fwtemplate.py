@@ -14,10 +14,11 @@ Two levels. Each core imports all of it at start, before it listens (so that no 
 for imports while the core is deaf to its peers), then forks its own firmware template
 (``vdsp0.template``) while it is single-threaded (before its ZeroMQ context exists), and that one
 forks the core's firmwares (``vdsp0.fw``): the imports are in memory once per core. ``vdsp up``
-also forks a SoC-wide template (``soc.template``) at start, while it is single-threaded, and forks
-the cores from it: the imports are then in memory once per SoC (an idle SoC ~180 MB PSS instead of
-~300; ``VDSP_SOC_TEMPLATE=0`` starts each core as a fresh interpreter again). A core started alone
-(``vdsp core``, tests, containers) is a fresh interpreter with a template of its own.
+imports them itself (:func:`preload`), then forks a SoC-wide template (``soc.template``) while it
+is single-threaded, and forks the cores and the relay from it: the imports are then in memory
+once per SoC, the supervisor's included (an idle SoC ~225 MB PSS instead of ~300;
+``VDSP_SOC_TEMPLATE=0`` starts each core and the relay as a fresh interpreter again). A core
+started alone (``vdsp core``, tests, containers) is a fresh interpreter with a template of its own.
 
 Parentage. Whoever forks a template makes itself a child subreaper, and a template forks twice:
 the intermediate process exits before the reply, so the new process is reparented to the
@@ -27,7 +28,8 @@ requester dies (``PR_SET_PDEATHSIG``); so does a template. A template is killed 
 stops (closing the socket ends it).
 
 The conversation is one ``SOCK_SEQPACKET`` socket pair: a request is JSON ``{kind, argv, env}``
-with the new process's stdout (and, for a core, stderr) attached (``SCM_RIGHTS``); the reply is
+(kind ``firmware``, ``core`` or ``relay``) with the new process's stdout (and, for a core or the
+relay, stderr) attached (``SCM_RIGHTS``); the reply is
 ``{"pid": N}`` or ``{"error": why}``. ``VDSP_FW_TEMPLATE=0`` turns templates off (each process is
 then a fresh interpreter again).
 """
@@ -36,6 +38,7 @@ from __future__ import annotations
 import array
 import ctypes
 import gc
+import importlib
 import json
 import logging
 import os
@@ -91,11 +94,23 @@ _preloaded = False
 
 def preload(core: str) -> None:
     """What every firmware imports, and the compiled kernels loaded (their init hook's work).
-    Once per process (and so not again in a process forked from one that did it)."""
+    Once per process (and so not again in a process forked from one that did it: ``vdsp up``
+    does it before it forks the SoC's template, so that the supervisor shares these pages too).
+    The collector is off meanwhile (what is imported here lives as long as the process)."""
     global _preloaded
     if _preloaded:
         return
     _preloaded = True
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _imports(core)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _imports(core: str) -> None:
     t0 = time.perf_counter()
     import numpy  # noqa: F401
     import cv2  # noqa: F401
@@ -103,13 +118,12 @@ def preload(core: str) -> None:
     from dsp_side import core_main, firmware, heap, fw_image  # noqa: F401
     from dsp_side.operators import cv, nn, pointcloud
     del cv, nn
-    heap.keep_heap()
     pointcloud.warm(None)   # numba's cached machine code: 0.5-0.8 s that no firmware boot pays again
     log.info("%s: firmware imports and kernels loaded in %.0f ms (pid %d)", core, (time.perf_counter() - t0) * 1e3,
              os.getpid())
 
 
-def _serve(sock: socket.socket, core: str, core_pid: int) -> None:
+def _serve(sock: socket.socket, core: str, core_pid: int, firmwares: bool = True) -> None:
     """The template's loop: one fork per request, until the core closes its end."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # terminal signals are the core's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -120,6 +134,9 @@ def _serve(sock: socket.socket, core: str, core_pid: int) -> None:
         preload(core)
     except Exception as exc:    # the firmware imports them again and reports what fails
         log.warning("%s: firmware template could not preload: %s: %s", core, type(exc).__name__, exc)
+    if firmwares:
+        from dsp_side import heap
+        heap.keep_heap()    # the firmwares' working memory stays mapped (inherited by the firmwares)
     gc.collect()
     gc.freeze()     # the imported objects stay out of the collector's way: their pages stay shared
     while True:
@@ -143,7 +160,7 @@ def _serve(sock: socket.socket, core: str, core_pid: int) -> None:
                 os.close(fd)
 
 
-_CHILDREN = {"firmware": 1, "core": 2}     # kind -> its file descriptors (stdout; stdout and stderr)
+_CHILDREN = {"firmware": 1, "core": 2, "relay": 2}     # kind -> its file descriptors (stdout; stdout and stderr)
 
 
 def _fork_child(sock: socket.socket, kind: str, argv: list[str], env: dict | None, fds: list[int], core: str,
@@ -203,6 +220,14 @@ def _child(sock: socket.socket, kind: str, argv: list[str], env: dict | None, fd
             set_name(f"{core}.fw")
             from dsp_side import firmware
             firmware.main(argv, forked=True)    # exits
+        elif kind == "relay":
+            assert env is not None
+            settings.become(env)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            set_name("relay")
+            # by name: dsp_side imports no relay_server module (tests/test_layers.py)
+            relay = importlib.import_module("relay_server.main")
+            code = relay.main(argv)
         else:
             assert env is not None
             settings.become(env)
@@ -249,8 +274,10 @@ def _reply(sock: socket.socket, what: dict) -> None:
 class Template:
     """The core's handle on its template process."""
 
-    def __init__(self, core: str) -> None:
-        """Fork the template now: call while the process is single-threaded."""
+    def __init__(self, core: str, *, firmwares: bool = True) -> None:
+        """Fork the template now: call while the process is single-threaded. ``firmwares``:
+        it forks firmwares (their heap is kept, ``dsp_side.heap``); the SoC's template forks
+        cores and the relay, which keep glibc's default heap."""
         self.core = core
         _prctl(_PR_SET_CHILD_SUBREAPER, 1)      # the firmwares it forks become our children
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -260,7 +287,7 @@ class Template:
             code = 0
             try:
                 ours.close()
-                _serve(theirs, core, me)
+                _serve(theirs, core, me, firmwares)
             except BaseException:
                 code = 1
             finally:
@@ -298,6 +325,14 @@ class Template:
         stdout and stderr to ``out`` (None: ours). Raises OSError."""
         fd = out if out is not None else 2
         return ForkedChild(self._request({"kind": "core", "argv": argv, "env": env}, [1 if out is None else fd, fd]),
+                           None)
+
+    def spawn_relay(self, argv: list[str], env: dict, out: int | None) -> ForkedChild:
+        """The relay, running ``python -m relay_server.main *argv`` with environment ``env``,
+        its stdout and stderr to ``out`` (None: ours): what it imports is here already (ZeroMQ,
+        msgpack, the protocol) and shared. Raises OSError."""
+        fd = out if out is not None else 2
+        return ForkedChild(self._request({"kind": "relay", "argv": argv, "env": env}, [1 if out is None else fd, fd]),
                            None)
 
     def _request(self, req: dict, fds: list[int]) -> int:

@@ -14,7 +14,14 @@ A no-op where the C library is not glibc (musl has no ``mallopt``).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """The C library this process runs (its symbols, already loaded): no ``ctypes.util.find_library``,
+    which runs ``ldconfig -p`` in a child process (5-20 ms of every firmware boot)."""
+    return ctypes.CDLL(None)
+
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -25,8 +32,7 @@ TRIM_NEVER = (1 << 31) - 1             # an int: only this much free heap top is
 def keep_heap() -> bool:
     """Keep allocations up to 32 MiB on a heap that is never trimmed. True when applied."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        mallopt = _libc().mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
@@ -57,7 +63,7 @@ def prefault(nbytes: int | None = None, chunk: int = 8 << 20) -> int:
     if nbytes <= 0:
         return 0
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = _libc()
         malloc, free = libc.malloc, libc.free
     except (OSError, AttributeError):
         return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -111,6 +112,33 @@ def up_soc(runtime_env):
         assert res.returncode == 0, res.stdout + res.stderr
         yield runtime_env
     finally:
+        down_and_check(runtime_env, before)
+
+
+def test_up_d_leaves_a_soc_in_its_own_session_holding_none_of_the_callers_descriptors(runtime_env):
+    """'vdsp up -d' returns once both cores run, leaving the supervisor (that same process,
+    forked) in a session of its own; neither it nor any process of the SoC holds what the
+    caller passed down: a pipe given to 'up -d' ends once 'up -d' has exited (as its captured
+    stdout and stderr did, or this run would not have returned)."""
+    before = shm_entries()
+    r, w = os.pipe()
+    try:
+        res = subprocess.run(VDSP + ["up", "-d"], env=dict(os.environ, VDSP_RUNTIME_DIR=str(runtime_env)),
+                             capture_output=True, text=True, timeout=90, pass_fds=(w,))
+        os.close(w)
+        w = -1
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "SoC up" in res.stdout
+        readable, _, _ = select.select([r], [], [], 10)
+        assert readable and os.read(r, 1) == b"", "a process of the SoC holds the caller's pipe"
+        sup = PidFile(runtime_env / "soc.pid").read()
+        assert sup is not None and os.getsid(sup) == sup
+        with Soc(autostart_relay=False) as soc:
+            assert [c["state"] for c in soc.query("cores")["cores"]] == ["running", "running"]
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
         down_and_check(runtime_env, before)
 
 

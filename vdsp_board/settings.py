@@ -119,9 +119,9 @@ class Settings:
         "starts each firmware as a fresh interpreter", (CORE,), _flag, True)
     soc_template = Variable[bool](
         "VDSP_SOC_TEMPLATE", "`0` to turn off", "on",
-        "`vdsp up` forks the cores from one SoC-wide template (`soc.template`) that has imported numpy, cv2, "
-        "numba and the operators once, so they are in memory once per SoC (an idle SoC ~180 MB PSS instead of "
-        "~300); `0` starts each core as a fresh interpreter", (CLI, CORE), _flag, True)
+        "`vdsp up` imports numpy, cv2, numba and the operators once, then forks the cores and the relay from "
+        "one SoC-wide template (`soc.template`), so they are in memory once per SoC (an idle SoC ~225 MB PSS "
+        "instead of ~300); `0` starts each core and the relay as a fresh interpreter", (CLI, CORE), _flag, True)
     busy_poll_us = Variable[int](
         "VDSP_BUSY_POLL_US", "µs", "0",
         "a waiting thread spins this many µs before it sleeps (like `SO_BUSY_POLL`): lower latency for short "

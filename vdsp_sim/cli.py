@@ -15,16 +15,20 @@ from vdsp_sim import commands
 from vdsp_board import clihelp
 
 
-def command_modules() -> dict[str, ModuleType]:
-    """Command name -> its module, in the order 'vdsp --help' lists them."""
-    return {name: importlib.import_module(f"vdsp_sim.commands.{name}") for name in commands.NAMES}
+def command_modules(only: str | None = None) -> dict[str, ModuleType]:
+    """Command name -> its module, in the order 'vdsp --help' lists them (``only``: that one
+    command's, when it is one)."""
+    names = (only,) if only in commands.NAMES else commands.NAMES
+    return {name: importlib.import_module(f"vdsp_sim.commands.{name}") for name in names}
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole tree, or (``only``) the tree of that one command: 'vdsp up' need not import
+    what every other command imports (numpy, the SDK, ...; a third of a second on a busy host)."""
     ap = argparse.ArgumentParser(prog="vdsp", description="Run and inspect the simulated ARM + 2×DSP SoC.",
                                  epilog="'vdsp COMMAND --help' for the options of a command.")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, module in command_modules().items():
+    for name, module in command_modules(only).items():
         module.add_parser(sub).set_defaults(run=module.run)
     clihelp.add_version(ap)
     return clihelp.finish(ap)
@@ -36,9 +40,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    ap = parser()
+    ap = parser(argv[0] if argv else None)
     args, extra = ap.parse_known_args(argv)
-    module = command_modules()[args.command]
+    module = command_modules(args.command)[args.command]
     if extra:
         if not getattr(module, "PASS_THROUGH", False):     # said by the command's parser (exit 2)
             sub = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))

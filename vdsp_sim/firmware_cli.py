@@ -9,7 +9,6 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from arm_side import stubgen
 from dsp_side import fw_image, signing
 from vdsp_board import curve, rundir
 
@@ -120,6 +119,7 @@ def cmd_stubs(args: argparse.Namespace) -> int:
     header, _, signer = fw_image.examine(Path(args.image))
     title = (f"Typed stubs of the operators of firmware image {header['name']} version {header['version']}"
              f" ({Path(args.image).name}).")
+    from arm_side import stubgen    # here: 'vdsp up' installs images and needs none of the SDK for it
     try:
         source = stubgen.from_table(header["operators"], title)
     except ValueError as exc:

@@ -26,8 +26,10 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
@@ -42,6 +44,7 @@ BACKOFF_FIRST_S = 0.5      # wait before the second restart in a row; doubles ea
 BACKOFF_CAP_S = 10.0
 TICK_S = 0.05              # how often `vdsp up` looks at its processes
 STALL_S = 60.0             # start-up fails when no process of the SoC used CPU for this long
+READY_POLL_S = 0.01        # how often the start-up asks the relay (or the cores) whether every core runs
 
 
 def _env(rt: Path) -> dict:
@@ -128,10 +131,14 @@ class Supervisor:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             out = open(self.log_dir / f"{child.name}.log", "ab")
         try:
-            if self.template is not None and child.name in self.cores and self.template.alive():
+            if self.template is not None and (child.name in self.cores or child.name == "relay") \
+                    and self.template.alive():
+                fd = None if out is None else out.fileno()
                 try:
-                    child.proc = self.template.spawn_core(child.cmd[4:], proc.child_env(_env(self.rt)),
-                                                          None if out is None else out.fileno())
+                    if child.name == "relay":   # cmd: python -m relay_server.main ARGS
+                        child.proc = self.template.spawn_relay(child.cmd[3:], proc.child_env(_env(self.rt)), fd)
+                    else:                       # cmd: python -m vdsp_sim.cli core ARGS
+                        child.proc = self.template.spawn_core(child.cmd[4:], proc.child_env(_env(self.rt)), fd)
                     return
                 except OSError as exc:
                     log.warning("%s: the SoC's template failed (%s): starting it afresh", child.name, exc)
@@ -141,26 +148,31 @@ class Supervisor:
             if out is not None:
                 out.close()
 
-    def start(self) -> None:
-        """Spawn cores then the relay (with a template, the relay first). Raises ApiUseError if a
-        relay already runs here."""
+    def start(self, fork_template: Callable[[], Any] | None = None) -> None:
+        """Spawn the relay and the cores. Raises ApiUseError if a relay already runs here.
+
+        ``fork_template`` (``vdsp up``): called once the stock images are installed; it returns
+        the SoC's template (``dsp_side.fwtemplate.Template``). The cores, then the relay, are
+        spawned: forked from the template when there is one (what they import is in memory
+        once), else started afresh."""
         if self.relay and PidFile(self.rt / "relay.pid").read() is not None:
             raise errors.ApiUseError(f"a relay already runs for {self.rt} (vdsp down first)")
         self._ensure_keys()
-        from vdsp_sim.firmware_cli import install_stock
-        # an image the cores would refuse is replaced; the cores' own policy decides ("--allow-unsigned")
-        for path, why in install_stock(self.rt, self.cores, allow_unsigned="--allow-unsigned" in self.core_args):
-            log.info("installed the stock firmware image as %s (%s)", path,
-                     "none was there" if why == "missing" else f"replacing one the cores would refuse: {why}")
         for name in self.cores:
             self.children[name] = Child(name, [sys.executable, "-m", "vdsp_sim.cli", "core", "--name", name,
                                                *self.core_args])
         if self.relay:
             self.children["relay"] = Child("relay", [sys.executable, "-m", "relay_server.main", *self.relay_args])
-        # the relay first: a core forked from the template waits for its imports, and the relay
-        # (which imports none of them) connects to the cores whenever they bind
-        for child in sorted(self.children.values(), key=lambda c: self.template is not None and c.name != "relay"):
-            self._spawn(child)
+        from vdsp_sim.firmware_cli import install_stock
+        # an image the cores would refuse is replaced; the cores' own policy decides ("--allow-unsigned")
+        for path, why in install_stock(self.rt, self.cores, allow_unsigned="--allow-unsigned" in self.core_args):
+            log.info("installed the stock firmware image as %s (%s)", path,
+                     "none was there" if why == "missing" else f"replacing one the cores would refuse: {why}")
+        if fork_template is not None:
+            self.template = fork_template()
+        for child in self.children.values():
+            if child.proc is None:
+                self._spawn(child)
         self._write_state()
 
     def _ensure_keys(self) -> None:
@@ -267,29 +279,48 @@ class Supervisor:
         deadline = None if not timeout_s else time.monotonic() + timeout_s
         last: dict = {}
         cpu, progressed = -1, time.monotonic()
-        while deadline is None or time.monotonic() < deadline:
-            now_cpu = self.cpu_ticks()
-            if now_cpu != cpu:
-                cpu, progressed = now_cpu, time.monotonic()
-            elif time.monotonic() - progressed > STALL_S:
-                raise errors.CoreOffline(f"SoC not running and none of its processes used CPU for {STALL_S:.0f} s "
-                                         f"(hung): {last}")
-            self.tick()
-            if self.restart and self.gave_up():
-                raise errors.CoreOffline(f"gave up on {', '.join(self.gave_up())} during start-up "
-                                         f"({RESTART_BURST} exits within {RESTART_WINDOW_S:.0f} s)")
-            dead = self.dead()
-            if dead and not self.restart:
-                raise errors.CoreOffline(f"process(es) exited during start-up: {', '.join(dead)}")
-            try:
-                with Soc(mode="relay" if self.relay else "direct", autostart_relay=False,
-                         connect_timeout_s=10.0) as soc:
+        # relay mode: one connection, asking the relay every READY_POLL_S (made again after an
+        # error). Direct mode: a connection each time, as a client's view of a core it could not
+        # reach when it connected is not asked again
+        soc = None
+        try:
+            while deadline is None or time.monotonic() < deadline:
+                now_cpu = self.cpu_ticks()
+                if now_cpu != cpu:
+                    cpu, progressed = now_cpu, time.monotonic()
+                elif time.monotonic() - progressed > STALL_S:
+                    raise errors.CoreOffline(f"SoC not running and none of its processes used CPU for {STALL_S:.0f} s "
+                                             f"(hung): {last}")
+                self.tick()
+                if self.restart and self.gave_up():
+                    raise errors.CoreOffline(f"gave up on {', '.join(self.gave_up())} during start-up "
+                                             f"({RESTART_BURST} exits within {RESTART_WINDOW_S:.0f} s)")
+                dead = self.dead()
+                if dead and not self.restart:
+                    raise errors.CoreOffline(f"process(es) exited during start-up: {', '.join(dead)}")
+                try:
+                    if soc is None:
+                        soc = Soc(mode="relay" if self.relay else "direct", autostart_relay=False,
+                                  connect_timeout_s=10.0)
                     last = soc.query("cores")
-                if all(c.get("state") == "running" for c in last.get("cores", [])) and last.get("cores"):
-                    return last
-            except errors.VdspError as exc:
-                last = {"error": str(exc)}
-            time.sleep(0.05)
+                    if all(c.get("state") == "running" for c in last.get("cores", [])) and last.get("cores"):
+                        if self.restart:    # 'vdsp up' says so at once; the SDK's close waits up to a
+                            # heartbeat tick for its thread: let it, meanwhile
+                            threading.Thread(target=soc.close, name="ready-probe-close", daemon=True).start()
+                            soc = None
+                        return last
+                    if not self.relay:
+                        soc.close()
+                        soc = None
+                except errors.VdspError as exc:
+                    last = {"error": str(exc)}
+                    if soc is not None:
+                        soc.close()
+                        soc = None
+                time.sleep(READY_POLL_S if self.relay else 0.05)
+        finally:
+            if soc is not None:
+                soc.close()
         raise errors.CoreOffline(f"SoC not running after {timeout_s:.0f}s: {last}")
 
     def cpu_ticks(self) -> int:

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
+import logging
+import os
 import signal
 import subprocess
 import sys
@@ -14,6 +18,7 @@ from vdsp_board import log as soclog, rundir, settings
 from vdsp_board.pidfile import PidFile
 
 PRIVATE_FILES = True
+MAX_FD = 1 << 16      # the descriptors a forked supervisor closes (all but its own)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -39,7 +44,6 @@ def _pidfile(rt: Path) -> PidFile:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vdsp_sim.supervisor import TICK_S, Supervisor
     rt = rundir.runtime_dir()
     pidfile = _pidfile(rt)
     if pidfile.read() is not None:
@@ -47,18 +51,22 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.detach:
         return _up_detached(rt, args)
+    return _serve(rt, args)
+
+
+def _serve(rt: Path, args: argparse.Namespace, ready: int | None = None) -> int:
+    """Start the SoC, supervise it until SIGINT or SIGTERM, stop it. ``ready``: a pipe written
+    one line ("SoC up in ...", or nothing if start-up fails) and closed once every core runs."""
+    from vdsp_sim.supervisor import TICK_S, Supervisor
     soclog.setup("dsp")
     from dsp_side import fwtemplate
-    # forked now, while this process has one thread: the cores are forked from it (their firmware
-    # templates and firmwares from them), so what they import is in memory once for the whole SoC
-    template = fwtemplate.Template("soc") if fwtemplate.soc_enabled() else None
     sup = Supervisor(rt, log_dir=rt / "log" if args.log_files else None,
                      core_args=["--watchdog-ms", str(args.watchdog_ms),
-                                *(["--allow-unsigned"] if args.allow_unsigned else [])], restart=True,
-                     template=template)
+                                *(["--allow-unsigned"] if args.allow_unsigned else [])], restart=True)
     if args.allow_unsigned:
         print("vdsp up: --allow-unsigned: the cores also boot UNSIGNED firmware images (development only)",
               file=sys.stderr, flush=True)
+    pidfile = _pidfile(rt)
     pidfile.acquire()
     stop = {"now": False}
 
@@ -67,10 +75,14 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        sup.start()
+        sup.start(_fork_soc_template if fwtemplate.soc_enabled() else None)
         status = sup.wait_ready(args.timeout or None)
-        print(f"SoC up in {rt}: " + ", ".join(f"{c['name']} {c['state']} fw {c.get('firmware_version', '?')}"
-                                              for c in status["cores"]), flush=True)
+        line = f"SoC up in {rt}: " + ", ".join(f"{c['name']} {c['state']} fw {c.get('firmware_version', '?')}"
+                                               for c in status["cores"])
+        print(line, flush=True)
+        if ready is not None:
+            _tell(ready, line)
+            ready = None
         while not stop["now"]:   # a process that exits is restarted (or given up): see vdsp_sim/supervisor.py
             sup.tick()
             time.sleep(TICK_S)
@@ -79,36 +91,181 @@ def run(args: argparse.Namespace) -> int:
         print(f"vdsp up: {exc}", file=sys.stderr)
         return 1
     finally:
+        if ready is not None:
+            _close_ready(ready)
         sup.stop()
         pidfile.release()
         print("SoC down", flush=True)
 
 
+def _fork_soc_template():
+    """What every core, firmware and the relay import, imported here, then the SoC's template
+    forked (while this process has one thread): the cores and the relay are forked from it (the
+    cores' firmware templates and firmwares from them), so those imports are in memory once for
+    the whole SoC, this process included (it imports them before the fork, not after). The collector leaves them
+    be (``gc.freeze``): its visits would write to, and so copy, the pages they share."""
+    from arm_side import soc  # noqa: F401  -- the start-up's client (Supervisor.wait_ready), shared too
+    from relay_server import main  # noqa: F401  -- the relay is forked from the template too
+    from dsp_side import fwtemplate
+    try:
+        fwtemplate.preload("soc")
+    except Exception as exc:    # as in a template: the firmwares import them again and report what fails
+        logging.getLogger("vdsp.launcher").warning("soc: could not preload: %s: %s", type(exc).__name__, exc)
+    gc.freeze()
+    return fwtemplate.Template("soc", firmwares=False)
+
+
+_READY: dict[int, bool] = {}    # the open "SoC up" pipe of a forked supervisor (closed in its forks)
+
+
+def _tell(fd: int, line: str) -> None:
+    try:
+        os.write(fd, line.encode() + b"\n")
+    except OSError:     # the 'vdsp up -d' that waits for it is gone: nobody to tell
+        pass
+    _close_ready(fd)
+
+
+def _close_ready(fd: int) -> None:
+    _READY.pop(fd, None)
+    os.close(fd)
+
+
+def _single_threaded() -> bool:
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
 def _up_detached(rt: Path, args: argparse.Namespace) -> int:
+    """Start the supervisor in the background (in a session of its own, its output appended to
+    the log) and return once it says every core runs, or fails to start.
+
+    The supervisor is this process, forked (no second interpreter to start and import all of it
+    again), when it is single-threaded; else ``python -m vdsp_sim.cli up``. It says "SoC up"
+    on a pipe (a forked one) or in the log; it has no clock of its own: it decides (it waits
+    while the SoC's processes live and progress), and we follow it."""
     from vdsp_sim.supervisor import exit_text
     (rt / "log").mkdir(exist_ok=True)
-    cmd = [sys.executable, "-m", "vdsp_sim.cli", "up", "--log-files", "--timeout", str(args.timeout),
-           "--watchdog-ms", str(args.watchdog_ms)] + (["--allow-unsigned"] if args.allow_unsigned else [])
     log_path = rt / "log" / "vdsp_board.log"
     start = log_path.stat().st_size if log_path.exists() else 0
-    with open(log_path, "ab") as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-                                env=settings.child_env(VDSP_RUNTIME_DIR=str(rt)))
-    # No clock of our own: the detached 'vdsp up' decides (it waits while the SoC's processes live
-    # and progress) and either says "SoC up" or exits with the reason; we follow it.
+    env = settings.child_env(VDSP_RUNTIME_DIR=str(rt))
     deadline = time.monotonic() + args.timeout + 5 if args.timeout else None
+    proc: _Forked | subprocess.Popen
+    if _single_threaded():
+        forked = _fork_supervisor(rt, args, env, log_path)
+        proc, said = forked, forked.said(deadline)
+    else:
+        cmd = [sys.executable, "-m", "vdsp_sim.cli", "up", "--log-files", "--timeout", str(args.timeout),
+               "--watchdog-ms", str(args.watchdog_ms)] + (["--allow-unsigned"] if args.allow_unsigned else [])
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+                                    env=env)
+        said = _said_in_log(proc, log_path, start, deadline)
+    if said:
+        print(f"SoC up in {rt} (pid {proc.pid}); logs in {rt / 'log'}; stop with: vdsp down")
+        return 0
+    if proc.poll() is None:
+        print(f"vdsp up -d: the SoC did not run within --timeout {args.timeout:g} s; see {rt / 'log'}",
+              file=sys.stderr)
+        return 1
+    with open(log_path, "rb") as fh:
+        fh.seek(start)
+        text = fh.read().decode(errors="replace")
+    why = [line for line in text.splitlines() if line.startswith("vdsp up:")]
+    print(f"vdsp up -d: the SoC failed to start ({why[-1][9:] if why else exit_text(proc.returncode)}); "
+          f"see {rt / 'log'}", file=sys.stderr)
+    return 1
+
+
+def _said_in_log(proc: subprocess.Popen, log_path: Path, start: int, deadline: float | None) -> bool:
+    """True once the log says "SoC up in"; False when ``proc`` ends first or at the deadline."""
     while deadline is None or time.monotonic() < deadline:
         with open(log_path, "rb") as fh:
             fh.seek(start)
-            text = fh.read().decode(errors="replace")
-        if "SoC up in" in text:
-            print(f"SoC up in {rt} (pid {proc.pid}); logs in {rt / 'log'}; stop with: vdsp down")
-            return 0
+            if b"SoC up in" in fh.read():
+                return True
         if proc.poll() is not None:
-            why = [line for line in text.splitlines() if line.startswith("vdsp up:")]
-            print(f"vdsp up -d: the SoC failed to start ({why[-1][9:] if why else exit_text(proc.returncode)}); "
-                  f"see {rt / 'log'}", file=sys.stderr)
-            return 1
+            return False
         time.sleep(0.02)
-    print(f"vdsp up -d: the SoC did not run within --timeout {args.timeout:g} s; see {rt / 'log'}", file=sys.stderr)
-    return 1
+    return False
+
+
+class _Forked:
+    """The forked supervisor, seen from 'vdsp up -d': its pid, its "SoC up" line, its exit."""
+
+    def __init__(self, pid: int, ready: int) -> None:
+        self.pid, self.ready = pid, ready
+        self.returncode: int | None = None
+        self.ended = False      # the pipe ended without the line: the supervisor failed and exits
+
+    def said(self, deadline: float | None) -> bool:
+        """Wait for the line (True), the pipe's end without one or the deadline (False)."""
+        import select
+        got = b""
+        try:
+            while True:
+                wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not select.select([self.ready], [], [], wait)[0]:
+                    return False
+                chunk = os.read(self.ready, 4096)
+                if not chunk:
+                    self.ended = True
+                    return False
+                got += chunk
+                if got.endswith(b"\n"):
+                    return True
+        finally:
+            os.close(self.ready)
+
+    def poll(self) -> int | None:
+        """Its exit status once it has exited (waited for once its pipe ended without the line)."""
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, 0 if self.ended else os.WNOHANG)
+            except ChildProcessError:
+                return 255
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
+def _fork_supervisor(rt: Path, args: argparse.Namespace, env: dict, log_path: Path) -> _Forked:
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        os.close(w)
+        return _Forked(pid, r)
+    code = 1
+    try:    # the supervisor: what 'python -m vdsp_sim.cli up --log-files' would be
+        os.close(r)
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        out = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.closerange(3, w)     # nothing of the caller's (its pipes) stays open here
+        os.closerange(w + 1, MAX_FD)
+        settings.become(env)
+        # what the supervisor forks (the SoC's template, and from it the cores and firmwares)
+        # must not hold the pipe: only the supervisor says whether the SoC is up
+        os.register_at_fork(after_in_child=lambda: _close_ready(w) if w in _READY else None)   # once: inherited
+        _READY[w] = True
+        args.log_files, args.detach = True, False
+        code = _serve(rt, args, ready=w)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+    finally:
+        try:    # what the exit of 'python -m vdsp_sim.cli up' runs (the DDR owner of its client, logs)
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)     # never back into the caller's frames: they are the parent's
