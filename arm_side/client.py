@@ -436,6 +436,7 @@ class Client:
                 except Exception:
                     pass
         self.closed = True
+        self._bg_wake.set()     # the reader may be napping on the event, not reading the kick pipe
         try:
             os.write(self._kick_w, b"q")
         except OSError:

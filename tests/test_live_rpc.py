@@ -199,3 +199,18 @@ def test_busy_polling_client_gets_the_same_answers(shared_soc):
         assert soc.rpc(opids.SLEEP, params={"ms": 5}, core=CORE_0).wait(5000) == {"slept_ms": 5.0}  # outlasts the spin
         assert soc.rpc(opids.FILL, outputs=[buf], params={"value": 6}).wait(5000) == {"bytes": 4096}
         assert (buf.array() == 6).all()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_close_ends_the_background_reader_rather_than_waiting_out_its_nap(shared_soc, mode, monkeypatch):
+    """Soc.close() kicked a pipe the idle reader was not watching: each close waited out the
+    reader's nap (up to a quarter heartbeat, ~125 ms). With the nap made 15 s, an unwoken reader
+    would outlive close()'s 2 s join."""
+    import arm_side.client as client_mod
+    monkeypatch.setattr(client_mod, "HEARTBEAT_INTERVAL_MS", 60000)
+    soc = Soc(mode=mode)
+    assert soc.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
+    time.sleep(0.3)                                     # the reader is idle, napping
+    reader = soc.client._bg
+    soc.close()
+    assert not reader.is_alive()
