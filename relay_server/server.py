@@ -30,7 +30,8 @@ from vdsp_board.zsock import readable, recv_frames, send_frames, send_routed
 log = logging.getLogger("vdsp.relay")
 REAP_EVERY_S = 1.0
 TICK_MS = 20
-CLIENT_SNDHWM = 4096            # replies waiting for one client before the next is dropped (a flood of 2,000 refusals read late: 1000 lost some on a busy host)
+CLIENT_SNDHWM = 4096            # replies waiting for one client before the next is dropped (1000 lost some
+#                                 of a 2,000-refusal flood read late on a busy host)
 _NOBLOCK = int(zmq.NOBLOCK)
 _POLLIN = int(zmq.POLLIN)
 
