@@ -172,6 +172,21 @@ def runtime_env(monkeypatch):
 
 
 @pytest.fixture
+def up_soc(runtime_env):
+    """``vdsp up -d`` in a private runtime dir; ``vdsp down`` and the leak checks afterwards
+    (the supervisor's tests, tests/supervised.py)."""
+    from tests.live import shm_entries
+    from tests.supervised import VDSP, down_and_check, run
+    before = shm_entries()
+    res = run(VDSP + ["up", "-d"], runtime_env)
+    try:
+        assert res.returncode == 0, res.stdout + res.stderr
+        yield runtime_env
+    finally:
+        down_and_check(runtime_env, before)
+
+
+@pytest.fixture
 def live_soc(runtime_env):
     """A SoC of its own for one test (tests that kill or freeze parts use this)."""
     soc = LiveSoc(runtime_env)

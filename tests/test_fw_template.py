@@ -118,7 +118,7 @@ def test_vdsp_up_forks_the_cores_from_one_soc_template_and_down_leaves_nothing(r
     """``vdsp up``: one template for the SoC; the cores are forked from it (and are the
     supervisor's children), each core forks its own firmware template, and so the imports of
     all of them are in memory once. A killed core is forked again; ``vdsp down`` ends them all."""
-    from tests.test_live_supervisor import VDSP, down_and_check, run, rt_processes
+    from tests.supervised import VDSP, down_and_check, run, rt_processes
     from tests.live import shm_entries
     from vdsp_board.pidfile import PidFile
     monkeypatch.delenv("VDSP_SOC_TEMPLATE", raising=False)     # the default (see dsp_side/fwtemplate.py)

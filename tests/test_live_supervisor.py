@@ -1,13 +1,12 @@
-"""``vdsp up`` as a service manager: a killed relay, core or firmware comes back while a load
-runs, nothing is lost, a process that keeps failing is given up (and ``vdsp status`` says so),
-and the SDK never leaves a relay of its own behind.
+"""``vdsp up`` as a service manager: a process that keeps failing is given up (and ``vdsp
+status`` says so), the SDK never leaves a relay of its own behind, a frozen or dead relay is told
+apart (a killed process under load: test_live_supervisor_kills.py).
 
 Each test starts a real SoC with ``vdsp up -d`` in a private runtime dir and stops it with
 ``vdsp down``, which must leave no process, socket file or /dev/shm segment behind.
 """
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -15,104 +14,16 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
-from vdsp_board import ddr
 from vdsp_board.pidfile import PidFile, alive
 from tests.conftest import wait_until
-from tests.live import LiveSoc, own_shm_prefix, shm_entries
+from tests.live import LiveSoc, shm_entries
+from tests.supervised import VDSP, core_pids, down_and_check, ping, ppid, rt_processes, run, status_json
 
 pytestmark = pytest.mark.live
-
-VDSP = [sys.executable, "-m", "vdsp_sim.cli"]
-# What a task may fail with when part of the SoC is killed (README "faults end tasks").
-FAULT_CODES = {str(errors.RelayUnavailable.code), str(errors.CoreCrashed.code), str(errors.CoreDead.code),
-               str(errors.CoreOffline.code)}
-RECOVERY_LIMIT_S = 5.0
-
-
-def run(cmd, rt: Path, timeout=90) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, env=dict(os.environ, VDSP_RUNTIME_DIR=str(rt)), capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def rt_processes(rt: Path) -> list[int]:
-    """Live processes (not this one) whose environment names runtime dir ``rt``."""
-    needle = f"VDSP_RUNTIME_DIR={rt}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                env = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if needle in env and alive(int(entry)):
-            found.append(int(entry))
-    return found
-
-
-def core_pids(rt: Path) -> dict[str, tuple[int, int]]:
-    """Core name -> (core pid, firmware pid), asked of the cores themselves."""
-    with Soc(mode="direct", autostart_relay=False, connect_timeout_s=5) as soc:
-        return {c["name"]: (c["pid"], c["fw_pid"]) for c in soc.query("cores")["cores"]}
-
-
-def ppid(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as fh:
-        return int(fh.read().rpartition(")")[2].split()[1])
-
-
-def status_json(rt: Path) -> dict:
-    return json.loads(run(VDSP + ["status", "--json"], rt).stdout)
-
-
-def ping(soc: Soc, core) -> bool:
-    try:
-        return soc.rpc(opids.PING, core=core, priority=255).wait(1000) == {
-            "core": "vdsp0" if core == CORE_0 else "vdsp1"}
-    except errors.VdspError:
-        return False
-
-
-def down_and_check(rt: Path, shm_before: set[str]) -> None:
-    """``vdsp down``; then nothing of ``rt`` may be left: processes, socket files, shm segments."""
-    res = run(VDSP + ["down"], rt)
-    problems = [] if res.returncode == 0 else [f"vdsp down failed: {res.stdout} {res.stderr}"]
-    wait_until(lambda: not rt_processes(rt), 10)
-    left = rt_processes(rt)
-    if left:
-        problems.append(f"processes of {rt} left running: {left}")
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
-    sockets = sorted(p.name for p in rt.glob("*.sock"))
-    if sockets:
-        problems.append(f"socket files left in {rt}: {sockets}")
-    mine = own_shm_prefix()
-
-    def leaked() -> set[str]:
-        ddr.reap()
-        return {n for n in shm_entries() - shm_before if not n.startswith(mine)}
-    wait_until(lambda: not leaked(), 10, 0.1)
-    if leaked():
-        problems.append(f"/dev/shm entries leaked: {sorted(leaked())}")
-    assert not problems, "; ".join(problems)
-
-
-@pytest.fixture
-def up_soc(runtime_env):
-    """``vdsp up -d`` in a private runtime dir; ``vdsp down`` and the leak checks afterwards."""
-    before = shm_entries()
-    res = run(VDSP + ["up", "-d"], runtime_env)
-    try:
-        assert res.returncode == 0, res.stdout + res.stderr
-        yield runtime_env
-    finally:
-        down_and_check(runtime_env, before)
 
 
 def test_up_d_leaves_a_soc_in_its_own_session_holding_none_of_the_callers_descriptors(runtime_env):
@@ -140,76 +51,6 @@ def test_up_d_leaves_a_soc_in_its_own_session_holding_none_of_the_callers_descri
         if w >= 0:
             os.close(w)
         down_and_check(runtime_env, before)
-
-
-KILLS = ["relay", "vdsp0", "vdsp1", "vdsp0-firmware", "vdsp1-firmware"]
-
-
-@pytest.mark.parametrize("target", KILLS)
-def test_kill_during_loadtest_loses_nothing_and_the_soc_serves_again_within_5s(up_soc, target, tmp_path):
-    rt = up_soc
-    supervisor = PidFile(rt / "soc.pid").read()
-    before = core_pids(rt)
-    victim = {"relay": PidFile(rt / "relay.pid").read(), "vdsp0": before["vdsp0"][0], "vdsp1": before["vdsp1"][0],
-              "vdsp0-firmware": before["vdsp0"][1], "vdsp1-firmware": before["vdsp1"][1]}[target]
-    report = tmp_path / "load.json"
-    load = subprocess.Popen(VDSP + ["loadtest", "--clients", "4", "--tasks", "2000", "--work-ms", "1",
-                                    "--timeout", "15", "--json", str(report)],
-                            env=dict(os.environ, VDSP_RUNTIME_DIR=str(rt)), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        with Soc(connect_timeout_s=10) as soc:
-            # the load flows (a tenth of it done) and is still running when the kill comes
-            assert wait_until(lambda: soc.query("stats")["completed"] >= 800, 40, 0.02), "the load did not start"
-            assert load.poll() is None and soc.query("stats")["completed"] < 8000
-            os.kill(victim, signal.SIGKILL)
-            t0 = time.monotonic()
-            up = {CORE_0: False, CORE_1: False}
-            while time.monotonic() - t0 < 3 * RECOVERY_LIMIT_S and not all(up.values()):
-                up = {core: ping(soc, core) for core in up}   # both in the same round
-                if not all(up.values()):
-                    time.sleep(0.02)
-            recovery = time.monotonic() - t0
-            print(f"\nrecovery after kill -9 of {target} (pid {victim}) under load: {recovery:.2f} s "
-                  f"(kill -> both cores answer PING)")
-            assert all(up.values()), f"the SoC does not serve both cores {recovery:.1f} s after the kill: {up}"
-            assert recovery < RECOVERY_LIMIT_S, f"recovery took {recovery:.2f} s"
-        out, _ = load.communicate(timeout=90)
-    finally:
-        if load.poll() is None:     # the loadtest and its client processes
-            os.killpg(load.pid, signal.SIGKILL)
-            load.wait()
-    assert report.exists(), out
-    rep = json.loads(report.read_text())
-    print(out)
-    assert rep["answered"] == rep["submitted"] == 8000, out
-    assert (rep["lost"], rep["duplicated"], rep["wrong"]) == (0, 0, 0), out
-    assert set(rep["failed"]) <= FAULT_CODES, out             # only the documented fault codes
-    assert rep["completed"] + sum(rep["failed"].values()) == 8000
-    assert load.returncode == 0, out
-    # the supervisor restarted exactly the process that was killed (a firmware is the core's job)
-    status = status_json(rt)
-    procs = status["supervisor"]["processes"]
-    assert [(c["name"], c["state"]) for c in status["cores"]] == [("vdsp0", "running"), ("vdsp1", "running")]
-    for name in ("relay", "vdsp0", "vdsp1"):
-        expected = 1 if name == target else 0
-        assert procs[name]["restarts"] == expected, procs
-        assert not procs[name]["gave_up"] and procs[name]["state"] == "running", procs
-    if target in ("vdsp0", "vdsp1"):
-        assert procs[target]["last_exit"] == -9, procs
-        assert core_pids(rt)[target][0] != victim
-        assert ppid(core_pids(rt)[target][0]) == supervisor
-    if target == "relay":
-        assert procs["relay"]["last_exit"] == -9, procs
-        relay = PidFile(rt / "relay.pid").read()
-        assert relay is not None and relay != victim and ppid(relay) == supervisor   # not one the SDK started
-        assert not (rt / "relay.log").exists()               # the SDK did not start a relay of its own
-        assert (rt / "relay.sock").exists()
-    if target.endswith("firmware"):
-        core = target.split("-")[0]
-        assert f"crash detected in {core}: type killed by SIGKILL" in (rt / "dmesg").read_text()
-    text = run(VDSP + ["status"], rt).stdout
-    assert "restarts" in text and "relay" in text, text
 
 
 def test_a_core_that_keeps_failing_is_given_up_and_status_says_so(up_soc):

@@ -1,0 +1,88 @@
+"""``vdsp up`` as a service manager, under load: a killed relay, core or firmware comes back
+within seconds and the load running meanwhile loses nothing (split from test_live_supervisor.py
+so that the two halves run on different workers)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from arm_side import CORE_0, CORE_1, Soc
+from vdsp_board.pidfile import PidFile
+from tests.conftest import wait_until
+from tests.supervised import FAULT_CODES, RECOVERY_LIMIT_S, VDSP, core_pids, ping, ppid, run, status_json
+
+pytestmark = pytest.mark.live
+
+KILLS = ["relay", "vdsp0", "vdsp1", "vdsp0-firmware", "vdsp1-firmware"]
+
+
+@pytest.mark.parametrize("target", KILLS)
+def test_kill_during_loadtest_loses_nothing_and_the_soc_serves_again_within_5s(up_soc, target, tmp_path):
+    rt = up_soc
+    supervisor = PidFile(rt / "soc.pid").read()
+    before = core_pids(rt)
+    victim = {"relay": PidFile(rt / "relay.pid").read(), "vdsp0": before["vdsp0"][0], "vdsp1": before["vdsp1"][0],
+              "vdsp0-firmware": before["vdsp0"][1], "vdsp1-firmware": before["vdsp1"][1]}[target]
+    report = tmp_path / "load.json"
+    load = subprocess.Popen(VDSP + ["loadtest", "--clients", "4", "--tasks", "2000", "--work-ms", "1",
+                                    "--timeout", "15", "--json", str(report)],
+                            env=dict(os.environ, VDSP_RUNTIME_DIR=str(rt)), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        with Soc(connect_timeout_s=10) as soc:
+            # the load flows (a tenth of it done) and is still running when the kill comes
+            assert wait_until(lambda: soc.query("stats")["completed"] >= 800, 40, 0.02), "the load did not start"
+            assert load.poll() is None and soc.query("stats")["completed"] < 8000
+            os.kill(victim, signal.SIGKILL)
+            t0 = time.monotonic()
+            up = {CORE_0: False, CORE_1: False}
+            while time.monotonic() - t0 < 3 * RECOVERY_LIMIT_S and not all(up.values()):
+                up = {core: ping(soc, core) for core in up}   # both in the same round
+                if not all(up.values()):
+                    time.sleep(0.02)
+            recovery = time.monotonic() - t0
+            print(f"\nrecovery after kill -9 of {target} (pid {victim}) under load: {recovery:.2f} s "
+                  f"(kill -> both cores answer PING)")
+            assert all(up.values()), f"the SoC does not serve both cores {recovery:.1f} s after the kill: {up}"
+            assert recovery < RECOVERY_LIMIT_S, f"recovery took {recovery:.2f} s"
+        out, _ = load.communicate(timeout=90)
+    finally:
+        if load.poll() is None:     # the loadtest and its client processes
+            os.killpg(load.pid, signal.SIGKILL)
+            load.wait()
+    assert report.exists(), out
+    rep = json.loads(report.read_text())
+    print(out)
+    assert rep["answered"] == rep["submitted"] == 8000, out
+    assert (rep["lost"], rep["duplicated"], rep["wrong"]) == (0, 0, 0), out
+    assert set(rep["failed"]) <= FAULT_CODES, out             # only the documented fault codes
+    assert rep["completed"] + sum(rep["failed"].values()) == 8000
+    assert load.returncode == 0, out
+    # the supervisor restarted exactly the process that was killed (a firmware is the core's job)
+    status = status_json(rt)
+    procs = status["supervisor"]["processes"]
+    assert [(c["name"], c["state"]) for c in status["cores"]] == [("vdsp0", "running"), ("vdsp1", "running")]
+    for name in ("relay", "vdsp0", "vdsp1"):
+        expected = 1 if name == target else 0
+        assert procs[name]["restarts"] == expected, procs
+        assert not procs[name]["gave_up"] and procs[name]["state"] == "running", procs
+    if target in ("vdsp0", "vdsp1"):
+        assert procs[target]["last_exit"] == -9, procs
+        assert core_pids(rt)[target][0] != victim
+        assert ppid(core_pids(rt)[target][0]) == supervisor
+    if target == "relay":
+        assert procs["relay"]["last_exit"] == -9, procs
+        relay = PidFile(rt / "relay.pid").read()
+        assert relay is not None and relay != victim and ppid(relay) == supervisor   # not one the SDK started
+        assert not (rt / "relay.log").exists()               # the SDK did not start a relay of its own
+        assert (rt / "relay.sock").exists()
+    if target.endswith("firmware"):
+        core = target.split("-")[0]
+        assert f"crash detected in {core}: type killed by SIGKILL" in (rt / "dmesg").read_text()
+    text = run(VDSP + ["status"], rt).stdout
+    assert "restarts" in text and "relay" in text, text
