@@ -5,9 +5,9 @@ with its target and verdict.
 Rows (all ratios are taken between figures of the same run, so a shared machine's load hits
 both sides alike):
 
-* CV, per operator: the median of (SoC rpc - floor rpc), paired samples, <= +100 µs, every
-  operator (``bench_cv``'s cases and floor: the same cv2 callable in a raw-pyzmq worker,
-  ``floor.py``). A difference, not a ratio: the ratio's denominator (floor rpc - in-process) was
+* CV, per operator: the median of (SoC rpc - floor rpc), paired samples (which of a pair goes
+  first alternates), <= +100 µs, every operator (``bench_cv``'s cases and floor: the same cv2
+  callable in a raw-pyzmq worker, ``floor.py``). A difference, not a ratio: the ratio's denominator (floor rpc - in-process) was
   near zero or negative for half the operators, and the ratio with it meaningless;
 * CV and NN, per operator: DSP exec - in-process <= 50 µs (``exec_us`` the firmware reports,
   in-process = the cv2 call for CV, the operator function on process-local buffers for NN);
@@ -337,10 +337,18 @@ def measure_cv(soc, floor, table, images, n: int, rec: dict) -> None:
         r = rec.setdefault(name, {"inproc": [], "rpc": [], "exec": [], "floor": [], "floor_exec": []})
         for _ in range(n):
             r["inproc"].append(_us(local))
+            # Which of the pair goes first alternates: the second of two round trips after the
+            # in-process call was 100-650 µs slower than the first, whichever it was (SoC first
+            # only, the difference favoured the SoC by that much).
+            floor_first = len(r["rpc"]) % 2 == 1
+            if floor_first:
+                r["floor"].append(floor.call(name))
+                r["floor_exec"].append(floor.last_exec_us)
             r["rpc"].append(_us(lambda: call(on, src, dst)))
             r["exec"].append(on.last.exec_us)
-            r["floor"].append(floor.call(name))
-            r["floor_exec"].append(floor.last_exec_us)
+            if not floor_first:
+                r["floor"].append(floor.call(name))
+                r["floor_exec"].append(floor.last_exec_us)
 
 
 def measure_nn(soc, local: Local, remote: list, n: int, rec: dict) -> None:
