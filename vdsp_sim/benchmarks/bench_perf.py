@@ -7,8 +7,9 @@ both sides alike):
 
 * CV, per operator: the median of (SoC rpc - floor rpc), paired samples (which of a pair goes
   first alternates), <= +100 µs, every operator (``bench_cv``'s cases and floor: the same cv2
-  callable in a raw-pyzmq worker, ``floor.py``). A difference, not a ratio: the ratio's denominator (floor rpc - in-process) was
-  near zero or negative for half the operators, and the ratio with it meaningless;
+  callable in a raw-pyzmq worker, ``floor.py``). A difference, not a ratio: the ratio's
+  denominator (floor rpc - in-process) was near zero or negative for half the operators, and
+  the ratio with it meaningless;
 * CV and NN, per operator: DSP exec - in-process <= 50 µs (``exec_us`` the firmware reports,
   in-process = the cv2 call for CV, the operator function on process-local buffers for NN);
 * relay no-op p50 / raw pyzmq baseline p50 <= 1.3 and p99 / p99 <= 1.5 (``bench_rpc``);
