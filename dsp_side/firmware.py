@@ -49,13 +49,13 @@ PURGE_EVERY_S = 1.0
 REPLY_SNDHWM = 4096       # replies queued for one connection (see serve())
 HOLD_TASK_S, HOLD_S, HOLD_MAX = 50e-6, 200e-6, 16     # replies sent together: see serve()
 PLAN_MAX, PLAN_BODY_MAX, PLAN_BYTES = 256, 16 << 10, 1 << 20    # TASK bodies whose plan is kept (_Plan)
-# ZeroMQ's I/O thread runs as SCHED_BATCH: woken by each reply we send, it no longer preempts this
-# thread on its CPU (a context switch there and back per reply: about half of the firmware's busy
-# wall samples were in that send under a PING load); it runs when this thread waits, or on an idle
-# CPU. Cost: when no CPU is idle, a reply sent just before a long task may wait for the kernel to
-# preempt that task (a scheduler slice, a few ms) instead of going out at once. (os.sched_yield()
-# after sending gave the CPU away to any other process under load: rejected.)
-IO_THREAD_BATCH = True
+# ZeroMQ's I/O thread may run as SCHED_BATCH: woken by each reply we send, it then no longer
+# preempts this thread on its CPU, which saves the firmwares ~1.5 µs of CPU per PING task under a
+# pipelined load. Off: it delays each reply until this thread waits or a CPU is idle, and the
+# no-op p50 through the relay was 20-40 µs worse with it (1.36-1.48x the raw-pyzmq baseline vs
+# 1.26-1.33x without, alternated 4x; tasks/s unchanged). (os.sched_yield() after sending gave the
+# CPU away to any other process under load: rejected.)
+IO_THREAD_BATCH = False
 log = logging.getLogger("vdsp.firmware")
 
 
