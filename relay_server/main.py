@@ -11,6 +11,7 @@ import time
 
 from protocol import errors
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_TASKS_PER_CLIENT
+from relay_server.engine import CREDIT
 from relay_server.server import RelayServer
 from vdsp_board import clihelp, log as soclog, proc, rundir, settings
 from vdsp_board.pidfile import PidFile
@@ -33,7 +34,7 @@ def parser() -> argparse.ArgumentParser:
                     help="a core or client silent this long whose process (where the relay can see it) is "
                          "stopped or idle is taken for hung: a core is declared dead (its tasks fail), a "
                          "client is dropped. A process that exits is known at once, not after this")
-    ap.add_argument("--credit", type=int, default=8,
+    ap.add_argument("--credit", type=int, default=CREDIT,
                     help="tasks sent ahead to each core's firmware, which keeps them in priority order")
     ap.add_argument("--max-queue", type=int, default=8192, help="queued tasks before clients get a busy error")
     ap.add_argument("--max-tasks-per-client", type=int, default=MAX_TASKS_PER_CLIENT,

@@ -18,7 +18,7 @@ from zmq.backend import zmq_poll
 
 from protocol import messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
-from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
+from relay_server.engine import CLOSE_FW, CREDIT, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from relay_server.observe import RelayObserver
 from vdsp_board import curve, ddr, peercred, rundir, trace
 from vdsp_board.admission import Admission
@@ -38,7 +38,7 @@ _POLLIN = int(zmq.POLLIN)
 
 class RelayServer:
     def __init__(self, bind: str, cores: dict[str, str], *, heartbeat_ms: int = HEARTBEAT_INTERVAL_MS,
-                 hung_ms: int = HUNG_AFTER_MS, credit: int = 8, max_queued: int = 8192,
+                 hung_ms: int = HUNG_AFTER_MS, credit: int = CREDIT, max_queued: int = 8192,
                  max_tasks_per_client: int = MAX_TASKS_PER_CLIENT, metrics=None) -> None:
         """``metrics``: a ``relay_server.metrics.RelayMetrics`` to feed (--metrics-port)."""
         self.ctx = zmq.Context()

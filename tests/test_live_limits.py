@@ -13,6 +13,7 @@ import zmq
 
 from arm_side import CORE_0, CORE_1, Soc, opids
 from protocol import messages, wire
+from tests.live import LiveSoc
 
 pytestmark = pytest.mark.live
 
@@ -75,8 +76,10 @@ def test_a_direct_flood_of_a_firmware_is_refused_busy_and_relay_clients_still_ru
         assert soc.rpc(opids.PING, core=CORE_0).wait(2000) == {"core": "vdsp0"}
 
 
-def test_the_relay_holds_a_bounded_number_of_bytes_per_client(live_soc):
+def test_the_relay_holds_a_bounded_number_of_bytes_per_client(runtime_env):
     from relay_server.engine import MAX_CLIENT_BYTES
+    live_soc = LiveSoc(runtime_env, relay_args=["--credit", "8"])   # 8 sleeps fill vdsp0's credit
+    live_soc.start()
     raw = Raw(f"ipc://{live_soc.rt}/relay.sock")
     frame = bytes(60 << 20)
     try:
@@ -102,6 +105,7 @@ def test_the_relay_holds_a_bounded_number_of_bytes_per_client(live_soc):
                 task.wait(20000)
     finally:
         raw.close()
+        live_soc.stop_and_check()
 
 
 def test_a_message_over_the_size_limit_is_refused_before_it_is_queued(live_soc):

@@ -35,7 +35,7 @@ from dsp_side.inbox import Inbox
 from dsp_side.remoteproc import Device
 from protocol import errors, messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS
-from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
+from relay_server.engine import CLOSE_FW, CREDIT, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from vdsp_board import ddr
 from vdsp_board.ownership import Claim, Ownership
 
@@ -189,7 +189,7 @@ class LoopbackTransport(Transport):
     """``mode``: ``relay`` (the SDK talks to the relay engine) or ``direct`` (to the cores);
     ``credit``: tasks the relay sends a core ahead; ``clock``: the time the engines see."""
 
-    def __init__(self, mode: str = "relay", *, cores: tuple[str, ...] = ("vdsp0", "vdsp1"), credit: int = 8,
+    def __init__(self, mode: str = "relay", *, cores: tuple[str, ...] = ("vdsp0", "vdsp1"), credit: int = CREDIT,
                  heartbeat_ms: int = HEARTBEAT_INTERVAL_MS, clock=time.monotonic) -> None:
         self.mode, self.clock, self.heartbeat_ms = mode, clock, heartbeat_ms
         self.lock = threading.RLock()
