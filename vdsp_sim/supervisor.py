@@ -26,7 +26,6 @@ import signal
 import stat
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -304,10 +303,6 @@ class Supervisor:
                                   connect_timeout_s=10.0)
                     last = soc.query("cores")
                     if all(c.get("state") == "running" for c in last.get("cores", [])) and last.get("cores"):
-                        if self.restart:    # 'vdsp up' says so at once; the SDK's close waits up to a
-                            # heartbeat tick for its thread: let it, meanwhile
-                            threading.Thread(target=soc.close, name="ready-probe-close", daemon=True).start()
-                            soc = None
                         return last
                     if not self.relay:
                         soc.close()
