@@ -38,14 +38,19 @@ class Channel:
         self.sock = sock = _dealer(ctx, endpoint)
         self.fd = sock.getsockopt(zmq.FD)
         self.closed = False
+        # a thread sleeps on ``fd`` (set by the client's reader around its last drain and the
+        # sleep): a send may take in the FD's edge for a message that came meanwhile, so then
+        # the sender reads what waits; otherwise the next reader's drain before it sleeps will
+        self.watched = False
 
     def send(self, frames: list) -> list[list]:
-        """Send a multipart message; returns messages that were waiting (to dispatch)."""
+        """Send a multipart message; returns the messages that were waiting (to dispatch) if a
+        thread sleeps on ``fd``, else none (an EVENTS read saved per task: each costs ~1 µs)."""
         with self.lock:
             if self.closed:
                 return []
             send_frames(self.sock, frames)
-            return self._drain()
+            return self._drain() if self.watched else []
 
     def drain(self) -> list[list]:
         """Every message waiting now (non-blocking)."""

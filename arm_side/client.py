@@ -302,20 +302,26 @@ class Client:
         if spin and self._spin(channels, min(spin, timeout)):
             return
         got = False
-        for ch in channels:
-            incoming = ch.drain()
-            if incoming:
-                got = True
-                self._dispatch_all(ch, incoming)
-        if got:
-            return
-        fds = [ch.fd for ch in channels]
-        if kick:
-            fds.append(self._kick_r)
-        if fds:
-            select.select(fds, [], [], timeout)
-        else:
-            time.sleep(timeout)
+        for ch in channels:     # watched from before this last drain until the sleep ends (see
+            ch.watched = True   # Channel.watched); one thread pumps at a time (``leader``)
+        try:
+            for ch in channels:
+                incoming = ch.drain()
+                if incoming:
+                    got = True
+                    self._dispatch_all(ch, incoming)
+            if got:
+                return
+            fds = [ch.fd for ch in channels]
+            if kick:
+                fds.append(self._kick_r)
+            if fds:
+                select.select(fds, [], [], timeout)
+            else:
+                time.sleep(timeout)
+        finally:
+            for ch in channels:
+                ch.watched = False
         if kick:
             try:
                 os.read(self._kick_r, 4096)
