@@ -29,7 +29,7 @@ from .ordering import order_key
 STRUCT = struct.Struct("<2sBBHBBQq")
 _MSG_ID = struct.Struct("<Q")
 _CUSTOM_ID = struct.Struct("<q")
-SIZE = STRUCT.size  # 24
+SIZE: int = STRUCT.size  # 24
 _COMMANDS = {int(c): c for c in Command}
 # the hot path: magic and version compared as one 3-byte prefix; a header that fails it is
 # parsed again field by field for the precise error

@@ -20,3 +20,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m vdsp_sim.dnn_models
   echo "$want" > "$stamp"
 fi
+# The compiled build of the hot modules (mypyc; protocol/native.py): rebuilt when one of their
+# sources changed, skipped with a note where no C compiler is found (the pure modules then run).
+.venv/bin/python -m vdsp_sim.native_build --if-stale

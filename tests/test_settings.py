@@ -14,6 +14,9 @@ from vdsp_board import settings
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("arm_side", "dsp_side", "relay_server", "protocol", "vdsp_board", "vdsp_sim")
 SETTINGS = ROOT / "vdsp_board" / "settings.py"
+# protocol/native.py reads VDSP_NATIVE itself: it decides where the packages load their compiled
+# modules from before vdsp_board (which imports protocol) can be imported
+NATIVE = ROOT / "protocol" / "native.py"
 _WRITERS = {"update", "pop", "setdefault", "clear", "popitem", "__setitem__", "__delitem__"}
 
 
@@ -68,7 +71,7 @@ def env_uses(source: str, path: str = "<src>") -> tuple[list[str], list[str]]:
 def sources():
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
-            if path != SETTINGS:
+            if path not in (SETTINGS, NATIVE):
                 yield path
 
 
@@ -151,3 +154,13 @@ def test_a_child_environment_is_built_not_written(monkeypatch):
     assert env["VDSP_RUNTIME_DIR"] == "/x" and "VDSP_SHM_DIR" not in env
     assert "VDSP_PARENT_PID" not in env       # it names this process's parent, not the child's
     assert settings.current().runtime_dir != Path("/x") and settings.current().shm_dir == "/somewhere"
+
+
+def test_protocol_native_reads_only_vdsp_native_and_parses_it_as_settings_does():
+    from protocol import native
+    reads, writes = env_uses(NATIVE.read_text(), "protocol/native.py")
+    assert len(reads) == 1 and writes == []
+    assert native.ENV == settings.Settings.native.name
+    for text in ("0", "false", "No", " off ", "1", "yes", "on", "2"):
+        used = settings.Settings({native.ENV: text}).native
+        assert (native.verdict(env=text) != f"{native.ENV}={text}") == used, text

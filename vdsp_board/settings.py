@@ -122,6 +122,11 @@ class Settings:
         "`vdsp up` imports numpy, cv2, numba and the operators once, then forks the cores and the relay from "
         "one SoC-wide template (`soc.template`), so they are in memory once per SoC (an idle SoC ~225 MB PSS "
         "instead of ~300); `0` starts each core and the relay as a fresh interpreter", (CLI, CORE), _flag, True)
+    native = Variable[bool](
+        "VDSP_NATIVE", "`0` to turn off", "on",
+        "the compiled build of the hot modules (mypyc; `scripts/venv.sh` builds it where a C compiler is found) "
+        "runs when it matches their sources; `0` runs the pure Python modules. Read by `protocol/native.py` "
+        "itself, which decides before the other packages load", ALL, _flag, True)
     busy_poll_us = Variable[int](
         "VDSP_BUSY_POLL_US", "µs", "0",
         "a waiting thread spins this many µs before it sleeps (like `SO_BUSY_POLL`): lower latency for short "
