@@ -111,6 +111,7 @@ def test_the_pure_python_modules_pass_their_tests_and_serve_a_soc():
              "tests/test_sdk_fast_path.py", "tests/test_live_rpc.py"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *files],
                           cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env=settings.child_env(VDSP_NATIVE="0"))
+                          # a run inside this test, under the lock this test holds (tests/conftest.py)
+                          env=settings.child_env(VDSP_NATIVE="0", VDSP_TEST_LOCK_DIR=None, PYTEST_XDIST_WORKER=None))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout.strip().splitlines()[-1]
