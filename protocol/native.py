@@ -30,6 +30,9 @@ MANIFEST = "manifest.json"
 MODULES = ("protocol/header.py", "protocol/wire.py", "protocol/ordering.py",
            "relay_server/scheduler.py", "relay_server/engine.py",
            "dsp_side/inbox.py", "vdsp_board/zsock.py")
+# Not the SDK's (arm_side): its session parses what peers send through annotated signatures,
+# where compiled code raises TypeError for a malformed value the pure module tolerates; compiled,
+# it saved under 1 µs of the client's ~17 µs per task.
 ENV = "VDSP_NATIVE"     # declared in vdsp_board.settings (as a flag: these values turn it off)
 OFF = ("0", "false", "no", "off")
 
