@@ -371,8 +371,10 @@ def run(args) -> dict:
     cfg = dict(rounds=args.rounds or (1 if quick else 3), lat_n=300 if quick else 2000, warmup=50 if quick else 200,
                tput_s=0.6 if quick else 2.0, warm_s=0.2 if quick else 0.4, cv_n=2 if quick else 5,
                nn_n=3 if quick else 10, pc_rounds=5 if quick else 20)
+    from protocol import native
     fig: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                             "loadavg_before": list(os.getloadavg())},
+                             "loadavg_before": list(os.getloadavg()),
+                             "compiled": native.why_not() or "used"},     # the SoC's processes decide alike
                  "config": dict(cfg, keep_cpus_awake=bool(args.keep_cpus_awake))}
     progress(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {cfg['rounds']} round(s)")
     fig["first"] = first_tasks(args.start_timeout)
@@ -541,7 +543,8 @@ def render(fig: dict) -> str:
     """The whole report as text: the summary table (one row per target), then the per-operator details."""
     m = fig["machine"]
     lines = [f"vdsp bench perf: {m['cpus']} CPUs, Python {m['python']}, load {m['loadavg_before'][0]:.2f} before, "
-             f"{m['loadavg_after'][0]:.2f} after; {fig['config']['rounds']} interleaved round(s)"
+             f"{m['loadavg_after'][0]:.2f} after; {fig['config']['rounds']} interleaved round(s); compiled build: "
+             f"{m.get('compiled', '?')}"
              + ("; CPUs KEPT AWAKE (diagnosis)" if fig["config"].get("keep_cpus_awake") else ""), "",
              "| measure | now | target | verdict | detail |", "|---|---|---|---|---|"]
     for key, r in fig["rows"].items():
