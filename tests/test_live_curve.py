@@ -186,8 +186,8 @@ STRANGER = textwrap.dedent("""
     os.setgid(65534)    # modules are loaded (the venv's python lives in root's home); from here on: nobody
     os.setuid(65534)
     endpoints, server_public = json.loads(sys.argv[1]), sys.argv[2].encode()
-    keydir = tempfile.mkdtemp()
-    public, secret = zmq.auth.load_certificate(zmq.auth.create_certificates(keydir, "me")[1])
+    with tempfile.TemporaryDirectory() as keydir:       # the key pair is read at once: nothing left in /tmp
+        public, secret = zmq.auth.load_certificate(zmq.auth.create_certificates(keydir, "me")[1])
     ctx = zmq.Context()
     answers = {}
     for where, endpoint in endpoints.items():
