@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,8 +45,9 @@ def test_status_of_nothing_says_so(runtime_env):
 
 
 @pytest.mark.live
-def test_two_socs_side_by_side_up_status_down(runtime_env):
+def test_two_socs_side_by_side_up_status_down(runtime_env, request):
     other = Path(tempfile.mkdtemp(prefix="vu", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(other, ignore_errors=True))   # its logs and dmesg outlive `down`
     before = shm_entries()
     try:
         for rt in (runtime_env, other):
