@@ -369,7 +369,7 @@ def run(args) -> dict:
     quick = args.quick
     cfg: dict[str, Any]
     cfg = dict(rounds=args.rounds or (1 if quick else 3), lat_n=300 if quick else 2000, warmup=50 if quick else 200,
-               tput_s=0.6 if quick else 2.0, warm_s=0.2 if quick else 0.4, cv_n=2 if quick else 5,
+               tput_s=0.6 if quick else 2.0, warm_s=0.2 if quick else 0.4, cv_n=2 if quick else 12,
                nn_n=3 if quick else 10, pc_rounds=5 if quick else 20)
     from protocol import native
     fig: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
