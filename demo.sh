@@ -5,8 +5,27 @@ set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/venv.sh
 export PATH="$PWD/.venv/bin:$PATH"
-export VDSP_RUNTIME_DIR="${VDSP_RUNTIME_DIR:-$(mktemp -d /tmp/vdsp-demo.XXXXXX)}"
-trap 'vdsp down >/dev/null' EXIT
+# A runtime directory of its own (the SoC's sockets, logs and keys), removed at the end unless a
+# step failed: then it stays, and the last line says where its logs are.
+made_rt=""
+if [ -z "${VDSP_RUNTIME_DIR:-}" ]; then
+  VDSP_RUNTIME_DIR=$(mktemp -d "${TMPDIR:-/tmp}/vdsp-demo.XXXXXX")
+  made_rt=1
+fi
+export VDSP_RUNTIME_DIR
+finish() {
+  local status=$?
+  vdsp down >/dev/null || status=1
+  if [ -n "$made_rt" ]; then
+    if [ "$status" = 0 ]; then
+      rm -rf "$VDSP_RUNTIME_DIR"
+    else
+      echo "demo.sh: failed (exit status $status); the SoC's logs are in $VDSP_RUNTIME_DIR/log" >&2
+    fi
+  fi
+  exit "$status"
+}
+trap finish EXIT
 vdsp firmware install-stock          # build the stock DSP image as vdsp0 and vdsp1
 vdsp up -d
 vdsp status
