@@ -9,7 +9,7 @@ import logging
 import threading
 
 import numpy as np
-import onnxruntime as ort
+from arm_side.dnn.ortload import onnxruntime as ort
 import pytest
 
 from protocol import errors

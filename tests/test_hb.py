@@ -4,7 +4,7 @@ hbDSP* tasks and the hbDNN* runtime; expected results from numpy and onnxruntime
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
+from arm_side.dnn.ortload import onnxruntime as ort
 import pytest
 
 from arm_side import Soc, dnn, errors, hb, opids

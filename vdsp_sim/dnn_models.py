@@ -119,7 +119,7 @@ def _mobilenet_scales(seed: int) -> np.ndarray:
     logits = _mobilenet_body(g)
     data = helper.make_tensor_value_info("data", TensorProto.UINT8, [1, 336, 224])
     out = helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1000, 1, 1])
-    import onnxruntime as ort
+    from arm_side.dnn.ortload import onnxruntime as ort
     sess = ort.InferenceSession(g.model([data], [out], logits, "logits"), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(seed + 1)
     peak = np.zeros(1000)

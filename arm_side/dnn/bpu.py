@@ -12,7 +12,7 @@ rows, then the interleaved UV rows); a feature map has its valid shape and eleme
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
+from arm_side.dnn.ortload import onnxruntime as ort
 
 from protocol import errors
 from arm_side.dnn.props import ImageProperties

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import onnxruntime
+from arm_side.dnn.ortload import onnxruntime
 
 from protocol import errors
 from arm_side import nn

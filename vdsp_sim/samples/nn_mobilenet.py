@@ -130,7 +130,7 @@ def run(soc: Soc, args) -> bool:
     with dnn.Runtime(soc, enable_dsp=not dsp, log_level=0, environ=environ) as other:
         other.register_layer_creator("Softmax", other.plugin_creators()["Softmax"])
         other_prob, _ = infer(soc, other, model_path, nv12, say=log.debug)
-    import onnxruntime as ort
+    from arm_side.dnn.ortload import onnxruntime as ort
     whole = ort.InferenceSession(str(whole_path), providers=["CPUExecutionProvider"])
     ref = whole.run(None, {"data": nv12[None]})[0].reshape(-1)
     ok = agree("the ARM side" if dsp else "DSP dispatch", prob, other_prob) and \
