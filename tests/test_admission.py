@@ -37,3 +37,21 @@ def test_connections_beyond_the_limit_are_shut_down(tmp_path):
         admission.stop()
         server.close(0)
         ctx.term()
+
+
+def test_stop_ends_the_idle_monitor_thread_at_once_not_at_its_next_poll(tmp_path, monkeypatch):
+    # An idle server's monitor thread sleeps long between looks (it costs CPU every wake-up):
+    # stop() must wake it, or every server's close would wait for that sleep.
+    from vdsp_board import admission as mod
+    monkeypatch.setattr(mod, "IDLE_POLL_MS", 60_000)
+    ctx = zmq.Context()
+    server = ctx.socket(zmq.ROUTER)
+    admission = Admission(server, "test", max_frame=1 << 20)
+    server.bind(f"ipc://{tmp_path}/s.sock")
+    try:
+        assert wait_until(lambda: admission._thread.is_alive(), 5)
+        admission.stop()        # joins for at most 2 s
+        assert not admission._thread.is_alive()
+    finally:
+        server.close(0)
+        ctx.term()

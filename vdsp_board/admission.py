@@ -55,6 +55,8 @@ _GONE = zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED
 _TCP_INFO_BYTES_ACKED = 120             # offsets of tcpi_bytes_acked and tcpi_bytes_received (u64) in
 _TCP_INFO_BYTES_RECEIVED = 128          # struct tcp_info (Linux >= 4.1)
 SWEEP_S = 0.02                          # how often connections still in their handshake are looked at
+IDLE_POLL_MS = 1000                     # otherwise: stop() wakes the thread at once (MONITOR_STOPPED); this
+#                                         only bounds how late it ends if that event is lost (10 Hz cost ~1 ms/s)
 # What a CURVE server sends before its READY (which follows the ZAP handler's yes): the ZMTP
 # greeting (64 bytes) and WELCOME (170); READY is at least 32 more. A connection to which the
 # server has sent this much has authenticated.
@@ -116,7 +118,7 @@ class Admission:
         try:
             while not self._stop.is_set():
                 pending = any(c.pending for c in self.conns.values())
-                if mon.poll(int(SWEEP_S * 1000) if pending else 100):
+                if mon.poll(int(SWEEP_S * 1000) if pending else IDLE_POLL_MS):
                     frames = mon.recv_multipart()
                     if len(frames) != 2 or len(frames[0]) != 6:
                         continue
