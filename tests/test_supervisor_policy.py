@@ -122,3 +122,27 @@ def test_status_text_shows_restarts_and_give_ups(capsys):
     out = capsys.readouterr().out
     assert "gives a process up after 5 exits within 30.0 s" in out
     assert "killed by SIGKILL" in out and "gave up" in out and "not restarted" in out
+
+
+def test_the_next_tick_is_the_next_due_restart_or_the_idle_period(sup):
+    assert sup.next_tick_s(50.0) == supervisor.IDLE_TICK_S       # nothing due: sleep (an exit wakes it)
+    sup.children["vdsp0"].restart_at = 50.3
+    sup.children["relay"].restart_at = 50.7
+    assert sup.next_tick_s(50.0) == pytest.approx(0.3)
+    assert sup.next_tick_s(51.0) == 0.0                          # overdue: at once
+
+
+def test_supervise_wakes_when_a_child_exits_not_at_its_idle_period(tmp_path, monkeypatch):
+    # `vdsp up` sleeps between ticks; a child's exit (SIGCHLD) must end the sleep at once
+    import subprocess
+    import sys
+    import time
+    monkeypatch.setattr(supervisor, "IDLE_TICK_S", 30.0)
+    s = Supervisor(tmp_path, restart=True)
+    child = s.children["relay"] = Child("relay", [sys.executable, "-c", "import time; time.sleep(0.5)"])
+    child.proc = subprocess.Popen(child.cmd)
+    monkeypatch.setattr(s, "_spawn", lambda c: setattr(c, "proc", FakeProc()))
+    t0 = time.monotonic()
+    s.supervise(lambda: child.restarts >= 1 or time.monotonic() - t0 > 20)
+    assert child.restarts == 1 and child.last_exit == 0
+    assert time.monotonic() - t0 < 15      # not at the 30 s tick (nor the 20 s guard)

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 def _serve(rt: Path, args: argparse.Namespace, ready: int | None = None) -> int:
     """Start the SoC, supervise it until SIGINT or SIGTERM, stop it. ``ready``: a pipe written
     one line ("SoC up in ...", or nothing if start-up fails) and closed once every core runs."""
-    from vdsp_sim.supervisor import TICK_S, Supervisor
+    from vdsp_sim.supervisor import Supervisor
     soclog.setup("dsp")
     from dsp_side import fwtemplate
     sup = Supervisor(rt, log_dir=rt / "log" if args.log_files else None,
@@ -83,9 +83,7 @@ def _serve(rt: Path, args: argparse.Namespace, ready: int | None = None) -> int:
         if ready is not None:
             _tell(ready, line)
             ready = None
-        while not stop["now"]:   # a process that exits is restarted (or given up): see vdsp_sim/supervisor.py
-            sup.tick()
-            time.sleep(TICK_S)
+        sup.supervise(lambda: stop["now"])   # a process that exits is restarted (or given up)
         return 0
     except errors.VdspError as exc:
         print(f"vdsp up: {exc}", file=sys.stderr)
