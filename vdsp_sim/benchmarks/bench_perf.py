@@ -288,6 +288,7 @@ def first_tasks(timeout_s: float) -> dict:
             for core in (CORE_0, CORE_1):       # one task per core, then the idle SoC's memory
                 soc.rpc(opids.PING, core=core).wait(10000)
             out["pss"] = footprint.soc_pss(rt)
+            out["idle_cpu"] = footprint.soc_idle_cpu(rt)     # information: no target
             remote = [(c["name"], Remote(soc, c)) for c in cases]
             images = cv_images(soc, table)
             calls: list = [(name, lambda core, r=r: r.call(core)) for name, r in remote]
@@ -588,6 +589,11 @@ def render_first(first: dict, top: int = 10) -> list[str]:
             lines += ["", f"PSS of that SoC {when}: {first[key]['total_mb']:.0f} MB", "", "| process | PSS (MB) |",
                       "|---|---:|"]
             lines += [f"| {k} | {v:.1f} |" for k, v in first[key]["processes_mb"].items()]
+    if "idle_cpu" in first:
+        idle = first["idle_cpu"]
+        busy = sorted(idle["processes_ms_per_s"].items(), key=lambda kv: -kv[1])
+        lines += ["", f"CPU of that SoC left idle for 2 s: {idle['total_ms_per_s']:.1f} ms per second, all processes ("
+                  + ", ".join(f"{k} {v:.1f}" for k, v in busy[:4]) + ")"]
     if "restart_s" in first:
         lines += ["", "A SIGKILLed firmware serving again (s): "
                   + ", ".join(f"{k} {v:.3f}" for k, v in first["restart_s"].items())]

@@ -1,4 +1,5 @@
-"""A running SoC's memory (PSS of every process) and how fast a killed firmware serves again.
+"""A running SoC's memory (PSS of every process), its CPU while idle, and how fast a killed
+firmware serves again.
 
 PSS (proportional set size, ``/proc/<pid>/smaps_rollup``) charges a page shared by n processes
 1/n to each, so the sum over the SoC's processes is the memory the SoC takes, shared libraries
@@ -65,6 +66,40 @@ def soc_pss(rt: Path) -> dict:
     sup = int((rt / "soc.pid").read_text().split()[0])
     procs = {f"{name_of(p)} ({p})": pss_kb(p) / 1024 for p in tree(sup)}
     return {"total_mb": sum(procs.values()), "processes_mb": procs}
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time the process's threads have run, in ns (``/proc/<pid>/task/*/schedstat``: ns, not
+    the 10 ms clock ticks of ``/proc/<pid>/stat``); 0 when it is gone."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tasks:
+        try:
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def idle_cpu(root: int, seconds: float = 2.0) -> dict:
+    """CPU that ``root`` and its descendants use in ``seconds`` of nobody calling them: total ms of
+    CPU per second, and per process (the processes alive at the start)."""
+    pids = tree(root)
+    before = {p: cpu_ns(p) for p in pids}
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    after = {p: cpu_ns(p) for p in pids}
+    wall = time.perf_counter() - t0
+    procs = {f"{name_of(p)} ({p})": max(0, after[p] - before[p]) / 1e6 / wall for p in pids}
+    return {"total_ms_per_s": sum(procs.values()), "processes_ms_per_s": procs}
+
+
+def soc_idle_cpu(rt: Path, seconds: float = 2.0) -> dict:
+    """:func:`idle_cpu` of the SoC whose supervisor's pid is in ``rt/soc.pid``."""
+    return idle_cpu(int((rt / "soc.pid").read_text().split()[0]), seconds)
 
 
 def firmware_pid(rt: Path, core: str) -> int:
