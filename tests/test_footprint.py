@@ -27,9 +27,10 @@ def test_idle_cpu_charges_a_spinning_child_and_not_a_sleeping_one():
         got = footprint.idle_cpu(parent.pid, seconds=1.0)
         per = {int(k.rsplit("(", 1)[1].rstrip(")")): v for k, v in got["processes_ms_per_s"].items()}
         assert set(per) == {parent.pid, spin, idle}
-        # a spinner gets a large share of a CPU even beside other work; a sleeper uses next to none
-        assert per[spin] > 100, per
-        assert per[idle] < 20, per
+        # a spinner gets some share of a CPU even beside a CPU hog (93 ms a second beside 8 busy loops
+        # and the suite on 2 CPUs); a sleeper uses next to none
+        assert per[spin] > 20, per
+        assert per[idle] < 5, per
         assert abs(got["total_ms_per_s"] - sum(per.values())) < 1e-6
     finally:
         for pid in footprint.tree(parent.pid)[::-1]:
