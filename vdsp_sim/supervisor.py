@@ -2,8 +2,8 @@
 
 With ``restart=True`` (what ``vdsp up`` uses) the supervisor is a small service manager:
 run :meth:`Supervisor.supervise` (or call :meth:`Supervisor.tick` often) and a process that
-exits — killed, crashed, or ended by anyone but the supervisor — is started again. The policy is systemd's ``Restart=always``
-with a start limit and a backoff:
+exits — killed, crashed, or ended by anyone but the supervisor — is started again. The
+policy is systemd's ``Restart=always`` with a start limit and a backoff:
 
 - the first exit is restarted at once; while exits keep coming, the next restart waits
   ``BACKOFF_FIRST_S`` (0.5 s), then twice as long each time, at most ``BACKOFF_CAP_S``;
@@ -22,9 +22,9 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import select
 import signal
 import stat
-import select
 import subprocess
 import sys
 import threading
