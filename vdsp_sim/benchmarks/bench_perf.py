@@ -503,8 +503,14 @@ def summarize(fig: dict, rec: dict) -> dict:
         f"median {MED(v['over_floor_us'] for v in cv.values()):+.0f}")
     over = {**{f"cv.{k}": v["exec_over_us"] for k, v in cv.items()}, **{k: v["exec_over_us"] for k, v in nn.items()}}
     worst = max(over, key=lambda k: over[k])
+    # the floor's worker runs the same cv2 call in a bare process after the same idle wait: where it
+    # is over 50 µs too, the excess is the machine's (wake-up, caches), not the firmware's
+    floor_over = {k: v["floor_exec_us"] - v["inproc_us"] for k, v in cv.items()}
+    floor_worst = max(floor_over, key=lambda k: floor_over[k])
     row("exec_over", over[worst], f"worst {over[worst]:+.0f} ({worst})",
-        f"{sum(v <= 50 for v in over.values())} of {len(over)} operators meet it; median {MED(over.values()):+.0f}")
+        f"{sum(v <= 50 for v in over.values())} of {len(over)} operators meet it; median {MED(over.values()):+.0f}; "
+        f"(info) the floor's own worker, same cv2 calls: {sum(v <= 50 for v in floor_over.values())} of "
+        f"{len(floor_over)} CV operators within 50 µs, worst {floor_over[floor_worst]:+.0f} ({floor_worst})")
     r = fig["relay"]
     row("relay_p50", r["relay_p50_us"] / r["baseline_p50_us"], f"{r['relay_p50_us'] / r['baseline_p50_us']:.2f}",
         f"{r['relay_p50_us']:.0f} vs {r['baseline_p50_us']:.0f} µs")
