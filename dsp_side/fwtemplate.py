@@ -16,7 +16,7 @@ for imports while the core is deaf to its peers), then forks its own firmware te
 forks the core's firmwares (``vdsp0.fw``): the imports are in memory once per core. ``vdsp up``
 imports them itself (:func:`preload`), then forks a SoC-wide template (``soc.template``) while it
 is single-threaded, and forks the cores and the relay from it: the imports are then in memory
-once per SoC, the supervisor's included (an idle SoC ~225 MB PSS instead of ~300;
+once per SoC, the supervisor's included (an idle SoC ~155 MB PSS instead of ~345;
 ``VDSP_SOC_TEMPLATE=0`` starts each core and the relay as a fresh interpreter again). Whoever
 preloads then lets go of the library pages importing mapped (``vdsp_board.filepages``): a fork
 does not inherit a file mapping's pages, so they were the preloading process's alone (111 MB of
