@@ -120,8 +120,8 @@ class Settings:
     soc_template = Variable[bool](
         "VDSP_SOC_TEMPLATE", "`0` to turn off", "on",
         "`vdsp up` imports numpy, cv2, numba and the operators once, then forks the cores and the relay from "
-        "one SoC-wide template (`soc.template`), so they are in memory once per SoC (an idle SoC ~225 MB PSS "
-        "instead of ~300); `0` starts each core and the relay as a fresh interpreter", (CLI, CORE), _flag, True)
+        "one SoC-wide template (`soc.template`), so they are in memory once per SoC (an idle SoC ~155 MB PSS "
+        "instead of ~345); `0` starts each core and the relay as a fresh interpreter", (CLI, CORE), _flag, True)
     native = Variable[bool](
         "VDSP_NATIVE", "`0` to turn off", "on",
         "the compiled build of the hot modules (mypyc; `scripts/venv.sh` builds it where a C compiler is found) "
