@@ -4,10 +4,11 @@
 # It runs in parallel (pytest-xdist): VDSP_TEST_WORKERS worker processes (default 3 — the live
 # tests mostly wait on their SoC's processes, so a 2-CPU machine keeps three busy), each with its
 # own SoCs, runtime and DDR directories; `--dist loadfile` keeps each module (and the SoC it
-# shares) on one worker; the `exclusive` tests run alone (tests/conftest.py). Arguments go to pytest:
+# shares) on one worker; the `exclusive` tests run alone, and the modules are handed out longest first
+# (tests/durations.json; --no-loadscope-reorder keeps that order: tests/conftest.py). Arguments go to pytest:
 # `./test.sh -k relay`, `./test.sh tests/test_ddr.py`, `./test.sh -n 0` (serially).
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/venv.sh
 export PATH="$PWD/.venv/bin:$PATH"
-exec .venv/bin/python -m pytest -q -n "${VDSP_TEST_WORKERS:-3}" --dist loadfile "$@"
+exec .venv/bin/python -m pytest -q -n "${VDSP_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder "$@"

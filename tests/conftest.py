@@ -16,14 +16,20 @@ the workers apart:
 - a test marked ``exclusive`` (it loads the whole host, or measures time) runs with no other
   test of the run beside it: each test holds a run-wide lock shared, an exclusive test holds
   it alone (:class:`RunLock`), and the modules with such tests go first, before the other
-  workers have SoCs of their own idling.
+  workers have SoCs of their own idling;
+- then the longest modules go first (``tests/durations.json``, made by
+  ``scripts/test_durations.py``; ``./test.sh`` passes ``--no-loadscope-reorder``, without which
+  xdist orders modules by their number of tests): a long module handed out last kept one worker
+  busy for half a minute after the others had finished.
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -95,11 +101,36 @@ def pytest_unconfigure(config):
         shutil.rmtree(os.environ.pop(LOCK_DIR_VAR), ignore_errors=True)
 
 
+DURATIONS = Path(__file__).with_name("durations.json")     # seconds per module (scripts/test_durations.py)
+
+
+def module_seconds() -> dict[str, float]:
+    """Seconds per test module (``tests/x.py``) as last measured; {} without a readable file."""
+    try:
+        data = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: float(v) for k, v in data.items() if isinstance(k, str) and isinstance(v, (int, float))}
+
+
 def pytest_collection_modifyitems(config, items):
-    """The modules with an ``exclusive`` test go first (in a stable order otherwise): they run
-    while the other workers have no SoC of their own idling beside them."""
+    """The modules with an ``exclusive`` test go first: they run while the other workers have no
+    SoC of their own idling beside them. Then the longest first (a module not measured yet counts
+    as the median), so that the last ones handed out are short; a module's tests keep their order."""
     exclusive = {item.path for item in items if item.get_closest_marker("exclusive")}
-    items.sort(key=lambda item: item.path not in exclusive)
+    seconds = module_seconds()
+    default = statistics.median(seconds.values()) if seconds else 0.0
+    root = Path(__file__).resolve().parent.parent
+
+    def key(item) -> tuple:
+        try:
+            name = item.path.resolve().relative_to(root).as_posix()
+        except ValueError:
+            name = str(item.path)
+        return item.path not in exclusive, -seconds.get(name, default), name
+    items.sort(key=key)
 
 
 @pytest.hookimpl(wrapper=True)
