@@ -14,6 +14,12 @@ page of their own (``Anonymous: 0 kB`` in ``/proc/self/smaps``, so nothing was c
 as in a relocated ``.data.rel.ro``). The pages stay in the page cache; a page run again is mapped
 again by a minor fault, the very thing the kernel's own reclaim of clean file pages would cause.
 Shared mappings (DDR segments), anonymous memory, the heap and writable data are never touched.
+
+The mappings are read from ``/proc/self/smaps`` first and let go of after, so nothing else in the
+process may map or unmap meanwhile (an address range freed and reused by an anonymous mapping in
+between would be zeroed): call it where the process has only its own thread running Python and
+no sockets yet, as ``preload`` is (the supervisor before it forks its template, a core before its
+ZeroMQ context; the idle OpenBLAS workers map nothing).
 """
 from __future__ import annotations
 
