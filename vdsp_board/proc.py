@@ -1,14 +1,43 @@
 """Process hygiene: children that die with their parent, SIGTERM as a clean exit."""
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import signal
+import sys
+import threading
+from typing import NoReturn
 
 from vdsp_board import settings
 
 PARENT_ENV = "VDSP_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
+
+
+def fast_exit(code: int) -> NoReturn:
+    """End this interpreter as a normal exit would for us, without tearing it down.
+
+    A normal exit joins the threads that are not daemons, runs the ``atexit`` handlers (the DDR
+    owner's cleanup, logging's flush) and flushes stdout and stderr; then it collects every module
+    and object. That last part cost a core that imported numpy, cv2 and numba ~0.3 s of CPU on
+    every stop (two cores: 0.6 of the 0.85 s a SoC's stop cost; a test run stops a SoC about a
+    hundred times). This does the first three, then ``os._exit``. Only for the entry point of a
+    process of our own (a fresh ``vdsp core`` or relay interpreter), once its work is done: in a
+    process forked from a template, the handlers are the template owner's, not ours."""
+    try:
+        me = threading.current_thread()
+        for thread in threading.enumerate():
+            if thread is not me and not thread.daemon:
+                thread.join()
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        os._exit(code)
 
 
 def die_with_parent() -> None:

@@ -58,5 +58,15 @@ def _main(argv: list[str]) -> int:
         return 1
 
 
+def _fast_exit(argv: list[str]) -> bool:
+    """The command ``argv`` names ends its interpreter with ``proc.fast_exit`` (its ``FAST_EXIT``)."""
+    name = argv[0] if argv else None
+    return name in commands.NAMES and bool(getattr(command_modules(name)[name], "FAST_EXIT", False))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if _fast_exit(sys.argv[1:]):
+        from vdsp_board import proc
+        proc.fast_exit(code)
+    sys.exit(code)
