@@ -128,7 +128,7 @@ def test_what_the_script_must_leave_alone():
 def test_the_readme_documents_it():
     readme = (ROOT / "README.md").read_text()
     paragraph = next(p for p in readme.split("\n\n") if "`scripts/oldkernel-e2e.sh`" in p)
-    for what in ("--dry-run", "--keep", "--accel", "--checkout DIR", "SO_PEERPIDFD", "linux-image-amd64", "build/oldkernel-e2e/",
-                 "tests/test_oldkernel_e2e.py"):
+    for what in ("--dry-run", "--keep", "--accel", "--checkout DIR", "SO_PEERPIDFD", "linux-image-amd64",
+                 "build/oldkernel-e2e/", "tests/test_oldkernel_e2e.py"):
         assert what in paragraph, what
     assert "oldkernel-e2e.sh" in readme[readme.index("\n## Layout"):]
