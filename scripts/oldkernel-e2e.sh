@@ -33,6 +33,10 @@
 # whatever the result. Nothing else is left behind: no QEMU process, no mount, no overlay,
 # and no image unless it was cached on purpose (--keep; a cached image is used by later runs
 # and stays; `rm -r build/oldkernel-e2e` removes it).
+
+# The whole script is one { } block, read before any of it runs: editing the file meanwhile
+# cannot change a run in progress.
+{
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -122,20 +126,21 @@ guest_step_def() { G_NAMES+=("$1"); G_DEADLINES+=("$2"); G_TITLES+=("$3"); G_CMD
 t() { echo $(($1 * SLOW)); }    # a deadline of S s on KVM, scaled for TCG
 guest_step_def setup "$(t 2460)" "set up .venv: scripts/venv.sh, the first command of ./demo.sh (pip install -e '.[test]' from PyPI)" \
 "bounded $(t 2400) bash scripts/venv.sh"
-guest_step_def demo "$(t 480)" "./demo.sh: vdsp up -d, status, the smoke, CV and NN samples, vdsp down" \
-"bounded $(t 420) ./demo.sh"
-guest_step_def example-relay "$(t 420)" "README example in relay mode: vdsp up -d, examples/first_task.py, vdsp down" \
-"bounded $(t 180) .venv/bin/vdsp up -d
-bounded $(t 120) .venv/bin/python examples/first_task.py
-bounded $(t 90) .venv/bin/vdsp down"
-guest_step_def example-direct "$(t 420)" "README example in direct mode (VDSP_RPC_MODE=direct): vdsp up -d, examples/first_task.py, vdsp down" \
+guest_step_def demo "$(t 360)" "./demo.sh: vdsp up -d, status, the smoke, CV and NN samples, vdsp down" \
+"bounded $(t 300) ./demo.sh"
+guest_step_def example-relay "$(t 300)" "README example in relay mode: vdsp up -d, examples/first_task.py, vdsp down" \
+"bounded $(t 120) .venv/bin/vdsp up -d
+bounded $(t 60) .venv/bin/python examples/first_task.py
+bounded $(t 60) .venv/bin/vdsp down"
+guest_step_def example-direct "$(t 300)" "README example in direct mode (VDSP_RPC_MODE=direct): vdsp up -d, examples/first_task.py, vdsp down" \
 "export VDSP_RPC_MODE=direct
-bounded $(t 180) .venv/bin/vdsp up -d
-bounded $(t 120) .venv/bin/python examples/first_task.py
-bounded $(t 90) .venv/bin/vdsp down"
+bounded $(t 120) .venv/bin/vdsp up -d
+bounded $(t 60) .venv/bin/python examples/first_task.py
+bounded $(t 60) .venv/bin/vdsp down"
+# pytest's own limit per test (pyproject: 300 s) scaled too, so that a slow emulator is not a hang
 for mod in test_live_identity test_live_ownership test_live_liveness test_busy_host test_ownership; do
     guest_step_def "$mod" "$(t 660)" "pytest tests/$mod.py" \
-"bounded $(t 600) .venv/bin/python -m pytest -q -p no:cacheprovider -n 0 tests/$mod.py"
+"bounded $(t 600) .venv/bin/python -m pytest -q -p no:cacheprovider -n 0 -o timeout=$(t 300) tests/$mod.py"
 done
 STEPS=$((6 + ${#G_NAMES[@]} + 2))
 
@@ -201,7 +206,7 @@ stop_qemu() {   # stop_qemu: ask the guest to power off (when it answers), else 
     [ -n "$QEMU_PID" ] || return 0
     if kill -0 "$QEMU_PID" 2>/dev/null && [ "$GUEST_UP" = 1 ]; then
         timeout 20 "${SSH[@]}" 'systemctl poweroff' >/dev/null 2>&1 || true
-        local deadline=$((SECONDS + 60))
+        local deadline=$((SECONDS + $(t 60)))
         while kill -0 "$QEMU_PID" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
     fi
     if kill -0 "$QEMU_PID" 2>/dev/null; then
@@ -463,7 +468,7 @@ for i in "${!G_NAMES[@]}"; do
         continue
     fi
     T=$(date +%s%N) rc=0
-    timeout -k 5 $((deadline + 90)) "${SSH[@]}" "/root/e2e/step $name $deadline" <<<"${G_CMDS[$i]}" \
+    timeout -k 5 $((deadline + $(t 90))) "${SSH[@]}" "/root/e2e/step $name $deadline" <<<"${G_CMDS[$i]}" \
         > "$LOGDIR/$name.out" 2>&1 || rc=$?
     show "$LOGDIR/$name.out"
     case $rc in
@@ -496,3 +501,5 @@ if [ "$DRY_RUN" = 0 ]; then
     stop_qemu
 fi
 step "cleanup (below): no QEMU, no mount, no overlay; the image removed unless cached (--keep)"
+exit
+}
