@@ -126,17 +126,17 @@ guest_step_def() { G_NAMES+=("$1"); G_DEADLINES+=("$2"); G_TITLES+=("$3"); G_CMD
 t() { echo $(($1 * SLOW)); }    # a deadline of S s on KVM, scaled for TCG
 guest_step_def setup "$(t 2460)" "set up .venv: scripts/venv.sh, the first command of ./demo.sh (pip install -e '.[test]' from PyPI)" \
 "bounded $(t 2400) bash scripts/venv.sh"
-guest_step_def demo "$(t 360)" "./demo.sh: vdsp up -d, status, the smoke, CV and NN samples, vdsp down" \
-"bounded $(t 300) ./demo.sh"
-guest_step_def example-relay "$(t 300)" "README example in relay mode: vdsp up -d, examples/first_task.py, vdsp down" \
-"bounded $(t 120) .venv/bin/vdsp up -d
-bounded $(t 60) .venv/bin/python examples/first_task.py
-bounded $(t 60) .venv/bin/vdsp down"
-guest_step_def example-direct "$(t 300)" "README example in direct mode (VDSP_RPC_MODE=direct): vdsp up -d, examples/first_task.py, vdsp down" \
+guest_step_def demo "$(t 480)" "./demo.sh: vdsp up -d, status, the smoke, CV and NN samples, vdsp down" \
+"bounded $(t 420) ./demo.sh"
+guest_step_def example-relay "$(t 420)" "README example in relay mode: vdsp up -d, examples/first_task.py, vdsp down" \
+"bounded $(t 180) .venv/bin/vdsp up -d
+bounded $(t 120) .venv/bin/python examples/first_task.py
+bounded $(t 90) .venv/bin/vdsp down"
+guest_step_def example-direct "$(t 420)" "README example in direct mode (VDSP_RPC_MODE=direct): vdsp up -d, examples/first_task.py, vdsp down" \
 "export VDSP_RPC_MODE=direct
-bounded $(t 120) .venv/bin/vdsp up -d
-bounded $(t 60) .venv/bin/python examples/first_task.py
-bounded $(t 60) .venv/bin/vdsp down"
+bounded $(t 180) .venv/bin/vdsp up -d
+bounded $(t 120) .venv/bin/python examples/first_task.py
+bounded $(t 90) .venv/bin/vdsp down"
 # pytest's own limit per test (pyproject: 300 s) scaled too, so that a slow emulator is not a hang
 for mod in test_live_identity test_live_ownership test_live_liveness test_busy_host test_ownership; do
     guest_step_def "$mod" "$(t 660)" "pytest tests/$mod.py" \
