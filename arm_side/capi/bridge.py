@@ -710,29 +710,31 @@ def install(ffi: Any) -> Bridge:
     bridge = Bridge(ffi)
     sys_invalid, dnn_invalid = errors.SysInvalidArgument.code, errors.InvalidArgument.code
 
-    def code(fn: Callable[..., int], invalid: int) -> Callable[..., int]:
+    def code(name: str, fn: Callable[..., int], invalid: int) -> None:
         def call(*args: Any) -> int:
             try:
                 fn(*args)
             except Exception as exc:        # every failure is a code, never an exception into C
                 return bridge.failed(exc, invalid)
             return bridge.succeeded()
-        ffi.def_extern(name="vdsp_py_" + fn.__name__, error=invalid)(call)
-        return call
+        ffi.def_extern(name="vdsp_py_" + name, error=invalid)(call)
 
-    for fn in (bridge.alloc, bridge.flush, bridge.free, bridge.write, bridge.read, bridge.register):
-        code(fn, sys_invalid)
-    for fn in (bridge.rpc, bridge.dsp_wait, bridge.dsp_release, bridge.dsp_value, bridge.dsp_values_json,
-               bridge.dsp_core):
-        code(fn, dnn_invalid)
-    for name, fn in (("dnn_from_files", bridge.from_files), ("dnn_from_ddr", bridge.from_ddr),
-                     ("dnn_release", bridge.release), ("dnn_model_names", bridge.model_names),
-                     ("dnn_model_handle", bridge.model_handle), ("dnn_count", bridge.count),
-                     ("dnn_name", bridge.name), ("dnn_properties", bridge.properties), ("dnn_infer", bridge.infer),
-                     ("dnn_wait", bridge.dnn_wait), ("dnn_release_task", bridge.dnn_release_task),
-                     ("dnn_set_done_cb", bridge.set_done_cb), ("dnn_register_layer", bridge.register_layer),
-                     ("dnn_unregister_layer", bridge.unregister_layer)):
-        code(_named(fn, name), dnn_invalid)
+    b = bridge
+    functions: list[tuple[str, Callable[..., int], int]] = [
+        ("alloc", b.alloc, sys_invalid), ("flush", b.flush, sys_invalid), ("free", b.free, sys_invalid),
+        ("write", b.write, sys_invalid), ("read", b.read, sys_invalid), ("register", b.register, sys_invalid),
+        ("rpc", b.rpc, dnn_invalid), ("dsp_wait", b.dsp_wait, dnn_invalid), ("dsp_release", b.dsp_release, dnn_invalid),
+        ("dsp_value", b.dsp_value, dnn_invalid), ("dsp_values_json", b.dsp_values_json, dnn_invalid),
+        ("dsp_core", b.dsp_core, dnn_invalid), ("dnn_from_files", b.from_files, dnn_invalid),
+        ("dnn_from_ddr", b.from_ddr, dnn_invalid), ("dnn_release", b.release, dnn_invalid),
+        ("dnn_model_names", b.model_names, dnn_invalid), ("dnn_model_handle", b.model_handle, dnn_invalid),
+        ("dnn_count", b.count, dnn_invalid), ("dnn_name", b.name, dnn_invalid),
+        ("dnn_properties", b.properties, dnn_invalid), ("dnn_infer", b.infer, dnn_invalid),
+        ("dnn_wait", b.dnn_wait, dnn_invalid), ("dnn_release_task", b.dnn_release_task, dnn_invalid),
+        ("dnn_set_done_cb", b.set_done_cb, dnn_invalid), ("dnn_register_layer", b.register_layer, dnn_invalid),
+        ("dnn_unregister_layer", b.unregister_layer, dnn_invalid)]
+    for name, fn, invalid in functions:
+        code(name, fn, invalid)
 
     ffi.def_extern(name="vdsp_py_start", error=0)(lambda: 1)
     ffi.def_extern(name="vdsp_py_exit")(_exit)
@@ -740,9 +742,3 @@ def install(ffi: Any) -> Bridge:
     ffi.def_extern(name="vdsp_py_version", error=ffi.NULL)(bridge.version)
     return bridge
 
-
-def _named(fn: Callable[..., int], name: str) -> Callable[..., int]:
-    def call(*args: Any) -> int:
-        return fn(*args)
-    call.__name__ = name
-    return call
