@@ -117,6 +117,16 @@ def _cdef() -> str:
     return base + "\n" + opsgen.cdef()
 
 
+def _source(forward: str = "") -> str:
+    """glue.c with the forward declarations of the Python functions and the generated table of
+    the parameter structs' pointers."""
+    from arm_side.capi import opsgen
+    source = (capi.DIR / "glue.c").read_text()
+    marker = '#include "hb_sys.h"\n'
+    source = source.replace(marker, marker + "\n" + forward + "\n", 1)
+    return source.replace("/* VDSP_POINTER_MEMBERS */", opsgen.pointer_table(), 1)
+
+
 def fingerprint() -> dict:
     """What a current build was made from."""
     digests = {}
@@ -126,6 +136,7 @@ def fingerprint() -> dict:
         except OSError:
             digests[rel] = ""
     digests["cdef"] = hashlib.sha256(_cdef().encode()).hexdigest()
+    digests["glue"] = hashlib.sha256(_source().encode()).hexdigest()
     return {"python": sys.executable, "cache_tag": sys.implementation.cache_tag, "include": str(capi.INCLUDE),
             "sources": digests}
 
@@ -200,15 +211,15 @@ def build(log=print) -> str:
     # glue.c calls the extern "Python" functions, which cffi defines after it: declare them first
     forward = "\n".join(re.sub(r'^extern "Python"', "static", decl.strip()) for decl in
                         re.findall(r'extern "Python"[^;]*;', cdef))
-    source = (capi.DIR / "glue.c").read_text()
-    marker = '#include "hb_sys.h"\n'
-    source = source.replace(marker, marker + "\n" + forward + "\n", 1)
+    source = _source(forward)
     ffi = cffi.FFI()
     ffi.embedding_api("")
     ffi.cdef(cdef)
     ffi.set_source(MODULE, source, include_dirs=[str(capi.INCLUDE)], libraries=[lib_name], library_dirs=[lib_dir],
                    define_macros=[("VDSP_CAPI_PYTHON", json.dumps(sys.executable))],
-                   extra_compile_args=["-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
+                   # cffi's generated code has unused parameters and partly initialized tables
+                   extra_compile_args=["-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
+                                       "-Wno-missing-field-initializers"],
                    extra_link_args=[f"-Wl,-rpath,{lib_dir}", f"-Wl,-soname,{LIB}", "-pthread"])
     ffi.embedding_init_code(_INIT_CODE)
     t0 = time.monotonic()

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import atexit
 import collections
+import functools
+import itertools
 import json
 import sys
 import threading
@@ -35,11 +37,9 @@ from typing import Any, Callable
 
 from protocol import errors
 from protocol.constants import Core
-from protocol.task_options import DEFAULT, TaskOptions
-from arm_side import dnn, hb, nn
+from protocol.task_options import TaskOptions
+from arm_side import hb, nn
 from arm_side.capi import opsgen
-from arm_side.dnn import layers as dnn_layers
-from arm_side.dnn.props import ImageProperties, ImageType
 from arm_side.memory import CLEAN, INVALIDATE, Mem
 from arm_side.nn.dtypes import DataType, Layout, QuantiType
 from arm_side.nn.tensor import MAX_DIMS, Quantization, TensorProperties
@@ -54,66 +54,70 @@ MAX_MODEL_BYTES = 1 << 30   # one model given by hbDNNInitializeFromDDR
 MAX_QUANT = 1 << 16         # quantisation values of one tensor
 TEXTS_KEPT = 1024           # error texts returned to C that stay valid
 MAX_THREADS_KEPT = 4096     # threads whose last error is remembered
+CALL_MEMO = 256             # submissions whose buffers, parameters and options are remembered (by their bytes)
 _CORE_IDS = {"vdsp0": int(Core.CORE_0), "vdsp1": int(Core.CORE_1)}
 _IMAGE_FORMAT_NAMES = {v: k for k, v in opsgen.IMAGE_FORMATS.items()}
 
 
 class _Buffer:
-    """A live buffer of this process: the Mem, and the array whose address is virAddr."""
-    __slots__ = ("mem", "view", "vir")
+    """A live buffer of this process: the Mem, the array whose address is virAddr, and that
+    address (an int, and the ``void *`` given to C)."""
+    __slots__ = ("mem", "view", "vir", "ptr")
 
-    def __init__(self, mem: Mem, view: Any, vir: int) -> None:
-        self.mem, self.view, self.vir = mem, view, vir
+    def __init__(self, mem: Mem, view: Any, vir: int, ptr: Any) -> None:
+        self.mem, self.view, self.vir, self.ptr = mem, view, vir, ptr
 
 
 class _Handles:
-    """Objects by the number handed to C: never 0, never reused."""
+    """Objects by the number handed to C as a handle: never 0, never reused. The DSP task
+    functions take and give it as an integer (glue.c casts); the others as a pointer cdata."""
 
     def __init__(self, ffi: Any, ctype: str, error: type[errors.VdspError], what: str) -> None:
-        self.ffi, self.ctype, self.error, self.what = ffi, ctype, error, what
+        self.ffi, self.ctype, self.error, self.what = ffi, ffi.typeof(ctype), error, what
         self._objects: dict[int, Any] = {}
-        self._next = 0x10000
+        self._numbers = itertools.count(0x10010, 16)      # next() is atomic: no lock on the task path
         self._lock = threading.Lock()
 
-    def add(self, obj: Any) -> Any:
-        with self._lock:
-            if len(self._objects) >= MAX_HANDLES:
-                raise errors.TaskNumExceedLimit(f"{MAX_HANDLES} {self.what} handles are alive: release some")
-            self._next += 16
-            self._objects[self._next] = obj
-            return self.ffi.cast(self.ctype, self._next)
-
     def key(self, handle: Any) -> int:
-        return int(self.ffi.cast("uintptr_t", handle))
+        return handle if isinstance(handle, int) else int(self.ffi.cast("uintptr_t", handle))
+
+    def add(self, obj: Any) -> int:
+        if len(self._objects) >= MAX_HANDLES:
+            raise errors.TaskNumExceedLimit(f"{MAX_HANDLES} {self.what} handles are alive: release some")
+        number = next(self._numbers)
+        self._objects[number] = obj
+        return number
+
+    def cdata(self, number: int) -> Any:
+        return self.ffi.cast(self.ctype, number)
 
     def get(self, handle: Any) -> Any:
         obj = self._objects.get(self.key(handle))
         if obj is None:
-            raise self.error(f"{handle_text(self, handle)} is not a live {self.what} handle of this process "
+            raise self.error(f"{self.text(handle)} is not a live {self.what} handle of this process "
                              "(never handed out, or released)")
         return obj
 
     def pop(self, handle: Any) -> Any:
-        with self._lock:
-            obj = self._objects.pop(self.key(handle), None)
+        obj = self._objects.pop(self.key(handle), None)      # atomic: a handle is released once
         if obj is None:
-            raise self.error(f"{handle_text(self, handle)} is not a live {self.what} handle of this process "
+            raise self.error(f"{self.text(handle)} is not a live {self.what} handle of this process "
                              "(never handed out, or released before)")
         return obj
 
-    def find(self, obj: Any) -> int:
-        """The number of ``obj`` (0 if it has none)."""
+    def find(self, obj: Any) -> int | None:
+        """The number of ``obj`` (None if it has none)."""
         with self._lock:
-            return next((k for k, v in self._objects.items() if v is obj), 0)
+            return next((k for k, v in list(self._objects.items()) if v is obj), None)
 
     def drop(self, keep: Callable[[Any], bool]) -> None:
-        with self._lock:
-            self._objects = {k: v for k, v in self._objects.items() if keep(v)}
+        for k, v in list(self._objects.items()):
+            if not keep(v):
+                self._objects.pop(k, None)
 
-
-def handle_text(handles: _Handles, handle: Any) -> str:
-    key = handles.key(handle)
-    return "NULL" if key == 0 else f"handle 0x{key:x}"
+    def text(self, handle: Any) -> str:
+        key = self.key(handle)
+        return "NULL" if key == 0 else f"handle 0x{key:x}"
 
 
 class Bridge:
@@ -122,17 +126,18 @@ class Bridge:
     def __init__(self, ffi: Any) -> None:
         self.ffi = ffi
         self._lock = threading.Lock()
-        self.buffers: dict[tuple[int, int], _Buffer] = {}
+        self.buffers: dict[tuple[int, Any], _Buffer] = {}     # by (phyAddr, virAddr)
         self.dsp_tasks = _Handles(ffi, "hbDSPTask_t", errors.InvalidTaskHandle, "DSP task")
         self.dnn_tasks = _Handles(ffi, "hbDNNTaskHandle_t", errors.InvalidTaskHandle, "DNN task")
         self.packs = _Handles(ffi, "hbPackedDNNHandle_t", errors.InvalidPackedDnnHandle, "packed DNN")
         self.models = _Handles(ffi, "hbDNNHandle_t", errors.InvalidDnnHandle, "DNN model")
-        self.kept: dict[int, list] = collections.defaultdict(list)     # C data owned by a pack's handle
-        self.layers: dict[int, list] = collections.defaultdict(list)   # C layers made for a pack
+        self.kept: dict[int | None, list] = collections.defaultdict(list)     # C data owned by a pack's handle
+        self.layers: dict[int, list] = collections.defaultdict(list)          # C layers made for a pack
         self._making: list | None = None                               # C layers of the pack being loaded
         self._texts: collections.OrderedDict[str, Any] = collections.OrderedDict()
         self._last: collections.OrderedDict[int, tuple[int, str]] = collections.OrderedDict()
         self._options: dict[tuple, TaskOptions] = {}
+        self._calls: dict[bytes, tuple] = {}        # see rpc()
         self._version: Any = None
 
     # --- codes and texts ------------------------------------------------------------------------------
@@ -146,13 +151,6 @@ class Bridge:
             while len(self._last) > MAX_THREADS_KEPT:
                 self._last.popitem(last=False)
         return code
-
-    def succeeded(self) -> int:
-        tid = threading.get_ident()
-        if tid in self._last:
-            with self._lock:
-                self._last.pop(tid, None)
-        return 0
 
     def text(self, value: str) -> Any:
         """A C string of ``value`` that stays valid while it is among the last TEXTS_KEPT returned."""
@@ -175,11 +173,11 @@ class Bridge:
 
     def version(self) -> Any:
         if self._version is None:
-            self._version = self.ffi.new("char[]", dnn.version().encode())
+            self._version = self.ffi.new("char[]", hb.hbDNNGetVersion().encode())
         return self._version
 
     def string(self, ptr: Any, what: str) -> str:
-        if ptr == self.ffi.NULL:
+        if not ptr:
             raise errors.InvalidArgument(f"{what} is NULL")
         raw = self.ffi.string(ptr, MAX_TEXT + 1)
         if len(raw) > MAX_TEXT:
@@ -193,12 +191,13 @@ class Bridge:
     def _track(self, mem: Mem, cmem: Any) -> None:
         view = mem.array()
         vir = int(view.ctypes.data)
+        ptr = self.ffi.cast("void *", vir)      # hashes and compares as the address
         with self._lock:
-            self.buffers[(mem.phys_addr, vir)] = _Buffer(mem, view, vir)
-        cmem.phyAddr, cmem.virAddr, cmem.memSize = mem.phys_addr, self.ffi.cast("void *", vir), mem.size
+            self.buffers[(mem.phys_addr, ptr)] = _Buffer(mem, view, vir, ptr)
+        cmem.phyAddr, cmem.virAddr, cmem.memSize = mem.phys_addr, ptr, mem.size
 
     def _struct(self, cmem: Any, what: str = "mem") -> Any:
-        if cmem == self.ffi.NULL:
+        if not cmem:
             raise errors.SysInvalidArgument(f"{what} is NULL")
         return cmem
 
@@ -206,10 +205,11 @@ class Bridge:
         """``(buffer, offset, size)``: the live buffer of this process holding the struct's range
         (None: not this process's memory), the range's offset in it, and its size. Raises
         SysInvalidArgument for memory of this process that is not live (freed, never allocated)."""
-        phys, vir, size = int(cmem.phyAddr), int(self.ffi.cast("uintptr_t", cmem.virAddr)), int(cmem.memSize)
-        buf = self.buffers.get((phys, vir))
+        phys, size = cmem.phyAddr, cmem.memSize
+        buf = self.buffers.get((phys, cmem.virAddr))
         if buf is not None and not buf.mem.freed and size <= buf.mem.size:
             return buf, 0, size
+        vir = int(self.ffi.cast("uintptr_t", cmem.virAddr))
         with self._lock:
             candidates = list(self.buffers.values())
         inside = [b for b in candidates if not b.mem.freed and b.mem.phys_addr <= phys
@@ -247,7 +247,7 @@ class Bridge:
 
     def free(self, cmem: Any, registered: int) -> int:
         self._struct(cmem)
-        key = (int(cmem.phyAddr), int(self.ffi.cast("uintptr_t", cmem.virAddr)))
+        key = (cmem.phyAddr, cmem.virAddr)
         buf = self.buffers.get(key)
         if buf is None or buf.mem.freed:
             raise errors.SysInvalidArgument(f"hbSysMem at 0x{key[0]:x} is not a buffer this process allocated or "
@@ -263,7 +263,7 @@ class Bridge:
 
     def write(self, dest: Any, src: Any, size: int) -> int:
         buf, offset, span = self.live(dest, "dest")
-        if src == self.ffi.NULL:
+        if not src:
             raise errors.SysInvalidArgument("src is NULL")
         if size > span:
             raise errors.SysInvalidArgument(f"size {size} is larger than dest's memSize {span}")
@@ -272,7 +272,7 @@ class Bridge:
 
     def read(self, dest: Any, src: Any, size: int) -> int:
         buf, offset, span = self.live(src, "src")
-        if dest == self.ffi.NULL:
+        if not dest:
             raise errors.SysInvalidArgument("dest is NULL")
         if size > span:
             raise errors.SysInvalidArgument(f"size {size} is larger than src's memSize {span}")
@@ -283,7 +283,7 @@ class Bridge:
     def task_buffers(self, array: Any, count: int, what: str) -> list:
         if count < 0 or count > MAX_BUFFERS:
             raise errors.InvalidArgument(f"{what}Count {count} must be in 0..{MAX_BUFFERS}")
-        if count and array == self.ffi.NULL:
+        if count and not array:
             raise errors.InvalidArgument(f"{what}s is NULL but {what}Count is {count}")
         out: list = []
         for i in range(count):
@@ -295,9 +295,9 @@ class Bridge:
                 out.append((int(cmem.phyAddr), size))
         return out
 
-    def options(self, ctrl: Any) -> TaskOptions:
-        if ctrl == self.ffi.NULL:
-            return DEFAULT
+    def options(self, ctrl: Any) -> TaskOptions | None:
+        if not ctrl:
+            return None         # the SDK's defaults (Soc.rpc's quickest path)
         key = (int(ctrl.dspCoreId), int(ctrl.priority), int(ctrl.customId))
         opts = self._options.get(key)
         if opts is None:
@@ -307,7 +307,7 @@ class Bridge:
         return opts
 
     def params(self, cmd: int, param: Any, size: int, text: Any) -> dict | None:
-        if text != self.ffi.NULL:
+        if text:
             raw = self.ffi.string(text, MAX_JSON + 1)
             if len(raw) > MAX_JSON:
                 raise errors.InvalidArgument(f"paramJson is longer than {MAX_JSON} bytes")
@@ -318,7 +318,7 @@ class Bridge:
             if not isinstance(value, dict):
                 raise errors.InvalidArgument(f"paramJson must be a JSON object, got {type(value).__name__}")
             return value
-        if param == self.ffi.NULL:
+        if not param:
             return None
         op = opsgen.OPERATORS.get(cmd)
         if op is None or not op.struct:
@@ -330,29 +330,48 @@ class Bridge:
                                          f"operator 0x{cmd:04x} ({op.name})")
         return self.struct_params(op, self.ffi.cast(op.struct + " *", param))
 
-    def struct_params(self, op: opsgen.OpLayout, p: Any) -> dict:
+
+    def pointed(self, op: opsgen.OpLayout, p: Any) -> tuple:
+        """What the pointer members of a struct of ``op`` point at (strings, lists; None for NULL)."""
         ffi = self.ffi
+        pointed: list = []
+        for f in op.pointers:
+            value = getattr(p, f.cname)
+            if not value:
+                pointed.append(None)
+            elif f.kind == "str":
+                pointed.append(self.string(value, f"{op.struct}.{f.cname}"))
+            else:
+                count = int(getattr(p, f.count_name))
+                if not 0 <= count <= MAX_LIST:
+                    raise errors.InvalidArgument(f"{op.struct}.{f.count_name} {count} must be in 0..{MAX_LIST}")
+                pointed.append(tuple(ffi.unpack(value, count)))
+        return tuple(pointed)
+
+    def struct_params(self, op: opsgen.OpLayout, p: Any) -> dict:
+        """The parameters a struct of ``op`` holds. Callers must not change the nested values of
+        what they get (Soc.rpc copies the outer dict; :meth:`rpc` gives the same dict to every
+        submission of the same bytes)."""
+        return self._convert(op, p, iter(self.pointed(op, p)))
+
+    def _convert(self, op: opsgen.OpLayout, p: Any, pointed: Any) -> dict:
         out: dict[str, Any] = {}
         for f in op.fields:
-            value = getattr(p, f.cname)
             kind = f.kind
+            if f in op.pointers:
+                value = next(pointed)
+                if value is not None:
+                    out[f.param] = value if kind == "str" else list(value)
+                continue
+            value = getattr(p, f.cname)
             if kind == "int":
                 out[f.param] = int(value)
             elif kind == "float":
                 out[f.param] = float(value)
             elif kind == "bool":
                 out[f.param] = bool(value)
-            elif kind == "str":
-                if value != ffi.NULL:
-                    out[f.param] = self.string(value, f"{op.struct}.{f.cname}")
             elif kind in ("int_list", "float_list"):
-                if f.length is not None:
-                    out[f.param] = list(value)
-                elif value != ffi.NULL:
-                    count = int(getattr(p, f.count_name))
-                    if not 0 <= count <= MAX_LIST:
-                        raise errors.InvalidArgument(f"{op.struct}.{f.count_name} {count} must be in 0..{MAX_LIST}")
-                    out[f.param] = ffi.unpack(value, count)
+                out[f.param] = list(value)
             elif kind == "image":
                 if value.format:
                     out[f.param] = self.image(value, f"{op.struct}.{f.cname}")
@@ -372,22 +391,29 @@ class Bridge:
         return desc
 
     def rpc(self, task: Any, inputs: Any, n_in: int, outputs: Any, n_out: int, cmd: int, param: Any,
-            size: int, text: Any, ctrl: Any) -> int:
-        if task == self.ffi.NULL:
+            size: int, text: Any, ctrl: Any, key: Any, key_length: int) -> int:
+        """The task's handle (glue.c stores it in ``*task``); what the structs made is remembered
+        by the submission's bytes for ``rpc_again`` (see _install_task_path)."""
+        if not task:
             raise errors.InvalidArgument("task is NULL: pass the address of an hbDSPTask_t")
         ins = self.task_buffers(inputs, n_in, "input")
         outs = self.task_buffers(outputs, n_out, "output")
-        t = hb.soc().rpc(cmd, ins, outs, self.params(cmd, param, size, text), options=self.options(ctrl))
-        task[0] = self.dsp_tasks.add(t)
-        return 0
+        params, opts = self.params(cmd, param, size, text), self.options(ctrl)
+        if key_length:
+            with self._lock:
+                if len(self._calls) >= CALL_MEMO:
+                    del self._calls[next(iter(self._calls))]        # the oldest
+                self._calls[self.ffi.buffer(key, key_length)[:]] = (
+                    cmd, ins, outs, params, opts, [b for b in ins + outs if isinstance(b, Mem)])
+        t = hb.soc().rpc(cmd, ins, outs, params, options=opts)
+        return self.dsp_tasks.add(t)
 
-    def dsp_wait(self, task: Any, timeout: int) -> int:
-        self.dsp_tasks.get(task).wait(timeout if timeout > 0 else 0)
-        return 0
-
-    def dsp_release(self, task: Any) -> int:
-        self.dsp_tasks.pop(task).release()
-        return 0
+    @staticmethod
+    def _live(mems: list) -> bool:
+        for m in mems:
+            if m.freed:
+                return False
+        return True
 
     def _values(self, task: Any) -> dict:
         t = self.dsp_tasks.get(task)
@@ -402,11 +428,11 @@ class Bridge:
         if key not in values:
             raise errors.InvalidArgument(f"the task has no value {key!r}; it has {sorted(map(str, values))}")
         value = values[key]
-        if ival != self.ffi.NULL:
+        if ival:
             if not isinstance(value, int) or not -(1 << 63) <= value < (1 << 63):
                 raise errors.InvalidArgument(f"value {key!r} is not a 64-bit integer: {value!r:.60}")
             ival[0] = value
-        elif dval != self.ffi.NULL:
+        elif dval:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise errors.InvalidArgument(f"value {key!r} is not a number: {value!r:.60}")
             dval[0] = float(value)
@@ -416,7 +442,7 @@ class Bridge:
 
     def dsp_values_json(self, task: Any, out: Any, size: int) -> int:
         values = self._values(task)
-        if out == self.ffi.NULL:
+        if not out:
             raise errors.InvalidArgument("buf is NULL")
         data = json.dumps(values, default=lambda o: o.hex() if isinstance(o, (bytes, bytearray)) else str(o),
                           sort_keys=True).encode()
@@ -426,7 +452,7 @@ class Bridge:
         return 0
 
     def dsp_core(self, task: Any, out: Any) -> int:
-        if out == self.ffi.NULL:
+        if not out:
             raise errors.InvalidArgument("dspCoreId is NULL")
         t = self.dsp_tasks.get(task)
         if not t.done():
@@ -445,6 +471,7 @@ class Bridge:
         valid = tuple(cp.validShape.dimensionSize[0:n])
         aligned = tuple(cp.alignedShape.dimensionSize[0:n])
         stride = tuple(cp.stride[0:n])
+        from arm_side.dnn.props import ImageProperties, ImageType     # the model runtime's (imported on use)
         try:
             layout = Layout(int(cp.tensorLayout))
             ttype = int(cp.tensorType)
@@ -469,7 +496,7 @@ class Bridge:
     def _array(self, ptr: Any, count: int, what: str) -> tuple:
         if not 0 <= count <= MAX_QUANT:
             raise errors.InvalidArgument(f"{what} length {count} must be in 0..{MAX_QUANT}")
-        if count and ptr == self.ffi.NULL:
+        if count and not ptr:
             raise errors.InvalidArgument(f"{what} data is NULL but its length is {count}")
         return tuple(self.ffi.unpack(ptr, count)) if count else ()
 
@@ -507,7 +534,7 @@ class Bridge:
 
     # --- the model runtime ----------------------------------------------------------------------------
     def _load(self, out: Any, load: Callable[[], Any]) -> int:
-        if out == self.ffi.NULL:
+        if not out:
             raise errors.InvalidArgument("packedDNNHandle is NULL")
         self._making = []
         try:
@@ -515,25 +542,25 @@ class Bridge:
             made, self._making = self._making, None
         finally:
             self._making = None
-        handle = self.packs.add(pack)
-        self.layers[self.packs.key(handle)] = made
-        out[0] = handle
+        number = self.packs.add(pack)
+        self.layers[number] = made
+        out[0] = self.packs.cdata(number)
         return 0
 
     def from_files(self, out: Any, names: Any, count: int) -> int:
-        if names == self.ffi.NULL or count < 1 or count > MAX_BUFFERS:
+        if not names or count < 1 or count > MAX_BUFFERS:
             raise errors.InvalidArgument(f"modelFileNames must hold 1..{MAX_BUFFERS} names (count {count})")
         paths = [self.string(names[i], f"modelFileNames[{i}]") for i in range(count)]
         return self._load(out, lambda: hb.runtime().initialize_from_files(paths))
 
     def from_ddr(self, out: Any, data: Any, lengths: Any, count: int) -> int:
-        if data == self.ffi.NULL or lengths == self.ffi.NULL or count < 1 or count > MAX_BUFFERS:
+        if not data or not lengths or count < 1 or count > MAX_BUFFERS:
             raise errors.InvalidArgument(f"modelData and modelDataLengths must hold 1..{MAX_BUFFERS} models "
                                          f"(count {count})")
         items = []
         for i in range(count):
             n = int(lengths[i])
-            if data[i] == self.ffi.NULL or not 0 < n <= MAX_MODEL_BYTES:
+            if not data[i] or not 0 < n <= MAX_MODEL_BYTES:
                 raise errors.InvalidArgument(f"modelData[{i}] must be a model of 1..{MAX_MODEL_BYTES} bytes "
                                              f"(length {n})")
             items.append(bytes(self.ffi.buffer(data[i], n)))
@@ -542,16 +569,16 @@ class Bridge:
     def release(self, pack: Any) -> int:
         p = self.packs.get(pack)
         hb.runtime().release(p)
-        key = self.packs.key(pack)
+        number = self.packs.key(pack)
         self.packs.pop(pack)
         self.models.drop(lambda m: m.pack is not p)
-        self.kept.pop(key, None)
-        for layer in self.layers.pop(key, []):
+        self.kept.pop(number, None)
+        for layer in self.layers.pop(number, []):
             layer.destroy()
         return 0
 
     def model_names(self, out: Any, count: Any, pack: Any) -> int:
-        if out == self.ffi.NULL or count == self.ffi.NULL:
+        if not out or not count:
             raise errors.InvalidArgument("modelNameList and modelNameCount must not be NULL")
         p = self.packs.get(pack)
         names = hb.runtime().model_name_list(p)
@@ -562,26 +589,25 @@ class Bridge:
         return 0
 
     def model_handle(self, out: Any, pack: Any, name: Any) -> int:
-        if out == self.ffi.NULL:
+        if not out:
             raise errors.InvalidArgument("dnnHandle is NULL")
         model = hb.runtime().model_handle(self.packs.get(pack), self.string(name, "modelName"))
-        key = self.models.find(model)
-        out[0] = self.ffi.cast("hbDNNHandle_t", key) if key else self.models.add(model)
+        number = self.models.find(model)
+        out[0] = self.models.cdata(number if number is not None else self.models.add(model))
         return 0
 
     def _keep_for(self, model: Any) -> list:
-        key = self.packs.find(model.pack)
-        return self.kept[key]
+        return self.kept[self.packs.find(model.pack)]
 
     def count(self, out: Any, model: Any, outputs: int) -> int:
-        if out == self.ffi.NULL:
+        if not out:
             raise errors.InvalidArgument("the count pointer is NULL")
         m, rt = self.models.get(model), hb.runtime()
         out[0] = rt.output_count(m) if outputs else rt.input_count(m)
         return 0
 
     def name(self, out: Any, model: Any, index: int, outputs: int) -> int:
-        if out == self.ffi.NULL:
+        if not out:
             raise errors.InvalidArgument("name is NULL")
         m, rt = self.models.get(model), hb.runtime()
         text = self.ffi.new("char[]", (rt.output_name(m, index) if outputs else rt.input_name(m, index)).encode())
@@ -590,7 +616,7 @@ class Bridge:
         return 0
 
     def properties(self, out: Any, model: Any, index: int, outputs: int) -> int:
-        if out == self.ffi.NULL:
+        if not out:
             raise errors.InvalidArgument("properties is NULL")
         m, rt = self.models.get(model), hb.runtime()
         props = rt.output_tensor_properties(m, index) if outputs else rt.input_tensor_properties(m, index)
@@ -598,25 +624,25 @@ class Bridge:
         return 0
 
     def infer(self, task: Any, output: Any, inputs: Any, model: Any, ctrl: Any) -> int:
-        ffi = self.ffi
-        if task == ffi.NULL:
+        if not task:
             raise errors.InvalidArgument("taskHandle is NULL: pass the address of an hbDNNTaskHandle_t")
         m, rt = self.models.get(model), hb.runtime()
         n_in, n_out = rt.input_count(m), rt.output_count(m)
-        if n_out and (output == ffi.NULL or output[0] == ffi.NULL):
+        if n_out and (not output or not output[0]):
             raise errors.InvalidArgument("output is NULL: pass the address of an array of the model's output tensors")
-        if n_in and inputs == ffi.NULL:
+        if n_in and not inputs:
             raise errors.InvalidArgument("input is NULL: pass an array of the model's input tensors")
         outs = [self.tensor(output[0][i], f"output[{i}]") for i in range(n_out)]
         ins = [self.tensor(inputs[i], f"input[{i}]") for i in range(n_in)]
-        c = dnn.InferCtrlParam() if ctrl == ffi.NULL else dnn.InferCtrlParam(
+        from arm_side import dnn       # the model runtime (imported on the first hbDNN call)
+        c = dnn.InferCtrlParam() if not ctrl else dnn.InferCtrlParam(
             bpu_core_id=int(ctrl.bpuCoreId), priority=int(ctrl.priority), more=bool(ctrl.more),
             custom_id=int(ctrl.customId))
         existing = task[0]
-        given = self.dnn_tasks.get(existing) if existing != ffi.NULL else None
+        given = self.dnn_tasks.get(existing) if existing else None
         t = rt.infer(outs, ins, m, c, task=given)
         if given is None:
-            task[0] = self.dnn_tasks.add(t)
+            task[0] = self.dnn_tasks.cdata(self.dnn_tasks.add(t))
         return 0
 
     def dnn_wait(self, task: Any, timeout: int) -> int:
@@ -630,10 +656,10 @@ class Bridge:
         return 0
 
     def set_done_cb(self, task: Any, cb: Any, userdata: Any) -> int:
-        if cb == self.ffi.NULL:
+        if not cb:
             raise errors.InvalidArgument("cb is NULL")
         t = self.dnn_tasks.get(task)
-        handle = self.ffi.cast("hbDNNTaskHandle_t", self.dnn_tasks.key(task))
+        handle = task
 
         def done(_task: Any, status: int, _userdata: Any) -> None:
             cb(handle, status, userdata)
@@ -641,10 +667,11 @@ class Bridge:
         return 0
 
     def register_layer(self, layer_type: Any, creator: Any) -> int:
-        if creator == self.ffi.NULL:
+        if not creator:
             raise errors.InvalidArgument("layerCreator is NULL")
         name = self.string(layer_type, "layerType")
-        hb.runtime().register_layer_creator(name, lambda: CLayer(self, creator, name))
+        layer_class = c_layer_class()
+        hb.runtime().register_layer_creator(name, lambda: layer_class(self, creator, name))
         return 0
 
     def unregister_layer(self, layer_type: Any) -> int:
@@ -652,45 +679,52 @@ class Bridge:
         return 0
 
 
-class CLayer(dnn_layers.Layer):
-    """A layer whose forward is C code (hbDNNLayer, made by a C hbDNNLayerCreator)."""
+@functools.cache
+def c_layer_class() -> type:
+    """The class of layers made by a C hbDNNLayerCreator (built on first use: its base class is
+    the model runtime's, which imports onnxruntime)."""
+    from arm_side.dnn import layers as dnn_layers
 
-    def __init__(self, bridge: Bridge, creator: Any, layer_type: str) -> None:
-        ffi = bridge.ffi
-        self.bridge, self.layer_type = bridge, layer_type
-        self.ptr = creator()
-        if self.ptr == ffi.NULL or self.ptr.forward == ffi.NULL:
-            raise errors.InvalidModel(f"the layer creator of {layer_type} returned NULL or a layer without forward")
-        self.destroyed = False
-        if bridge._making is not None:
-            bridge._making.append(self)
+    class CLayer(dnn_layers.Layer):
+        """A layer whose forward is C code (hbDNNLayer, made by a C hbDNNLayerCreator)."""
 
-    def forward(self, ctx: Any, inputs: list, outputs: list) -> None:
-        ffi = self.bridge.ffi
-        keep: list = []
-        cin, cout = ffi.new("hbDNNTensor[]", max(1, len(inputs))), ffi.new("hbDNNTensor[]", max(1, len(outputs)))
-        for array, tensors, inputs_side in ((cin, inputs, True), (cout, outputs, False)):
-            for i, t in enumerate(tensors):
-                if inputs_side and t.mem.cached:
-                    t.mem.flush(INVALIDATE)
-                view = t.mem.array()
-                keep.append(view)
-                array[i].sysMem[0].phyAddr, array[i].sysMem[0].memSize = t.mem.phys_addr, t.mem.size
-                array[i].sysMem[0].virAddr = ffi.cast("void *", int(view.ctypes.data))
-                self.bridge.props_to_c(t.props, array[i].properties, keep)
-        code = int(self.ptr.forward(self.ptr, cin, len(inputs), cout, len(outputs)))
-        if code != 0:
-            cls = errors.error_class(code)
-            raise (cls if cls is not errors.VdspError else errors.RunTaskFailed)(
-                f"layer {self.layer_type}: forward returned {code}")
-        for t in outputs:
-            if t.mem.cached:
-                t.mem.flush(CLEAN)
+        def __init__(self, bridge: Bridge, creator: Any, layer_type: str) -> None:
+            self.bridge, self.layer_type = bridge, layer_type
+            self.ptr = creator()
+            if not self.ptr or not self.ptr.forward:
+                raise errors.InvalidModel(f"the layer creator of {layer_type} returned NULL or a layer without forward")
+            self.destroyed = False
+            if bridge._making is not None:
+                bridge._making.append(self)
 
-    def destroy(self) -> None:
-        if not self.destroyed and self.ptr.destroy != self.bridge.ffi.NULL:
-            self.ptr.destroy(self.ptr)
-        self.destroyed = True
+        def forward(self, ctx: Any, inputs: list, outputs: list) -> None:
+            ffi = self.bridge.ffi
+            keep: list = []
+            cin, cout = ffi.new("hbDNNTensor[]", max(1, len(inputs))), ffi.new("hbDNNTensor[]", max(1, len(outputs)))
+            for array, tensors, inputs_side in ((cin, inputs, True), (cout, outputs, False)):
+                for i, t in enumerate(tensors):
+                    if inputs_side and t.mem.cached:
+                        t.mem.flush(INVALIDATE)
+                    view = t.mem.array()
+                    keep.append(view)
+                    array[i].sysMem[0].phyAddr, array[i].sysMem[0].memSize = t.mem.phys_addr, t.mem.size
+                    array[i].sysMem[0].virAddr = ffi.cast("void *", int(view.ctypes.data))
+                    self.bridge.props_to_c(t.props, array[i].properties, keep)
+            code = int(self.ptr.forward(self.ptr, cin, len(inputs), cout, len(outputs)))
+            if code != 0:
+                cls = errors.error_class(code)
+                raise (cls if cls is not errors.VdspError else errors.RunTaskFailed)(
+                    f"layer {self.layer_type}: forward returned {code}")
+            for t in outputs:
+                if t.mem.cached:
+                    t.mem.flush(CLEAN)
+
+        def destroy(self) -> None:
+            if not self.destroyed and self.ptr.destroy:
+                self.ptr.destroy(self.ptr)
+            self.destroyed = True
+
+    return CLayer
 
 
 def _exit() -> None:
@@ -705,6 +739,50 @@ def _exit() -> None:
                 pass
 
 
+def _install_task_path(ffi: Any, bridge: Bridge) -> None:
+    """The functions every DSP task calls (submit again, wait, release) without the generic
+    wrapper: one Python frame each, the same codes (they replace the wrapped ones)."""
+    tasks, calls, live, invalid = bridge.dsp_tasks._objects, bridge._calls, bridge._live, errors.InvalidArgument.code
+
+    def rpc_again(key: Any, key_length: int) -> int:
+        """A submission whose bytes (glue.c's key) were seen before, with its buffers still live:
+        the new task's handle; 0 when they were not (glue.c then calls Bridge.rpc)."""
+        try:
+            call = calls.get(ffi.buffer(key, key_length)[:])
+            if call is None or not live(call[5]):
+                return 0
+            return bridge.dsp_tasks.add(hb.soc().rpc(call[0], call[1], call[2], call[3], options=call[4]))
+        except Exception as exc:
+            return bridge.failed(exc, invalid)
+
+    def dsp_wait(task: int, timeout: int) -> int:
+        try:
+            t = tasks.get(task)
+            if t is None:
+                return bridge.failed(bridge.dsp_tasks.error(f"{bridge.dsp_tasks.text(task)} is not a live DSP task "
+                                                            "handle of this process (never handed out, or released)"),
+                                     invalid)
+            t.wait(timeout if timeout > 0 else 0)
+            return 0
+        except Exception as exc:
+            return bridge.failed(exc, invalid)
+
+    def dsp_release(task: int) -> int:
+        try:
+            t = tasks.pop(task, None)
+            if t is None:
+                return bridge.failed(bridge.dsp_tasks.error(f"{bridge.dsp_tasks.text(task)} is not a live DSP task "
+                                                            "handle of this process (never handed out, or released "
+                                                            "before)"), invalid)
+            t.release()
+            return 0
+        except Exception as exc:
+            return bridge.failed(exc, invalid)
+
+    for fn in (rpc_again, dsp_wait, dsp_release):
+        ffi.def_extern(name="vdsp_py_" + fn.__name__, error=invalid)(fn)
+
+
 def install(ffi: Any) -> Bridge:
     """Bind the ``extern "Python"`` functions of capi.cdef to a new :class:`Bridge`."""
     bridge = Bridge(ffi)
@@ -713,17 +791,16 @@ def install(ffi: Any) -> Bridge:
     def code(name: str, fn: Callable[..., int], invalid: int) -> None:
         def call(*args: Any) -> int:
             try:
-                fn(*args)
+                return fn(*args)
             except Exception as exc:        # every failure is a code, never an exception into C
                 return bridge.failed(exc, invalid)
-            return bridge.succeeded()
         ffi.def_extern(name="vdsp_py_" + name, error=invalid)(call)
 
     b = bridge
     functions: list[tuple[str, Callable[..., int], int]] = [
         ("alloc", b.alloc, sys_invalid), ("flush", b.flush, sys_invalid), ("free", b.free, sys_invalid),
         ("write", b.write, sys_invalid), ("read", b.read, sys_invalid), ("register", b.register, sys_invalid),
-        ("rpc", b.rpc, dnn_invalid), ("dsp_wait", b.dsp_wait, dnn_invalid), ("dsp_release", b.dsp_release, dnn_invalid),
+        ("rpc", b.rpc, dnn_invalid),
         ("dsp_value", b.dsp_value, dnn_invalid), ("dsp_values_json", b.dsp_values_json, dnn_invalid),
         ("dsp_core", b.dsp_core, dnn_invalid), ("dnn_from_files", b.from_files, dnn_invalid),
         ("dnn_from_ddr", b.from_ddr, dnn_invalid), ("dnn_release", b.release, dnn_invalid),
@@ -735,6 +812,7 @@ def install(ffi: Any) -> Bridge:
         ("dnn_unregister_layer", b.unregister_layer, dnn_invalid)]
     for name, fn, invalid in functions:
         code(name, fn, invalid)
+    _install_task_path(ffi, bridge)
 
     ffi.def_extern(name="vdsp_py_start", error=0)(lambda: 1)
     ffi.def_extern(name="vdsp_py_exit")(_exit)

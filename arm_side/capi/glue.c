@@ -13,8 +13,10 @@
  * the end of a Python program.
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hb_dsp.h"
 #include "hb_dnn.h"
@@ -83,30 +85,103 @@ int32_t hbSysRegisterMem(hbSysMem *mem) { return VDSP_CALL(vdsp_py_register(mem)
 int32_t hbSysUnregisterMem(hbSysMem *mem) { return VDSP_CALL(vdsp_py_free(mem, 1)); }
 
 /* --- hb_dsp.h ------------------------------------------------------------------------------- */
+#define VDSP_KEY_MAX 4096
+
+struct vdsp_pointer_member {
+  int32_t cmd;
+  size_t size;         /* sizeof the operator's parameter struct */
+  size_t offset;       /* of the pointer */
+  int kind;            /* 1: a NUL-terminated string; 2: a list of count elements */
+  size_t count_offset; /* of the int32_t count (lists) */
+  size_t element;      /* bytes of an element (lists) */
+};
+
+/* VDSP_POINTER_MEMBERS */
+
+/* Append what the pointers of a parameter struct point at; 0, or -1 when it does not fit. */
+static int vdsp_key_pointed(unsigned char *key, uint32_t *len, int32_t cmd, void const *param, uint32_t size) {
+  for (size_t i = 0; i < sizeof vdsp_pointer_members / sizeof vdsp_pointer_members[0]; i++) {
+    struct vdsp_pointer_member const *m = &vdsp_pointer_members[i];
+    if (m->cmd != cmd) continue;
+    if (m->size != size) return -1; /* the bridge says what is wrong with it */
+    void const *ptr;
+    memcpy(&ptr, (char const *)param + m->offset, sizeof ptr);
+    size_t n = 0;
+    if (ptr != NULL && m->kind == 1) {
+      n = strnlen((char const *)ptr, VDSP_KEY_MAX) + 1;
+    } else if (ptr != NULL) {
+      int32_t count;
+      memcpy(&count, (char const *)param + m->count_offset, sizeof count);
+      if (count < 0 || (size_t)count > VDSP_KEY_MAX / m->element) return -1;
+      n = (size_t)count * m->element;
+    }
+    if (*len + 1 + n > VDSP_KEY_MAX) return -1;
+    key[(*len)++] = ptr != NULL;
+    if (n) memcpy(key + *len, ptr, n), *len += (uint32_t)n;
+  }
+  return 0;
+}
+
+/* A submission, with its bytes as one key (operator, counts, the hbSysMem structs, the control
+ * and parameter structs) when they fit: a program submits the same few calls again and again, and
+ * the bridge reuses what it made of the same bytes instead of reading the structs field by field
+ * (it still checks that the buffers are live). The strings and lists a parameter struct points
+ * at are part of the key. */
+static int32_t vdsp_rpc(hbDSPTask_t *task, hbSysMem *inputs, int32_t n_in, hbSysMem *outputs, int32_t n_out,
+                        int32_t cmd, void const *param, uint32_t size, char const *json, hbDSPRpcCtrlParam *ctrl) {
+  unsigned char key[VDSP_KEY_MAX];
+  uint32_t len = 0;
+  if (json == NULL && n_in >= 0 && n_out >= 0 && n_in <= 64 && n_out <= 64 && (inputs != NULL || n_in == 0) &&
+      (outputs != NULL || n_out == 0) && (param != NULL || size == 0)) {
+    int32_t head[5] = {cmd, n_in, n_out, (int32_t)size, ctrl != NULL};
+    size_t in_bytes = (size_t)n_in * sizeof(hbSysMem), out_bytes = (size_t)n_out * sizeof(hbSysMem);
+    size_t ctrl_bytes = ctrl != NULL ? sizeof *ctrl : 0;
+    if (size <= VDSP_KEY_MAX && sizeof head + in_bytes + out_bytes + ctrl_bytes + size <= VDSP_KEY_MAX) {
+      memcpy(key, head, sizeof head);
+      len = sizeof head;
+      if (in_bytes) memcpy(key + len, inputs, in_bytes), len += (uint32_t)in_bytes;
+      if (out_bytes) memcpy(key + len, outputs, out_bytes), len += (uint32_t)out_bytes;
+      if (ctrl_bytes) memcpy(key + len, ctrl, ctrl_bytes), len += (uint32_t)ctrl_bytes;
+      if (size) memcpy(key + len, param, size), len += size;
+      if (size && vdsp_key_pointed(key, &len, cmd, param, size) != 0) len = 0;
+    }
+  }
+  int64_t handle = len && task != NULL ? vdsp_py_rpc_again(key, len) : 0;
+  if (handle == 0) handle = vdsp_py_rpc(task, inputs, n_in, outputs, n_out, cmd, param, size, json, ctrl, key, len);
+  if (handle < 0) return (int32_t)handle;
+  *task = (hbDSPTask_t)(uintptr_t)handle;
+  return 0;
+}
+
 int32_t hbDSPRpcV2(hbDSPTask_t *task, hbSysMem *input, hbSysMem *output, int32_t rpcCmd, hbDSPRpcCtrlParam *ctrl) {
-  return VDSP_CALL(vdsp_py_rpc(task, input, input != NULL, output, output != NULL, rpcCmd, NULL, 0, NULL, ctrl));
+  return VDSP_CALL(vdsp_rpc(task, input, input != NULL, output, output != NULL, rpcCmd, NULL, 0, NULL, ctrl));
 }
 int32_t hbDSPRpcV2Param(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
                         int32_t outputCount, int32_t rpcCmd, void const *param, uint32_t paramSize,
                         hbDSPRpcCtrlParam *ctrl) {
-  return VDSP_CALL(vdsp_py_rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, param, paramSize, NULL, ctrl));
+  return VDSP_CALL(vdsp_rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, param, paramSize, NULL, ctrl));
 }
 int32_t hbDSPRpcV2Json(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
                        int32_t outputCount, int32_t rpcCmd, char const *paramJson, hbDSPRpcCtrlParam *ctrl) {
-  return VDSP_CALL(vdsp_py_rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, NULL, 0, paramJson, ctrl));
+  return VDSP_CALL(vdsp_rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, NULL, 0, paramJson, ctrl));
 }
-int32_t hbDSPWaitTaskDone(hbDSPTask_t task, int32_t timeout_ms) { return VDSP_CALL(vdsp_py_dsp_wait(task, timeout_ms)); }
-int32_t hbDSPReleaseTask(hbDSPTask_t task) { return VDSP_CALL(vdsp_py_dsp_release(task)); }
+#define VDSP_TASK(task) ((uintptr_t)(task))
+int32_t hbDSPWaitTaskDone(hbDSPTask_t task, int32_t timeout_ms) {
+  return VDSP_CALL(vdsp_py_dsp_wait(VDSP_TASK(task), timeout_ms));
+}
+int32_t hbDSPReleaseTask(hbDSPTask_t task) { return VDSP_CALL(vdsp_py_dsp_release(VDSP_TASK(task))); }
 int32_t hbDSPGetTaskValueInt(hbDSPTask_t task, char const *name, int64_t *value) {
-  return VDSP_CALL(vdsp_py_dsp_value(task, name, value, NULL));
+  return VDSP_CALL(vdsp_py_dsp_value(VDSP_TASK(task), name, value, NULL));
 }
 int32_t hbDSPGetTaskValueDouble(hbDSPTask_t task, char const *name, double *value) {
-  return VDSP_CALL(vdsp_py_dsp_value(task, name, NULL, value));
+  return VDSP_CALL(vdsp_py_dsp_value(VDSP_TASK(task), name, NULL, value));
 }
 int32_t hbDSPGetTaskValuesJson(hbDSPTask_t task, char *buf, uint32_t bufSize) {
-  return VDSP_CALL(vdsp_py_dsp_values_json(task, buf, bufSize));
+  return VDSP_CALL(vdsp_py_dsp_values_json(VDSP_TASK(task), buf, bufSize));
 }
-int32_t hbDSPGetTaskCore(hbDSPTask_t task, int32_t *dspCoreId) { return VDSP_CALL(vdsp_py_dsp_core(task, dspCoreId)); }
+int32_t hbDSPGetTaskCore(hbDSPTask_t task, int32_t *dspCoreId) {
+  return VDSP_CALL(vdsp_py_dsp_core(VDSP_TASK(task), dspCoreId));
+}
 
 /* --- hb_dnn.h ------------------------------------------------------------------------------- */
 char const *hbDNNGetVersion(void) {
