@@ -160,6 +160,11 @@ def test_the_point_cloud_pattern_and_the_stale_cache_without_a_flush(programs, s
         else:           # the DSP read DDR the CPU never cleaned: zeros, not the cloud
             assert res.stdout.strip() == "valid points 0, pillars 0", res.stdout
             assert not np.array_equal(got_features, features)
+    # strict cache mode names the forgotten flush when the task is submitted
+    res = run(programs / "pointcloud", str(tmp_path / "cloud.bin"), str(tmp_path / "strict"), "--no-flush",
+              env=clean_env(VDSP_STRICT_CACHE="1"))
+    assert res.returncode == 1 and f"failed: {hb.HB_SYS_CACHE_NOT_FLUSHED} HB_SYS_CACHE_NOT_FLUSHED" in res.stderr, \
+        res.stderr
 
 
 def test_the_mobilenet_flow_from_threads_with_callbacks_and_a_c_layer(programs, shared_soc, tmp_path):
@@ -304,3 +309,16 @@ def test_pkg_config_cmake_and_a_makefile_build_programs_that_run_as_they_are(sha
     for program in built:
         res = run(program, "2", "2")
         assert res.returncode == 0 and res.stdout.count("2 tasks ok") == 2, (program, res.stdout, res.stderr)
+
+
+def test_the_first_program_of_docs_capi_md_compiles_and_prints_what_it_says(shared_soc, tmp_path):
+    if capi_build.missing():
+        pytest.skip(f"no C build here: {capi_build.missing()}")
+    text = (ROOT / "docs" / "capi.md").read_text()
+    blocks = re.findall(r"^```c\n(.*?)^```", text, re.S | re.M)
+    assert len(blocks) == 1
+    (tmp_path / "first.c").write_text(blocks[0])
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", *capi_flags("--cflags"), str(tmp_path / "first.c"),
+                    *capi_flags("--libs"), "-o", str(tmp_path / "first")], check=True, timeout=120)
+    res = run(tmp_path / "first")
+    assert res.returncode == 0 and res.stdout == "dst[0] = 7\nsrc[0] = 9\n", res.stdout + res.stderr

@@ -62,6 +62,11 @@ def prefix() -> Path:
     return Path(sys.prefix)
 
 
+def python() -> str:
+    """The Python executable whose environment the library runs: this one."""
+    return sys.executable
+
+
 def libdir() -> Path:
     return prefix() / "lib"
 
@@ -137,7 +142,7 @@ def fingerprint() -> dict:
             digests[rel] = ""
     digests["cdef"] = hashlib.sha256(_cdef().encode()).hexdigest()
     digests["glue"] = hashlib.sha256(_source().encode()).hexdigest()
-    return {"python": sys.executable, "cache_tag": sys.implementation.cache_tag, "include": str(capi.INCLUDE),
+    return {"python": python(), "cache_tag": sys.implementation.cache_tag, "include": str(capi.INCLUDE),
             "sources": digests}
 
 
@@ -216,7 +221,7 @@ def build(log=print) -> str:
     ffi.embedding_api("")
     ffi.cdef(cdef)
     ffi.set_source(MODULE, source, include_dirs=[str(capi.INCLUDE)], libraries=[lib_name], library_dirs=[lib_dir],
-                   define_macros=[("VDSP_CAPI_PYTHON", json.dumps(sys.executable))],
+                   define_macros=[("VDSP_CAPI_PYTHON", json.dumps(python()))],
                    # cffi's generated code has unused parameters and partly initialized tables
                    extra_compile_args=["-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
                                        "-Wno-missing-field-initializers"],
