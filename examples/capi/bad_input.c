@@ -43,6 +43,15 @@ int main(int argc, char **argv) {
   made_up.virAddr = NULL;
   report("flush_made_up", hbSysFlushMem(&made_up, HB_SYS_MEM_CACHE_CLEAN));
   report("unregister_allocated", hbSysUnregisterMem(&mem));
+  hbSysMem again = {mem.phyAddr, NULL, 16}; /* this process's own memory, mapped a second time */
+  report("register_own", hbSysRegisterMem(&again));
+  report("unregister_own", hbSysUnregisterMem(&again));
+  report("unregister_twice", hbSysUnregisterMem(&again));
+  char const hello[] = "hello";
+  char back[6] = {0};
+  int32_t code = hbSysWriteMem(&mem, (char *)hello, sizeof hello);
+  if (code == 0) code = hbSysReadMem(back, &mem, sizeof back);
+  report("write_read", code != 0 ? code : memcmp(hello, back, sizeof hello) == 0 ? 0 : -1);
 
   /* DSP tasks */
   hbDSPTask_t task = NULL;
@@ -94,7 +103,7 @@ int main(int argc, char **argv) {
   if (argc > 1) { /* another process's buffer, not granted to this one */
     hbSysMem foreign = {strtoull(argv[1], NULL, 16), NULL, 4096};
     task = NULL;
-    int32_t code = hbDSPRpcV2(&task, &foreign, NULL, HB_DSP_OP_CHECKSUM, NULL);
+    code = hbDSPRpcV2(&task, &foreign, NULL, HB_DSP_OP_CHECKSUM, NULL);
     report("rpc_foreign", code == 0 ? hbDSPWaitTaskDone(task, 5000) : code);
     if (code == 0) hbDSPReleaseTask(task);
     report("register_foreign", hbSysRegisterMem(&foreign));
@@ -110,6 +119,9 @@ int main(int argc, char **argv) {
   report("dnn_null_name", hbDNNInitializeFromFiles(&pack, nulls, 1));
   report("dnn_null_handle", hbDNNInitializeFromFiles(NULL, missing, 1));
   report("dnn_not_a_model", hbDNNInitializeFromDDR(&pack, (const void **)(void *)nulls, &count, 1));
+  void const *garbage[] = {hello};
+  int32_t garbage_length = sizeof hello;
+  report("dnn_garbage_model", hbDNNInitializeFromDDR(&pack, garbage, &garbage_length, 1));
   report("dnn_release_made_up", hbDNNRelease((hbPackedDNNHandle_t)(uintptr_t)0x1234));
   report("dnn_count_made_up", hbDNNGetInputCount(&count, (hbDNNHandle_t)(uintptr_t)0x1234));
   report("dnn_handle_made_up", hbDNNGetModelHandle(&model, (hbPackedDNNHandle_t)(uintptr_t)0x1234, "x"));

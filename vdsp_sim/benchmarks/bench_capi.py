@@ -183,7 +183,7 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vdsp bench capi", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="few chunks (smoke test)")
-    ap.add_argument("--chunks", type=int, default=40, help="chunks each client runs, taking turns (default 40)")
+    ap.add_argument("--chunks", type=int, default=100, help="chunks each client runs, taking turns (default 100)")
     ap.add_argument("--warm-chunks", type=int, default=4, help="chunks first, not counted (default 4)")
     ap.add_argument("--ping-chunk", type=int, default=100, help="PINGs in a chunk (default 100)")
     ap.add_argument("--blur-chunk", type=int, default=5, help="gaussianBlurs in a chunk (default 5)")
