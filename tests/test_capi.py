@@ -193,6 +193,19 @@ def test_several_threads_submit_at_once(programs, shared_soc):
     assert res.stdout.splitlines() == [f"thread {i}: 20 tasks ok (vdsp0 10, vdsp1 10), 0 failed" for i in range(6)]
 
 
+def test_direct_mode_and_tcp_with_curve_through_the_sdks_variables(programs, shared_soc):
+    """The library connects as the Python SDK does: VDSP_RPC_MODE=direct, and a SoC on loopback
+    tcp with CURVE keys (VDSP_RELAY_ENDPOINT, VDSP_KEYS_DIR)."""
+    res = run(programs / "threads", "2", "4", env=clean_env(VDSP_RPC_MODE="direct"))
+    assert res.returncode == 0 and res.stdout.count("4 tasks ok (vdsp0 2, vdsp1 2)") == 2, res.stdout + res.stderr
+    from tests.test_live_curve import running_tcp_soc
+    with running_tcp_soc() as tcp:
+        assert os.environ["VDSP_RELAY_ENDPOINT"].startswith("tcp://")
+        res = run(programs / "threads", "2", "4")
+        assert res.returncode == 0 and res.stdout.count("4 tasks ok (vdsp0 2, vdsp1 2)") == 2, \
+            res.stdout + res.stderr + tcp.logs()
+
+
 BAD_INPUT = {
     "alloc_null": hb.HB_SYS_INVALID_ARGUMENT, "alloc_zero": hb.HB_SYS_INVALID_ARGUMENT,
     "alloc_over_ddr": hb.HB_SYS_OUT_OF_MEMORY, "alloc": 0, "flush_bad_flag": hb.HB_SYS_INVALID_ARGUMENT,
@@ -201,7 +214,8 @@ BAD_INPUT = {
     "read_past_end": hb.HB_SYS_INVALID_ARGUMENT, "alloc_second": 0, "free": 0,
     "free_twice": hb.HB_SYS_INVALID_ARGUMENT, "flush_freed": hb.HB_SYS_INVALID_ARGUMENT,
     "flush_made_up": hb.HB_SYS_INVALID_ARGUMENT, "unregister_allocated": hb.HB_SYS_INVALID_ARGUMENT,
-    "register_own": 0, "unregister_own": 0, "unregister_twice": hb.HB_SYS_INVALID_ARGUMENT, "write_read": 0,
+    "flush_part": 0, "flush_part_past_end": hb.HB_SYS_INVALID_ARGUMENT, "register_own": 0, "unregister_own": 0,
+    "unregister_twice": hb.HB_SYS_INVALID_ARGUMENT, "write_read": 0,
     "rpc_null_task": hb.HB_DNN_INVALID_ARGUMENT, "rpc_freed_input": hb.HB_SYS_INVALID_ARGUMENT,
     "rpc_made_up_input": hb.HB_SYS_INVALID_ARGUMENT, "rpc_bad_core": hb.HB_DSP_INVALID_CORE,
     "rpc_bad_priority": hb.HB_DNN_INVALID_ARGUMENT, "rpc_buffers_null": hb.HB_DNN_INVALID_ARGUMENT,

@@ -43,6 +43,11 @@ int main(int argc, char **argv) {
   made_up.virAddr = NULL;
   report("flush_made_up", hbSysFlushMem(&made_up, HB_SYS_MEM_CACHE_CLEAN));
   report("unregister_allocated", hbSysUnregisterMem(&mem));
+  hbSysMem part = mem; /* a range of it: flushed alone */
+  part.phyAddr += 1024, part.virAddr = (char *)mem.virAddr + 1024, part.memSize = 512;
+  report("flush_part", hbSysFlushMem(&part, HB_SYS_MEM_CACHE_CLEAN));
+  part.memSize = 8192;
+  report("flush_part_past_end", hbSysFlushMem(&part, HB_SYS_MEM_CACHE_CLEAN));
   hbSysMem again = {mem.phyAddr, NULL, 16}; /* this process's own memory, mapped a second time */
   report("register_own", hbSysRegisterMem(&again));
   report("unregister_own", hbSysUnregisterMem(&again));
