@@ -129,7 +129,7 @@ def _source(forward: str = "") -> str:
     source = (capi.DIR / "glue.c").read_text()
     marker = '#include "hb_sys.h"\n'
     source = source.replace(marker, marker + "\n" + forward + "\n", 1)
-    return source.replace("/* VDSP_POINTER_MEMBERS */", opsgen.pointer_table(), 1)
+    return source.replace("/* CAPI_POINTER_MEMBERS */", opsgen.pointer_table(), 1)
 
 
 def fingerprint() -> dict:
@@ -221,7 +221,7 @@ def build(log=print) -> str:
     ffi.embedding_api("")
     ffi.cdef(cdef)
     ffi.set_source(MODULE, source, include_dirs=[str(capi.INCLUDE)], libraries=[lib_name], library_dirs=[lib_dir],
-                   define_macros=[("VDSP_CAPI_PYTHON", json.dumps(python()))],
+                   define_macros=[("CAPI_SDK_PYTHON", json.dumps(python()))],
                    # cffi's generated code has unused parameters and partly initialized tables
                    extra_compile_args=["-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
                                        "-Wno-missing-field-initializers"],

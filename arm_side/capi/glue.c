@@ -7,7 +7,7 @@
  * same code as arm_side.hb: one implementation of the protocol, ownership, CURVE, autostart
  * and cache semantics. The interpreter is configured here, before cffi would start one with
  * the defaults: isolated from PYTHON* variables and the user's site directory, no signal
- * handlers, and the virtual environment the library was built for (VDSP_CAPI_PYTHON, its
+ * handlers, and the virtual environment the library was built for (CAPI_SDK_PYTHON, its
  * python executable: the interpreter finds its pyvenv.cfg and site-packages from it). At exit
  * the SDK's exit handlers run (the Soc closes, this process's buffers are freed), as they do at
  * the end of a Python program.
@@ -22,8 +22,8 @@
 #include "hb_dnn.h"
 #include "hb_sys.h"
 
-#ifndef VDSP_CAPI_PYTHON
-#error "VDSP_CAPI_PYTHON (the python executable of the SDK's environment) must be defined"
+#ifndef CAPI_SDK_PYTHON
+#error "CAPI_SDK_PYTHON (the python executable of the SDK's environment) must be defined"
 #endif
 
 static pthread_once_t vdsp_once = PTHREAD_ONCE_INIT;
@@ -40,11 +40,11 @@ static int vdsp_start_python(void) {
   PyConfig_InitIsolatedConfig(&config);
   config.install_signal_handlers = 0; /* the program's signals stay its own */
   config.parse_argv = 0;
-  status = PyConfig_SetBytesString(&config, &config.program_name, VDSP_CAPI_PYTHON);
+  status = PyConfig_SetBytesString(&config, &config.program_name, CAPI_SDK_PYTHON);
   if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
   PyConfig_Clear(&config);
   if (PyStatus_Exception(status)) {
-    fprintf(stderr, "libvdsp_hb: cannot start Python for %s: %s\n", VDSP_CAPI_PYTHON,
+    fprintf(stderr, "libvdsp_hb: cannot start Python for %s: %s\n", CAPI_SDK_PYTHON,
             status.err_msg ? status.err_msg : "unknown error");
     return -1;
   }
@@ -96,7 +96,7 @@ struct vdsp_pointer_member {
   size_t element;      /* bytes of an element (lists) */
 };
 
-/* VDSP_POINTER_MEMBERS */
+/* CAPI_POINTER_MEMBERS */
 
 /* Append what the pointers of a parameter struct point at; 0, or -1 when it does not fit. */
 static int vdsp_key_pointed(unsigned char *key, uint32_t *len, int32_t cmd, void const *param, uint32_t size) {

@@ -66,8 +66,8 @@ with Soc() as soc:
 """
 
 
-class Client:
-    """A client process taking chunks of tasks (one line "N" in, one JSON line out)."""
+class TurnTaker:
+    """A client process that runs chunks of tasks when told (one line "N" in, one JSON line out)."""
 
     def __init__(self, argv: list[str]) -> None:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -136,7 +136,8 @@ def run(args: argparse.Namespace) -> dict:
         progress("starting a SoC")
         soc.start()
         for op, size, chunks in (("ping", args.ping_chunk, args.chunks), ("blur", args.blur_chunk, args.chunks)):
-            clients = {"C API": Client([str(exe), op]), "Python SDK": Client([sys.executable, "-c", PY_CLIENT, op])}
+            clients = {"C API": TurnTaker([str(exe), op]),
+                       "Python SDK": TurnTaker([sys.executable, "-c", PY_CLIENT, op])}
             try:
                 progress(f"{op}: {chunks} chunks of {size} tasks per client, taking turns")
                 for i in range(-args.warm_chunks, chunks):
