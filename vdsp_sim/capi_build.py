@@ -228,13 +228,26 @@ def build(log=print) -> str:
                    extra_link_args=[f"-Wl,-rpath,{lib_dir}", f"-Wl,-soname,{LIB}", "-pthread"])
     ffi.embedding_init_code(_INIT_CODE)
     t0 = time.monotonic()
+    try:
+        _build(ffi, version_text)
+    except OSError as exc:
+        return f"cannot write {libdir()}: {exc}"
+    except RuntimeError as exc:
+        return str(exc)
+    log(f"[setup] built the C API library {library()} ({time.monotonic() - t0:.0f} s)")
+    return ""
+
+
+def _build(ffi, version_text: str) -> None:
+    """Compile into a temporary directory, then put the library and its files in place. Raises
+    OSError (a directory we may not write), RuntimeError (the compiler failed)."""
     with _locked(), tempfile.TemporaryDirectory(prefix="vdsp-capi-") as tmp:
         try:
             with open(os.path.join(tmp, "build.log"), "w") as out, contextlib.redirect_stdout(out):
                 built = ffi.compile(tmpdir=tmp, target=LIB)
         except Exception as exc:         # a compiler error: say what it printed
             tail = "\n".join(Path(tmp, "build.log").read_text().splitlines()[-15:])
-            return f"the build failed: {exc}\n{tail}"
+            raise RuntimeError(f"the build failed: {exc}\n{tail}") from exc
         os.chmod(built, 0o755)
         tmp_lib = libdir() / f".{LIB}.new"
         shutil.copyfile(built, tmp_lib)
@@ -246,8 +259,6 @@ def build(log=print) -> str:
         for name, text in _cmake_files(version_text).items():
             _write(cmake_dir() / name, text)
         _write(manifest_path(), json.dumps(fingerprint(), indent=1) + "\n")
-    log(f"[setup] built the C API library {library()} ({time.monotonic() - t0:.0f} s)")
-    return ""
 
 
 def _write(path: Path, text: str) -> None:
@@ -260,9 +271,12 @@ def ensure(log=print) -> str:
     """Build when missing or stale. Returns "" or why there is no current build."""
     if not stale():
         return ""
-    with _locked():
-        if not stale():       # another process built it meanwhile
-            return ""
+    try:
+        with _locked():
+            if not stale():       # another process built it meanwhile
+                return ""
+    except OSError as exc:
+        return f"cannot write {libdir()}: {exc}"
     return build(log)
 
 
