@@ -21,8 +21,8 @@ are the Python SDK's. What C adds is kept here:
 - **Parameters** of an operator come as its struct of ``hb_dsp_ops.h`` (``arm_side.capi.opsgen``
   says how each member maps to a parameter) or as JSON text.
 
-Every function returns 0 or a negative code and never raises into C; each thread's last error is
-kept for ``hbDNNGetErrorDesc``.
+Every function returns 0 (``rpc``: the new task's handle, which glue.c stores) or a negative
+code, and never raises into C; each thread's last failure is kept for ``hbDNNGetErrorDesc``.
 """
 from __future__ import annotations
 
