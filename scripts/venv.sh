@@ -23,3 +23,6 @@ fi
 # The compiled build of the hot modules (mypyc; protocol/native.py): rebuilt when one of their
 # sources changed, skipped with a note where no C compiler is found (the pure modules then run).
 .venv/bin/python -m vdsp_sim.native_build --if-stale
+# The C API library (libvdsp_hb, docs/capi.md) for this venv: rebuilt when its sources changed,
+# skipped with a note where no C compiler or shared libpython is found (the rest works without it).
+.venv/bin/python -m vdsp_sim.capi_build --if-stale

@@ -1,6 +1,7 @@
 """``pip install .`` into a new virtual environment outside the checkout, then the first steps
 of a user, from another directory with a private runtime directory: ``vdsp --version``,
-``vdsp up -d``, ``vdsp sample smoke``, ``vdsp bench rpc --quick``, ``vdsp down``.
+``vdsp up -d``, ``vdsp sample smoke``, a C program built with ``vdsp capi --cflags/--libs``
+(where a C compiler is found), ``vdsp bench rpc --quick``, ``vdsp down``.
 
 The dependencies are not installed again (``--no-deps``; a .pth file lends the new venv the
 test interpreter's site-packages, where they already are), so the test runs offline in about
@@ -106,6 +107,19 @@ def test_pip_install_then_a_users_first_steps_from_another_directory(installed):
         assert "disconnected" not in relay_log and "firmware , " not in relay_log, relay_log
         res = vdsp("sample", "smoke")
         assert res.returncode == 0 and "smoke finish" in res.stderr, res.stdout + res.stderr
+        # the C API there too: the library is built into the new venv, a C program runs against the SoC
+        if shutil.which("cc"):
+            res = vdsp("capi", "--libs", timeout=300)
+            assert res.returncode == 0 and f"-L{venv / 'lib'}" in res.stdout, res.stdout + res.stderr
+            cflags = vdsp("capi", "--cflags").stdout.split()
+            assert cflags == [f"-I{purelib / 'arm_side' / 'capi' / 'include'}"], cflags
+            subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-D_DEFAULT_SOURCE", *cflags,
+                            str(ROOT / "examples" / "capi" / "threads.c"), *res.stdout.split(), "-pthread", "-o",
+                            str(elsewhere / "threads")], check=True, timeout=120)
+            ran = subprocess.run([str(elsewhere / "threads"), "2", "2"], cwd=elsewhere, env=env, capture_output=True,
+                                 text=True, timeout=120)
+            assert ran.returncode == 0 and ran.stdout.count("2 tasks ok") == 2, ran.stdout + ran.stderr
+            (elsewhere / "threads").unlink()
         res = vdsp("bench", "rpc", "--quick", "--json", str(elsewhere / "rpc.json"), timeout=240)
         assert res.returncode == 0, res.stdout + res.stderr[-3000:]
         assert "latency and throughput:" in res.stdout and "targets met" in res.stdout
