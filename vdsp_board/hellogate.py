@@ -149,7 +149,7 @@ class HelloGate:
         out: list[Item] = []
         if claim is not None:
             self._queue(item, claim, self._share(peer_of(meta, peer)), out)
-        else:
+        elif item.refused is None:
             self._hold(item, waiting[0].share or self._share(peer_of(meta, peer)))
         waiting.append(item)
         out.extend(self._release(identity))
@@ -190,7 +190,10 @@ class HelloGate:
 
     # --- inside ------------------------------------------------------------------------------------------
     def _claim_of(self, item: Item) -> Claim | None:
-        """The claim of a HELLO that claims something, taken apart now; None for any other message."""
+        """The claim of a HELLO that claims something, taken apart now; None for any other message,
+        and for a HELLO that may claim something from a peer that has MAX_PENDING_PER_PEER claims
+        already: that one is refused (CoreBusy) before it is taken apart, which costs syscalls
+        (a peer flooding HELLOs costs the loop little more than reading them)."""
         frames = item.frames
         if not frames or header.command_of(frames[0]) != Command.HELLO:
             return None
@@ -198,6 +201,12 @@ class HelloGate:
             body = messages.check_body(wire.decode(frames)).body
         except errors.VdspError:
             return None                 # the server answers it as the malformed message it is
+        if body.get("owner", 0) != 0 or body.get("role") == "relay":      # may claim (Ownership.take decides)
+            share = self.shares.get(peer_of(item.meta, item.peer))
+            if share is not None and share.pending >= MAX_PENDING_PER_PEER:
+                item.refuse(errors.CoreBusy(f"{share.pending} HELLOs of {share.who()} are being verified (at most "
+                                            f"{MAX_PENDING_PER_PEER} of one peer); send HELLO again later"))
+                return None
         claim = self.ownership.take(body, item.meta, item.peer)
         if claim.wants is None:
             return None
@@ -215,13 +224,11 @@ class HelloGate:
             del self.shares[share.key]
 
     def _queue(self, item: Item, claim: Claim, share: Share, out: list[Item]) -> None:
-        """Queue ``item``'s claim for the worker, or refuse it (CoreBusy): its peer has
-        MAX_PENDING_PER_PEER claims, or all places are taken by peers with no more claims than it."""
+        """Queue ``item``'s claim for the worker (its peer has fewer than MAX_PENDING_PER_PEER:
+        ``_claim_of`` saw to it), or refuse it (CoreBusy): all places are taken by peers with no
+        more claims than it."""
         with self._lock:
-            if share.pending >= MAX_PENDING_PER_PEER:
-                refusal = (f"{share.pending} HELLOs of {share.who()} are being verified (at most "
-                           f"{MAX_PENDING_PER_PEER} of one peer); send HELLO again later")
-            elif self.pending >= MAX_PENDING and not self._displace(share, out):
+            if self.pending >= MAX_PENDING and not self._displace(share, out):
                 refusal = f"{MAX_PENDING} HELLOs are being verified; send HELLO again later"
             else:
                 item.claim, item.share = claim, share
