@@ -37,7 +37,7 @@ MANY_FDS = textwrap.dedent("""
             assert soc.rpc(opids.PING, core=CORE_1).wait(10000) == {"core": "vdsp1"}
             assert bytes(buf.read()) == bytes([5]) * 64
             done = []
-            soc.rpc(opids.PING, core=CORE_0).add_done_callback(lambda t: done.append(t.body))
+            soc.rpc(opids.PING, core=CORE_0).add_done_callback(lambda t: done.append(t.wait()))
             soc.rpc(opids.PING, core=CORE_1).wait(10000)
             import time
             deadline = time.monotonic() + 10
