@@ -27,7 +27,7 @@ import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, opids
 from tests.live import LiveSoc
-from vdsp_board import curve, ddr
+from vdsp_board import curve, ddr, rundir
 
 pytestmark = [pytest.mark.live, pytest.mark.exclusive]
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,9 +134,10 @@ def soc():
 
 
 def targets(soc: LiveSoc, mode: str) -> list[str]:
+    """The relay's endpoint, or both firmwares' (their default ones, where direct clients go)."""
     if mode == "relay":
-        return [f"ipc://{soc.rt}/relay.sock"]
-    return [f"ipc://{soc.rt}/vdsp0.fw.sock", f"ipc://{soc.rt}/vdsp1.fw.sock"]
+        return [rundir.relay_endpoint(soc.rt)]
+    return [rundir.fw_endpoint_for(control) for control in rundir.core_endpoints(soc.rt).values()]
 
 
 @pytest.mark.parametrize("mode", ["relay", "direct"])
