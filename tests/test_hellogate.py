@@ -227,3 +227,13 @@ def test_held_bytes_are_shared_per_peer(monkeypatch):
     finally:
         judge.go.set()
         gate.close()
+
+
+def test_protocol_md_states_the_gates_bounds():
+    from pathlib import Path
+    lines = (Path(__file__).resolve().parent.parent / "PROTOCOL.md").read_text().splitlines()
+    claims = next(line for line in lines if line.startswith("| HELLO claims being verified"))
+    assert f"{hellogate.MAX_PENDING_PER_PEER} of one peer" in claims and f"{hellogate.MAX_PENDING} in all" in claims
+    held = next(line for line in lines if line.startswith("| bytes of messages waiting behind a connection's HELLO"))
+    assert f"{hellogate.MAX_HELD_BYTES_PER_PEER >> 20} MiB of one peer" in held
+    assert f"{hellogate.MAX_HELD_BYTES >> 20} MiB in all" in held
