@@ -8,7 +8,6 @@ out of range in select()``. ``poll`` has no such limit. (ZeroMQ's own waits, ``z
 from __future__ import annotations
 
 import select
-from typing import Sequence
 
 _IN = select.POLLIN
 
@@ -19,19 +18,18 @@ class PollSet:
     fds change. One thread at a time."""
 
     def __init__(self) -> None:
-        self._fds: tuple[int, ...] = ()
+        self._fds: list[int] = []
         self._poll = select.poll()
 
-    def wait(self, fds: Sequence[int], timeout_s: float | None) -> list[int]:
-        """The fds of ``fds`` that are readable (or hung up, or closed), waiting up to ``timeout_s``
-        seconds (None: no limit) for one to be."""
-        key = tuple(fds)
-        if key != self._fds:
+    def wait(self, fds: list[int], timeout_s: float | None) -> list[tuple[int, int]]:
+        """``(fd, events)`` of the fds of ``fds`` that are readable (or hung up, or closed),
+        waiting up to ``timeout_s`` seconds (None: no limit) for one to be."""
+        if fds != self._fds:
             poll = select.poll()
-            for fd in key:
+            for fd in fds:
                 poll.register(fd, _IN)
-            self._poll, self._fds = poll, key
-        return [fd for fd, _ in self._poll.poll(None if timeout_s is None else max(0.0, timeout_s) * 1000)]
+            self._poll, self._fds = poll, list(fds)
+        return self._poll.poll(None if timeout_s is None else timeout_s * 1000 if timeout_s > 0 else 0)
 
 
 def readable(fd: int, timeout_s: float | None) -> bool:
