@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import select
 import threading
+import time
 
 from protocol import errors, messages, wire
 from vdsp_board import hellogate
@@ -237,3 +238,45 @@ def test_protocol_md_states_the_gates_bounds():
     held = next(line for line in lines if line.startswith("| bytes of messages waiting behind a connection's HELLO"))
     assert f"{hellogate.MAX_HELD_BYTES_PER_PEER >> 20} MiB of one peer" in held
     assert f"{hellogate.MAX_HELD_BYTES >> 20} MiB in all" in held
+
+
+class CpuJudge(Ownership):
+    """Verdicts that cost ``cpu_s`` of CPU for owner 100 (a process with many fds to read), none
+    for others; records when each verdict began and ended (monotonic)."""
+
+    def __init__(self, cpu_s: float) -> None:
+        super().__init__("test")
+        self.cpu_s = cpu_s
+        self.spans: list[tuple[int, float, float]] = []
+
+    def take(self, body: dict, frame: object = None, peer_name: str = "") -> Claim:
+        return Claim(body, None, peer_name, "owner")
+
+    def judge(self, claim: Claim) -> Verdict:
+        began = time.monotonic()
+        if claim.body["owner"] == 100:
+            end = time.thread_time() + self.cpu_s
+            while time.thread_time() < end:
+                pass
+        self.spans.append((claim.body["owner"], began, time.monotonic()))
+        return Verdict(None, errors.ClaimRefused("no"))
+
+
+def test_a_peer_whose_verdicts_take_long_gets_the_worker_at_most_a_quarter_of_the_time():
+    """A process with 1,000 fds makes each verdict on its claims read 1,000 files: before, a flood
+    of them kept the worker (and the server's CPU) busy all the time."""
+    judge = CpuJudge(0.02)
+    gate = HelloGate(judge)
+    try:
+        for n in range(4):
+            assert gate.admit(conn(n), hello(n + 1, 100), ipc(1000)) == []
+        assert gate.admit(A, hello(9, 7), ipc(2000)) == []
+        out: list = []
+        while len(out) < 5:
+            out += wait_ready(gate)
+        mine = [(began, ended) for owner, began, ended in judge.spans if owner == 100]
+        rests = [(b[0] - a[1]) / (a[1] - a[0]) for a, b in zip(mine, mine[1:])]    # rest / verdict's time
+        assert min(rests) >= hellogate.JUDGE_REST * 0.9, rests
+        assert [owner for owner, _, _ in judge.spans].index(7) == 1        # the other peer's claim: no wait
+    finally:
+        gate.close()

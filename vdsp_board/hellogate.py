@@ -20,7 +20,10 @@ gave at connect; over tcp the CURVE key it authenticated with):
   places are taken, a claim of a peer with fewer claims than the peer with the most takes the
   place of that peer's newest claim not yet being judged (which is refused); the worker judges
   the peers' claims in turn, one each, so one peer's backlog delays another's claim by at most
-  one verdict per peer with claims waiting;
+  one verdict per peer with claims waiting; after judging a peer's claim the worker rests from
+  that peer JUDGE_REST times as long as the verdict took (reading a process's fds can take
+  milliseconds, more on a busy host), so one peer's claims keep the worker busy at most
+  1 / (1 + JUDGE_REST) of the time, and the server's loop keeps most of the CPU;
 - bytes of messages held behind claims: MAX_HELD_BYTES_PER_PEER of one peer, MAX_HELD_BYTES in
   all, shared the same way (a peer holding less displaces the newest held messages of the
   peer holding the most).
@@ -35,6 +38,7 @@ import collections
 import logging
 import os
 import threading
+import time
 
 from protocol import errors, header, messages, wire
 from protocol.constants import Command
@@ -46,6 +50,7 @@ MAX_PENDING = 256               # HELLO claims queued for the worker or being ju
 MAX_PENDING_PER_PEER = 8        # of one peer (an ipc process; a CURVE key over tcp)
 MAX_HELD_BYTES = 64 << 20       # bytes of messages waiting behind a claim, in all
 MAX_HELD_BYTES_PER_PEER = 16 << 20
+JUDGE_REST = 3                  # a peer's next claim waits this many times as long as its last verdict took
 
 
 def peer_of(meta: object, peer: str) -> tuple:
@@ -64,13 +69,14 @@ class Share:
     """What one peer has in the gate: its claims waiting for the worker (oldest first), how many
     are being judged, its messages held behind claims (in arrival order) and their bytes."""
 
-    __slots__ = ("key", "queued", "judging", "in_turn", "held", "held_bytes")
+    __slots__ = ("key", "queued", "judging", "in_turn", "rest_until", "held", "held_bytes")
 
     def __init__(self, key: tuple) -> None:
         self.key = key
         self.queued: collections.deque[Item] = collections.deque()
         self.judging = 0
         self.in_turn = False        # in the worker's rotation (HelloGate._turns)
+        self.rest_until = 0.0       # (monotonic) the worker judges no claim of this peer before then
         self.held: dict[Item, None] = {}
         self.held_bytes = 0
 
@@ -311,28 +317,43 @@ class HelloGate:
             del self.held[identity]
         return out
 
+    def _next_turn(self) -> Share | None:
+        """The first share in turn whose rest is over, taken out of the rotation (under ``_lock``);
+        None after waiting (until a rest ends, or something changes)."""
+        now = time.monotonic()
+        for share in self._turns:
+            if share.rest_until <= now:
+                self._turns.remove(share)
+                share.in_turn = False
+                return share
+        rests = [share.rest_until - now for share in self._turns]
+        self._work_cv.wait(min(rests) if rests else None)
+        return None
+
     def _work(self) -> None:
         while True:
             with self._lock:
-                while not self._turns and not self._closing:
-                    self._work_cv.wait()
-                if self._closing:
+                share = None
+                while share is None and not self._closing:
+                    share = self._next_turn()       # the peers in turn, one claim each
+                if share is None:
                     return
-                share = self._turns.popleft()       # the peers in turn, one claim each
-                share.in_turn = False
                 item = share.queued.popleft()
                 share.judging += 1
             claim = item.claim
             assert claim is not None
+            started = time.monotonic()
             try:
                 verdict = self.ownership.judge(claim)
             except Exception as exc:    # a bug must not leave the connection waiting forever
                 log.exception("judging a HELLO claim failed")
                 verdict = Verdict(None, errors.ClaimRefused(f"the claim could not be checked: {exc}"))
+            ended = time.monotonic()
             with self._lock:
                 item.meta = verdict
                 item.claim = None
                 share.judging -= 1
+                share.rest_until = ended + (ended - started) * JUDGE_REST
                 self.pending -= 1
                 self._done.append(item)
                 if share.queued and not share.in_turn:
