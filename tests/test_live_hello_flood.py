@@ -57,7 +57,7 @@ FLOOD = textwrap.dedent("""
             sock.recv_multipart()
             socks.append(sock)
     hello = wire.encode(messages.hello(1, "client", pid=1, owner=owner, name="flood"))
-    sent = answered = busy = full = 0
+    sent = answered = busy = 0
     for sock in socks:
         sock.send_multipart(hello)
         sent += 1
@@ -82,10 +82,10 @@ FLOOD = textwrap.dedent("""
                     sock.send_multipart(hello, zmq.NOBLOCK)
                     sent += 1
                 except zmq.Again:       # the server does not keep up: its queue for us is full
-                    full += 1
+                    pass
         if style == "burst":
             time.sleep(0.001)
-    print(json.dumps({"sent": sent, "answered": answered, "busy": busy, "full": full}), flush=True)
+    print(json.dumps({"sent": sent, "answered": answered, "busy": busy}), flush=True)
 """)
 
 
@@ -103,8 +103,7 @@ class Flood:
         assert self.proc.stdout.readline().strip() == "flooding"
 
     def result(self) -> dict:
-        """Stop; what was sent and answered (``busy``: refused with HB_DSP_BUSY; ``full``: sends
-        that found the connection's queue full, the server not keeping up)."""
+        """Stop; what was sent and answered (``busy``: refused with HB_DSP_BUSY)."""
         out, _ = self.proc.communicate(timeout=60)
         return json.loads(out.strip().splitlines()[-1])
 
@@ -162,7 +161,7 @@ def test_a_soc_opens_during_a_sustained_hello_flood_from_another_process(soc, mo
     finally:
         flood.close()
     print(f"{mode}: opened and ran in {', '.join(f'{t:.2f}' for t in took)} s during a flood: {got}")
-    assert got["full"] > 0 and got["busy"] > 1000, got      # a flood indeed: more than the server takes
+    assert got["busy"] > 1000, got      # a flood indeed: far more claims than the server verifies
     assert max(took) < OPEN_WITHIN_S
 
 
@@ -184,5 +183,5 @@ def test_over_tcp_a_soc_opens_during_a_hello_flood_from_another_key():
         finally:
             flood.close()
         print(f"tcp: opened and ran in {', '.join(f'{t:.2f}' for t in took)} s during a burst, then a flood: {got}")
-        assert got["full"] > 0 and got["busy"] > 1000, got
+        assert got["busy"] > 1000, got
         assert max(took) < OPEN_WITHIN_S
