@@ -29,7 +29,10 @@ from arm_side import CORE_0, CORE_1, Soc, opids
 from tests.live import LiveSoc
 from vdsp_board import curve, ddr, rundir
 
-pytestmark = [pytest.mark.live, pytest.mark.exclusive]
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.exclusive,      # it loads the host and measures time: no other test of the run beside it
+]
 ROOT = Path(__file__).resolve().parent.parent
 OPEN_WITHIN_S = 3.0
 
