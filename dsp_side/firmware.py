@@ -47,6 +47,8 @@ from vdsp_board.zsock import _recv as recv_frame     # the backend's recv (no su
 CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
 REPLY_SNDHWM = 4096       # replies queued for one connection (see serve())
+INTAKE_MAX = 256          # messages taken in before the best waiting task runs: a flood that never
+#                           stops arriving (HELLOs, refused tasks) does not stop the tasks
 HOLD_TASK_S, HOLD_S, HOLD_MAX = 50e-6, 200e-6, 16     # replies sent together: see serve()
 PLAN_MAX, PLAN_BODY_MAX, PLAN_BYTES = 256, 16 << 10, 1 << 20    # TASK bodies whose plan is kept (_Plan)
 # ZeroMQ's I/O thread may run as SCHED_BATCH: woken by each reply we send, it then no longer
@@ -383,7 +385,9 @@ def serve(fw: Firmware, endpoint: str) -> None:
                         pass
             if fw.unloading:
                 break
-        while arrived:      # take in everything that has arrived (EVENTS, not a zmq.Again per turn)
+        intake = INTAKE_MAX
+        while arrived and intake:   # take in what has arrived (EVENTS, not a zmq.Again per turn)
+            intake -= 1
             try:
                 meta = recv_frame(sock, NOBLOCK, False)   # the identity: it carries the peer's credentials
             except zmq.Again:

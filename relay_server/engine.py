@@ -436,9 +436,17 @@ class RelayEngine:
     def _fw_greeted(self, core_name: str, frames: list) -> None:
         if header.command_of(frames[0]) == Command.ERROR:
             try:
-                why = wire.unpack_body(bytes(frames[1])).get("message", "?")
+                body = wire.unpack_body(bytes(frames[1]))
+                why, code = body.get("message", "?"), body.get("code")
             except errors.VdspError as exc:
-                why = exc.message
+                why, code = exc.message, None
+            if code == errors.CoreBusy.code:     # it verifies many HELLOs now: ours again at the next tick
+                for core in self.cores:
+                    if core.name == core_name:
+                        core.greeted = 0
+                self.warn.warn(("fw-busy", core_name), "%s: the firmware answered the relay's HELLO: %s; saying it "
+                               "again", core_name, why)
+                return
             log.error("%s: the firmware refused the relay's HELLO (%s): tasks with buffers will be refused there",
                       core_name, why)
 
@@ -593,6 +601,7 @@ class RelayEngine:
         for core in self.cores:
             if core.hello_due(now):
                 self.to_ctl(core, messages.hello(next(self.ids), "relay", name="dsp_relay_server"))
+            self._greet_fw(core)        # again, if its firmware answered our HELLO HB_DSP_BUSY
             if core.state in (CoreState.UNKNOWN, CoreState.DEAD):
                 continue
             live = core.liveness

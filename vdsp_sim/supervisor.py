@@ -22,7 +22,6 @@ from __future__ import annotations
 import collections
 import logging
 import os
-import select
 import signal
 import stat
 import subprocess
@@ -34,7 +33,7 @@ from typing import Any, Callable
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from vdsp_board import curve, proc, rundir, settings
+from vdsp_board import curve, fdwait, proc, rundir, settings
 from vdsp_board.pidfile import SUPERVISOR_STATE, PidFile, StateFile, alive
 from vdsp_board import procfacts
 
@@ -119,7 +118,7 @@ class _Wakeups:
         return self
 
     def wait(self, seconds: float) -> None:
-        select.select([self.r], [], [], seconds)
+        fdwait.readable(self.r, seconds)
         try:
             while os.read(self.r, 512):
                 pass

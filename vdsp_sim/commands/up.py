@@ -200,12 +200,12 @@ class _Forked:
 
     def said(self, deadline: float | None) -> bool:
         """Wait for the line (True), the pipe's end without one or the deadline (False)."""
-        import select
+        from vdsp_board import fdwait
         got = b""
         try:
             while True:
                 wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if not select.select([self.ready], [], [], wait)[0]:
+                if not fdwait.readable(self.ready, wait):
                     return False
                 chunk = os.read(self.ready, 4096)
                 if not chunk:
