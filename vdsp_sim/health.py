@@ -10,7 +10,8 @@ here, which is what the container healthchecks need to see.
   VDSP_RPC_MODE=direct VDSP_CORE_ENDPOINTS=vdsp0=tcp://127.0.0.1:6100 vdsp health --core vdsp0
 
 Exit status: 0 every named core returned the same bytes; 1 a core returned wrong bytes or
-an error; 3 the SoC (or a named core) is not reachable or not running.
+an error; 3 the SoC (or a named core) is not reachable or not running, or (through the relay)
+its firmware refused the relay (each is named, with the reason it gave).
 """
 from __future__ import annotations
 
@@ -52,6 +53,14 @@ def _round_trip(soc, core: Core, name: str, size: int, timeout_ms: float) -> tup
         dst.free()
 
 
+def _down(core: dict) -> str:
+    """Why ``core`` cannot serve: not running (and the reason it gave), or its firmware refused the relay."""
+    if core.get("fw_link") == "refused":
+        return f"{core['name']}'s firmware refused the relay: {core.get('fw_refused') or '?'}"
+    reason = core.get("reason")
+    return f"{core['name']} is {core.get('state', '?')}" + (f" ({reason})" if reason else "")
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vdsp health", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -80,8 +89,8 @@ def run_args(args: argparse.Namespace) -> int:
             names = [c["name"] for c in cores]
             wanted = args.core or names
             missing = [n for n in wanted if n not in names]
-            down = [f"{c['name']} is {c.get('state', '?')}" for c in cores
-                    if c["name"] in wanted and c.get("state") != "running"]
+            down = [_down(c) for c in cores if c["name"] in wanted and
+                    (c.get("state") != "running" or c.get("fw_link") == "refused")]
             if missing or down:
                 print(f"vdsp health: {', '.join([f'no core {n}' for n in missing] + down)}", file=sys.stderr)
                 return NOT_REACHABLE
