@@ -167,7 +167,7 @@ def _up_detached(rt: Path, args: argparse.Namespace) -> int:
                                     env=env)
         said = _said_in_log(proc, log_path, start, deadline)
     if said:
-        print(f"SoC up in {rt} (pid {proc.pid}); logs in {rt / 'log'}; stop with: vdsp down")
+        print(f"SoC up in {rt} (pid {proc.pid}){_sockets_note(rt)}; logs in {rt / 'log'}; stop with: vdsp down")
         return 0
     if proc.poll() is None:     # the backstop: the supervisor should have decided long ago
         stop_pid(proc.pid)
@@ -182,6 +182,15 @@ def _up_detached(rt: Path, args: argparse.Namespace) -> int:
     print(f"vdsp up -d: the SoC failed to start ({why[-1][9:] if why else exit_text(proc.returncode)}); "
           f"see {rt / 'log'}", file=sys.stderr)
     return 1
+
+
+def _sockets_note(rt: Path) -> str:
+    """Where the sockets are, when not in the runtime dir (its path is too long for them)."""
+    try:
+        where = rundir.socket_dir(rt)
+    except errors.VdspError:
+        return ""
+    return "" if where == rt else f"; sockets in {where} (the runtime dir's path is too long for them)"
 
 
 def _said_in_log(proc: subprocess.Popen, log_path: Path, start: int, deadline: float | None) -> bool:
