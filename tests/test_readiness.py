@@ -17,11 +17,11 @@ def core(name="vdsp0", state="running", reason="", fw_link="ready", fw_refused="
 
 def test_every_core_running_with_its_firmware_accepting_the_relay_is_ready():
     assert verdict({"cores": [core(), core("vdsp1")]}, relay=True).ready
-    assert verdict({"cores": [core(fw_link="greeting"), core("vdsp1")]}, relay=True) == readiness.Verdict(
+    assert verdict({"cores": [core(fw_link="greeting"), core("vdsp1")]}, relay=True) == readiness.StartVerdict(
         False, None, "vdsp0 running, its firmware has not answered the relay's HELLO yet")
     # direct mode: the cores' own status has no firmware link of the relay's
     assert verdict({"cores": [{"name": "vdsp0", "state": "running"}]}, relay=False).ready
-    assert verdict({"cores": []}, relay=True) == readiness.Verdict(False, None, "no core has answered yet")
+    assert verdict({"cores": []}, relay=True) == readiness.StartVerdict(False, None, "no core has answered yet")
 
 
 def test_a_core_still_booting_or_restarting_is_waited_for():

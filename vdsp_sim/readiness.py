@@ -32,7 +32,7 @@ BOOT_FAILED = "boot failed: "
 
 
 @dataclasses.dataclass(frozen=True)
-class Verdict:
+class StartVerdict:
     """``ready``: every core serves; ``fatal``: why none ever will (None: waiting may help);
     ``missing``: what is not ready yet, for the message at the deadline."""
 
@@ -41,12 +41,12 @@ class Verdict:
     missing: str = ""
 
 
-def verdict(status: dict, relay: bool) -> Verdict:
+def verdict(status: dict, relay: bool) -> StartVerdict:
     """The verdict on ``status`` (``{"cores": [core description, ...]}``); ``relay``: it is the
     relay's view, and the relay must have been accepted by each firmware."""
     cores = [c for c in status.get("cores") or [] if isinstance(c, dict)]
     if not cores:
-        return Verdict(False, missing="no core has answered yet")
+        return StartVerdict(False, missing="no core has answered yet")
     fatal, missing = [], []
     for core in cores:
         name, state = str(core.get("name", "?")), str(core.get("state", "?"))
@@ -61,8 +61,8 @@ def verdict(status: dict, relay: bool) -> Verdict:
         elif link != "ready":
             missing.append(f"{name} running, its firmware has not answered the relay's HELLO yet")
     if fatal:
-        return Verdict(False, "; ".join(fatal))
-    return Verdict(not missing, missing="; ".join(missing))
+        return StartVerdict(False, "; ".join(fatal))
+    return StartVerdict(not missing, missing="; ".join(missing))
 
 
 def run_delay_s(pid: int) -> float | None:

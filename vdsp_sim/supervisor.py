@@ -355,7 +355,7 @@ class Supervisor:
     def _wait_ready(self, timeout_s: float | None) -> dict:
         from arm_side.soc import Soc  # late: the SDK is a client of what we start
         clock = readiness.StartClock(timeout_s, time.monotonic())
-        verdict = readiness.Verdict(False, missing="no answer yet")
+        verdict = readiness.StartVerdict(False, missing="no answer yet")
         cpu, progressed = -1, time.monotonic()
         # relay mode: one connection, asking the relay every READY_POLL_S (made again after an
         # error). Direct mode: a connection each time, as a client's view of a core it could not
@@ -404,7 +404,7 @@ class Supervisor:
                     raise errors.CoreOffline(f"{server} refused the HELLO of the start-up's client: "
                                              f"{exc.message}") from None
                 except errors.VdspError as exc:
-                    verdict = readiness.Verdict(False, missing=f"no answer ({exc.message})")
+                    verdict = readiness.StartVerdict(False, missing=f"no answer ({exc.message})")
                     if soc is not None:
                         soc.close()
                         soc = None
