@@ -73,6 +73,19 @@ def test_time_starved_of_cpu_does_not_count_up_to_three_times_the_timeout():
     assert not clock.expired(129.9) and clock.expired(130.0)
 
 
+def test_no_wait_of_the_start_outlasts_its_deadline():
+    delays = Delays()
+    clock = StartClock(10.0, now=0.0, delay=delays)
+    assert clock.left(0.0, 5.0) == 5.0 and clock.left(8.0, 5.0) == pytest.approx(2.0)
+    assert clock.left(12.0, 5.0) == 0.05            # past it: a last short look
+    delays.waited = {1: 0.0}
+    clock.sample([1])
+    delays.waited = {1: 100.0}                      # starved: the 3 x cap is what is left
+    clock.sample([1])
+    assert clock.left(28.0, 5.0) == pytest.approx(2.0)
+    assert StartClock(None, now=0.0).left(1e6, 5.0) == 5.0
+
+
 def test_a_pid_seen_later_or_gone_keeps_what_it_waited_and_no_timeout_never_expires():
     delays = Delays()
     clock = StartClock(None, now=0.0, delay=delays)

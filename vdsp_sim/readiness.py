@@ -109,6 +109,13 @@ class StartClock:
         """The start's time so far, less the time its processes were starved of CPU."""
         return max(0.0, now - self.started - self.starved_s)
 
+    def left(self, now: float, most: float) -> float:
+        """Seconds a wait started now may take: ``most``, cut to what is left of the timeout."""
+        if self.timeout_s is None:
+            return most
+        left = min(self.timeout_s - self.elapsed(now), self.timeout_s * HARD_FACTOR - (now - self.started))
+        return max(0.05, min(most, left))
+
     def expired(self, now: float) -> bool:
         if self.timeout_s is None:
             return False

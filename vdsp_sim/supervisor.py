@@ -51,6 +51,7 @@ IDLE_TICK_S = 1.0          # `vdsp up` (woken by SIGCHLD at each exit): at least
 STALL_S = 60.0             # start-up fails when no process of the SoC used CPU for this long
 READY_POLL_S = 0.01        # how often the start-up asks the relay (or the cores) whether every core runs
 MAX_PIDS = 256             # processes of the SoC followed during start-up (it has about 10)
+CONNECT_S, QUERY_S = 10.0, 5.0     # the start-up client's connect and query timeouts, at most
 LOG_TAIL = 64 << 10        # bytes read at the end of a process's log for its last error
 
 
@@ -385,10 +386,10 @@ class Supervisor:
                     raise errors.CoreOffline(f"process(es) exited during start-up: {', '.join(dead)}"
                                              f"{self._last_words(exited)}")
                 try:
-                    if soc is None:
+                    if soc is None:     # no wait of ours outlasts the start's deadline
                         soc = Soc(mode="relay" if self.relay else "direct", autostart_relay=False,
-                                  connect_timeout_s=10.0)
-                    status = soc.query("cores")
+                                  connect_timeout_s=clock.left(time.monotonic(), CONNECT_S))
+                    status = soc.query("cores", timeout_ms=clock.left(time.monotonic(), QUERY_S) * 1000)
                     verdict = readiness.verdict(status, self.relay)
                     if verdict.ready:
                         return status
