@@ -385,21 +385,12 @@ class Supervisor:
                     exited = [n for n, p in self.procs.items() if p.poll() is not None]
                     raise errors.CoreOffline(f"process(es) exited during start-up: {', '.join(dead)}"
                                              f"{self._last_words(exited)}")
+                status = None
                 try:
                     if soc is None:     # no wait of ours outlasts the start's deadline
                         soc = Soc(mode="relay" if self.relay else "direct", autostart_relay=False,
                                   connect_timeout_s=clock.left(time.monotonic(), CONNECT_S))
                     status = soc.query("cores", timeout_ms=clock.left(time.monotonic(), QUERY_S) * 1000)
-                    verdict = readiness.verdict(status, self.relay)
-                    if verdict.ready:
-                        return status
-                    if verdict.fatal:
-                        raise _Fatal(verdict.fatal)
-                    if not self.relay:
-                        soc.close()
-                        soc = None
-                except _Fatal as exc:
-                    raise errors.CoreOffline(str(exc)) from None
                 except (errors.ClaimRefused, errors.KeyRefused) as exc:    # no retry makes it prove more
                     server = "the relay" if self.relay else "a core"
                     raise errors.CoreOffline(f"{server} refused the HELLO of the start-up's client: "
@@ -407,6 +398,15 @@ class Supervisor:
                 except errors.VdspError as exc:
                     verdict = readiness.StartVerdict(False, missing=f"no answer ({exc.message})")
                     if soc is not None:
+                        soc.close()
+                        soc = None
+                if status is not None:
+                    verdict = readiness.verdict(status, self.relay)
+                    if verdict.ready:
+                        return status
+                    if verdict.fatal:
+                        raise errors.CoreOffline(verdict.fatal)
+                    if not self.relay and soc is not None:
                         soc.close()
                         soc = None
                 time.sleep(READY_POLL_S if self.relay else 0.05)
@@ -478,10 +478,6 @@ class Supervisor:
         if self.template is not None:
             self.template.close()
             self.template = None
-
-
-class _Fatal(Exception):
-    """A reason waiting cannot mend, said by the cores' status (``readiness.verdict``)."""
 
 
 _ERROR_LINE = re.compile(r"^(\[E\]|[A-Za-z_][\w.]*(Error|Exception): |vdsp \w+: |dsp_relay_server: )")
