@@ -88,12 +88,12 @@ def test_every_endpoint_of_a_soc_fits_whatever_the_runtime_dir_length(base, monk
         assert os.readlink(rt / "sockets") == str(made)
         st = os.lstat(made)
         assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) == 0o700
-        # the sockets bind there and a client connects to them
+    for endpoint in served:     # each binds, and a client connects to it, as the kernel sees them
         with socket.socket(socket.AF_UNIX) as server, socket.socket(socket.AF_UNIX) as client:
-            server.bind(served[-1][6:])
+            server.bind(endpoint[6:])
             server.listen()
-            client.connect(served[-1][6:])
-        os.unlink(served[-1][6:])
+            client.connect(endpoint[6:])
+        os.unlink(endpoint[6:])
     rundir.release_socket_dir(rt)
     assert not os.path.lexists(rt / "sockets") and (made == rt or not made.exists())
 
