@@ -4,7 +4,8 @@ Started by the core (``python -m dsp_side.firmware ...``). It prints one JSON
 line on stdout once it serves (firmware version and operator table), or
 ``{"refused": why}`` if the image fails verification (signature, header, payload,
 manifest: see ``dsp_side.fw_image.load``) and exits; its stdout closing tells the
-core it died. A task is validated (operator, buffer
+core it died; ``{"failed": why}`` if it cannot serve (it could not bind its endpoint).
+A task is validated (operator, buffer
 counts, parameters, handles) before compute, so a bad task is an error reply;
 an exception that is not a ``VdspError`` escaping an operator is a firmware
 crash: a crash report is written and the process exits with ``CRASH_EXIT``.
@@ -312,7 +313,13 @@ def serve(fw: Firmware, endpoint: str) -> None:
     Admission(sock, f"{fw.core} firmware", max_frame=MAX_RAW_FRAME)     # its thread ends with the process
     gate = curve.Gate(ctx, curve.keys_dir()) if curve.is_tcp(endpoint) else None   # runs while we serve
     curve.secure_server(sock, endpoint)
-    sock.bind(endpoint)
+    try:
+        sock.bind(rundir.check_endpoint(endpoint))
+    except (zmq.ZMQError, errors.VdspError) as exc:     # in use, too long, no such directory...
+        why = exc.message if isinstance(exc, errors.VdspError) else os.strerror(exc.errno or 0)
+        log.error("%s: could not bind %s: %s", fw.core, endpoint, why)
+        print(json.dumps({"failed": f"could not bind {endpoint}: {why}"}), flush=True)   # the core reports it
+        sys.exit(3)
     fw.ownership.gate = gate
     try:        # where relay.pid tells which process is the relay (ipc)
         fw.ownership.rt = rundir.runtime_dir(create=False)

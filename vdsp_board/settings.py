@@ -79,7 +79,8 @@ class Settings:
 
     runtime_dir = Variable[Path | None](
         "VDSP_RUNTIME_DIR", "path", "`$XDG_RUNTIME_DIR/vdsp`, else `/tmp/vdsp-$UID`",
-        "sockets, pid files, logs, dmesg of one SoC", ALL, Path, None)
+        "sockets, pid files, logs, dmesg of one SoC (any length: one longer than 90 characters keeps its sockets "
+        "in a short private directory, `/tmp/vdsp-sock-XXXXXXXX`, that its `sockets` link names)", ALL, Path, None)
     shm_dir = Variable[str](
         "VDSP_SHM_DIR", "path", "`/dev/shm`", "the directory of the DDR files (a tmpfs every process of the SoC sees)",
         ALL, _str, "/dev/shm")
