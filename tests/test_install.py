@@ -122,3 +122,45 @@ def test_pip_install_then_a_users_first_steps_from_another_directory(installed):
         for path in (rt, elsewhere, shm):
             shutil.rmtree(path, ignore_errors=True)
     assert left is True, f"DDR files left behind: {left}"
+
+
+APP = """
+from arm_side import Soc, Task
+from custom_op_stubs import saturate_add
+
+with Soc() as soc:
+    a, b = soc.mem.alloc(8), soc.mem.alloc(8)
+    task: Task = saturate_add(soc, a, b, delta=10, core=2)
+    saturate_add(soc, a, b, delta="ten")
+    saturate_add(soc, a, b, delta=1, gian=2)
+"""
+
+
+def test_mypy_sees_the_sdk_from_an_app_directory_outside_the_checkout(tmp_path):
+    """The tutorial's promise, kept where an app lives: in a directory of its own, with this
+    checkout's venv (the one ``scripts/venv.sh`` made) and no MYPYPATH, mypy checks a call through
+    the stub ``vdsp firmware stubs`` wrote: a wrong type and a misspelled keyword are reported,
+    and mypy finds the SDK (setuptools' default editable install is an import hook mypy cannot
+    follow: it found no ``arm_side``, and the stub's keywords went unchecked)."""
+    bindir = Path(sys.executable).parent
+    app, rt = tmp_path / "app", tmp_path / "rt"
+    app.mkdir()
+    rt.mkdir(mode=0o700)
+    assert ROOT not in app.parents
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VDSP_") and k not in ("PYTHONPATH", "MYPYPATH")}
+    env.update(VDSP_RUNTIME_DIR=str(rt), HOME=str(tmp_path))     # nor a user's mypy configuration
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, cwd=app, env=env, capture_output=True, text=True, timeout=300)
+
+    res = run(str(bindir / "vdsp"), "firmware", "build", "--unsigned", str(ROOT / "examples" / "custom_op"),
+              "-o", "image/vdsp1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = run(str(bindir / "vdsp"), "firmware", "stubs", "image/vdsp1", "-o", "custom_op_stubs.py")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (app / "app.py").write_text(APP)
+    res = run(str(bindir / "python"), "-m", "mypy", "app.py")
+    assert [line for line in res.stdout.splitlines() if ": note: " not in line] == [
+        'app.py:8: error: Argument "delta" to "saturate_add" has incompatible type "str"; expected "int"  [arg-type]',
+        'app.py:9: error: Unexpected keyword argument "gian" for "saturate_add"  [call-arg]',
+        "Found 2 errors in 1 file (checked 1 source file)"], res.stdout + res.stderr
