@@ -545,7 +545,7 @@ def roi_resize(
         options: TaskOptions | None = None,
         **task: Unpack[TaskKw],
 ) -> T:
-    """Crop ``roi`` [left, top, right, bottom] (inclusive, within the src region) and scale it
+    """Crop ``roi`` (inclusive, in the src region), scale it into dst; returns its rect [x, y, w, h].
 
     Operator 0x080f ``cv.roiResize``, buffers: 1..2 in, 1..2 out. Returns the submitted task (its values
     come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
@@ -556,7 +556,8 @@ def roi_resize(
     - src (any; required): source image (image descriptor: format, width, height, stride, roi)
     - dst (any; required): destination image (image descriptor: format, width, height, stride, roi)
     - roi (int_list; 4 values; 0..; required): [left, top, right, bottom] inclusive
-    - keep_aspect (bool; default False)
+    - keep_aspect (bool; default False): false: stretch to dst; true: keep the aspect ratio, centred and
+      padded
     - interpolation (str; one of 'nearest', 'linear', 'cubic', 'area', 'lanczos4', 'linear_exact',
       'nearest_exact'; default 'linear')
     - pad_value (int_list; 0..255; default None): one value per channel (Y, U, V for NV12); default
