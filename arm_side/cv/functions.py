@@ -21,7 +21,7 @@ __all__ = [
     'bilateral_filter', 'box_filter', 'canny', 'cvt_color', 'dilate', 'equalize_hist', 'erode', 'filter2d',
     'flip', 'gaussian_blur', 'integral', 'median_blur', 'pyr_down', 'pyr_up', 'resize', 'roi_resize',
     'rotate', 'sep_filter2d', 'sobel', 'threshold', 'transpose', 'warp_affine', 'warp_perspective',
-    'corner_harris', 'remap',
+    'corner_harris', 'remap', 'lut',
 ]
 
 
@@ -1467,3 +1467,52 @@ def remap(*args: Any, **kw: Any) -> Any:
     See the module documentation of arm_side.cv.ops.
     """
     return call_named('remap', args, kw)
+
+
+@overload
+def lut(
+        soc: Soc | AsyncSoc,
+        src: Image,
+        dst: Image | None = None,
+        table: ArrayLike = ...,
+        *,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
+        wait: bool = True,
+        format: str | None = None,
+        **opencv: Any,
+) -> Any: ...
+@overload
+def lut(
+        soc: Soc | AsyncSoc,
+        src: np.ndarray,
+        table: ArrayLike = ...,
+        *,
+        dst: np.ndarray | None = None,
+        options: TaskOptions | None = None,
+        core: int = ...,
+        priority: int = ...,
+        custom_id: int = ...,
+        timeout_ms: float | None = None,
+        wait: bool = True,
+        format: str | None = None,
+        **opencv: Any,
+) -> Any: ...
+def lut(*args: Any, **kw: Any) -> Any:
+    """Table lookup (cv::LUT): every 8-bit value v of every channel becomes table[v].
+
+    Operator 0x0819 (cv.LUT), on cv.Image buffers, or on numpy arrays with OpenCV's positional order:
+
+        lut(soc, src, table=<required>, *, dst=None, options=None, core=None, priority=None,
+            custom_id=None, timeout_ms=None, wait=True, format=None)
+
+    Declared parameters (checked again by the firmware):
+
+    - table (int_list; 256 values; 0..255; required): the output for each value
+
+    See the module documentation of arm_side.cv.ops.
+    """
+    return call_named('lut', args, kw)

@@ -206,6 +206,9 @@ REMAP = _cv(0x0818, "remap", "remap",
                 "map_y": dict(SRC, doc="F32 y coordinates, dst-sized"), "dst": DST,
                 "interpolation": _WARP_INTERP, "border": _WARP_BORDER, "border_value": _VALUE}, inputs=3,
             formats="any but NV12 → same; maps F32, dst-sized", shape="maps")
+LUT = _cv(0x0819, "LUT", "lut", "Table lookup (cv::LUT): every 8-bit value v of every channel becomes table[v].", {
+    **PAIR, "table": {"type": "int_list", "len": 256, "min": 0, "max": 255, "doc": "the output for each value"}},
+    formats=_8BIT, j5=False)
 
 #: every CV entry by command id, in the order of their declarations
 ENTRIES = catalog(*_DECLARED)

@@ -60,6 +60,7 @@ extern "C" {
 #define HB_DSP_OP_WARP_PERSPECTIVE 0x0816        /* cv.warpPerspective */
 #define HB_DSP_OP_CORNER_HARRIS 0x0817           /* cv.cornerHarris */
 #define HB_DSP_OP_REMAP 0x0818                   /* cv.remap */
+#define HB_DSP_OP_LUT 0x0819                     /* cv.LUT */
 
 typedef enum {
   HB_DSP_IMAGE_NONE = 0, /* no image: the parameter is not sent */
@@ -826,6 +827,20 @@ typedef struct {
     (param)->interpolation = "linear";       \
     (param)->border = "constant";            \
     (param)->border_value = 0.0;             \
+  } while (0)
+
+/* 0x0819 cv.LUT: Table lookup (cv::LUT): every 8-bit value v of every channel becomes table[v].
+ * Buffers: 1 in, 1 out. */
+typedef struct {
+  hbDSPImage src; /* source image (image descriptor: format, width, height, stride, roi); required; format 0:
+      not sent */
+  hbDSPImage dst; /* destination image (image descriptor: format, width, height, stride, roi); required;
+      format 0: not sent */
+  int64_t table[256]; /* the output for each value; 0..255; required */
+} hbDSPLutParam;
+#define HB_DSP_INITIALIZE_LUT_PARAM(param) \
+  do {                                     \
+    memset((param), 0, sizeof(*(param)));  \
   } while (0)
 
 #ifdef __cplusplus
