@@ -4,7 +4,8 @@ writes them between ``generated`` markers; see :mod:`vdsp_sim.regen`).
 - :func:`cv_operators`: docs/cv.md's table (id, name, ARM function, formats, doc, and the
   parameters in the order the ARM function takes them);
 - :func:`cv_images`: PROTOCOL.md §7.5's table (each CV operator's images);
-- :func:`catalogs`: the README's table of the stock catalogs (id ranges, counts, names).
+- :func:`catalogs`: the README's table of the stock catalogs (id ranges, counts, names);
+- :func:`cv_shape_rules`: docs/custom_ops.md's table of the ARM side's numpy-mode shape rules.
 
 Pure: entries in, markdown out.
 """
@@ -110,3 +111,10 @@ def catalogs() -> str:
         where = f" ([{doc}]({doc}))" if doc else ""
         rows.append([title + where, f"0x{ids[0]:04x}–0x{ids[-1]:04x}", str(len(ids)), names])
     return _table(["catalog", "command ids", "operators", "names"], rows)
+
+
+def cv_shape_rules() -> str:
+    """docs/custom_ops.md's table: the rules a CV entry's ``shape`` may name (arm_side.cv.shapes)."""
+    from arm_side.cv.shapes import RULES
+    rows = [[f"`{name}`", rule.summary, ", ".join(f"`{k}`" for k, _ in rule.extra)] for name, rule in RULES.items()]
+    return _table(["shape", "numpy mode's destination", "numpy-only keywords"], rows)

@@ -32,6 +32,7 @@ OutFn = Callable[[Ctx], tuple[str, int, int]]
 @dataclasses.dataclass(frozen=True)
 class Rule:
     out: OutFn
+    summary: str                                # the destination it makes (docs/custom_ops.md's table)
     extra: tuple[tuple[str, Any], ...] = ()     # numpy-only keywords and their defaults
     doc: str = ""                               # numpy mode, for the function's docstring
 
@@ -125,18 +126,27 @@ _DDEPTH = (("ddepth", -1),)
 _DSIZE = (("dsize", None),)
 
 RULES: dict[str, Rule] = {
-    "same": Rule(_same),
-    "same_depth": Rule(_same_depth_out, _DDEPTH, "numpy: ddepth -1 or cv2.CV_8U (the depth is kept)."),
-    "depth": Rule(_depth_out, _DDEPTH, "numpy: ddepth -1 (the source's), cv2.CV_8U, CV_16S or CV_32F."),
-    "integral": Rule(_integral_out, (("sdepth", -1),), "numpy: sdepth cv2.CV_32S (default) or CV_32F."),
-    "resize": Rule(_resize_out, (("dsize", None), ("fx", 0.0), ("fy", 0.0)), "numpy: dsize=(w, h), or fx and fy."),
-    "dsize": Rule(_dsize_out, _DSIZE, "numpy: dsize=(w, h) is required."),
-    "warp": Rule(_warp_out, _DSIZE, "numpy: dsize=(w, h), default the source's size."),
-    "color": Rule(_cvt_out, (), "numpy: Y for the *2GRAY codes, NV12 ((H*3/2) x W) for *2NV12."),
-    "half": Rule(lambda c: (c.fmt, (c.width + 1) // 2, (c.height + 1) // 2), (), "numpy: dst about half the src."),
-    "double": Rule(lambda c: (c.fmt, 2 * c.width, 2 * c.height), (), "numpy: dst twice the src."),
-    "rotate": Rule(lambda c: _same(c) if c.wire["rotate_code"] == "180" else _swap(c)),
-    "swap": Rule(_swap),
-    "f32": Rule(lambda c: ("F32", c.width, c.height), (), "numpy: an F32 array."),
-    "maps": Rule(_remap_out, (), "numpy: dst has the maps' shape."),
+    "same": Rule(_same, "the source's format and size"),
+    "same_depth": Rule(_same_depth_out, "the source's format and size; ddepth may only say so", _DDEPTH,
+                       "numpy: ddepth -1 or cv2.CV_8U (the depth is kept)."),
+    "depth": Rule(_depth_out, "the source's size, the format ddepth names", _DDEPTH,
+                  "numpy: ddepth -1 (the source's), cv2.CV_8U, CV_16S or CV_32F."),
+    "integral": Rule(_integral_out, "S32 or F32 (sdepth), one more row and column", (("sdepth", -1),),
+                     "numpy: sdepth cv2.CV_32S (default) or CV_32F."),
+    "resize": Rule(_resize_out, "the source's format, dsize or the source's size scaled by fx, fy",
+                   (("dsize", None), ("fx", 0.0), ("fy", 0.0)), "numpy: dsize=(w, h), or fx and fy."),
+    "dsize": Rule(_dsize_out, "the source's format, dsize (required)", _DSIZE, "numpy: dsize=(w, h) is required."),
+    "warp": Rule(_warp_out, "the source's format, dsize or the source's size", _DSIZE,
+                 "numpy: dsize=(w, h), default the source's size."),
+    "color": Rule(_cvt_out, "Y or NV12, by the colour code", (),
+                  "numpy: Y for the *2GRAY codes, NV12 ((H*3/2) x W) for *2NV12."),
+    "half": Rule(lambda c: (c.fmt, (c.width + 1) // 2, (c.height + 1) // 2), "the source's format, half size "
+                 "rounded up", (), "numpy: dst about half the src."),
+    "double": Rule(lambda c: (c.fmt, 2 * c.width, 2 * c.height), "the source's format, twice the size", (),
+                   "numpy: dst twice the src."),
+    "rotate": Rule(lambda c: _same(c) if c.wire["rotate_code"] == "180" else _swap(c),
+                   "the source's format, width and height swapped unless rotate_code is 180"),
+    "swap": Rule(_swap, "the source's format, width and height swapped"),
+    "f32": Rule(lambda c: ("F32", c.width, c.height), "F32 of the source's size", (), "numpy: an F32 array."),
+    "maps": Rule(_remap_out, "the source's format, the maps' size", (), "numpy: dst has the maps' shape."),
 }
