@@ -22,7 +22,7 @@ import pytest
 
 from arm_side import CLEAN, CORE_1, CORE_ANY, INVALIDATE, Soc, opids
 from tests.live import LiveSoc
-from tests.test_live_identity import CLAIM_REFUSED, Zmtp, orphan_connection, raw_client
+from tests.peers import CLAIM_REFUSED, Zmtp, orphan_connection, raw_client
 from vdsp_board import ddr
 
 pytestmark = pytest.mark.live
