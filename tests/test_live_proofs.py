@@ -6,6 +6,7 @@ Ubuntu 22.04, RHEL 9), ``start-time`` as before 5.3 (RHEL 8's 4.18). On each:
   ``HB_DSP_CLAIM_REFUSED`` in relay mode and ``HB_DSP_FOREIGN_HANDLE`` in direct mode);
 - a client in another language proves its owner to the relay and to a firmware, a claim of
   another process's owner is refused, and so is a claim over a connection whose process exited;
+- a killed client is dropped at once (liveness uses no pidfd);
 - ``vdsp status`` names the proof the SoC uses.
 
 The default proof (``SO_PEERPIDFD`` where the kernel has it) is what every other live module
@@ -13,19 +14,24 @@ runs on; a reused pid against each proof: tests/test_live_identity.py.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from arm_side import CLEAN, CORE_1, CORE_ANY, INVALIDATE, Soc, opids
+from tests.conftest import wait_until
 from tests.live import LiveSoc
 from tests.peers import CLAIM_REFUSED, Zmtp, orphan_connection, raw_client
 from vdsp_board import ddr
 
 pytestmark = pytest.mark.live
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module", params=["pidfd", "start-time"])
@@ -77,9 +83,39 @@ def test_a_connection_whose_process_exited_claims_nothing(proof_soc, endpoint):
     assert f"process {pid}, which opened this connection, has exited" in body["message"], body
 
 
-def test_vdsp_status_names_the_proof(proof_soc):
-    out = subprocess.run([sys.executable, "-m", "vdsp_sim.cli", "status"], capture_output=True, text=True,
-                         timeout=120, env=dict(os.environ, VDSP_IDENTITY_PROOF=""))    # the SoC's word, not ours
-    assert out.returncode == 0, out.stdout + out.stderr
-    line = next((x for x in out.stdout.splitlines() if x.startswith("identity: ")), out.stdout)
+CLIENT = """
+import sys
+from arm_side import Soc
+soc = Soc(mode="relay", autostart_relay=False)
+soc.mem.alloc(4096)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_killed_client_is_dropped_at_once_without_a_pidfd(proof_soc):
+    """Liveness rests on no pidfd (under ``start-time`` none is ever opened): a client killed with
+    SIGKILL is dropped by the relay when its connection closes and its process is gone, well
+    before the 20 s hung deadline."""
+    with Soc(mode="relay", autostart_relay=False) as watcher:
+        before = watcher.query("stats")["clients"]
+        client = subprocess.Popen([sys.executable, "-c", CLIENT], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        try:
+            assert client.stdout.readline().strip() == "ready"
+            assert wait_until(lambda: watcher.query("stats")["clients"] == before + 1, 10)
+        finally:
+            client.kill()
+            client.wait()
+        t0 = time.monotonic()
+        assert wait_until(lambda: watcher.query("stats")["clients"] == before, 10), watcher.query("stats")
+        assert time.monotonic() - t0 < 5
+
+
+def test_vdsp_status_names_the_proof(proof_soc, capsys, monkeypatch):
+    from vdsp_sim.commands import status
+    monkeypatch.delenv("VDSP_IDENTITY_PROOF")           # the SoC's word, not this process's setting
+    assert status.run(argparse.Namespace(json=False, timeout=60.0, verbose=False)) == 0
+    out = capsys.readouterr().out
+    line = next((x for x in out.splitlines() if x.startswith("identity: ")), out)
     assert f"VDSP_IDENTITY_PROOF={proof_soc.proof}" in line and "pid and start time at accept" in line, line
