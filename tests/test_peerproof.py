@@ -1,6 +1,7 @@
 """The pieces of the identity proofs (vdsp_board.peerproof) on real processes and sockets: a
 process's start time, a pin that tells the pinned process from a later holder of its pid, the
-accept records an admission thread writes, and which proof a host uses (VDSP_IDENTITY_PROOF)."""
+accept records an admission thread writes (on a path and an abstract ipc endpoint), and which proof
+a host uses (VDSP_IDENTITY_PROOF)."""
 from __future__ import annotations
 
 import os
@@ -11,9 +12,11 @@ import threading
 import time
 
 import pytest
+import zmq
 
 from protocol import errors
-from vdsp_board import peerproof
+from vdsp_board import peercred, peerproof
+from vdsp_board.admission import Admission
 from vdsp_board.peerproof import Accepted, Gone, Pin, Proof, start_time
 
 PIN_PROOFS = [p for p in (Proof.PIDFD, Proof.START_TIME) if p.rank >= peerproof.kernel_proof().rank]
@@ -97,3 +100,24 @@ def test_the_kernel_probe_finds_at_least_what_the_release_has():
     has = Proof.PEER_PIDFD if (major, minor) >= (6, 5) else Proof.PIDFD if (major, minor) >= (5, 3) \
         else Proof.START_TIME
     assert peerproof.kernel_proof().rank <= has.rank      # a vendor kernel may have more (backports)
+
+
+@pytest.mark.parametrize("where", ["path", "abstract"])
+def test_an_admission_thread_records_who_connected(tmp_path, where):
+    endpoint = f"ipc://{tmp_path}/s" if where == "path" else f"ipc://@vdsp-test-{os.getpid()}-{time.monotonic_ns()}"
+    records = Accepted()
+    ctx = zmq.Context()
+    router, dealer = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
+    admission = Admission(router, "test", max_frame=1 << 20, accepted=records)
+    try:
+        router.bind(endpoint)
+        dealer.connect(endpoint)
+        dealer.send(b"x")
+        frame = router.recv(copy=False)
+        rec = records.wait(peercred.connection_inode(frame), 10)
+        assert rec is not None and (rec.pid, rec.start) == (os.getpid(), start_time(os.getpid()))
+    finally:
+        admission.stop()
+        router.close(0)
+        dealer.close(0)
+        ctx.term()

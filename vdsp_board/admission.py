@@ -222,7 +222,8 @@ def _ours(fd: int, endpoint: str) -> socket.socket | None:
             if str(local[1]) == endpoint.rsplit(":", 1)[1]:
                 return sock
         elif endpoint.startswith("ipc://") and sock.family == socket.AF_UNIX:
-            if local == endpoint[len("ipc://"):]:
+            path = endpoint[len("ipc://"):]
+            if local == path or (path.startswith("@") and local == b"\0" + path[1:].encode()):   # abstract
                 return sock
     except (OSError, IndexError):
         pass

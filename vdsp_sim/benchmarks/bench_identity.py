@@ -10,6 +10,10 @@ run, for each identity proof this kernel offers (``vdsp_board.peerproof``: ``pee
   connection of an owner older than the flood, ms;
 - for comparison, the old check's floor: one read of ``/proc/locks`` up to the 8 MiB it stopped at.
 
+``--sockets N`` measures why the proofs of older kernels do not ask ``sock_diag`` for the peer of
+an accepted socket (``UNIX_DIAG_PEER``): beside N unix sockets held by another user, one exact
+lookup of a socket by its inode (the kernel walks the network namespace's unix sockets), ms.
+
 Target: the check costs at most 5 ms at every level on every proof (its median wall time, and its
 CPU time at the 99th percentile: on a loaded host the wall-time tail is time spent waiting for a
 CPU). ``vdsp bench identity [--quick] [--proofs pidfd start-time]``.
@@ -101,6 +105,58 @@ def hello_ms(url: str, n: int) -> list[float]:
     return out
 
 
+def sock_diag_ms(n: int) -> list[float]:
+    """``n`` exact sock_diag lookups of the peer of one of our unix sockets (NETLINK_SOCK_DIAG,
+    unix_diag_req with UDIAG_SHOW_PEER), ms each."""
+    import socket
+    import struct
+    a, b = socket.socketpair()
+    nl = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, 4)     # NETLINK_SOCK_DIAG
+    inode = os.fstat(a.fileno()).st_ino
+    req = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, inode, 4, 0xFFFFFFFF, 0xFFFFFFFF)
+    msg = struct.pack("=IHHII", 16 + len(req), 20, 1, 1, 0) + req      # SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST
+    out = []
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            nl.send(msg)
+            reply = nl.recv(8192)
+            out.append((time.perf_counter() - t0) * 1e3)
+            if struct.unpack_from("=H", reply, 4)[0] == 2:                 # NLMSG_ERROR
+                raise OSError(-struct.unpack_from("=i", reply, 16)[0], "sock_diag refused the lookup")
+    finally:
+        for sock in (nl, a, b):
+            sock.close()
+    return out
+
+
+_SOCKETS = """
+import resource, socket, sys
+from vdsp_sim.otheruser import become
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+become()
+keep = [socket.socketpair() for _ in range(int(sys.argv[1]) // 2)]
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def foreign_sockets(n: int) -> list:
+    """Processes of another user holding ``n`` unix sockets in all (socket pairs), until their stdin closes."""
+    import resource
+    import subprocess
+    per = max(2, (resource.getrlimit(resource.RLIMIT_NOFILE)[1] - 64) // 2 * 2)
+    procs = []
+    for start in range(0, n, per):
+        procs.append(subprocess.Popen([sys.executable, "-c", _SOCKETS, str(min(per, n - start))], cwd="/",
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+    for proc in procs:
+        if proc.stdout is None or proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"a socket holder failed (exit {proc.poll()})")
+    return procs
+
+
 def proc_locks_ms() -> float:
     """One read of /proc/locks, stopping at OLD_LIMIT bytes as the old check did."""
     t0, read = time.perf_counter(), 0
@@ -160,6 +216,16 @@ def _levels(args: argparse.Namespace, urls: dict, rows: dict) -> None:
                     rows[level][f"{proof} {name}_hello_max_ms"] = max(rtt)
             if args.old_floor:
                 rows[level]["proc_locks_read_ms"] = proc_locks_ms()
+    if args.sockets:
+        progress(f"{args.sockets} foreign unix sockets: sock_diag lookups")
+        holders = foreign_sockets(args.sockets)
+        try:
+            alone = sock_diag_ms(args.n)
+        finally:
+            for proc in holders:
+                proc.communicate("")
+        rows["sock_diag"] = {"sockets": args.sockets, "p50_ms": median(alone), "p99_ms": pct(alone, 99),
+                             "max_ms": max(alone), "load": os.getloadavg()[0]}
 
 
 def to_report(rows: dict, args: argparse.Namespace) -> Report:
@@ -174,6 +240,7 @@ def to_report(rows: dict, args: argparse.Namespace) -> Report:
     keys = [(f"{proof} {key}", f"{proof}: {label}") for proof in args.proofs for key, label in measures]
     keys += [("proc_locks_read_ms", "old floor: /proc/locks read ms"), ("flood_up_s", "flood set up s"),
              ("load", "load (1 min)")]
+    diag = rows.pop("sock_diag", None)
     levels = list(rows)
     rep.table("HELLO verification beside a lock flood", ["measure", *[f"{n} locks" for n in levels]],
               [[label, *[rows[n].get(key, "-") for n in levels]] for key, label in keys])
@@ -182,6 +249,10 @@ def to_report(rows: dict, args: argparse.Namespace) -> Report:
             rep.target(f"{proof} check p50 with {n} foreign locks (ms)", rows[n][f"{proof} check_p50_ms"], "<=", 5.0)
             rep.target(f"{proof} check CPU p99 with {n} foreign locks (ms)", rows[n][f"{proof} check_cpu_p99_ms"],
                        "<=", 5.0)
+    if diag is not None:        # not a target: why the proofs do not use it
+        rep.table(f"why not sock_diag: one exact lookup beside {diag['sockets']} foreign unix sockets",
+                  ["p50 ms", "p99 ms", "max ms", "load"], [[diag["p50_ms"], diag["p99_ms"], diag["max_ms"], diag["load"]]])
+        rows["sock_diag"] = diag
     return rep
 
 
@@ -195,6 +266,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--hello-n", type=int, default=30, help="HELLO round trips per level and server")
     ap.add_argument("--no-old-floor", dest="old_floor", action="store_false",
                     help="skip the /proc/locks read (seconds under a big flood)")
+    ap.add_argument("--sockets", type=int, default=0, metavar="N",
+                    help="also time sock_diag lookups beside N unix sockets of another user (why it is not used)")
     ap.add_argument("--proofs", nargs="+", choices=PROOFS, default=None,
                     help="identity proofs to measure (default: each this kernel offers)")
     ap.add_argument("--start-timeout", type=float, default=60.0, help="seconds to wait for each SoC")
@@ -212,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.proofs is None:
         args.proofs = [p.value for p in peerproof.Proof if p.rank >= peerproof.kernel_proof().rank]
     why = otheruser.unavailable()
-    if why is not None and any(args.levels):
+    if why is not None and (any(args.levels) or args.sockets):
         print(f"vdsp bench identity: the lock flood runs as another user: {why}", file=sys.stderr)
         return 2
     rows = run(args)
