@@ -25,8 +25,8 @@ is the moment between ``connect()`` and the accept record: the connecting proces
 exit and its pid go to another process within it (without privilege over the pid namespace
 that needs the allocator to come round within that moment). No host-wide table is read, only
 the peer's own ``/proc/PID/stat`` and our own sockets: an exact ``sock_diag`` lookup of the
-peer's socket walks every unix socket of the network namespace (67 ms beside 200,000 sockets
-of another user on Linux 6.18), so it is not used.
+peer's socket walks every unix socket of the network namespace (47 ms, median, beside 200,000
+sockets of another user on Linux 6.18: ``vdsp bench identity --sockets``), so it is not used.
 
 ``VDSP_IDENTITY_PROOF`` lowers the proof (tests; vdsp_board/settings.py).
 """
