@@ -84,9 +84,9 @@ def identity_of(status: dict) -> str:
     """How the SoC's servers prove which process opened an ipc connection (PROTOCOL.md §5.2), as
     the relay (relay mode) or the cores (direct mode) say; this host's own answer if none did."""
     said = [status.get("identity")] + [c.get("identity") for c in status.get("cores", [])]
-    said = list(dict.fromkeys(s for s in said if s))
-    if said:
-        return "; ".join(said)
+    texts = list(dict.fromkeys(str(s) for s in said if s))
+    if texts:
+        return "; ".join(texts)
     from vdsp_board import peerproof
     return f"{peerproof.describe()} (this host's; no SoC said)"
 
