@@ -34,6 +34,7 @@ class Server:
         try:
             self.accepted = peerproof.accept_records()
             self.ownership = Ownership(f"{proof} server", accepted=self.accepted)
+            self.used = peerproof.describe(self.ownership.proof)
         finally:
             settings.export(saved)
         self.ctx = zmq.Context()
@@ -99,7 +100,7 @@ def main(proofs: list[str]) -> dict:
                 finally:
                     conn.close()
                     holder.communicate("", timeout=30)
-                results[proof] = {"used": peerproof.describe(server.ownership.proof), "own": own, "pid": pid,
+                results[proof] = {"used": server.used, "own": own, "pid": pid,
                                   "holder_pid": their_pid, "command": command, "code": body.get("code"),
                                   "message": body.get("message", "")}
             finally:

@@ -87,7 +87,8 @@ def test_a_connection_whose_process_exited_claims_nothing_when_its_pid_comes_bac
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert sorted(results) == sorted(proofs), results
     for proof, out in results.items():
-        assert proof in out["used"] or proof == "peer-pidfd", out
+        said = "SO_PEERPIDFD (" if proof == "peer-pidfd" else f"VDSP_IDENTITY_PROOF={proof})"
+        assert said in out["used"], out
         assert out["own"] == "READY", out                       # a live connecting process is proven
         assert out["holder_pid"] == out["pid"], out             # the pid did come back, to the holder
         assert out["command"] == 0x12 and out["code"] == CLAIM_REFUSED, out     # before: READY, owner taken over

@@ -82,9 +82,12 @@ def kernel_proof() -> Proof:
 
 
 def host_proof() -> Proof:
-    """The proof servers of this process use: the kernel's, lowered by ``VDSP_IDENTITY_PROOF``."""
-    kernel = kernel_proof()
+    """The proof servers of this process use: the kernel's, lowered by ``VDSP_IDENTITY_PROOF``
+    (``start-time``: no pidfd is opened at all, not even to probe the kernel)."""
     wanted = settings.current().identity_proof
+    if wanted == Proof.START_TIME.value:
+        return Proof.START_TIME
+    kernel = kernel_proof()
     if wanted is None:
         return kernel
     limit = Proof(wanted)
@@ -106,11 +109,13 @@ def describe(proof: Proof | None = None) -> str:
     """What ``proof`` (this process's by default) is, in words, with the kernel's release, e.g.
     ``SO_PEERPIDFD (Linux 6.18)``; says so when ``VDSP_IDENTITY_PROOF`` lowered it."""
     proof = host_proof() if proof is None else proof
+    lowered = settings.current().identity_proof == proof.value and (
+        proof is Proof.START_TIME or proof is not kernel_proof())
     text = {Proof.PEER_PIDFD: "SO_PEERPIDFD",
             Proof.PIDFD: "pid and start time at accept, pinned by pidfd_open",
             Proof.START_TIME: "pid and start time at accept, start time read again after the check"}[proof]
     note = f"Linux {kernel_release()}"
-    if proof is not kernel_proof():
+    if lowered:
         note += f"; VDSP_IDENTITY_PROOF={proof.value}"
     return f"{text} ({note})"
 
