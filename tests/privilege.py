@@ -11,12 +11,20 @@ one of them did not run does not pass.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from vdsp_sim import otheruser
+
+ROOT = Path(__file__).resolve().parent.parent
 
 STRICT = "VDSP_TEST_STRICT"     # set: a test that cannot get the privilege it needs fails instead of skipping
 
@@ -62,3 +70,34 @@ def mount_namespace() -> tuple[list[str] | None, str | None]:
     if os.geteuid() == 0 and _works("unshare", "--mount") is None:
         return ["unshare", "--mount"], None
     return None, f"mounting a tmpfs needs root or a user namespace of one's own, which this host refuses ({why})"
+
+
+_AS_OTHER = """
+import json, os, shutil, sys, tempfile
+from pathlib import Path
+from vdsp_sim.otheruser import become
+become()
+exec(sys.argv[1])
+"""
+
+
+def as_other_user(code: str, *args: str) -> str:
+    """Run Python ``code`` as another user (``vdsp_sim.otheruser``; ``sys.argv[2:]`` are ``args``);
+    its stdout. Skips the calling test (fails under VDSP_TEST_STRICT) where there is none."""
+    require(otheruser.unavailable())
+    done = subprocess.run([sys.executable, "-c", _AS_OTHER, code, *args], cwd="/", capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@contextlib.contextmanager
+def other_users_dir(plant: str = "") -> Iterator[Path]:
+    """A fresh 0700 directory of another user under /tmp, in which that user ran ``plant`` (Python,
+    the directory as ``d``); removed by that user afterwards."""
+    made = as_other_user("d = Path(tempfile.mkdtemp(prefix='vother', dir='/tmp'))\n" + plant + "\nprint(d)")
+    path = Path(made.strip().splitlines()[-1])
+    try:
+        yield path
+    finally:
+        as_other_user("shutil.rmtree(sys.argv[2])", str(path))
