@@ -93,10 +93,11 @@ def main(proofs: list[str]) -> dict:
             try:
                 own = own_claim(path)
                 conn, pid = orphan_connection(path)
+                zmtp = Zmtp(conn)           # the handshake now: ZeroMQ closes one not done within 5 s
                 holder = holder_at_pid(pid)
                 try:
                     their_pid, owner = map(int, holder.stdout.readline().split())
-                    command, body = Zmtp(conn).ask(0x01, 1, {"role": "client", "pid": pid, "owner": owner})
+                    command, body = zmtp.ask(0x01, 1, {"role": "client", "pid": pid, "owner": owner})
                 finally:
                     conn.close()
                     holder.communicate("", timeout=30)
