@@ -26,7 +26,7 @@ from dsp_side.fwproc import FirmwareProcess
 from dsp_side.fwtemplate import Template, reap_strays
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
-from vdsp_board import curve, ddr, rundir, trace
+from vdsp_board import curve, ddr, peerproof, rundir, trace
 from vdsp_board.admission import Admission
 from vdsp_board.procfacts import ProcFacts
 
@@ -60,6 +60,7 @@ class CoreServer:
                                  coredump_dir=str(rt / "coredump"), admin_only_writes=self.gate is not None,
                                  is_admin=curve.is_admin, hung_ms=hung_ms, facts=ProcFacts().fact)
         self.engine.trace = self.trace = trace.Recorder("core", name, rt=rt)
+        self.engine.identity = peerproof.describe()     # its firmware's proof: the same kernel and settings
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
         self.running = True

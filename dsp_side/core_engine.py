@@ -68,6 +68,7 @@ class CoreEngine:
         self.out: list[tuple] = []
         self.trace: Recorder | NullRecorder = NullRecorder()     # the adapter injects its trace recorder
         self.reason = ""        # why the core is in its state: the reason of its last EVENT
+        self.identity = ""      # how its firmware proves ipc peers (vdsp_board.peerproof.describe; the adapter's)
 
     def instant(self, what: str, **fields) -> None:
         """A lifecycle instant on this core's trace track (while tracing is on)."""
@@ -139,7 +140,8 @@ class CoreEngine:
             self.control(identity, msg)
         elif cmd is Command.QUERY:
             self.send(identity, messages.result(msg.msg_id, {**self.device.snapshot(), **self.ready_body(),
-                                                             "fw_pid": self.fw.pid if self.fw else None}))
+                                                             "fw_pid": self.fw.pid if self.fw else None,
+                                                             "identity": self.identity}))
         elif cmd is Command.TASK:
             self.send(identity, messages.error(msg.msg_id, errors.ApiUseError(
                 f"tasks go to the firmware endpoint {self.fw_bind} announced in READY, not to {self.name}'s "

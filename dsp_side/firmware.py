@@ -38,7 +38,7 @@ from dsp_side.fwtrace import TaskTrace
 from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
 from dsp_side.watchdog import WatchdogWord
-from vdsp_board import curve, log as soclog, proc, rundir
+from vdsp_board import curve, log as soclog, peerproof, proc, rundir
 from vdsp_board.admission import Admission
 from vdsp_board.hellogate import HelloGate
 from vdsp_board.ownership import Bindings, Ownership
@@ -105,7 +105,7 @@ class Firmware:
         self.warn = soclog.RateLimited(log)
         # Which owner each connection proved in its HELLO (or RELAY): its tasks may use that
         # owner's memory and what other owners granted it, nothing else (vdsp_board.ownership).
-        self.ownership = Ownership(f"{core} firmware", accept_relay=True)
+        self.ownership = Ownership(f"{core} firmware", accept_relay=True, accepted=peerproof.accept_records())
         self.bindings = Bindings()
         self.unloading = False      # set by SIGUSR1 (the core stops us): serve returns, destroy hooks run
         self.trace = TaskTrace(core, lambda op: self.registry.get(op).name)   # task slices while tracing is on
@@ -310,7 +310,8 @@ def serve(fw: Firmware, endpoint: str) -> None:
     # while it is read): past it ZeroMQ drops them; a few hundred bytes each, per connection
     sock.sndhwm = REPLY_SNDHWM
     # a larger frame closes that connection before it is read; unauthenticated peers are bounded
-    Admission(sock, f"{fw.core} firmware", max_frame=MAX_RAW_FRAME)     # its thread ends with the process
+    Admission(sock, f"{fw.core} firmware", max_frame=MAX_RAW_FRAME,     # its thread ends with the process
+              accepted=fw.ownership.accepted)
     gate = curve.Gate(ctx, curve.keys_dir()) if curve.is_tcp(endpoint) else None   # runs while we serve
     curve.secure_server(sock, endpoint)
     try:

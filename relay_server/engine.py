@@ -90,6 +90,7 @@ class RelayEngine:
                  observer: RelayObserver | None = None, facts=lambda pid, now: ProcFact.UNKNOWN) -> None:
         self.heartbeat_ms, self.hung_ms, self.credit, self.pid = heartbeat_ms, hung_ms, credit, pid
         self.facts = facts
+        self.identity = ""      # how this relay proves its ipc clients (vdsp_board.peerproof.describe; the adapter's)
         self._recheck_until = 0.0        # clients are looked at on ticks until then (a disconnect)
         self._next_recheck = 0.0
         self.max_tasks_per_client = max_tasks_per_client
@@ -354,7 +355,7 @@ class RelayEngine:
 
     def query(self, what: str, now: float | None = None) -> dict:
         if what == "cores":
-            return {"cores": [c.describe() for c in self.cores]}
+            return {"cores": [c.describe() for c in self.cores], "identity": self.identity}
         if what == "stats":
             return {**self.stats, "queued": self.sched.queued, "clients": len(self.clients),
                     "queued_bytes": self.held_bytes,
