@@ -64,18 +64,39 @@ def test_short_tasks_never_hand_the_socket_over():
         io.close()
 
 
+def voluntary_switches(io: BusyIO) -> int:
+    """How often the busy thread went to sleep (each wait or sleep is one)."""
+    with open(f"/proc/self/task/{io._thread.native_id}/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("voluntary_ctxt_switches"))
+
+
+def test_short_tasks_wake_the_busy_thread_once_per_look_not_once_per_task():
+    """Tasks of ~1 ms back to back, with the firmware idle between them: the busy thread wakes
+    about once per HANDOFF_S (once woken it looks HANDOFF_S later), not at every task."""
+    io, turns = make()
+    try:
+        time.sleep(0.05)
+        before, tasks = voluntary_switches(io), 0
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            io.begin()
+            io.end()
+            time.sleep(0.001)       # idle between tasks
+            tasks += 1
+        woke = voluntary_switches(io) - before
+        looks = 0.5 / busyio.HANDOFF_S
+        assert woke <= 4 * looks < tasks / 2, (woke, looks, tasks)
+    finally:
+        io.close()
+
+
 def test_an_idle_firmware_s_busy_thread_sleeps():
     io, turns = make()
     try:
-        tid = io._thread.native_id
-        def switches() -> int:
-            with open(f"/proc/self/task/{tid}/status") as fh:
-                return sum(int(line.split()[1]) for line in fh if "ctxt_switches" in line)
-
         time.sleep(0.05)
-        before = switches()
+        before = voluntary_switches(io)
         time.sleep(0.5)
-        assert switches() - before <= 1, "the busy thread of an idle firmware keeps waking up"
+        assert voluntary_switches(io) - before <= 1, "the busy thread of an idle firmware keeps waking up"
     finally:
         io.close()
 
