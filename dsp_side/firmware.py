@@ -51,6 +51,7 @@ from vdsp_board.zsock import _recv as recv_frame     # the backend's recv (no su
 
 CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
+EXCEPTION_TEXT_MAX = 300  # characters of a crashing operator's exception passed on (type: message)
 REPLY_SNDHWM = 4096       # replies queued for one connection (see serve())
 HOLD_TASK_S, HOLD_S, HOLD_MAX = 50e-6, 200e-6, 16     # replies sent together: see serve()
 PLAN_MAX, PLAN_BODY_MAX, PLAN_BYTES = 256, 16 << 10, 1 << 20    # TASK bodies whose plan is kept (_Plan)
@@ -276,11 +277,15 @@ class Firmware:
         return messages.result(msg_id, {"values": values, "core": self.core, "exec_us": exec_us})
 
     def crash(self, msg: wire.Message, op_name: str, params: dict) -> None:
-        """Write the crash report and die like a DSP taking an exception."""
+        """Write the crash report (with the exception's type and message, which the core passes on
+        in its crash EVENT) and die like a DSP taking an exception."""
         tb = traceback.format_exc()
+        raised = sys.exc_info()[1]
+        what = f"{type(raised).__name__}: {raised}" if str(raised) else type(raised).__name__
+        what = what if len(what) <= EXCEPTION_TEXT_MAX else what[:EXCEPTION_TEXT_MAX - 3] + "..."
         log.error("%s: operator %s raised, firmware crashes\n%s", self.core, op_name, tb)
         if self.crash_file:
-            report = {"type": "exception", "core": self.core, "firmware_version": self.version,
+            report = {"type": "exception", "exception": what, "core": self.core, "firmware_version": self.version,
                       "task": {"msg_id": msg.msg_id, "op": msg.op, "name": op_name,
                                "params": _plain(params), "inputs": msg.body.get("inputs", []),
                                "outputs": msg.body.get("outputs", [])},
