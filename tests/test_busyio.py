@@ -71,21 +71,24 @@ def voluntary_switches(io: BusyIO) -> int:
 
 
 def test_short_tasks_wake_the_busy_thread_once_per_look_not_once_per_task():
-    """Tasks of ~1 ms back to back, with the firmware idle between them: the busy thread wakes
-    about once per HANDOFF_S (once woken it looks HANDOFF_S later), not at every task."""
+    """Tasks of ~0 ms with the firmware idle ~1 ms between them: a task wakes the busy thread only
+    while it waits, and once woken it sleeps HANDOFF_S before it waits again, so the wake-ups
+    (the main thread's notify calls: its cost per task) are at most one per HANDOFF_S, not one per
+    task (they were: 9,483 for 9,483 pipelined tasks)."""
     io, turns = make()
+    notifies = []
+    notify = io._wake_up.notify
+    io._wake_up.notify = lambda *a: (notifies.append(1), notify(*a))     # type: ignore[method-assign]
     try:
         time.sleep(0.05)
-        before, tasks = voluntary_switches(io), 0
-        end = time.monotonic() + 0.5
-        while time.monotonic() < end:
+        t0 = time.monotonic()
+        for _ in range(400):
             io.begin()
             io.end()
             time.sleep(0.001)       # idle between tasks
-            tasks += 1
-        woke = voluntary_switches(io) - before
-        looks = 0.5 / busyio.HANDOFF_S
-        assert woke <= 4 * looks < tasks / 2, (woke, looks, tasks)
+        bound = (time.monotonic() - t0) / busyio.HANDOFF_S + 1
+        assert 400 > 2 * bound, "the host is too slow for this test to tell"
+        assert len(notifies) <= bound, (len(notifies), bound)
     finally:
         io.close()
 
