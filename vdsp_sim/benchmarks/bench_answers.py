@@ -9,6 +9,7 @@ Target (PROTOCOL.md §5.5 and §12): every answer within 100 ms. ``vdsp bench an
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
@@ -132,6 +133,8 @@ def run(args: argparse.Namespace) -> dict:
 
 def to_report(rows: dict, args: argparse.Namespace) -> Report:
     rep = Report("answers", args)
+    rep.note("load average (1 min) at the end: %.1f on %d CPUs: the bound is for a host with a CPU to spare"
+             % (os.getloadavg()[0], os.cpu_count() or 1))
     rep.note(f"each behind a {LONG_MS} ms task; a CANCEL at a random moment of it (the busy thread takes the "
              "socket 20-40 ms into a task: dsp_side/busyio.py)")
     rep.table("answers while a task runs (ms)", ["answer", "n", "p50", "p90", "max"],
