@@ -138,7 +138,7 @@ class CoreServer:
             kind = fw.reap()
             report = fw.crash_report() or {}
             fw.close()
-            self.engine.fw_died(kind, report, fw.refusal)
+            self.engine.fw_died(kind, report, fw.refusal, fw.failure)
 
     # --- the loop -------------------------------------------------------------------------
     def run(self) -> None:

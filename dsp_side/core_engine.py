@@ -68,6 +68,7 @@ class CoreEngine:
         self.warn = RateLimited(log)                # one line per peer per 10 s, however bad the flood
         self.out: list[tuple] = []
         self.trace: Recorder | NullRecorder = NullRecorder()     # the adapter injects its trace recorder
+        self.reason = ""        # why the core is in its state: the reason of its last EVENT
 
     def instant(self, what: str, **fields) -> None:
         """A lifecycle instant on this core's trace track (while tracing is on)."""
@@ -91,11 +92,14 @@ class CoreEngine:
                 "fw_pid": self.fw.pid if self.fw and info else None,
                 "firmware_signer": self.fw.signer if self.fw and info else "", "allow_unsigned": self.allow_unsigned,
                 "watchdog_ms": round(self.watchdog_s * 1000),
-                "max_sleep_ms": int(min(MAX_SLEEP_MS, self.watchdog_s * 1000 * SLEEP_SHARE_OF_WATCHDOG))}
+                "max_sleep_ms": int(min(MAX_SLEEP_MS, self.watchdog_s * 1000 * SLEEP_SHARE_OF_WATCHDOG)),
+                "reason": self.reason}
 
     def broadcast_state(self, reason: str, crash: dict | None = None) -> None:
+        self.reason = reason
         body = self.ready_body()
         body.pop("state")
+        body.pop("reason")
         if crash:
             body["crash"] = crash
         msg = messages.event(self.name, self.device.state.value, reason=reason, **body)
@@ -190,9 +194,10 @@ class CoreEngine:
         self.broadcast_state("booted")   # before the reply: peers know the state when it arrives
         self._answer_pending(None)
 
-    def fw_died(self, kind: str, report: dict, refusal: str | None = None) -> None:
+    def fw_died(self, kind: str, report: dict, refusal: str | None = None, failure: str | None = None) -> None:
         """The firmware process is gone (``kind``: exception, watchdog, killed by SIG…, exit N,
-        stopped); ``report`` its crash report, ``refusal`` why it refused its image."""
+        stopped); ``report`` its crash report, ``refusal`` why it refused its image, ``failure``
+        why it could not serve (bind its endpoint)."""
         fw, self.fw = self.fw, None
         if kind == "stopped":
             return
@@ -203,6 +208,10 @@ class CoreEngine:
                 self.kmsg(f"{self.name}: firmware {self.device.firmware} is not valid: {refusal}")
                 self.broadcast_state(f"boot failed: {refusal}")
                 return self._answer_pending(errors.RemoteprocInvalid(f"{self.name}: {refusal}"))
+            if failure:   # it could not serve: say why, not only how it exited
+                self.kmsg(f"{self.name}: firmware {self.device.firmware} failed to boot: {failure}")
+                self.broadcast_state(f"boot failed: {failure}")
+                return self._answer_pending(errors.RemoteprocInvalid(f"{self.name}: firmware failed to boot: {failure}"))
             self.kmsg(f"{self.name}: firmware {self.device.firmware} failed to boot ({kind})")
             self.broadcast_state(f"boot failed: {kind}")
             return self._answer_pending(errors.RemoteprocInvalid(

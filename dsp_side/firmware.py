@@ -4,7 +4,8 @@ Started by the core (``python -m dsp_side.firmware ...``). It prints one JSON
 line on stdout once it serves (firmware version and operator table), or
 ``{"refused": why}`` if the image fails verification (signature, header, payload,
 manifest: see ``dsp_side.fw_image.load``) and exits; its stdout closing tells the
-core it died. A task is validated (operator, buffer
+core it died; ``{"failed": why}`` if it cannot serve (it could not bind its endpoint).
+A task is validated (operator, buffer
 counts, parameters, handles) before compute, so a bad task is an error reply;
 an exception that is not a ``VdspError`` escaping an operator is a firmware
 crash: a crash report is written and the process exits with ``CRASH_EXIT``.
@@ -53,6 +54,8 @@ CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
 EXCEPTION_TEXT_MAX = 300  # characters of a crashing operator's exception passed on (type: message)
 REPLY_SNDHWM = 4096       # replies queued for one connection (see serve())
+INTAKE_MAX = 256          # messages taken in before the best waiting task runs: a flood that never
+#                           stops arriving (HELLOs, refused tasks) does not stop the tasks
 HOLD_TASK_S, HOLD_S, HOLD_MAX = 50e-6, 200e-6, 16     # replies sent together: see serve()
 PLAN_MAX, PLAN_BODY_MAX, PLAN_BYTES = 256, 16 << 10, 1 << 20    # TASK bodies whose plan is kept (_Plan)
 # Tried and rejected: ZeroMQ's I/O thread as SCHED_BATCH (ctx.set(zmq.THREAD_SCHED_POLICY, ...)) saved the
@@ -325,7 +328,13 @@ def serve(fw: Firmware, endpoint: str) -> None:
     admission = Admission(sock, f"{fw.core} firmware", max_frame=MAX_RAW_FRAME)
     gate = curve.Gate(ctx, curve.keys_dir()) if curve.is_tcp(endpoint) else None   # runs while we serve
     curve.secure_server(sock, endpoint)
-    sock.bind(endpoint)
+    try:
+        sock.bind(rundir.check_endpoint(endpoint))
+    except (zmq.ZMQError, errors.VdspError) as exc:     # in use, too long, no such directory...
+        why = exc.message if isinstance(exc, errors.VdspError) else os.strerror(exc.errno or 0)
+        log.error("%s: could not bind %s: %s", fw.core, endpoint, why)
+        print(json.dumps({"failed": f"could not bind {endpoint}: {why}"}), flush=True)   # the core reports it
+        sys.exit(3)
     fw.ownership.gate = gate
     try:        # where relay.pid tells which process is the relay (ipc)
         fw.ownership.rt = rundir.runtime_dir(create=False)
@@ -387,8 +396,12 @@ def serve(fw: Firmware, endpoint: str) -> None:
                     answer_now([identity, *answer])
 
     def take_in(arrived: bool) -> None:
-        """Take in everything that has arrived (EVENTS, not a zmq.Again per turn)."""
-        while arrived:
+        """Take in what has arrived (EVENTS, not a zmq.Again per turn), INTAKE_MAX messages at most:
+        then the best waiting task runs (main thread), or the busy thread looks whether the running
+        one ended (a flood that never stops arriving must not keep the socket from either)."""
+        intake = INTAKE_MAX
+        while arrived and intake:
+            intake -= 1
             try:
                 meta = recv_frame(sock, NOBLOCK, False)   # the identity: it carries the peer's credentials
             except zmq.Again:

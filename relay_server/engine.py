@@ -412,7 +412,7 @@ class RelayEngine:
         job = core.inflight.pop(relay_id, None)
         if job is None:
             if relay_id in self.fw_hellos:
-                self._fw_greeted(self.fw_hellos.pop(relay_id), frames)
+                self._fw_greeted(self.fw_hellos.pop(relay_id), core, frames)
             else:
                 self._cancel_answered(relay_id, frames)
             return
@@ -438,14 +438,27 @@ class RelayEngine:
         self.out.append((TO_FW, core.index, wire.encode(
             messages.hello(relay_id, "relay", pid=self.pid, name="dsp_relay_server"))))
 
-    def _fw_greeted(self, core_name: str, frames: list) -> None:
+    def _fw_greeted(self, core_name: str, core: CoreView, frames: list) -> None:
+        """The firmware's answer to our HELLO (on ``core``'s open link: an old link's socket is
+        closed, so no answer to an older HELLO comes here)."""
         if header.command_of(frames[0]) == Command.ERROR:
             try:
-                why = wire.unpack_body(bytes(frames[1])).get("message", "?")
+                body = wire.unpack_body(bytes(frames[1]))
+                why, code = str(body.get("message", "?")), body.get("code")
             except errors.VdspError as exc:
-                why = exc.message
+                why, code = exc.message, None
+            if code == errors.CoreBusy.code:     # it verifies many HELLOs now: ours again at the next tick
+                if core.name == core_name:
+                    core.greeted = 0
+                self.warn.warn(("fw-busy", core_name), "%s: the firmware answered the relay's HELLO: %s; saying it "
+                               "again", core_name, why)
+                return
             log.error("%s: the firmware refused the relay's HELLO (%s): tasks with buffers will be refused there",
                       core_name, why)
+            if core.name == core_name:
+                core.fw_answered(why)
+        elif core.name == core_name:
+            core.fw_answered(None)
 
     def _cancel_answered(self, relay_id: int, frames: list) -> None:
         """The firmware's verdict on a CANCEL we forwarded: tell the client. ``unknown`` there
@@ -510,7 +523,7 @@ class RelayEngine:
             self.fail_core(core, error_for(state, core.name, reason))
         if state is CoreState.DEAD:
             self._close_fw(core)
-            core.state = CoreState.DEAD
+            core.state, core.reason = CoreState.DEAD, reason
             self._broadcast(wire.encode(messages.event(core.name, "dead", reason=reason)))
         else:
             endpoint = core.apply(body, state)
@@ -604,6 +617,7 @@ class RelayEngine:
         for core in self.cores:
             if core.hello_due(now):
                 self.to_ctl(core, messages.hello(next(self.ids), "relay", name="dsp_relay_server"))
+            self._greet_fw(core)        # again, if its firmware answered our HELLO HB_DSP_BUSY
             if core.state in (CoreState.UNKNOWN, CoreState.DEAD):
                 continue
             live = core.liveness

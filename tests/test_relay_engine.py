@@ -98,6 +98,52 @@ def test_cores_are_greeted_and_a_running_core_gets_a_firmware_link_and_the_relay
     assert [i for k, i, f in r.take(TO_CTL) if decode(f).command is Command.HELLO] == [1]
 
 
+def test_a_firmware_that_answers_the_relays_hello_busy_is_greeted_again_at_the_next_tick():
+    """Before, the relay stayed unbound at that firmware: every task with buffers it forwarded was
+    refused there (HB_DSP_FOREIGN_HANDLE) until the firmware restarted."""
+    r = Relay()
+    r.e.tick(r.now)
+    r.core_up(0)
+    (greet,) = [decode(f) for k, i, f in r.take(TO_FW)]
+    busy = errors.CoreBusy("256 HELLOs are being verified; send HELLO again later")
+    r.e.on_fw(0, wire.encode(messages.error(greet.msg_id, busy)), r.now)
+    assert r.take(TO_FW) == []
+    r.now += 0.1
+    r.e.tick(r.now)
+    (again,) = [decode(f) for k, i, f in r.take(TO_FW)]
+    assert again.command is Command.HELLO and again.body["role"] == "relay" and again.msg_id != greet.msg_id
+    r.e.on_fw(0, wire.encode(messages.ready(again.msg_id, "vdsp0", "firmware")), r.now)
+    r.now += 0.1
+    r.e.tick(r.now)
+    assert r.take(TO_FW) == []                   # answered READY: greeted once and for all
+
+
+def test_the_firmwares_answer_to_the_relays_hello_is_in_the_core_description():
+    """What ``vdsp up`` waits for, and what it fails on at once: each firmware accepted the relay's
+    HELLO (``fw_link`` ready), or refused it (``refused``, with the firmware's reason)."""
+    r = Relay()
+    r.e.tick(r.now)
+    r.core_up(0, "offline")
+    r.take()
+    assert r.e.query("cores")["cores"][0]["fw_link"] == "closed"
+    r.core_up(0)
+    greet = decode([f for k, i, f in r.take(TO_FW)][0])
+    assert r.e.query("cores")["cores"][0]["fw_link"] == "greeting"
+    why = "process 4242 claims the role relay, but /rt/relay.pid names no live process"
+    r.e.on_fw(0, wire.encode(messages.error(greet.msg_id, errors.ClaimRefused(why))), r.now)
+    desc = r.e.query("cores")["cores"][0]
+    assert (desc["fw_link"], desc["fw_refused"]) == ("refused", why)
+    # the core restarts its firmware (a new one, a new link): the relay says HELLO again
+    r.e.on_ctl(0, wire.encode(messages.event("vdsp0", "crashed", reason="crash: exception")), r.now)
+    assert r.e.query("cores")["cores"][0]["reason"] == "crash: exception"
+    assert r.e.query("cores")["cores"][0]["fw_link"] == "closed"
+    r.core_up(0)
+    greet = decode([f for k, i, f in r.take(TO_FW)][0])
+    r.e.on_fw(0, wire.encode(messages.ready(greet.msg_id, "vdsp0", "firmware", state="running")), r.now)
+    desc = r.e.query("cores")["cores"][0]
+    assert (desc["fw_link"], desc["fw_refused"]) == ("ready", "")
+
+
 def test_a_client_hello_is_answered_ready_once_every_core_is_known():
     r = Relay()
     r.send(A, messages.hello(5, "client", owner=7, pid=1))

@@ -79,7 +79,8 @@ class Settings:
 
     runtime_dir = Variable[Path | None](
         "VDSP_RUNTIME_DIR", "path", "`$XDG_RUNTIME_DIR/vdsp`, else `/tmp/vdsp-$UID`",
-        "sockets, pid files, logs, dmesg of one SoC", ALL, Path, None)
+        "sockets, pid files, logs, dmesg of one SoC (any length: one longer than 90 characters keeps its sockets "
+        "in a short private directory, `/tmp/vdsp-sock-XXXXXXXX`, that its `sockets` link names)", ALL, Path, None)
     shm_dir = Variable[str](
         "VDSP_SHM_DIR", "path", "`/dev/shm`", "the directory of the DDR files (a tmpfs every process of the SoC sees)",
         ALL, _str, "/dev/shm")
@@ -124,9 +125,10 @@ class Settings:
         "instead of ~345); `0` starts each core and the relay as a fresh interpreter", (CLI, CORE), _flag, True)
     native = Variable[bool](
         "VDSP_NATIVE", "`0` to turn off", "on",
-        "the compiled build of the hot modules (mypyc; `scripts/venv.sh` builds it where a C compiler is found) "
-        "runs when it matches their sources; `0` runs the pure Python modules. Read by `protocol/native.py` "
-        "itself, which decides before the other packages load", ALL, _flag, True)
+        "the compiled build of the hot modules (mypyc; `scripts/venv.sh` builds and installs it into the venv "
+        "where a C compiler is found) runs while their sources are the ones compiled; `0` runs the pure Python "
+        "modules. Read by the build's import hook (`vdsp_sim/native_finder.py`), which runs before any package "
+        "loads", ALL, _flag, True)
     busy_poll_us = Variable[int](
         "VDSP_BUSY_POLL_US", "µs", "0",
         "a waiting thread spins this many µs before it sleeps (like `SO_BUSY_POLL`): lower latency for short "

@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_status(status, verbose=args.verbose)
     gave_up = supervisor is not None and any(p.get("gave_up") for p in supervisor.get("processes", {}).values())
-    running = status.get("cores") and all(c.get("state") == "running" for c in status["cores"])
+    running = status.get("cores") and all(c.get("state") == "running" and c.get("fw_link") != "refused"
+                                          for c in status["cores"])
     return 0 if running and not gave_up else 3
 
 
@@ -72,6 +73,11 @@ def _print_status(status: dict, verbose: bool = False) -> None:
     signers = [f"{c['name']} {c['firmware_signer']}" for c in status["cores"] if c.get("firmware_signer")]
     if signers:
         print(f"firmware signed by: {', '.join(signers)}")
+    for core in status["cores"]:
+        if core.get("fw_link") == "refused":
+            print(f"{core['name']}'s firmware refused the relay: {core.get('fw_refused') or '?'}")
+        elif core.get("state") != "running" and core.get("reason"):
+            print(f"{core['name']} is {core.get('state')}: {core['reason']}")
     for core in status["cores"]:
         if core.get("allow_unsigned"):
             print(f"WARNING: {core['name']} runs with --allow-unsigned: it boots UNSIGNED firmware images "
