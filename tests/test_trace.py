@@ -340,6 +340,30 @@ def test_the_timeline_picture_is_drawn(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_each_core_s_label_sits_on_its_own_row():
+    """The "N tasks, M ms busy" text of each core is drawn beside that core's row (the rows run
+    top-down: it was placed by axes fraction, bottom-up, so vdsp0's figures sat on vdsp1's row)."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+    from vdsp_sim import traceplot
+    tasks = {"vdsp0": 3, "vdsp1": 1, "vdsp2": 5}
+    events = [{"ph": "X", "cat": "firmware", "name": "ping", "ts": 1000.0 * (10 * n + i), "dur": 1000.0 * (n + 1),
+               "pid": 1, "tid": 1, "args": {"core": core, "client_pid": 7}}
+              for n, (core, count) in enumerate(tasks.items()) for i in range(count)]
+    fig = traceplot.figure({"traceEvents": events})
+    try:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        middle = lambda artist: (lambda box: (box.y0 + box.y1) / 2)(artist.get_window_extent())   # noqa: E731
+        rows = {t.get_text(): middle(t) for t in ax.get_yticklabels()}
+        pitch = abs(rows["vdsp0"] - rows["vdsp1"])
+        labels = {t.get_text().split(" tasks")[0]: middle(t) for t in ax.texts if " tasks\n" in t.get_text()}
+        for n, (core, count) in enumerate(tasks.items()):
+            assert abs(labels[str(count)] - rows[core]) < pitch / 4, (core, labels, rows)
+    finally:
+        plt.close(fig)
+
+
 # --- the metrics sink (no HTTP: tests/test_live_trace.py scrapes a live relay) ------------------
 def test_relay_metrics_count_tasks_failures_and_crash_recovery():
     from relay_server.metrics import RelayMetrics

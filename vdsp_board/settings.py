@@ -113,9 +113,9 @@ class Settings:
     ddr_reserve = Variable[str | None](
         "VDSP_DDR_RESERVE", "bytes (`256M`, `2G`) or a share (`50%`)", "`25%`",
         "DDR kept free for the next client. An allocation must leave it free or, once less is free, may bring "
-        "its owner to at most half of what it holds plus what is free (checked under one lock on the DDR "
-        "directory): clients allocating until refused always leave the next one a share. `SysOutOfMemory` "
-        "past it", (CLIENT,), _str, None)
+        "its owner to at most half of what it holds plus what is free (checked under a lock of the user's own in "
+        "the DDR directory, waited for at most 1 s): clients allocating until refused always leave the next "
+        "one a share. `SysOutOfMemory` past it", (CLIENT,), _str, None)
     firmware_dir = Variable[Path | None](
         "VDSP_FIRMWARE_DIR", "path", "`$VDSP_RUNTIME_DIR/firmware`", "the default firmware directory",
         (CORE, CLI), Path, None)
