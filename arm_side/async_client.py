@@ -23,6 +23,7 @@ from protocol import errors, header, messages, wire
 from protocol.cancel import CancelOutcome
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from arm_side import tracing
+from arm_side.busy_retry import BusyRetry
 from arm_side.client import Client
 from arm_side.connect_wait import CoreWait, RelayWait
 from arm_side.session import PeerState, Session
@@ -121,12 +122,24 @@ class AsyncClient(Client):
                 log.exception("SDK reader error on %s", link.name)
 
     # --- connecting -------------------------------------------------------------------------
-    async def _ready(self, req: Request, wait: RelayWait | CoreWait) -> dict:
-        """``req``'s reply, waited for in the slices ``wait`` gives (it raises when to give up)."""
-        fut = req._as_future()
-        while not fut.done():
-            await asyncio.wait({fut}, timeout=wait.next_slice(time.monotonic()))
-        return fut.result()
+    async def _ready(self, link, wait: RelayWait | CoreWait) -> dict:
+        """Say HELLO on ``link``; the READY, waited for in the slices ``wait`` gives (it raises when
+        to give up). A HELLO answered HB_DSP_BUSY is said again after a pause
+        (``arm_side.busy_retry``) within the connect timeout."""
+        busy = BusyRetry(time.monotonic() + self.connect_timeout_s)
+        while True:
+            req = self._request(link, self.session.hello())
+            try:
+                fut = req._as_future()
+                while not fut.done():
+                    await asyncio.wait({fut}, timeout=wait.next_slice(time.monotonic()))
+                return fut.result()
+            except errors.CoreBusy as exc:
+                if isinstance(wait, RelayWait):
+                    wait.answered()
+                await asyncio.sleep(busy.pause(exc, time.monotonic()))
+            finally:
+                self.session.forget(req.msg_id)
 
     async def _connect_relay_async(self) -> None:
         endpoint = self.transport.servers()["relay"]
@@ -135,16 +148,13 @@ class AsyncClient(Client):
         link.peer = peer
         self.session.peers[:] = [peer]
         self.links["relay"] = link
-        req = self._request(link, self.session.hello())
         try:
-            info = await self._ready(req, RelayWait(self.transport, endpoint, self.connect_timeout_s,
-                                                    time.monotonic()))
+            info = await self._ready(link, RelayWait(self.transport, endpoint, self.connect_timeout_s,
+                                                     time.monotonic()))
         except BaseException:
             peer.alive = False
             self._close_links(peer)
             raise
-        finally:
-            self.session.forget(req.msg_id)
         link.take_gone()    # forget a connection that closed before this READY came
         self._carry_out(self.session.connected(peer, info, time.monotonic()))
 
@@ -156,18 +166,15 @@ class AsyncClient(Client):
             link.peer = peer
             self.session.peers.append(peer)
             self.links[name] = link
-            req = self._request(link, self.session.hello())
             try:
-                info = await self._ready(req, CoreWait(self.transport, endpoint, self.connect_timeout_s,
-                                                       time.monotonic()))
+                info = await self._ready(link, CoreWait(self.transport, endpoint, self.connect_timeout_s,
+                                                        time.monotonic()))
             except errors.TaskTimeout as exc:
                 log.warning("core %s does not answer at %s: %s", name, endpoint, exc.message)
                 self._release_link(self.links.pop(name))
                 peer.alive = False
                 self.core_states[name] = "unreachable"
                 continue
-            finally:
-                self.session.forget(req.msg_id)
             self._carry_out(self.session.connected(peer, info, time.monotonic()))
         if not any(p.alive for p in self.session.peers):
             raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")

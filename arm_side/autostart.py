@@ -82,6 +82,8 @@ def supervisor_problem(rt: Path) -> str | None:
     state = supervisor_state(rt)
     if state is None:
         return None
+    if state.get("state") == "failed":
+        return f"the SoC in {rt} failed to start: {str(state.get('reason', '?'))[:2000]}"
     if state.get("state") == "stopping":
         return f"the SoC in {rt} is being stopped ('vdsp down')"
     relay = state.get("processes", {}).get("relay", {})
@@ -93,7 +95,11 @@ def supervisor_problem(rt: Path) -> str | None:
 
 def cores_listening(rt: Path) -> bool:
     """True if some DSP core endpoint of ``rt`` accepts connections (a core process serves it)."""
-    return any(listening(endpoint) for endpoint in rundir.core_endpoints(rt).values())
+    try:
+        endpoints = rundir.core_endpoints(rt)
+    except errors.CoreOffline:      # a long runtime dir whose sockets' directory no core made
+        return False
+    return any(listening(endpoint) for endpoint in endpoints.values())
 
 
 def listening(endpoint: str) -> bool:

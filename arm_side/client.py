@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import select
 import threading
 import time
 from typing import Any
@@ -20,10 +19,12 @@ from protocol import errors, messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from protocol.task_options import DEFAULT, TaskOptions
 from arm_side import tracing
+from arm_side.busy_retry import BusyRetry
 from arm_side.connect_wait import CoreWait, RelayWait
-from arm_side.session import CLOSE_FW, OPEN_FW, SEND, PeerState, Session
+from arm_side.session import CLOSE_FW, HELLO_FW, OPEN_FW, SEND, PeerState, Session
 from arm_side.task import Request, Task
 from arm_side.transport import Transport
+from vdsp_board.fdwait import PollSet
 from vdsp_board.procfacts import ProcFacts
 
 log = logging.getLogger("vdsp.sdk")
@@ -54,6 +55,7 @@ class Client:
         self.memory: Any = None  # set by Soc: the MemoryManager for strict-mode hooks
         self.tracer = tracing.sdk_tracer()      # SoC trace stamps (no-ops unless tracing is on)
         self._kick_r, self._kick_w = os.pipe()
+        self._poll = PollSet()          # what the reader sleeps on (poll: any fd number, unlike select)
         os.set_blocking(self._kick_r, False)
         os.set_blocking(self._kick_w, False)
         self.connect_timeout_s = connect_timeout_s
@@ -102,20 +104,36 @@ class Client:
 
         Raises RelayUnavailable saying which process and why, or the error the relay answered with.
         """
-        req = self._request(link, self.session.hello())
-        try:
-            wait = RelayWait(self.transport, endpoint, self.connect_timeout_s, time.monotonic())
-            while not req.done():
-                refusal = self.transport.refused(link)
-                if refusal:
-                    raise errors.KeyRefused(refusal)
-                try:
-                    req.wait(wait.next_slice(time.monotonic()) * 1000)
-                except errors.TaskTimeout:
-                    pass
-            return req.wait()
-        finally:
-            self.session.forget(req.msg_id)
+        wait = RelayWait(self.transport, endpoint, self.connect_timeout_s, time.monotonic())
+
+        def ready(req: Request) -> dict:
+            try:
+                while not req.done():
+                    refusal = self.transport.refused(link)
+                    if refusal:
+                        raise errors.KeyRefused(refusal)
+                    try:
+                        req.wait(wait.next_slice(time.monotonic()) * 1000)
+                    except errors.TaskTimeout:
+                        pass
+                return req.wait()
+            except errors.CoreBusy:
+                wait.answered()
+                raise
+        return self._hello(link, ready)
+
+    def _hello(self, link, ready) -> dict:
+        """Say HELLO on ``link``; the READY body ``ready(request)`` waits for. A HELLO answered
+        HB_DSP_BUSY is said again after a pause (``arm_side.busy_retry``) within the connect timeout."""
+        busy = BusyRetry(time.monotonic() + self.connect_timeout_s)
+        while True:
+            req = self._request(link, self.session.hello())
+            try:
+                return ready(req)
+            except errors.CoreBusy as exc:
+                time.sleep(busy.pause(exc, time.monotonic()))
+            finally:
+                self.session.forget(req.msg_id)
 
     def _connect_direct(self) -> None:
         now = time.monotonic()
@@ -125,9 +143,8 @@ class Client:
             link.peer = peer
             self.session.peers.append(peer)
             self.links[name] = link
-            req = self._request(link, self.session.hello())
             try:
-                info = self._await_core(link, req, endpoint)
+                info = self._await_core(link, endpoint)
             except errors.KeyRefused:
                 peer.alive = False      # no DISCONNECT on a link the server refused (a send would block)
                 raise
@@ -137,25 +154,26 @@ class Client:
                 peer.alive = False
                 self.core_states[name] = "unreachable"
                 continue
-            finally:
-                self.session.forget(req.msg_id)
             self._carry_out(self.session.connected(peer, info, time.monotonic()))
         if not any(p.alive for p in self.session.peers):
             raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")
 
-    def _await_core(self, link, req: Request, endpoint: str) -> dict:
-        """A core's READY, waited for as ``CoreWait`` says. Raises TaskTimeout saying why not longer,
-        KeyRefused at once if the server refuses our key, or the error the server answered with."""
+    def _await_core(self, link, endpoint: str) -> dict:
+        """HELLO a core; its READY, waited for as ``CoreWait`` says. Raises TaskTimeout saying why
+        not longer, KeyRefused at once if the server refuses our key, or the error the server answered with."""
         wait = CoreWait(self.transport, endpoint, self.connect_timeout_s, time.monotonic())
-        while True:
-            refusal = self.transport.refused(link)
-            if refusal:
-                raise errors.KeyRefused(refusal)
-            slice_s = wait.next_slice(time.monotonic())    # raises TaskTimeout when waiting is pointless
-            try:
-                return req.wait(slice_s * 1000)
-            except errors.TaskTimeout:
-                pass
+
+        def ready(req: Request) -> dict:
+            while True:
+                refusal = self.transport.refused(link)
+                if refusal:
+                    raise errors.KeyRefused(refusal)
+                slice_s = wait.next_slice(time.monotonic())    # raises TaskTimeout when waiting is pointless
+                try:
+                    return req.wait(slice_s * 1000)
+                except errors.TaskTimeout:
+                    pass
+        return self._hello(link, ready)
 
     def _carry_out(self, actions: list) -> None:
         """Do what the session asked: open or close a firmware link (direct mode), send."""
@@ -179,6 +197,10 @@ class Client:
                 link = self.links[f"{peer.name}.fw"] = self._open(endpoint, f"{peer.name}.fw")
                 link.peer = peer
                 self.session.fw_hello_sent(peer, self._request(link, self.session.hello()))
+            elif kind == HELLO_FW:      # the firmware answered our HELLO HB_DSP_BUSY: again
+                link = self.links.get(f"{peer.name}.fw")
+                if link is not None:
+                    self.session.fw_hello_sent(peer, self._request(link, self.session.hello()))
 
     # --- sending --------------------------------------------------------------------------
     def _open(self, endpoint: str, name: str, watch: bool = False):
@@ -316,7 +338,7 @@ class Client:
             if kick:
                 fds.append(self._kick_r)
             if fds:
-                select.select(fds, [], [], timeout)
+                self._poll.wait(fds, timeout)
             else:
                 time.sleep(timeout)
         finally:

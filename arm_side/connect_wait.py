@@ -28,6 +28,11 @@ class RelayWait:
         self.message = f"no relay answers at {endpoint} within {timeout_s:g} s"
         self.plan: Any = None      # the transport's autostart.Plan, once asked
 
+    def answered(self) -> None:
+        """The relay answered (HB_DSP_BUSY: the SDK says HELLO again): it runs, so no plan for a
+        relay that does not answer is needed; the wait goes on up to the deadline."""
+        self.decide_at = None
+
     def next_slice(self, now: float) -> float:
         """Seconds to wait for the READY now. Raises RelayUnavailable saying which process and why."""
         if self.decide_at is not None and now >= self.decide_at:

@@ -40,23 +40,34 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import functools
+import importlib
 import threading
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from protocol import errors
 from protocol.constants import Core
 from protocol.task_options import TaskOptions
-from arm_side import dnn, nn
+from arm_side import nn
 from arm_side.memory import CLEAN, INVALIDATE, Mem
 from arm_side.soc import Soc
 from arm_side.task import Task
 
+if TYPE_CHECKING:
+    from arm_side import dnn
+
+
+def _dnn():
+    """arm_side.dnn, imported at the first hbDNN call: it loads onnxruntime (a third of a second,
+    tens of MB), which code using only hbSys*/hbDSP* (the C face's DSP programs) never needs."""
+    return importlib.import_module("arm_side.dnn")
+
+
 # --- constants -----------------------------------------------------------------------------------
 HB_SYS_MEM_CACHE_INVALIDATE = INVALIDATE        # hbSysMemFlushFlag
 HB_SYS_MEM_CACHE_CLEAN = CLEAN
-HB_BPU_CORE_ANY, HB_BPU_CORE_0, HB_BPU_CORE_1 = dnn.BPU_CORE_ANY, dnn.BPU_CORE_0, dnn.BPU_CORE_1   # hbBPUCore
+HB_BPU_CORE_ANY, HB_BPU_CORE_0, HB_BPU_CORE_1 = 0, 1, 2         # hbBPUCore (arm_side.dnn.tasks: the same)
 HB_DSP_CORE_ANY, HB_DSP_CORE_0, HB_DSP_CORE_1 = int(Core.ANY), int(Core.CORE_0), int(Core.CORE_1)
 HB_DNN_PRIORITY_LOWEST, HB_DNN_PRIORITY_HIGHEST = 0, 255                    # hbDNNTaskPriority
 HB_DNN_PRIORITY_PREEMP = HB_DNN_PRIORITY_HIGHEST
@@ -119,6 +130,9 @@ def use(soc: Soc, runtime: dnn.Runtime | None = None) -> None:
 
 def soc() -> Soc:
     """The Soc in use (opened on first use: ``Soc()``, closed at exit)."""
+    s = _state["soc"]
+    if s is not None:       # the common case, without the lock (a dict read is atomic)
+        return s
     with _lock:
         if _state["soc"] is None:
             _state.update(soc=Soc(), owned=True)
@@ -129,7 +143,7 @@ def runtime() -> dnn.Runtime:
     """The hbDNN runtime in use (``dnn.Runtime(soc())`` on first use, configured by HB_DNN_*)."""
     with _lock:
         if _state["runtime"] is None:
-            _state.update(runtime=dnn.Runtime(soc()), owned_runtime=True)
+            _state.update(runtime=_dnn().Runtime(soc()), owned_runtime=True)
         return _state["runtime"]
 
 
@@ -362,7 +376,7 @@ def hbDSPReleaseTask(taskHandle: Any) -> None:
 # --- model runtime: hbDNN* ------------------------------------------------------------------------
 def hbDNNGetVersion() -> str:
     """``dnn.version()``."""
-    return dnn.version()
+    return _dnn().version()
 
 
 def hbDNNGetErrorDesc(errorCode: int) -> str:
@@ -381,7 +395,7 @@ class hbDNNInferCtrlParam:
     reserved2: int = 0
 
     def to_dnn(self) -> dnn.InferCtrlParam:
-        return dnn.InferCtrlParam(bpu_core_id=self.bpuCoreId, priority=self.priority, more=bool(self.more),
+        return _dnn().InferCtrlParam(bpu_core_id=self.bpuCoreId, priority=self.priority, more=bool(self.more),
                                   custom_id=self.customId)
 
 

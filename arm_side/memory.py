@@ -151,21 +151,29 @@ class Mem:
         lo, hi = self._span(offset, self._size - offset if size is None else size)
         return bytes(view[lo:hi])
 
-    def flush(self, flag: int) -> None:
-        """CLEAN: cache -> DDR; INVALIDATE: DDR -> cache (no-op for uncached memory).
+    def flush(self, flag: int, offset: int = 0, size: int | None = None) -> None:
+        """CLEAN: cache -> DDR; INVALIDATE: DDR -> cache (no-op for uncached memory); ``size``
+        bytes at ``offset`` (default: all of it; the C face flushes the range an hbSysMem names).
 
-        Raises SysInvalidArgument for another flag or freed memory.
+        Raises SysInvalidArgument for another flag, a range outside the memory, or freed memory.
         """
         self._check_live()
         if not _is_int(flag) or flag not in (INVALIDATE, CLEAN):
             raise SysInvalidArgument(f"flush flag {flag!r} must be INVALIDATE (1) or CLEAN (2)")
+        lo, hi = self._span(offset, self._size - offset if size is None and _is_int(offset) else size)
         if self._cache is None:
             return
+        whole = lo == 0 and hi == self._size
         if flag == CLEAN:
-            self._ddr[:] = self._cache
-        else:
+            if whole:
+                self._ddr[:] = self._cache
+            else:
+                self._ddr[lo:hi] = self._cache[lo:hi]
+        elif whole:
             self._cache[:] = self._ddr
             self._device_written = False
+        else:
+            self._cache[lo:hi] = self._ddr[lo:hi]
 
     def share(self, to: int = ANY_OWNER, offset: int = 0, size: int | None = None) -> "Grant":
         """Grant owner ``to`` (an owner id, or ANY_OWNER) the use of ``size`` bytes at ``offset``

@@ -10,7 +10,8 @@ what it returns:
 - :meth:`receive` (a message from a peer) → actions ``(OPEN_FW, peer, endpoint)`` and
   ``(CLOSE_FW, peer, None)`` (direct mode: a core's firmware came up or went away);
 - :meth:`tick` (the clock) → ``(SEND, peer, frames)`` heartbeats; peers that fell silent, or
-  whose connection closed, are declared dead and their requests fail.
+  whose connection closed, are declared dead and their requests fail; ``(HELLO_FW, peer, None)``
+  (direct mode): say HELLO again to a firmware that answered the last one HB_DSP_BUSY.
 """
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_TASKS_P
 from protocol.core_state import CoreState, error_for
 from protocol.liveness import Liveness, ProcFact
 from protocol.task_options import TaskOptions
+from arm_side.busy_retry import BusyRetry
 
 log = logging.getLogger("vdsp.sdk")
-SEND, OPEN_FW, CLOSE_FW = "send", "open_fw", "close_fw"
+SEND, OPEN_FW, CLOSE_FW, HELLO_FW = "send", "open_fw", "close_fw", "hello_fw"
 
 
 class PeerState:
@@ -42,6 +44,8 @@ class PeerState:
         self.fw_endpoint: str | None = None     # direct mode: where the core's firmware link goes
         self.fw_hello: Any = None               # direct mode: our HELLO on that link (proves our owner)
         self.fw_refused: errors.VdspError | None = None     # direct mode: the firmware refused that HELLO
+        self.fw_busy: BusyRetry | None = None   # direct mode: that HELLO was answered HB_DSP_BUSY: the pauses
+        self.fw_again_at: float | None = None   # ... and when to say it again (None: not due, or not yet set)
         self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
 
     def connect(self, info: dict, now: float) -> None:
@@ -127,23 +131,35 @@ class Session:
             if peer.fw_endpoint is None or not peer.alive:
                 raise error_for(CoreState.of(self.core_states.get(peer.name, "offline")), peer.name)
         if peer.fw_refused is not None and has_buffers:
+            if isinstance(peer.fw_refused, errors.CoreBusy):
+                raise errors.CoreBusy(f"{peer.name}: our HELLO is to be said again to its firmware, which answered "
+                                      f"the last one: {peer.fw_refused.message}; send the task again shortly")
             raise errors.ClaimRefused(f"{peer.name}: {peer.fw_refused.message}")
         return peer
 
     def fw_hello_sent(self, peer: PeerState, req) -> None:
         """Direct mode: our HELLO went to ``peer``'s firmware. Not waited for (a firmware running
         a long task answers only after it, and one link keeps order); a refusal is kept, and
-        later tasks with buffers to that firmware raise it."""
-        peer.fw_refused, peer.fw_hello = None, req
+        later tasks with buffers to that firmware raise it. HB_DSP_BUSY (it verifies many HELLOs
+        now) is kept until :meth:`tick` has it said again, after a pause (``arm_side.busy_retry``)."""
+        peer.fw_refused, peer.fw_hello, peer.fw_again_at = None, req, None
 
-        def refused(r, peer: PeerState = peer) -> None:
-            if isinstance(r.error, errors.ClaimRefused) and peer.fw_hello is r:
+        def answered(r, peer: PeerState = peer) -> None:
+            if peer.fw_hello is not r:
+                return
+            if isinstance(r.error, errors.ClaimRefused):
                 peer.fw_refused = r.error
                 log.error("the firmware of %s refused our HELLO: %s", peer.name, r.error)
-        req.add_done_callback(refused)
+            elif isinstance(r.error, errors.CoreBusy):
+                peer.fw_busy = peer.fw_busy or BusyRetry()      # first: the clock looks at fw_refused
+                peer.fw_refused = r.error
+            elif r.error is None:
+                peer.fw_busy = None
+        req.add_done_callback(answered)
 
     def _forget_fw_hello(self, peer: PeerState) -> None:
         req, peer.fw_hello = peer.fw_hello, None
+        peer.fw_busy = peer.fw_again_at = None
         if req is not None and self.pending.pop(req.msg_id, None) is not None:
             req._complete({}, None)
 
@@ -243,6 +259,8 @@ class Session:
         for peer in list(self.peers):
             if not peer.alive or not peer.connected:
                 continue
+            if isinstance(peer.fw_refused, errors.CoreBusy):
+                actions += self._fw_hello_again(peer, now)
             live = peer.liveness
             if closed(peer):
                 actions += self.peer_dead(peer, "its connection closed")
@@ -251,6 +269,19 @@ class Session:
             elif live.send_due(now):
                 actions.append((SEND, peer, wire.encode(messages.heartbeat())))
         return actions
+
+    def _fw_hello_again(self, peer: PeerState, now: float) -> list:
+        """Direct mode: the firmware answered our HELLO HB_DSP_BUSY: say it again once the pause is over."""
+        busy, refusal = peer.fw_busy, peer.fw_refused
+        if busy is None or not isinstance(refusal, errors.CoreBusy):   # said again meanwhile (another thread)
+            return []
+        if peer.fw_again_at is None:
+            peer.fw_again_at = now + busy.pause(refusal, now)     # no deadline: it does not raise
+            return []
+        if now < peer.fw_again_at or peer.fw_endpoint is None:
+            return []
+        peer.fw_again_at = None
+        return [(HELLO_FW, peer, None)]
 
     def peer_dead(self, peer: PeerState, why: str) -> list:
         peer.alive = False

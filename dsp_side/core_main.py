@@ -46,8 +46,10 @@ def run_from_args(args: argparse.Namespace) -> None:
     proc.die_with_parent()
     soclog.setup("dsp")
     rt = rundir.runtime_dir()
-    bind = args.bind or rundir.core_endpoints(rt).get(args.name) or rundir.ipc(rt / f"{args.name}.sock")
-    fw_bind = args.fw_bind or rundir.fw_endpoint_for(bind)
+    # an ipc path past the limit is refused now (InvalidArgument), not when the firmware fails to bind it
+    bind = rundir.check_endpoint(args.bind or rundir.core_endpoints(rt, create=True).get(args.name)
+                                 or rundir.ipc(rundir.socket_dir(rt, create=True) / f"{args.name}.sock"))
+    fw_bind = rundir.check_endpoint(args.fw_bind or rundir.fw_endpoint_for(bind))
     template = None
     if fwtemplate.enabled():
         # imported here, before anything listens: a boot never waits for the template's imports

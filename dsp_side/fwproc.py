@@ -63,6 +63,7 @@ class FirmwareProcess:
         self._buf = b""
         self.kill_reason: str | None = None
         self.refusal: str | None = None     # why the firmware process refused the image, if it did
+        self.failure: str | None = None     # why it could not serve (bind its endpoint), if so
 
     @property
     def pid(self) -> int:
@@ -71,12 +72,13 @@ class FirmwareProcess:
     def on_readable(self) -> str:
         """Consume stdout: ``"ready"`` once the READY line is in, ``"dead"`` at EOF, else ``""``.
         A ``{"refused": MESSAGE}`` line instead of READY (the image failed verification) sets
-        ``refusal``; the process then exits."""
+        ``refusal``, a ``{"failed": MESSAGE}`` line (it cannot serve) sets ``failure``; the process
+        then exits."""
         chunk = os.read(self.fd, 65536)
         if not chunk:
             return "dead"
         self._buf += chunk
-        if self.info is None and self.refusal is None and b"\n" in self._buf:
+        if self.info is None and self.refusal is None and self.failure is None and b"\n" in self._buf:
             line, _, self._buf = self._buf.partition(b"\n")
             try:
                 info = json.loads(line)
@@ -85,6 +87,9 @@ class FirmwareProcess:
                 return ""
             if isinstance(info, dict) and "refused" in info:
                 self.refusal = str(info["refused"])[:2000]
+                return ""
+            if isinstance(info, dict) and "failed" in info:
+                self.failure = str(info["failed"])[:2000]
                 return ""
             self.info = info
             return "ready"

@@ -14,6 +14,7 @@ from protocol.liveness import Liveness
 from vdsp_board import rundir
 
 HELLO_RETRY_S = 0.5
+MAX_REASON = 2000       # characters of a core's or firmware's reason kept
 
 
 class CoreView:
@@ -29,7 +30,10 @@ class CoreView:
         self.allow_unsigned = False      # the core boots unsigned images (development)
         self.watchdog_ms: int | None = None     # the core's firmware watchdog, as it announced it
         self.max_sleep_ms: int | None = None    # the longest sleep/count its firmware accepts
+        self.reason = ""                 # why the core is in its state, as it last said (or the relay saw)
         self.fw_open = False
+        self.fw_hello = ""               # on the open firmware link: "greeting", "ready" or "refused"
+        self.fw_refused = ""             # why the firmware refused the relay's HELLO on that link
         self.fw_endpoint = ""
         self.fw_generation = self.greeted = 0
         self.inflight: dict[int, Any] = {}
@@ -60,6 +64,9 @@ class CoreView:
         if isinstance(interval, int) and interval > 0 and interval != self.heartbeat_ms:
             self.heartbeat_ms = interval
             self.liveness = Liveness(self.liveness.last_heard, interval, self.hung_ms)
+        reason = body.get("reason")
+        if isinstance(reason, str):
+            self.reason = reason[:MAX_REASON]
         self.state = state
         self.fw_pid = body.get("fw_pid", self.fw_pid) if state is CoreState.RUNNING else None
         return rundir.connectable(body.get("fw_endpoint", ""), self.endpoint)
@@ -76,10 +83,23 @@ class CoreView:
     def open_fw(self, endpoint: str) -> None:
         self.fw_endpoint, self.fw_open = endpoint, True
         self.fw_generation += 1
+        self.fw_hello, self.fw_refused = "greeting", ""
+
+    def fw_answered(self, refused: str | None) -> None:
+        """The firmware answered the relay's HELLO on the open link: READY, or an ERROR saying why not."""
+        self.fw_hello = "ready" if refused is None else "refused"
+        self.fw_refused = (refused or "")[:MAX_REASON]
+
+    @property
+    def fw_link(self) -> str:
+        """``closed`` (no firmware link: the core does not run), ``greeting`` (the relay's HELLO
+        is not answered yet), ``ready`` (the firmware accepted it) or ``refused``."""
+        return self.fw_hello if self.fw_open else "closed"
 
     def describe(self) -> dict:
         return {"name": self.name, "index": self.index, "endpoint": self.endpoint, "state": self.state.value,
                 "firmware_version": self.firmware_version, "operators": self.operators,
                 "crash_count": self.crash_count, "inflight": len(self.inflight),
                 "firmware_signer": self.firmware_signer, "allow_unsigned": self.allow_unsigned,
-                "watchdog_ms": self.watchdog_ms, "max_sleep_ms": self.max_sleep_ms}
+                "watchdog_ms": self.watchdog_ms, "max_sleep_ms": self.max_sleep_ms, "reason": self.reason,
+                "fw_link": self.fw_link, "fw_refused": self.fw_refused if self.fw_link == "refused" else ""}

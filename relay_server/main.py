@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     soclog.setup("dsp")
     try:
         rt = rundir.runtime_dir()
-        bind = args.bind or rundir.relay_endpoint(rt)
-        cores = rundir.parse_core_list(args.core) if args.core else rundir.core_endpoints(rt)
+        bind = rundir.check_endpoint(args.bind or rundir.relay_endpoint(rt, create=True))
+        cores = rundir.parse_core_list(args.core) if args.core else rundir.core_endpoints(rt, create=True)
         pidfile = PidFile(rt / "relay.pid")
         pidfile.acquire()
     except errors.VdspError as exc:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 from arm_side import Soc, errors, opids, CORE_0
-from vdsp_board import ddr
+from vdsp_board import ddr, rundir
 from vdsp_board.pidfile import alive
 from tests.conftest import wait_until
 from tests.live import own_shm_prefix, shm_entries
@@ -82,6 +82,8 @@ def down_and_check(rt: Path, shm_before: set[str]) -> None:
     sockets = sorted(p.name for p in rt.glob("*.sock"))
     if sockets:
         problems.append(f"socket files left in {rt}: {sockets}")
+    if os.path.lexists(rt / rundir.SOCKETS_LINK):     # a long runtime dir's short sockets' directory
+        problems.append(f"{rt / rundir.SOCKETS_LINK} left, naming {os.readlink(rt / rundir.SOCKETS_LINK)}")
     mine = own_shm_prefix()
 
     def leaked() -> set[str]:

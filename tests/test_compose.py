@@ -313,6 +313,12 @@ def test_every_service_reaches_the_soc_with_curve_keys():
     assert "keys" in compose()["volumes"]
 
 
+def health_deadline() -> float:
+    """The default deadline of the whole 'vdsp health' check (--deadline)."""
+    from vdsp_sim import health
+    return health.DEADLINE_S
+
+
 def test_healthchecks_round_trip_a_buffer_and_start_order():
     svcs = services()
     for name in ("relay", *CORES):
@@ -321,6 +327,8 @@ def test_healthchecks_round_trip_a_buffer_and_start_order():
         for key in ("interval", "timeout", "retries", "start_period"):
             assert key in hc, f"{name}: healthcheck lacks {key}"
         assert "start_interval" not in hc, "Docker Engine < 25 refuses to create such a container"
+        assert float(hc["timeout"].rstrip("s")) > health_deadline(), \
+            f"{name}: 'vdsp health' must end by itself (and say why) before docker ends it"
         env, argv = healthcheck_argv(svcs[name])
         assert argv[:2] == ["vdsp", "health"], f"{name}: the healthcheck must round-trip a buffer, not only ask"
         if name in CORES:

@@ -96,6 +96,26 @@ def test_a_boot_that_fails_ends_at_once_offline_with_the_error():
     assert c.e.device.state.value == "offline" and c.e.device.busy is None
 
 
+def test_a_firmware_that_cannot_serve_says_why_and_a_peer_that_comes_later_is_told_too():
+    """A firmware that could not bind its endpoint reports ``{"failed": why}``: the EVENT, the
+    kernel log and the READY of a peer that says HELLO only afterwards (a relay started late)
+    carry that reason, not only "exit 3"."""
+    c = Core()
+    c.send(messages.hello(1, "relay"))
+    c.e.start()
+    c.e.fw_booted(999, "install", c.now)
+    c.take()
+    why = "could not bind ipc:///x/vdsp0.fw.sock: Address already in use"
+    c.e.fw_died("exit 3", {}, None, why)
+    out = c.take()
+    (event,) = sent(out)
+    assert (event.body["state"], event.body["reason"]) == ("offline", f"boot failed: {why}")
+    assert f"vdsp0: firmware vdsp0 failed to boot: {why}" in kmsgs(out)
+    c.send(messages.hello(2, "relay"), peer=b"\x00late")
+    (ready,) = sent(c.take(), b"\x00late")
+    assert (ready.body["state"], ready.body["reason"]) == ("offline", f"boot failed: {why}")
+
+
 def test_a_crash_is_counted_dumped_broadcast_and_recovered():
     c = Core()
     c.boot()

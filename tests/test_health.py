@@ -55,3 +55,21 @@ def test_an_unknown_core_and_no_soc(shared_soc, tmp_path):
     nothing.mkdir(mode=0o700)
     run = vdsp_health("--connect-timeout", "0.5", VDSP_RUNTIME_DIR=str(nothing))
     assert run.returncode == health.NOT_REACHABLE, run.stdout + run.stderr
+
+
+def test_a_core_that_does_not_answer_ends_the_check_at_its_deadline_saying_so(live_soc):
+    """A frozen firmware (SIGSTOP) answers nothing: the check ends at its own deadline, before a
+    probe's timeout would end it without a word, and says what it waited for."""
+    import signal
+    import time
+    fw = live_soc.fw_pid("vdsp0")
+    os.kill(fw, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        run = vdsp_health("--core", "vdsp0", "--deadline", "3", VDSP_RPC_MODE="direct")
+        took = time.monotonic() - t0
+    finally:
+        os.kill(fw, signal.SIGCONT)
+    assert run.returncode == health.NOT_REACHABLE, run.stdout + run.stderr
+    assert "did not end within its deadline, 3 s" in run.stderr, run.stderr
+    assert took < 3 + 15, took      # the deadline, and an interpreter's start on a busy host

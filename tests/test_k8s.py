@@ -158,6 +158,11 @@ def test_probes_round_trip_a_buffer(board):
     relay = cs["relay"]["args"]
     cmd = cs["relay"]["readinessProbe"]["exec"]["command"]
     assert cmd == ["env", f"VDSP_RELAY_ENDPOINT={relay[relay.index('--bind') + 1]}", "vdsp", "health"]
+    from tests.test_compose import health_deadline
+    for name, probe in (("vdsp0", "startupProbe"), ("vdsp0", "livenessProbe"), ("vdsp1", "startupProbe"),
+                        ("vdsp1", "livenessProbe"), ("relay", "readinessProbe")):
+        # 'vdsp health' ends by itself, saying why, before the kubelet ends it
+        assert cs[name][probe]["timeoutSeconds"] > health_deadline(), (name, probe)
 
 
 @pytest.mark.parametrize("board", BOARDS)

@@ -170,6 +170,20 @@ def test_dsp_writes_invisible_to_cpu_until_invalidate(mm, dsp):
     assert (arr == 7).all() and mem.read(3) == b"\x07" * 3
 
 
+def test_a_flush_of_a_range_moves_only_that_range(mm, dsp):
+    """What the C face does for an hbSysMem naming part of a buffer (phyAddr + offset)."""
+    mem = mm.alloc_cached(100)
+    mem.array()[:] = 5                               # the CPU wrote all of it ...
+    ddr_view(dsp, mem)[90:] = b"\x07" * 10           # ... the DSP wrote the tail meanwhile
+    mem.flush(CLEAN, 10, 20)                         # clean bytes 10..29 only
+    assert bytes(ddr_view(dsp, mem)) == bytes(10) + b"\x05" * 20 + bytes(60) + b"\x07" * 10
+    mem.flush(INVALIDATE, 90, 10)                    # and refresh the tail only
+    assert bytes(mem.array()) == b"\x05" * 90 + b"\x07" * 10
+    for offset, size in ((95, 10), (-1, 5), (0, -1)):
+        with pytest.raises(SysInvalidArgument):
+            mem.flush(CLEAN, offset, size)
+
+
 # -- strict mode --------------------------------------------------------------------
 
 def test_strict_submit_of_dirty_cache_names_the_buffer(strict):

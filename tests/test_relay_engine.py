@@ -98,6 +98,52 @@ def test_cores_are_greeted_and_a_running_core_gets_a_firmware_link_and_the_relay
     assert [i for k, i, f in r.take(TO_CTL) if decode(f).command is Command.HELLO] == [1]
 
 
+def test_a_firmware_that_answers_the_relays_hello_busy_is_greeted_again_at_the_next_tick():
+    """Before, the relay stayed unbound at that firmware: every task with buffers it forwarded was
+    refused there (HB_DSP_FOREIGN_HANDLE) until the firmware restarted."""
+    r = Relay()
+    r.e.tick(r.now)
+    r.core_up(0)
+    (greet,) = [decode(f) for k, i, f in r.take(TO_FW)]
+    busy = errors.CoreBusy("256 HELLOs are being verified; send HELLO again later")
+    r.e.on_fw(0, wire.encode(messages.error(greet.msg_id, busy)), r.now)
+    assert r.take(TO_FW) == []
+    r.now += 0.1
+    r.e.tick(r.now)
+    (again,) = [decode(f) for k, i, f in r.take(TO_FW)]
+    assert again.command is Command.HELLO and again.body["role"] == "relay" and again.msg_id != greet.msg_id
+    r.e.on_fw(0, wire.encode(messages.ready(again.msg_id, "vdsp0", "firmware")), r.now)
+    r.now += 0.1
+    r.e.tick(r.now)
+    assert r.take(TO_FW) == []                   # answered READY: greeted once and for all
+
+
+def test_the_firmwares_answer_to_the_relays_hello_is_in_the_core_description():
+    """What ``vdsp up`` waits for, and what it fails on at once: each firmware accepted the relay's
+    HELLO (``fw_link`` ready), or refused it (``refused``, with the firmware's reason)."""
+    r = Relay()
+    r.e.tick(r.now)
+    r.core_up(0, "offline")
+    r.take()
+    assert r.e.query("cores")["cores"][0]["fw_link"] == "closed"
+    r.core_up(0)
+    greet = decode([f for k, i, f in r.take(TO_FW)][0])
+    assert r.e.query("cores")["cores"][0]["fw_link"] == "greeting"
+    why = "process 4242 claims the role relay, but /rt/relay.pid names no live process"
+    r.e.on_fw(0, wire.encode(messages.error(greet.msg_id, errors.ClaimRefused(why))), r.now)
+    desc = r.e.query("cores")["cores"][0]
+    assert (desc["fw_link"], desc["fw_refused"]) == ("refused", why)
+    # the core restarts its firmware (a new one, a new link): the relay says HELLO again
+    r.e.on_ctl(0, wire.encode(messages.event("vdsp0", "crashed", reason="crash: exception")), r.now)
+    assert r.e.query("cores")["cores"][0]["reason"] == "crash: exception"
+    assert r.e.query("cores")["cores"][0]["fw_link"] == "closed"
+    r.core_up(0)
+    greet = decode([f for k, i, f in r.take(TO_FW)][0])
+    r.e.on_fw(0, wire.encode(messages.ready(greet.msg_id, "vdsp0", "firmware", state="running")), r.now)
+    desc = r.e.query("cores")["cores"][0]
+    assert (desc["fw_link"], desc["fw_refused"]) == ("ready", "")
+
+
 def test_a_client_hello_is_answered_ready_once_every_core_is_known():
     r = Relay()
     r.send(A, messages.hello(5, "client", owner=7, pid=1))
@@ -179,6 +225,34 @@ def test_cancel_of_a_queued_task_removes_it_and_of_a_task_sent_ahead_asks_the_fi
     assert replies(r.take()) == []               # its result is discarded
     r.send(A, messages.cancel(12, 999))
     assert replies(r.take(), A)[0].body["state"] == "unknown"
+
+
+def test_a_cancel_the_firmware_does_not_answer_is_answered_running_at_its_deadline():
+    """PROTOCOL.md §5.5: a CANCEL forwarded to a firmware is answered when it answers, and at
+    most CANCEL_WAIT_S after it arrived in any case (`running`: the task may run, unseen)."""
+    from relay_server.engine import CANCEL_WAIT_S
+    r = Relay(credit=1)
+    r.both_up()
+    r.task(A, 1, core=Core.CORE_0)
+    (ahead,) = tasks_sent(r.take(), 0)
+    r.send(A, messages.cancel(11, 1))
+    (cancel,) = [decode(f) for k, i, f in r.take() if k == TO_FW]
+    r.send(A, messages.cancel(12, 1))           # asked again meanwhile: one question per task, answered at once
+    out = r.take()
+    assert [k for k, *_ in out if k == TO_FW] == []
+    (again,) = replies(out, A)
+    assert again.msg_id == 12 and again.body["state"] == "running"
+    r.now += CANCEL_WAIT_S * 0.9
+    r.e.tick(r.now)
+    assert [m for m in replies(r.take(), A) if m.command is Command.RESULT] == []    # not yet
+    r.now += CANCEL_WAIT_S * 0.2
+    r.e.tick(r.now)
+    (answer,) = [m for m in replies(r.take(), A) if m.command is Command.RESULT]
+    assert answer.msg_id == 11 and answer.body["state"] == "running"
+    late = messages.result(cancel.msg_id, {"state": "cancelled", "target": ahead.msg_id})
+    r.e.on_fw(0, wire.encode(late), r.now)      # the firmware's late verdict: nobody is told twice
+    assert replies(r.take(), A) == []
+    assert r.e.cancels == {}
 
 
 def test_a_core_that_crashes_fails_its_tasks_with_its_code_and_any_tasks_move_on():

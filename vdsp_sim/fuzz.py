@@ -39,7 +39,7 @@ import msgpack
 
 from protocol import errors, header, opids
 from protocol.constants import MAX_HANDLES, Command
-from vdsp_board import clihelp
+from vdsp_board import clihelp, rundir
 
 _FORMATS = ("Y", "U8", "U16", "S16", "S32", "F32", "RGB", "BGR", "YUV444", "NV12", "NV12_SEPARATE")
 _DTYPES = ("S8", "U8", "S16", "U16", "S32", "U32", "S64", "U64", "F32", "F64", "S4", "U4", "F16")
@@ -476,11 +476,12 @@ def fuzz_soc(rt: Path, messages: int, *, seed: int = 0, batch: int = 2000, progr
         gen = Generator(seed, table, [Buffer(b.phys_addr, b.size) for b in bufs], _owner_id())
         ctx = zmq.Context()
         socks = []
+        where = rundir.socket_dir(rt)
         for name in ("relay.sock", "vdsp0.sock", "vdsp1.sock", "vdsp0.fw.sock", "vdsp1.fw.sock"):
             sock = ctx.socket(zmq.DEALER)
             sock.linger = 0
             sock.sndhwm = sock.rcvhwm = 100000
-            sock.connect(f"ipc://{rt / name}")
+            sock.connect(f"ipc://{where / name}")
             socks.append(sock)
         try:
             while report.sent < messages:
@@ -593,7 +594,6 @@ def run_args(args: argparse.Namespace) -> int:
 def _live(args: argparse.Namespace) -> int:
     import contextlib
 
-    from vdsp_board import rundir
     from vdsp_sim.private_soc import private_soc
 
     def progress(rep: SocReport) -> None:

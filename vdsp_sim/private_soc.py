@@ -42,8 +42,9 @@ from typing import Mapping
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from vdsp_board import ddr, settings
+from vdsp_board import ddr, rundir, settings
 from vdsp_board.pidfile import PidFile, alive
+from vdsp_sim.readiness import START_TIMEOUT_S
 from vdsp_sim.supervisor import Supervisor, stop_pid
 
 log = logging.getLogger("vdsp.launcher")
@@ -83,7 +84,7 @@ class PrivateSocConfig:
     strict_cache: bool | None = False       # VDSP_STRICT_CACHE of clients; None: the environment's
     env: Mapping[str, str | None] = dataclasses.field(default_factory=dict)   # more variables (None: unset)
     log_dir: Path | None = None             # one log file per process; None: <runtime dir>/log
-    ready_timeout_s: float | None = None   # None: wait while the processes live and progress
+    ready_timeout_s: float | None = START_TIMEOUT_S   # the start timeout (Supervisor.wait_ready); None: no limit
 
 
 def fresh_runtime_dir(prefix: str = "vt") -> Path:
@@ -236,11 +237,27 @@ class PrivateSoc:
         return problems
 
     def _remove_sockets(self) -> list[str]:
+        """Socket files left in the runtime dir (or the short directory of a long one's sockets,
+        removed then with its link)."""
         assert self.rt is not None
-        sockets = sorted(self.rt.glob("*.sock"))
-        for path in sockets:
-            path.unlink(missing_ok=True)
-        return [f"socket files left in {self.rt}: {[p.name for p in sockets]}"] if sockets else []
+        places = [self.rt]
+        try:
+            where = rundir.socket_dir(self.rt)
+            places += [where] if where != self.rt else []
+        except errors.VdspError:        # none made, or already removed
+            pass
+        problems = []
+        for place in places:
+            sockets = sorted(place.glob("*.sock"))
+            for path in sockets:
+                path.unlink(missing_ok=True)
+            problems += [f"socket files left in {place}: {[p.name for p in sockets]}"] if sockets else []
+        try:
+            if not rundir.release_socket_dir(self.rt):
+                problems.append(f"the sockets' directory of {self.rt} is not empty")
+        except (OSError, errors.VdspError) as exc:
+            problems.append(f"cannot remove the sockets' directory of {self.rt}: {exc}")
+        return problems
 
     def _reap_ddr(self) -> list[str]:
         """DDR files of anyone but this process that stay once their owners are gone (waits

@@ -22,7 +22,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
-import select
+import re
 import signal
 import stat
 import subprocess
@@ -34,9 +34,11 @@ from typing import Any, Callable
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from vdsp_board import curve, proc, rundir, settings
+from vdsp_board import curve, fdwait, proc, rundir, settings
 from vdsp_board.pidfile import SUPERVISOR_STATE, PidFile, StateFile, alive
 from vdsp_board import procfacts
+from vdsp_sim import readiness
+from vdsp_sim.readiness import START_TIMEOUT_S
 
 log = logging.getLogger("vdsp.launcher")
 RESTART_BURST = 5          # exits within the window that make the supervisor give a process up
@@ -47,6 +49,9 @@ TICK_S = 0.05              # how often a supervisor off the main thread looks at
 IDLE_TICK_S = 1.0          # `vdsp up` (woken by SIGCHLD at each exit): at least this often
 STALL_S = 60.0             # start-up fails when no process of the SoC used CPU for this long
 READY_POLL_S = 0.01        # how often the start-up asks the relay (or the cores) whether every core runs
+MAX_PIDS = 256             # processes of the SoC followed during start-up (it has about 10)
+CONNECT_S, QUERY_S = 10.0, 5.0     # the start-up client's connect and query timeouts, at most
+LOG_TAIL = 64 << 10        # bytes read at the end of a process's log for its last error
 
 
 def _env(rt: Path) -> dict:
@@ -119,7 +124,7 @@ class _Wakeups:
         return self
 
     def wait(self, seconds: float) -> None:
-        select.select([self.r], [], [], seconds)
+        fdwait.readable(self.r, seconds)
         try:
             while os.read(self.r, 512):
                 pass
@@ -151,6 +156,7 @@ class Supervisor:
         self.restart = restart
         self.children: dict[str, Child] = {}
         self.stopping = False
+        self.failed: str | None = None      # why the start failed (wait_ready), once it did
         self.state_file = StateFile(rt / SUPERVISOR_STATE) if restart else None
 
     @property
@@ -210,8 +216,9 @@ class Supervisor:
 
     def _ensure_keys(self) -> None:
         """A SoC with a tcp endpoint needs CURVE keys: make those missing (``vdsp keys init``)."""
-        endpoints = list(rundir.core_endpoints(self.rt).values()) + \
-            ([rundir.relay_endpoint(self.rt)] if self.relay else [])
+        # create: where the runtime dir is too long for its sockets, their short directory is made now
+        endpoints = list(rundir.core_endpoints(self.rt, create=True).values()) + \
+            ([rundir.relay_endpoint(self.rt, create=True)] if self.relay else [])
         if not any(curve.is_tcp(e) for e in endpoints):
             return
         directory = curve.keys_dir(self.rt)
@@ -290,11 +297,14 @@ class Supervisor:
     def _clean_endpoints(self, child: Child) -> None:
         """Remove the socket files a dead process bound (after SIGKILL it cannot): a stale file
         would make clients believe someone serves there."""
-        if child.name == "relay":
-            endpoints = [rundir.relay_endpoint(self.rt)]
-        else:
-            control = rundir.core_endpoints(self.rt).get(child.name, "")
-            endpoints = [control, rundir.fw_endpoint_for(control)] if control else []
+        try:
+            if child.name == "relay":
+                endpoints = [rundir.relay_endpoint(self.rt)]
+            else:
+                control = rundir.core_endpoints(self.rt).get(child.name, "")
+                endpoints = [control, rundir.fw_endpoint_for(control)] if control else []
+        except errors.VdspError:    # no sockets' directory (never made, or gone): no file of ours to remove
+            return
         for endpoint in endpoints:
             if not endpoint.startswith("ipc://"):
                 continue
@@ -308,8 +318,9 @@ class Supervisor:
         if self.state_file is None:
             return
         now = time.monotonic()
-        doc = {"supervisor_pid": os.getpid(), "state": "stopping" if self.stopping else "running",
-               "updated": time.time(),
+        doc = {"supervisor_pid": os.getpid(), "updated": time.time(),
+               "state": "failed" if self.failed else "stopping" if self.stopping else "running",
+               **({"reason": self.failed} if self.failed else {}),
                "restart_policy": {"burst": RESTART_BURST, "window_s": RESTART_WINDOW_S,
                                   "first_backoff_s": BACKOFF_FIRST_S, "backoff_cap_s": BACKOFF_CAP_S},
                "processes": {n: c.describe(now) for n, c in self.children.items()}}
@@ -321,62 +332,98 @@ class Supervisor:
     def gave_up(self) -> list[str]:
         return [n for n, c in self.children.items() if c.gave_up]
 
-    def wait_ready(self, timeout_s: float | None = None) -> dict:
-        """Block until every core is running (as the relay or the cores report). The wait follows
-        the processes, not a clock: it goes on while they live and make progress (a loaded host
-        boots slowly) and ends at once, saying which and why, when one exits (``restart=False``)
-        or is given up (``restart=True``), or when none of them used any CPU for ``STALL_S``;
-        ``timeout_s`` (None: none) caps it.
+    def wait_ready(self, timeout_s: float | None = START_TIMEOUT_S) -> dict:
+        """Block until every core serves, as the relay (or each core) reports it
+        (:func:`vdsp_sim.readiness.verdict`: in relay mode, each firmware also accepted the relay).
 
-        Raises CoreOffline with the reason and the last status seen.
+        It ends at once, naming the process and the reason it gave, when waiting cannot help: a
+        firmware failed to boot (it could not bind its endpoint, refused its image...) or refused
+        the relay's HELLO, the start-up's own HELLO is refused, a process exits (``restart=False``)
+        or is given up (``restart=True``), or none of the processes used any CPU for ``STALL_S``
+        (hung). Otherwise at ``timeout_s`` (None or 0: no limit), counted as
+        :class:`vdsp_sim.readiness.StartClock` counts it: the time the processes spent waiting
+        for a CPU on a busy host does not count, up to 3 x ``timeout_s`` in all.
+
+        Raises CoreOffline with the reason (also kept in ``failed``).
         """
+        try:
+            return self._wait_ready(timeout_s)
+        except errors.VdspError as exc:
+            self.failed = exc.message
+            raise
+
+    def _wait_ready(self, timeout_s: float | None) -> dict:
         from arm_side.soc import Soc  # late: the SDK is a client of what we start
-        deadline = None if not timeout_s else time.monotonic() + timeout_s
-        last: dict = {}
+        clock = readiness.StartClock(timeout_s, time.monotonic())
+        verdict = readiness.StartVerdict(False, missing="no answer yet")
         cpu, progressed = -1, time.monotonic()
         # relay mode: one connection, asking the relay every READY_POLL_S (made again after an
         # error). Direct mode: a connection each time, as a client's view of a core it could not
         # reach when it connected is not asked again
         soc = None
         try:
-            while deadline is None or time.monotonic() < deadline:
-                now_cpu = self.cpu_ticks()
+            while True:
+                pids = self.pids()
+                clock.sample(pids)
+                now = time.monotonic()
+                if clock.expired(now):
+                    raise errors.CoreOffline(f"the SoC did not run within {clock.describe(now)}: {verdict.missing}")
+                now_cpu = self.cpu_ticks(pids)
                 if now_cpu != cpu:
-                    cpu, progressed = now_cpu, time.monotonic()
-                elif time.monotonic() - progressed > STALL_S:
+                    cpu, progressed = now_cpu, now
+                elif now - progressed > STALL_S:
                     raise errors.CoreOffline(f"SoC not running and none of its processes used CPU for {STALL_S:.0f} s "
-                                             f"(hung): {last}")
+                                             f"(hung): {verdict.missing}")
                 self.tick()
                 if self.restart and self.gave_up():
                     raise errors.CoreOffline(f"gave up on {', '.join(self.gave_up())} during start-up "
-                                             f"({RESTART_BURST} exits within {RESTART_WINDOW_S:.0f} s)")
+                                             f"({RESTART_BURST} exits within {RESTART_WINDOW_S:.0f} s)"
+                                             f"{self._last_words(self.gave_up())}")
                 dead = self.dead()
                 if dead and not self.restart:
-                    raise errors.CoreOffline(f"process(es) exited during start-up: {', '.join(dead)}")
+                    exited = [n for n, p in self.procs.items() if p.poll() is not None]
+                    raise errors.CoreOffline(f"process(es) exited during start-up: {', '.join(dead)}"
+                                             f"{self._last_words(exited)}")
+                status = None
                 try:
-                    if soc is None:
+                    if soc is None:     # no wait of ours outlasts the start's deadline
                         soc = Soc(mode="relay" if self.relay else "direct", autostart_relay=False,
-                                  connect_timeout_s=10.0)
-                    last = soc.query("cores")
-                    if all(c.get("state") == "running" for c in last.get("cores", [])) and last.get("cores"):
-                        return last
-                    if not self.relay:
+                                  connect_timeout_s=clock.left(time.monotonic(), CONNECT_S))
+                    status = soc.query("cores", timeout_ms=clock.left(time.monotonic(), QUERY_S) * 1000)
+                except (errors.ClaimRefused, errors.KeyRefused) as exc:    # no retry makes it prove more
+                    server = "the relay" if self.relay else "a core"
+                    raise errors.CoreOffline(f"{server} refused the HELLO of the start-up's client: "
+                                             f"{exc.message}") from None
+                except errors.VdspError as exc:
+                    verdict = readiness.StartVerdict(False, missing=f"no answer ({exc.message})")
+                    if soc is not None:
                         soc.close()
                         soc = None
-                except errors.VdspError as exc:
-                    last = {"error": str(exc)}
-                    if soc is not None:
+                if status is not None:
+                    verdict = readiness.verdict(status, self.relay)
+                    if verdict.ready:
+                        return status
+                    if verdict.fatal:
+                        raise errors.CoreOffline(verdict.fatal)
+                    if not self.relay and soc is not None:
                         soc.close()
                         soc = None
                 time.sleep(READY_POLL_S if self.relay else 0.05)
         finally:
             if soc is not None:
                 soc.close()
-        raise errors.CoreOffline(f"SoC not running after {timeout_s:.0f}s: {last}")
 
-    def cpu_ticks(self) -> int:
-        """CPU time used so far by our processes and their children (firmwares), in clock ticks."""
-        total = 0
+    def _last_words(self, names: list[str]) -> str:
+        """The last error each process named logged (``: vdsp0: ERROR LINE``), if it has a log file."""
+        said = []
+        for name in names:
+            line = last_error(self.log_dir / f"{name}.log") if self.log_dir is not None else None
+            if line:
+                said.append(f"{name}: {line}")
+        return ("; its log says " if len(said) == 1 else "; their logs say ") + "; ".join(said) if said else ""
+
+    def pids(self) -> list[int]:
+        """Our running processes and their children (cores' firmwares and templates)."""
         pids = [p.pid for p in self.procs.values() if p.poll() is None]
         for pid in pids:
             try:
@@ -384,6 +431,14 @@ class Supervisor:
                     pids.extend(int(c) for c in fh.read().split())
             except (OSError, ValueError):
                 pass
+            if len(pids) > MAX_PIDS:
+                break
+        return pids
+
+    def cpu_ticks(self, pids: list[int] | None = None) -> int:
+        """CPU time used so far by ``pids`` (default: our processes and their children), in clock ticks."""
+        total = 0
+        for pid in self.pids() if pids is None else pids:
             st = procfacts.stat(pid)
             total += st[1] if st is not None else 0
         return total
@@ -412,12 +467,34 @@ class Supervisor:
                 p.wait()
         for child in order:       # every one of them has exited: any socket file left is stale
             self._clean_endpoints(child)
+        try:    # a long runtime dir's short sockets' directory, once empty (else it is left to 'vdsp down')
+            rundir.release_socket_dir(self.rt)
+        except (OSError, errors.VdspError) as exc:
+            log.warning("cannot remove the sockets' directory of %s: %s", self.rt, exc)
         if self.state_file is not None:
             self.state_file.remove()
         self.children.clear()
         if self.template is not None:
             self.template.close()
             self.template = None
+
+
+_ERROR_LINE = re.compile(r"^(\[E\]|[A-Za-z_][\w.]*(Error|Exception): |vdsp \w+: |dsp_relay_server: )")
+
+
+def last_error(path: Path) -> str | None:
+    """The last error a process logged: its last ``[E]`` line, exception line (a traceback's
+    last) or command error (``vdsp core: …``), from the end of its log; None if none."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - LOG_TAIL))
+            lines = fh.read(LOG_TAIL).decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if _ERROR_LINE.match(line):
+            return line.strip()[:500]
+    return None
 
 
 def _ordinal(n: int) -> str:

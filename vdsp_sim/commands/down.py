@@ -26,5 +26,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"vdsp down: {name} (pid {pid}) did not stop", file=sys.stderr)
                 return 1
             stopped.append(f"{name} (pid {pid})")
+    # a long runtime dir's short sockets' directory, and its link, once no process listens there
+    if not rundir.release_socket_dir(rt, stale=True):
+        print(f"vdsp down: processes still listen in {rundir.socket_dir(rt)}: left it", file=sys.stderr)
     print(f"stopped {', '.join(stopped)}" if stopped else f"no SoC is up in {rt}")
     return 0

@@ -16,9 +16,11 @@ from protocol import errors
 from protocol.constants import DEFAULT_WATCHDOG_MS
 from vdsp_board import log as soclog, rundir, settings
 from vdsp_board.pidfile import PidFile
+from vdsp_sim.readiness import HARD_FACTOR, START_TIMEOUT_S
 
 PRIVATE_FILES = True
 MAX_FD = 1 << 16      # the descriptors a forked supervisor closes (all but its own)
+BACKSTOP_S = 15.0     # 'up -d' stops a supervisor still undecided this long past its longest start
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -27,10 +29,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                     "restarted at once, then with a doubling backoff; after 5 exits within 30 s "
                                     "it is given up ('vdsp status' shows restarts and give-ups).")
     up.add_argument("-d", "--detach", action="store_true", help="run in the background; stop with 'vdsp down'")
-    up.add_argument("--timeout", type=float, default=0.0,
-                    help="at most this many seconds to wait for every core to run; 0: no limit, the wait "
-                         "follows the processes (it fails at once when one exits or is given up, or when none "
-                         "of them used CPU for 60 s)")
+    up.add_argument("--timeout", type=float, default=START_TIMEOUT_S, metavar="SECONDS",
+                    help="the start fails (stopping what it started, exit status 1) when the SoC does not serve "
+                         "within this many seconds; time its processes spend waiting for a CPU on a busy host "
+                         "does not count, up to 3 x SECONDS in all; 0: no limit. A reason no wait mends (a "
+                         "firmware that cannot bind its endpoint or refuses the relay, a process given up) "
+                         "fails it at once, naming the process and the reason")
     up.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS, help="firmware watchdog of each core")
     up.add_argument("--log-files", action="store_true", help="write each process's log under $VDSP_RUNTIME_DIR/log")
     up.add_argument("--allow-unsigned", action="store_true",
@@ -142,14 +146,15 @@ def _up_detached(rt: Path, args: argparse.Namespace) -> int:
 
     The supervisor is this process, forked (no second interpreter to start and import all of it
     again), when it is single-threaded; else ``python -m vdsp_sim.cli up``. It says "SoC up"
-    on a pipe (a forked one) or in the log; it has no clock of its own: it decides (it waits
-    while the SoC's processes live and progress), and we follow it."""
-    from vdsp_sim.supervisor import exit_text
+    on a pipe (a forked one) or in the log. It decides (its start timeout, or a reason no wait
+    mends), and we follow it; our own deadline is a backstop past its longest start (3 x the
+    timeout, + BACKSTOP_S), at which we stop it."""
+    from vdsp_sim.supervisor import exit_text, stop_pid
     (rt / "log").mkdir(exist_ok=True)
     log_path = rt / "log" / "vdsp_board.log"
     start = log_path.stat().st_size if log_path.exists() else 0
     env = settings.child_env(VDSP_RUNTIME_DIR=str(rt))
-    deadline = time.monotonic() + args.timeout + 5 if args.timeout else None
+    deadline = time.monotonic() + args.timeout * HARD_FACTOR + BACKSTOP_S if args.timeout else None
     proc: _Forked | subprocess.Popen
     if _single_threaded():
         forked = _fork_supervisor(rt, args, env, log_path)
@@ -162,11 +167,13 @@ def _up_detached(rt: Path, args: argparse.Namespace) -> int:
                                     env=env)
         said = _said_in_log(proc, log_path, start, deadline)
     if said:
-        print(f"SoC up in {rt} (pid {proc.pid}); logs in {rt / 'log'}; stop with: vdsp down")
+        print(f"SoC up in {rt} (pid {proc.pid}){_sockets_note(rt)}; logs in {rt / 'log'}; stop with: vdsp down")
         return 0
-    if proc.poll() is None:
-        print(f"vdsp up -d: the SoC did not run within --timeout {args.timeout:g} s; see {rt / 'log'}",
-              file=sys.stderr)
+    if proc.poll() is None:     # the backstop: the supervisor should have decided long ago
+        stop_pid(proc.pid)
+        proc.poll()
+        print(f"vdsp up -d: the SoC did not run within --timeout {args.timeout:g} s (nor its supervisor, pid "
+              f"{proc.pid}, say so: stopped it); see {rt / 'log'}", file=sys.stderr)
         return 1
     with open(log_path, "rb") as fh:
         fh.seek(start)
@@ -175,6 +182,15 @@ def _up_detached(rt: Path, args: argparse.Namespace) -> int:
     print(f"vdsp up -d: the SoC failed to start ({why[-1][9:] if why else exit_text(proc.returncode)}); "
           f"see {rt / 'log'}", file=sys.stderr)
     return 1
+
+
+def _sockets_note(rt: Path) -> str:
+    """Where the sockets are, when not in the runtime dir (its path is too long for them)."""
+    try:
+        where = rundir.socket_dir(rt)
+    except errors.VdspError:
+        return ""
+    return "" if where == rt else f"; sockets in {where} (the runtime dir's path is too long for them)"
 
 
 def _said_in_log(proc: subprocess.Popen, log_path: Path, start: int, deadline: float | None) -> bool:
@@ -200,12 +216,12 @@ class _Forked:
 
     def said(self, deadline: float | None) -> bool:
         """Wait for the line (True), the pipe's end without one or the deadline (False)."""
-        import select
+        from vdsp_board import fdwait
         got = b""
         try:
             while True:
                 wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if not select.select([self.ready], [], [], wait)[0]:
+                if not fdwait.readable(self.ready, wait):
                     return False
                 chunk = os.read(self.ready, 4096)
                 if not chunk:

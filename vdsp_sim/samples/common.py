@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Iterator
 
 from arm_side import Soc
+from protocol import errors
 from vdsp_board import ddr, log as soclog, rundir, settings
 from vdsp_board.pidfile import PidFile
 from vdsp_board.version import __version__
@@ -20,7 +22,12 @@ def soc_is_up(rt: Path) -> bool:
     or a local one in the runtime dir."""
     if settings.current().relay_endpoint or settings.current().core_endpoints:
         return True
-    return PidFile(rt / "soc.pid").read() is not None or (rt / "vdsp0.sock").exists()
+    if PidFile(rt / "soc.pid").read() is not None:
+        return True
+    try:
+        return os.path.exists(rundir.core_endpoints(rt)["vdsp0"][len("ipc://"):])
+    except errors.VdspError:    # a long runtime dir whose sockets' directory no core made
+        return False
 
 
 @contextlib.contextmanager
