@@ -121,7 +121,8 @@ def test_what_the_script_must_leave_alone():
     # it copies the host's CA certificates and pip's cert setting, not its wheels, indexes or constraints
     for host_only in ("/opt/wheels", "/opt/pypi", "/etc/xdg/pip", "constraints.txt", "find-links", "extra-index-url"):
         assert host_only not in text, host_only
-    for path in ("build/oldkernel-e2e/image/root.img", "build/oldkernel-e2e/rootfs/etc/hostname"):
+    for path in ("build/oldkernel-e2e/image/root.img", "build/oldkernel-e2e/image/setup.qcow2",
+                 "build/oldkernel-e2e/rootfs/etc/hostname"):
         assert subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT).returncode == 0, path
 
 
@@ -132,3 +133,14 @@ def test_the_readme_documents_it():
                  "build/oldkernel-e2e/", "tests/test_oldkernel_e2e.py"):
         assert what in paragraph, what
     assert "oldkernel-e2e.sh" in readme[readme.index("\n## Layout"):]
+
+
+def test_the_setup_layer_is_keyed_by_what_the_setup_depends_on():
+    """The cached set-up layer (--keep) is used again only while the set-up's inputs are the same."""
+    text = SCRIPT.read_text()
+    key = text[text.index("setup_key() {"):]
+    key = key[:key.index("\n}\n")]
+    for what in ("recipe.sha256", "pyproject.toml", "scripts/venv.sh", "requirements", 'show "HEAD:$f"'):
+        assert what in key, what
+    run = script("--help")
+    assert "after a passed set-up" in run.stdout, run.stdout
