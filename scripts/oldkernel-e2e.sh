@@ -88,6 +88,7 @@ DISK_SIZE=12G
 STATE=$ROOT/build/oldkernel-e2e
 IMAGE=$STATE/image       # the cache: root.img, vmlinuz, initrd.img, the ssh key, recipe
 RUN=$STATE/run           # this run's overlay and QEMU pid file; always removed
+PROJECT_OK=0             # 1: the project and the step runner are in the guest
 SETUP_CACHED=0           # 1: booted on image/setup.qcow2, the disk of a passed set-up (--keep)
 T_START=$(date +%s%N)
 STEP=0
@@ -477,9 +478,9 @@ if [ "$DRY_RUN" = 0 ]; then
     head=$(git -C "$CHECKOUT" rev-parse --short HEAD)
     if [ "$SETUP_CACHED" = 1 ]; then
         # the set-up layer's sources go, what the set-up made stays: the venvs, the sample models, the caches
-        PROJECT_CLEAR='rm -rf /root/e2e && mkdir -p /root/vdsp-sim && cd /root/vdsp-sim
-            && find . -mindepth 1 -maxdepth 1 ! -name ".venv*" ! -name vdsp_sim -exec rm -rf {} +
-            && { [ ! -d vdsp_sim ] || find vdsp_sim -type f ! -path "vdsp_sim/models/*" ! -path "*/__pycache__/*" -delete; } && cd /'
+        PROJECT_CLEAR='rm -rf /root/e2e && mkdir -p /root/vdsp-sim && cd /root/vdsp-sim &&
+            find . -mindepth 1 -maxdepth 1 ! -name ".venv*" ! -name vdsp_sim -exec rm -rf {} + &&
+            { [ ! -d vdsp_sim ] || find vdsp_sim -type f ! -path "vdsp_sim/models/*" ! -path "*/__pycache__/*" -delete; } && cd /'
         echo "  the guest's .venv, sample models and __pycache__ (of the set-up layer) kept; the sources replaced"
     else
         PROJECT_CLEAR='rm -rf /root/vdsp-sim /root/e2e'
@@ -492,6 +493,7 @@ if [ "$DRY_RUN" = 0 ]; then
         | timeout $(t 300) "${SSH[@]}" "$PROJECT_CLEAR"' && mkdir -p /root/vdsp-sim /root/e2e/logs && tar -x -C /root/vdsp-sim' || rc=$?
     timeout 60 "${SSH[@]}" 'cat > /root/e2e/step && chmod +x /root/e2e/step' <<<"$GUEST_RUNNER" || rc=$?
     if [ "$rc" = 0 ]; then
+        PROJECT_OK=1
         check PASS "project $head copied ($(timeout 60 "${SSH[@]}" 'du -sh /root/vdsp-sim | cut -f1') in the guest)"
     else
         check FAIL "copying the project into the guest: exit $rc"
@@ -526,6 +528,10 @@ for i in "${!G_NAMES[@]}"; do
     [ "$DRY_RUN" = 0 ] || continue
     if [ "$GUEST_UP" != 1 ]; then
         check FAIL "$name: not run (the guest is down)"
+        continue
+    fi
+    if [ "$PROJECT_OK" != 1 ]; then
+        check FAIL "$name: not run (the project is not in the guest)"
         continue
     fi
     T=$(date +%s%N) rc=0
