@@ -331,7 +331,11 @@ boot_guest() {   # a new overlay (over setup.qcow2 when SETUP_CACHED=1, else roo
 save_setup_layer() {   # after a passed set-up, with --keep: the guest's disk as image/setup.qcow2, then boot on it
     echo "setup: saving the guest's disk as the set-up layer (--keep): power off, keep the overlay, boot again on it"
     stop_qemu
-    mv "$RUN/overlay.qcow2" "$IMAGE/setup.qcow2.part"
+    if [ "$SETUP_CACHED" = 1 ]; then   # the overlay over the old layer, made one file
+        qemu-img convert -O qcow2 -B "$IMAGE/root.img" -F raw "$RUN/overlay.qcow2" "$IMAGE/setup.qcow2.part"
+    else
+        mv "$RUN/overlay.qcow2" "$IMAGE/setup.qcow2.part"
+    fi
     mv "$IMAGE/setup.qcow2.part" "$IMAGE/setup.qcow2"
     setup_key > "$IMAGE/setup.key"
     echo "setup: $IMAGE/setup.qcow2 ($(du -h "$IMAGE/setup.qcow2" | cut -f1)), key $(cut -c1-12 "$IMAGE/setup.key")"
@@ -540,7 +544,10 @@ for i in "${!G_NAMES[@]}"; do
     show "$LOGDIR/$name.out"
     case $rc in
         0) check PASS "$name ($(elapsed "$T") s)"
-           if [ "$name" = setup ] && [ "$KEEP" = 1 ] && [ "$SETUP_CACHED" = 0 ]; then save_setup_layer; fi ;;
+           # kept when made here, or when scripts/venv.sh had to install again on the cached layer
+           if [ "$name" = setup ] && [ "$KEEP" = 1 ] && { [ "$SETUP_CACHED" = 0 ] || grep -q '^\[setup\] \(creating\|installing\)' "$LOGDIR/$name.out"; }; then
+               save_setup_layer
+           fi ;;
         124|137|255)
             check FAIL "$name: the guest did not answer (ssh exit $rc after $(elapsed "$T") s): killed"
             GUEST_UP=0; stop_qemu ;;
