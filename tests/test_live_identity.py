@@ -86,8 +86,14 @@ def test_a_connection_whose_process_exited_claims_nothing_when_its_pid_comes_bac
     assert done.returncode == 0 and done.stdout.strip(), done.stderr[-3000:]
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert sorted(results) == sorted(proofs), results
+    kernel = peerproof.kernel_proof().value
     for proof, out in results.items():
-        said = "SO_PEERPIDFD (" if proof == "peer-pidfd" else f"VDSP_IDENTITY_PROOF={proof})"
+        if proof == "peer-pidfd":
+            said = "SO_PEERPIDFD ("
+        elif proof == kernel and proof != "start-time":      # this kernel's own proof, not lowered (Linux < 6.5)
+            said = f"pinned by pidfd_open (Linux {peerproof.kernel_release()})"
+        else:
+            said = f"VDSP_IDENTITY_PROOF={proof})"
         assert said in out["used"], out
         assert out["own"] == "READY", out                       # a live connecting process is proven
         assert out["holder_pid"] == out["pid"], out             # the pid did come back, to the holder
