@@ -331,8 +331,9 @@ boot_guest() {   # a new overlay (over setup.qcow2 when SETUP_CACHED=1, else roo
 save_setup_layer() {   # after a passed set-up, with --keep: the guest's disk as image/setup.qcow2, then boot on it
     echo "setup: saving the guest's disk as the set-up layer (--keep): power off, keep the overlay, boot again on it"
     stop_qemu
-    if [ "$SETUP_CACHED" = 1 ]; then   # the overlay over the old layer, made one file
-        qemu-img convert -O qcow2 -B "$IMAGE/root.img" -F raw "$RUN/overlay.qcow2" "$IMAGE/setup.qcow2.part"
+    if [ "$SETUP_CACHED" = 1 ]; then   # the overlay and the old layer made one: rebased onto root.img (safe mode copies the old layer's data in)
+        qemu-img rebase -q -f qcow2 -b "$IMAGE/root.img" -F raw "$RUN/overlay.qcow2"
+        mv "$RUN/overlay.qcow2" "$IMAGE/setup.qcow2.part"
     else
         mv "$RUN/overlay.qcow2" "$IMAGE/setup.qcow2.part"
     fi
