@@ -2,8 +2,8 @@
 
 Every tcp endpoint of the SoC (the relay's front, each core's control endpoint, each
 firmware's task endpoint) is a CURVE server. A peer must know the server's public key (the
-SoC's; a firmware's own, which its core announces) and present a client key on the allow-list; anything else fails the handshake and
-gets nothing at all, not even an error reply (the refusal is logged, at most once per
+SoC's; a firmware's own, which its core announces) and present a client key on the allow-list;
+anything else fails the handshake and gets nothing at all, not even an error reply (the refusal is logged, at most once per
 key per 10 s). ipc endpoints keep file-permission protection (a private runtime
 directory, see ``vdsp_board.rundir``) and need no keys.
 

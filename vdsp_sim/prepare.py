@@ -6,8 +6,9 @@ or would be refused (``vdsp firmware install-stock``).
 not in itself: making keys and signing images puts secrets in a process's memory (the SoC's key
 pairs, the firmware-signing key), and what the supervisor holds, a starter forked from it later
 would hand to every core, relay and firmware. (A supervisor whose starter starts fresh
-interpreters, such as a test's private SoC, calls :func:`prepare` itself: an exec inherits no memory.) It prints one JSON line: ``{"keys": [FILE...],
-"installed": [[IMAGE, WHY]...]}``, or ``{"error": {code, name, message}}`` (exit status 1).
+interpreters, such as a test's private SoC, calls :func:`prepare` itself: an exec inherits no
+memory.) It prints one JSON line: ``{"keys": [FILE...], "installed": [[IMAGE, WHY]...]}``, or
+``{"error": {code, name, message}}`` (exit status 1).
 """
 from __future__ import annotations
 
