@@ -167,6 +167,7 @@ class Supervisor:
         self.rt, self.cores, self.relay, self.log_dir = rt, cores, relay, log_dir
         self.templates = templates
         self.starter: Starter | None = None
+        self.read_key = False       # our start-up client read a CURVE key (a tcp SoC): see _starter
         self.core_args, self.relay_args = core_args or [], relay_args or []
         self.restart = restart
         self.children: dict[str, Child] = {}
@@ -180,14 +181,15 @@ class Supervisor:
         return {n: c.proc for n, c in self.children.items() if c.proc is not None}
 
     def _starter(self) -> Starter:
-        """The SoC's starter; made again if it was killed (its processes died with it: the
-        supervisor holds no key it could pass on)."""
+        """The SoC's starter; made again if it was killed (its processes died with it). Once our
+        start-up client has read a key (the client key of a tcp SoC), a new starter starts fresh
+        interpreters: a fork of ours would hand that key to every process of the SoC."""
         if self.starter is None or not self.starter.alive():
             if self.starter is not None:
                 log.error("the SoC's starter (pid %d) is gone: starting a new one", self.starter.pid)
                 self.starter.close()
             from vdsp_sim.entries import ENTRIES
-            self.starter = Starter("soc", ENTRIES, templates=self.templates, env=_env(self.rt))
+            self.starter = Starter("soc", ENTRIES, templates=self.templates and not self.read_key, env=_env(self.rt))
         return self.starter
 
     def _spawn(self, child: Child) -> None:
@@ -434,6 +436,7 @@ class Supervisor:
                 status = None
                 try:
                     if soc is None:     # no wait of ours outlasts the start's deadline
+                        self.read_key = self.read_key or self._tcp()
                         soc = Soc(mode="relay" if self.relay else "direct", autostart_relay=False,
                                   connect_timeout_s=clock.left(time.monotonic(), CONNECT_S))
                     status = soc.query("cores", timeout_ms=clock.left(time.monotonic(), QUERY_S) * 1000)
@@ -459,6 +462,14 @@ class Supervisor:
         finally:
             if soc is not None:
                 soc.close()
+
+    def _tcp(self) -> bool:
+        """Whether our start-up client connects over tcp (and so reads a CURVE key)."""
+        try:
+            endpoints = [rundir.relay_endpoint(self.rt)] if self.relay else list(rundir.core_endpoints(self.rt).values())
+        except errors.VdspError:
+            return True
+        return any(e.startswith("tcp://") for e in endpoints)
 
     def _last_words(self, names: list[str]) -> str:
         """The last error each process named logged (``: vdsp0: ERROR LINE``), if it has a log file."""
