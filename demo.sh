@@ -30,5 +30,5 @@ vdsp firmware install-stock          # build the stock DSP image as vdsp0 and vd
 vdsp up -d
 vdsp status
 vdsp sample smoke
-vdsp sample cv                       # the 25 CV operators; images in output/, output/cv_contact_sheet.png
+vdsp sample cv                       # the J5 CV sample's operators; images in output/, output/cv_contact_sheet.png
 vdsp sample nn                       # quantize, dequantize, softmax, layout, yolov3, pointpillar, centerpoint, mobilenet (hbDNN flow)

@@ -25,7 +25,7 @@ from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, C
 from dsp_side.fwproc import FirmwareProcess
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
-from vdsp_board import curve, ddr, rundir, trace
+from vdsp_board import curve, ddr, log as soclog, peerproof, rundir, trace
 from vdsp_board.admission import Admission
 from vdsp_board.procfacts import ProcFacts
 from vdsp_board.starter import Starter
@@ -59,8 +59,10 @@ class CoreServer:
         self.engine = CoreEngine(name, fw_bind, Device(name, firmware or name), heartbeat_ms=heartbeat_ms,
                                  watchdog_s=watchdog_ms / 1000, allow_unsigned=allow_unsigned, pid=os.getpid(),
                                  coredump_dir=str(rt / "coredump"), admin_only_writes=self.gate is not None,
-                                 is_admin=curve.is_admin, hung_ms=hung_ms, facts=ProcFacts().fact)
+                                 is_admin=curve.is_admin, hung_ms=hung_ms, facts=ProcFacts().fact,
+                                 log_path=soclog.stderr_file())
         self.engine.trace = self.trace = trace.Recorder("core", name, rt=rt)
+        self.engine.identity = peerproof.describe()     # its firmware's proof: the same kernel and settings
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
         self.poller.register(starter.fileno(), zmq.POLLIN)     # exits it reports

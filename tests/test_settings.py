@@ -107,7 +107,7 @@ f = os.environ.get("HOME")
 
 
 #: variables the README names that only a script or a build file reads
-NOT_THE_PACKAGES = {"VDSP_TEST_WORKERS": "test.sh", "VDSP_BASE_IMAGE": "docker-compose.yml",
+NOT_THE_PACKAGES = {"VDSP_TEST_WORKERS": "test.sh", "VDSP_TEST_STRICT": ".ci/run", "VDSP_BASE_IMAGE": "docker-compose.yml",
                     "VDSP_BUILD_NETWORK": "docker-compose.yml"}
 
 
