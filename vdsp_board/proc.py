@@ -67,6 +67,7 @@ def title(role: str, comm: str | None = None) -> None:
     processes say theirs: ``setproctitle``) and, in ``comm`` (what ``top`` and ``pgrep`` read, 15
     bytes), ``comm`` (default: the role)."""
     import setproctitle
+    settings.titles()   # the title in argv's area only: /proc/PID/environ stays readable
     setproctitle.setproctitle(TITLE_PREFIX + role)
     _prctl(_PR_SET_NAME, ctypes.c_char_p((comm or role).encode()[:15]))
 

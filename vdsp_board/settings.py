@@ -237,15 +237,25 @@ def export(values: Mapping[str, str | None]) -> dict[str, str | None]:
     return previous
 
 
+def titles() -> None:
+    """Set up ``setproctitle`` (once per process) so that a process title leaves
+    ``/proc/PID/environ`` as it was: its ``SPT_NOENV`` gives the title the argv area only, where
+    by default it would also take (and blank) the environment's, and whoever finds a SoC's
+    processes by their environment (``VDSP_RUNTIME_DIR``) would find none. Called before the
+    first title (``vdsp_board.proc.title``) and by :func:`become`."""
+    try:
+        import setproctitle
+    except ImportError:
+        return
+    os.environ.setdefault("SPT_NOENV", "1")     # read by setproctitle's set-up, which runs now
+    setproctitle.setproctitle(setproctitle.getproctitle())
+
+
 def become(env: Mapping[str, str]) -> None:
     """Replace this process's whole environment with ``env``: a process forked to stand in for an
     exec'd child (a core forked from the SoC's starter, ``vdsp_board.starter``) takes the
     environment the exec would have given it. The other writer of ``os.environ``, with :func:`export`."""
-    try:    # setproctitle finds argv through environ: it must start before environ is replaced
-        import setproctitle
-        setproctitle.setproctitle(setproctitle.getproctitle())
-    except ImportError:
-        pass
+    titles()    # setproctitle finds argv through environ: it must start before environ is replaced
     os.environ.clear()
     os.environ.update(env)
 
