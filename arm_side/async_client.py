@@ -85,8 +85,8 @@ class AsyncClient(Client):
             raise
 
     # --- links ------------------------------------------------------------------------------
-    def _open(self, endpoint: str, name: str, watch: bool = False):
-        link = self.transport.open_async(endpoint, name, watch=watch)
+    def _open(self, endpoint: str, name: str, watch: bool = False, server_key: str = ""):
+        link = self.transport.open_async(endpoint, name, watch=watch, server_key=server_key)
         tasks = [self.loop.create_task(self._read(link))]
         if watch:
             tasks.append(self.loop.create_task(link.watch()))

@@ -19,23 +19,24 @@ from vdsp_board import curve
 from vdsp_board.zsock import NOBLOCK as _NOBLOCK, readable, recv_frames, send_frames
 
 
-def _dealer(ctx, endpoint: str):
-    """A connected DEALER toward ``endpoint`` (blocking or asyncio, as ``ctx`` makes them)."""
+def _dealer(ctx, endpoint: str, server_key: str = ""):
+    """A connected DEALER toward ``endpoint`` (blocking or asyncio, as ``ctx`` makes them);
+    ``server_key``: the server's own CURVE key on tcp (a firmware's), else the SoC's."""
     sock = ctx.socket(zmq.DEALER)
     sock.linger = 0
     sock.sndhwm = sock.rcvhwm = 100000
     sock.reconnect_ivl = 50
-    curve.secure_client(sock, endpoint)
+    curve.secure_client(sock, endpoint, server_key=server_key)
     sock.connect(endpoint)
     return sock
 
 
 class Channel:
-    def __init__(self, ctx: zmq.Context, endpoint: str, name: str) -> None:
+    def __init__(self, ctx: zmq.Context, endpoint: str, name: str, server_key: str = "") -> None:
         self.endpoint, self.name = endpoint, name
         self.peer = None  # the client's Peer this channel belongs to (set by the client)
         self.lock = threading.Lock()
-        self.sock = sock = _dealer(ctx, endpoint)
+        self.sock = sock = _dealer(ctx, endpoint, server_key)
         self.fd = sock.getsockopt(zmq.FD)
         self.closed = False
         # a thread sleeps on ``fd`` (set by the client's reader around its last drain and the
@@ -87,10 +88,11 @@ class AsyncChannel:
     mark) and returns no replies: one reader coroutine per channel takes them
     (``arm_side.async_client``). ``watch``: a monitor socket tells when the server goes away."""
 
-    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, name: str, watch: bool = False) -> None:
+    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, name: str, watch: bool = False,
+                 server_key: str = "") -> None:
         self.endpoint, self.name = endpoint, name
         self.peer = None
-        self.sock = sock = _dealer(ctx, endpoint)
+        self.sock = sock = _dealer(ctx, endpoint, server_key)
         self._plain: zmq.Socket = zmq.Socket.shadow(sock.underlying)   # the same socket, drained without futures
         self.monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED) if watch else None
         self.closed = False

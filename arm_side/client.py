@@ -194,7 +194,8 @@ class Client:
                 if old is not None:
                     self.transport.release(old)
                 endpoint = self.transport.firmware_endpoint(data, self.links[peer.name].endpoint)
-                link = self.links[f"{peer.name}.fw"] = self._open(endpoint, f"{peer.name}.fw")
+                link = self.links[f"{peer.name}.fw"] = self._open(endpoint, f"{peer.name}.fw",
+                                                                  server_key=peer.info.get("fw_server_key", ""))
                 link.peer = peer
                 self.session.fw_hello_sent(peer, self._request(link, self.session.hello()))
             elif kind == HELLO_FW:      # the firmware answered our HELLO HB_DSP_BUSY: again
@@ -203,9 +204,10 @@ class Client:
                     self.session.fw_hello_sent(peer, self._request(link, self.session.hello()))
 
     # --- sending --------------------------------------------------------------------------
-    def _open(self, endpoint: str, name: str, watch: bool = False):
-        """A link to ``endpoint`` (``watch``: its server's exit is heard at once)."""
-        return self.transport.open(endpoint, name, watch=watch)
+    def _open(self, endpoint: str, name: str, watch: bool = False, server_key: str = ""):
+        """A link to ``endpoint`` (``watch``: its server's exit is heard at once; ``server_key``: a
+        firmware's own CURVE key on tcp, as its core announced it)."""
+        return self.transport.open(endpoint, name, watch=watch, server_key=server_key)
 
     def _request(self, link, msg: wire.Message, req: Request | None = None) -> Request:
         req = req or Request(self, msg.msg_id)

@@ -219,7 +219,8 @@ class Session:
         if state == "running":
             endpoint = body.get("fw_endpoint", "")
             actions = []
-            if peer.fw_endpoint != endpoint:
+            # a new firmware on tcp has a key of its own (fw_server_key): a new link
+            if peer.fw_endpoint != endpoint or peer.info.get("fw_server_key", "") != body.get("fw_server_key", ""):
                 self._forget_fw_hello(peer)
                 peer.fw_endpoint = endpoint
                 actions = [(OPEN_FW, peer, endpoint)]

@@ -38,11 +38,12 @@ class Transport:
         """Name -> endpoint of each server to HELLO: {"relay": …} or {"vdsp0": …, "vdsp1": …}."""
         raise NotImplementedError
 
-    def open(self, endpoint: str, name: str, *, watch: bool = False):
-        """A link to ``endpoint``; ``watch``: :meth:`lost` will tell when its server goes away."""
+    def open(self, endpoint: str, name: str, *, watch: bool = False, server_key: str = ""):
+        """A link to ``endpoint``; ``watch``: :meth:`lost` will tell when its server goes away;
+        ``server_key``: the server's own CURVE key on tcp (a firmware's), else the SoC's."""
         raise NotImplementedError
 
-    def open_async(self, endpoint: str, name: str, *, watch: bool = False):
+    def open_async(self, endpoint: str, name: str, *, watch: bool = False, server_key: str = ""):
         """An asyncio link (``arm_side.channel.AsyncChannel``) for ``arm_side.AsyncSoc``.
         Raises ApiUseError: this transport has none."""
         from protocol import errors
@@ -137,8 +138,8 @@ class ZmqTransport(Transport):
             return {"relay": rundir.relay_endpoint(self.rt)}
         return dict(rundir.core_endpoints(self.rt))
 
-    def open(self, endpoint: str, name: str, *, watch: bool = False) -> Channel:
-        channel = Channel(self.ctx, endpoint, name)
+    def open(self, endpoint: str, name: str, *, watch: bool = False, server_key: str = "") -> Channel:
+        channel = Channel(self.ctx, endpoint, name, server_key)
         tcp = curve.is_tcp(endpoint)
         if watch or tcp:   # a relay that dies closes the connection, a server that refuses our key
             events = (zmq.EVENT_DISCONNECTED if watch else 0) | (_HANDSHAKE if tcp else 0)   # says so: at once
@@ -146,10 +147,10 @@ class ZmqTransport(Transport):
                 self.monitors[id(channel)] = _Watch(channel.sock.get_monitor_socket(events), watch)
         return channel
 
-    def open_async(self, endpoint: str, name: str, *, watch: bool = False) -> AsyncChannel:
+    def open_async(self, endpoint: str, name: str, *, watch: bool = False, server_key: str = "") -> AsyncChannel:
         if self.actx is None:
             self.actx = zmq.asyncio.Context.shadow(self.ctx)    # the same context: one term() ends both
-        return AsyncChannel(self.actx, endpoint, name, watch)
+        return AsyncChannel(self.actx, endpoint, name, watch, server_key)
 
     def release(self, link: Channel) -> None:
         entry = self.monitors.pop(id(link), None)

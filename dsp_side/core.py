@@ -23,25 +23,26 @@ from protocol.remoteproc import Action
 from dsp_side import fw_image, signing
 from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
 from dsp_side.fwproc import FirmwareProcess
-from dsp_side.fwtemplate import Template, reap_strays
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
 from vdsp_board import curve, ddr, log as soclog, peerproof, rundir, trace
 from vdsp_board.admission import Admission
 from vdsp_board.procfacts import ProcFacts
+from vdsp_board.starter import Starter
 
 log = logging.getLogger("vdsp.core")
 REAP_EVERY_S = 1.0
 
 
 class CoreServer:
-    def __init__(self, name: str, bind: str, fw_bind: str, rt: Path, *, firmware: str | None = None,
-                 autostart: bool = True, watchdog_ms: int = DEFAULT_WATCHDOG_MS,
+    def __init__(self, name: str, bind: str, fw_bind: str, rt: Path, starter: Starter, *,
+                 firmware: str | None = None, autostart: bool = True, watchdog_ms: int = DEFAULT_WATCHDOG_MS,
                  heartbeat_ms: int = HEARTBEAT_INTERVAL_MS, hung_ms: int = HUNG_AFTER_MS,
-                 allow_unsigned: bool = False, template: Template | None = None) -> None:
-        """``template``: the firmware template forked at start (``dsp_side.fwtemplate``), or None."""
+                 allow_unsigned: bool = False) -> None:
+        """``starter``: the core's starter (``dsp_side.core_main.firmware_starter``), made before
+        this reads its key; it starts the firmwares and is closed with the server."""
         self.name, self.bind, self.fw_bind, self.rt = name, bind, fw_bind, rt
-        self.template = template
+        self.starter = starter
         self.autostart, self.watchdog_ms = autostart, watchdog_ms
         self.kmsg = Kmsg(rt, name)
         self.fw: FirmwareProcess | None = None
@@ -64,7 +65,9 @@ class CoreServer:
         self.engine.identity = peerproof.describe()     # its firmware's proof: the same kernel and settings
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
+        self.poller.register(starter.fileno(), zmq.POLLIN)     # exits it reports
         self.running = True
+        self.exit_code = 0
 
     # --- the engine's outputs ---------------------------------------------------------------
     def flush(self) -> None:
@@ -116,8 +119,13 @@ class CoreServer:
                         "development only", self.name, path)
         self.kmsg.write(f"Booting fw image {device.firmware}, size {size}, version {header['version']}, "
                         f"signed by {signer}")
-        self.fw = FirmwareProcess(self.name, self.fw_bind, self.rt, path, watchdog_ms=self.watchdog_ms,
-                                  signer=signer, template=self.template)
+        try:
+            self.fw = FirmwareProcess(self.name, self.fw_bind, self.rt, path, watchdog_ms=self.watchdog_ms,
+                                      signer=signer, starter=self.starter)
+        except OSError as exc:
+            self.kmsg.write(f"{self.name}: cannot start the firmware process: {exc}")
+            self._starter_check()
+            return engine.boot_failed(errors.CoreOffline(f"{self.name}: cannot start the firmware process: {exc}"))
         self.poller.register(self.fw.fd, zmq.POLLIN)
         log.info("%s: booting firmware %s %s (pid %d)", self.name, path, header["version"], self.fw.pid)
         engine.fw_booted(self.fw.pid, str(signer), time.monotonic())
@@ -158,6 +166,9 @@ class CoreServer:
                     self.engine.on_message(parts[0].bytes, [p.bytes for p in parts[1:]], time.monotonic(), peer)
                 elif self.fw is not None and sock == self.fw.fd:
                     self._fw_readable()
+                elif sock == self.starter.fileno():
+                    self.starter.collect(0)
+                    self._starter_check()
                 self.flush()
             now = time.monotonic()
             ready = self.fw is not None and self.fw.info is not None
@@ -165,11 +176,18 @@ class CoreServer:
             self.flush()
             if now >= next_reap:
                 ddr.reap()
-                if self.template is not None:   # what a firmware's orphaned children leave (we are their subreaper)
-                    reap_strays({self.template.pid, *([self.fw.pid] if self.fw is not None else [])})
                 next_reap = now + REAP_EVERY_S
             self.trace.poll()
         self.close()
+
+    def _starter_check(self) -> None:
+        """A core whose starter is gone (killed) starts no firmware again: it exits (status 1),
+        and whoever supervises it starts it afresh. It makes no new starter: it has read its key
+        since, which a starter forked now would hand to every firmware."""
+        if self.starter.gone and self.running:
+            log.error("%s: its starter (the firmwares' parent) is gone: the core exits", self.name)
+            self.running = False
+            self.exit_code = 1
 
     def close(self) -> None:
         self.engine.exiting()
@@ -179,8 +197,7 @@ class CoreServer:
         if self.gate is not None:
             self.gate.stop()
         self.ctx.term()
-        if self.template is not None:
-            self.template.close()
+        self.starter.close()
         rundir.unlink_ipc(self.bind)
         rundir.unlink_ipc(self.fw_bind)
         self.trace.close()

@@ -88,7 +88,8 @@ class CoreEngine:
         info = self.fw.info if self.fw and self.fw.info else {}
         return {"state": snap["state"], "firmware": snap["firmware"],
                 "firmware_version": info.get("version", ""), "operators": info.get("operators", []),
-                "fw_endpoint": self.fw_bind, "heartbeat_ms": self.heartbeat_ms, "hung_ms": self.hung_ms,
+                "fw_endpoint": self.fw_bind, "fw_server_key": info.get("server_key", ""),
+                "heartbeat_ms": self.heartbeat_ms, "hung_ms": self.hung_ms,
                 "crash_count": snap["crash_count"], "pid": self.pid,
                 "fw_pid": self.fw.pid if self.fw and info else None,
                 "firmware_signer": self.fw.signer if self.fw and info else "", "allow_unsigned": self.allow_unsigned,

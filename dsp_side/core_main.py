@@ -6,9 +6,10 @@ import logging
 import signal
 
 from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS
-from dsp_side import fwtemplate
+from dsp_side import firmware, heap, preload
 from dsp_side.core import CoreServer
-from vdsp_board import clihelp, log as soclog, proc, rundir
+from vdsp_board import clihelp, log as soclog, proc, rundir, settings
+from vdsp_board.starter import Entry, Starter
 
 log = logging.getLogger("vdsp.core")
 
@@ -42,24 +43,41 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     clihelp.add_version(ap, "vdsp core")
 
 
+def _run_firmware(argv: list[str]) -> int:
+    """The firmware entry point of a core's starter: a firmware forked from it."""
+    firmware.main(argv, forked=True)     # exits
+    return 1
+
+
+FIRMWARE = {"firmware": Entry(_run_firmware, ("-m", "dsp_side.firmware"))}
+
+
+def firmware_starter(core: str) -> Starter:
+    """The core's starter, which forks its firmwares (made while the core has one thread and
+    has read no key: what a firmware inherits holds none). With templates (the default) what
+    firmwares import is imported first, here, so that each boot is a fork; the firmwares' heap
+    setting is made in the starter (``dsp_side.heap``)."""
+    templates = settings.current().fw_template
+    if templates:
+        # imported here, before anything listens: a boot never waits for the imports with the
+        # core deaf to its peers (a no-op in a core forked from the SoC's starter)
+        preload.preload(core)
+    return Starter(core, FIRMWARE, templates=templates, prepare=heap.keep_heap)
+
+
 def run_from_args(args: argparse.Namespace) -> None:
     proc.die_with_parent()
+    proc.title(f"{args.name} core", args.name)
     soclog.setup("dsp")
     rt = rundir.runtime_dir()
     # an ipc path past the limit is refused now (InvalidArgument), not when the firmware fails to bind it
     bind = rundir.check_endpoint(args.bind or rundir.core_endpoints(rt, create=True).get(args.name)
                                  or rundir.ipc(rundir.socket_dir(rt, create=True) / f"{args.name}.sock"))
     fw_bind = rundir.check_endpoint(args.fw_bind or rundir.fw_endpoint_for(bind))
-    template = None
-    if fwtemplate.enabled():
-        # imported here, before anything listens: a boot never waits for the template's imports
-        # with the core deaf to its peers (a no-op in a core forked from the SoC's template)
-        fwtemplate.preload(args.name)
-        # forked now, while this process has one thread (before the ZeroMQ context of the server)
-        template = fwtemplate.Template(args.name)
-    server = CoreServer(args.name, bind, fw_bind, rt, firmware=args.firmware, autostart=not args.no_autostart,
-                        watchdog_ms=args.watchdog_ms, heartbeat_ms=args.heartbeat_ms, hung_ms=args.hung_ms,
-                        allow_unsigned=args.allow_unsigned, template=template)
+    starter = firmware_starter(args.name)    # now: one thread, no key read yet (the server reads its own)
+    server = CoreServer(args.name, bind, fw_bind, rt, starter, firmware=args.firmware,
+                        autostart=not args.no_autostart, watchdog_ms=args.watchdog_ms,
+                        heartbeat_ms=args.heartbeat_ms, hung_ms=args.hung_ms, allow_unsigned=args.allow_unsigned)
     if args.allow_unsigned:
         log.warning("%s: --allow-unsigned: this core also boots UNSIGNED firmware images (development only)",
                     args.name)
@@ -69,6 +87,8 @@ def run_from_args(args: argparse.Namespace) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     server.run()
+    if server.exit_code:
+        raise SystemExit(server.exit_code)
 
 
 if __name__ == "__main__":

@@ -328,7 +328,9 @@ def serve(fw: Firmware, endpoint: str) -> None:
     admission = Admission(sock, f"{fw.core} firmware", max_frame=MAX_RAW_FRAME,
                           accepted=fw.ownership.accepted)
     gate = curve.Gate(ctx, curve.keys_dir()) if curve.is_tcp(endpoint) else None   # runs while we serve
-    curve.secure_server(sock, endpoint)
+    # over tcp, a key pair of our own, made now: a firmware runs image code, so it holds no key of the
+    # SoC's; the core announces our public key to its peers (READY's fw_server_key, PROTOCOL.md §16)
+    server_key = curve.own_server(sock, endpoint)
     try:
         sock.bind(rundir.check_endpoint(endpoint))
     except (zmq.ZMQError, errors.VdspError) as exc:     # in use, too long, no such directory...
@@ -341,8 +343,8 @@ def serve(fw: Firmware, endpoint: str) -> None:
         fw.ownership.rt = rundir.runtime_dir(create=False)
     except errors.VdspError:
         fw.ownership.rt = None      # then no ipc peer can prove it is the relay
-    print(json.dumps({"version": fw.version, "operators": fw.registry.table(), "pid": os.getpid()}),
-          flush=True)
+    print(json.dumps({"version": fw.version, "operators": fw.registry.table(), "pid": os.getpid(),
+                      **({"server_key": server_key} if server_key else {})}), flush=True)
     if fw.watchdog:
         fw.watchdog.start_ticker()
     log.info("%s: firmware %s serving %d operators", fw.core, fw.version, len(fw.registry))
@@ -481,8 +483,8 @@ def serve(fw: Firmware, endpoint: str) -> None:
 
 
 def main(argv: list[str] | None = None, forked: bool = False) -> None:
-    """``forked``: this process was forked from the core's firmware template
-    (``dsp_side.fwtemplate``), which already made it die with the core."""
+    """``forked``: this process was forked from the core's starter (``vdsp_board.starter``),
+    which already made it die with the starter, and so with the core."""
     ap = argparse.ArgumentParser(prog="python -m dsp_side.firmware",
                                  description="Firmware process of one simulated DSP core (started by the core).")
     ap.add_argument("--core", required=True)
@@ -497,6 +499,7 @@ def main(argv: list[str] | None = None, forked: bool = False) -> None:
     signer.add_argument("--signer", metavar="BASE64", help="the only public key the image may be signed by")
     signer.add_argument("--allow-unsigned", action="store_true", help="the image is unsigned, and the core allows it")
     args = ap.parse_args(argv)
+    proc.title(f"{args.core} firmware", f"{args.core}.fw")
     # The core unloads the firmware with SIGUSR1 (destroy hooks run, then we exit), then SIGKILL
     # if it lingers; terminal and group signals are the core's to handle.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

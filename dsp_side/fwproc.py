@@ -7,15 +7,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from dsp_side.firmware import CRASH_EXIT
-from dsp_side.fwtemplate import ForkedChild, Template
 from dsp_side.signing import Signer
 from dsp_side.watchdog import WatchdogWord
-from vdsp_board import proc
+from vdsp_board.starter import Starter
 
 log = logging.getLogger("vdsp.core")
 UNLOAD_GRACE_S = 2.0    # a stopped firmware's destroy hooks get this long before SIGKILL
@@ -26,12 +24,12 @@ class FirmwareProcess:
     READY line, and at EOF when the process dies."""
 
     def __init__(self, core: str, endpoint: str, rt: Path, image_path: Path, *, watchdog_ms: int,
-                 signer: Signer, template: Template | None = None) -> None:
+                 signer: Signer, starter: Starter) -> None:
         """``signer``: who signed the image, as the core verified it; the firmware process
         verifies the image again against exactly that key (or, for an unsigned image the core
-        allowed, against none) before it unpacks or runs anything. ``template``: the core's
-        firmware template, which forks the process (``dsp_side.fwtemplate``); without one, or
-        when it is gone, the process is ``python -m dsp_side.firmware``."""
+        allowed, against none) before it unpacks or runs anything. ``starter``: the core's
+        starter, which starts the process (``vdsp_board.starter``). Raises OSError when it
+        cannot (``StarterGone`` once the starter is gone)."""
         self.core, self.endpoint, self.image_path, self.signer = core, endpoint, image_path, signer
         self.workdir = rt / f"{core}.fw"
         self.watchdog_path = str(rt / f"{core}.watchdog")
@@ -45,18 +43,12 @@ class FirmwareProcess:
                 "--watchdog-file", self.watchdog_path, "--crash-file", str(self.crash_path),
                 "--image", str(image_path), "--workdir", str(self.workdir), "--watchdog-ms", str(watchdog_ms),
                 *(["--allow-unsigned"] if signer.unsigned else ["--signer", signer.public_b64])]
-        self.proc: subprocess.Popen | ForkedChild
-        self.forked = False
-        if template is not None and template.alive():
-            try:
-                self.proc = template.spawn(argv)
-                self.forked = True
-            except OSError as exc:
-                log.warning("%s: firmware template failed (%s): starting the firmware afresh", core, exc)
-        if not self.forked:
-            self.proc = subprocess.Popen([sys.executable, "-m", "dsp_side.firmware", *argv], stdout=subprocess.PIPE,
-                                         stdin=subprocess.DEVNULL, cwd=os.getcwd(), env=proc.child_env(_child_env()))
-        assert self.proc.stdout is not None     # stdout=PIPE
+        try:
+            self.proc = starter.start("firmware", argv, env=_child_env(), pipe_stdout=True)
+        except OSError:
+            self.watchdog.close()
+            raise
+        assert self.proc.stdout is not None     # pipe_stdout
         self.fd = self.proc.stdout.fileno()
         self.started = time.monotonic()
         self.info: dict | None = None
@@ -104,10 +96,7 @@ class FirmwareProcess:
         """SIGKILL (idempotent); ``reason`` is reported as the crash type."""
         if self.kill_reason is None:
             self.kill_reason = reason
-        try:
-            self.proc.send_signal(signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        self.proc.kill()
 
     def reap(self, timeout: float = 5.0) -> str:
         """Wait for the process; the crash type: exception, watchdog, killed, exit-N."""
@@ -139,12 +128,9 @@ class FirmwareProcess:
         try:
             self.proc.send_signal(signal.SIGUSR1)
             self.proc.wait(UNLOAD_GRACE_S)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
+        except subprocess.TimeoutExpired:
             pass
-        try:
-            self.proc.send_signal(signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        self.proc.kill()
         self.reap(timeout=3.0)
         self.close()
 
@@ -159,7 +145,8 @@ class FirmwareProcess:
 
 
 def _child_env() -> dict:
-    """The firmware imports the project's packages: make sure they are importable."""
+    """The firmware imports the project's packages: make sure they are importable (as a fresh
+    interpreter, ``VDSP_FW_TEMPLATE=0``)."""
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parent.parent)
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]

@@ -40,9 +40,9 @@ def keep_heap() -> bool:
 
 
 #: working memory touched at firmware boot (``VDSP_FW_HEAP_MB`` overrides; 0 disables). Off by
-#: default since firmwares are forked from the core's template (dsp_side/fwtemplate.py): the 96 MiB
+#: default since firmwares are forked from the core's starter (dsp_side/preload.py): the 96 MiB
 #: it used to touch were private to each firmware (half of an idle SoC's memory), and touching them
-#: in the template instead saves nothing (a forked firmware's first write to such a page copies it,
+#: in the starter instead saves nothing (a forked firmware's first write to such a page copies it,
 #: a fault as dear as the one it was to spare). A first large task pays its page faults once.
 PREFAULT_MB = 0
 

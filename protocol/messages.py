@@ -20,7 +20,7 @@ BODY_FIELDS: dict[Command, dict[str, tuple[tuple[type, ...], bool]]] = {
                     "name": (_STR, False), "lock_fd": (_INT, False)},
     Command.READY: {"name": (_STR, True), "role": (_STR, True), "state": (_STR, False),
                     "firmware_version": (_STR, False), "operators": (_LIST, False),
-                    "fw_endpoint": (_STR, False), "heartbeat_ms": (_INT, False),
+                    "fw_endpoint": (_STR, False), "fw_server_key": (_STR, False), "heartbeat_ms": (_INT, False),
                     "cores": (_LIST, False)},
     Command.TASK: {"inputs": (_LIST, False), "outputs": (_LIST, False), "params": (_MAP, False),
                    "owner": (_INT, False)},

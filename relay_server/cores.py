@@ -35,6 +35,8 @@ class CoreView:
         self.fw_hello = ""               # on the open firmware link: "greeting", "ready" or "refused"
         self.fw_refused = ""             # why the firmware refused the relay's HELLO on that link
         self.fw_endpoint = ""
+        self.fw_key = ""                 # the firmware's own CURVE public key on tcp (its core announces it)
+        self.announced_key = ""          # the key of the core's last announcement
         self.fw_generation = self.greeted = 0
         self.inflight: dict[int, Any] = {}
         self.liveness = Liveness(now, heartbeat_ms, hung_ms)
@@ -69,6 +71,8 @@ class CoreView:
             self.reason = reason[:MAX_REASON]
         self.state = state
         self.fw_pid = body.get("fw_pid", self.fw_pid) if state is CoreState.RUNNING else None
+        key = body.get("fw_server_key", "")
+        self.announced_key = key if isinstance(key, str) else ""
         return rundir.connectable(body.get("fw_endpoint", ""), self.endpoint)
 
     def restarted(self, body: dict) -> bool:
@@ -81,7 +85,7 @@ class CoreView:
         return changed
 
     def open_fw(self, endpoint: str) -> None:
-        self.fw_endpoint, self.fw_open = endpoint, True
+        self.fw_endpoint, self.fw_key, self.fw_open = endpoint, self.announced_key, True
         self.fw_generation += 1
         self.fw_hello, self.fw_refused = "greeting", ""
 

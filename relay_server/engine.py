@@ -528,7 +528,8 @@ class RelayEngine:
             self._broadcast(wire.encode(messages.event(core.name, "dead", reason=reason)))
         else:
             endpoint = core.apply(body, state)
-            if state is CoreState.RUNNING and (not core.fw_open or endpoint != core.fw_endpoint):
+            if state is CoreState.RUNNING and (not core.fw_open or endpoint != core.fw_endpoint
+                                               or core.announced_key != core.fw_key):
                 self._close_fw(core)
                 core.open_fw(endpoint)
                 self.out.append((OPEN_FW, core.index, endpoint))

@@ -69,6 +69,7 @@ def exit_without_cores(server: RelayServer, seconds: float) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     proc.die_with_parent()
+    proc.title("relay")
     proc.private_umask()
     soclog.setup("dsp")
     try:

@@ -104,13 +104,15 @@ class RelayServer:
         self._items = front_in + [(fd, _POLLIN) for fd in [self.hellos.fileno(), *self._quiet_fds]]
         self._handlers = handlers
 
-    def _dealer(self, endpoint: str) -> zmq.Socket:
+    def _dealer(self, endpoint: str, server_key: str = "") -> zmq.Socket:
+        """A DEALER connected to ``endpoint``: a core's control endpoint, or a firmware's, whose own
+        CURVE key (``server_key``, announced by its core) it authenticates on tcp."""
         sock = self.ctx.socket(zmq.DEALER)
         sock.linger = 0
         sock.sndhwm = sock.rcvhwm = 100000
         sock.maxmsgsize = MAX_RAW_FRAME
         sock.reconnect_ivl = 50
-        curve.secure_client(sock, endpoint, key_file=curve.keys_dir() / "relay.key_secret")
+        curve.secure_client(sock, endpoint, key_file=curve.keys_dir() / "relay.key_secret", server_key=server_key)
         sock.connect(endpoint)
         return sock
 
@@ -138,7 +140,7 @@ class RelayServer:
                     log.warning("%s: control queue full, dropped a message", self.cores[where].name)
             elif kind == OPEN_FW:
                 self._close_fw(where)
-                self.fw[where] = self._dealer(data)
+                self.fw[where] = self._dealer(data, self.engine.cores[where].fw_key)
                 self._rebuild_poll()
             elif kind == CLOSE_FW:
                 self._close_fw(where)

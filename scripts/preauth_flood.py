@@ -70,7 +70,9 @@ def main() -> int:
     from tests.test_live_curve import running_tcp_soc
     with running_tcp_soc() as soc:
         core = soc.procs["vdsp0"].pid
-        fw = next(p for p in children(core) if "dsp_side.firmware" in Path(f"/proc/{p}/cmdline").read_text())
+        # the core's firmware: a child of the core's starter, titled "vdsp: vdsp0 firmware"
+        fw = next(p for s in children(core) for p in children(s)
+                  if Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"vdsp: vdsp0 firmware"))
         pids = {"relay": soc.procs["relay"].pid, "vdsp0": core, "vdsp0 firmware": fw}
         ports = {"relay": soc.relay, "vdsp0": soc.ctl["vdsp0"], "vdsp0 firmware": soc.fw["vdsp0"]}
         frame = int(args.frame_mib * (1 << 20))

@@ -57,6 +57,14 @@ def ppid(pid: int) -> int:
         return int(fh.read().rpartition(")")[2].split()[1])
 
 
+def supervisor_of(pid: int) -> int:
+    """The supervisor that started ``pid``: the parent of the SoC's starter (``soc.starter``),
+    which is the parent of every process of the SoC; 0 when ``pid``'s parent is no SoC starter."""
+    parent = ppid(pid)
+    with open(f"/proc/{parent}/comm") as fh:
+        return ppid(parent) if fh.read().strip() == "soc.starter" else 0
+
+
 def status_json(rt: Path) -> dict:
     return json.loads(run(VDSP + ["status", "--json"], rt).stdout)
 

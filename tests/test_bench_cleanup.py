@@ -21,7 +21,8 @@ TAG_VAR = "VDSP_TEST_BENCH_TAG"      # marks the processes of one run of the tes
 
 
 def supervisors(tag: str) -> dict[int, tuple[str, str]]:
-    """pid -> (runtime dir, DDR dir) of every running 'vdsp up' supervisor of the bench perf
+    """pid -> (runtime dir, DDR dir) of every running 'vdsp up' supervisor (``vdsp: supervisor``
+    in ``ps``) of the bench perf
     started with ``tag`` (its runtime dirs are /tmp/vbp*, its DDR dirs /dev/shm/vbp-shm-*).
     Another test's benchmark, run meanwhile by another worker, has another tag."""
     found = {}
@@ -29,8 +30,7 @@ def supervisors(tag: str) -> dict[int, tuple[str, str]]:
         if not entry.name.isdigit():
             continue
         try:
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            if b"vdsp_sim.cli" not in cmd or b"up" not in cmd:
+            if not (entry / "cmdline").read_bytes().startswith(b"vdsp: supervisor\0"):   # its title
                 continue
             env = dict(item.split(b"=", 1) for item in (entry / "environ").read_bytes().split(b"\0") if b"=" in item)
         except OSError:

@@ -45,7 +45,7 @@ def test_only_clean_private_read_only_file_mappings_are_candidates():
 _CHILD = r"""
 import json, sys
 import numpy as np
-from dsp_side import fwtemplate
+from dsp_side import preload
 from dsp_side.operators import pointcloud
 import cv2
 
@@ -59,7 +59,7 @@ def lib_rss_kb(name):
             total += int(head[1])
     return total
 
-fwtemplate.preload("test")
+preload.preload("test")
 rss = {"llvmlite": lib_rss_kb("libllvmlite"), "cv2": lib_rss_kb("cv2.abi3")}
 pts, cells, xyzr = (np.frombuffer(bytes.fromhex(x), np.uint8) if i == 0 else np.zeros(int(x), np.uint8)
                     for i, x in enumerate(sys.argv[1:4]))
@@ -73,7 +73,7 @@ print(json.dumps({"rss_kb": rss, "cells": cells.tobytes().hex(), "xyzr": xyzr.to
 
 
 def test_preload_keeps_no_import_time_library_pages_and_its_kernels_still_run():
-    """After ``fwtemplate.preload`` (what ``vdsp up`` does before it forks the SoC's template) the
+    """After ``preload.preload`` (what ``vdsp up`` does before it makes the SoC's starter) the
     process holds almost none of numba's LLVM and OpenCV's code resident (on Linux 6.18, 111 MB
     and 30 MB before), and what it computes afterwards is what a process that never let go of a
     page computes."""

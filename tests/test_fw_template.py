@@ -1,6 +1,7 @@
-"""Firmwares forked from the core's firmware template (dsp_side/fwtemplate.py): each firmware is
-a separate process and the core's own child, a recovery reuses the template, nothing outlives
-the core, and ``VDSP_FW_TEMPLATE=0`` boots ``python -m dsp_side.firmware`` as before."""
+"""Firmwares forked from the core's starter (vdsp_board/starter.py, a template that imported what
+firmwares run): each firmware is a separate process and the starter's own child, a recovery
+reuses the starter, nothing outlives the core, ``VDSP_FW_TEMPLATE=0`` boots ``python -m
+dsp_side.firmware`` as before, and each process says its role in ``ps`` (its command line)."""
 from __future__ import annotations
 
 import os
@@ -25,6 +26,11 @@ def ppid(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+def cmdline(pid: int) -> str:
+    """What ``ps aux`` shows of ``pid``: its command line (NULs as spaces)."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+
+
 def threads(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
@@ -45,21 +51,21 @@ def ping_ok(soc, core) -> bool:
 
 
 def template_of(live_soc, core: str, fw: int) -> int:
-    others = [p for p in children(live_soc.pid(core)) if p != fw]
-    assert len(others) == 1, f"{core} has children {children(live_soc.pid(core))}, firmware {fw}"
-    return others[0]
+    """The core's starter: its one child, the firmware's parent."""
+    kids = children(live_soc.pid(core))
+    assert kids == [ppid(fw)], f"{core} has children {kids}, firmware {fw} has parent {ppid(fw)}"
+    return kids[0]
 
 
-def test_the_firmware_is_forked_from_the_template_and_is_the_cores_child(live_soc):
+def test_the_firmware_is_forked_from_the_starter_and_is_its_child(live_soc):
     for core, core_id in (("vdsp0", CORE_0), ("vdsp1", CORE_1)):
         fw = live_soc.fw_pid(core)
-        assert ppid(fw) == live_soc.pid(core)       # the core's child: it waits for it and reads its status
-        assert comm(fw) == f"{core}.fw"
         template = template_of(live_soc, core, fw)
-        assert comm(template) == f"{core}.template"
+        assert ppid(fw) == template and children(template) == [fw]   # it waits for it and reports its status
+        assert comm(fw) == f"{core}.fw" and cmdline(fw) == f"vdsp: {core} firmware"
+        assert comm(template) == f"{core}.starter" and cmdline(template) == f"vdsp: {core} starter"
+        assert cmdline(live_soc.pid(core)) == f"vdsp: {core} core"
         assert threads(template) == 1               # forking it is safe: no thread holds a lock
-        cmd = Path(f"/proc/{fw}/cmdline").read_bytes()
-        assert b"dsp_side.firmware" not in cmd      # not a fresh interpreter
     with Soc() as soc:
         assert soc.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
         assert soc.rpc(opids.PING, core=CORE_1).wait(5000) == {"core": "vdsp1"}
@@ -74,14 +80,14 @@ def test_a_killed_firmware_is_forked_again_from_the_same_template(live_soc):
         assert wait_until(lambda: ping_ok(soc, CORE_0), 30), "vdsp0 did not recover"
     new = live_soc.fw_pid("vdsp0")
     assert new != old and not alive(old)
-    assert ppid(new) == live_soc.pid("vdsp0") and comm(new) == "vdsp0.fw"
-    assert template_of(live_soc, "vdsp0", new) == template      # no new template: a recovery is a fork
+    assert comm(new) == "vdsp0.fw"
+    assert template_of(live_soc, "vdsp0", new) == template      # no new starter: a recovery is a fork
     dmesg = (live_soc.rt / "dmesg").read_text()
     assert "crash detected in vdsp0: type killed by SIGKILL" in dmesg
     assert dmesg.count("remote processor vdsp0 is now up") == 2
 
 
-def test_a_killed_core_takes_its_template_and_firmware_with_it(live_soc):
+def test_a_killed_core_takes_its_starter_and_firmware_with_it(live_soc):
     core = live_soc.pid("vdsp1")
     fw = live_soc.fw_pid("vdsp1")
     template = template_of(live_soc, "vdsp1", fw)
@@ -106,43 +112,58 @@ def test_without_the_template_the_firmware_is_a_fresh_interpreter(runtime_env, m
     soc.start()
     try:
         fw = soc.fw_pid("vdsp0")
-        assert b"dsp_side.firmware" in Path(f"/proc/{fw}/cmdline").read_bytes()
-        assert children(soc.pid("vdsp0")) == [fw]
+        assert cmdline(fw) == "vdsp: vdsp0 firmware"        # its title, once it runs
+        starter = ppid(fw)
+        assert children(soc.pid("vdsp0")) == [starter] and comm(starter) == "vdsp0.starter"
+        # the starter imported none of what firmwares run (no template): the firmware imported it all
+        assert "numpy" not in Path(f"/proc/{starter}/maps").read_text()
+        assert "numpy" in Path(f"/proc/{fw}/maps").read_text()
         with Soc() as client:
             assert client.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
     finally:
         soc.stop_and_check()
 
 
-def test_vdsp_up_forks_the_cores_from_one_soc_template_and_down_leaves_nothing(runtime_env, monkeypatch):
-    """``vdsp up``: one template for the SoC; the cores are forked from it (and are the
-    supervisor's children), each core forks its own firmware template, and so the imports of
-    all of them are in memory once. A killed core is forked again; ``vdsp down`` ends them all."""
+def test_vdsp_up_forks_the_cores_from_one_soc_starter_and_down_leaves_nothing(runtime_env, monkeypatch):
+    """``vdsp up``: one starter for the SoC, the supervisor's only child; the cores and the relay are
+    forked from it (and are its children), each core makes its own starter, and so the imports of
+    all of them are in memory once. Each process says its role in ``ps`` (PostgreSQL's way): before,
+    nine identical ``... vdsp up -d`` lines. A killed core is forked again; ``vdsp down`` ends them all."""
     from tests.supervised import VDSP, down_and_check, run, rt_processes
     from tests.live import shm_entries
     from vdsp_board.pidfile import PidFile
-    monkeypatch.delenv("VDSP_SOC_TEMPLATE", raising=False)     # the default (see dsp_side/fwtemplate.py)
+    monkeypatch.delenv("VDSP_SOC_TEMPLATE", raising=False)     # the default (see vdsp_board/starter.py)
     before = shm_entries()
     res = run(VDSP + ["up", "-d"], runtime_env)
     try:
         assert res.returncode == 0, res.stdout + res.stderr
         sup = PidFile(runtime_env / "soc.pid").read()
-        kids = {comm(p): p for p in children(sup)}
-        assert set(kids) == {"soc.template", "vdsp0", "vdsp1", "relay"}, kids
-        assert threads(kids["soc.template"]) == 1
+        assert sup is not None and cmdline(sup) == "vdsp: supervisor"
+        [soc_starter] = children(sup)
+        assert (comm(soc_starter), cmdline(soc_starter)) == ("soc.starter", "vdsp: soc starter")
+        assert threads(soc_starter) == 1
+        kids = {comm(p): p for p in children(soc_starter)}
+        assert set(kids) == {"vdsp0", "vdsp1", "relay"}, kids
+        assert cmdline(kids["relay"]) == "vdsp: relay"
+        titles = {}
         for core in ("vdsp0", "vdsp1"):
-            assert sorted(comm(p) for p in children(kids[core])) == [f"{core}.fw", f"{core}.template"]
-        old_fw = [p for p in children(kids["vdsp1"]) if comm(p) == "vdsp1.fw"]
+            assert cmdline(kids[core]) == f"vdsp: {core} core"
+            [starter] = children(kids[core])
+            [fw] = children(starter)
+            titles[core] = (cmdline(starter), cmdline(fw))
+        assert titles == {c: (f"vdsp: {c} starter", f"vdsp: {c} firmware") for c in ("vdsp0", "vdsp1")}
+        old_fw = [p for p in children(children(kids["vdsp1"])[0]) if comm(p) == "vdsp1.fw"]
         with Soc(autostart_relay=False) as soc:
             assert soc.rpc(opids.PING, core=CORE_1).wait(5000) == {"core": "vdsp1"}
             os.kill(kids["vdsp1"], signal.SIGKILL)
             assert wait_until(lambda: not any(alive(p) for p in old_fw), 10), "the firmware outlived its core"
             assert wait_until(lambda: ping_ok(soc, CORE_1), 30), "vdsp1 did not come back"
-        again = {comm(p): p for p in children(sup)}
-        assert again["vdsp1"] != kids["vdsp1"] and again["soc.template"] == kids["soc.template"]
-        assert not alive(kids["vdsp1"])
-        assert sorted(comm(p) for p in children(again["vdsp1"])) == ["vdsp1.fw", "vdsp1.template"]
+        assert children(sup) == [soc_starter]
+        again = {comm(p): p for p in children(soc_starter)}
+        assert again["vdsp1"] != kids["vdsp1"] and not alive(kids["vdsp1"])
+        assert cmdline(again["vdsp1"]) == "vdsp: vdsp1 core"
+        assert [comm(p) for p in children(again["vdsp1"])] == ["vdsp1.starter"]
         everything = rt_processes(runtime_env)
-        assert len(everything) == 9, everything     # supervisor, relay, soc template, 2 x (core, template, fw)
+        assert len(everything) == 9, everything     # supervisor, relay, soc starter, 2 x (core, starter, fw)
     finally:
         down_and_check(runtime_env, before)

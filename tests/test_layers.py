@@ -28,7 +28,9 @@ def test_the_contract_is_pure():
 
 
 # Which first-party packages each layer may import (its own included). Function-level imports
-# count too: a late import is still an edge between the layers.
+# count too: a late import is still an edge between the layers, and so does an import by name
+# (``importlib.import_module("relay_server.main")``, ``__import__``): it hid the arrow
+# dsp_side -> relay_server once.
 OURS = ("protocol", "vdsp_board", "vdsp_sim", "arm_side", "dsp_side", "relay_server")
 ALLOWED = {
     "protocol": {"protocol"},
@@ -45,11 +47,28 @@ def layer_of(module: str) -> str:
     return module.split(".")[0]
 
 
+def _imported_by_name(node: ast.Call) -> str | None:
+    """The module an ``importlib.import_module(...)`` or ``__import__(...)`` call names: its
+    literal, or the literal part before an f-string's first field (``vdsp_sim.commands.{name}``
+    imports ``vdsp_sim.commands``); ``"?"`` for a name computed otherwise; None for other calls."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name not in ("import_module", "__import__") or not node.args:
+        return None
+    arg = node.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        return str(arg.values[0].value).rstrip(".") or "?"
+    return "?"
+
+
 def first_party_imports(path: Path, package: str) -> set[str]:
-    import ast
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Call) and (named := _imported_by_name(node)) is not None:
+            found.add(named)
+        elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             if node.level:      # relative: resolve against the module's package
@@ -78,6 +97,16 @@ def test_the_layer_check_can_fail(tmp_path):
     bad.write_text("def f():\n    from dsp_side import core\n")
     assert {"dsp_side", "dsp_side.core"} <= first_party_imports(bad, "arm_side")
     assert "dsp_side" not in ALLOWED["arm_side"]
+
+
+def test_an_import_by_name_is_an_import(tmp_path):
+    """``dsp_side/fwtemplate.py`` imported ``relay_server.main`` with importlib, by name, and the
+    layer check did not see the upward arrow."""
+    bad = tmp_path / "m.py"
+    bad.write_text("import importlib\n\ndef f(kind):\n    importlib.import_module('relay_server.main')\n"
+                   "    __import__(f'vdsp_sim.commands.{kind}')\n")
+    assert {"relay_server.main", "vdsp_sim.commands"} <= first_party_imports(bad, "dsp_side")
+    assert "relay_server" not in ALLOWED["dsp_side"]
 
 
 # --- one meaning per name ---------------------------------------------------------------------

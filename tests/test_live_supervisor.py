@@ -21,7 +21,7 @@ from arm_side import CORE_0, CORE_1, Soc, errors, opids
 from vdsp_board.pidfile import PidFile, alive
 from tests.conftest import wait_until
 from tests.live import LiveSoc, shm_entries
-from tests.supervised import VDSP, core_pids, down_and_check, ping, ppid, rt_processes, run, status_json
+from tests.supervised import VDSP, core_pids, down_and_check, ping, rt_processes, run, status_json, supervisor_of
 
 pytestmark = pytest.mark.live
 
@@ -108,7 +108,7 @@ def test_sdk_waits_for_the_supervisor_instead_of_starting_a_relay(up_soc):
         assert ping(soc, CORE_0) and ping(soc, CORE_1)
     print(f"\nnew client served {time.monotonic() - t0:.2f} s after kill -9 of the relay")
     relay = PidFile(rt / "relay.pid").read()
-    assert relay not in (None, old) and ppid(relay) == supervisor
+    assert relay not in (None, old) and supervisor_of(relay) == supervisor
     assert not (rt / "relay.log").exists()
 
 

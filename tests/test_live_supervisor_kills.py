@@ -14,7 +14,7 @@ import pytest
 from arm_side import CORE_0, CORE_1, Soc
 from vdsp_board.pidfile import PidFile
 from tests.conftest import wait_until
-from tests.supervised import FAULT_CODES, RECOVERY_LIMIT_S, VDSP, core_pids, ping, ppid, run, status_json
+from tests.supervised import FAULT_CODES, RECOVERY_LIMIT_S, VDSP, core_pids, ping, run, status_json, supervisor_of
 
 pytestmark = pytest.mark.live
 
@@ -74,11 +74,11 @@ def test_kill_during_loadtest_loses_nothing_and_the_soc_serves_again_within_5s(u
     if target in ("vdsp0", "vdsp1"):
         assert procs[target]["last_exit"] == -9, procs
         assert core_pids(rt)[target][0] != victim
-        assert ppid(core_pids(rt)[target][0]) == supervisor
+        assert supervisor_of(core_pids(rt)[target][0]) == supervisor
     if target == "relay":
         assert procs["relay"]["last_exit"] == -9, procs
         relay = PidFile(rt / "relay.pid").read()
-        assert relay is not None and relay != victim and ppid(relay) == supervisor   # not one the SDK started
+        assert relay is not None and relay != victim and supervisor_of(relay) == supervisor   # not one the SDK started
         assert not (rt / "relay.log").exists()               # the SDK did not start a relay of its own
         assert (rt / "relay.sock").exists()
     if target.endswith("firmware"):

@@ -47,8 +47,9 @@ def test_two_private_socs_side_by_side_share_nothing_and_leave_nothing():
         with Soc() as client:                                                   # a is not disturbed
             assert client.rpc(opids.PING, core=CORE_1).wait(5000) == {"core": "vdsp1"}
         pids = [a.pid(n) for n in ("relay", "vdsp0", "vdsp1")]
-        firmware = [c for n in ("vdsp0", "vdsp1") for c in ps.children(a.pid(n))]
-        assert len(firmware) == 4       # each core's firmware and the firmware template it is forked from
+        starters = [c for n in ("vdsp0", "vdsp1") for c in ps.children(a.pid(n))]
+        firmware = starters + [f for s in starters for f in ps.children(s)]
+        assert len(firmware) == 4       # each core's starter and the firmware it started
     assert not any(alive(p) for p in pids + firmware)
     assert not a.rt.exists() and not a.ddr_dir.exists()
     assert naming_env() == before

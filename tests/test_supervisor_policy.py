@@ -133,16 +133,21 @@ def test_the_next_tick_is_the_next_due_restart_or_the_idle_period(sup):
 
 
 def test_supervise_wakes_when_a_child_exits_not_at_its_idle_period(tmp_path, monkeypatch):
-    # `vdsp up` sleeps between ticks; a child's exit (SIGCHLD) must end the sleep at once
-    import subprocess
-    import sys
+    # `vdsp up` sleeps between ticks; a child's exit (reported by the starter on its socket) must
+    # end the sleep at once
     import time
+    from vdsp_board.starter import Entry, Starter
     monkeypatch.setattr(supervisor, "IDLE_TICK_S", 30.0)
     s = Supervisor(tmp_path, restart=True)
-    child = s.children["relay"] = Child("relay", [sys.executable, "-c", "import time; time.sleep(0.5)"])
-    child.proc = subprocess.Popen(child.cmd)
-    monkeypatch.setattr(s, "_spawn", lambda c: setattr(c, "proc", FakeProc()))
-    t0 = time.monotonic()
-    s.supervise(lambda: child.restarts >= 1 or time.monotonic() - t0 > 20)
-    assert child.restarts == 1 and child.last_exit == 0
-    assert time.monotonic() - t0 < 15      # not at the 30 s tick (nor the 20 s guard)
+    s.starter = Starter("test", {"sleep": Entry(lambda argv: 0, ("-c", "import time; time.sleep(0.5)"))},
+                        templates=False)
+    try:
+        child = s.children["relay"] = Child("relay", "sleep")
+        child.proc = s.starter.start("sleep", [])
+        monkeypatch.setattr(s, "_spawn", lambda c: setattr(c, "proc", FakeProc()))
+        t0 = time.monotonic()
+        s.supervise(lambda: child.restarts >= 1 or time.monotonic() - t0 > 20)
+        assert child.restarts == 1 and child.last_exit == 0
+        assert time.monotonic() - t0 < 15      # not at the 30 s tick (nor the 20 s guard)
+    finally:
+        s.starter.close()

@@ -58,7 +58,7 @@ class Seen(LoopbackTransport):
         super().__init__("relay")
         self.headers: list[tuple] = []
 
-    def open(self, endpoint, name, *, watch=False):
+    def open(self, endpoint, name, *, watch=False, server_key=""):
         link = super().open(endpoint, name, watch=watch)
         send = link.send
 

@@ -1,9 +1,9 @@
 """Who may reach the SoC over tcp: ZeroMQ CURVE keys, an allow-list, and admin rights.
 
 Every tcp endpoint of the SoC (the relay's front, each core's control endpoint, each
-firmware's task endpoint) is a CURVE server. A peer must know the SoC's server public
-key and present a client key on the allow-list; anything else fails the handshake and
-gets nothing at all, not even an error reply (the refusal is logged, at most once per
+firmware's task endpoint) is a CURVE server. A peer must know the server's public key (the
+SoC's; a firmware's own, which its core announces) and present a client key on the allow-list;
+anything else fails the handshake and gets nothing at all, not even an error reply (the refusal is logged, at most once per
 key per 10 s). ipc endpoints keep file-permission protection (a private runtime
 directory, see ``vdsp_board.rundir``) and need no keys.
 
@@ -178,17 +178,35 @@ def secure_server(sock: zmq.Socket, endpoint: str, directory: Path | None = None
     return True
 
 
-def secure_client(sock: zmq.Socket, endpoint: str, *, key_file: Path | None = None) -> bool:
+def own_server(sock: zmq.Socket, endpoint: str) -> str:
+    """Make ``sock`` a CURVE server with a key pair of its own, made now, if ``endpoint`` is tcp
+    (before bind): a firmware's (it holds no key of the SoC's; its core announces the public
+    key). Returns that public key (Z85), or '' on ipc. The caller must run a :class:`Gate`."""
+    if not is_tcp(endpoint):
+        return ""
+    public, secret = zmq.curve_keypair()
+    sock.curve_secretkey = secret
+    sock.curve_server = True
+    return public.decode("ascii")
+
+
+def secure_client(sock: zmq.Socket, endpoint: str, *, key_file: Path | None = None,
+                  server_key: str | None = None) -> bool:
     """Give ``sock`` our CURVE key pair and the server's key if ``endpoint`` is tcp (before connect).
+    ``server_key``: the server's public key (Z85) when it is not the SoC's (a firmware's, as its
+    core announced it); else ``VDSP_SERVER_KEY`` or the key directory's ``server.key``.
 
     Raises FileNotFound / InvalidArgument when a key is missing or unsafe.
     """
     if not is_tcp(endpoint):
         return False
-    directory = keys_dir()
     public, secret = load_pair(key_file or client_key_file())
-    server_file = settings.current().server_key or directory / "server.key"
-    sock.curve_serverkey = load_public(server_file)
+    if server_key:
+        if len(server_key) != 40:
+            raise errors.InvalidArgument(f"server key {server_key[:50]!r} is not a Z85 CURVE key (40 characters)")
+        sock.curve_serverkey = server_key.encode("ascii")
+    else:
+        sock.curve_serverkey = load_public(settings.current().server_key or keys_dir() / "server.key")
     sock.curve_publickey, sock.curve_secretkey = public, secret
     return True
 

@@ -6,7 +6,7 @@ a file's page cache in large folios maps a whole folio on one fault (Linux 6.18 
 ``libllvmlite.so`` resident after ``import llvmlite.binding``, 111 MB after numba's kernels
 loaded, 30 MB of ``cv2``). Those pages count in the process's PSS for as long as it lives, and
 ``vdsp up``'s supervisor, which imports everything once so that the SoC's template shares it
-(``dsp_side.fwtemplate.preload``), runs none of that code after its fork.
+(``dsp_side.preload.preload``), runs none of that code after its fork.
 
 :func:`drop` asks the kernel to unmap them from this process (``MADV_DONTNEED``), only where that
 cannot change a byte the process sees: private file mappings that are not writable and hold no

@@ -1,4 +1,4 @@
-"""Process hygiene: children that die with their parent, SIGTERM as a clean exit."""
+"""Process hygiene: children that die with their parent, SIGTERM as a clean exit, a title per role."""
 from __future__ import annotations
 
 import atexit
@@ -12,7 +12,8 @@ from typing import NoReturn
 from vdsp_board import settings
 
 PARENT_ENV = "VDSP_PARENT_PID"
-_PR_SET_PDEATHSIG = 1
+_PR_SET_PDEATHSIG, _PR_SET_NAME = 1, 15
+TITLE_PREFIX = "vdsp: "
 
 
 def fast_exit(code: int) -> NoReturn:
@@ -52,6 +53,30 @@ def die_with_parent() -> None:
         pass
     if str(os.getppid()) != expected:  # the parent died before prctl took effect
         os._exit(1)
+
+
+def die_with(parent: int) -> None:
+    """SIGKILL when ``parent`` (our parent now) dies; exit at once if it is already gone."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def title(role: str, comm: str | None = None) -> None:
+    """Show this process's role in ``ps`` (its command line becomes ``vdsp: ROLE``, as PostgreSQL's
+    processes say theirs: ``setproctitle``) and, in ``comm`` (what ``top`` and ``pgrep`` read, 15
+    bytes), ``comm`` (default: the role)."""
+    import setproctitle
+    settings.titles()   # the title in argv's area only: /proc/PID/environ stays readable
+    setproctitle.setproctitle(TITLE_PREFIX + role)
+    _prctl(_PR_SET_NAME, ctypes.c_char_p((comm or role).encode()[:15]))
+
+
+def _prctl(option: int, arg) -> bool:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def private_umask() -> None:

@@ -126,13 +126,13 @@ class Settings:
         "for a 1920x1080 cornerHarris)", (CORE,), float, None)
     fw_template = Variable[bool](
         "VDSP_FW_TEMPLATE", "`0` to turn off", "on",
-        "a firmware is forked from its core's template that has imported numpy, cv2, numba and the operators "
-        "once (a boot or recovery is a fork plus the image's checks, ~0.1 s; `dsp_side/fwtemplate.py`); `0` "
+        "a firmware is forked from its core's starter that has imported numpy, cv2, numba and the operators "
+        "once (a boot or recovery is a fork plus the image's checks, ~0.1 s; `vdsp_board/starter.py`); `0` "
         "starts each firmware as a fresh interpreter", (CORE,), _flag, True)
     soc_template = Variable[bool](
         "VDSP_SOC_TEMPLATE", "`0` to turn off", "on",
         "`vdsp up` imports numpy, cv2, numba and the operators once, then forks the cores and the relay from "
-        "one SoC-wide template (`soc.template`), so they are in memory once per SoC (an idle SoC ~155 MB PSS "
+        "the SoC's starter (`vdsp: soc starter`), so they are in memory once per SoC (an idle SoC ~155 MB PSS "
         "instead of ~345); `0` starts each core and the relay as a fresh interpreter", (CLI, CORE), _flag, True)
     native = Variable[bool](
         "VDSP_NATIVE", "`0` to turn off", "on",
@@ -237,10 +237,25 @@ def export(values: Mapping[str, str | None]) -> dict[str, str | None]:
     return previous
 
 
+def titles() -> None:
+    """Set up ``setproctitle`` (once per process) so that a process title leaves
+    ``/proc/PID/environ`` as it was: its ``SPT_NOENV`` gives the title the argv area only, where
+    by default it would also take (and blank) the environment's, and whoever finds a SoC's
+    processes by their environment (``VDSP_RUNTIME_DIR``) would find none. Called before the
+    first title (``vdsp_board.proc.title``) and by :func:`become`."""
+    try:
+        import setproctitle
+    except ImportError:
+        return
+    os.environ.setdefault("SPT_NOENV", "1")     # read by setproctitle's set-up, which runs now
+    setproctitle.setproctitle(setproctitle.getproctitle())
+
+
 def become(env: Mapping[str, str]) -> None:
     """Replace this process's whole environment with ``env``: a process forked to stand in for an
-    exec'd child (a core forked from the SoC's template, ``dsp_side.fwtemplate``) takes the
+    exec'd child (a core forked from the SoC's starter, ``vdsp_board.starter``) takes the
     environment the exec would have given it. The other writer of ``os.environ``, with :func:`export`."""
+    titles()    # setproctitle finds argv through environ: it must start before environ is replaced
     os.environ.clear()
     os.environ.update(env)
 

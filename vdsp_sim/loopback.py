@@ -218,7 +218,7 @@ class LoopbackTransport(Transport):
             return {"relay": "loop://relay"}
         return {name: f"loop://{name}" for name in self.cores}
 
-    def open(self, endpoint: str, name: str, *, watch: bool = False) -> Link:
+    def open(self, endpoint: str, name: str, *, watch: bool = False, server_key: str = "") -> Link:
         link = Link(self, endpoint, name, b"\x00sdk%d" % next(self.ids))
         with self.lock:
             self.links[link.identity] = link

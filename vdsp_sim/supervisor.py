@@ -12,6 +12,12 @@ policy is systemd's ``Restart=always`` with a start limit and a backoff:
 - the ``RESTART_BURST``-th (5th) exit within the window gives the process up: it is not
   restarted again, the log says so, and so does ``vdsp status`` (state ``gave-up``).
 
+Every process of the SoC is started by the SoC's starter (``vdsp_board.starter``), made first,
+before anything reads a key: the starter is their parent and reports each exit over its socket
+(the kernel's ``waitpid``); the supervisor reads it there. The keys and stock images a SoC needs
+are made by a job of the starter (``vdsp_sim.prepare``), so that the supervisor holds no secret a
+starter it makes again (after the first was killed) could pass on.
+
 The supervisor keeps its view in ``<runtime dir>/soc.state.json`` (0600, rewritten
 atomically on every change): per process its pid, state, restart count, last exit status
 and whether it was given up. ``vdsp status`` shows it; the SDK reads it to wait for a relay
@@ -20,23 +26,25 @@ being restarted instead of starting one of its own.
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import os
 import re
+import select
 import signal
 import stat
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from vdsp_board import curve, fdwait, proc, rundir, settings
+from vdsp_board import fdwait, proc, rundir, settings
 from vdsp_board.pidfile import SUPERVISOR_STATE, PidFile, StateFile, alive
 from vdsp_board import procfacts
+from vdsp_board.starter import Started, Starter, StarterGone
 from vdsp_sim import readiness
 from vdsp_sim.readiness import START_TIMEOUT_S
 
@@ -52,6 +60,7 @@ READY_POLL_S = 0.01        # how often the start-up asks the relay (or the cores
 MAX_PIDS = 256             # processes of the SoC followed during start-up (it has about 10)
 CONNECT_S, QUERY_S = 10.0, 5.0     # the start-up client's connect and query timeouts, at most
 LOG_TAIL = 64 << 10        # bytes read at the end of a process's log for its last error
+PREPARE_TIMEOUT_S = 300.0  # the preparation job (keys, stock images: a build and a signature each)
 
 
 def _env(rt: Path) -> dict:
@@ -78,9 +87,9 @@ def exit_text(code: int | None) -> str:
 class Child:
     """One supervised process and its restart bookkeeping (times are time.monotonic())."""
 
-    def __init__(self, name: str, cmd: list[str]) -> None:
-        self.name, self.cmd = name, cmd
-        self.proc: subprocess.Popen | None = None
+    def __init__(self, name: str, entry: str, argv: list[str] | None = None) -> None:
+        self.name, self.entry, self.argv = name, entry, argv or []
+        self.proc: Started | None = None
         self.restarts = 0
         self.last_exit: int | None = None
         self.exits: collections.deque[float] = collections.deque()   # within RESTART_WINDOW_S
@@ -112,8 +121,9 @@ def _ignore(signum, frame) -> None:
 
 
 class _Wakeups:
-    """A pipe the signals write to (``signal.set_wakeup_fd``), with SIGCHLD caught, so that a
-    wait on it ends when a child exits. Main thread only; the previous settings come back on exit."""
+    """A pipe the signals write to (``signal.set_wakeup_fd``), with SIGCHLD caught (the starter's
+    own exit), so that a wait on it and the starter's socket ends when a process exits or a signal
+    comes in. Main thread only; the previous settings come back on exit."""
 
     def __enter__(self) -> "_Wakeups":
         self.r, self.w = os.pipe()
@@ -123,8 +133,11 @@ class _Wakeups:
         self.old_chld = signal.signal(signal.SIGCHLD, _ignore)
         return self
 
-    def wait(self, seconds: float) -> None:
-        fdwait.readable(self.r, seconds)
+    def wait(self, seconds: float, fds: tuple[int, ...] = ()) -> None:
+        poll = select.poll()
+        for fd in [self.r, *fds]:
+            poll.register(fd, select.POLLIN)
+        poll.poll(max(0.0, seconds) * 1000)
         try:
             while os.read(self.r, 512):
                 pass
@@ -147,11 +160,14 @@ class Supervisor:
 
     def __init__(self, rt: Path, *, cores: tuple[str, ...] = CORE_NAMES, relay: bool = True,
                  log_dir: Path | None = None, core_args: list[str] | None = None,
-                 relay_args: list[str] | None = None, restart: bool = False, template=None) -> None:
-        """``template``: a ``dsp_side.fwtemplate.Template`` this process forked (``vdsp up``): the
-        cores are forked from it, so what they and their firmwares import is in memory once."""
+                 relay_args: list[str] | None = None, restart: bool = False, templates: bool = False) -> None:
+        """``templates`` (``vdsp up``, which imported what they import first): the cores and the
+        relay are forked from the SoC's starter, so what they and their firmwares import is in
+        memory once; else each is a fresh interpreter."""
         self.rt, self.cores, self.relay, self.log_dir = rt, cores, relay, log_dir
-        self.template = template
+        self.templates = templates
+        self.starter: Starter | None = None
+        self.read_key = False       # our start-up client read a CURVE key (a tcp SoC): see _starter
         self.core_args, self.relay_args = core_args or [], relay_args or []
         self.restart = restart
         self.children: dict[str, Child] = {}
@@ -160,78 +176,111 @@ class Supervisor:
         self.state_file = StateFile(rt / SUPERVISOR_STATE) if restart else None
 
     @property
-    def procs(self) -> dict[str, subprocess.Popen]:
+    def procs(self) -> dict[str, Started]:
         """Name -> the process now running (or last run) under that name."""
         return {n: c.proc for n, c in self.children.items() if c.proc is not None}
+
+    def _starter(self) -> Starter:
+        """The SoC's starter; made again if it was killed (its processes died with it). Once our
+        start-up client has read a key (the client key of a tcp SoC), a new starter starts fresh
+        interpreters: a fork of ours would hand that key to every process of the SoC."""
+        if self.starter is None or not self.starter.alive():
+            if self.starter is not None:
+                log.error("the SoC's starter (pid %d) is gone: starting a new one", self.starter.pid)
+                self.starter.close()
+            from vdsp_sim.entries import ENTRIES
+            self.starter = Starter("soc", ENTRIES, templates=self.templates and not self.read_key, env=_env(self.rt))
+        return self.starter
 
     def _spawn(self, child: Child) -> None:
         out = None
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             out = open(self.log_dir / f"{child.name}.log", "ab")
+        fd = None if out is None else out.fileno()
         try:
-            if self.template is not None and (child.name in self.cores or child.name == "relay") \
-                    and self.template.alive():
-                fd = None if out is None else out.fileno()
+            for attempt in (1, 2):
                 try:
-                    if child.name == "relay":   # cmd: python -m relay_server.main ARGS
-                        child.proc = self.template.spawn_relay(child.cmd[3:], proc.child_env(_env(self.rt)), fd)
-                    else:                       # cmd: python -m vdsp_sim.cli core ARGS
-                        child.proc = self.template.spawn_core(child.cmd[4:], proc.child_env(_env(self.rt)), fd)
+                    child.proc = self._starter().start(child.entry, child.argv, env=proc.child_env(_env(self.rt)),
+                                                       stdout=fd, stderr=fd)
                     return
-                except OSError as exc:
-                    log.warning("%s: the SoC's template failed (%s): starting it afresh", child.name, exc)
-            child.proc = subprocess.Popen(child.cmd, env=proc.child_env(_env(self.rt)), stdin=subprocess.DEVNULL,
-                                          stdout=out, stderr=out)
+                except StarterGone:
+                    if attempt == 2:
+                        raise
         finally:
             if out is not None:
                 out.close()
 
-    def start(self, fork_template: Callable[[], Any] | None = None) -> None:
-        """Spawn the relay and the cores. Raises ApiUseError if a relay already runs here.
-
-        ``fork_template`` (``vdsp up``): called once the stock images are installed; it returns
-        the SoC's template (``dsp_side.fwtemplate.Template``). The cores, then the relay, are
-        spawned: forked from the template when there is one (what they import is in memory
-        once), else started afresh."""
+    def start(self) -> None:
+        """Make the SoC's starter (first: nothing has read a key yet), have it prepare the SoC
+        (keys, stock images: :mod:`vdsp_sim.prepare`), then start the cores, then the relay.
+        Raises ApiUseError if a relay already runs here; what the preparation raised (a VdspError)."""
         if self.relay and PidFile(self.rt / "relay.pid").read() is not None:
             raise errors.ApiUseError(f"a relay already runs for {self.rt} (vdsp down first)")
-        self._ensure_keys()
+        self._starter()
+        self._prepare()
         for name in self.cores:
-            self.children[name] = Child(name, [sys.executable, "-m", "vdsp_sim.cli", "core", "--name", name,
-                                               *self.core_args])
+            self.children[name] = Child(name, "core", ["--name", name, *self.core_args])
         if self.relay:
-            self.children["relay"] = Child("relay", [sys.executable, "-m", "relay_server.main", *self.relay_args])
-        from vdsp_sim.firmware_cli import install_stock
-        # an image the cores would refuse is replaced; the cores' own policy decides ("--allow-unsigned")
-        for path, why in install_stock(self.rt, self.cores, allow_unsigned="--allow-unsigned" in self.core_args):
-            log.info("installed the stock firmware image as %s (%s)", path,
-                     "none was there" if why == "missing" else f"replacing one the cores would refuse: {why}")
-        if fork_template is not None:
-            self.template = fork_template()
+            self.children["relay"] = Child("relay", "relay", list(self.relay_args))
         for child in self.children.values():
             if child.proc is None:
                 self._spawn(child)
         self._write_state()
 
-    def _ensure_keys(self) -> None:
-        """A SoC with a tcp endpoint needs CURVE keys: make those missing (``vdsp keys init``)."""
-        # create: where the runtime dir is too long for its sockets, their short directory is made now
-        endpoints = list(rundir.core_endpoints(self.rt, create=True).values()) + \
-            ([rundir.relay_endpoint(self.rt, create=True)] if self.relay else [])
-        if not any(curve.is_tcp(e) for e in endpoints):
-            return
-        directory = curve.keys_dir(self.rt)
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for path in curve.init(directory):
+    def _prepare(self) -> None:
+        """Keys and stock images (``vdsp_sim.prepare``): a job of the starter when its processes are
+        forks of it (they must not inherit what the job reads); else here."""
+        allow_unsigned = "--allow-unsigned" in self.core_args
+        if self.templates:
+            doc = self._prepare_job(allow_unsigned)
+        else:
+            from vdsp_sim import prepare
+            doc = prepare.prepare(self.rt, self.cores, self.relay, allow_unsigned)
+        for path in doc.get("keys", []):
             log.info("made the CURVE key pair %s (tcp endpoints need keys; see 'vdsp keys')", path)
+        for path, why in doc.get("installed", []):
+            log.info("installed the stock firmware image as %s (%s)", path,
+                     "none was there" if why == "missing" else f"replacing one the cores would refuse: {why}")
+
+    def _prepare_job(self, allow_unsigned: bool) -> dict:
+        """The preparation as a job of the starter: what it printed. Raises what it reported."""
+        argv = [*(f"--core={c}" for c in self.cores), *([] if self.relay else ["--no-relay"]),
+                *(["--allow-unsigned"] if allow_unsigned else [])]
+        job = self._starter().start("prepare", argv, env=proc.child_env(_env(self.rt)), pipe_stdout=True)
+        assert job.stdout is not None       # pipe_stdout
+        deadline = time.monotonic() + PREPARE_TIMEOUT_S
+        said = b""
+        try:
+            while fdwait.readable(job.stdout.fileno(), deadline - time.monotonic()):
+                chunk = job.stdout.read(65536)
+                if not chunk:
+                    break
+                said += chunk[:1 << 20]
+            else:
+                job.kill()
+                raise errors.CoreOffline(f"preparing the SoC took over {PREPARE_TIMEOUT_S:.0f} s")
+            code = job.wait(max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            job.kill()
+            raise errors.CoreOffline(f"preparing the SoC took over {PREPARE_TIMEOUT_S:.0f} s") from None
+        finally:
+            job.stdout.close()
+        try:
+            doc = json.loads(said.splitlines()[-1]) if said.strip() else {}
+        except ValueError:
+            doc = {}
+        if isinstance(doc.get("error"), dict):
+            raise errors.from_wire(doc["error"])
+        if code != 0:
+            raise errors.CoreOffline(f"preparing the SoC failed ({exit_text(code)})")
+        return doc
 
     # --- supervision ----------------------------------------------------------------------
     def tick(self, now: float | None = None) -> None:
         """Notice exits, restart what is due (``restart=True`` only); call it every TICK_S."""
-        if self.template is not None and not self.stopping:   # we are a subreaper: a dead core's orphans end here
-            from dsp_side.fwtemplate import reap_strays
-            reap_strays({self.template.pid, *(p.pid for p in self.procs.values())})
+        if self.starter is not None:     # what it reported: the exits
+            self.starter.collect(0)
         if not self.restart or self.stopping:
             return
         now = time.monotonic() if now is None else now
@@ -272,7 +321,7 @@ class Supervisor:
             while not stopped():
                 self.tick()
                 if not stopped():
-                    wake.wait(self.next_tick_s())
+                    wake.wait(self.next_tick_s(), (self.starter.fileno(),) if self.starter is not None else ())
 
     def _exited(self, child: Child, now: float) -> None:
         assert child.proc is not None       # only a started child exits
@@ -387,6 +436,7 @@ class Supervisor:
                 status = None
                 try:
                     if soc is None:     # no wait of ours outlasts the start's deadline
+                        self.read_key = self.read_key or self._tcp()
                         soc = Soc(mode="relay" if self.relay else "direct", autostart_relay=False,
                                   connect_timeout_s=clock.left(time.monotonic(), CONNECT_S))
                     status = soc.query("cores", timeout_ms=clock.left(time.monotonic(), QUERY_S) * 1000)
@@ -412,6 +462,14 @@ class Supervisor:
         finally:
             if soc is not None:
                 soc.close()
+
+    def _tcp(self) -> bool:
+        """Whether our start-up client connects over tcp (and so reads a CURVE key)."""
+        try:
+            endpoints = [rundir.relay_endpoint(self.rt)] if self.relay else list(rundir.core_endpoints(self.rt).values())
+        except errors.VdspError:
+            return True
+        return any(e.startswith("tcp://") for e in endpoints)
 
     def _last_words(self, names: list[str]) -> str:
         """The last error each process named logged (``: vdsp0: ERROR LINE``), if it has a log file."""
@@ -474,9 +532,9 @@ class Supervisor:
         if self.state_file is not None:
             self.state_file.remove()
         self.children.clear()
-        if self.template is not None:
-            self.template.close()
-            self.template = None
+        if self.starter is not None:
+            self.starter.close()
+            self.starter = None
 
 
 _ERROR_LINE = re.compile(r"^(\[E\]|[A-Za-z_][\w.]*(Error|Exception): |vdsp \w+: |dsp_relay_server: )")

@@ -103,11 +103,11 @@ def soc_idle_cpu(rt: Path, seconds: float = 2.0) -> dict:
 
 
 def firmware_pid(rt: Path, core: str) -> int:
-    """The pid of ``core``'s firmware process (a child of the core named ``<core>.fw``, or running
-    ``dsp_side.firmware``)."""
+    """The pid of ``core``'s firmware process (a child of the core's starter, named ``<core>.fw``,
+    or running ``dsp_side.firmware``)."""
     state = json.loads((rt / "soc.state.json").read_text())
     core_pid = int(state["processes"][core]["pid"])
-    for p in children(core_pid):
+    for p in tree(core_pid)[1:]:
         try:
             if Path(f"/proc/{p}/comm").read_text().strip() == f"{core}.fw" or \
                     b"dsp_side.firmware" in Path(f"/proc/{p}/cmdline").read_bytes():

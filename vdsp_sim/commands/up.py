@@ -62,11 +62,15 @@ def _serve(rt: Path, args: argparse.Namespace, ready: int | None = None) -> int:
     """Start the SoC, supervise it until SIGINT or SIGTERM, stop it. ``ready``: a pipe written
     one line ("SoC up in ...", or nothing if start-up fails) and closed once every core runs."""
     from vdsp_sim.supervisor import Supervisor
+    from vdsp_board import proc
+    proc.title("supervisor")
     soclog.setup("dsp")
-    from dsp_side import fwtemplate
+    config = settings.current()
+    templates = config.fw_template and config.soc_template
     sup = Supervisor(rt, log_dir=rt / "log" if args.log_files else None,
                      core_args=["--watchdog-ms", str(args.watchdog_ms),
-                                *(["--allow-unsigned"] if args.allow_unsigned else [])], restart=True)
+                                *(["--allow-unsigned"] if args.allow_unsigned else [])], restart=True,
+                     templates=templates)
     if args.allow_unsigned:
         print("vdsp up: --allow-unsigned: the cores also boot UNSIGNED firmware images (development only)",
               file=sys.stderr, flush=True)
@@ -79,7 +83,9 @@ def _serve(rt: Path, args: argparse.Namespace, ready: int | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        sup.start(_fork_soc_template if fwtemplate.soc_enabled() else None)
+        if templates:
+            _preload()
+        sup.start()
         status = sup.wait_ready(args.timeout or None)
         line = f"SoC up in {rt}: " + ", ".join(f"{c['name']} {c['state']} fw {c.get('firmware_version', '?')}"
                                                for c in status["cores"])
@@ -100,21 +106,20 @@ def _serve(rt: Path, args: argparse.Namespace, ready: int | None = None) -> int:
         print("SoC down", flush=True)
 
 
-def _fork_soc_template():
-    """What every core, firmware and the relay import, imported here, then the SoC's template
-    forked (while this process has one thread): the cores and the relay are forked from it (the
-    cores' firmware templates and firmwares from them), so those imports are in memory once for
-    the whole SoC, this process included (it imports them before the fork, not after). The collector leaves them
-    be (``gc.freeze``): its visits would write to, and so copy, the pages they share."""
+def _preload() -> None:
+    """What every core, firmware and the relay import, imported here before the supervisor makes
+    the SoC's starter (while this process has one thread): the cores and the relay are forked
+    from it (the cores' starters and firmwares from them), so those imports are in memory once for
+    the whole SoC, this process included. The collector leaves them be (``gc.freeze``): its
+    visits would write to, and so copy, the pages they share."""
     from arm_side import soc  # noqa: F401  -- the start-up's client (Supervisor.wait_ready), shared too
-    from relay_server import main  # noqa: F401  -- the relay is forked from the template too
-    from dsp_side import fwtemplate
+    from vdsp_sim import entries  # noqa: F401  -- the core and relay entry points the starter forks
+    from dsp_side import preload
     try:
-        fwtemplate.preload("soc")
-    except Exception as exc:    # as in a template: the firmwares import them again and report what fails
+        preload.preload("soc")
+    except Exception as exc:    # as in a starter: the firmwares import them again and report what fails
         logging.getLogger("vdsp.launcher").warning("soc: could not preload: %s: %s", type(exc).__name__, exc)
     gc.freeze()
-    return fwtemplate.Template("soc", firmwares=False)
 
 
 _READY: dict[int, bool] = {}    # the open "SoC up" pipe of a forked supervisor (closed in its forks)
@@ -265,7 +270,7 @@ def _fork_supervisor(rt: Path, args: argparse.Namespace, env: dict, log_path: Pa
         os.closerange(3, w)     # nothing of the caller's (its pipes) stays open here
         os.closerange(w + 1, MAX_FD)
         settings.become(env)
-        # what the supervisor forks (the SoC's template, and from it the cores and firmwares)
+        # what the supervisor forks (the SoC's starter, and from it the cores and firmwares)
         # must not hold the pipe: only the supervisor says whether the SoC is up
         os.register_at_fork(after_in_child=lambda: _close_ready(w) if w in _READY else None)   # once: inherited
         _READY[w] = True
