@@ -83,11 +83,13 @@ def test_dry_run_shows_what_the_guest_runs():
     assert not any("VDSP_RPC_MODE" in c for c in by["README example in relay mode"])
     for mod in LIVE_TESTS:
         assert (ROOT / "tests" / f"{mod}.py").is_file(), mod
-        (cmd,) = commands[next(t for t in titles if f"tests/{mod}.py" in t)]
+        start, cmd = commands[next(t for t in titles if f"tests/{mod}.py" in t)]
+        # the SoC's start timeout, scaled as the step's deadlines: 60 s on KVM, x4 on TCG
+        assert start in ("export VDSP_START_TIMEOUT=60", "export VDSP_START_TIMEOUT=240"), start
         assert re.fullmatch(rf"bounded \d+ \.venv/bin/python -m pytest .*tests/{mod}\.py", cmd), cmd
     # every command of the guest has a deadline
     guest = [c for t in titles[6:-2] for c in commands[t]]
-    assert len(guest) == 2 + 2 * 3 + 1 + len(LIVE_TESTS), guest
+    assert len(guest) == 2 + 2 * 3 + 1 + len(LIVE_TESTS) + len(titles[6:-2]), guest
     assert all(c.startswith("bounded ") or c.startswith("export ") for c in guest), guest
 
 

@@ -129,3 +129,16 @@ def test_the_sdk_says_why_a_supervised_start_failed(tmp_path, monkeypatch):
         f"the SoC in {tmp_path} failed to start: vdsp0's firmware refused the relay: no pidfd"
     state["state"] = "running"
     assert autostart.supervisor_problem(tmp_path) is None
+
+
+def test_the_start_timeout_is_the_environments(monkeypatch):
+    """VDSP_START_TIMEOUT sets `vdsp up`'s and a private SoC's start timeout (a slow host raises
+    it: an emulated CPU took 109 s to start a SoC); 0 is no limit; unset, 60 s."""
+    from vdsp_sim import private_soc
+    monkeypatch.delenv("VDSP_START_TIMEOUT", raising=False)
+    assert readiness.start_timeout_s() == 60.0
+    monkeypatch.setenv("VDSP_START_TIMEOUT", "240")
+    assert readiness.start_timeout_s() == 240.0
+    assert private_soc.PrivateSocConfig().ready_timeout_s == 240.0
+    monkeypatch.setenv("VDSP_START_TIMEOUT", "0")
+    assert readiness.start_timeout_s() is None

@@ -119,6 +119,11 @@ class Settings:
     firmware_dir = Variable[Path | None](
         "VDSP_FIRMWARE_DIR", "path", "`$VDSP_RUNTIME_DIR/firmware`", "the default firmware directory",
         (CORE, CLI), Path, None)
+    start_timeout = Variable[float | None](
+        "VDSP_START_TIMEOUT", "seconds", "60",
+        "how long `vdsp up` (its `--timeout`) and a private SoC wait for the SoC to serve before they stop it and "
+        "fail; time spent waiting for a CPU does not count, up to 3 times this in all. Raise it on a slow host "
+        "(an emulated CPU, a starved CI runner); 0: no limit", (CLI, CLIENT), float, None)
     fw_heap_mb = Variable[float | None](
         "VDSP_FW_HEAP_MB", "MiB", "0",
         "working memory each firmware touches at boot so that first tasks do not page-fault (off by default: "

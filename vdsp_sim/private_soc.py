@@ -44,7 +44,7 @@ from protocol import errors
 from protocol.constants import CORE_NAMES
 from vdsp_board import ddr, rundir, settings
 from vdsp_board.pidfile import PidFile, alive
-from vdsp_sim.readiness import START_TIMEOUT_S
+from vdsp_sim.readiness import start_timeout_s
 from vdsp_sim.supervisor import Supervisor, stop_pid
 
 log = logging.getLogger("vdsp.launcher")
@@ -84,7 +84,8 @@ class PrivateSocConfig:
     strict_cache: bool | None = False       # VDSP_STRICT_CACHE of clients; None: the environment's
     env: Mapping[str, str | None] = dataclasses.field(default_factory=dict)   # more variables (None: unset)
     log_dir: Path | None = None             # one log file per process; None: <runtime dir>/log
-    ready_timeout_s: float | None = START_TIMEOUT_S   # the start timeout (Supervisor.wait_ready); None: no limit
+    # the start timeout (Supervisor.wait_ready), VDSP_START_TIMEOUT's by default; None: no limit
+    ready_timeout_s: float | None = dataclasses.field(default_factory=start_timeout_s)
 
 
 def fresh_runtime_dir(prefix: str = "vt") -> Path:

@@ -25,10 +25,20 @@ import dataclasses
 from typing import Callable, Iterable
 
 from protocol.constants import HUNG_HARD_FACTOR
+from vdsp_board import settings
 
 START_TIMEOUT_S = 60.0      # the default start timeout: a start took 2.4 s on a 2-CPU host, 8.5 s beside 8 CPU hogs
 HARD_FACTOR = HUNG_HARD_FACTOR      # however starved its processes, a start ends at 3 x its timeout
 BOOT_FAILED = "boot failed: "
+
+
+def start_timeout_s() -> float | None:
+    """The start timeout of this environment: ``VDSP_START_TIMEOUT`` (0: no limit, None), else
+    :data:`START_TIMEOUT_S`."""
+    value = settings.current().start_timeout
+    if value is None:
+        return START_TIMEOUT_S
+    return value if value > 0 else None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,7 @@ from protocol import errors
 from protocol.constants import DEFAULT_WATCHDOG_MS
 from vdsp_board import log as soclog, rundir, settings
 from vdsp_board.pidfile import PidFile
-from vdsp_sim.readiness import HARD_FACTOR, START_TIMEOUT_S
+from vdsp_sim.readiness import HARD_FACTOR, START_TIMEOUT_S, start_timeout_s
 
 PRIVATE_FILES = True
 MAX_FD = 1 << 16      # the descriptors a forked supervisor closes (all but its own)
@@ -29,9 +29,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                     "restarted at once, then with a doubling backoff; after 5 exits within 30 s "
                                     "it is given up ('vdsp status' shows restarts and give-ups).")
     up.add_argument("-d", "--detach", action="store_true", help="run in the background; stop with 'vdsp down'")
-    up.add_argument("--timeout", type=float, default=START_TIMEOUT_S, metavar="SECONDS",
+    up.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                     help="the start fails (stopping what it started, exit status 1) when the SoC does not serve "
-                         "within this many seconds; time its processes spend waiting for a CPU on a busy host "
+                         f"within this many seconds (default: $VDSP_START_TIMEOUT, else {START_TIMEOUT_S:g}); time its processes spend waiting for a CPU on a busy host "
                          "does not count, up to 3 x SECONDS in all; 0: no limit. A reason no wait mends (a "
                          "firmware that cannot bind its endpoint or refuses the relay, a process given up) "
                          "fails it at once, naming the process and the reason")
@@ -48,6 +48,8 @@ def _pidfile(rt: Path) -> PidFile:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.timeout is None:        # not given: the environment's (VDSP_START_TIMEOUT), 0 for no limit
+        args.timeout = start_timeout_s() or 0.0
     rt = rundir.runtime_dir()
     pidfile = _pidfile(rt)
     if pidfile.read() is not None:
