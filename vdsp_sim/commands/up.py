@@ -32,7 +32,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     up.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                     help="the start fails (stopping what it started, exit status 1) when the SoC does not serve "
                          f"within this many seconds (default: $VDSP_START_TIMEOUT, else {START_TIMEOUT_S:g}); "
-                         "time its processes spend waiting for a CPU on a busy host does not count, up to 3 x SECONDS in all; 0: no limit. A reason no wait mends (a "
+                         "time its processes spend waiting for a CPU on a busy host does not count, up to 3 x "
+                         "SECONDS in all; 0: no limit. A reason no wait mends (a "
                          "firmware that cannot bind its endpoint or refuses the relay, a process given up) "
                          "fails it at once, naming the process and the reason")
     up.add_argument("--watchdog-ms", type=int, default=DEFAULT_WATCHDOG_MS, help="firmware watchdog of each core")
