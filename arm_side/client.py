@@ -120,13 +120,10 @@ class Client:
         return self.links["relay"]
 
     def _open_link(self, endpoint: str, name: str, watch: bool):
-        link = self.transport.open(endpoint, name, watch=watch)
-        self._wake_reader()         # to sleep on its fd too
-        return link
+        return self.transport.open(endpoint, name, watch=watch)
 
     def _release_link(self, link) -> None:
         self.transport.release(link)
-        self._wake_reader()         # to stop sleeping on its fd
 
     # --- sending --------------------------------------------------------------------------
     def submit(self, op: int, inputs: list, outputs: list, params: dict, options: TaskOptions = DEFAULT, *,

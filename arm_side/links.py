@@ -25,7 +25,8 @@ from vdsp_board.procfacts import ProcFacts
 class Links:
     """``client``: the driver (what its Requests wait through); ``opener(endpoint, name, watch)`` /
     ``releaser(link)``: the driver's link life; ``relay()``: the relay's link to send on;
-    ``wake()``: a send found a message the reader sleeps past (the blocking reader: wake it)."""
+    ``wake()``: the blocking reader must look again (a send found a message it sleeps past, the
+    links changed)."""
 
     def __init__(self, client: Any, session: Session, transport: Any, discovery: Any,
                  opener: Callable[[str, str, bool], Any], releaser: Callable[[Any], None],
@@ -54,12 +55,16 @@ class Links:
         link = self._opener(endpoint, key, watch)
         link.peer = peer
         self.by_key[key] = link
+        if self._wake is not None:
+            self._wake()            # the reader sleeps on its fd from now on
         return link
 
     def release(self, key: str) -> None:
         link = self.by_key.pop(key, None)
         if link is not None:
             self._releaser(link)
+            if self._wake is not None:
+                self._wake()        # the reader stops sleeping on its fd
 
     def release_peer(self, peer: PeerState) -> None:
         self.release(peer.name)
