@@ -3,8 +3,8 @@
 # run the samples against it, stop everything. Exit status: the samples'.
 set -euo pipefail
 cd "$(dirname "$0")"
-bash scripts/venv.sh
-export PATH="$PWD/.venv/bin:$PATH"
+bash scripts/venv.sh      # PYTHON=python3.13 ./demo.sh: on that Python, in its own venv
+export PATH="$PWD/$(bash scripts/venv.sh --dir)/bin:$PATH"
 # A runtime directory of its own (the SoC's sockets, logs and keys), removed at the end unless a
 # step failed: then it stays, and the last line says where its logs are.
 made_rt=""
@@ -30,5 +30,5 @@ vdsp firmware install-stock          # build the stock DSP image as vdsp0 and vd
 vdsp up -d
 vdsp status
 vdsp sample smoke
-vdsp sample cv                       # the 25 CV operators; images in output/, output/cv_contact_sheet.png
+vdsp sample cv                       # the J5 CV sample's operators; images in output/, output/cv_contact_sheet.png
 vdsp sample nn                       # quantize, dequantize, softmax, layout, yolov3, pointpillar, centerpoint, mobilenet (hbDNN flow)

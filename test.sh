@@ -7,8 +7,10 @@
 # shares) on one worker; the `exclusive` tests run alone, and the modules are handed out longest first
 # (tests/durations.json; --no-loadscope-reorder keeps that order: tests/conftest.py). Arguments go to pytest:
 # `./test.sh -k relay`, `./test.sh tests/test_ddr.py`, `./test.sh -n 0` (serially).
+# `PYTHON=python3.13 ./test.sh` runs it on that Python, in a venv of its own (scripts/venv.sh).
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/venv.sh
-export PATH="$PWD/.venv/bin:$PATH"
-exec .venv/bin/python -m pytest -q -n "${VDSP_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder "$@"
+venv=$(bash scripts/venv.sh --dir)
+export PATH="$PWD/$venv/bin:$PATH"
+exec "$venv/bin/python" -m pytest -q -n "${VDSP_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder "$@"

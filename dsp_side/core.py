@@ -26,7 +26,7 @@ from dsp_side.fwproc import FirmwareProcess
 from dsp_side.fwtemplate import Template, reap_strays
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
-from vdsp_board import curve, ddr, rundir, trace
+from vdsp_board import curve, ddr, log as soclog, peerproof, rundir, trace
 from vdsp_board.admission import Admission
 from vdsp_board.procfacts import ProcFacts
 
@@ -58,8 +58,10 @@ class CoreServer:
         self.engine = CoreEngine(name, fw_bind, Device(name, firmware or name), heartbeat_ms=heartbeat_ms,
                                  watchdog_s=watchdog_ms / 1000, allow_unsigned=allow_unsigned, pid=os.getpid(),
                                  coredump_dir=str(rt / "coredump"), admin_only_writes=self.gate is not None,
-                                 is_admin=curve.is_admin, hung_ms=hung_ms, facts=ProcFacts().fact)
+                                 is_admin=curve.is_admin, hung_ms=hung_ms, facts=ProcFacts().fact,
+                                 log_path=soclog.stderr_file())
         self.engine.trace = self.trace = trace.Recorder("core", name, rt=rt)
+        self.engine.identity = peerproof.describe()     # its firmware's proof: the same kernel and settings
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
         self.running = True

@@ -55,8 +55,9 @@ class CoreEngine:
     def __init__(self, name: str, fw_bind: str, device: Device, *, heartbeat_ms: int, watchdog_s: float,
                  allow_unsigned: bool = False, pid: int = 0, coredump_dir: str = "coredump",
                  admin_only_writes: bool = False, is_admin=lambda peer: False, hung_ms: int = HUNG_AFTER_MS,
-                 facts=lambda pid, now: ProcFact.UNKNOWN) -> None:
+                 facts=lambda pid, now: ProcFact.UNKNOWN, log_path: str = "") -> None:
         self.name, self.fw_bind, self.device = name, fw_bind, device
+        self.log_path = log_path        # where this core and its firmware log ("": not a file)
         self.heartbeat_ms, self.watchdog_s, self.hung_ms, self.facts = heartbeat_ms, watchdog_s, hung_ms, facts
         self.allow_unsigned, self.pid, self.coredump_dir = allow_unsigned, pid, coredump_dir
         self.admin_only_writes, self.is_admin = admin_only_writes, is_admin
@@ -68,6 +69,7 @@ class CoreEngine:
         self.out: list[tuple] = []
         self.trace: Recorder | NullRecorder = NullRecorder()     # the adapter injects its trace recorder
         self.reason = ""        # why the core is in its state: the reason of its last EVENT
+        self.identity = ""      # how its firmware proves ipc peers (vdsp_board.peerproof.describe; the adapter's)
 
     def instant(self, what: str, **fields) -> None:
         """A lifecycle instant on this core's trace track (while tracing is on)."""
@@ -139,7 +141,8 @@ class CoreEngine:
             self.control(identity, msg)
         elif cmd is Command.QUERY:
             self.send(identity, messages.result(msg.msg_id, {**self.device.snapshot(), **self.ready_body(),
-                                                             "fw_pid": self.fw.pid if self.fw else None}))
+                                                             "fw_pid": self.fw.pid if self.fw else None,
+                                                             "identity": self.identity}))
         elif cmd is Command.TASK:
             self.send(identity, messages.error(msg.msg_id, errors.ApiUseError(
                 f"tasks go to the firmware endpoint {self.fw_bind} announced in READY, not to {self.name}'s "
@@ -222,12 +225,26 @@ class CoreEngine:
         self.instant("crash", kind=kind, fw_pid=fw.pid, crash=self.device.crash_count,
                      task=task.get("msg_id") if isinstance(task, dict) else None)
         dump = self._coredump(kind, fw.info, report)
-        self.broadcast_state(f"crash: {kind}", crash={"type": kind, "task": report.get("task"), **dump})
+        details = self._crash_details(kind, report)
+        self.broadcast_state(f"crash: {kind}" + (f": {'; '.join(details.values())}" if details else ""),
+                             crash={"type": kind, "task": report.get("task"), **details, **dump})
         if self.device.recovery == "enabled":
             self.kmsg(f"handling crash #{self.device.crash_count} in {self.name}")
             self.instant("recovery", crash=self.device.crash_count)
             self.device.begin(Action.RECOVER)
             self.out.append((BOOT, None, Action.RECOVER))
+
+    def _crash_details(self, kind: str, report: dict) -> dict:
+        """What a crash's reason adds to its type: for an exception, its type and message and the
+        operator (from the firmware's report), and where the core's log is."""
+        details = {}
+        what, task = report.get("exception"), report.get("task")
+        if kind == "exception" and isinstance(what, str) and what:
+            name = task.get("name") if isinstance(task, dict) else None
+            details["exception"] = what + (f" in operator {name}" if isinstance(name, str) and name else "")
+        if self.log_path:
+            details["log"] = f"core log {self.log_path}"
+        return details
 
     def _coredump(self, kind: str, info: dict, report: dict) -> dict:
         """The dump (coredump enabled/inline): its path, and the dump itself if inline."""

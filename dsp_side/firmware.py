@@ -10,6 +10,10 @@ counts, parameters, handles) before compute, so a bad task is an error reply;
 an exception that is not a ``VdspError`` escaping an operator is a firmware
 crash: a crash report is written and the process exits with ``CRASH_EXIT``.
 
+Tasks run one at a time on the main thread; the socket is served meanwhile too: once a task has
+run for a while, a thread of its own takes in and answers what arrives (CANCEL, HELLO, refusals
+past the inbox's limits; TASKs join the inbox) until the task ends (``dsp_side.busyio``).
+
 Whose memory a task may touch is decided first: each connection is bound to the
 owner its HELLO proved, or to the relay once it proved itself (``vdsp_board.ownership``);
 a direct client's handles must be its own or granted to it, the relay's were
@@ -33,12 +37,13 @@ from protocol import errors, header, messages, schema, wire
 from protocol.cancel import CancelOutcome
 from protocol.constants import DEFAULT_WATCHDOG_MS, MAX_RAW_FRAME, Command
 from dsp_side import heap, fw_image, signing
+from dsp_side.busyio import BusyIO
 from dsp_side.ddr_resolver import Resolver
 from dsp_side.fwtrace import TaskTrace
 from dsp_side.inbox import Inbox
 from dsp_side.registry import Registry
 from dsp_side.watchdog import WatchdogWord
-from vdsp_board import curve, log as soclog, proc, rundir
+from vdsp_board import curve, log as soclog, peerproof, proc, rundir
 from vdsp_board.admission import Admission
 from vdsp_board.hellogate import HelloGate
 from vdsp_board.ownership import Bindings, Ownership
@@ -47,18 +52,17 @@ from vdsp_board.zsock import _recv as recv_frame     # the backend's recv (no su
 
 CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
+EXCEPTION_TEXT_MAX = 300  # characters of a crashing operator's exception passed on (type: message)
 REPLY_SNDHWM = 4096       # replies queued for one connection (see serve())
 INTAKE_MAX = 256          # messages taken in before the best waiting task runs: a flood that never
 #                           stops arriving (HELLOs, refused tasks) does not stop the tasks
 HOLD_TASK_S, HOLD_S, HOLD_MAX = 50e-6, 200e-6, 16     # replies sent together: see serve()
 PLAN_MAX, PLAN_BODY_MAX, PLAN_BYTES = 256, 16 << 10, 1 << 20    # TASK bodies whose plan is kept (_Plan)
-# ZeroMQ's I/O thread may run as SCHED_BATCH: woken by each reply we send, it then no longer
-# preempts this thread on its CPU, which saves the firmwares ~1.5 µs of CPU per PING task under a
-# pipelined load. Off: it delays each reply until this thread waits or a CPU is idle, and the
-# no-op p50 through the relay was 20-40 µs worse with it (1.36-1.48x the raw-pyzmq baseline vs
-# 1.26-1.33x without, alternated 4x; tasks/s unchanged). (os.sched_yield() after sending gave the
-# CPU away to any other process under load: rejected.)
-IO_THREAD_BATCH = False
+# Tried and rejected: ZeroMQ's I/O thread as SCHED_BATCH (ctx.set(zmq.THREAD_SCHED_POLICY, ...)) saved the
+# firmwares ~1.5 µs of CPU per PING task under a pipelined load, but delayed each reply until this
+# thread waits or a CPU is idle: the no-op p50 through the relay was 20-40 µs worse (1.36-1.48x the
+# raw-pyzmq baseline vs 1.26-1.33x without, alternated 4x; tasks/s unchanged). os.sched_yield() after
+# sending gave the CPU away to any other process under load: rejected too.
 log = logging.getLogger("vdsp.firmware")
 
 
@@ -105,11 +109,12 @@ class Firmware:
         self.warn = soclog.RateLimited(log)
         # Which owner each connection proved in its HELLO (or RELAY): its tasks may use that
         # owner's memory and what other owners granted it, nothing else (vdsp_board.ownership).
-        self.ownership = Ownership(f"{core} firmware", accept_relay=True)
+        self.ownership = Ownership(f"{core} firmware", accept_relay=True, accepted=peerproof.accept_records())
         self.bindings = Bindings()
         self.unloading = False      # set by SIGUSR1 (the core stops us): serve returns, destroy hooks run
         self.trace = TaskTrace(core, lambda op: self.registry.get(op).name)   # task slices while tracing is on
         self._plans: dict[bytes, _Plan] = {}    # TASK body bytes -> what checking them gave (see _Plan)
+        self.busy: BusyIO | None = None         # while serving: hands the socket over while a task computes
         self._plan_bytes = 0
 
     def init_operators(self) -> None:
@@ -253,9 +258,16 @@ class Firmware:
         watchdog = self.watchdog
         if watchdog:
             watchdog.task_begin(msg_id)
+        busy = self.busy
         try:
-            self.registry.prepare(spec, self.ctx, inputs, outputs, params)   # sets ctx.state
-            values = spec.fn(self.ctx, inputs, outputs, **params) or {}
+            if busy is not None:
+                busy.begin()        # the socket may be served meanwhile (dsp_side.busyio)
+            try:
+                self.registry.prepare(spec, self.ctx, inputs, outputs, params)   # sets ctx.state
+                values = spec.fn(self.ctx, inputs, outputs, **params) or {}
+            finally:
+                if busy is not None:
+                    busy.end()
         except errors.VdspError as exc:
             return messages.error(msg_id, exc)
         except BaseException:  # an operator bug: the DSP takes an exception
@@ -268,11 +280,15 @@ class Firmware:
         return messages.result(msg_id, {"values": values, "core": self.core, "exec_us": exec_us})
 
     def crash(self, msg: wire.Message, op_name: str, params: dict) -> None:
-        """Write the crash report and die like a DSP taking an exception."""
+        """Write the crash report (with the exception's type and message, which the core passes on
+        in its crash EVENT) and die like a DSP taking an exception."""
         tb = traceback.format_exc()
+        raised = sys.exc_info()[1]
+        what = f"{type(raised).__name__}: {raised}" if str(raised) else type(raised).__name__
+        what = what if len(what) <= EXCEPTION_TEXT_MAX else what[:EXCEPTION_TEXT_MAX - 3] + "..."
         log.error("%s: operator %s raised, firmware crashes\n%s", self.core, op_name, tb)
         if self.crash_file:
-            report = {"type": "exception", "core": self.core, "firmware_version": self.version,
+            report = {"type": "exception", "exception": what, "core": self.core, "firmware_version": self.version,
                       "task": {"msg_id": msg.msg_id, "op": msg.op, "name": op_name,
                                "params": _plain(params), "inputs": msg.body.get("inputs", []),
                                "outputs": msg.body.get("outputs", [])},
@@ -296,13 +312,12 @@ def _plain(value):
 
 
 def serve(fw: Firmware, endpoint: str) -> None:
-    """Bind ``endpoint`` and serve forever (until killed or SIGTERM)."""
+    """Bind ``endpoint`` and serve until unloaded (SIGUSR1) or killed.
+
+    One thread at a time uses the socket: the main thread between tasks, and while a task has run
+    for a while the busy thread (``dsp_side.busyio``), which takes in and answers what arrives
+    (CANCEL of a waiting task, HELLO, refusals; TASKs join the inbox) until the task ends."""
     ctx = zmq.Context()
-    if IO_THREAD_BATCH:
-        try:        # before the first socket starts the I/O thread
-            ctx.set(zmq.THREAD_SCHED_POLICY, os.SCHED_BATCH)
-        except (AttributeError, zmq.ZMQError):
-            pass
     sock = ctx.socket(zmq.ROUTER)
     sock.linger = 0
     sock.router_mandatory = False
@@ -310,7 +325,8 @@ def serve(fw: Firmware, endpoint: str) -> None:
     # while it is read): past it ZeroMQ drops them; a few hundred bytes each, per connection
     sock.sndhwm = REPLY_SNDHWM
     # a larger frame closes that connection before it is read; unauthenticated peers are bounded
-    Admission(sock, f"{fw.core} firmware", max_frame=MAX_RAW_FRAME)     # its thread ends with the process
+    admission = Admission(sock, f"{fw.core} firmware", max_frame=MAX_RAW_FRAME,
+                          accepted=fw.ownership.accepted)
     gate = curve.Gate(ctx, curve.keys_dir()) if curve.is_tcp(endpoint) else None   # runs while we serve
     curve.secure_server(sock, endpoint)
     try:
@@ -345,7 +361,8 @@ def serve(fw: Firmware, endpoint: str) -> None:
     # Replies wait in ``held`` (in order) and leave together: at the end of each turn, except while
     # quick tasks (under HOLD_TASK_S each) are still waiting here, for up to HOLD_S / HOLD_MAX
     # replies. Replies sent back to back wake the peer's I/O once, not once per reply. A slow
-    # task's reply is never held; a held reply waits at most HOLD_S plus the task that runs next.
+    # task's reply is never held; a held reply waits at most HOLD_S plus the task that runs next
+    # (at most HANDOFF_S of it: the busy thread sends it when it takes the socket).
     held: list[list] = []
     held_since = 0.0
 
@@ -378,6 +395,39 @@ def serve(fw: Firmware, endpoint: str) -> None:
             if not queued:
                 for answer in fw.handle_now(item.frames, identity, inbox, item.meta, item.peer):
                     answer_now([identity, *answer])
+
+    def take_in(arrived: bool) -> None:
+        """Take in what has arrived (EVENTS, not a zmq.Again per turn), INTAKE_MAX messages at most:
+        then the best waiting task runs (main thread), or the busy thread looks whether the running
+        one ended (a flood that never stops arriving must not keep the socket from either)."""
+        intake = INTAKE_MAX
+        while arrived and intake:
+            intake -= 1
+            try:
+                meta = recv_frame(sock, NOBLOCK, False)   # the identity: it carries the peer's credentials
+            except zmq.Again:
+                break
+            if meta.more:
+                peer = curve.peer_name(meta) if gate is not None else ""
+                take(hellos.admit(meta.bytes, recv_frames(sock, NOBLOCK), meta, peer))
+            arrived = readable(sock)
+
+    busy_poller = zmq.Poller()
+    busy_poller.register(sock, zmq.POLLIN)
+    busy_poller.register(hellos.fileno(), zmq.POLLIN)
+
+    def serve_while_busy(wake_fd: int, timeout_ms: int) -> None:
+        """The busy thread's turn (it holds the socket): what waited, then what arrives until woken."""
+        send_held()
+        ready = {fd for fd, _ in busy_poller.poll(timeout_ms)} if not readable(sock) else {sock}
+        if wake_fd in ready:
+            io.drain()
+        take_in(sock in ready or readable(sock))
+        take(hellos.ready())
+
+    io = BusyIO(serve_while_busy, f"{fw.core}-busy-io")
+    busy_poller.register(io.wake_fd(), zmq.POLLIN)
+    fw.busy = io
     next_purge = time.monotonic() + PURGE_EVERY_S
     while not fw.unloading:
         arrived = readable(sock)
@@ -392,17 +442,7 @@ def serve(fw: Firmware, endpoint: str) -> None:
                         pass
             if fw.unloading:
                 break
-        intake = INTAKE_MAX
-        while arrived and intake:   # take in what has arrived (EVENTS, not a zmq.Again per turn)
-            intake -= 1
-            try:
-                meta = recv_frame(sock, NOBLOCK, False)   # the identity: it carries the peer's credentials
-            except zmq.Again:
-                break
-            if meta.more:
-                peer = curve.peer_name(meta) if gate is not None else ""
-                take(hellos.admit(meta.bytes, recv_frames(sock, NOBLOCK), meta, peer))
-            arrived = readable(sock)
+        take_in(arrived)
         take(hellos.ready())                        # verdicts reached off the loop, and what waited on them
         fw.trace.rec.poll()     # the trace switch (one stat every 0.25 s), before the task: traced if it is on
         if inbox:                                   # then run the best waiting task
@@ -411,7 +451,7 @@ def serve(fw: Firmware, endpoint: str) -> None:
             if traced:
                 fw.trace.begin(frames, fw.bindings.get(identity))
             started = time.perf_counter()
-            reply = fw.handle(frames, identity)
+            reply = fw.handle(frames, identity)     # the busy thread may serve the socket while it computes
             if traced:
                 fw.trace.end(reply)
             if fw.unloading:     # stopped while the task ran: as on a powered-off DSP its result is
@@ -432,8 +472,11 @@ def serve(fw: Firmware, endpoint: str) -> None:
             next_purge = time.monotonic() + PURGE_EVERY_S
     send_held()     # the replies of tasks that ended before the unload
     log.info("%s: firmware %s unloading", fw.core, fw.version)
+    fw.busy = None
+    io.close()
     hellos.close()
     fw.trace.rec.close()
+    admission.stop()
     sock.close(0)
 
 

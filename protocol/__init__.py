@@ -4,6 +4,3 @@ Nothing in this package imports zmq, asyncio, threads or shared memory; the
 processes adapt it to their sockets. PROTOCOL.md at the repository root is the
 normative description.
 """
-from . import native as _native
-
-_native.use(__path__, __name__)   # the compiled build of some modules, when current (protocol.native)

@@ -20,7 +20,7 @@ the body; they use :class:`Header` and the helpers below, never offsets of their
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from . import errors
 from .constants import MAGIC, VERSION, Command
@@ -39,6 +39,17 @@ _REPLY_TAIL = struct.Struct("<BQq")      # core, msg_id, custom_id: bytes 7..23
 _new_tuple = tuple.__new__
 
 
+class Frame(Protocol):
+    """A frame as a transport hands it over: ``bytes``, or a buffer over bytes (``bytearray``,
+    ``memoryview``, ``zmq.Frame``). The functions that read a peer's frames take any of them:
+    compiled (mypyc), a parameter typed ``bytes`` refused the others with TypeError where the
+    pure module read them (tests/test_native.py feeds both builds the same frames)."""
+
+    def __len__(self) -> int: ...
+
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+
 class Header(NamedTuple):
     command: Command
     op: int = 0
@@ -48,7 +59,7 @@ class Header(NamedTuple):
     custom_id: int = 0
 
     @classmethod
-    def parse(cls, frame: bytes) -> "Header":
+    def parse(cls, frame: Frame) -> "Header":
         """Raises ProtocolError (size), BadMagic (magic, version), UnknownCommand."""
         if len(frame) == SIZE:
             prefix, command, op, priority, core, msg_id, custom_id = _FAST.unpack(frame)
@@ -58,7 +69,7 @@ class Header(NamedTuple):
         return cls._parse_checked(frame)
 
     @classmethod
-    def _parse_checked(cls, frame: bytes) -> "Header":
+    def _parse_checked(cls, frame: Frame) -> "Header":
         if len(frame) != SIZE:
             raise errors.ProtocolError(f"header must be {SIZE} bytes, got {len(frame)}")
         magic, version, command, op, priority, core, msg_id, custom_id = STRUCT.unpack(frame)
@@ -87,7 +98,7 @@ def pack(command: int, msg_id: int, op: int = 0, priority: int = 0, core: int = 
         raise errors.InvalidArgument(f"header field out of range: {exc}") from exc
 
 
-def retag(frame: bytes, msg_id: int, *, core: int | None = None, custom_id: int | None = None) -> bytes:
+def retag(frame: Frame, msg_id: int, *, core: int | None = None, custom_id: int | None = None) -> bytes:
     """A copy of a (well-formed) header with a new ``msg_id``, and ``core`` / ``custom_id`` if given."""
     if type(frame) is bytes and len(frame) == SIZE:     # the routers' hot path: slices, no bytearray
         if core is None and custom_id is None:

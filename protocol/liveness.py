@@ -1,8 +1,9 @@
 """Heartbeat bookkeeping for one peer, and the rule that turns silence into *hung* (clock passed in).
 
 Death is not decided here: a process that exits is known at once from the kernel (a closed
-connection, a child's exit, a pidfd) by the adapters. Silence only says a peer *may* be hung,
-and on a busy host a starved but live process can be silent for seconds. So (PROTOCOL.md §9):
+connection, a child's exit, /proc/<pid>/stat; no pidfd, so on every kernel) by the adapters.
+Silence only says a peer *may* be hung, and on a busy host a starved but live process can be
+silent for seconds. So (PROTOCOL.md §9):
 
 - silent up to ``hung_s`` (``HUNG_AFTER_MS``, tens of seconds): alive, whatever else we know;
 - silent longer: hung, unless the kernel says its process makes progress (runnable, or it used

@@ -6,7 +6,7 @@ the cv and nn helpers) to the TASK message; :meth:`TaskOptions.of` is the one pl
 loose keywords (``core=``, ``priority=`` ...) become the value, and :meth:`TaskOptions.header`
 its wire encoding (PROTOCOL.md: the TASK header's priority, core and custom_id). A new per-task
 field is one edit here (the field, :class:`SubmitKw`, and ``header`` if it travels), then
-``python -m arm_side.stubgen``: the cv functions take :data:`FIELDS` as keywords, the stubs and
+``python -m vdsp_sim.regen``: the cv functions take :data:`FIELDS` as keywords, the stubs and
 ``Soc.rpc`` take ``**TaskKw``.
 """
 from __future__ import annotations

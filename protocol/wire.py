@@ -77,7 +77,7 @@ def _no_ext(code: int, data: bytes) -> Any:
     raise errors.ProtocolError(f"msgpack ext type {code} is not allowed")
 
 
-def unpack_body(data: bytes) -> dict:
+def unpack_body(data: header.Frame) -> dict:
     """Decode a body with explicit limits. Raises ProtocolError / MessageTooLarge."""
     if len(data) > MAX_BODY:
         raise errors.MessageTooLarge(f"body of {len(data)} bytes exceeds {MAX_BODY}")
@@ -126,7 +126,7 @@ def _check_keys(body: dict) -> None:
         depth += 1
 
 
-def parse_header(frame: bytes) -> header.Header:
+def parse_header(frame: header.Frame) -> header.Header:
     """Raises ProtocolError / BadMagic / UnknownCommand (see ``header.Header.parse``)."""
     return header.Header.parse(frame)
 

@@ -47,6 +47,7 @@ MAX_QUEUED_BYTES = 1 << 30      # the same, all clients together
 DISCONNECT_RECHECK_S = 3.0       # after a client connection closed, exited clients are looked for this long
 RECHECK_EVERY_S = 0.1            # ... this often
 MAX_FW_HELLOS = 64              # our unanswered greetings of firmwares remembered
+CANCEL_WAIT_S = 1.0             # a CANCEL forwarded to a firmware is answered `running` if it has not answered by then
 # Tasks sent ahead to each core's firmware (--credit). 16, not 8: under a pipelined PING load the
 # relay, SDK and firmwares then take replies and tasks in larger batches (CPU per task 1.37-1.54x
 # the raw-pyzmq baseline vs 1.63-1.96x, tasks/s 0.56-0.63x vs 0.44-0.53x, runs alternated); the
@@ -90,6 +91,7 @@ class RelayEngine:
                  observer: RelayObserver | None = None, facts=lambda pid, now: ProcFact.UNKNOWN) -> None:
         self.heartbeat_ms, self.hung_ms, self.credit, self.pid = heartbeat_ms, hung_ms, credit, pid
         self.facts = facts
+        self.identity = ""      # how this relay proves its ipc clients (vdsp_board.peerproof.describe; the adapter's)
         self._recheck_until = 0.0        # clients are looked at on ticks until then (a disconnect)
         self._next_recheck = 0.0
         self.max_tasks_per_client = max_tasks_per_client
@@ -102,7 +104,9 @@ class RelayEngine:
         self.ids = itertools.count(1)
         self.jobs: dict[int, Job] = {}          # relay_id -> job (queued or running)
         self.forwarded: dict[int, tuple[bytes, int, int]] = {}  # relay_id -> (client, msg_id, core index)
-        self.cancels: dict[int, tuple[bytes | None, int, int]] = {}   # relay_id -> (client, msg_id, core index)
+        # relay_id of a CANCEL we forwarded -> (client to answer (None: nobody), its msg_id, core index,
+        # relay_id of the task, when we answer `running` without the firmware's verdict)
+        self.cancels: dict[int, tuple[bytes | None, int, int, int, float]] = {}
         self.fw_hellos: dict[int, str] = {}      # relay_id of our HELLO to a firmware -> core name
         self.pending_hello: list[tuple[bytes, int]] = []
         self.stats = {"submitted": 0, "completed": 0, "failed": 0, "rejected": 0, "dropped_replies": 0}
@@ -257,7 +261,7 @@ class RelayEngine:
             self.pending_hello.append((client.identity, msg_id))
             self.answer_hellos(now)
         elif cmd is Command.CANCEL:
-            self.cancel(client, msg_id, body["target"])
+            self.cancel(client, msg_id, body["target"], now)
         elif cmd is Command.QUERY:
             try:
                 reply = messages.result(msg_id, self.query(body["what"], now))
@@ -288,10 +292,10 @@ class RelayEngine:
         msg.msg_id = relay_id
         self.to_ctl(core, msg)
 
-    def cancel(self, client: ClientConn, msg_id: int, target: int) -> None:
+    def cancel(self, client: ClientConn, msg_id: int, target: int, now: float) -> None:
         """Release a task: queued here -> removed; sent ahead to a firmware -> ask it to drop
-        the task if it has not started (the firmware's answer settles the reply); running ->
-        its result is discarded."""
+        the task if it has not started (the firmware's answer settles the reply, or `running`
+        CANCEL_WAIT_S later without it); running -> its result is discarded."""
         job = client.jobs.get(target)
         if job is None:
             outcome = CancelOutcome.UNKNOWN
@@ -302,15 +306,17 @@ class RelayEngine:
         else:
             job.discard = True
             core = next((c for c in self.cores if job.relay_id in c.inflight), None)
-            if core is not None and core.fw_open:
-                self._cancel_at_fw(core, job, client.identity, msg_id)
+            asked = any(c[3] == job.relay_id for c in self.cancels.values())   # one question per task
+            if core is not None and core.fw_open and not asked:
+                self._cancel_at_fw(core, job, client.identity, msg_id, now + CANCEL_WAIT_S)
                 return
             outcome = CancelOutcome.RUNNING
         self._reply(client.identity, messages.result(msg_id, {"state": outcome.value, "target": target}))
 
-    def _cancel_at_fw(self, core: CoreView, job: Job, identity: bytes | None, msg_id: int) -> None:
+    def _cancel_at_fw(self, core: CoreView, job: Job, identity: bytes | None, msg_id: int,
+                      due: float = float("inf")) -> None:
         relay_id = next(self.ids)
-        self.cancels[relay_id] = (identity, msg_id, core.index)
+        self.cancels[relay_id] = (identity, msg_id, core.index, job.relay_id, due)
         self.out.append((TO_FW, core.index, wire.encode(messages.cancel(relay_id, job.relay_id))))
 
     def drop_client(self, client: ClientConn, why: str) -> None:
@@ -354,7 +360,7 @@ class RelayEngine:
 
     def query(self, what: str, now: float | None = None) -> dict:
         if what == "cores":
-            return {"cores": [c.describe() for c in self.cores]}
+            return {"cores": [c.describe() for c in self.cores], "identity": self.identity}
         if what == "stats":
             return {**self.stats, "queued": self.sched.queued, "clients": len(self.clients),
                     "queued_bytes": self.held_bytes,
@@ -462,8 +468,8 @@ class RelayEngine:
         if pending is None:
             log.warning("reply for unknown task %d dropped", relay_id)
             return
-        identity, msg_id, _ = pending
-        if identity is None:      # a cancel sent for a departed client
+        identity, msg_id = pending[0], pending[1]
+        if identity is None:      # a cancel sent for a departed client, or answered at its deadline
             return
         try:
             verdict = CancelOutcome.of(wire.unpack_body(bytes(frames[1])).get("state"))
@@ -555,7 +561,7 @@ class RelayEngine:
                 if index == core.index:
                     del self.forwarded[relay_id]
                     self._reply(identity, messages.error(msg_id, type(exc)(exc.message)))
-        for relay_id, (asker, msg_id, index) in list(self.cancels.items()):
+        for relay_id, (asker, msg_id, index, _, _) in list(self.cancels.items()):
             if index == core.index:  # its task ends with the core; the result is discarded anyway
                 del self.cancels[relay_id]
                 if asker is not None:
@@ -599,7 +605,13 @@ class RelayEngine:
     # --- time -----------------------------------------------------------------------------
     def tick(self, now: float) -> None:
         """Heartbeats out, HELLO retries to silent cores, hung peers declared dead (silent past
-        ``hung_ms`` and, where the kernel shows their process, not progressing)."""
+        ``hung_ms`` and, where the kernel shows their process, not progressing), CANCELs a
+        firmware has not answered within CANCEL_WAIT_S answered `running`."""
+        for relay_id, (asker, msg_id, index, target, due) in list(self.cancels.items()) if self.cancels else ():
+            if now >= due:      # the firmware has not answered in time: it may run the task (discarded)
+                self.cancels[relay_id] = (None, 0, index, target, float("inf"))
+                if asker is not None:
+                    self._reply(asker, messages.result(msg_id, {"state": CancelOutcome.RUNNING.value}))
         if now < self._recheck_until and now >= self._next_recheck:
             self._next_recheck = now + RECHECK_EVERY_S
             self._drop_exited_clients(now)

@@ -20,7 +20,7 @@ from protocol import messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
 from relay_server.engine import CLOSE_FW, CREDIT, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from relay_server.observe import RelayObserver
-from vdsp_board import curve, ddr, peercred, rundir, trace
+from vdsp_board import curve, ddr, peercred, peerproof, rundir, trace
 from vdsp_board.admission import Admission
 from vdsp_board.hellogate import HelloGate
 from vdsp_board.ownership import Ownership
@@ -51,7 +51,8 @@ class RelayServer:
         self.front.sndhwm = CLIENT_SNDHWM        # per client: a client that never reads cannot grow us
         self.front.rcvhwm = 10000
         # a larger frame closes that connection before it is read; unauthenticated peers are bounded
-        self.admission = Admission(self.front, "relay", max_frame=MAX_RAW_FRAME)
+        accepted = peerproof.accept_records()    # who opened each ipc connection (kernels without SO_PEERPIDFD)
+        self.admission = Admission(self.front, "relay", max_frame=MAX_RAW_FRAME, accepted=accepted)
         self.gate = curve.Gate(self.ctx, curve.keys_dir()) if curve.is_tcp(bind) else None
         curve.secure_server(self.front, bind)
         self.front.bind(bind)
@@ -59,13 +60,14 @@ class RelayServer:
         # on while `vdsp trace` (or Soc(trace=...)) runs: see vdsp_board.trace
         self.trace = trace.Recorder("relay", "relay", meta={"cores": list(cores)})
         self.metrics = metrics
-        ownership = Ownership("relay", gate=self.gate)
+        ownership = Ownership("relay", gate=self.gate, accepted=accepted)
         self.hellos = HelloGate(ownership, "relay-hello")   # HELLO claims judged off this loop
         self.engine = RelayEngine(cores, time.monotonic(), ownership=ownership,
                                   pid=os.getpid(), heartbeat_ms=heartbeat_ms, hung_ms=hung_ms, credit=credit,
                                   max_queued=max_queued, max_tasks_per_client=max_tasks_per_client,
                                   admin_only_writes=self.gate is not None, is_admin=curve.is_admin,
                                   observer=RelayObserver(self.trace, metrics), facts=ProcFacts().fact)
+        self.engine.identity = peerproof.describe(ownership.proof)
         self.cores = self.engine.cores            # read by main's --exit-without-cores watch
         for core in self.cores:
             log.info("Connect to vdsp core%d...", core.index)

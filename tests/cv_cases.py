@@ -82,6 +82,7 @@ PERSP = cv2.getPerspectiveTransform(np.float32([[0, 0], [39, 0], [39, 29], [0, 2
 LAPLACE = [[0, 1, 0], [1, -4, 1], [0, 1, 0]]
 SHARPEN = [[-0.1, -0.2, -0.1], [-0.2, 2.2, -0.2], [-0.1, -0.2, -0.1]]
 SEP_X, SEP_Y = [0.25, 0.5, 0.25], [-1.0, 0.0, 1.0]
+GAMMA = [round(255 * (v / 255) ** 0.5) for v in range(256)]
 
 
 def _letterbox_ref(region, roi, dw, dh):
@@ -198,4 +199,7 @@ CASES = [
                                        borderMode=cv2.BORDER_REPLICATE)),
     Case("cornerHarris", "Y", "F32", lambda s, a, b: cv.corner_harris(s, a, b, 2, 3, 0.04),
          lambda r: cv2.cornerHarris(r, 2, 3, 0.04)),
+    Case("LUT-gamma", "Y", "Y", lambda s, a, b: cv.lut(s, a, b, GAMMA), lambda r: cv2.LUT(r, np.uint8(GAMMA))),
+    Case("LUT-bgr", "BGR", "BGR", lambda s, a, b: cv.lut(s, a, b, GAMMA[::-1]),
+         lambda r: cv2.LUT(r, np.uint8(GAMMA[::-1]))),
 ]

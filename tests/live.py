@@ -19,12 +19,12 @@ def own_shm_prefix() -> str:
 
 class LiveSoc(PrivateSoc):
     """relay + vdsp0 + vdsp1 as processes in runtime dir ``rt`` (None: a fresh one) with a
-    private DDR directory; ``relay``, ``core_args``, ``relay_args`` as in :class:`PrivateSocConfig`."""
+    private DDR directory; ``relay``, ``core_args``, ``relay_args``, ``env`` as in :class:`PrivateSocConfig`."""
 
     def __init__(self, rt: Path | None = None, *, relay: bool = True, core_args: list[str] | tuple = (),
-                 relay_args: list[str] | tuple = ()) -> None:
+                 relay_args: list[str] | tuple = (), env: dict[str, str | None] | None = None) -> None:
         super().__init__(PrivateSocConfig(runtime_dir=rt, relay=relay, core_args=tuple(core_args),
-                                          relay_args=tuple(relay_args)))
+                                          relay_args=tuple(relay_args), env=dict(env or {})))
 
     def fw_pid(self, core: str) -> int:
         """pid of a core's firmware process, from the core itself."""

@@ -2,7 +2,8 @@
 never depends on other users' state.
 
 One SoC runs beside a CPU hog (twelve busy processes per CPU) and a flood of flock(2) locks
-held by another user (200,000 shared locks on files of its own, in a private directory), both
+held by another user (200,000 shared locks on files of its own, in a private directory; nobody under
+root, a subordinate uid of a normal user: ``vdsp_sim.otheruser``), both
 bounded in time and stopped at the end. Nothing of the SoC is broken, so over that period:
 
 - a load test (``vdsp loadtest``'s clients: verified tasks of mixed priorities and cores) and a
@@ -32,19 +33,19 @@ import pytest
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
 from tests.conftest import wait_until
 from tests.live import LiveSoc
+from tests.privilege import require
+from vdsp_sim import otheruser
 from vdsp_sim import loadtest
 
 pytestmark = [
     pytest.mark.live,
     pytest.mark.exclusive,      # it loads every CPU of the host: no other test of the run beside it
-    pytest.mark.skipif(os.geteuid() != 0, reason="the lock flood runs as another user (setuid 65534): needs root"),
 ]
 ROOT = Path(__file__).resolve().parent.parent
 
 HOGS_PER_CPU = 12
 FLOOD_LOCKS = 200_000
 FLOOD_FILES = 2_000             # 100 locks per file: the kernel's per-file lock list stays short
-FLOOD_UID = 65534               # nobody
 WATCHDOG_MS = 10_000            # the cores' watchdog for this SoC
 BOUND_S = 150                   # no hog or flood process outlives this, whatever happens to the test
 HELLO_LIMIT_S = 1.0
@@ -54,11 +55,10 @@ HOG = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\
 
 FLOOD = textwrap.dedent("""
     import fcntl, os, resource, signal, sys
-    directory, n, files, uid, bound = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+    from vdsp_sim.otheruser import become
+    directory, n, files, bound = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     signal.alarm(bound)                                 # bounded even if the test that started it dies
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)                                      # another user from here on
+    uid = become()                                      # another user from here on (nobody, or a subordinate uid)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     per = hard - 64                                     # locks one process can hold (one open file each)
@@ -85,7 +85,7 @@ FLOOD = textwrap.dedent("""
     os.close(ready_w)
     with os.fdopen(ready_r) as ready:
         held = sum(int(line) for line in ready)
-    print("holding", held, "as uid", os.getuid(), flush=True)
+    print("holding", held, "as uid", uid, flush=True)
     while True:
         signal.pause()
 """)
@@ -133,6 +133,7 @@ def _kill(procs: list[subprocess.Popen], groups: tuple[subprocess.Popen, ...] = 
 
 @pytest.fixture
 def soc_wd(runtime_env):
+    require(otheruser.unavailable())        # the lock flood runs as another user
     live = LiveSoc(runtime_env, core_args=["--watchdog-ms", str(WATCHDOG_MS)])
     live.start()
     try:
@@ -158,7 +159,8 @@ def test_a_starved_soc_beside_a_cpu_hog_and_a_lock_flood_fails_nothing(soc_wd, t
     cpus = len(os.sched_getaffinity(0))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     flood_dir = Path(tempfile.mkdtemp(prefix="vflood", dir="/tmp"))
-    os.chown(flood_dir, FLOOD_UID, FLOOD_UID)
+    flood_dir.chmod(0o777)                  # the other user's files go there (private: a fresh name under mkdtemp)
+    flood_uid = otheruser.other_ids()[0]
     stop_monitor = tmp_path / "stop-monitor"
     hogs: list[subprocess.Popen] = []
     others: list[subprocess.Popen] = []
@@ -178,10 +180,10 @@ def test_a_starved_soc_beside_a_cpu_hog_and_a_lock_flood_fails_nothing(soc_wd, t
         # the flood: another user's locks, listed before every lock taken earlier
         t0 = time.monotonic()
         flood = subprocess.Popen([sys.executable, "-c", FLOOD, str(flood_dir), str(FLOOD_LOCKS), str(FLOOD_FILES),
-                                  str(FLOOD_UID), str(BOUND_S)], stdout=subprocess.PIPE, text=True,
+                                  str(BOUND_S)], stdout=subprocess.PIPE, text=True, cwd="/", env=env,
                                  start_new_session=True)       # killed as a group, with its children
         line = flood.stdout.readline().split()
-        assert line[:2] == ["holding", str(FLOOD_LOCKS)] and line[-1] == str(FLOOD_UID), line
+        assert line[:2] == ["holding", str(FLOOD_LOCKS)] and line[-1] == str(flood_uid), line
         figures["flood_setup_s"] = round(time.monotonic() - t0, 1)
 
         # the hog: twelve busy processes per CPU

@@ -30,14 +30,18 @@ def sh(live_soc):
 def test_sysfs_cat_echo_ls_like_the_board(sh):
     assert sh(*VDSP, "sysfs", "cat", f"{RP1}/firmware").stdout == "vdsp0\n"
     assert sh(*VDSP, "sysfs", "cat", f"{RP2}/state").stdout == "running\n"
-    res = sh(*VDSP, "sysfs", "echo", "start", f"{RP1}/state")
-    assert res.returncode == 1 and res.stderr.strip() == "sh: echo: write error: Device or resource busy"
+    res = sh(*VDSP, "sysfs", "echo", "start", f"{RP1}/state")     # the board's line, then the core's reason
+    assert res.returncode == 1 and res.stderr.splitlines() == [
+        "sh: echo: write error: Device or resource busy", "vdsp sysfs: cannot write 'start' to state of vdsp0 while running"]
     res = sh(*VDSP, "sysfs", "echo", "vdsp0", f"{RP1}/firmware")
-    assert res.returncode == 1 and "Device or resource busy" in res.stderr
+    assert res.returncode == 1 and res.stderr.splitlines() == [
+        "sh: echo: write error: Device or resource busy",
+        "vdsp sysfs: cannot write 'vdsp0' to firmware of vdsp0 while running"]
     assert sh(*VDSP, "sysfs", "echo", "stop", f"{RP1}/state").returncode == 0
     assert sh(*VDSP, "sysfs", "cat", f"{RP1}/state").stdout == "offline\n"
     res = sh(*VDSP, "sysfs", "echo", "stop", f"{RP1}/state")
-    assert res.returncode == 1 and res.stderr.strip() == "sh: echo: write error: Invalid argument"
+    assert res.returncode == 1 and res.stderr.splitlines() == [
+        "sh: echo: write error: Invalid argument", "vdsp sysfs: cannot write 'stop' to state of vdsp0 while offline"]
     assert sh(*VDSP, "sysfs", "echo", "vdsp0", f"{RP1}/firmware").returncode == 0
     assert sh(*VDSP, "sysfs", "echo", "-n", "/tmp_vdsp/image/", "/sys/module/firmware_class/parameters/path").returncode == 0
     assert sh(*VDSP, "sysfs", "cat", "/sys/module/firmware_class/parameters/path").stdout == "/tmp_vdsp/image/\n"

@@ -3,6 +3,7 @@
 25 % of the DDR file system) and the others keep allocating."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import pytest
 
 from arm_side.memory import MemoryManager
 from protocol import errors
+from tests import privilege
+from tests.privilege import require
 from vdsp_board import ddr
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,16 +63,19 @@ def test_a_malformed_quota_is_a_clear_invalid_argument(shm, monkeypatch):
         assert mm.alloc(4096).size == 4096
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
-def test_one_client_cannot_fill_a_ddr_tmpfs_by_default(tmp_path):
-    """The reported case on a real tmpfs of 16 MiB: a client allocating until it fails stops at
-    its default quota, and another client still gets 4 KiB."""
-    tmpfs = tmp_path / "ddr"
-    tmpfs.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(tmpfs)]).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        greedy = """
+def on_private_tmpfs(size: str, tmpfs: Path, *cmd: str) -> subprocess.CompletedProcess:
+    """``cmd`` run with a fresh tmpfs of ``size`` mounted at ``tmpfs`` as its DDR directory, in a mount
+    namespace of its own (a normal user's too: tests/privilege.py); prints, last, the files left there."""
+    prefix, why_not = privilege.mount_namespace()
+    require(why_not)
+    assert prefix is not None
+    mount = ('mount -t tmpfs -o "size=$1,mode=0700" tmpfs "$2" && d="$2" && shift 2 && "$@" '
+             '&& echo left "$(ls -A "$d" | wc -l)"')
+    return subprocess.run([*prefix, "sh", "-c", mount, "sh", size, str(tmpfs), *cmd], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, VDSP_SHM_DIR=str(tmpfs), PYTHONPATH=str(ROOT)))
+
+
+GREEDY = """
 from arm_side.memory import MemoryManager
 from protocol import errors
 mm, held = MemoryManager(), 0
@@ -82,14 +88,19 @@ import sys; sys.stdout.flush()
 import subprocess
 print(subprocess.run([sys.executable, "-c", sys.argv[1]], capture_output=True, text=True).stdout.strip())
 """
-        out = subprocess.run([sys.executable, "-c", greedy, OTHER_CLIENT], cwd=ROOT, capture_output=True, text=True,
-                             timeout=120, env=dict(os.environ, VDSP_SHM_DIR=str(tmpfs), PYTHONPATH=str(ROOT)))
-        held, code, other = out.stdout.split()
-        assert code == "-6000130" and 0 < int(held) <= 16 * MiB * ddr.DEFAULT_QUOTA_SHARE // 100, out.stdout
-        assert other == "allocated", out.stdout + out.stderr
-        assert [n for n in os.listdir(tmpfs)] == []      # both exited: nothing left
-    finally:
-        subprocess.run(["umount", str(tmpfs)])
+
+
+def test_one_client_cannot_fill_a_ddr_tmpfs_by_default(tmp_path):
+    """The reported case on a real tmpfs of 16 MiB: a client allocating until it fails stops at
+    its default quota, and another client still gets 4 KiB."""
+    tmpfs = tmp_path / "ddr"
+    tmpfs.mkdir()
+    out = on_private_tmpfs("16m", tmpfs, sys.executable, "-c", GREEDY, OTHER_CLIENT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    held, code, other, _, left = out.stdout.split()
+    assert code == "-6000130" and 0 < int(held) <= 16 * MiB * ddr.DEFAULT_QUOTA_SHARE // 100, out.stdout
+    assert other == "allocated", out.stdout + out.stderr
+    assert left == "0", out.stdout          # both exited: nothing left
 
 
 GREEDY_HOLDER = """
@@ -126,7 +137,6 @@ def greedy_clients(ddr_dir: Path, n: int) -> list[int]:
     return got
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
 def test_five_greedy_clients_on_a_256_mib_ddr_each_get_a_share(tmp_path, monkeypatch):
     """Before, the quota was each client's own count: four clients that allocated until
     refused filled a 256 MiB DDR (64 MiB each) and the fifth got 0 bytes. The SoC-wide reserve
@@ -135,12 +145,11 @@ def test_five_greedy_clients_on_a_256_mib_ddr_each_get_a_share(tmp_path, monkeyp
         monkeypatch.delenv(var, raising=False)
     tmpfs = tmp_path / "ddr"
     tmpfs.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m,mode=0700", "tmpfs", str(tmpfs)]).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        got = greedy_clients(tmpfs, 5)
-        assert all(g <= 256 * MiB * ddr.DEFAULT_QUOTA_SHARE // 100 for g in got), got
-        assert got[4] >= 8 * MiB, [g // MiB for g in got]       # the fifth gets a share, not 0
-        assert sum(got) < 256 * MiB
-    finally:
-        subprocess.run(["umount", str(tmpfs)])
+    five = f"import json; from pathlib import Path; from tests.test_ddr_quota import greedy_clients; " \
+           f"print(json.dumps(greedy_clients(Path({str(tmpfs)!r}), 5)))"
+    out = on_private_tmpfs("256m", tmpfs, sys.executable, "-c", five)
+    assert out.returncode == 0, out.stdout + out.stderr
+    got = json.loads(out.stdout.splitlines()[0])
+    assert all(g <= 256 * MiB * ddr.DEFAULT_QUOTA_SHARE // 100 for g in got), got
+    assert got[4] >= 8 * MiB, [g // MiB for g in got]       # the fifth gets a share, not 0
+    assert sum(got) < 256 * MiB

@@ -48,8 +48,10 @@ def blocks(langs: tuple[str, ...]) -> list[tuple[str, str]]:
 
 
 def venv_bin() -> Path:
-    """The checkout's .venv/bin, or this interpreter's bin directory when the tests run elsewhere."""
-    if Path(sys.prefix).resolve() == (ROOT / ".venv").resolve() or not (ROOT / ".venv" / "bin").is_dir():
+    """The bin directory of the venv the tests run in when it is one of this checkout's (``.venv``,
+    or ``.venv-X.Y`` under ``PYTHON=pythonX.Y ./test.sh``), else the checkout's .venv/bin if there
+    is one, else this interpreter's."""
+    if Path(sys.prefix).resolve().parent == ROOT.resolve() or not (ROOT / ".venv" / "bin").is_dir():
         return Path(sys.executable).parent
     return ROOT / ".venv" / "bin"
 

@@ -7,8 +7,13 @@ The dependencies are not installed again (``--no-deps``; a .pth file lends the n
 test interpreter's site-packages, where they already are), so the test runs offline in about
 a minute; what is installed from this checkout is the distribution itself: its packages,
 package data (stock firmware sources, py.typed markers), console scripts and the benchmarks.
-The build backend comes from the test interpreter when it has setuptools >= 68 and wheel
-(``--no-build-isolation``, offline), else from pip's configured index (build isolation).
+The build backend comes from the test interpreter when it can build a wheel (setuptools >= 70.1,
+which the set-up installs, or >= 68 with wheel: ``--no-build-isolation``, offline), else from
+pip's configured index (build isolation).
+
+Also here: the set-up's choice of a venv per Python version (``scripts/venv.sh --dir``), the
+Pythons ``.ci/run`` runs the suite on (``scripts/pythons.sh``), and mypy from an app directory
+outside the checkout, through the venv the set-up made.
 """
 from __future__ import annotations
 
@@ -32,11 +37,14 @@ PACKAGES = ("protocol", "vdsp_board", "arm_side", "dsp_side", "relay_server", "v
 
 
 def _backend_here() -> bool:
-    """Can the test interpreter build the wheel itself (no download)?"""
-    if importlib.util.find_spec("wheel") is None:
+    """Can the test interpreter build the wheel itself (no download)? setuptools >= 70.1 builds
+    wheels on its own (the set-up installs it: the test extra), an older one >= 68 with ``wheel``."""
+    try:
+        import setuptools
+    except ImportError:
         return False
-    import setuptools
-    return int(setuptools.__version__.split(".")[0]) >= 68
+    version = tuple(int(p) for p in setuptools.__version__.split(".")[:2] if p.isdigit())
+    return version >= (70, 1) or (version >= (68,) and importlib.util.find_spec("wheel") is not None)
 
 
 def _copy_source(dest: Path) -> None:
@@ -136,3 +144,101 @@ def test_pip_install_then_a_users_first_steps_from_another_directory(installed):
         for path in (rt, elsewhere, shm):
             shutil.rmtree(path, ignore_errors=True)
     assert left is True, f"DDR files left behind: {left}"
+
+
+APP = """
+from arm_side import Soc, Task
+from custom_op_stubs import saturate_add
+
+with Soc() as soc:
+    a, b = soc.mem.alloc(8), soc.mem.alloc(8)
+    task: Task = saturate_add(soc, a, b, delta=10, core=2)
+    saturate_add(soc, a, b, delta="ten")
+    saturate_add(soc, a, b, delta=1, gian=2)
+"""
+
+
+def test_mypy_sees_the_sdk_from_an_app_directory_outside_the_checkout(tmp_path):
+    """The tutorial's promise, kept where an app lives: in a directory of its own, with this
+    checkout's venv (the one ``scripts/venv.sh`` made) and no MYPYPATH, mypy checks a call through
+    the stub ``vdsp firmware stubs`` wrote: a wrong type and a misspelled keyword are reported,
+    and mypy finds the SDK (setuptools' default editable install is an import hook mypy cannot
+    follow: it found no ``arm_side``, and the stub's keywords went unchecked)."""
+    bindir = Path(sys.executable).parent
+    app, rt = tmp_path / "app", tmp_path / "rt"
+    app.mkdir()
+    rt.mkdir(mode=0o700)
+    assert ROOT not in app.parents
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VDSP_") and k not in ("PYTHONPATH", "MYPYPATH")}
+    env.update(VDSP_RUNTIME_DIR=str(rt), HOME=str(tmp_path))     # nor a user's mypy configuration
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, cwd=app, env=env, capture_output=True, text=True, timeout=300)
+
+    res = run(str(bindir / "vdsp"), "firmware", "build", "--unsigned", str(ROOT / "examples" / "custom_op"),
+              "-o", "image/vdsp1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = run(str(bindir / "vdsp"), "firmware", "stubs", "image/vdsp1", "-o", "custom_op_stubs.py")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (app / "app.py").write_text(APP)
+    res = run(str(bindir / "python"), "-m", "mypy", "app.py")
+    assert [line for line in res.stdout.splitlines() if ": note: " not in line] == [
+        'app.py:8: error: Argument "delta" to "saturate_add" has incompatible type "str"; expected "int"  [arg-type]',
+        'app.py:9: error: Unexpected keyword argument "gian" for "saturate_add"  [call-arg]',
+        "Found 2 errors in 1 file (checked 1 source file)"], res.stdout + res.stderr
+
+
+def _fake_python(path: Path, version: str) -> Path:
+    """An executable that answers the set-up's version question as a Python ``version`` would."""
+    major, minor = map(int, version.split("."))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import sys; sys.version_info = ({major}, {minor}, 0)\n"
+                    f"exec(sys.argv[1])' \"$2\"\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("venv, python, expected", [
+    (None, "3.11", ".venv"),          # a fresh checkout: .venv, whatever the version
+    ("3.11", "3.11", ".venv"),
+    ("3.11", "3.13", ".venv-3.13"),   # another version: a venv of its own
+    ("3.13", "3.11", ".venv-3.11"),
+])
+def test_each_python_version_gets_a_venv_of_its_own(tmp_path, venv, python, expected):
+    (tmp_path / "scripts").mkdir()
+    shutil.copy2(ROOT / "scripts" / "venv.sh", tmp_path / "scripts" / "venv.sh")
+    if venv:
+        _fake_python(tmp_path / ".venv" / "bin" / "python", venv)
+    res = subprocess.run(["bash", str(tmp_path / "scripts" / "venv.sh"), "--dir"], capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ, PYTHON=str(_fake_python(tmp_path / "py" / "python", python))))
+    assert res.returncode == 0 and res.stdout.strip() == expected, res.stdout + res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["scripts", "py"] + [".venv"] * bool(venv))
+
+
+def test_a_python_older_than_3_11_is_refused_with_the_way_out(tmp_path):
+    res = subprocess.run(["bash", str(ROOT / "scripts" / "venv.sh"), "--dir"], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHON=str(_fake_python(tmp_path / "python", "3.10"))))
+    assert res.returncode == 1 and "needs Python 3.11 or newer" in res.stderr and "PYTHON=python3.11" in res.stderr
+
+
+def test_ci_finds_the_oldest_and_newest_python_also_where_only_one_is_installed(tmp_path):
+    """``.ci/run`` runs the suite on the first and the last line: versions ascending, one per
+    version, each >= 3.11, this interpreter's among them; on a machine with nothing but one
+    python3 (no pyenv), that one alone."""
+    def pythons(**env: str) -> list[list[str]]:
+        res = subprocess.run([shutil.which("bash") or "bash", str(ROOT / "scripts" / "pythons.sh")],
+                             capture_output=True, text=True, timeout=120, env=dict(os.environ, **env))
+        assert res.returncode == 0, res.stderr
+        return [line.split(" ", 1) for line in res.stdout.splitlines()]
+
+    here = "%d.%d" % sys.version_info[:2]
+    found = pythons()
+    versions = [tuple(map(int, v.split("."))) for v, _ in found]
+    assert versions == sorted(set(versions)) and versions[0] >= (3, 11) and here in [v for v, _ in found], found
+    alone = tmp_path / "bin"        # one python3 and the tools the script uses
+    alone.mkdir()
+    (alone / "python3").symlink_to(sys.executable)
+    for tool in ("grep", "sort", "awk"):
+        (alone / tool).symlink_to(shutil.which(tool) or tool)
+    only = pythons(PATH=str(alone), PYENV_ROOT=str(tmp_path / "no-pyenv"))
+    assert only == [[here, str(alone / "python3")]], only

@@ -21,7 +21,9 @@ import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
 from tests.conftest import wait_until
+from tests.privilege import require
 from vdsp_board import ddr
+from vdsp_sim import otheruser
 from vdsp_sim.private_soc import fresh_ddr_dir
 from vdsp_sim.private_soc import free_tcp_ports as free_ports
 
@@ -183,8 +185,8 @@ STRANGER = textwrap.dedent("""
     import json, os, sys, tempfile, time
     import zmq, zmq.auth
     from protocol import messages, wire
-    os.setgid(65534)    # modules are loaded (the venv's python lives in root's home); from here on: nobody
-    os.setuid(65534)
+    from vdsp_sim.otheruser import become
+    uid = become()      # modules are loaded (the venv may live in a home it cannot read); another user from here on
     endpoints, server_public = json.loads(sys.argv[1]), sys.argv[2].encode()
     with tempfile.TemporaryDirectory() as keydir:       # the key pair is read at once: nothing left in /tmp
         public, secret = zmq.auth.load_certificate(zmq.auth.create_certificates(keydir, "me")[1])
@@ -202,13 +204,13 @@ STRANGER = textwrap.dedent("""
             sock.send_multipart(wire.encode(messages.hello(3, "client")))
             answers[f"{where} keyed={keyed}"] = sock.poll(1500) != 0
             sock.close(0)
-    print(json.dumps({"uid": os.getuid(), "answers": answers}))
+    print(json.dumps({"uid": uid, "answers": answers}))
 """)
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="needs root to run the stranger as another uid")
 def test_a_peer_without_an_allowed_key_from_another_uid_gets_nothing_at_all(tcp_soc):
     from vdsp_board import curve
+    require(otheruser.unavailable())
     endpoints = {"relay": tcp_soc.relay, "vdsp0 control": tcp_soc.ctl["vdsp0"], "vdsp0 firmware": tcp_soc.fw["vdsp0"]}
     server_public = curve.load_public(tcp_soc.keys / "server.key").decode()
     res = subprocess.run([sys.executable, "-c", STRANGER, json.dumps(endpoints), server_public],
@@ -216,7 +218,7 @@ def test_a_peer_without_an_allowed_key_from_another_uid_gets_nothing_at_all(tcp_
                          env={"PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"], "HOME": "/tmp"})
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert out["uid"] == 65534
+    assert out["uid"] == otheruser.other_ids()[0] != os.getuid()
     assert out["answers"] and not any(out["answers"].values()), out["answers"]
     assert tcp_soc.alive()
     with Soc(autostart_relay=False) as soc:       # nothing was stopped

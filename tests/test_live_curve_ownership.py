@@ -61,3 +61,29 @@ def test_another_key_cannot_claim_an_owner(tcp_soc, owner_a, mode):
         a.revoke()
         refused(FOREIGN, soc.call, opids.CHECKSUM, inputs=[(a.phys, 4096)], core=CORE_1)
     assert a.content() == SECRET
+
+
+@pytest.mark.parametrize("mode", ["relay", "direct"])
+@pytest.mark.parametrize("lock_fd", [999_999, -1, 0])
+def test_lock_fd_plays_no_part_over_tcp(tcp_soc, mode, lock_fd, monkeypatch):
+    """PROTOCOL.md §5.2: over tcp an owner is proved by the CURVE key its access list names; a
+    HELLO's `lock_fd` (an fd this process does not have, -1, or one that holds no lock) is ignored."""
+    from arm_side.client import Client
+    from arm_side.transport import ZmqTransport
+    from protocol.task_options import TaskOptions
+    from vdsp_board import ddr
+    if mode == "direct":
+        monkeypatch.setenv("VDSP_CORE_ENDPOINTS", ",".join(f"{n}={e}" for n, e in tcp_soc.ctl.items()))
+    me = ddr.current_owner()
+    with Soc(mode=mode, autostart_relay=False) as soc:
+        mine = soc.mem.alloc(64)
+        client = Client(ZmqTransport(mode, autostart_relay=False), owner=me.id, lock_fd=lock_fd, connect_timeout_s=10)
+        try:
+            if mode == "direct":
+                assert client.peers[0].fw_hello.wait(10000) is not None
+            for core in (CORE_0, CORE_1):
+                done = client.submit(opids.FILL, [], [[mine.phys_addr, 64, 0]], {"value": 7}, TaskOptions(core=core))
+                assert done.wait(10000) == {"bytes": 64}
+        finally:
+            client.close()
+        assert bytes(mine.read(64)) == bytes([7]) * 64

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -140,6 +141,26 @@ def test_an_image_signed_by_an_unknown_key_is_refused_and_none_of_it_runs(shared
     marked.build(fwdir / "stranger", key=stranger)
     refused(shared_soc, soc, "stranger", "unknown key", signing.key_id(signing.public_raw(stranger)))
     assert not marked.imported.exists()
+
+
+def test_an_image_built_under_another_runtime_directory_is_refused(shared_soc, soc, fwdir, marked):
+    """The tutorial: `vdsp firmware build` signs with the key of the runtime directory it runs under;
+    a SoC under another runtime directory does not trust that key."""
+    from vdsp_sim.private_soc import fresh_runtime_dir
+    other = fresh_runtime_dir()
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("VDSP_KEYS_DIR", "VDSP_RUNTIME_DIR")}
+        env.update(VDSP_RUNTIME_DIR=str(other), PYTHONPATH=str(ROOT))
+        for argv in (["keygen"], ["build", str(marked.tree), "-o", str(fwdir / "elsewhere")]):
+            out = subprocess.run([*VDSP, "firmware", *argv], cwd=ROOT, env=env, capture_output=True, text=True,
+                                 timeout=120)
+            assert out.returncode == 0, out.stdout + out.stderr
+        marked.imported.unlink()
+        theirs = signing.key_id(signing.public_raw(signing.install_key(other / "keys")))
+        refused(shared_soc, soc, "elsewhere", "unknown key", theirs)
+        assert not marked.imported.exists()
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
 
 
 def test_a_header_changed_after_signing_is_a_bad_signature(shared_soc, soc, fwdir, marked):

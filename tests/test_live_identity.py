@@ -4,7 +4,8 @@
 - a client that is not the SDK (examples/raw_client.py: raw zmq + msgpack, no vdsp-sim import),
   started the documented ways, proves its owner to the relay and to a firmware;
 - a connection whose process exited claims nothing, even once a new process has its pid and
-  holds an owner (before: the relay checked "pid P holds the lock" and P was the new process);
+  holds an owner (before: the relay checked "pid P holds the lock" and P was the new process),
+  on every identity proof the kernel offers (issue 35), as a normal user too;
 - another user's lock flood (one open + flock(LOCK_SH) each) neither slows a HELLO nor stalls
   the relay (before: one read of the host-wide /proc/locks took seconds on the relay's loop).
 """
@@ -12,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import struct
 import subprocess
 import sys
 import textwrap
@@ -21,27 +20,18 @@ import threading
 import time
 from pathlib import Path
 
-import msgpack
 import pytest
 
 from arm_side import CORE_0, Soc, opids
-from vdsp_board import ddr
+from tests import privilege
+from tests.peers import CLAIM_REFUSED, RAW_CLIENT, raw_client
+from tests.privilege import require
+from vdsp_board import ddr, peerproof
+from vdsp_sim import otheruser
 from vdsp_sim.lockflood import LockFlood
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent
-RAW_CLIENT = ROOT / "examples" / "raw_client.py"
-CLAIM_REFUSED = -6000284
-HEADER = struct.Struct("<2sBBHBBQq")
-
-
-def raw_client(*args: str, pass_fds: tuple = (), shell: str | None = None) -> dict:
-    """Run examples/raw_client.py (or ``shell`` that execs it) with a clean Python path: no vdsp-sim."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    cmd = [sys.executable, "-I", str(RAW_CLIENT), *args] if shell is None else ["sh", "-c", shell]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, pass_fds=pass_fds, cwd="/")
-    assert done.stdout.strip(), done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("endpoint", ["relay.sock", "vdsp0.fw.sock"])
@@ -83,120 +73,31 @@ def test_a_raw_claim_of_another_owner_is_refused_naming_process_and_owner(shared
 
 # --- a connection outliving its process ----------------------------------------------------------------
 
-class Zmtp:
-    """ZMTP 3.0 (NULL mechanism) by hand over a plain unix socket: a DEALER as libzmq speaks it."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock, self.buf = sock, b""
-        sock.settimeout(60)
-        sock.sendall(b"\xff" + bytes(8) + b"\x7f\x03\x00" + b"NULL".ljust(20, b"\0") + bytes(32))
-        self._read(64)
-        self._frame(b"\x05READY\x0bSocket-Type" + struct.pack(">I", 6) + b"DEALER", command=True)
-        flags, body = self._next()
-        assert flags & 4 and body.startswith(b"\x05READY"), body
-
-    def send(self, frames: list[bytes]) -> None:
-        for i, frame in enumerate(frames):
-            self._frame(frame, more=i < len(frames) - 1)
-
-    def ask(self, command: int, msg_id: int, body: dict) -> tuple[int, dict]:
-        self.send([HEADER.pack(b"VD", 1, command, 0, 0, 0, msg_id, 0), msgpack.packb(body)])
-        while True:
-            frames = []
-            while True:
-                flags, data = self._next()
-                if not flags & 4:
-                    frames.append(data)
-                    if not flags & 1:
-                        break
-            head = HEADER.unpack(frames[0])
-            if head[6] == msg_id:
-                return head[2], msgpack.unpackb(frames[1])
-
-    def _frame(self, body: bytes, more: bool = False, command: bool = False) -> None:
-        flags = (1 if more else 0) | (4 if command else 0)
-        size = struct.pack(">Q", len(body)) if len(body) > 255 else bytes([len(body)])
-        self.sock.sendall(bytes([flags | (2 if len(body) > 255 else 0)]) + size + body)
-
-    def _next(self) -> tuple[int, bytes]:
-        flags = self._read(1)[0]
-        size = struct.unpack(">Q", self._read(8))[0] if flags & 2 else self._read(1)[0]
-        return flags, self._read(size)
-
-    def _read(self, n: int) -> bytes:
-        while len(self.buf) < n:
-            chunk = self.sock.recv(65536)
-            assert chunk, "the server closed the connection"
-            self.buf += chunk
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
-
-
-CONNECTOR = textwrap.dedent("""
-    import socket, sys
-    back = socket.socket(fileno=int(sys.argv[2]))
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.connect(sys.argv[1])
-    socket.send_fds(back, [b"x"], [conn.fileno()])
-""")
-
-HOLDER = textwrap.dedent("""
-    import os, sys
-    from vdsp_board import ddr
-    print(os.getpid(), ddr.current_owner().id, flush=True)
-    sys.stdin.read()
-""")
-
-
-def orphan_connection(path: str) -> tuple[socket.socket, int]:
-    """A connection to ``path`` opened by a process that has exited since (we kept its socket): (socket, its pid)."""
-    ours, theirs = socket.socketpair()
-    proc = subprocess.Popen([sys.executable, "-I", "-c", CONNECTOR, path, str(theirs.fileno())],
-                            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
-    theirs.close()
-    _, fds, _, _ = socket.recv_fds(ours, 1, 1)
-    ours.close()
-    proc.wait(timeout=30)
-    return socket.socket(fileno=fds[0]), proc.pid
-
-
-def holder_at_pid(pid: int, tries: int = 200) -> subprocess.Popen:
-    """A process holding a DDR owner of its own, started with pid ``pid`` (the kernel's next pid set
-    just before each try: other processes of the host may take it first)."""
-    for _ in range(tries):
-        with open("/proc/sys/kernel/ns_last_pid", "w") as fh:
-            fh.write(str(pid - 1))
-        proc = subprocess.Popen([sys.executable, "-c", HOLDER], cwd=ROOT, text=True, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        if proc.pid == pid:
-            return proc
-        proc.kill()
-        proc.communicate()
-    pytest.fail(f"could not start a process with pid {pid} in {tries} tries (a busy host took it first)")
-
-
-@pytest.mark.exclusive     # it sets the kernel's next pid: other tests' processes forking beside it take that pid
-@pytest.mark.parametrize("endpoint", ["relay.sock", "vdsp0.fw.sock"])
-def test_a_connection_whose_process_exited_claims_nothing_when_its_pid_comes_back(shared_soc, endpoint):
-    if os.geteuid() != 0:
-        pytest.fail("this test sets the kernel's next pid: it needs root")
-    conn, pid = orphan_connection(f"{shared_soc.rt}/{endpoint}")
-    holder = holder_at_pid(pid)             # the pid of the process that connected, now another process's
-    try:
-        their_pid, owner = map(int, holder.stdout.readline().split())
-        assert their_pid == pid
-        zmtp = Zmtp(conn)
-        command, body = zmtp.ask(0x01, 1, {"role": "client", "pid": pid, "owner": owner})
-        assert command == 0x12 and body["code"] == CLAIM_REFUSED, body      # before: READY, owner taken over
-        assert f"process {pid}, which opened this connection, has exited" in body["message"], body
-    finally:
-        conn.close()
-        holder.communicate("", timeout=30)
+def test_a_connection_whose_process_exited_claims_nothing_when_its_pid_comes_back():
+    """On every proof this kernel offers, in a pid namespace of our own (its next pid is ours to
+    set, as a normal user too; tests/pid_reuse.py), with the server parts of the relay and the
+    firmwares: the connecting process's pid given to a process that holds an owner proves nothing."""
+    prefix, why_not = privilege.pid_namespace()
+    require(why_not)
+    assert prefix is not None
+    proofs = [p.value for p in peerproof.Proof if p.rank >= peerproof.kernel_proof().rank]
+    done = subprocess.run([*prefix, sys.executable, "-m", "tests.pid_reuse", *proofs], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0 and done.stdout.strip(), done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted(results) == sorted(proofs), results
+    for proof, out in results.items():
+        said = "SO_PEERPIDFD (" if proof == "peer-pidfd" else f"VDSP_IDENTITY_PROOF={proof})"
+        assert said in out["used"], out
+        assert out["own"] == "READY", out                       # a live connecting process is proven
+        assert out["holder_pid"] == out["pid"], out             # the pid did come back, to the holder
+        assert out["command"] == 0x12 and out["code"] == CLAIM_REFUSED, out     # before: READY, owner taken over
+        assert f"process {out['pid']}, which opened this connection, has exited" in out["message"], out
 
 
 # --- another user's lock flood -------------------------------------------------------------------------
 
-FLOOD = 150_000         # locks of uid 65534; one read of /proc/locks then takes seconds (8 MiB of it)
+FLOOD = 150_000         # locks of another user; one read of /proc/locks then takes seconds (8 MiB of it)
 HELLO_BOUND_S = 1.0     # the issue's bound for a loaded host; the check itself costs well under 1 ms (vdsp bench identity)
 
 
@@ -253,8 +154,7 @@ class HelloAgent:
 
 
 def test_a_foreign_lock_flood_neither_slows_a_hello_nor_stalls_the_relay(live_soc):
-    if os.geteuid() != 0:
-        pytest.fail("a lock flood of another user needs root")
+    require(otheruser.unavailable())
     pings: list = []                # (seconds, error or None) of PINGs through the relay during the flood
     stop = threading.Event()
     agent = HelloAgent()

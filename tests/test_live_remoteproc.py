@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -115,6 +116,11 @@ def test_crash_by_exception_process_death_and_watchdog(soc_wd, op, kind):
         with pytest.raises(errors.CoreCrashed) as exc:
             soc.rpc(op, core=CORE_1).wait(10000)
         assert exc.value.code == -6000291
+        if op == RAISE:     # what raised, where, and the log that has its traceback
+            assert "RuntimeError: operator bug () in operator raise_error" in exc.value.message, exc.value.message
+            log = re.search(r"core log (\S+?)\)?$", exc.value.message)
+            assert log and Path(log[1]) == soc_wd.rt / "log" / "vdsp1.log", exc.value.message
+            assert "RuntimeError: operator bug" in Path(log[1]).read_text()
         assert time.monotonic() - t0 < (5 if op == HANG else 2)
         assert soc.rpc(opids.PING, core=CORE_0).wait(2000) == {"core": "vdsp0"}   # the other core never noticed
         assert wait_state(soc, "vdsp1", "running")                               # recovery is enabled by default

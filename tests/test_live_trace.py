@@ -29,7 +29,9 @@ def _submit(soc, tracer, op, i, core, **kw):
 def test_a_small_workload_and_a_crash_in_the_trace(live_soc):
     directory = trace.trace_dir(live_soc.rt)
     session = trace.start(directory)
-    roles = trace.wait_started(session["dir"], 5)
+    # both cores and their firmwares look at the switch within ~1 s when idle; a loaded host may
+    # take longer: the wait lasts while recorders keep starting, up to 10 x 6 s
+    roles = trace.wait_started(session["dir"], 6, expect={"relay": 1, "core": 2, "firmware": 2})
     assert roles.count("firmware") == 2 and "relay" in roles, roles
     tracer = sdk_tracer()
     tracer.poll(force=True)
@@ -187,7 +189,7 @@ def test_vdsp_trace_runs_a_command_and_writes_the_trace_and_its_picture(live_soc
             "with Soc() as soc:\n"
             "    for i in range(10): soc.rpc(opids.PING, custom_id=400 + i).wait(5000)\n"
             "raise SystemExit(7)\n")
-    out = tmp_path / "t.json"
+    out = tmp_path / "not" / "yet" / "t.json"          # its directories are made first (mkdir -p)
     proc = subprocess.run([sys.executable, "-m", "vdsp_sim.cli", "trace", "-o", str(out), "--png", "--",
                            sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 7, proc.stderr          # the command's status
@@ -198,3 +200,25 @@ def test_vdsp_trace_runs_a_command_and_writes_the_trace_and_its_picture(live_soc
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
     assert trace.active(trace.trace_dir(live_soc.rt)) is None
     assert " tasks, " in proc.stderr and str(out) in proc.stderr
+
+
+@pytest.mark.parametrize("where", ["output", "png"])
+def test_vdsp_trace_refuses_an_output_it_cannot_write_before_it_runs_anything(runtime_env, tmp_path, where):
+    """`-o x/trace.json` (or `--png x/t.png`) where x is a file: refused before tracing or running
+    the command (it ran, then the trace was lost to a traceback)."""
+    import subprocess
+    import sys
+    blocker = tmp_path / "x"
+    blocker.write_text("a file, not a directory")
+    ran = tmp_path / "ran"
+    paths = ["-o", str(blocker / "t.json")] if where == "output" else \
+        ["-o", str(tmp_path / "t.json"), "--png", str(blocker / "t.png")]
+    if where == "png":
+        pytest.importorskip("matplotlib")
+    proc = subprocess.run([sys.executable, "-m", "vdsp_sim.cli", "trace", *paths, "--",
+                           sys.executable, "-c", f"open({str(ran)!r}, 'w')"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "nothing was traced or run" in proc.stderr and str(blocker) in proc.stderr, proc.stderr
+    assert not ran.exists()
+    assert trace.active(trace.trace_dir(runtime_env)) is None

@@ -1,6 +1,7 @@
 """Ownership without processes of the SoC: the access-list format and rule (protocol.acl), owner
-proofs from the connecting process alone, its pidfd and /proc/PID/fdinfo (vdsp_board.peercred,
-vdsp_board.ownership), access-list files (vdsp_board.acl) and reserved handle flags."""
+proofs from the connecting process alone, pinned by each proof this kernel offers, and its
+/proc/PID/fdinfo (vdsp_board.peercred, vdsp_board.peerproof, vdsp_board.ownership), access-list
+files (vdsp_board.acl) and reserved handle flags."""
 from __future__ import annotations
 
 import fcntl
@@ -15,7 +16,8 @@ import pytest
 import zmq
 
 from protocol import acl as rule, errors, messages, wire
-from vdsp_board import acl, ddr, peercred
+from vdsp_board import acl, ddr, peercred, peerproof
+from vdsp_board.admission import Admission
 from vdsp_board.ownership import RELAY, Bindings, Ownership
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,24 +150,42 @@ def test_holds_exclusive_flock_on_the_real_fdinfo(tmp_path):
 
 # --- vdsp_board.ownership: HELLO claims over a real ipc connection ------------------------------------------
 
-@pytest.fixture
-def ipc(tmp_path):
-    """(send, recv) over an ipc ROUTER/DEALER pair: recv returns the frame that carries metadata."""
-    ctx = zmq.Context()
-    router, dealer = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
-    endpoint = f"ipc://{tmp_path}/t.sock"
-    router.bind(endpoint)
-    dealer.connect(endpoint)
+PROOFS = [p.value for p in peerproof.Proof if p.rank >= peerproof.kernel_proof().rank]
 
-    def hello(body: dict):
-        dealer.send_multipart([b"h", b"b"])
-        meta = router.recv(copy=False)
-        router.recv_multipart()
+
+class Ipc:
+    """A ROUTER/DEALER pair over ipc whose ROUTER has a server's admission thread (which records
+    each connection's accept for the proofs that need it): :meth:`hello` sends a message and
+    returns the frame that carries its metadata; ``accepted`` goes to the Ownership under test."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.accepted = peerproof.accept_records()
+        self.ctx = zmq.Context()
+        self.router, self.dealer = self.ctx.socket(zmq.ROUTER), self.ctx.socket(zmq.DEALER)
+        self.admission = Admission(self.router, "test", max_frame=1 << 20, accepted=self.accepted)
+        self.router.bind(endpoint)
+        self.dealer.connect(endpoint)
+
+    def __call__(self, body: dict):
+        self.dealer.send_multipart([b"h", b"b"])
+        meta = self.router.recv(copy=False)
+        self.router.recv_multipart()
         return meta
-    yield hello
-    router.close(0)
-    dealer.close(0)
-    ctx.term()
+
+    def close(self) -> None:
+        self.admission.stop()
+        self.router.close(0)
+        self.dealer.close(0)
+        self.ctx.term()
+
+
+@pytest.fixture(params=PROOFS)
+def ipc(request, tmp_path, monkeypatch):
+    """An :class:`Ipc` pair, once per identity proof this kernel offers (VDSP_IDENTITY_PROOF)."""
+    monkeypatch.setenv("VDSP_IDENTITY_PROOF", request.param)
+    pair = Ipc(f"ipc://{tmp_path}/t.sock")
+    yield pair
+    pair.close()
 
 
 HOLDER = textwrap.dedent("""
@@ -177,7 +197,7 @@ HOLDER = textwrap.dedent("""
 
 
 def test_a_claim_is_verified_against_the_process_holding_the_lock(shm, ipc, tmp_path):
-    judge = Ownership("test", accept_relay=True, rt=tmp_path)
+    judge = Ownership("test", accept_relay=True, rt=tmp_path, accepted=ipc.accepted)
     me = ddr.current_owner().id
     assert judge.claim({"role": "client", "owner": me}, ipc({})) == me
     assert judge.claim({"role": "client"}, ipc({})) is None
@@ -199,7 +219,7 @@ def test_a_claim_is_verified_against_the_process_holding_the_lock(shm, ipc, tmp_
 
 
 def test_the_relay_role_needs_the_relay_pid_file(ipc, tmp_path):
-    judge = Ownership("test", accept_relay=True, rt=tmp_path)
+    judge = Ownership("test", accept_relay=True, rt=tmp_path, accepted=ipc.accepted)
     with pytest.raises(errors.ClaimRefused):
         judge.claim({"role": "relay"}, ipc({}))
     (tmp_path / "relay.pid").write_text(f"{os.getppid()}\n")
@@ -209,7 +229,7 @@ def test_the_relay_role_needs_the_relay_pid_file(ipc, tmp_path):
     (tmp_path / "relay.pid").write_text(f"{os.getpid()}\n")
     assert judge.claim({"role": "relay"}, ipc({})) == RELAY
     judge.check_task(RELAY, {"inputs": [[phys(OTHER, 0x1000), 1, 0]]})     # the relay checked it
-    assert Ownership("front").claim({"role": "relay"}, ipc({})) is None       # elsewhere: only a name
+    assert Ownership("front", accepted=ipc.accepted).claim({"role": "relay"}, ipc({})) is None   # elsewhere: a name
 
 
 def test_bindings_are_bounded_least_recently_used_first():

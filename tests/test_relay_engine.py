@@ -227,6 +227,34 @@ def test_cancel_of_a_queued_task_removes_it_and_of_a_task_sent_ahead_asks_the_fi
     assert replies(r.take(), A)[0].body["state"] == "unknown"
 
 
+def test_a_cancel_the_firmware_does_not_answer_is_answered_running_at_its_deadline():
+    """PROTOCOL.md §5.5: a CANCEL forwarded to a firmware is answered when it answers, and at
+    most CANCEL_WAIT_S after it arrived in any case (`running`: the task may run, unseen)."""
+    from relay_server.engine import CANCEL_WAIT_S
+    r = Relay(credit=1)
+    r.both_up()
+    r.task(A, 1, core=Core.CORE_0)
+    (ahead,) = tasks_sent(r.take(), 0)
+    r.send(A, messages.cancel(11, 1))
+    (cancel,) = [decode(f) for k, i, f in r.take() if k == TO_FW]
+    r.send(A, messages.cancel(12, 1))           # asked again meanwhile: one question per task, answered at once
+    out = r.take()
+    assert [k for k, *_ in out if k == TO_FW] == []
+    (again,) = replies(out, A)
+    assert again.msg_id == 12 and again.body["state"] == "running"
+    r.now += CANCEL_WAIT_S * 0.9
+    r.e.tick(r.now)
+    assert [m for m in replies(r.take(), A) if m.command is Command.RESULT] == []    # not yet
+    r.now += CANCEL_WAIT_S * 0.2
+    r.e.tick(r.now)
+    (answer,) = [m for m in replies(r.take(), A) if m.command is Command.RESULT]
+    assert answer.msg_id == 11 and answer.body["state"] == "running"
+    late = messages.result(cancel.msg_id, {"state": "cancelled", "target": ahead.msg_id})
+    r.e.on_fw(0, wire.encode(late), r.now)      # the firmware's late verdict: nobody is told twice
+    assert replies(r.take(), A) == []
+    assert r.e.cancels == {}
+
+
 def test_a_core_that_crashes_fails_its_tasks_with_its_code_and_any_tasks_move_on():
     r = Relay(credit=1)
     r.both_up()

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from protocol import errors
+from tests import privilege
 from vdsp_board import rundir
+from vdsp_sim import otheruser
 
 VDSP = str(Path(sys.executable).parent / "vdsp")
 
@@ -42,13 +44,12 @@ def test_group_or_world_access_is_refused(rt_var, mode):
     assert f"{mode:04o}" in exc.value.message and f"chmod 700 {rt_var}" in exc.value.message
 
 
-@pytest.mark.skipif(os.getuid() != 0, reason="needs root to make a directory owned by another user")
-def test_a_directory_of_another_user_is_refused_even_with_mode_0700(rt_var):
-    rt_var.mkdir(mode=0o700)
-    os.chown(rt_var, 65534, 65534)
-    with pytest.raises(errors.InvalidArgument) as exc:
-        rundir.runtime_dir()
-    assert "owned by uid 65534" in exc.value.message
+def test_a_directory_of_another_user_is_refused_even_with_mode_0700(monkeypatch):
+    with privilege.other_users_dir() as theirs:
+        monkeypatch.setenv("VDSP_RUNTIME_DIR", str(theirs))
+        with pytest.raises(errors.InvalidArgument) as exc:
+            rundir.runtime_dir()
+    assert f"owned by uid {otheruser.other_ids()[0]}" in exc.value.message
 
 
 def test_a_symlink_is_refused(rt_var, tmp_path):

@@ -14,9 +14,9 @@ from vdsp_board import settings
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("arm_side", "dsp_side", "relay_server", "protocol", "vdsp_board", "vdsp_sim")
 SETTINGS = ROOT / "vdsp_board" / "settings.py"
-# protocol/native.py reads VDSP_NATIVE itself: it decides where the packages load their compiled
-# modules from before vdsp_board (which imports protocol) can be imported
-NATIVE = ROOT / "protocol" / "native.py"
+# the compiled build's import hook reads VDSP_NATIVE itself: it runs when the interpreter starts,
+# before any package (vdsp_board included) is imported
+NATIVE = ROOT / "vdsp_sim" / "native_finder.py"
 _WRITERS = {"update", "pop", "setdefault", "clear", "popitem", "__setitem__", "__delitem__"}
 
 
@@ -107,7 +107,7 @@ f = os.environ.get("HOME")
 
 
 #: variables the README names that only a script or a build file reads
-NOT_THE_PACKAGES = {"VDSP_TEST_WORKERS": "test.sh", "VDSP_BASE_IMAGE": "docker-compose.yml",
+NOT_THE_PACKAGES = {"VDSP_TEST_WORKERS": "test.sh", "VDSP_TEST_STRICT": ".ci/run", "VDSP_BASE_IMAGE": "docker-compose.yml",
                     "VDSP_BUILD_NETWORK": "docker-compose.yml"}
 
 
@@ -156,11 +156,12 @@ def test_a_child_environment_is_built_not_written(monkeypatch):
     assert settings.current().runtime_dir != Path("/x") and settings.current().shm_dir == "/somewhere"
 
 
-def test_protocol_native_reads_only_vdsp_native_and_parses_it_as_settings_does():
-    from protocol import native
-    reads, writes = env_uses(NATIVE.read_text(), "protocol/native.py")
+def test_the_native_hook_reads_only_vdsp_native_and_parses_it_as_settings_does():
+    from vdsp_sim import native_finder
+    reads, writes = env_uses(NATIVE.read_text(), "vdsp_sim/native_finder.py")
     assert len(reads) == 1 and writes == []
-    assert native.ENV == settings.Settings.native.name
-    for text in ("0", "false", "No", " off ", "1", "yes", "on", "2"):
-        used = settings.Settings({native.ENV: text}).native
-        assert (native.verdict(env=text) != f"{native.ENV}={text}") == used, text
+    assert native_finder.ENV == settings.Settings.native.name
+    finder = native_finder.NativeFinder("/nowhere", {}, {})
+    for text in ("0", "false", "No", " off ", "1", "yes", "on", "2", ""):
+        used = settings.Settings({native_finder.ENV: text}).native
+        assert (finder.why_not(env=text) == "") == used, text

@@ -15,7 +15,9 @@ from relay_server.observe import RelayObserver
 from vdsp_board import trace, tracefmt
 from vdsp_board.trace import ListRecorder
 from relay_server.engine import TO_FW
+from tests import privilege
 from tests.test_relay_engine import A, Relay, tasks_sent
+from vdsp_sim import otheruser
 
 REQUIRED = {"ph", "ts", "pid", "tid", "name"}
 
@@ -84,24 +86,18 @@ def test_a_second_start_joins_the_active_session(tmp_path):
     assert trace.active(tmp_path) is None and trace.stop(tmp_path) is None
 
 
-def _other_users_dir(path):
-    path.mkdir(mode=0o700)
-    os.chown(path, 65534, 65534)
-    return path
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a directory to another user")
-def test_a_trace_directory_of_another_user_is_refused_and_never_switches_a_recorder_on(tmp_path):
-    """Before, uid 65534 could own VDSP_TRACE_DIR, switch tracing on in every root process of
-    the SoC and read the relay's trace (client pids, owners, operators)."""
-    theirs = _other_users_dir(tmp_path / "theirs")
-    with pytest.raises(errors.InvalidArgument) as exc:
-        trace.start(theirs)
-    assert "owned by uid 65534" in exc.value.message and str(theirs) in exc.value.message
-    (theirs / "s1").mkdir(mode=0o700)                  # what the other user would plant
-    (theirs / trace.FLAG).write_text(json.dumps({"session": "s1", "dir": str(theirs / "s1")}))
-    rec = trace.Recorder("relay", "relay", directory=theirs, check_every_s=0)
-    assert rec.poll() is False and list((theirs / "s1").iterdir()) == []
+def test_a_trace_directory_of_another_user_is_refused_and_never_switches_a_recorder_on():
+    """Before, another user could own VDSP_TRACE_DIR, switch tracing on in every process of the
+    SoC and read the relay's trace (client pids, owners, operators)."""
+    plant = (f"(d / 's1').mkdir(mode=0o700); (d / {trace.FLAG!r}).write_text(json.dumps("   # what the other user plants
+             "{'session': 's1', 'dir': str(d / 's1')})); os.chmod(d, 0o755)")
+    with privilege.other_users_dir(plant) as theirs:
+        with pytest.raises(errors.InvalidArgument) as exc:
+            trace.start(theirs)
+        assert f"owned by uid {otheruser.other_ids()[0]}" in exc.value.message and str(theirs) in exc.value.message
+        rec = trace.Recorder("relay", "relay", directory=theirs, check_every_s=0)
+        assert rec.poll() is False
+        assert privilege.as_other_user("print(os.listdir(sys.argv[2]))", str(theirs / "s1")).strip() == "[]"
 
 
 def test_a_trace_directory_open_to_others_or_a_symlink_is_refused(tmp_path):
@@ -342,6 +338,30 @@ def test_the_timeline_picture_is_drawn(tmp_path):
     assert set(data["clients"]) == {300}
     out = traceplot.render(doc, tmp_path / "t.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_each_core_s_label_sits_on_its_own_row():
+    """The "N tasks, M ms busy" text of each core is drawn beside that core's row (the rows run
+    top-down: it was placed by axes fraction, bottom-up, so vdsp0's figures sat on vdsp1's row)."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+    from vdsp_sim import traceplot
+    tasks = {"vdsp0": 3, "vdsp1": 1, "vdsp2": 5}
+    events = [{"ph": "X", "cat": "firmware", "name": "ping", "ts": 1000.0 * (10 * n + i), "dur": 1000.0 * (n + 1),
+               "pid": 1, "tid": 1, "args": {"core": core, "client_pid": 7}}
+              for n, (core, count) in enumerate(tasks.items()) for i in range(count)]
+    fig = traceplot.figure({"traceEvents": events})
+    try:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        middle = lambda artist: (lambda box: (box.y0 + box.y1) / 2)(artist.get_window_extent())   # noqa: E731
+        rows = {t.get_text(): middle(t) for t in ax.get_yticklabels()}
+        pitch = abs(rows["vdsp0"] - rows["vdsp1"])
+        labels = {t.get_text().split(" tasks")[0]: middle(t) for t in ax.texts if " tasks\n" in t.get_text()}
+        for n, (core, count) in enumerate(tasks.items()):
+            assert abs(labels[str(count)] - rows[core]) < pitch / 4, (core, labels, rows)
+    finally:
+        plt.close(fig)
 
 
 # --- the metrics sink (no HTTP: tests/test_live_trace.py scrapes a live relay) ------------------

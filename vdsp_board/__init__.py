@@ -1,6 +1,3 @@
 """The simulated board under everything else: shared DDR (segments, owners, quota, access lists),
 the runtime directory and its pid files, logs in the DSP format, process helpers, CURVE keys,
 ownership proofs. Imports only ``protocol`` (and third-party libraries)."""
-from protocol.native import use as _use
-
-_use(__path__, __name__)   # the compiled build of some modules, when current (protocol.native)

@@ -23,7 +23,10 @@ no descriptor). It keeps
 - handshakes that last at most ``HANDSHAKE_IVL_MS`` (``ZMQ_HANDSHAKE_IVL``; ZeroMQ closes
   slower ones).
 
-ipc peers are the SoC's own user (the runtime directory is private): they are only counted.
+ipc peers are the SoC's own user (the runtime directory is private): they are only counted,
+and, given ``accepted`` (``vdsp_board.peerproof.Accepted``), who opened each connection is
+recorded as it is accepted (its pid and that process's start time), for the owner proofs of
+kernels without ``SO_PEERPIDFD``.
 
 ``max_pending`` is derived from ``PREAUTH_BUDGET``: pending connections × the largest frame
 one may hold stays within it. So whatever unauthenticated peers send, the growth they cause
@@ -40,6 +43,7 @@ import threading
 import zmq
 
 from vdsp_board.log import RateLimited
+from vdsp_board.peerproof import Accepted
 
 log = logging.getLogger("vdsp.admission")
 
@@ -81,9 +85,10 @@ class Admission:
     closing ``sock`` and terminating its context."""
 
     def __init__(self, sock: zmq.Socket, name: str, *, max_frame: int, max_pending: int | None = None,
-                 max_connections: int = MAX_CONNECTIONS) -> None:
+                 max_connections: int = MAX_CONNECTIONS, accepted: Accepted | None = None) -> None:
         limit_frames(sock, max_frame)
         self.name = name
+        self.accepted = accepted
         self.max_pending = max_pending if max_pending is not None else max_pending_for(max_frame)
         self.max_connections = max_connections
         self.conns: dict[int, _Conn] = {}        # fd -> connection, in order of arrival
@@ -137,6 +142,8 @@ class Admission:
     def _on_event(self, event: int, fd: int, endpoint: str) -> None:
         with self._lock:
             if event == zmq.EVENT_ACCEPTED:
+                if self.accepted is not None and endpoint.startswith("ipc://"):
+                    self._record(fd, endpoint)
                 self.conns.pop(fd, None)        # a descriptor number reused: a new connection
                 if len(self.conns) >= self.max_connections:
                     self.refused += 1
@@ -148,8 +155,21 @@ class Admission:
                 self._sweep()
             elif event & _GONE:
                 self.conns.pop(fd, None)
+                if self.accepted is not None:
+                    self.accepted.forget(fd)
                 if event & zmq.EVENT_DISCONNECTED:
                     self.closes += 1
+
+    def _record(self, fd: int, endpoint: str) -> None:
+        """Who opened the ipc connection ``fd``, read now, as it is accepted (peerproof.Accepted)."""
+        assert self.accepted is not None
+        sock = _ours(fd, endpoint)
+        if sock is None:
+            return
+        try:
+            self.accepted.record(sock)
+        finally:
+            sock.detach()
 
     def _sweep(self) -> None:
         """Judge the tcp connections not authenticated yet from the kernel's counters: the server
@@ -202,7 +222,8 @@ def _ours(fd: int, endpoint: str) -> socket.socket | None:
             if str(local[1]) == endpoint.rsplit(":", 1)[1]:
                 return sock
         elif endpoint.startswith("ipc://") and sock.family == socket.AF_UNIX:
-            if local == endpoint[len("ipc://"):]:
+            path = endpoint[len("ipc://"):]
+            if local == path or (path.startswith("@") and local == b"\0" + path[1:].encode()):   # abstract
                 return sock
     except (OSError, IndexError):
         pass

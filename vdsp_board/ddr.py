@@ -28,6 +28,7 @@ import ctypes
 import errno
 import fcntl
 import functools
+import logging
 import mmap
 import os
 import re
@@ -39,6 +40,7 @@ import time
 
 from protocol.errors import SysInvalidArgument, SysOutOfMemory
 from vdsp_board import settings
+from vdsp_board.log import RateLimited
 
 PAGE = 4096
 MAX_ALLOC = 2**32 - 1               # hbSysAllocMem takes a uint32 size
@@ -115,18 +117,108 @@ def reserve_allows(free: int, held: int, size: int, keep: int) -> bool:
     return free - size >= min(keep, (free + held) // 2)
 
 
+LOCK_WAIT_S = 1.0       # seconds an allocation waits for its user's reserve lock, then checks without it
+_LOCK_POLL_S = (0.0005, 0.01)   # first and longest pause between two tries of the lock
+_log = logging.getLogger("vdsp.ddr")
+_warn = RateLimited(_log, 60.0)
+
+
+def reserve_lock_name(uid: int) -> str:
+    """The name of user ``uid``'s reserve lock in a DDR directory (see :func:`_reserve_lock`)."""
+    return f"vdsp-reserve-{uid}.lock"
+
+
+def _open_reserve_lock(path: str) -> int | None:
+    """An fd of the reserve lock file ``path``: a regular file of this user that nobody else may
+    open (mode 0600), created if missing, never through a symlink. An entry of this user that is
+    anything else (a symlink, a FIFO, mode 0644: someone else may hold it open) is removed and made
+    again. None if the name is another user's (squatted: not ours to remove)."""
+    uid = os.geteuid()
+    for _ in range(8):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        except OSError:     # a symlink (ELOOP), a directory, another user's file (EACCES)...
+            fd = -1
+        try:
+            st = os.fstat(fd) if fd >= 0 else os.lstat(path)
+        except FileNotFoundError:
+            continue        # removed meanwhile by its holder: make it again
+        except OSError:
+            st = None
+        if st is not None and st.st_uid == uid and stat.S_ISREG(st.st_mode) and not st.st_mode & 0o077:
+            if fd >= 0:
+                return fd
+        if fd >= 0:
+            os.close(fd)
+        if st is None or st.st_uid != uid:
+            return None
+        try:
+            os.unlink(path)     # ours, but not a lock we can trust: make a proper one
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return None         # a directory of ours, say
+    return None
+
+
+@contextlib.contextmanager
+def _reserve_lock(directory: str):
+    """Hold this user's reserve lock in the DDR ``directory`` while in the block; yields True if
+    held, False if the block runs without it.
+
+    The lock is ``flock(LOCK_EX)`` on the file ``reserve_lock_name(euid)`` in the directory (the
+    directory every peer of the SoC shares, also across containers), a regular file of this user
+    with mode 0600: no other user can open it, so none can hold it. It exists only while held:
+    the holder unlinks it before it lets go, and a taker checks that the file it locked is still
+    the one at the name (else it tries again). Tries without blocking, for at most LOCK_WAIT_S
+    (a process of this user stopped while it holds the lock delays others by that much, never
+    more); past it, or when another user squats the name, the block runs without the lock (the
+    reserve check is then not serialised with others', nothing else changes) and a warning is
+    logged at most once a minute."""
+    path = os.path.join(directory, reserve_lock_name(os.geteuid()))
+    deadline = time.monotonic() + LOCK_WAIT_S
+    pause = _LOCK_POLL_S[0]
+    while True:
+        fd = _open_reserve_lock(path)
+        if fd is None:
+            _warn.warn(("squatted", path), "DDR reserve lock %s is another user's: allocating without it", path)
+            yield False
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)    # held by another process of this user
+            if time.monotonic() >= deadline:
+                _warn.warn(("held", path), "DDR reserve lock %s held for %.1f s by another process of this user: "
+                           "allocating without it", path, LOCK_WAIT_S)
+                yield False
+                return
+            time.sleep(pause)
+            pause = min(2 * pause, _LOCK_POLL_S[1])
+            continue
+        try:
+            st, now = os.fstat(fd), os.lstat(path)
+            current = (st.st_ino, st.st_dev) == (now.st_ino, now.st_dev)
+        except OSError:     # unlinked by the holder we waited for
+            current = False
+        if not current:
+            os.close(fd)
+            continue
+        try:
+            yield True
+        finally:
+            _unlink_quiet(path)     # before letting go: whoever waits on this file tries the name again
+            os.close(fd)
+        return
+
+
 @contextlib.contextmanager
 def _reserved(directory: str, held: int, size: int):
-    """Hold an exclusive flock on the DDR directory itself (one place for the whole SoC, no file
-    of its own) while a segment of ``size`` bytes is checked against the SoC-wide reserve and
-    made, so that the next check sees it. Raises SysOutOfMemory."""
+    """Hold this user's reserve lock in the DDR directory (:func:`_reserve_lock`) while a segment
+    of ``size`` bytes is checked against the reserve and made, so that the next check of this
+    user sees it. Raises SysOutOfMemory."""
     keep = reserve(directory)
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise SysOutOfMemory(f"cannot open the DDR directory {directory}: {exc}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with _reserve_lock(directory):
         st = os.statvfs(directory)
         free = st.f_bavail * st.f_frsize
         if not reserve_allows(free, held, size, keep):
@@ -135,8 +227,6 @@ def _reserved(directory: str, held: int, size: int):
                 f"next client's share (the reserve of {keep} bytes, {RESERVE_ENV}, or half of what is left): free "
                 "buffers first")
         yield
-    finally:
-        os.close(fd)
 
 
 def parse_phys(phys: int) -> tuple[int, int]:
@@ -442,9 +532,9 @@ def _claim_owner_id(directory: str) -> tuple[int, int]:
             raise SysOutOfMemory(f"cannot create DDR owner lock {tmp}: {exc}") from exc
         try:
             os.fchmod(fd, 0o600)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)     # a file of ours just made: nobody waits here
             os.link(tmp, final)
-        except (FileExistsError, FileNotFoundError):   # id taken, or tmp reaped meanwhile
+        except (FileExistsError, FileNotFoundError, BlockingIOError):   # id taken, tmp reaped or locked meanwhile
             os.close(fd)
             _unlink_quiet(tmp)
             continue

@@ -16,6 +16,8 @@ BPU SDK's numbering (1 debug ... 5 fatal, 0 none).
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import sys
 import time
 
@@ -114,3 +116,15 @@ class RateLimited:
             fmt += f" ({held} similar message(s) held back in the last {self.interval_s:.0f}s)"
         self.logger.log(self.level, fmt, *args)
         return True
+
+
+def stderr_file() -> str:
+    """The regular file this process's stderr (its log, and its children's) is written to, or "" (a
+    terminal, a pipe, nothing): read from ``/proc/self/fd/2`` when asked."""
+    try:
+        target = os.readlink("/proc/self/fd/2")
+        if target.startswith("/") and stat.S_ISREG(os.stat(2).st_mode):
+            return target
+    except OSError:
+        pass
+    return ""

@@ -3,8 +3,9 @@
 The relay (for its clients) and every firmware (for direct-mode clients and for the relay)
 bind each connection to what its HELLO claimed once the claim is verified:
 
-- ``owner`` X over **ipc**: the process that opened the connection (a pidfd from the kernel,
-  ``vdsp_board.peercred``) still lives and holds the exclusive flock of X's lock file
+- ``owner`` X over **ipc**: the process that opened the connection (``vdsp_board.peercred``;
+  pinned by the strongest fact the kernel offers, ``vdsp_board.peerproof``: a pidfd taken at
+  connect, or its pid and start time recorded at accept) still lives and holds the exclusive flock of X's lock file
   ``vdsp-{X:06x}.lock`` in the DDR directory through one of its fds (its own /proc entries say so);
 - ``owner`` X over **tcp** (CURVE): X is alive (its lock is held) and its access list
   (``vdsp_board.acl``) names the CURVE key this peer authenticated with; one key per owner, set
@@ -27,7 +28,7 @@ import os
 from pathlib import Path
 
 from protocol import acl as aclrule, errors
-from vdsp_board import acl, ddr, peercred
+from vdsp_board import acl, ddr, peercred, peerproof
 from vdsp_board.log import RateLimited
 from vdsp_board.pidfile import PidFile
 
@@ -58,17 +59,23 @@ class Verdict:
 
 class Claim:
     """One HELLO's claim as received: what it wants (``"owner"``, ``"relay"`` or None) and who
-    sent it (ipc: the pid zmq took at accept and a pidfd of that very process; tcp: the CURVE name)."""
+    sent it (ipc: the pid zmq took at accept and either a pidfd of that very process, or the
+    inode of the accepted socket that names its accept record; tcp: the CURVE name)."""
 
-    __slots__ = ("body", "address", "peer_name", "wants", "pid", "pidfd", "gone")
+    __slots__ = ("body", "address", "peer_name", "wants", "pid", "pidfd", "inode", "gone", "pin")
 
     def __init__(self, body: dict, address: str | None, peer_name: str, wants: str | None) -> None:
         self.body, self.address, self.peer_name, self.wants = body, address, peer_name, wants
         self.pid: int | None = None
-        self.pidfd: int | None = None
+        self.pidfd: int | None = None               # SO_PEERPIDFD (peer-pidfd)
+        self.inode: int | None = None               # the accepted socket's (pidfd, start-time)
         self.gone = False           # the connecting process had exited when the HELLO was read
+        self.pin: peerproof.Pin | None = None       # the connecting process, held still while judged
 
     def close(self) -> None:
+        if self.pin is not None:
+            self.pin.close()
+            self.pin = None
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
@@ -79,14 +86,18 @@ class Ownership:
 
     ``gate`` is the server's CURVE gate on tcp (None on ipc); ``accept_relay`` whether a
     peer may become the relay here (firmware endpoints); ``rt`` the runtime directory
-    holding ``relay.pid``.
+    holding ``relay.pid``; ``accepted`` the accept records of the server's listening socket
+    (fed by its ``Admission``), which the proofs weaker than ``peer-pidfd`` need
+    (``vdsp_board.peerproof``; ``proof`` is this host's).
     """
 
     def __init__(self, server: str, *, gate=None, accept_relay: bool = False, rt: Path | None = None,
-                 reader: acl.Reader | None = None) -> None:
+                 reader: acl.Reader | None = None, accepted: peerproof.Accepted | None = None) -> None:
         self.server, self.gate, self.accept_relay, self.rt = server, gate, accept_relay, rt
+        self.accepted = accepted
         self.acl = reader or acl.Reader()
         self.warn = RateLimited(log)
+        self.proof = peerproof.host_proof()
 
     # --- HELLO ----------------------------------------------------------------------------------
     def claim(self, body: dict, frame: object = None, peer_name: str = "") -> int | None:
@@ -101,7 +112,8 @@ class Ownership:
 
     def take(self, body: dict, frame: object = None, peer_name: str = "") -> Claim:
         """What a HELLO claims and who sent it, read at once on the thread that received it
-        (a few syscalls: the connection's pidfd); :meth:`judge` decides, anywhere, later."""
+        (a few syscalls: the connection's pidfd, or its socket's inode); :meth:`judge` decides,
+        anywhere, later."""
         raw = peercred.frame_property(frame, "Peer-Address")
         if body.get("role") == "relay" and self.accept_relay:
             wants: str | None = "relay"
@@ -111,11 +123,15 @@ class Ownership:
         if claim.wants is None:
             return claim
         claim.pid = peercred.peer_pid(claim.address)
-        if claim.pid is not None:
+        if claim.pid is None:
+            return claim
+        if self.proof is peerproof.Proof.PEER_PIDFD:
             try:
                 claim.pidfd = peercred.connection_pidfd(frame)
             except peercred.PeerGone:
                 claim.gone = True
+        else:
+            claim.inode = peercred.connection_inode(frame)
         return claim
 
     def judge(self, claim: Claim) -> Verdict:
@@ -138,25 +154,41 @@ class Ownership:
             claim.close()
 
     def _ipc_pid(self, claim: Claim) -> int | None:
-        """The ipc peer's pid (None: not ipc), once it is known to be this user's live connecting process."""
+        """The ipc peer's pid (None: not ipc), once it is known to be this user's live connecting
+        process, pinned (``claim.pin``) until the claim is closed."""
         pid, address = claim.pid, claim.address
         if pid is None or address is None:
             return None
         if address.split(":")[1] != str(os.geteuid()):
             raise errors.ClaimRefused(f"peer {address} runs as another user")
+        exited = errors.ClaimRefused(f"process {pid}, which opened this connection, has exited: a connection "
+                                     "outliving its process proves nothing (its pid may be another process's now)")
         if claim.gone:
-            raise errors.ClaimRefused(f"process {pid}, which opened this connection, has exited: a connection "
-                                      "outliving its process proves nothing (its pid may be another process's now)")
-        if claim.pidfd is None:
-            raise errors.ClaimRefused(f"cannot tell which process opened this connection (no pidfd of peer "
-                                      f"{address}: Linux >= 6.5 and libzmq's SRCFD are needed)")
-        if peercred.pidfd_pid(claim.pidfd) != pid:
-            raise errors.ClaimRefused(f"process {pid}, which opened this connection, has exited")
+            raise exited
+        if self.proof is peerproof.Proof.PEER_PIDFD:
+            if claim.pidfd is None:
+                raise errors.ClaimRefused(f"cannot tell which process opened this connection (no pidfd of peer "
+                                          f"{address}: libzmq's SRCFD is needed)")
+            if peercred.pidfd_pid(claim.pidfd) != pid:
+                raise exited
+            claim.pin, claim.pidfd = peerproof.Pin(pid, pidfd=claim.pidfd), None
+            return pid
+        record = self.accepted.wait(claim.inode) if self.accepted is not None and claim.inode is not None else None
+        if record is None:
+            raise errors.ClaimRefused(f"cannot tell which process opened this connection (peer {address}): "
+                                      "no record of its accept (the connection closed, or libzmq's SRCFD is "
+                                      "missing); connect again")
+        if record.pid != pid or record.start is None:
+            raise exited
+        try:
+            claim.pin = peerproof.Pin.take(pid, record.start, self.proof)
+        except peerproof.Gone:
+            raise exited from None
         return pid
 
     def _still_there(self, claim: Claim) -> None:
         """After reading /proc/PID: the process that connected still lives, so PID was it throughout."""
-        if claim.pidfd is None or not peercred.alive(claim.pidfd):
+        if claim.pin is None or not claim.pin.alive():
             raise errors.ClaimRefused(f"process {claim.pid}, which opened this connection, exited while its "
                                       "claim was checked")
 

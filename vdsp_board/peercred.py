@@ -30,6 +30,7 @@ import os
 import signal
 import socket
 import stat
+import struct
 
 SRCFD = 2                   # ZMQ_SRCFD: the fd a message was read from (zmq_msg_get)
 SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)      # Linux >= 6.5
@@ -96,6 +97,36 @@ def connection_pidfd(frame: object) -> int | None:
         os.close(pidfd)
         raise PeerGone(errno.ESRCH, "the process that opened this connection has exited")
     return pidfd
+
+
+def connection_inode(frame: object) -> int | None:
+    """The inode of the accepted unix socket ``frame`` was read from (it names this connection
+    while the connection is open; ``vdsp_board.peerproof.Accepted`` keys its records by it), or
+    None if the frame tells no unix socket. Call it as :func:`connection_pidfd`."""
+    fd = frame_property(frame, SRCFD)
+    if not isinstance(fd, int) or fd < 0:
+        return None
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:
+        return None
+    try:
+        if sock.family != socket.AF_UNIX:
+            return None
+        return os.fstat(fd).st_ino
+    except OSError:
+        return None
+    finally:
+        sock.detach()
+
+
+def peer_cred(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process that connected the unix socket ``sock`` (``SO_PEERCRED``,
+    taken by the kernel at connect; pid 0 if that process is not visible in our pid namespace).
+    Raises OSError."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", raw)
+    return pid, uid, gid
 
 
 def pidfd_pid(pidfd: int) -> int:

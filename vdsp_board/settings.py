@@ -73,6 +73,17 @@ def _str(text: str) -> str:
     return text
 
 
+PROOFS = ("peer-pidfd", "pidfd", "start-time")     # VDSP_IDENTITY_PROOF's values, strongest first
+
+
+def _proof(text: str) -> str:
+    value = text.strip().lower()
+    if value not in PROOFS:
+        from protocol import errors
+        raise errors.InvalidArgument(f"VDSP_IDENTITY_PROOF={text!r}: expected one of {', '.join(PROOFS)}")
+    return value
+
+
 class Settings:
     """The ``VDSP_*`` variables of one environment (``os.environ`` by default), each read when
     its attribute is."""
@@ -102,9 +113,9 @@ class Settings:
     ddr_reserve = Variable[str | None](
         "VDSP_DDR_RESERVE", "bytes (`256M`, `2G`) or a share (`50%`)", "`25%`",
         "DDR kept free for the next client. An allocation must leave it free or, once less is free, may bring "
-        "its owner to at most half of what it holds plus what is free (checked under one lock on the DDR "
-        "directory): clients allocating until refused always leave the next one a share. `SysOutOfMemory` "
-        "past it", (CLIENT,), _str, None)
+        "its owner to at most half of what it holds plus what is free (checked under a lock of the user's own in "
+        "the DDR directory, waited for at most 1 s): clients allocating until refused always leave the next "
+        "one a share. `SysOutOfMemory` past it", (CLIENT,), _str, None)
     firmware_dir = Variable[Path | None](
         "VDSP_FIRMWARE_DIR", "path", "`$VDSP_RUNTIME_DIR/firmware`", "the default firmware directory",
         (CORE, CLI), Path, None)
@@ -125,9 +136,10 @@ class Settings:
         "instead of ~345); `0` starts each core and the relay as a fresh interpreter", (CLI, CORE), _flag, True)
     native = Variable[bool](
         "VDSP_NATIVE", "`0` to turn off", "on",
-        "the compiled build of the hot modules (mypyc; `scripts/venv.sh` builds it where a C compiler is found) "
-        "runs when it matches their sources; `0` runs the pure Python modules. Read by `protocol/native.py` "
-        "itself, which decides before the other packages load", ALL, _flag, True)
+        "the compiled build of the hot modules (mypyc; `scripts/venv.sh` builds and installs it into the venv "
+        "where a C compiler is found) runs while their sources are the ones compiled; `0` runs the pure Python "
+        "modules. Read by the build's import hook (`vdsp_sim/native_finder.py`), which runs before any package "
+        "loads", ALL, _flag, True)
     busy_poll_us = Variable[int](
         "VDSP_BUSY_POLL_US", "µs", "0",
         "accepted and ignored (it made a waiting thread spin before it slept): the SDK's one reader thread "
@@ -164,6 +176,12 @@ class Settings:
     profile_relay = Variable[str | None](
         "VDSP_PROFILE_RELAY", "path", "unset", "developer aid: the relay writes cProfile stats of its loop there",
         (RELAY,), _str, None)
+    identity_proof = Variable[str | None](
+        "VDSP_IDENTITY_PROOF", "`peer-pidfd`, `pidfd` or `start-time`", "the strongest this kernel offers",
+        "how a server proves which process opened an ipc connection (PROTOCOL.md §5.2), at most this one: "
+        "`pidfd` behaves as on Linux 5.3-6.4 (no `SO_PEERPIDFD`), `start-time` as before 5.3 (no pidfd at all). "
+        "For tests and for hosts whose kernel misreports; `vdsp status` says which proof the SoC uses",
+        (RELAY, CORE, CLI), _proof, None)
     parent_pid = Variable[str | None](
         "VDSP_PARENT_PID", "pid", "unset", "set by a SoC process for a child that must die with it", (RELAY, CORE),
         _str, None, internal=True)

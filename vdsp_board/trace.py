@@ -187,16 +187,48 @@ def stop(directory: Path) -> dict | None:
     return session
 
 
-def wait_started(session_dir: Path, timeout_s: float = 2.0) -> list[str]:
-    """Wait until the relay and every core with its firmware have opened their files in the
-    session (or ``timeout_s`` passed); returns the roles of the files there."""
-    deadline = time.monotonic() + timeout_s
+def wait_started(session_dir: Path, timeout_s: float = 2.0, expect: dict[str, int] | None = None) -> list[str]:
+    """Wait until the relay, each of its cores (named in the relay's file) and each core's firmware
+    have opened their files in the session, and at least ``expect``'s count of each role ({role:
+    count}, e.g. ``{"core": 2, "firmware": 2}``); returns the roles of the files there.
+
+    Gives up ``timeout_s`` after the last new file appeared (a loaded host where recorders start
+    one by one, slowly, keeps the wait going: a slow process is not a dead one), and after
+    10 x ``timeout_s`` in all. (A core that runs no firmware has no firmware file: the wait for it
+    ends ``timeout_s`` after the last file.)"""
+    start = last = time.monotonic()
+    seen: list[str] = []
+    cores: set[str] | None = None       # the relay's cores, once its file is there
     while True:
-        roles = sorted(p.name.split("-")[0] for p in Path(session_dir).glob("*" + SUFFIX))
-        cores = roles.count("core")
-        if "relay" in roles and cores and roles.count("firmware") >= cores or time.monotonic() >= deadline:
+        names = sorted(p.name for p in Path(session_dir).glob("*" + SUFFIX))
+        now = time.monotonic()
+        if names != seen:
+            seen, last = names, now
+        parts = [(role, rest.rpartition("-")[0]) for role, _, rest in (n[:-len(SUFFIX)].partition("-") for n in names)]
+        roles = sorted(role for role, _ in parts)
+        if cores is None:
+            relay = next((n for n in names if n.startswith("relay-")), None)
+            cores = _relay_cores(Path(session_dir) / relay) if relay else None
+        by_role = {want: {name for role, name in parts if role == want} for want in ("core", "firmware")}
+        if ("relay" in roles and cores is not None and cores <= by_role["core"] and cores <= by_role["firmware"]
+                and all(roles.count(role) >= n for role, n in (expect or {}).items())):
+            return roles
+        if now - last >= timeout_s or now - start >= 10 * timeout_s:
             return roles
         time.sleep(0.05)
+
+
+def _relay_cores(path: Path) -> set[str] | None:
+    """The core names in the header of the relay's file (None while it is not written yet)."""
+    try:
+        with open(path, "rb") as fh:
+            unpacker = msgpack.Unpacker(raw=False, max_buffer_size=1 << 16)
+            unpacker.feed(fh.read(1 << 16))
+            header = next(unpacker, None)
+    except (OSError, ValueError, msgpack.UnpackException):
+        return None
+    names = header.get("cores") if isinstance(header, dict) else None
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else None
 
 
 def wait_ended(session_dir: Path, timeout_s: float = 3.0, quiet_s: float = 0.0) -> list[Path]:

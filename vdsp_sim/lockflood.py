@@ -1,15 +1,14 @@
 """A lock flood: many flock(2) locks held by another user, the host-wide state that any local user
 can grow and that the SoC's identity checks must not depend on (``/proc/locks`` lists them all).
 
-``LockFlood(n)`` starts processes that drop to uid/gid 65534 (nobody) and each hold as many
-locks as its open-file limit allows (the hard RLIMIT_NOFILE; raised to 1M where root may), one
-``open`` + ``flock(LOCK_SH)`` each, spread over FILES files (so no file's lock list grows long),
-until ``close()``. Needs root (to change user).
+``LockFlood(n)`` starts processes that become another user (``vdsp_sim.otheruser``: nobody under
+root, a subordinate uid of a normal user) and each hold as many locks as its open-file limit allows
+(the hard RLIMIT_NOFILE; raised to 1M where root may), one ``open`` + ``flock(LOCK_SH)`` each,
+spread over FILES files (so no file's lock list grows long), until ``close()``.
 Used by tests and ``vdsp bench identity``.
 """
 from __future__ import annotations
 
-import os
 import resource
 import shutil
 import subprocess
@@ -17,15 +16,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-NOBODY = 65534
+from vdsp_sim import otheruser
+
 FILES = 512             # files per holder process (about 40 locks each: short lock lists, few files to remove)
 
 _HOLDER = """
 import fcntl, os, resource, sys
-d, n, files, uid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+from vdsp_sim.otheruser import become
+d, n, files = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-resource.setrlimit(resource.RLIMIT_NOFILE, (max(hard, n + 64), max(hard, n + 64)) if hard < n + 64 else (hard, hard))
-os.setgroups([]); os.setgid(uid); os.setuid(uid)
+try:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(hard, n + 64), max(hard, n + 64)))
+except (ValueError, OSError):
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+become()
 paths = [os.path.join(d, f"{os.getpid()}-{i}") for i in range(min(files, n))]
 for p in paths:
     os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o600))
@@ -39,8 +43,8 @@ sys.stdin.read()
 class LockFlood:
     """``n`` foreign flock locks while open (a context manager)."""
 
-    def __init__(self, n: int, uid: int = NOBODY) -> None:
-        self.n, self.uid = n, uid
+    def __init__(self, n: int) -> None:
+        self.n = n
         self.dir: Path | None = None
         self.procs: list[subprocess.Popen] = []
 
@@ -51,9 +55,11 @@ class LockFlood:
         self.close()
 
     def start(self) -> "LockFlood":
-        """Hold the locks; returns once every one is held. Raises PermissionError if not root."""
-        if os.geteuid() != 0:
-            raise PermissionError("a lock flood of another user needs root (setuid, RLIMIT_NOFILE)")
+        """Hold the locks; returns once every one is held. Raises PermissionError if there is no
+        other user to hold them (``vdsp_sim.otheruser.unavailable`` says why)."""
+        why = otheruser.unavailable()
+        if why is not None:
+            raise PermissionError(f"a lock flood of another user: {why}")
         if self.n <= 0:
             return self
         self.dir = Path(tempfile.mkdtemp(prefix="vdsp-lockflood-"))
@@ -63,7 +69,7 @@ class LockFlood:
             while left > 0:
                 chunk = min(left, per_process)
                 self.procs.append(subprocess.Popen(
-                    [sys.executable, "-c", _HOLDER, str(self.dir), str(chunk), str(FILES), str(self.uid)],
+                    [sys.executable, "-c", _HOLDER, str(self.dir), str(chunk), str(FILES)],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/"))
                 left -= chunk
             for proc in self.procs:

@@ -94,7 +94,8 @@ def cmd_echo(args: argparse.Namespace) -> int:
         with connect() as soc:
             write_attr(soc, *where, value)
     except errors.RemoteprocError as exc:
-        print(f"sh: echo: write error: {_errno_text(exc)}", file=sys.stderr)
+        print(f"sh: echo: write error: {_errno_text(exc)}", file=sys.stderr)    # the board's line, then why
+        print(f"vdsp sysfs: {exc.message}", file=sys.stderr)
         return 1
     return 0
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -95,12 +96,35 @@ def main(argv: list[str] | None = None) -> int:
     return run_args(parser().parse_args(argv))
 
 
+def prepare(path: Path) -> str | None:
+    """Make ``path``'s missing parent directories (like ``mkdir -p``); why it cannot be written,
+    or None. Checked before anything is traced or run, so that no trace is lost at the end."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot make the directory {path.parent} for {path}: {exc.strerror or exc}"
+    if path.is_dir():
+        return f"{path} is a directory"
+    if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{path} cannot be written (permission denied)"
+    return None
+
+
 def run_args(args: argparse.Namespace) -> int:
     command = args.traced[1:] if args.traced[:1] == ["--"] else args.traced
     output = Path(args.output or "trace.json")
     if (args.png is not None or args.source) and (why := plot_missing()) is not None:   # before tracing or the command
         print(f"vdsp trace: --png needs matplotlib, which is not installed ({why}): {INSTALL_PLOT}", file=sys.stderr)
         return 2
+    outputs = [Path(args.png) if args.png else Path(args.source).with_suffix(".png")] if args.source else \
+        [output] + ([Path(args.png) if args.png else output.with_suffix(".png")] if args.png is not None else [])
+    if not args.start:      # --start writes nothing
+        for path in outputs:
+            if (why := prepare(path)) is not None:
+                then = "the trace is still on (stop it with another -o FILE)" if args.stop else \
+                    "nothing was drawn" if args.source else "nothing was traced or run"
+                print(f"vdsp trace: {why}; {then}", file=sys.stderr)
+                return 2
     if args.source:
         doc = json.loads(Path(args.source).read_text())
         out = draw(doc, Path(args.png) if args.png else Path(args.source).with_suffix(".png"), args.title)

@@ -64,6 +64,16 @@ def timeline(doc: dict) -> dict:
 
 def render(doc: dict, path, title: str = "") -> Path:
     """Write the timeline of ``doc`` to ``path`` (PNG); returns the path."""
+    import matplotlib.pyplot as plt
+    fig = figure(doc, title)
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def figure(doc: dict, title: str = ""):
+    """The timeline of ``doc`` as a matplotlib figure (the caller closes it)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -87,8 +97,9 @@ def render(doc: dict, path, title: str = "") -> Path:
             ax_core.axvline(ts, ymin=0, ymax=1, color=LIFECYCLE_COLOURS.get(what, "black"), lw=1.2, alpha=0.8)
             ax_core.annotate(what, (ts, row + 0.42), fontsize=7, color=LIFECYCLE_COLOURS.get(what, "black"))
         busy = sum(d for _, d, _, _ in bars)
-        ax_core.text(1.002, (row + 0.5) / max(1, len(core_names)), f"{len(bars)} tasks\n{busy:.0f} ms busy",
-                     transform=ax_core.transAxes, fontsize=7, va="center")
+        # x in axes fraction (just right of the plot), y in data: the row's own y, however the axis runs
+        ax_core.text(1.002, row, f"{len(bars)} tasks\n{busy:.0f} ms busy",
+                     transform=ax_core.get_yaxis_transform(), fontsize=7, va="center")
     ax_core.set_yticks(range(len(core_names)), core_names)
     ax_core.set_ylim(-0.6, len(core_names) - 0.4)
     ax_core.invert_yaxis()
@@ -110,7 +121,4 @@ def render(doc: dict, path, title: str = "") -> Path:
     ax_cl.set_xlabel("ms since the first event of the trace")
     ax_cl.set_title("each client's tasks, submit to completion (darker = more in flight)", fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig

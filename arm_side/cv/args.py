@@ -148,6 +148,11 @@ def values_per_channel(op: str, name: str, value: Any) -> dict:
     return {name: [as_int(op, name, value)] if is_int(value) else as_ints(op, name, value)}
 
 
+def ints(op: str, name: str, value: Any) -> dict:
+    """A sequence or array of integers (its length and range are the DSP's to check)."""
+    return {name: as_ints(op, name, value)}
+
+
 def floats(op: str, name: str, value: Any) -> dict:
     return {name: as_floats(op, name, value)}
 

@@ -1,6 +1,7 @@
-"""The CV operators' machinery: one table (:data:`OPERATORS`, derived from the contract entries of
-``protocol.contract.cv_ops``) and the call of a function in either mode. The typed functions are
-generated from it (``arm_side/cv/functions.py``); ``arm_side.cv`` exports them.
+"""The CV operators' machinery: one table (:data:`OPERATORS`, one function per contract entry of
+``protocol.contract.cv_ops``, shaped by the entry's ``CvForm``) and the call of a function in
+either mode. The typed functions are generated from it (``arm_side/cv/functions.py``, by
+``python -m vdsp_sim.regen``); ``arm_side.cv`` exports them.
 
 Every function works in two modes, chosen by what it is given:
 
@@ -45,8 +46,9 @@ from protocol.contract import cv_ops as cv
 from protocol.contract.operator import OperatorEntry
 from protocol.contract import image_formats as formats
 from arm_side import task as arm_task
-from arm_side.cv import args as a
+from arm_side.cv import args as a, shapes
 from arm_side.cv.image import Image, put_image, read_image
+from arm_side.cv.shapes import Ctx, OutFn
 
 
 def run(soc, op_id: int, inputs: Sequence[tuple[str, Image]], outputs: Sequence[tuple[str, Image]],
@@ -82,29 +84,14 @@ class Param:
 
 
 @dataclasses.dataclass(frozen=True)
-class Ctx:
-    """What a numpy-mode destination is derived from."""
-    op: str
-    fmt: str                    # the source's format
-    width: int
-    height: int
-    wire: dict                  # converted operator parameters
-    extra: dict                 # numpy-only keywords (ddepth, dsize, ...)
-    arrays: tuple               # every input array
-
-
-OutFn = Callable[[Ctx], tuple[str, int, int]]
-
-
-@dataclasses.dataclass(frozen=True)
 class OpSpec:
     name: str                   # Python name, e.g. gaussian_blur
-    j5: str                     # the J5 / wire name, e.g. gaussianBlur
+    wire: str                   # the operator's wire name, e.g. cv.gaussianBlur
     op_id: int
     doc: str
     params: tuple[Param, ...] = ()
     inputs: tuple[str, ...] = ("src",)
-    out: OutFn = lambda c: (c.fmt, c.width, c.height)       # same format, same size
+    out: OutFn = shapes.RULES["same"].out                    # numpy: the destination's format and size
     extra: tuple[tuple[str, Any], ...] = ()                   # numpy-only keywords and defaults
     cv2_args: tuple[str, ...] | None = None                   # numpy: positional order after src (cv2's)
     result: Callable[[dict, np.ndarray], Any] = lambda values, dst: dst
@@ -117,17 +104,20 @@ ALIASES = {"borderType": "border", "borderMode": "border", "borderValue": "borde
            "flipCode": "flip_code", "rotateCode": "rotate_code", "kernelX": "kernel_x", "kernelY": "kernel_y",
            "flags": "interpolation", "map1": "map_x", "map2": "map_y"}
 
-DDEPTH = (("ddepth", -1),)
-
 # ARM knowledge: how a declared parameter is taken from Python (OpenCV constants and names, an int
 # ksize, a 2-D kernel ...), by name, else by its declared type. Defaults are the entries'.
 _IMAGES = ("src", "dst", "map_x", "map_y")
 _BY_NAME: dict[str, a.Converter] = {
     "border": a.border, "interpolation": a.interpolation, "anchor": a.anchor, "roi": a.rect,
     "pad_value": a.values_per_channel, "type": a.threshold_type, "method": a.threshold_method,
-    "shape": a.morph_shape, "rotate_code": a.rotate_code, "code": a.color_code}
+    "shape": a.morph_shape, "rotate_code": a.rotate_code, "code": a.color_code, "kernel": a.kernel2d}
 _BY_TYPE: dict[str, a.Converter] = {"int": a.integer, "float": a.real, "bool": a.boolean, "str": a.text,
-                                    "float_list": a.floats}
+                                    "float_list": a.floats, "int_list": a.ints}
+# ARM-only parameters a declared one is derived from (CvForm.arm_params), with their docstring sentence.
+_ARM_PARAMS: dict[str, tuple[Param, str]] = {
+    "kernel": (Param("kernel", None, a.morph_kernel),
+               "kernel=cv2.getStructuringElement(...) may replace ksize and shape."),
+}
 
 
 def _converter(name: str, spec: dict) -> a.Converter:
@@ -138,154 +128,34 @@ def _converter(name: str, spec: dict) -> a.Converter:
     return _BY_NAME.get(name) or _BY_TYPE[spec["type"]]
 
 
-def _op(entry: OperatorEntry, doc: str, *, order: tuple[str, ...] | None = None,
-        convert: dict[str, a.Converter] | None = None, arm_only: tuple[Param, ...] = (), **kw: Any) -> OpSpec:
-    """The ARM function of a contract entry: its declared parameters (but the images), with their
-    declared defaults (REQUIRED if none), converted as :func:`_converter` says or as ``convert``
-    overrides; ``order``: the ARM positional order where it differs from the declaration's;
-    ``arm_only``: parameters the ARM side derives a declared one from."""
-    declared = [n for n in entry.params if n not in _IMAGES]
-    params = []
-    for name in order or declared:
-        spec = entry.params[name]
-        default = spec.get("default", REQUIRED)
-        params.append(Param(name, tuple(default) if isinstance(default, list) else default,
-                            (convert or {}).get(name) or _converter(name, spec)))
-    inputs = tuple(n for n in entry.params if n in _IMAGES and n != "dst")
-    return OpSpec(entry.py_name, entry.j5, entry.id, doc, tuple(params) + arm_only, inputs=inputs, **kw)
-
-
-
-def _depth_out(c: Ctx) -> tuple[str, int, int]:
-    """filter2d / sep_filter2d / sobel: ``ddepth`` -1 or CV_8U keeps the source's format."""
-    d = a.depth(c.op, "ddepth", c.extra["ddepth"])
-    if d in (-1, 0):
-        return c.fmt, c.width, c.height
-    if d not in (3, 5):
-        raise a.fail(c.op, "ddepth", "-1, cv2.CV_8U, cv2.CV_16S or cv2.CV_32F", d)
-    return a.DEPTHS[d], c.width, c.height
-
-
-def _same_depth_out(c: Ctx) -> tuple[str, int, int]:
-    """box_filter keeps the depth: ``ddepth`` -1 or CV_8U."""
-    if a.depth(c.op, "ddepth", c.extra["ddepth"]) not in (-1, 0):
-        raise a.fail(c.op, "ddepth", "-1 or cv2.CV_8U (the DSP's boxFilter keeps the depth)", c.extra["ddepth"])
-    return c.fmt, c.width, c.height
-
-
-def _integral_out(c: Ctx) -> tuple[str, int, int]:
-    d = a.depth(c.op, "sdepth", c.extra["sdepth"])
-    if d not in (-1, 4, 5):
-        raise a.fail(c.op, "sdepth", "-1, cv2.CV_32S or cv2.CV_32F", d)
-    return ("F32" if d == 5 else "S32"), c.width + 1, c.height + 1
-
-
-def _dsize(c: Ctx, required: bool) -> tuple[int, int] | None:
-    dsize = c.extra.get("dsize")
-    if dsize is None or (a.is_int(dsize) and dsize == 0):
-        if required:
-            raise errors.InvalidArgument(f"{c.op}: numpy input needs dsize=(width, height)")
-        return None
-    w, h = a.as_ints(c.op, "dsize", dsize, 2)
-    if (w, h) == (0, 0) and not required:
-        return None
-    if w < 1 or h < 1:
-        raise a.fail(c.op, "dsize", "(width, height) of at least 1 each", dsize)
-    return w, h
-
-
-def _resize_out(c: Ctx) -> tuple[str, int, int]:
-    """cv2.resize's rule: dsize, else round(size * fx), round(size * fy)."""
-    dsize = _dsize(c, required=False)
-    if dsize is not None:
-        return c.fmt, dsize[0], dsize[1]
-    fx, fy = c.extra.get("fx", 0), c.extra.get("fy", 0)
-    for name, f in (("fx", fx), ("fy", fy)):
-        if not a.is_real(f) or f <= 0:
-            raise errors.InvalidArgument(f"{c.op}: numpy input needs dsize=(width, height) or fx and fy > 0 "
-                                         f"(got dsize {c.extra.get('dsize')!r}, {name} {f!r})")
-    return c.fmt, max(1, round(c.width * fx)), max(1, round(c.height * fy))
-
-
-def _warp_out(c: Ctx) -> tuple[str, int, int]:
-    dsize = _dsize(c, required=False)
-    return (c.fmt, *(dsize or (c.width, c.height)))
-
-
-def _cvt_out(c: Ctx) -> tuple[str, int, int]:
-    code = c.wire["code"]
-    if code.endswith("2GRAY"):
-        return "Y", c.width, c.height
-    if code.endswith("2NV12"):
-        return "NV12", c.width, c.height
-    raise a.fail(c.op, "code", "cv2.COLOR_BGR2GRAY, cv2.COLOR_RGB2GRAY, 'BGR2NV12' or 'RGB2NV12'", code)
-
-
-def _remap_out(c: Ctx) -> tuple[str, int, int]:
-    map_x, map_y = c.arrays[1], c.arrays[2]
-    if map_x.shape != map_y.shape:
-        raise errors.InvalidArgument(f"{c.op}: map_x {map_x.shape} and map_y {map_y.shape} must have one shape")
-    return c.fmt, map_x.shape[1], map_x.shape[0]
-
-
-def _swap(c: Ctx) -> tuple[str, int, int]:
-    return c.fmt, c.height, c.width
-
-
 def _first(key: str) -> Callable[[dict, np.ndarray], Any]:
     return lambda values, dst: (values.get(key), dst)
 
 
-_MORPH: dict[str, Any] = dict(order=("ksize", "shape", "anchor", "iterations", "border"),
-                              arm_only=(Param("kernel", None, a.morph_kernel),),
-                              cv2_args=("kernel", "anchor", "iterations", "border"))
-_WARP_ARGS = ("matrix", "dsize", "interpolation", "border", "border_value")
+def _op(entry: OperatorEntry) -> OpSpec:
+    """The ARM function of a contract entry: its declared parameters (but the images), with their
+    declared defaults (REQUIRED if none), converted as :func:`_converter` says, in the order of
+    the entry's form (``CvForm.order``, else the declaration's), then the form's ARM-only
+    parameters; numpy mode's destination by the form's rule (``shapes.RULES``)."""
+    form = entry.form
+    if form is None:
+        raise ValueError(f"operator {entry.name}: a CV entry needs its CvForm")
+    rule = shapes.RULES[form.shape]
+    params = []
+    for name in form.order or [n for n in entry.params if n not in _IMAGES]:
+        spec = entry.params[name]
+        default = spec.get("default", REQUIRED)
+        params.append(Param(name, tuple(default) if isinstance(default, list) else default, _converter(name, spec)))
+    arm_only = [_ARM_PARAMS[name] for name in form.arm_params]
+    doc = " ".join([entry.doc, rule.doc, *(note for _, note in arm_only)]).strip()
+    inputs = tuple(n for n in entry.params if n in _IMAGES and n != "dst")
+    return OpSpec(entry.function_name, entry.name, entry.id, doc, tuple(params) + tuple(p for p, _ in arm_only),
+                  inputs=inputs, out=rule.out, extra=rule.extra, cv2_args=form.cv2_args,
+                  result=_first(form.result) if form.result else (lambda values, dst: dst))
 
-OPERATORS: tuple[OpSpec, ...] = (
-    _op(cv.BILATERAL_FILTER, "cv::bilateralFilter."),
-    _op(cv.BOX_FILTER, "cv::boxFilter (same depth).", out=_same_depth_out, extra=DDEPTH,
-        cv2_args=("ddepth", "ksize", "anchor", "normalize", "border")),
-    _op(cv.CANNY, "cv::Canny."),
-    _op(cv.CVT_COLOR, "RGB2GRAY, BGR2GRAY (cv::cvtColor), RGB2NV12, BGR2NV12 (BT.601 limited range).", out=_cvt_out),
-    _op(cv.DILATE, "cv::dilate with a rect/cross/ellipse element (ksize and shape, or "
-        "kernel=cv2.getStructuringElement(...)).", **_MORPH),
-    _op(cv.EQUALIZE_HIST, "cv::equalizeHist."),
-    _op(cv.ERODE, "cv::erode with a rect/cross/ellipse element (ksize and shape, or "
-        "kernel=cv2.getStructuringElement(...)).", **_MORPH),
-    _op(cv.FILTER2D, "cv::filter2D with a 2-D kernel (rows x cols array-like); dst depth from dst's format "
-        "(numpy: ddepth).", order=("kernel", "anchor", "delta", "border"), convert={"kernel": a.kernel2d},
-        out=_depth_out, extra=DDEPTH, cv2_args=("ddepth", "kernel", "anchor", "delta", "border")),
-    _op(cv.FLIP, "cv::flip: 0 vertical, 1 horizontal, -1 both."),
-    _op(cv.GAUSSIAN_BLUR, "cv::GaussianBlur; ksize odd, (width, height) or k; sigma 0 = from ksize."),
-    _op(cv.INTEGRAL, "cv::integral; dst is (w+1) x (h+1), S32 or F32 (numpy: sdepth cv2.CV_32S or CV_32F).",
-        out=_integral_out, extra=(("sdepth", -1),), cv2_args=("sdepth",)),
-    _op(cv.MEDIAN_BLUR, "cv::medianBlur; ksize odd."),
-    _op(cv.PYR_DOWN, "cv::pyrDown; dst about half the src.",
-        out=lambda c: (c.fmt, (c.width + 1) // 2, (c.height + 1) // 2)),
-    _op(cv.PYR_UP, "cv::pyrUp; dst twice the src.", out=lambda c: (c.fmt, 2 * c.width, 2 * c.height)),
-    _op(cv.RESIZE, "cv::resize of the src region to the dst region's size (numpy: dsize=(w, h), or fx and fy).",
-        out=_resize_out, extra=(("dsize", None), ("fx", 0.0), ("fy", 0.0)),
-        cv2_args=("dsize", "fx", "fy", "interpolation")),
-    _op(cv.ROI_RESIZE, "Crop roi (left, top, right, bottom inclusive) and scale it into dst; result "
-        "{'rect': [x, y, w, h]} (numpy: dsize=(w, h); returns (rect, dst)).",
-        out=lambda c: (c.fmt, *(_dsize(c, required=True) or (0, 0))), extra=(("dsize", None),),
-        result=_first("rect"), cv2_args=("roi", "dsize", "keep_aspect", "interpolation", "pad_value")),
-    _op(cv.ROTATE, "cv::rotate: cv2.ROTATE_* or '90cw', '180', '90ccw'.",
-        out=lambda c: (c.fmt, c.width, c.height) if c.wire["rotate_code"] == "180" else _swap(c)),
-    _op(cv.SEP_FILTER2D, "cv::sepFilter2D; dst depth from dst's format.", out=_depth_out, extra=DDEPTH,
-        cv2_args=("ddepth", "kernel_x", "kernel_y", "anchor", "delta", "border")),
-    _op(cv.SOBEL, "cv::Sobel (ksize -1 = Scharr); dst S16, F32 or 8-bit.", out=_depth_out, extra=DDEPTH,
-        cv2_args=("ddepth", "dx", "dy", "ksize", "scale", "delta", "border")),
-    _op(cv.THRESHOLD, "cv::threshold; result {'threshold': level used} (computed for otsu/triangle; numpy: "
-        "(level, dst)).", result=_first("threshold")),
-    _op(cv.TRANSPOSE, "cv::transpose.", out=_swap),
-    _op(cv.WARP_AFFINE, "cv::warpAffine by a 2x3 matrix (numpy: dsize).", out=_warp_out, extra=(("dsize", None),),
-        cv2_args=_WARP_ARGS),
-    _op(cv.WARP_PERSPECTIVE, "cv::warpPerspective by a 3x3 matrix (numpy: dsize).", out=_warp_out,
-        extra=(("dsize", None),), cv2_args=_WARP_ARGS),
-    _op(cv.CORNER_HARRIS, "cv::cornerHarris into an F32 image.", out=lambda c: ("F32", c.width, c.height)),
-    _op(cv.REMAP, "cv::remap with F32 coordinate maps of dst's size.", out=_remap_out),
-)
+
+#: one function per CV entry, by command id
+OPERATORS: tuple[OpSpec, ...] = tuple(_op(cv.ENTRIES[op_id]) for op_id in sorted(cv.ENTRIES))
 
 # The task's options (None: not given; see _control) and the call's own keywords.
 CONTROL = (("options", None), *((name, None) for name in task_options.FIELDS), ("wait", True), ("format", None))

@@ -44,7 +44,7 @@ def scene(rng: np.random.Generator, n_cars: int = 40) -> tuple[np.ndarray, np.nd
             hi.append([x0 + 18, max(y0, y0 + side * 2), rng.uniform(4, 12)])
             refl.append(rng.uniform(0.2, 0.6))
     for x0 in np.arange(-60, 60, 12.0):                      # poles
-        y0 = rng.choice([-13.0, 13.0])
+        y0 = float(rng.choice([-13.0, 13.0]))
         lo.append([x0, y0, 0.0])
         hi.append([x0 + 0.3, y0 + 0.3, 6.0])
         refl.append(0.8)

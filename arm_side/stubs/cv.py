@@ -16,7 +16,7 @@ __all__ = [
     'bilateral_filter', 'box_filter', 'canny', 'cvt_color', 'dilate', 'equalize_hist', 'erode', 'filter2d',
     'flip', 'gaussian_blur', 'integral', 'median_blur', 'pyr_down', 'pyr_up', 'resize', 'roi_resize',
     'rotate', 'sep_filter2d', 'sobel', 'threshold', 'transpose', 'warp_affine', 'warp_perspective',
-    'corner_harris', 'remap',
+    'corner_harris', 'remap', 'lut',
 ]
 
 
@@ -545,7 +545,7 @@ def roi_resize(
         options: TaskOptions | None = None,
         **task: Unpack[TaskKw],
 ) -> T:
-    """Crop ``roi`` [left, top, right, bottom] (inclusive, within the src region) and scale it
+    """Crop ``roi`` (inclusive, in the src region), scale it into dst; returns its rect [x, y, w, h].
 
     Operator 0x080f ``cv.roiResize``, buffers: 1..2 in, 1..2 out. Returns the submitted task (its values
     come from ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``,
@@ -556,7 +556,8 @@ def roi_resize(
     - src (any; required): source image (image descriptor: format, width, height, stride, roi)
     - dst (any; required): destination image (image descriptor: format, width, height, stride, roi)
     - roi (int_list; 4 values; 0..; required): [left, top, right, bottom] inclusive
-    - keep_aspect (bool; default False)
+    - keep_aspect (bool; default False): false: stretch to dst; true: keep the aspect ratio, centred and
+      padded
     - interpolation (str; one of 'nearest', 'linear', 'cubic', 'area', 'lanczos4', 'linear_exact',
       'nearest_exact'; default 'linear')
     - pad_value (int_list; 0..255; default None): one value per channel (Y, U, V for NV12); default
@@ -931,3 +932,30 @@ def remap(
         'border_value': border_value,
     }
     return soc.rpc(0x0818, [src0, src1, src2], [dst_buf], params, options=options, **task)
+
+
+def lut(
+        soc: Submitter[T],
+        src_buf: Buffer,
+        dst_buf: Buffer,
+        *,
+        src: Any,
+        dst: Any,
+        table: Sequence[int],
+        options: TaskOptions | None = None,
+        **task: Unpack[TaskKw],
+) -> T:
+    """Table lookup (cv::LUT): every 8-bit value v of every channel becomes table[v].
+
+    Operator 0x0819 ``cv.LUT``, buffers: 1 in, 1 out. Returns the submitted task (its values come from
+    ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,
+    ``custom_id``, ``timeout_ms``) as ``Soc.rpc``.
+
+    Parameters:
+
+    - src (any; required): source image (image descriptor: format, width, height, stride, roi)
+    - dst (any; required): destination image (image descriptor: format, width, height, stride, roi)
+    - table (int_list; 256 values; 0..255; required): the output for each value
+    """
+    params: dict[str, Any] = {'src': src, 'dst': dst, 'table': list(table)}
+    return soc.rpc(0x0819, [src_buf], [dst_buf], params, options=options, **task)

@@ -132,7 +132,7 @@ def count(
         options: TaskOptions | None = None,
         **task: Unpack[TaskKw],
 ) -> T:
-    """Add 1 to the uint32 counter ``slot`` of output 0, after ``ms`` of work: a task that
+    """Add 1 to the uint32 counter ``slot`` of output 0, after ``ms`` of work; returns its new value.
 
     Operator 0x0005 ``count``, buffers: 0 in, 1 out. Returns the submitted task (its values come from
     ``wait()``); ``options`` (a TaskOptions) or its fields as keywords (``core``, ``priority``,

@@ -1,15 +1,17 @@
 """One operator, declared once, as data: the contract entry both sides derive from.
 
 An :class:`OperatorEntry` holds what the ARM SDK and the firmware must agree on: the command
-id, the registry (wire) name, the J5 sample name, the buffer counts (and, for typed stubs,
-the buffers' names), the typed parameters (a :mod:`protocol.schema` schema: type, default,
-range, choices, doc) and a one-line doc. From it:
+id (written here only), the registry (wire) name, the J5 sample name, the buffer counts (and,
+for typed stubs, the buffers' names), the typed parameters (a :mod:`protocol.schema` schema:
+type, default, range, choices, doc), a one-line doc and, for a CV operator, its ARM-side form
+(:class:`~protocol.contract.cv_form.CvForm`). From it:
 
 - the firmware binds a kernel (``Registry.bind(entry, fn)``): the parameter schema is
   never written again on the DSP side;
 - the operator table (READY, image manifests, ``vdsp status``) is :meth:`OperatorEntry.describe`;
-- typed Python stubs (``vdsp firmware stubs``, ``arm_side.stubgen``) and the docs' operator
-  tables are generated from entries, or from a table read back with :meth:`OperatorEntry.of_table`.
+- typed Python stubs (``vdsp firmware stubs``, ``arm_side.stubgen``), the ARM CV functions, the
+  C header, the ids modules and the docs' operator tables are generated from entries
+  (``python -m vdsp_sim.regen``), or from a table read back with :meth:`OperatorEntry.of_table`.
 
 Pure data, no I/O. The stock catalogs are :mod:`cv_ops`, :mod:`nn_ops`, :mod:`pointcloud_ops`
 and :mod:`framework_ops`.
@@ -22,6 +24,7 @@ import re
 from typing import Any, Mapping
 
 from protocol import opids, schema
+from protocol.contract.cv_form import CvForm
 
 Count = tuple[int, int]
 
@@ -43,6 +46,7 @@ class OperatorEntry:
     j5: str = ""                        # the J5 sample's name, e.g. "gaussianBlur" ("" if none)
     py_name: str = ""                   # Python function name of the stub ("" = from ``name``)
     buffer_names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())   # names of fixed-count buffers
+    form: CvForm | None = None          # a CV operator's ARM-side form (not on the wire)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", _count(self.inputs))
@@ -51,17 +55,23 @@ class OperatorEntry:
     @classmethod
     def declare(cls, op_id: int, name: str, params: Mapping[str, dict] | None = None, *,
                 inputs: int | Count = 0, outputs: int | Count = 0, doc: str = "", j5: str = "",
-                py_name: str = "", buffers: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())) -> "OperatorEntry":
-        """A checked entry. Raises ValueError for an out-of-range id, bad counts or a bad schema."""
+                py_name: str = "", buffers: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
+                form: CvForm | None = None) -> "OperatorEntry":
+        """A checked entry. Raises ValueError for an out-of-range id, bad counts, a bad schema or a
+        form naming parameters the entry does not declare."""
         opids.range_of(op_id)
         entry = cls(op_id, name, schema.check_schema(dict(params or {})), _count(inputs), _count(outputs), doc,
-                    j5, py_name, buffers)
+                    j5, py_name, buffers, form)
         for what, (lo, hi) in (("inputs", entry.inputs), ("outputs", entry.outputs)):
             if not 0 <= lo <= hi:
                 raise ValueError(f"operator {name}: {what} count {lo}..{hi} is not a range")
         for names, (lo, hi) in zip(buffers, (entry.inputs, entry.outputs)):
             if names and not (lo == hi == len(names)):
                 raise ValueError(f"operator {name}: buffer names {names} need exactly {len(names)} buffers")
+        if form is not None:
+            unknown = [n for n in form.order if n not in entry.params]
+            if unknown:
+                raise ValueError(f"operator {name}: form orders undeclared parameters {unknown}")
         return entry
 
     @classmethod

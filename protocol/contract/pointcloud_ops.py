@@ -5,12 +5,11 @@ The firmware binds its kernels to these entries (``dsp_side.operators.pointcloud
 """
 from __future__ import annotations
 
-from protocol.contract import pointcloud_ids as ids
 from protocol.contract.operator import OperatorEntry, catalog
 
 _FLOAT = {"type": "float"}
 
-ENCODE = OperatorEntry.declare(ids.ENCODE, "pointcloud_encode", {
+ENCODE = OperatorEntry.declare(0x0600, "pointcloud_encode", {
     "dim": {"type": "int", "choices": [4, 5], "doc": "values per point"},
     "num_points": {"type": "int", "min": 0, "doc": "points in input 0"},
     **{k: dict(_FLOAT, doc=d) for k, d in (
@@ -22,7 +21,7 @@ ENCODE = OperatorEntry.declare(ids.ENCODE, "pointcloud_encode", {
         ("scale", "input quantisation scale"))},
 }, inputs=1, outputs=(2, 3), doc="pillar preprocessing stage 1: packed cell index and quantised features per point")
 
-TRANSPOSE = OperatorEntry.declare(ids.TRANSPOSE, "pointcloud_transpose", {
+TRANSPOSE = OperatorEntry.declare(0x0601, "pointcloud_transpose", {
     "dim": {"type": "int", "choices": [4, 5]},
     "layout": {"type": "str", "choices": ["cmp", "cpm"], "doc": "cmp: [dim][M][stride]; cpm: [dim][stride][M]"},
     "max_pillars": {"type": "int", "min": 1},

@@ -59,6 +59,7 @@ def cases(bgr: np.ndarray):
     gy, gx = np.mgrid[0:H, 0:W].astype(np.float32)
     mx, my = (gx + 6 * np.sin(gy / 20)).astype(np.float32), (gy + 6 * np.sin(gx / 30)).astype(np.float32)
     both = lambda f: (f(y), f(uv))     # noqa: E731 - NV12 in-process: the same per-plane calls
+    gamma = np.array([round(255 * (v / 255) ** 0.5) for v in range(256)], np.uint8)
     return {
         "bilateralFilter": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.bilateral_filter(s, a, b, 5, 30, 5),
                             lambda: cv2.bilateralFilter(gray, 5, 30, 5)),
@@ -107,6 +108,7 @@ def cases(bgr: np.ndarray):
         "cornerHarris": ("Y", gray, "F32", (W, H), lambda s, a, b: cv.corner_harris(s, a, b, 2, 3, 0.04),
                          lambda: cv2.cornerHarris(gray, 2, 3, 0.04)),
         "remap": ("Y", gray, "Y", (W, H), None, lambda: cv2.remap(gray, mx, my, cv2.INTER_LINEAR)),
+        "LUT": ("Y", gray, "Y", (W, H), lambda s, a, b: cv.lut(s, a, b, gamma), lambda: cv2.LUT(gray, gamma)),
     }, (mx, my)
 
 

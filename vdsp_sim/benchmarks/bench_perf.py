@@ -372,10 +372,10 @@ def run(args) -> dict:
     cfg = dict(rounds=args.rounds or (1 if quick else 3), lat_n=300 if quick else 2000, warmup=50 if quick else 200,
                tput_s=0.6 if quick else 2.0, warm_s=0.2 if quick else 0.4, cv_n=2 if quick else 12,
                nn_n=3 if quick else 10, pc_rounds=5 if quick else 20)
-    from protocol import native
+    from vdsp_sim import native_build
     fig: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                              "loadavg_before": list(os.getloadavg()),
-                             "compiled": native.why_not() or "used"},     # the SoC's processes decide alike
+                             "compiled": native_build.status() or "used"},     # the SoC's processes run the same
                  "config": dict(cfg, keep_cpus_awake=bool(args.keep_cpus_awake))}
     progress(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {cfg['rounds']} round(s)")
     fig["first"] = first_tasks(args.start_timeout)

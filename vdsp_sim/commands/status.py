@@ -54,6 +54,7 @@ def _print_status(status: dict, verbose: bool = False) -> None:
         _print_supervisor(status["supervisor"])
     if "error" in status:
         print(f"SoC not reachable: {status['error']}")
+        print(f"identity: {identity_of(status)}")
         return
     print(f"{'core':8} {'state':10} {'firmware':10} {'crashes':>7} {'operators':>9}")
     for core in status["cores"]:
@@ -70,6 +71,7 @@ def _print_status(status: dict, verbose: bool = False) -> None:
                                 subsequent_indent="    "))
     elif any(core.get("operators") for core in status["cores"]):
         print("(operator names: vdsp status --verbose, or --json)")
+    print(f"identity: {identity_of(status)}")
     signers = [f"{c['name']} {c['firmware_signer']}" for c in status["cores"] if c.get("firmware_signer")]
     if signers:
         print(f"firmware signed by: {', '.join(signers)}")
@@ -82,6 +84,17 @@ def _print_status(status: dict, verbose: bool = False) -> None:
         if core.get("allow_unsigned"):
             print(f"WARNING: {core['name']} runs with --allow-unsigned: it boots UNSIGNED firmware images "
                   "(development only)")
+
+
+def identity_of(status: dict) -> str:
+    """How the SoC's servers prove which process opened an ipc connection (PROTOCOL.md §5.2), as
+    the relay (relay mode) or the cores (direct mode) say; this host's own answer if none did."""
+    said = [status.get("identity")] + [c.get("identity") for c in status.get("cores", [])]
+    texts = list(dict.fromkeys(str(s) for s in said if s))
+    if texts:
+        return "; ".join(texts)
+    from vdsp_board import peerproof
+    return f"{peerproof.describe()} (this host's; no SoC said)"
 
 
 def _print_supervisor(sup: dict) -> None:

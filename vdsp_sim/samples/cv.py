@@ -1,4 +1,4 @@
-"""``vdsp sample cv [OP ...]``: the J5 CV sample. Runs every CV operator (or the ones named)
+"""``vdsp sample cv [OP ...]``: the J5 CV sample. Runs each of its operators (or the ones named)
 on the DSP, checks each result against OpenCV in-process and writes it under ``output/``,
 plus ``output/cv_contact_sheet.png`` with every input and output side by side.
 
@@ -363,7 +363,8 @@ def run_samples(soc: Soc, names: list[str]) -> Run:
 def main(argv: list[str] | None = None) -> int:
     argv = list(argv or [])
     if argv[:1] in (["help"], ["-h"], ["--help"]):
-        print("vdsp sample cv [OP ...]: runs every CV operator, or the ones named:\n  " + "\n  ".join(SAMPLES))
+        print("vdsp sample cv [OP ...]: runs every operator of the J5 CV sample, or the ones named:\n  "
+              + "\n  ".join(SAMPLES))
         return 0
     ap = argparse.ArgumentParser(prog="vdsp sample cv", description=__doc__)
     ap.add_argument("ops", nargs="*", metavar="OP", help="operators to run (default: all); 'help' lists them")

@@ -1,6 +1,6 @@
 /*
  * hb_dsp_ops.h: the operators of the stock firmware, for hbDSPRpcV2 / hbDSPRpcV2Param.
- * Generated from the operator contract (protocol/contract) by arm_side.capi.opsgen; do not edit.
+ * Generated from the operator contract (protocol/contract) by python -m vdsp_sim.regen; do not edit.
  * Each operator with parameters has a struct hbDSP<Name>Param: initialize it with
  * HB_DSP_INITIALIZE_<NAME>_PARAM(&param) (the declared defaults), set what you need, and pass
  * it with sizeof(it) to hbDSPRpcV2Param. Ranges and choices are checked by the firmware.
@@ -60,6 +60,7 @@ extern "C" {
 #define HB_DSP_OP_WARP_PERSPECTIVE 0x0816        /* cv.warpPerspective */
 #define HB_DSP_OP_CORNER_HARRIS 0x0817           /* cv.cornerHarris */
 #define HB_DSP_OP_REMAP 0x0818                   /* cv.remap */
+#define HB_DSP_OP_LUT 0x0819                     /* cv.LUT */
 
 typedef enum {
   HB_DSP_IMAGE_NONE = 0, /* no image: the parameter is not sent */
@@ -137,8 +138,8 @@ typedef struct {
     memset((param), 0, sizeof(*(param)));    \
   } while (0)
 
-/* 0x0005 count: Add 1 to the uint32 counter ``slot`` of output 0, after ``ms`` of work: a task that
- * Buffers: 0 in, 1 out. */
+/* 0x0005 count: Add 1 to the uint32 counter ``slot`` of output 0, after ``ms`` of work; returns its
+ * new value. Buffers: 0 in, 1 out. */
 typedef struct {
   int64_t slot; /* 0..; required */
   double ms; /* 0.0..24000.0; default 0.0 */
@@ -611,15 +612,15 @@ typedef struct {
     (param)->interpolation = "linear";        \
   } while (0)
 
-/* 0x080f cv.roiResize: Crop ``roi`` [left, top, right, bottom] (inclusive, within the src region)
- * and scale it Buffers: 1..2 in, 1..2 out. */
+/* 0x080f cv.roiResize: Crop ``roi`` (inclusive, in the src region), scale it into dst; returns its
+ * rect [x, y, w, h]. Buffers: 1..2 in, 1..2 out. */
 typedef struct {
   hbDSPImage src; /* source image (image descriptor: format, width, height, stride, roi); required; format 0:
       not sent */
   hbDSPImage dst; /* destination image (image descriptor: format, width, height, stride, roi); required;
       format 0: not sent */
   int64_t roi[4]; /* [left, top, right, bottom] inclusive; 0..; required */
-  int32_t keep_aspect; /* default 0 */
+  int32_t keep_aspect; /* false: stretch to dst; true: keep the aspect ratio, centred and padded; default 0 */
   char const *interpolation; /* one of "nearest", "linear", "cubic", "area", "lanczos4", "linear_exact",
       "nearest_exact"; default "linear"; NULL: not sent */
   int64_t const *pad_value; /* one value per channel (Y, U, V for NV12); default black; 0..255; default: not
@@ -826,6 +827,20 @@ typedef struct {
     (param)->interpolation = "linear";       \
     (param)->border = "constant";            \
     (param)->border_value = 0.0;             \
+  } while (0)
+
+/* 0x0819 cv.LUT: Table lookup (cv::LUT): every 8-bit value v of every channel becomes table[v].
+ * Buffers: 1 in, 1 out. */
+typedef struct {
+  hbDSPImage src; /* source image (image descriptor: format, width, height, stride, roi); required; format 0:
+      not sent */
+  hbDSPImage dst; /* destination image (image descriptor: format, width, height, stride, roi); required;
+      format 0: not sent */
+  int64_t table[256]; /* the output for each value; 0..255; required */
+} hbDSPLutParam;
+#define HB_DSP_INITIALIZE_LUT_PARAM(param) \
+  do {                                     \
+    memset((param), 0, sizeof(*(param)));  \
   } while (0)
 
 #ifdef __cplusplus

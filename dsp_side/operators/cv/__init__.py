@@ -1,8 +1,8 @@
 """The CV operator catalog (command ids 0x0800-0x0fff), OpenCV kernels on shared-memory images.
 
-``register(registry)`` adds all 25 operators; see docs/cv.md. Submodules are
-imported on registration only, so ``ids`` and ``formats`` stay importable
-without OpenCV (the ARM side uses them).
+``register(registry)`` binds a kernel to every entry of ``protocol.contract.cv_ops``; see
+docs/cv.md. Submodules are imported on registration only, so importing this package needs
+no OpenCV.
 """
 
 

@@ -1,11 +1,12 @@
-"""Per-pixel and histogram operators: threshold, equalizeHist, integral (OpenCV)."""
+"""Per-pixel and histogram operators: threshold, equalizeHist, integral, LUT (OpenCV)."""
 from __future__ import annotations
 
 import cv2
+import numpy as np
 
 from protocol import errors
 from protocol.contract import cv_ops as cv
-from dsp_side.operators.cv.common import GRAY, bind, opencv, store
+from dsp_side.operators.cv.common import GRAY, PACKED8, bind, opencv, store
 from dsp_side.operators.cv.filters import unary
 
 TYPES = {"binary": cv2.THRESH_BINARY, "binary_inv": cv2.THRESH_BINARY_INV, "trunc": cv2.THRESH_TRUNC,
@@ -45,7 +46,14 @@ def integral(ctx, inputs, outputs, src, dst):
         store(dv, cv2.integral(sv, sum=dv, sdepth=cv2.CV_32S if d.format == "S32" else cv2.CV_32F))
 
 
+def lut(ctx, inputs, outputs, src, dst, table):
+    _, sv, _, dv = unary("LUT", inputs, outputs, src, dst, PACKED8)
+    with opencv("LUT"):
+        store(dv, cv2.LUT(sv, np.array(table, np.uint8), dst=dv))
+
+
 def register(registry) -> None:
     registry.bind(cv.THRESHOLD, threshold)
     registry.bind(cv.EQUALIZE_HIST, equalize_hist)
     registry.bind(cv.INTEGRAL, integral)
+    registry.bind(cv.LUT, lut)
