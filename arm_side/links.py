@@ -78,8 +78,8 @@ class Links:
     def send(self, link: Any, frames: list, req: Request) -> None:
         """Track ``req`` and send its ``frames`` on ``link``. Raises RelayUnavailable if the
         transport cannot send (the request is then not in flight)."""
-        pending, msg_id = self.session.pending, req.msg_id
-        pending[msg_id] = req
+        msg_id = req.msg_id
+        self.session.track(req)
         try:
             missed = link.send(frames)
         except errors.VdspError:

@@ -126,6 +126,10 @@ class Session:
             frames.extend(raw)
         return msg_id, frames
 
+    def track(self, req) -> None:
+        """``req`` is in flight: its reply completes it."""
+        self.pending[req.msg_id] = req
+
     def forget(self, msg_id: int) -> None:
         self.pending.pop(msg_id, None)
 
