@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, hb, opids
+from tests import privilege
 from tests.conftest import wait_until
 from tests.live import shm_entries
 from vdsp_sim import capi_build, dnn_models
@@ -50,7 +51,7 @@ def programs():
     """The examples, compiled once for the module (in parallel) into a private directory."""
     why = capi_build.missing()
     if why:
-        pytest.skip(f"the C API cannot be built on this machine: {why}")
+        privilege.require(f"the C API cannot be built on this machine: {why}")
     cflags, libs = capi_flags("--cflags"), capi_flags("--libs")
     out = Path(tempfile.mkdtemp(prefix="vcapi-"))
     try:
@@ -82,7 +83,7 @@ def run(path: Path, *args: str, env: dict | None = None, timeout: float = 120, *
 
 def test_the_headers_compile_as_c99_and_cxx17(tmp_path):
     if capi_build.missing():
-        pytest.skip(f"no C build here: {capi_build.missing()}")
+        privilege.require(f"no C build here: {capi_build.missing()}")
     source = """#include <dnn/hb_sys.h>
 #include <dnn/hb_dnn.h>
 #include <hb_sys.h>
@@ -110,7 +111,7 @@ def test_the_codes_and_constants_are_those_of_arm_side_hb(tmp_path):
     """Every HB_* constant of arm_side.hb exists in the headers with the same value, and every
     operator id of the stock firmware is there (its value from the contract)."""
     if capi_build.missing():
-        pytest.skip(f"no C build here: {capi_build.missing()}")
+        privilege.require(f"no C build here: {capi_build.missing()}")
     from arm_side.capi import opsgen
     names = sorted(n for n in dir(hb) if n.startswith("HB_") and isinstance(getattr(hb, n), int))
     ops = {op.macro: op_id for op_id, op in opsgen.OPERATORS.items()}
@@ -287,7 +288,7 @@ def test_a_killed_c_client_leaves_no_shared_memory_and_disturbs_no_one(programs,
 
 def test_pkg_config_cmake_and_a_makefile_build_programs_that_run_as_they_are(shared_soc, tmp_path):
     if capi_build.missing():
-        pytest.skip(f"no C build here: {capi_build.missing()}")
+        privilege.require(f"no C build here: {capi_build.missing()}")
     pcdir = capi_flags("--pkgconfig-dir")[0]
     built = []
     if shutil.which("pkg-config"):
@@ -329,7 +330,7 @@ def test_pkg_config_cmake_and_a_makefile_build_programs_that_run_as_they_are(sha
 
 def test_the_first_program_of_docs_capi_md_compiles_and_prints_what_it_says(shared_soc, tmp_path):
     if capi_build.missing():
-        pytest.skip(f"no C build here: {capi_build.missing()}")
+        privilege.require(f"no C build here: {capi_build.missing()}")
     text = (ROOT / "docs" / "capi.md").read_text()
     blocks = re.findall(r"^```c\n(.*?)^```", text, re.S | re.M)
     assert len(blocks) == 1

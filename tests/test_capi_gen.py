@@ -16,6 +16,7 @@ from arm_side.capi import DIR, opsgen
 from arm_side.stubs import cv, framework, nn, pointcloud
 from protocol.contract import cv_ops, framework_ops, nn_ops, pointcloud_ops
 from protocol.task_options import TaskOptions
+from tests import privilege
 
 
 def test_every_stock_operator_has_an_id_and_a_struct_of_its_parameters():
@@ -46,7 +47,7 @@ def _c_value(kind: str, text: str):
 
 def test_the_initializer_macros_set_the_declared_defaults(tmp_path):
     if shutil.which("cc") is None:
-        pytest.skip("no C compiler")
+        privilege.require("no C compiler")
     body, expect = [], []
     for op in opsgen.OPERATORS.values():
         if not op.struct:
@@ -197,7 +198,7 @@ def test_a_library_whose_python_cannot_start_the_sdk_returns_a_code(tmp_path, mo
     says why on stderr, hbDNNGetErrorDesc still answers, nothing crashes."""
     from vdsp_sim import capi_build
     if capi_build.missing():
-        pytest.skip(f"no C build here: {capi_build.missing()}")
+        privilege.require(f"no C build here: {capi_build.missing()}")
     monkeypatch.setattr(capi_build, "prefix", lambda: tmp_path / "prefix")
     monkeypatch.setattr(capi_build, "python", lambda: str(tmp_path / "gone" / "bin" / "python3"))
     assert capi_build.build(log=lambda msg: None) == ""

@@ -24,6 +24,8 @@ if __name__ == "__main__":
 
 import pytest   # noqa: E402
 
+from tests import privilege   # noqa: E402
+
 from vdsp_board import settings   # noqa: E402
 from vdsp_sim import native_build, native_finder   # noqa: E402
 
@@ -349,7 +351,7 @@ def test_both_builds_answer_malformed_frames_and_bodies_alike():
     input here, run through both builds' relay engine, firmware inbox, header and wire
     decoding, must give the same replies, state and errors in both."""
     if native_build.missing():
-        pytest.skip(f"this machine cannot build the compiled modules: {native_build.missing()}")
+        privilege.require(f"this machine cannot build the compiled modules: {native_build.missing()}")
     children = {value: subprocess.Popen([sys.executable, str(Path(__file__))], cwd=ROOT, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, env=settings.child_env(VDSP_NATIVE=value))
                 for value in ("0", "1")}     # side by side: about 1 s of CPU each

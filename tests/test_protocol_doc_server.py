@@ -27,6 +27,7 @@ from dsp_side import inbox
 from protocol import acl as aclrule, messages, opids, wire
 from protocol.constants import HUNG_AFTER_MS, HUNG_HARD_FACTOR, Command
 from relay_server import server as relay_server
+from tests import privilege
 from vdsp_board import acl, ddr
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -232,7 +233,7 @@ def launcher() -> str:
 @pytest.mark.parametrize("shell", ["dash", "bash"])
 def test_the_launcher_of_section_6_3_runs_as_printed(shared_soc, tmp_path, shell):
     if shutil.which(shell) is None or shutil.which("flock") is None:
-        pytest.skip(f"no {shell} or flock(1) here")
+        privilege.require(f"no {shell} or flock(1) here")
     block = launcher()
     last = 'exec node client.js "$X"'
     assert last in block
@@ -258,7 +259,7 @@ def test_the_launcher_never_opens_an_existing_file(shared_soc, tmp_path):
     """`set -C`: the temporary name is created exclusively; a file already there (a symlink planted at
     it, say) is never opened or written through, and the launcher takes another id."""
     if shutil.which("flock") is None:
-        pytest.skip("no flock(1) here")
+        privilege.require("no flock(1) here")
     ddr_dir = tmp_path / "ddr"
     ddr_dir.mkdir(mode=0o700)
     victim = tmp_path / "victim"
