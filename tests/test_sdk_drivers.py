@@ -196,6 +196,7 @@ def test_the_blocking_client_reads_its_links_from_one_thread_whoever_waits(share
         for t in threads:
             t.join()
         assert fired.result(timeout=10) == {"slept_ms": 5.0}
+        assert len(readers) == 1, readers               # before: each waiter read for itself (leader/follower)
         assert readers == {soc.client.reader.name}
 
 
