@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import threading
 import time
 from typing import Any
@@ -26,7 +27,6 @@ from arm_side import tracing
 from arm_side.links import Links
 from arm_side.session import PAUSE, WAIT, PeerState, Session, Steps
 from arm_side.task import Request, Task, defer_wakes, wake_deferred
-from vdsp_board.fdwait import PollSet
 
 log = logging.getLogger("vdsp.sdk")
 
@@ -176,27 +176,36 @@ class Client:
 
     def _read(self) -> None:
         """The reader thread: the one thread that reads the links."""
-        defer_wakes()
-        poll, kick = PollSet(), self._kick
+        deferred = defer_wakes()
+        poll, kick = select.poll(), self._kick
+        state: list = [None, [], poll]      # the links' version, the links read, their poll set
         next_tick = 0.0
         while not self.closed:
             try:
-                next_tick = self._read_once(poll, kick, next_tick)
+                next_tick = self._read_once(state, kick, next_tick, deferred)
             except Exception:  # the reader must survive anything a peer sends
                 if not self.closed:
                     log.exception("SDK reader error")
                     time.sleep(0.05)
                 wake_deferred()
 
-    def _read_once(self, poll: PollSet, kick: int, next_tick: float) -> float:
+    def _read_once(self, state: list, kick: int, next_tick: float, deferred: list) -> float:
         """Dispatch what waits on the links, then sleep on them (and the kick) until something
         may wait, or the clock's next tick. Returns when that next tick is.
 
         A drain ends when the socket's EVENTS say nothing waits, which re-arms its edge-triggered
-        fd: sleeping on it right after misses nothing. A send meanwhile (``watched``) wakes us."""
-        links = [link for link in self.links.values() if not link.closed and link.peer.alive]
-        fds = [link.fd for link in links]
-        fds.append(kick)
+        fd: sleeping on it right after misses nothing. A send meanwhile (``watched``) wakes us.
+        The waiters of what completed are woken last thing before the sleep, which lets go of
+        the GIL they need (``arm_side.task``). ``state``: the links read and their poll set, made
+        again when the links changed (one opened, closed, or its peer died)."""
+        version = (self.links.version, [link.peer.alive and not link.closed for link in self.links.by_key.values()])
+        if state[0] != version:
+            links = [link for link in self.links.values() if not link.closed and link.peer.alive]
+            poll = select.poll()
+            for fd in (*(link.fd for link in links), kick):
+                poll.register(fd, select.POLLIN)
+            state[:] = [version, links, poll]
+        links, poll = state[1], state[2]
         for link in links:      # watched from before this drain until the sleep ends
             link.watched = True
         try:
@@ -208,8 +217,10 @@ class Client:
             if now >= next_tick:
                 self.links.tick(now)
                 next_tick = now + HEARTBEAT_INTERVAL_MS / 4000
-            wake_deferred()             # the waiters of what completed: now, then sleep at once
-            for fd, _ in poll.wait(fds, next_tick - now):
+            timeout_ms = max(0.0, (next_tick - now) * 1000)
+            while deferred:     # the waiters of what completed: now, then sleep at once
+                deferred.pop().wake()
+            for fd, _ in poll.poll(timeout_ms):
                 if fd == kick:
                     try:
                         os.eventfd_read(kick)

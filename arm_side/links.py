@@ -34,6 +34,7 @@ class Links:
         self.client, self.session, self.transport, self.discovery = client, session, transport, discovery
         self._opener, self._releaser, self._relay, self._wake = opener, releaser, relay, wake
         self.by_key: dict[str, Any] = {}
+        self.version = 0        # changes when a link opens or is released
         self._facts = ProcFacts()    # what the kernel says of a local server's process (liveness)
 
     def get(self, key: str) -> Any:
@@ -55,6 +56,7 @@ class Links:
         link = self._opener(endpoint, key, watch)
         link.peer = peer
         self.by_key[key] = link
+        self.version += 1
         if self._wake is not None:
             self._wake()            # the reader sleeps on its fd from now on
         return link
@@ -62,6 +64,7 @@ class Links:
     def release(self, key: str) -> None:
         link = self.by_key.pop(key, None)
         if link is not None:
+            self.version += 1
             self._releaser(link)
             if self._wake is not None:
                 self._wake()        # the reader stops sleeping on its fd

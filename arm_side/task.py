@@ -76,10 +76,13 @@ _THREAD = threading.local()     # each thread's _Waker, made at its first blocki
 os.register_at_fork(after_in_child=lambda: _THREAD.__dict__.clear())    # the parent's wakers are not ours
 
 
-def defer_wakes() -> None:
+def defer_wakes() -> list:
     """This thread (a reader) defers the wake-ups of the threads whose requests it completes until
-    :func:`wake_deferred`."""
-    _THREAD.deferred = []
+    :func:`wake_deferred`. Returns the list of wakers it keeps meanwhile (the reader may wake
+    them itself: ``deferred.pop().wake()``)."""
+    deferred: list = []
+    _THREAD.deferred = deferred
+    return deferred
 
 
 def wake_deferred() -> None:
