@@ -5,10 +5,9 @@ Threads: the caller's threads send directly (each link's socket under its lock).
 the reader, receives: it sleeps on every link's fd, feeds the session what arrives (which
 completes the requests keyed by msg_id: their done-callbacks run there, at once, whoever waits or
 not), keeps the clock (heartbeats, liveness) and carries out the session's actions. A thread
-blocked in ``Request.wait`` sleeps on a lock of its own, which the reader releases when it
-completes the request (``arm_side.task``): last thing before it sleeps again and lets go of the
-GIL (the release keeps the GIL: the reader never waits to take it back from the thread it woke,
-and that thread seldom finds it held). A send that takes in the edge
+blocked in ``Request.wait`` sleeps on an eventfd of its own, which the reader writes when it
+completes the request (``arm_side.task``): last thing before it sleeps again, so that the woken
+thread finds the GIL free (a hand-off costs one wake-up, not two). A send that takes in the edge
 of a message the reader sleeps past wakes the reader (``arm_side.channel``).
 """
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import select
 import threading
 import time
 from typing import Any, Callable, Mapping
@@ -42,15 +43,16 @@ def task_options(options: TaskOptions | None, loose: Mapping[str, Any],
 
 
 class _Waker:
-    """What a thread blocked in ``Request.wait`` sleeps on: a lock it holds, released by the thread
-    that completes the request (the reader) to wake it. The release keeps the GIL (an eventfd
-    write lets go of it, and the woken thread takes it: the reader then waits for it back, a
-    hand-off more per task), and the reader releases it last thing before it sleeps and lets go
-    of the GIL: the woken thread seldom finds the GIL held."""
+    """What a thread blocked in ``Request.wait`` sleeps on: an eventfd, written by the thread that
+    completes the request (the reader). ``os.eventfd_write`` lets go of the GIL before it wakes the
+    sleeper, so the woken thread seldom has to wait for the GIL as well (a ``threading.Lock``
+    released by the reader wakes it while the reader still holds the GIL: a second wake-up, one
+    more voluntary switch per task measured, and no less CPU)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.lock.acquire()         # held: a sleep blocks until a wake releases it
+        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.poll = select.poll()
+        self.poll.register(self.fd, select.POLLIN)
 
     def __call__(self, req: "Request") -> None:
         """A done-callback: wake the thread (from a reader that defers its wake-ups: when it
@@ -62,18 +64,25 @@ class _Waker:
             deferred.append(self)
 
     def wake(self) -> None:
-        try:
-            self.lock.release()
-        except RuntimeError:        # a wake-up waits already (left from an earlier wait)
-            pass
+        os.eventfd_write(self.fd, 1)
 
     def sleep(self, timeout_s: float | None) -> None:
         """Until woken (or a wake-up left from an earlier wait), at most ``timeout_s`` (None: no limit)."""
-        self.lock.acquire(True, -1 if timeout_s is None else max(0.0, timeout_s))
+        if self.poll.poll(None if timeout_s is None else max(0.0, timeout_s) * 1000):
+            try:
+                os.eventfd_read(self.fd)
+            except BlockingIOError:
+                pass
+
+    def __del__(self) -> None:
+        try:
+            os.close(self.fd)
+        except (OSError, AttributeError, TypeError):     # already closed; interpreter shutdown
+            pass
 
 
 _THREAD = threading.local()     # each thread's _Waker, made at its first blocking wait
-os.register_at_fork(after_in_child=lambda: _THREAD.__dict__.clear())    # the parent's wakers are not ours
+os.register_at_fork(after_in_child=lambda: _THREAD.__dict__.clear())    # the parent's eventfd is not ours
 
 
 def defer_wakes() -> list:
