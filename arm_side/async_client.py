@@ -1,5 +1,6 @@
-"""The SDK's asyncio client: the same :class:`~arm_side.session.Session` (the conversation) as
-the blocking :class:`~arm_side.client.Client`, over pyzmq's asyncio sockets, with no thread.
+"""The SDK's asyncio driver: the same :class:`~arm_side.session.Session` (the conversation) and
+link table (``arm_side.links``) as the blocking :class:`~arm_side.client.Client`, composed the
+same way (no class of one derives from the other), over pyzmq's asyncio sockets, with no thread.
 
 Everything runs on the event loop that opened it: one reader coroutine per link feeds the
 session what arrives (which completes the requests keyed by msg_id, and so the futures that
@@ -16,20 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from typing import Any
 
 from protocol import errors, header, messages, wire
 from protocol.cancel import CancelOutcome
 from protocol.constants import HEARTBEAT_INTERVAL_MS
+from protocol.task_options import DEFAULT, TaskOptions
 from arm_side import tracing
-from arm_side.busy_retry import BusyRetry
-from arm_side.client import Client
-from arm_side.connect_wait import CoreWait, RelayWait
-from arm_side.session import PeerState, Session
+from arm_side.links import Links
+from arm_side.session import PAUSE, WAIT, PeerState, Session, Steps
 from arm_side.task import Request, Task
-from arm_side.transport import Transport
-from vdsp_board.procfacts import ProcFacts
 
 log = logging.getLogger("vdsp.sdk")
 
@@ -42,53 +41,85 @@ class _Waiting:
     def __init__(self) -> None:
         self.frames: list[list] = []
 
-    def send(self, frames: list) -> list:
+    def send(self, frames: list) -> bool:
         self.frames.append(frames)
-        return []
+        return False
 
 
-class AsyncClient(Client):
-    """A :class:`Client` whose I/O is coroutines on the running event loop. Create it inside the
-    loop, then ``await connect()``; use it from that loop's thread only. What it shares with
-    ``Client`` (sending, routing, carrying out the session's actions) is inherited; what
-    blocks there (waiting, connecting, cancelling, the reader thread) is replaced here."""
+class AsyncClient:
+    """Connection to a SoC whose I/O is coroutines on the running event loop: arguments as
+    :class:`~arm_side.client.Client`'s. Create it inside the loop, then ``await connect()``; send
+    from that loop's thread only (a blocking wait from another thread works; on the loop's own
+    thread it would stop the loop that reads the reply, and raises ApiUseError)."""
 
-    def __init__(self, transport: Transport, *, owner: int, connect_timeout_s: float = 20.0,
-                 own_transport: bool = True, lock_fd: int | None = None) -> None:
-        self.transport, self.owner, self.own_transport = transport, owner, own_transport
-        self.session = Session(transport.mode, owner, lock_fd)
-        self.mode, self.ids, self.pending = transport.mode, self.session.ids, self.session.pending
+    def __init__(self, transport: Any, *, owner: int, connect_timeout_s: float = 20.0, own_transport: bool = True,
+                 lock_fd: int | None = None, discovery: Any = None) -> None:
+        self.transport, self.own_transport = transport, own_transport
+        self.discovery = discovery if discovery is not None else transport.discovery
+        self.session = Session(self.discovery.mode, owner, lock_fd)
+        self.mode, self.ids, self.pending = self.session.mode, self.session.ids, self.session.pending
         self.core_states, self.event_callbacks = self.session.core_states, self.session.event_callbacks
-        self.links: dict[str, Any] = {}
         self.closed = False
         self.memory: Any = None
         self.tracer = tracing.sdk_tracer()
         self.connect_timeout_s = connect_timeout_s
-        self._facts = ProcFacts()
         self.loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._io: dict[int, list[asyncio.Task]] = {}        # id(link) -> its reader (and monitor) tasks
         self._ticker: asyncio.Task | None = None
         self._waiting: _Waiting | None = None               # relay mode: sends while reconnecting
         self._reconnect: asyncio.Task | None = None
+        self.links = Links(self, self.session, transport, self.discovery, self._open_link, self._release_link,
+                           self._relay_link)
+
+    @property
+    def peers(self) -> list[PeerState]:
+        return self.session.peers
+
+    @property
+    def owner(self) -> int:
+        return self.session.owner
 
     async def connect(self) -> None:
         """HELLO the relay, or each core. Raises RelayUnavailable / CoreOffline as ``Soc()`` does."""
         try:
-            self.transport.before_hello(self.owner)
-            if self.mode == "relay":
-                await self._connect_relay_async()
-            else:
-                await self._connect_direct_async()
+            await self._run(self.session.connect(self.discovery, self.connect_timeout_s, time.monotonic))
             self._ticker = self.loop.create_task(self._tick_forever())
         except BaseException:
             await self.aclose()
             raise
 
+    async def _run(self, steps: Steps) -> None:
+        """Carry out a connect sequence of the session (``Session.connect``), awaiting."""
+        try:
+            step = next(steps)
+        except StopIteration:
+            return
+        while True:
+            kind, subject, arg = step
+            try:
+                if kind == WAIT:
+                    await asyncio.wait({subject._as_future()}, timeout=arg)
+                    sent = None
+                elif kind == PAUSE:
+                    await asyncio.sleep(arg)
+                    sent = None
+                else:
+                    sent = self.links.step(kind, subject, arg)
+            except BaseException as exc:
+                failed: BaseException | None = exc
+            else:
+                failed = None
+            try:
+                step = steps.throw(failed) if failed is not None else steps.send(sent)
+            except StopIteration:
+                return
+
     # --- links ------------------------------------------------------------------------------
-    def _open(self, endpoint: str, name: str, watch: bool = False, server_key: str = ""):
+    def _open_link(self, endpoint: str, name: str, watch: bool, server_key: str = ""):
         link = self.transport.open_async(endpoint, name, watch=watch, server_key=server_key)
         tasks = [self.loop.create_task(self._read(link))]
-        if watch:
+        if link.monitor is not None:
             tasks.append(self.loop.create_task(link.watch()))
         self._io[id(link)] = tasks
         return link
@@ -97,12 +128,6 @@ class AsyncClient(Client):
         for task in self._io.pop(id(link), []):
             task.cancel()       # closing, not a timeout: the link goes for good
         self.transport.release(link)
-
-    def _close_links(self, peer: PeerState) -> None:
-        for key in (peer.name, f"{peer.name}.fw"):
-            link = self.links.pop(key, None)
-            if link is not None:
-                self._release_link(link)
 
     async def _read(self, link) -> None:
         """The one reader of ``link``: each message goes to the session, which completes requests."""
@@ -117,67 +142,9 @@ class AsyncClient(Client):
                     await asyncio.sleep(0.05)
                 continue
             try:
-                self._dispatch_all(link, incoming)
+                self.links.dispatch(link, incoming)
             except Exception:   # the reader must survive anything a peer sends
                 log.exception("SDK reader error on %s", link.name)
-
-    # --- connecting -------------------------------------------------------------------------
-    async def _ready(self, link, wait: RelayWait | CoreWait) -> dict:
-        """Say HELLO on ``link``; the READY, waited for in the slices ``wait`` gives (it raises when
-        to give up). A HELLO answered HB_DSP_BUSY is said again after a pause
-        (``arm_side.busy_retry``) within the connect timeout."""
-        busy = BusyRetry(time.monotonic() + self.connect_timeout_s)
-        while True:
-            req = self._request(link, self.session.hello())
-            try:
-                fut = req._as_future()
-                while not fut.done():
-                    await asyncio.wait({fut}, timeout=wait.next_slice(time.monotonic()))
-                return fut.result()
-            except errors.CoreBusy as exc:
-                if isinstance(wait, RelayWait):
-                    wait.answered()
-                await asyncio.sleep(busy.pause(exc, time.monotonic()))
-            finally:
-                self.session.forget(req.msg_id)
-
-    async def _connect_relay_async(self) -> None:
-        endpoint = self.transport.servers()["relay"]
-        link = self._open(endpoint, "relay", watch=True)
-        peer = PeerState("relay", time.monotonic())
-        link.peer = peer
-        self.session.peers[:] = [peer]
-        self.links["relay"] = link
-        try:
-            info = await self._ready(link, RelayWait(self.transport, endpoint, self.connect_timeout_s,
-                                                     time.monotonic()))
-        except BaseException:
-            peer.alive = False
-            self._close_links(peer)
-            raise
-        link.take_gone()    # forget a connection that closed before this READY came
-        self._carry_out(self.session.connected(peer, info, time.monotonic()))
-
-    async def _connect_direct_async(self) -> None:
-        now = time.monotonic()
-        for name, endpoint in self.transport.servers().items():
-            link = self._open(endpoint, name, watch=True)
-            peer = PeerState(name, now)
-            link.peer = peer
-            self.session.peers.append(peer)
-            self.links[name] = link
-            try:
-                info = await self._ready(link, CoreWait(self.transport, endpoint, self.connect_timeout_s,
-                                                        time.monotonic()))
-            except errors.TaskTimeout as exc:
-                log.warning("core %s does not answer at %s: %s", name, endpoint, exc.message)
-                self._release_link(self.links.pop(name))
-                peer.alive = False
-                self.core_states[name] = "unreachable"
-                continue
-            self._carry_out(self.session.connected(peer, info, time.monotonic()))
-        if not any(p.alive for p in self.session.peers):
-            raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")
 
     def _relay_link(self):
         """The relay's link; while a dead relay is connected again, a stand-in that keeps what
@@ -192,10 +159,11 @@ class AsyncClient(Client):
     async def _reconnect_relay(self) -> None:
         waiting = self._waiting
         assert waiting is not None
-        self._close_links(self.session.peers[0])
+        self.links.release_peer(self.session.peers[0])
         try:
-            await self._connect_relay_async()
+            await self._run(self.session.connect_relay(self.discovery, self.connect_timeout_s, time.monotonic))
         except Exception as exc:
+            self.links.release_peer(self.session.peers[0])
             self._waiting = None
             error = exc if isinstance(exc, errors.VdspError) else errors.RelayUnavailable(str(exc))
             for frames in waiting.frames:
@@ -214,39 +182,53 @@ class AsyncClient(Client):
         if req is not None:
             req._complete(None, error)
 
-    # --- what blocks in Client --------------------------------------------------------------
+    # --- sending ----------------------------------------------------------------------------
+    def submit(self, op: int, inputs: list, outputs: list, params: dict, options: TaskOptions = DEFAULT, *,
+               out_mems: list | None = None, raw: list | None = None) -> Task:
+        """Send a TASK (as ``Client.submit``)."""
+        if self.closed:
+            raise errors.ApiUseError("this SoC connection is closed")
+        return self.links.submit(op, inputs, outputs, params, options, out_mems=out_mems, raw=raw)
+
+    def request(self, msg: wire.Message, peer_name: str | None = None) -> Request:
+        """Send a non-task request (QUERY, CONTROL, CANCEL) to the relay or a named core."""
+        return self.links.request(self.links.link(self.session.request_link(peer_name)), msg)
+
+    def after_task(self, task: Task) -> None:
+        if self.memory is not None:
+            for mem in task.outputs:
+                self.memory.mark_device_written(mem)
+
+    # --- waiting and cancelling, for Request and Task ----------------------------------------
+    def _on_loop(self, what: str) -> None:
+        if threading.get_ident() == self._loop_thread:
+            raise errors.ApiUseError(f"{what} belongs to an AsyncSoc: await it (a blocking wait on the event "
+                                     "loop's thread would stop the loop that reads its reply)")
+
     def wait_for(self, req: Request, timeout_s: float | None) -> None:
-        """A blocking wait would stop the loop that reads the reply: refused."""
-        raise errors.ApiUseError(f"request {req.msg_id} belongs to an AsyncSoc: await it (a blocking wait "
-                                 "would stop the event loop that reads its reply)")
-
-    def need_reader(self) -> None:
-        """The readers always run: nothing to start."""
-
-    def reader_released(self) -> None:
-        pass
-
-    def _notify(self) -> None:
-        pass
+        """``Request.wait`` from a thread other than the loop's: block until the loop's reader
+        completes ``req``. Raises ApiUseError on the loop's thread, TaskTimeout, ApiUseError once closed."""
+        if req._done:
+            return
+        self._on_loop(f"request {req.msg_id}")
+        req._block(timeout_s, lambda: self.closed)
 
     def release(self, task: Task) -> str:
-        raise errors.ApiUseError(f"task {task.msg_id} belongs to an AsyncSoc: 'await release_task(task)' "
-                                 "(arm_side.aio) or 'await async_task.release()'")
+        """``Task.release`` from a thread other than the loop's (ApiUseError on it: ``await
+        release_task(task)`` there, ``arm_side.aio``)."""
+        self._on_loop(f"task {task.msg_id} (release it with 'await release_task(task)' or 'await async_task.release()')")
+        return asyncio.run_coroutine_threadsafe(self.release_async(task), self.loop).result()
 
     async def release_async(self, task: Task) -> str:
         """``Client.release``, awaited: CANCEL the task where it is, wait up to 5 s for the answer."""
-        link = None
         waiting = self._waiting
         if waiting is not None:        # not sent yet (a relay is being connected again): it never runs
             kept = [f for f in waiting.frames if header.Header.parse(f[0]).msg_id != task.msg_id]
             if len(kept) < len(waiting.frames):
                 waiting.frames[:] = kept
                 return self.session.cancelled(task, {"state": CancelOutcome.CANCELLED.value})
-        elif self.mode == "relay" and self.session.peers[0].alive:
-            link = self.links.get("relay")
-        elif self.mode == "direct":
-            peer = next((p for p in self.session.peers if task.msg_id in p.inflight), None)
-            link = self.links.get(f"{peer.name}.fw") if peer is not None else None
+        key = self.session.cancel_link(task) if waiting is None else None
+        link = self.links.get(key) if key is not None else None
         reply = None
         if link is not None:
             try:
@@ -258,7 +240,7 @@ class AsyncClient(Client):
     async def ask(self, link, msg: wire.Message, timeout_ms: float) -> dict:
         """Send ``msg`` on ``link`` and await the reply body (TaskTimeout after ``timeout_ms``)."""
         from arm_side.aio import wait_request
-        req = self._request(link, msg)
+        req = self.links.request(link, msg)
         try:
             return await wait_request(req, timeout_ms)
         finally:
@@ -268,29 +250,10 @@ class AsyncClient(Client):
     async def _tick_forever(self) -> None:
         while not self.closed:
             try:
-                self._tick(time.monotonic())
+                self.links.tick(time.monotonic())
             except Exception:
                 log.exception("SDK ticker error")
             await asyncio.sleep(HEARTBEAT_INTERVAL_MS / 4000)
-
-    def _tick(self, now: float) -> None:
-        def gone(peer: PeerState) -> bool:
-            link = self.links.get(peer.name)
-            return link is not None and not isinstance(link, _Waiting) and link.take_gone()
-        actions = self.session.tick(now, gone, self._fact)
-        if actions:
-            self._carry_out(actions)
-
-    def _carry_out(self, actions: list) -> None:
-        # Client._carry_out releases links through the transport; ours have coroutines to stop too
-        from arm_side.session import CLOSE_FW, OPEN_FW
-        for action in actions:
-            kind, peer, _ = action
-            if kind in (CLOSE_FW, OPEN_FW):
-                old = self.links.pop(f"{peer.name}.fw", None)
-                if old is not None:
-                    self._release_link(old)
-            super()._carry_out([action])
 
     # --- closing ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -300,7 +263,7 @@ class AsyncClient(Client):
             return
         for peer in self.session.peers:
             link = self.links.get(peer.name)
-            if peer.alive and link is not None and not link.closed and not isinstance(link, _Waiting):
+            if peer.alive and link is not None and not link.closed:
                 try:
                     link.send(wire.encode(messages.disconnect()))
                 except Exception:
@@ -310,10 +273,7 @@ class AsyncClient(Client):
             if task is not None:
                 task.cancel()
         self.session.fail_all(errors.ApiUseError("the SoC connection was closed"))
-        for link in list(self.links.values()):
-            if not isinstance(link, _Waiting):
-                self._release_link(link)
-        self.links.clear()
+        self.links.release_all()
         if self.own_transport:
             self.transport.close()
 

@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -45,6 +46,33 @@ class Plan:
     message: str
     supervised: bool = False
     relay_pid: int | None = None
+
+
+class LocalRelay:
+    """The policy for the relay of runtime dir ``rt`` at the local ``endpoint`` (ipc), for a
+    client's wait (``arm_side.connect_wait.RelayWait``); ``may_start``: start one for cores that
+    run without one (else that case fails, saying so)."""
+
+    def __init__(self, rt: Path, endpoint: str, may_start: bool = True) -> None:
+        self.rt, self.endpoint, self.may_start = rt, endpoint, may_start
+
+    def probe_delay(self) -> float:
+        """Seconds to wait for a relay's READY before :meth:`unanswered`: none if no socket file is there."""
+        return PROBE_S if os.path.exists(self.endpoint[len("ipc://"):]) else 0.0
+
+    def unanswered(self) -> Plan:
+        """What to do now that no relay answered within the probe delay (a relay started: its pid in the plan)."""
+        decision = plan(self.rt, self.endpoint)
+        if decision.action == "start":
+            if not self.may_start:
+                return Plan("fail", f"no relay runs in {self.rt} (its DSP cores do) and this client "
+                                    "starts none (autostart_relay=False)")
+            decision.relay_pid = start_relay(self.rt)
+        return decision
+
+    def problem(self, decision: Plan) -> str | None:
+        """Why waiting longer for the relay of ``decision`` is pointless now; None to keep waiting."""
+        return wait_problem(self.rt, decision)
 
 
 def plan(rt: Path, endpoint: str) -> Plan:

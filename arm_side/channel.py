@@ -1,14 +1,15 @@
-"""One DEALER socket shared by the SDK's threads (:class:`Channel`), or owned by an event loop
-(:class:`AsyncChannel`).
+"""The SDK's ZeroMQ links: one DEALER socket each, for the blocking client (:class:`Channel`:
+its one reader thread receives, any thread sends) or owned by an event loop (:class:`AsyncChannel`).
 
-ZeroMQ sockets are not thread-safe, so every socket call happens under
-``lock``. The socket's FD is edge-triggered: after *any* socket call, pending
-input must be drained before anyone sleeps on the FD again, or a message can
-sit unnoticed. ``send`` therefore drains too and returns what it found; the
-caller dispatches it.
+ZeroMQ sockets are not thread-safe, so every call on a :class:`Channel`'s socket (and on its
+monitor) happens under ``lock``; the reader thread only sleeps on ``fd`` outside it. That FD is
+edge-triggered: any socket call (a send too) may take in the signal of a message that arrived
+meanwhile, and a thread sleeping on the FD then misses it. ``send`` therefore says when a message
+waits while the reader sleeps (``watched``), and the sender wakes the reader.
 """
 from __future__ import annotations
 
+import struct
 import threading
 from typing import Any
 
@@ -17,6 +18,10 @@ import zmq.asyncio
 
 from vdsp_board import curve
 from vdsp_board.zsock import NOBLOCK as _NOBLOCK, readable, recv_frames, send_frames
+
+HANDSHAKE_FAILURES = 5      # handshakes failed without a word (a wrong server key) before we say so
+_HANDSHAKE = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+              | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 
 
 def _dealer(ctx, endpoint: str, server_key: str = ""):
@@ -31,62 +36,129 @@ def _dealer(ctx, endpoint: str, server_key: str = ""):
     return sock
 
 
+class Watch:
+    """What a link's socket monitor told: ``gone`` once its connection closed (a watched link: its
+    server exited), ``refusal`` once a server refused our CURVE handshake (tcp)."""
+
+    def __init__(self, watch: bool) -> None:
+        self.watch = watch
+        self.gone = False
+        self.failures = 0
+        self.refusal: str | None = None
+
+    @staticmethod
+    def events(watch: bool, endpoint: str) -> int:
+        """The monitor events to ask for (0: no monitor)."""
+        return (zmq.EVENT_DISCONNECTED if watch else 0) | (_HANDSHAKE if curve.is_tcp(endpoint) else 0)
+
+    def heard(self, frames: list) -> None:
+        """One monitor message."""
+        if len(frames) != 2 or len(frames[0]) != 6:
+            return
+        event, value = struct.unpack("=hi", frames[0])
+        event &= 0xFFFF
+        if event == zmq.EVENT_DISCONNECTED:
+            self.gone = self.watch
+        elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self.failures = 0
+        elif event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            self.refusal = (f"the server did not accept this client key (ZAP status {value}: not on its "
+                            "allow-list, or revoked)")
+        elif event & (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
+            self.failures += 1     # a wrong server key: the server drops every handshake
+            if self.failures >= HANDSHAKE_FAILURES and self.refusal is None:
+                self.refusal = (f"the server did not accept this client's CURVE handshake "
+                                f"{self.failures} times: is VDSP_SERVER_KEY the key of this server?")
+
+    def take_gone(self) -> bool:
+        gone, self.gone = self.gone, False
+        return gone
+
+
 class Channel:
-    def __init__(self, ctx: zmq.Context, endpoint: str, name: str, server_key: str = "") -> None:
+    """A link of the blocking client. ``watch``: :meth:`lost` tells when its server goes away."""
+
+    def __init__(self, ctx: zmq.Context, endpoint: str, name: str, watch: bool = False,
+                 server_key: str = "") -> None:
         self.endpoint, self.name = endpoint, name
-        self.peer = None  # the client's Peer this channel belongs to (set by the client)
+        self.peer = None  # the session's PeerState this channel belongs to (set by the client)
         self.lock = threading.Lock()
         self.sock = sock = _dealer(ctx, endpoint, server_key)
         self.fd = sock.getsockopt(zmq.FD)
         self.closed = False
-        # a thread sleeps on ``fd`` (set by the client's reader around its last drain and the
-        # sleep): a send may take in the FD's edge for a message that came meanwhile, so then
-        # the sender reads what waits; otherwise the next reader's drain before it sleeps will
+        events = Watch.events(watch, endpoint)
+        self.state = Watch(watch)
+        self.monitor: zmq.Socket | None = sock.get_monitor_socket(events) if events else None
+        # the reader sleeps on ``fd`` (set around its last drain and the sleep): a send may take in
+        # the FD's edge for a message that came meanwhile, and then says so (the sender wakes it)
         self.watched = False
 
-    def send(self, frames: list) -> list[list]:
-        """Send a multipart message; returns the messages that were waiting (to dispatch) if a
-        thread sleeps on ``fd``, else none (an EVENTS read saved per task: each costs ~1 µs)."""
+    def send(self, frames: list) -> bool:
+        """Send a multipart message. True if a message waits that the reader, asleep on ``fd``,
+        would miss (wake it); checked only while it sleeps (an EVENTS read costs ~1 µs)."""
+        with self.lock:
+            if self.closed:
+                return False
+            send_frames(self.sock, frames)
+            return self.watched and readable(self.sock)
+
+    def drain(self) -> list[list]:
+        """Every message waiting now (non-blocking). Asking EVENTS before each read costs a third
+        of a failed non-blocking recv (pyzmq builds a zmq.Again exception for each), and it leaves
+        the edge-triggered FD armed just the same: after it answers "nothing", a sleep on the FD
+        wakes for the next message."""
         with self.lock:
             if self.closed:
                 return []
-            send_frames(self.sock, frames)
-            return self._drain() if self.watched else []
-
-    def drain(self) -> list[list]:
-        """Every message waiting now (non-blocking)."""
-        with self.lock:
-            return [] if self.closed else self._drain()
-
-    def _drain(self) -> list[list]:
-        """Read while the socket's EVENTS say a message waits. Asking EVENTS costs a third of a
-        failed non-blocking recv (pyzmq builds a zmq.Again exception for each), and it leaves the
-        edge-triggered FD armed just the same: after it answers "nothing", a sleep on the FD wakes
-        for the next message."""
-        sock = self.sock
-        if not readable(sock):
-            return []
-        out = []
-        while True:
-            try:
-                out.append(recv_frames(sock, _NOBLOCK))
-            except zmq.Again:       # EVENTS said POLLIN, yet nothing whole to read
-                return out
+            sock = self.sock
             if not readable(sock):
-                return out
+                return []
+            out = []
+            while True:
+                try:
+                    out.append(recv_frames(sock, _NOBLOCK))
+                except zmq.Again:       # EVENTS said POLLIN, yet nothing whole to read
+                    return out
+                if not readable(sock):
+                    return out
+
+    def _look(self) -> Watch:
+        """Read the monitor (under the lock) into ``state``."""
+        with self.lock:
+            while self.monitor is not None and not self.closed:
+                try:
+                    self.state.heard(self.monitor.recv_multipart(zmq.NOBLOCK))
+                except zmq.ZMQError:
+                    break
+        return self.state
+
+    def lost(self) -> bool:
+        """True if the connection closed since the last look (a watched link: its server is gone)."""
+        return self._look().take_gone()
+
+    def refused(self) -> str | None:
+        refusal = self._look().refusal
+        return None if refusal is None else f"{refusal} at {self.endpoint} ({self.name}; {_our_key()})"
 
     def close(self) -> None:
         with self.lock:
-            if not self.closed:
-                self.closed = True
-                self.sock.close(0)
+            if self.closed:
+                return
+            self.closed = True
+            if self.monitor is not None:
+                try:
+                    self.sock.disable_monitor()
+                except zmq.ZMQError:
+                    pass
+                self.monitor.close(0)
+            self.sock.close(0)
 
 
 class AsyncChannel:
     """One DEALER socket of pyzmq's asyncio flavour (``zmq.asyncio``), used from its event
     loop's thread only: no lock. ``send`` queues a message (at once, short of the high-water
-    mark) and returns no replies: one reader coroutine per channel takes them
-    (``arm_side.async_client``). ``watch``: a monitor socket tells when the server goes away."""
+    mark); one reader coroutine per channel takes the replies (``arm_side.async_client``), one
+    more reads its monitor (``watch``: a disconnect; over tcp: a refused handshake)."""
 
     def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, name: str, watch: bool = False,
                  server_key: str = "") -> None:
@@ -94,18 +166,20 @@ class AsyncChannel:
         self.peer = None
         self.sock = sock = _dealer(ctx, endpoint, server_key)
         self._plain: zmq.Socket = zmq.Socket.shadow(sock.underlying)   # the same socket, drained without futures
-        self.monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED) if watch else None
+        events = Watch.events(watch, endpoint)
+        self.monitor = sock.get_monitor_socket(events) if events else None
+        self.state = Watch(watch)
         self.closed = False
-        self.gone = False       # the monitor heard the connection close (cleared by ``take_gone``)
 
-    def send(self, frames: list) -> list[list]:
-        """Queue a multipart message; raises the socket's ZMQError if it cannot go."""
+    def send(self, frames: list) -> bool:
+        """Queue a multipart message; raises the socket's ZMQError if it cannot go. False: the
+        reader coroutine misses nothing (pyzmq looks at EVENTS before it sleeps)."""
         if self.closed:
-            return []
+            return False
         fut: Any = self.sock.send_multipart(frames)    # an asyncio Future
         if fut.done():
             fut.result()        # raises what the send raised
-        return []
+        return False
 
     async def recv(self) -> list[list]:
         """The next message and every one waiting behind it. The wait goes through pyzmq's
@@ -121,20 +195,17 @@ class AsyncChannel:
         return out
 
     async def watch(self) -> None:
-        """Read the monitor until the channel closes; a disconnect sets ``gone``."""
-        from zmq.utils.monitor import parse_monitor_message
+        """Read the monitor until the channel closes."""
         assert self.monitor is not None
         while not self.closed:
-            frames = await self.monitor.recv_multipart()
-            try:
-                if parse_monitor_message(frames)["event"] == zmq.EVENT_DISCONNECTED:
-                    self.gone = True
-            except (ValueError, KeyError, IndexError):
-                pass
+            self.state.heard(await self.monitor.recv_multipart())
 
-    def take_gone(self) -> bool:
-        gone, self.gone = self.gone, False
-        return gone
+    def lost(self) -> bool:
+        return self.state.take_gone()
+
+    def refused(self) -> str | None:
+        refusal = self.state.refusal
+        return None if refusal is None else f"{refusal} at {self.endpoint} ({self.name}; {_our_key()})"
 
     def close(self) -> None:
         if self.closed:
@@ -147,3 +218,10 @@ class AsyncChannel:
                 pass
             self.monitor.close(0)
         self.sock.close(0)
+
+
+def _our_key() -> str:
+    try:
+        return f"client key {curve.client_key_file()}, public key {curve.client_public_key()[:8]}..."
+    except Exception:       # the key file went away meanwhile: the refusal is the news
+        return f"client key {curve.client_key_file()}"

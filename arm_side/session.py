@@ -3,10 +3,16 @@
 Like h11's ``Connection``: :class:`Session` knows the requests in flight (msg_id → Request),
 the servers it talks to (the relay, or each core's control link and firmware link in direct
 mode), their liveness and the cores' states, and how a reply becomes a result or one of the
-exception tree's errors. The client (``arm_side.client``) owns the threads and a transport
-(``arm_side.transport``) owns the sockets; they feed the session what arrives and carry out
-what it returns:
+exception tree's errors. Two drivers carry it out, each holding a session (composition, not a
+class hierarchy): the blocking client (``arm_side.client``: one reader thread) and the asyncio
+one (``arm_side.async_client``: coroutines of the event loop). A transport (``arm_side.transport``)
+owns the sockets. The drivers feed the session what arrives and carry out what it returns:
 
+- :meth:`connect` (opening) → the connect sequence as steps ``(kind, subject, arg)``: open a
+  link, say HELLO, wait for its READY so long, pause after HB_DSP_BUSY... (the step kinds below);
+  the driver sends back what each step gave;
+- :meth:`task_link` / :meth:`request_link` / :meth:`cancel_link` → which link (by key: ``relay``,
+  a core's name, ``<core>.fw``) a request goes on;
 - :meth:`receive` (a message from a peer) → actions ``(OPEN_FW, peer, endpoint)`` and
   ``(CLOSE_FW, peer, None)`` (direct mode: a core's firmware came up or went away);
 - :meth:`tick` (the clock) → ``(SEND, peer, frames)`` heartbeats; peers that fell silent, or
@@ -18,7 +24,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Generator
 
 from protocol import errors, header, messages, wire
 from protocol.cancel import CancelOutcome
@@ -30,6 +36,21 @@ from arm_side.busy_retry import BusyRetry
 
 log = logging.getLogger("vdsp.sdk")
 SEND, OPEN_FW, CLOSE_FW, HELLO_FW = "send", "open_fw", "close_fw", "hello_fw"
+# The steps of the connect sequence (Session.connect): (kind, subject, arg) -> what the driver sends back
+OPEN = "open"          # (OPEN, peer, endpoint): open a watched link for peer, keyed by its name -> None
+HELLO = "hello"        # (HELLO, peer, msg): send msg on peer's link, tracked -> its Request
+REFUSED = "refused"    # (REFUSED, peer, None): did peer's server refuse our key? -> why, or None
+WAIT = "wait"          # (WAIT, request, seconds): wait so long for the request to end -> None
+PAUSE = "pause"        # (PAUSE, peer, seconds): sleep so long -> None
+RELEASE = "release"    # (RELEASE, peer, None): close peer's links -> None
+FORGET = "forget"      # (FORGET, peer, None): forget that peer's connection closed before now -> None
+ACT = "act"            # (ACT, peer, actions): carry out the session's actions (SEND, OPEN_FW...) -> None
+Steps = Generator[tuple, Any, None]
+
+
+def fw_key(name: str) -> str:
+    """The key of a core's firmware link (direct mode); its control link's is its name."""
+    return f"{name}.fw"
 
 
 class PeerState:
@@ -106,10 +127,113 @@ class Session:
         return msg_id, frames
 
     def track(self, req) -> None:
+        """``req`` is in flight: its reply completes it."""
         self.pending[req.msg_id] = req
 
     def forget(self, msg_id: int) -> None:
         self.pending.pop(msg_id, None)
+
+    # --- the connect sequence -------------------------------------------------------------
+    def connect(self, discovery, timeout_s: float, clock: Callable[[], float]) -> Steps:
+        """HELLO the relay, or each core (direct mode), as ``discovery`` (``arm_side.discovery``)
+        names them, as steps for a driver. A core that does not answer is marked unreachable.
+        Raises RelayUnavailable / CoreOffline (none answers), KeyRefused, CoreBusy (busy until the
+        ``timeout_s``), or the error a server answered with."""
+        discovery.prepare(self.owner)
+        if self.mode == "relay":
+            yield from self.connect_relay(discovery, timeout_s, clock)
+            return
+        for name, endpoint in discovery.servers().items():
+            peer = PeerState(name, clock())
+            self.peers.append(peer)
+            yield OPEN, peer, endpoint            # watched: a core that exits is known at once
+            try:
+                info = yield from self._ready(peer, discovery.ready_wait(name, endpoint, timeout_s, clock()),
+                                              timeout_s, clock)
+            except errors.KeyRefused:
+                peer.alive = False      # no DISCONNECT on a link the server refused (a send would block)
+                raise
+            except errors.TaskTimeout as exc:
+                log.warning("core %s does not answer at %s: %s", name, endpoint, exc.message)
+                peer.alive = False
+                self.core_states[name] = "unreachable"
+                yield RELEASE, peer, None
+                continue
+            yield ACT, peer, self.connected(peer, info, clock())
+        if not any(p.alive for p in self.peers):
+            raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")
+
+    def connect_relay(self, discovery, timeout_s: float, clock: Callable[[], float]) -> Steps:
+        """Relay mode: HELLO the relay (again, after it died: a restarted relay answers at the same
+        endpoint). Raises RelayUnavailable saying which process and why, KeyRefused, CoreBusy, or the
+        error the relay answered with; the peer is then dead, its links for the driver to close."""
+        endpoint = discovery.servers()["relay"]
+        peer = PeerState("relay", clock())
+        self.peers[:] = [peer]
+        yield OPEN, peer, endpoint
+        try:
+            info = yield from self._ready(peer, discovery.ready_wait("relay", endpoint, timeout_s, clock()),
+                                          timeout_s, clock)
+        except BaseException:
+            peer.alive = False
+            raise
+        yield FORGET, peer, None        # a connection that closed before this READY came
+        yield ACT, peer, self.connected(peer, info, clock())
+
+    def _ready(self, peer: PeerState, wait, timeout_s: float, clock: Callable[[], float]) -> Generator[tuple, Any, dict]:
+        """Say HELLO to ``peer``; its READY body, waited for in the slices ``wait``
+        (``arm_side.connect_wait``) gives until it raises. A HELLO answered HB_DSP_BUSY is said again
+        after a pause (``arm_side.busy_retry``) within ``timeout_s``."""
+        busy = BusyRetry(clock() + timeout_s)
+        while True:
+            req = yield HELLO, peer, self.hello()
+            try:
+                while not req.done():
+                    refusal = yield REFUSED, peer, None
+                    if refusal:
+                        raise errors.KeyRefused(refusal)
+                    yield WAIT, req, wait.next_slice(clock())
+                if req.error is not None:
+                    raise req.error
+                return req.body
+            except errors.CoreBusy as exc:
+                wait.answered()
+                yield PAUSE, peer, busy.pause(exc, clock())
+            finally:
+                self.forget(req.msg_id)
+
+    # --- which link a request goes on -----------------------------------------------------
+    def task_link(self, msg_id: int, options: TaskOptions, has_buffers: bool) -> tuple[str, str]:
+        """The key of the link a TASK goes on, and the core it goes to ("" in relay mode: the relay
+        chooses); direct mode: counted in flight there. Raises as :meth:`route`."""
+        if self.mode == "relay":
+            return "relay", ""
+        peer = self.route(options.core, has_buffers)
+        peer.inflight.add(msg_id)
+        return fw_key(peer.name), peer.name
+
+    def request_link(self, peer_name: str | None) -> str:
+        """The key of the link a QUERY or CONTROL to core ``peer_name`` goes on (the relay's, in
+        relay mode). Raises InvalidCore."""
+        if self.mode == "relay":
+            return "relay"
+        peer = next((p for p in self.peers if p.name == peer_name), None)
+        if peer is None or not peer.alive:
+            raise errors.InvalidCore(f"no reachable core named {peer_name!r}")
+        return peer.name
+
+    def cancel_link(self, task) -> str | None:
+        """The key of the link a CANCEL of ``task`` goes on; None: nowhere to send it."""
+        if self.mode == "relay":
+            return "relay" if self.peers and self.peers[0].alive else None
+        peer = next((p for p in self.peers if task.msg_id in p.inflight), None)
+        return fw_key(peer.name) if peer is not None else None
+
+    def unsent(self, msg_id: int) -> None:
+        """The request ``msg_id`` could not be sent: not in flight."""
+        self.pending.pop(msg_id, None)
+        for peer in self.peers:
+            peer.inflight.discard(msg_id)
 
     def route(self, core: int, has_buffers: bool) -> PeerState:
         """Direct mode: the core a task goes to (the least busy running one for CORE_ANY).
@@ -173,32 +297,32 @@ class Session:
             return []
         return self.core_state(peer, info.get("state", "offline"), info)
 
-    def receive(self, peer: PeerState | None, frames: list, now: float) -> tuple[list, bool]:
-        """One message from ``peer``'s links. Returns (actions, whether a request completed)."""
+    def receive(self, peer: PeerState | None, frames: list, now: float) -> list:
+        """One message from ``peer``'s links (completes the request it answers). Returns actions."""
         if peer is not None:
             peer.liveness.last_heard = now
         try:
             hdr = header.Header.parse(frames[0])
         except (errors.VdspError, IndexError) as exc:
             log.warning("dropped malformed message from %s: %s", peer.name if peer else "?", exc)
-            return [], False
+            return []
         cmd, msg_id = hdr[0], hdr[4]
         if cmd is Command.HEARTBEAT:
-            return [], False
+            return []
         try:
             body = wire.unpack_body(bytes(frames[1])) if len(frames) > 1 else {}
         except errors.VdspError as exc:
             body, cmd = exc.to_wire(), Command.ERROR
         if cmd is Command.EVENT:
-            return self._on_event(peer, body), True
+            return self._on_event(peer, body)
         req = self.pending.pop(msg_id, None)
         if req is None:
-            return [], False  # released, or timed out and forgotten
+            return []  # released, or timed out and forgotten
         if self.mode == "direct":
             for p in self.peers:
                 p.inflight.discard(msg_id)
         req._complete(body, errors.from_wire(body) if cmd is Command.ERROR else None, hdr, frames[2:])
-        return [], req.followed
+        return []
 
     def _on_event(self, peer: PeerState | None, body: dict) -> list:
         actions = []

@@ -59,11 +59,11 @@ class Soc:
                  busy_poll_us: int | None = None, trace: str | os.PathLike | None = None) -> None:
         """``trace``: a path: the whole SoC is traced while this Soc lives and the merged
         Chrome/Perfetto trace is written there at close() (``arm_side.tracing.SocTrace``).
-        ``transport`` (``arm_side.transport``): how to reach the SoC; by default a
-        ``ZmqTransport`` of ``mode`` (``relay`` or ``direct``; default ``$VDSP_RPC_MODE``, else
-        relay) for the runtime dir of ``$VDSP_RUNTIME_DIR``. ``busy_poll_us`` (default
-        ``$VDSP_BUSY_POLL_US``, else 0): a waiting thread spins that long before it sleeps —
-        lower latency, one busy CPU while waiting."""
+        ``transport`` (``arm_side.transport``): the links to the SoC, and where its servers are
+        (its ``discovery``, ``arm_side.discovery``); by default a ``ZmqTransport`` of ``mode``
+        (``relay`` or ``direct``; default ``$VDSP_RPC_MODE``, else relay) for the runtime dir of
+        ``$VDSP_RUNTIME_DIR``. ``busy_poll_us`` (``$VDSP_BUSY_POLL_US``) is accepted and has no
+        effect (``arm_side.client``)."""
         if busy_poll_us is None:
             busy_poll_us = settings.current().busy_poll_us
         own = transport is None
@@ -75,8 +75,9 @@ class Soc:
         self.mem = MemoryManager(strict=strict)
         owner = ddr.current_owner()
         try:
-            self.client = Client(transport, owner=owner.id, connect_timeout_s=connect_timeout_s,
-                                 busy_poll_us=busy_poll_us, own_transport=own, lock_fd=owner.lock_fd)
+            self.client: Client | AsyncClient = Client(
+                transport, owner=owner.id, connect_timeout_s=connect_timeout_s, busy_poll_us=busy_poll_us,
+                own_transport=own, lock_fd=owner.lock_fd)
         except BaseException:
             self.mem.close()
             raise
@@ -85,7 +86,7 @@ class Soc:
         self.mode = transport.mode
 
     @classmethod
-    def _over(cls, client: Client, mem: MemoryManager, trace: tracing.SocTrace | None = None) -> "Soc":
+    def _over(cls, client: Client | AsyncClient, mem: MemoryManager, trace: tracing.SocTrace | None = None) -> "Soc":
         """A Soc over a client already connected (an AsyncSoc's: its calls that never block)."""
         soc = cls.__new__(cls)
         soc.client, soc.mem, soc._trace, soc.mode = client, mem, trace, client.mode
@@ -258,7 +259,8 @@ class AsyncSoc:
     @property
     def soc(self) -> Soc:
         """A :class:`Soc` over this connection, for the calls that never block (``rpc``, ``mem``);
-        its blocking waits raise ApiUseError (they would stop the loop that reads the replies)."""
+        its blocking waits raise ApiUseError on the loop's thread (they would stop the loop that
+        reads the replies) and block in another thread."""
         if self._soc is None:
             raise errors.ApiUseError("the AsyncSoc is not open: use 'async with AsyncSoc() as soc' "
                                      "or 'await soc.open()'")

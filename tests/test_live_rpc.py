@@ -211,6 +211,6 @@ def test_close_ends_the_background_reader_rather_than_waiting_out_its_nap(shared
     soc = Soc(mode=mode)
     assert soc.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
     time.sleep(0.3)                                     # the reader is idle, napping
-    reader = soc.client._bg
+    reader = soc.client.reader
     soc.close()
     assert not reader.is_alive()

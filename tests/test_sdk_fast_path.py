@@ -1,7 +1,8 @@
 """The SDK's per-task shortcuts (#23) give what the long way gives: remembered task options are
 the ones TaskOptions.of builds and refuses what it refuses, a TASK's frames are wire.encode's,
 the Socs of a process share one ZeroMQ context and the last to close ends it, and a channel's
-drain (EVENTS before each read) takes every message waiting and no more."""
+drain (EVENTS before each read) takes every message waiting and no more, and its send says when
+a message waits that a reader asleep on its fd would miss."""
 from __future__ import annotations
 
 import select
@@ -82,7 +83,7 @@ def test_a_channel_drains_every_waiting_message_and_wakes_for_the_next(tmp_path)
     server.bind(endpoint)
     channel = Channel(ctx, endpoint, "test")
     try:
-        assert channel.send([b"hello"]) == []
+        assert channel.send([b"hello"]) is False        # no reader sleeps on it: nothing to say
         ident, _ = server.recv_multipart()
         for i in range(5):
             server.send_multipart([ident, b"h", str(i).encode()])
@@ -100,6 +101,15 @@ def test_a_channel_drains_every_waiting_message_and_wakes_for_the_next(tmp_path)
             select.select([channel.fd], [], [], 1.0)
             late = channel.drain()
         assert late == [[b"h", b"late"]]
+        # a reader sleeps on the fd (watched) and a message waits: a send (which may take in the
+        # fd's edge) says so, for the sender to wake the reader
+        server.send_multipart([ident, b"h", b"unread"])
+        deadline = time.monotonic() + 10
+        channel.watched = True
+        while not channel.send([b"ping"]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert channel.drain() == [[b"h", b"unread"]]
+        assert channel.send([b"ping"]) is False         # nothing waits now
     finally:
         channel.close()
         server.close(0)

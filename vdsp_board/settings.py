@@ -147,8 +147,8 @@ class Settings:
         "loads", ALL, _flag, True)
     busy_poll_us = Variable[int](
         "VDSP_BUSY_POLL_US", "µs", "0",
-        "a waiting thread spins this many µs before it sleeps (like `SO_BUSY_POLL`): lower latency for short "
-        "tasks, one busy CPU while waiting", (CLIENT,), int, 0)
+        "accepted and ignored (it made a waiting thread spin before it slept): the SDK's one reader thread "
+        "reads every reply, and a thread spinning beside it would hold the GIL the reader needs", (CLIENT,), int, 0)
     log_level = Variable[str](
         "VDSP_LOG_LEVEL", "name or number", "`info`",
         "`debug`, `info`, `warning`, `error`, or the DSP logger's number (its `Init logger, level:3`): "

@@ -26,6 +26,7 @@ import os
 import threading
 import time
 
+from arm_side.discovery import Servers
 from arm_side.transport import Transport
 from dsp_side import fw_image
 from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
@@ -72,11 +73,14 @@ class Link:
         os.set_blocking(self.fd, False)
         os.set_blocking(self._w, False)
 
-    def send(self, frames: list) -> list[list]:
+    def send(self, frames: list) -> bool:
+        """Hand ``frames`` to the in-process SoC, which runs what it can now; the replies wait in
+        ``inbox`` for the SDK's reader (``fd`` stays readable while they do: nothing to wake)."""
         with self.loop.lock:
             if not self.closed:
                 self.loop.from_sdk(self, [bytes(f) for f in frames])
-            return self.drain()
+                self.loop.run()
+            return False
 
     def drain(self) -> list[list]:
         with self.loop.lock:
@@ -191,7 +195,9 @@ class LoopbackTransport(Transport):
 
     def __init__(self, mode: str = "relay", *, cores: tuple[str, ...] = ("vdsp0", "vdsp1"), credit: int = CREDIT,
                  heartbeat_ms: int = HEARTBEAT_INTERVAL_MS, clock=time.monotonic) -> None:
-        self.mode, self.clock, self.heartbeat_ms = mode, clock, heartbeat_ms
+        self.clock, self.heartbeat_ms = clock, heartbeat_ms
+        self.discovery = Servers(mode, {"relay": "loop://relay"} if mode == "relay" else
+                                 {name: f"loop://{name}" for name in cores})
         self.lock = threading.RLock()
         self.ids = itertools.count(1)
         self.links: dict[bytes, Link] = {}
@@ -212,12 +218,7 @@ class LoopbackTransport(Transport):
     def now(self) -> float:
         return self.clock()
 
-    # --- the Transport interface ----------------------------------------------------------
-    def servers(self) -> dict[str, str]:
-        if self.mode == "relay":
-            return {"relay": "loop://relay"}
-        return {name: f"loop://{name}" for name in self.cores}
-
+    # --- the Transport interface (a link factory; its servers: ``self.discovery``) -----------
     def open(self, endpoint: str, name: str, *, watch: bool = False, server_key: str = "") -> Link:
         link = Link(self, endpoint, name, b"\x00sdk%d" % next(self.ids))
         with self.lock:

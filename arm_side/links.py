@@ -1,0 +1,193 @@
+"""The links of one SoC connection, and what both SDK drivers do alike with them.
+
+A connection's links are keyed as the session routes (``arm_side.session``): ``relay`` in relay
+mode; in direct mode each core's control link by the core's name and its firmware's as
+``<core>.fw``. :class:`Links` sends a request on the link the session chose, feeds the session
+what a link brought and the clock's ticks, and carries out the session's actions (heartbeats,
+a firmware link to open or close). The blocking client (``arm_side.client``) and the asyncio
+one (``arm_side.async_client``) each hold one, with their own way to open and release a link
+(the asyncio driver starts a reader coroutine per link) and to reach the relay (connected again
+after it died: by blocking, or by keeping what is sent meanwhile).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from protocol import errors, wire
+from protocol.task_options import DEFAULT, TaskOptions
+from arm_side.session import (ACT, CLOSE_FW, FORGET, HELLO, HELLO_FW, OPEN, OPEN_FW, REFUSED, RELEASE, SEND,
+                              PeerState, Session, fw_key)
+from arm_side.task import Request, Task
+from vdsp_board.procfacts import ProcFacts
+
+
+class Links:
+    """``client``: the driver (what its Requests wait through); ``opener(endpoint, name, watch)`` /
+    ``releaser(link)``: the driver's link life; ``relay()``: the relay's link to send on;
+    ``wake()``: the blocking reader must look again (a send found a message it sleeps past, the
+    links changed)."""
+
+    def __init__(self, client: Any, session: Session, transport: Any, discovery: Any,
+                 opener: Callable[[str, str, bool, str], Any], releaser: Callable[[Any], None],
+                 relay: Callable[[], Any], wake: Callable[[], None] | None = None) -> None:
+        self.client, self.session, self.transport, self.discovery = client, session, transport, discovery
+        self._opener, self._releaser, self._relay, self._wake = opener, releaser, relay, wake
+        self.by_key: dict[str, Any] = {}
+        self.version = 0        # changes when a link opens or is released
+        self._facts = ProcFacts()    # what the kernel says of a local server's process (liveness)
+
+    def get(self, key: str) -> Any:
+        return self.by_key.get(key)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.by_key[key]
+
+    def values(self) -> list:
+        return list(self.by_key.values())
+
+    def __len__(self) -> int:
+        return len(self.by_key)
+
+    # --- a link's life --------------------------------------------------------------------
+    def open(self, key: str, endpoint: str, peer: PeerState, watch: bool = False, server_key: str = "") -> Any:
+        """A link to ``endpoint`` for ``peer``, as ``key`` (one open there before is released);
+        ``server_key``: the server's own CURVE key on tcp (a firmware's, as its core announced it)."""
+        self.release(key)
+        link = self._opener(endpoint, key, watch, server_key)
+        link.peer = peer
+        self.by_key[key] = link
+        self.version += 1
+        if self._wake is not None:
+            self._wake()            # the reader sleeps on its fd from now on
+        return link
+
+    def release(self, key: str) -> None:
+        link = self.by_key.pop(key, None)
+        if link is not None:
+            self.version += 1
+            self._releaser(link)
+            if self._wake is not None:
+                self._wake()        # the reader stops sleeping on its fd
+
+    def release_peer(self, peer: PeerState) -> None:
+        self.release(peer.name)
+        self.release(fw_key(peer.name))
+
+    def release_all(self) -> None:
+        for key in list(self.by_key):
+            self.release(key)
+
+    # --- sending --------------------------------------------------------------------------
+    def send(self, link: Any, frames: list, req: Request) -> None:
+        """Track ``req`` and send its ``frames`` on ``link``. Raises RelayUnavailable if the
+        transport cannot send (the request is then not in flight)."""
+        msg_id = req.msg_id
+        self.session.track(req)
+        try:
+            missed = link.send(frames)
+        except errors.VdspError:
+            self.session.unsent(msg_id)
+            raise
+        except Exception as exc:      # the transport's own failure (a ZMQError)
+            self.session.unsent(msg_id)
+            raise errors.RelayUnavailable(f"cannot send to {link.name}: {exc}") from exc
+        if missed and self._wake is not None:
+            self._wake()
+
+    def request(self, link: Any, msg: wire.Message) -> Request:
+        req = Request(self.client, msg.msg_id)
+        self.send(link, wire.encode(msg), req)
+        return req
+
+    def link(self, key: str) -> Any:
+        """The link of ``key`` to send on (the relay's: ``relay()``). Raises CoreOffline if a
+        firmware link is not open yet."""
+        if key == "relay":
+            return self._relay()
+        link = self.by_key.get(key)
+        if link is None:    # the reader is opening it this very moment (the core just came up)
+            raise errors.CoreOffline(f"{key.removesuffix('.fw')}: its firmware link is not open yet; try again")
+        return link
+
+    def submit(self, op: int, inputs: list, outputs: list, params: dict, options: TaskOptions = DEFAULT, *,
+               out_mems: list | None = None, raw: list | None = None) -> Task:
+        """Send a TASK. Raises InvalidArgument / InvalidCore / TaskNumExceedLimit / CoreOffline /
+        RelayUnavailable."""
+        session = self.session
+        msg_id, frames = session.task_frames(op, inputs, outputs, params, options, raw=raw)
+        key, core = session.task_link(msg_id, options, bool(inputs or outputs))
+        task = Task(self.client, msg_id, op, out_mems or [], core, options=options)
+        self.client.tracer.submit_task(msg_id, op, options, inputs, outputs)
+        try:
+            link = self.link(key)
+        except BaseException:
+            session.unsent(msg_id)
+            raise
+        self.send(link, frames, task)
+        return task
+
+    # --- the connect sequence's steps that do not wait -----------------------------------
+    def step(self, kind: str, peer: PeerState, arg: Any) -> Any:
+        """Carry out a step of ``Session.connect`` other than WAIT and PAUSE (the driver's)."""
+        if kind == HELLO:
+            return self.request(self.by_key[peer.name], arg)
+        if kind == REFUSED:
+            return self.transport.refused(self.by_key[peer.name])
+        if kind == OPEN:
+            self.open(peer.name, arg, peer, watch=True)     # watched: a server that exits is known at once
+        elif kind == RELEASE:
+            self.release_peer(peer)
+        elif kind == FORGET:
+            self.transport.lost(self.by_key[peer.name])
+        elif kind == ACT:
+            self.carry_out(arg)
+        else:
+            raise ValueError(f"not a connect step: {kind!r}")
+        return None
+
+    # --- what arrives, the clock ----------------------------------------------------------
+    def dispatch(self, link: Any, incoming: list) -> None:
+        receive, peer, now = self.session.receive, link.peer, time.monotonic()
+        for frames in incoming:
+            actions = receive(peer, frames, now)
+            if actions:
+                self.carry_out(actions)
+
+    def tick(self, now: float) -> None:
+        def closed(peer: PeerState) -> bool:
+            link = self.by_key.get(peer.name)
+            return link is not None and self.transport.lost(link)
+        actions = self.session.tick(now, closed, self._fact)
+        if actions:
+            self.carry_out(actions)
+
+    def _fact(self, peer: PeerState):
+        """What the kernel says of ``peer``'s process, when it runs on this host (an ipc link)."""
+        link = self.by_key.get(peer.name)
+        local = link is not None and str(getattr(link, "endpoint", "")).startswith("ipc://")
+        return self._facts.fact(peer.pid if local else None, time.monotonic())
+
+    def carry_out(self, actions: list) -> None:
+        """Do what the session asked: send, open or close a firmware link (direct mode)."""
+        session = self.session
+        for kind, peer, data in actions:
+            if kind == SEND:
+                link = self.by_key.get(peer.name)
+                if link is not None:
+                    try:
+                        if link.send(data) and self._wake is not None:
+                            self._wake()
+                    except Exception:      # a heartbeat that cannot go: liveness will tell
+                        pass
+            elif kind == CLOSE_FW:
+                self.release(fw_key(peer.name))
+            elif kind == OPEN_FW:
+                endpoint = self.discovery.firmware_endpoint(data, self.by_key[peer.name].endpoint)
+                link = self.open(fw_key(peer.name), endpoint, peer,
+                                 server_key=peer.info.get("fw_server_key", ""))
+                session.fw_hello_sent(peer, self.request(link, session.hello()))
+            elif kind == HELLO_FW:      # the firmware answered our HELLO HB_DSP_BUSY: again
+                link = self.by_key.get(fw_key(peer.name))
+                if link is not None:
+                    session.fw_hello_sent(peer, self.request(link, session.hello()))

@@ -1,0 +1,240 @@
+"""One session, two drivers, by composition (issue 33, point 2), and the transport split into a
+link factory and a discovery policy (point 4).
+
+- The connect sequence lives in the sans-I/O ``Session``: driven here step by step, without a
+  socket, as both drivers drive it (HELLO, READY, HB_DSP_BUSY then HELLO again, a refused key, a
+  core that does not answer).
+- The asyncio driver is no subclass of the blocking one; both hold a Session.
+- The blocking client reads its links from one thread, its reader, whatever threads wait; and a
+  reply that arrives while no thread waits completes its task at once (before: only when the
+  background thread next took a look, up to a quarter heartbeat later).
+- A transport is a link factory (open, release, lost, refused); where the servers are and how to
+  wait for them is its ``discovery``; the loopback SoC keeps working as a user's testing aid.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+
+import pytest
+
+from arm_side import CORE_0, CORE_1, Soc, opids
+from arm_side import async_client, client, discovery, session as session_mod, transport
+from arm_side.connect_wait import CoreWait, RelayWait
+from arm_side.session import ACT, FORGET, HELLO, OPEN, PAUSE, REFUSED, RELEASE, WAIT, Session
+from arm_side.task import Request
+from protocol import errors
+
+BUSY = errors.CoreBusy("256 HELLOs are being verified; send HELLO again later")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def drive(steps, answer):
+    """Carry out ``steps`` as a driver does, ``answer(kind, subject, arg)`` standing for the I/O;
+    the steps seen (kind, subject's name or msg_id)."""
+    seen = []
+    sent = None
+    try:
+        step = next(steps)
+        while True:
+            kind, subject, arg = step
+            seen.append((kind, getattr(subject, "name", None) or getattr(subject, "msg_id", None)))
+            sent = answer(kind, subject, arg)
+            step = steps.send(sent)
+    except StopIteration:
+        return seen
+
+
+def test_the_session_connects_to_the_relay_by_steps_and_says_hello_again_after_busy():
+    clock, sess = Clock(), Session("relay", owner=0x1234)
+    hellos: list[Request] = []
+
+    def answer(kind, subject, arg):
+        if kind == HELLO:
+            hellos.append(Request(None, arg.msg_id))
+            sess.pending[arg.msg_id] = hellos[-1]       # tracked, as a driver's send does
+            return hellos[-1]
+        if kind == WAIT:
+            clock.now += arg
+            if len(hellos) == 1:
+                subject._complete(None, BUSY)
+            else:
+                subject._complete({"cores": [{"name": "vdsp0", "state": "running"}], "heartbeat_ms": 500}, None)
+        if kind == PAUSE:
+            clock.now += arg
+        return None
+    seen = drive(sess.connect(discovery.Servers("relay", {"relay": "ipc:///nowhere/relay"}), 20.0, clock), answer)
+    assert [k for k, _ in seen] == [OPEN, HELLO, REFUSED, WAIT, PAUSE, HELLO, REFUSED, WAIT, FORGET, ACT]
+    assert sess.peers[0].connected and sess.core_states == {"vdsp0": "running"}
+    assert not sess.pending                        # both HELLOs forgotten once answered
+
+
+def test_a_refused_key_ends_the_connect_sequence_at_once():
+    sess = Session("relay", owner=0x1234)
+
+    def answer(kind, subject, arg):
+        if kind == HELLO:
+            return Request(None, arg.msg_id)
+        return "the server did not accept this client key" if kind == REFUSED else None
+    with pytest.raises(errors.KeyRefused, match="did not accept"):
+        drive(sess.connect(discovery.Servers("relay", {"relay": "tcp://10.0.0.1:1"}), 20.0, Clock()), answer)
+    assert not sess.peers[0].alive
+
+
+def test_direct_mode_marks_a_core_that_does_not_answer_unreachable_and_goes_on():
+    clock, sess = Clock(), Session("direct", owner=0x1234)
+    servers = discovery.Servers("direct", {"vdsp0": "ipc:///x/vdsp0.sock", "vdsp1": "ipc:///x/vdsp1.sock"})
+
+    def answer(kind, subject, arg):
+        if kind == HELLO:
+            return Request(None, arg.msg_id)
+        if kind == WAIT:
+            clock.now += arg
+            if subject.msg_id > 1:       # vdsp0's HELLOs are never answered; vdsp1's READY comes
+                subject._complete({"state": "offline", "heartbeat_ms": 500}, None)
+        return None
+    seen = drive(sess.connect(servers, 2.0, clock), answer)
+    assert (RELEASE, "vdsp0") in seen and seen[-1] == (ACT, "vdsp1")
+    assert sess.core_states["vdsp0"] == "unreachable" and [p.alive for p in sess.peers] == [False, True]
+
+
+def test_no_core_answering_is_core_offline():
+    clock, sess = Clock(), Session("direct", owner=0x1234)
+
+    def answer(kind, subject, arg):
+        if kind == WAIT:
+            clock.now += arg
+        return Request(None, arg.msg_id) if kind == HELLO else None
+    with pytest.raises(errors.CoreOffline, match="no DSP core answers"):
+        drive(sess.connect(discovery.Servers("direct", {"vdsp0": "ipc:///x/0"}), 1.0, clock), answer)
+
+
+def test_the_drivers_share_the_session_by_composition_not_inheritance():
+    for name, cls in inspect.getmembers(async_client, inspect.isclass):
+        if cls.__module__ == async_client.__name__:
+            assert not issubclass(cls, client.Client), name
+            assert not any(base.__module__ == client.__name__ for base in cls.__mro__), name
+    for driver in (client.Client, async_client.AsyncClient):
+        assert driver.__mro__ == (driver, object)
+        assert "Session(" in inspect.getsource(driver.__init__)
+
+
+def test_a_transport_is_a_link_factory_and_its_discovery_a_separate_policy(tmp_path):
+    public = {n for n, v in vars(transport.Transport).items() if not n.startswith("_") and callable(v)}
+    assert public == {"open", "open_async", "release", "lost", "refused", "close"}
+    zmq_transport = transport.ZmqTransport("direct", rt=tmp_path, autostart_relay=False)
+    try:
+        policy = zmq_transport.discovery
+        assert isinstance(policy, discovery.RuntimeDir) and policy.rt == tmp_path and not policy.may_autostart
+        assert zmq_transport.mode == "direct" and set(policy.servers()) == {"vdsp0", "vdsp1"}
+        assert isinstance(policy.ready_wait("vdsp0", "ipc:///x", 1.0, 0.0), CoreWait)
+        relay = discovery.RuntimeDir("relay", tmp_path).ready_wait("relay", "tcp://127.0.0.1:1", 1.0, 0.0)
+        assert isinstance(relay, RelayWait) and relay.local is None      # tcp: nothing local to start
+    finally:
+        zmq_transport.close()
+    with pytest.raises(errors.InvalidArgument, match="relay or direct"):
+        discovery.Servers("both", {})
+
+
+def test_the_loopback_soc_still_serves_a_users_tests():
+    from vdsp_sim.loopback import LoopbackTransport
+    for mode in ("relay", "direct"):
+        loop = LoopbackTransport(mode)
+        try:
+            assert loop.mode == mode and isinstance(loop.discovery, discovery.Servers)
+            with Soc(transport=loop) as soc:
+                buf = soc.mem.alloc(64)
+                assert soc.rpc(opids.FILL, outputs=[buf], params={"value": 3}, core=CORE_1).wait(5000) == {"bytes": 64}
+                assert (buf.array() == 3).all()
+
+                async def main():
+                    return await asyncio.wrap_future(_done(soc.rpc(opids.PING, core=CORE_0)))
+                assert asyncio.run(main()) == {"core": "vdsp0"}
+        finally:
+            loop.close()
+
+
+def _done(task):
+    """A concurrent future resolved by the task's done-callback (fired by the reader)."""
+    import concurrent.futures
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+    task.add_done_callback(lambda t: fut.set_result(t.values) if t.error is None else fut.set_exception(t.error))
+    return fut
+
+
+# --- live: the blocking client's one reader ---------------------------------------------------------
+
+@pytest.mark.live
+def test_the_blocking_client_reads_its_links_from_one_thread_whoever_waits(shared_soc, monkeypatch):
+    from arm_side.channel import Channel
+    readers: set[str] = set()
+    drain = Channel.drain
+
+    def spy(self):
+        got = drain(self)
+        if got:
+            readers.add(threading.current_thread().name)
+        return got
+    monkeypatch.setattr(Channel, "drain", spy)
+    with Soc() as soc:
+        def work():
+            for _ in range(40):
+                soc.rpc(opids.PING).wait(10000)
+        threads = [threading.Thread(target=work, name=f"waiter{i}") for i in range(3)]
+        for t in threads:
+            t.start()
+        fired = _done(soc.rpc(opids.SLEEP, params={"ms": 5}, core=CORE_1))    # nobody waits for it
+        for t in threads:
+            t.join()
+        assert fired.result(timeout=10) == {"slept_ms": 5.0}
+        assert len(readers) == 1, readers               # before: each waiter read for itself (leader/follower)
+        assert readers == {soc.client.reader.name}
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("mode", ["relay", "direct"])
+def test_a_reply_no_thread_waits_for_completes_its_task_at_once(shared_soc, mode, monkeypatch):
+    """Nobody waits and no callback asks: the task is done as soon as its reply is in (before, only
+    when the background thread next looked, a quarter heartbeat later: with the heartbeat made
+    10 minutes here, 150 s)."""
+    monkeypatch.setattr(client, "HEARTBEAT_INTERVAL_MS", 600_000)
+    with Soc(mode=mode) as soc:
+        assert soc.rpc(opids.PING, core=CORE_0).wait(10000) == {"core": "vdsp0"}
+        task = soc.rpc(opids.SLEEP, params={"ms": 5}, core=CORE_0)
+        deadline = time.monotonic() + 10
+        while not task.done() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert task.done() and task.values == {"slept_ms": 5.0}
+
+
+@pytest.mark.live
+def test_a_done_callback_that_waits_is_told_why_it_cannot(shared_soc):
+    with Soc() as soc:
+        seen: list = []
+
+        def callback(task):
+            try:
+                soc.rpc(opids.PING).wait(1000)
+            except errors.ApiUseError as exc:
+                seen.append(exc.message)
+        soc.rpc(opids.PING).add_done_callback(callback)
+        assert soc.rpc(opids.SLEEP, params={"ms": 20}).wait(10000) == {"slept_ms": 20.0}
+        deadline = time.monotonic() + 10
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen and "reader thread" in seen[0]
+
+
+def test_session_module_does_no_io():
+    source = inspect.getsource(session_mod)
+    for word in ("import zmq", "import asyncio", "import threading", "import socket", "time.sleep", "open("):
+        assert word not in source, word
