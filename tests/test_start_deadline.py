@@ -101,7 +101,7 @@ def test_up_d_gives_up_at_its_timeout_saying_what_it_waited_for(runtime_env, tmp
 def test_up_has_a_start_timeout_by_default():
     res = subprocess.run(VDSP + ["up", "--help"], capture_output=True, text=True, timeout=60)
     text = " ".join(res.stdout.split())
-    assert "(default: 60.0)" in text and "0: no limit" in text, res.stdout
+    assert "(default: $VDSP_START_TIMEOUT, else 60)" in text and "0: no limit" in text, res.stdout
 
 
 def test_health_names_a_firmware_that_refused_the_relay(runtime_env, tmp_path):
