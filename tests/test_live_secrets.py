@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import serialization
 
 from arm_side import CORE_0, CORE_1, Soc, opids
 from tests.supervised import VDSP
-from vdsp_sim.private_soc import children, fresh_ddr_dir, free_tcp_ports
+from vdsp_sim.private_soc import children, free_tcp_ports
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,7 +84,6 @@ def tcp_soc(runtime_env, monkeypatch):
     relay, c0, _, c1 = free_tcp_ports(4)
     monkeypatch.setenv("VDSP_RELAY_ENDPOINT", f"tcp://127.0.0.1:{relay}")
     monkeypatch.setenv("VDSP_CORE_ENDPOINTS", f"vdsp0=tcp://127.0.0.1:{c0},vdsp1=tcp://127.0.0.1:{c1}")
-    monkeypatch.setenv("VDSP_SHM_DIR", str(fresh_ddr_dir()))
     monkeypatch.delenv("VDSP_SOC_TEMPLATE", raising=False)
     monkeypatch.delenv("VDSP_FW_TEMPLATE", raising=False)
     sup = subprocess.Popen(VDSP + ["up", "--log-files"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
