@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Iterator
 
 from arm_side import capi
+from vdsp_sim import ctoolchain
 
 NAME = "vdsp-hb"
 LIB = "libvdsp_hb.so"
@@ -100,12 +101,9 @@ def _libpython() -> tuple[str, str]:
 
 def missing() -> str:
     """What a build needs and this machine lacks ("" if nothing)."""
-    cc = os.environ.get("CC") or "cc"
-    if shutil.which(cc.split()[0]) is None:
-        return f"no C compiler ({cc})"
-    include = sysconfig.get_paths().get("include", "")
-    if not os.path.isfile(os.path.join(include, "Python.h")):
-        return f"no Python headers (Python.h in {include or '?'}; on Debian: apt-get install python3-dev)"
+    toolchain = ctoolchain.missing()
+    if toolchain:
+        return toolchain
     directory, why = _libpython()
     if not directory:
         return why

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from types import ModuleType
 
+from vdsp_sim import ctoolchain
+
 ROOT = Path(__file__).resolve().parent.parent      # where the packages' sources are
 #: the compiled modules, as paths from ROOT (mypy-clean, no monkeypatched names; the functions
 #: facing peers take what the pure ones take: tests/test_native.py feeds both the same values)
@@ -58,12 +60,9 @@ def site_dir() -> Path:
 
 def missing() -> str:
     """What a build needs and this machine lacks ("" if nothing)."""
-    cc = os.environ.get("CC") or "cc"
-    if shutil.which(cc.split()[0]) is None:
-        return f"no C compiler ({cc})"
-    include = sysconfig.get_paths().get("include", "")
-    if not os.path.isfile(os.path.join(include, "Python.h")):
-        return f"no Python headers (Python.h in {include or '?'}; on Debian: apt-get install python3-dev)"
+    toolchain = ctoolchain.missing()
+    if toolchain:
+        return toolchain
     for module, package in (("mypyc", "mypy"), ("setuptools", "setuptools")):
         try:
             importlib.import_module(module)     # installed with the test extra
