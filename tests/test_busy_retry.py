@@ -11,7 +11,7 @@ import time
 import pytest
 import zmq
 
-from arm_side import busy_retry
+from arm_side import autostart, busy_retry
 from arm_side.async_client import AsyncClient
 from arm_side.busy_retry import BusyRetry
 from arm_side.client import Client
@@ -121,12 +121,17 @@ def test_busy_until_the_connect_timeout_fails_with_busy_saying_how_often(tmp_pat
         client = AsyncClient(transport(tmp_path), owner=0, connect_timeout_s=1.5)
         await client.connect()
     t0 = time.monotonic()
-    with pytest.raises(errors.CoreBusy) as info:
+    with pytest.raises((errors.CoreBusy, errors.RelayUnavailable)) as info:
         if face == "blocking":
             Client(transport(tmp_path), owner=0, connect_timeout_s=1.5)
         else:
             asyncio.run(connect())
     took = time.monotonic() - t0
+    if isinstance(info.value, errors.RelayUnavailable):
+        # what the SDK says of a relay that has not answered within the probe delay and left no pid
+        # file (this one is a thread of the test): only a relay starved past that delay may get it
+        assert not relay.times or relay.times[0] - t0 >= autostart.PROBE_S, (relay.times[:1], t0, info.value.message)
+        return
     assert took < 1.5 + 2.5 and relay.hellos >= 4, (took, relay.hellos)    # a busy host: not much past it
     assert "HELLOs are being verified" in info.value.message and "within the connect timeout" in info.value.message
 
