@@ -187,7 +187,7 @@ class Links:
                 link = self.open(fw_key(peer.name), endpoint, peer,
                                  server_key=peer.info.get("fw_server_key", ""))
                 session.fw_hello_sent(peer, self.request(link, session.hello()))
-            elif kind == HELLO_FW:      # the firmware answered our HELLO HB_DSP_BUSY: again
+            elif kind == HELLO_FW:      # the firmware answered our HELLO HB_DSP_BUSY, or forgot it: again
                 link = self.by_key.get(fw_key(peer.name))
                 if link is not None:
                     session.fw_hello_sent(peer, self.request(link, session.hello()))

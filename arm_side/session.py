@@ -321,8 +321,26 @@ class Session:
         if self.mode == "direct":
             for p in self.peers:
                 p.inflight.discard(msg_id)
-        req._complete(body, errors.from_wire(body) if cmd is Command.ERROR else None, hdr, frames[2:])
+        error = errors.from_wire(body) if cmd is Command.ERROR else None
+        if isinstance(error, errors.ForeignHandle) and error.unbound and peer is not None and peer.connected:
+            return self._binding_lost(peer, req, error)
+        req._complete(body, error, hdr, frames[2:])
         return []
+
+    def _binding_lost(self, peer: PeerState, req, error: errors.ForeignHandle) -> list:
+        """``peer`` answered READY to our HELLO, yet says this connection has no verified owner:
+        the process that verified it is gone and our link reached its successor (ZeroMQ
+        reconnects on its own; a task sent before we heard of the close went to the new one),
+        or it forgot the binding (PROTOCOL.md §5.2). Relay mode: the relay is declared gone, its
+        requests fail with RelayUnavailable and the next one says HELLO again. Direct mode: HELLO
+        goes to the firmware again, the task fails with this error."""
+        why = f"it no longer knows this connection's HELLO (a new {peer.name} process?): {error.message}"
+        if self.mode == "relay":
+            self.pending[req.msg_id] = req      # failed with the others
+            return self.peer_dead(peer, why)
+        log.warning("core %s: %s; saying HELLO to its firmware again", peer.name, why)
+        req._complete(None, error)
+        return [(HELLO_FW, peer, None)] if peer.fw_endpoint is not None else []
 
     def _on_event(self, peer: PeerState | None, body: dict) -> list:
         actions = []

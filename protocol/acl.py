@@ -121,7 +121,7 @@ def check_handles(handles: Iterable[Sequence[int]], what: str, owner: int | None
         if owner is None:
             raise errors.ForeignHandle(
                 f"{what}[{i}]: handle 0x{phys:x} of owner {_owner(holder)}: this connection has no verified DDR "
-                f"owner; send HELLO with your owner id before tasks that use memory (PROTOCOL.md §5.2)")
+                f"owner; send HELLO with your owner id before tasks that use memory (PROTOCOL.md §5.2)", unbound=True)
         if not any(g.covers(owner, offset, size) for g in grants_of(holder)):
             raise errors.ForeignHandle(
                 f"{what}[{i}]: handle 0x{phys:x} size {size}: memory of owner {_owner(holder)} is not granted "

@@ -86,6 +86,10 @@ class VdspError(Exception):
         """The ``{code, name, message}`` map sent in an ERROR message."""
         return {"code": int(self.code), "name": self.name, "message": self.message}
 
+    def with_wire_extras(self, body: dict) -> "VdspError":
+        """Take the fields of an ERROR ``body`` this class defines beyond ``{code, name, message}``."""
+        return self
+
 
 class InvalidArgument(VdspError):
     """HB_DNN_INVALID_ARGUMENT (-6000001): invalid argument."""
@@ -318,6 +322,20 @@ class ForeignHandle(HandleError):
     name = "HB_DSP_FOREIGN_HANDLE"
     description = "memory belongs to another owner and is not granted to this connection's owner"
 
+    def __init__(self, message: str = "", *, code: int | None = None, unbound: bool = False) -> None:
+        super().__init__(message, code=code)
+        self.unbound = unbound      # the connection has no verified owner (PROTOCOL.md §6.6 rule 1)
+
+    def to_wire(self) -> dict:
+        body = super().to_wire()
+        if self.unbound:
+            body["unbound"] = True
+        return body
+
+    def with_wire_extras(self, body: dict) -> "VdspError":
+        self.unbound = body.get("unbound") is True
+        return self
+
 
 class ClaimRefused(VdspError):
     """HB_DSP_CLAIM_REFUSED (-6000284): the peer does not hold the DDR owner or the role its HELLO claims."""
@@ -440,7 +458,7 @@ def from_wire(body: dict) -> VdspError:
     message = body.get("message")
     if not isinstance(message, str):
         message = cls.description
-    exc = cls(message, code=code)
+    exc = cls(message, code=code).with_wire_extras(body)
     if cls is VdspError:  # a code with no class of its own: keep the name the peer sent
         name = body.get("name")
         exc.name = name if isinstance(name, str) and name else _DNN_ONLY.get(code, ("HB_DSP_UNKNOWN_ERROR",))[0]

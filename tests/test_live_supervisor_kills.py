@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from arm_side import CORE_0, CORE_1, Soc
+from arm_side import CORE_0, CORE_1, Soc, errors, opids
 from vdsp_board.pidfile import PidFile
 from tests.conftest import wait_until
 from tests.supervised import FAULT_CODES, RECOVERY_LIMIT_S, VDSP, core_pids, ping, run, status_json, supervisor_of
@@ -86,3 +86,27 @@ def test_kill_during_loadtest_loses_nothing_and_the_soc_serves_again_within_5s(u
         assert f"crash detected in {core}: type killed by SIGKILL" in (rt / "dmesg").read_text()
     text = run(VDSP + ["status"], rt).stdout
     assert "restarts" in text and "relay" in text, text
+
+
+def test_a_task_that_reaches_the_restarted_relay_before_the_sdk_heard_of_the_kill_fails_relay_unavailable(up_soc):
+    """CI, relay killed under load: ZeroMQ reconnected the SDK's relay link to the new relay on its
+    own, and tasks sent before the SDK's reader had heard of the close reached the new relay,
+    which had no HELLO from that connection: they failed HB_DSP_FOREIGN_HANDLE ("memory ... not
+    granted") as if the caller had used another owner's memory. They must fail as the relay's
+    loss (HB_DSP_RELAY_UNAVAILABLE), and the next task must say HELLO again and run."""
+    rt = up_soc
+    with Soc(connect_timeout_s=10) as soc:
+        buf = soc.mem.alloc(4096)
+        assert soc.rpc(opids.FILL, outputs=[buf], params={"value": 3}, core=CORE_0).wait(10000) is not None
+        links = soc.client.links
+        links.tick = lambda now: None      # a reader starved past the restart: it has not looked at the clock
+        old = PidFile(rt / "relay.pid").read()
+        os.kill(old, signal.SIGKILL)
+        assert wait_until(lambda: PidFile(rt / "relay.pid").read() not in (None, old), 20), "no new relay"
+        assert wait_until(lambda: run(VDSP + ["status", "--json"], rt).returncode == 0, 30), "the new relay is silent"
+        with pytest.raises(errors.RelayUnavailable) as exc:
+            soc.rpc(opids.FILL, outputs=[buf], params={"value": 5}, core=CORE_0).wait(20000)
+        assert "HELLO" in exc.value.message, exc.value.message
+        del links.tick                     # the reader's own again
+        soc.rpc(opids.FILL, outputs=[buf], params={"value": 7}, core=CORE_0).wait(20000)
+        assert (buf.array() == 7).all()

@@ -39,13 +39,13 @@ def test_own_memory_is_allowed_and_a_body_owner_is_not_consulted():
     rule.check_task(body, ME, grants_of({}))
     with pytest.raises(errors.ForeignHandle) as info:
         rule.check_task(body, OTHER, grants_of({}))     # what the body says does not matter
-    assert info.value.code == -6000283 and "inputs[0]" in info.value.message
+    assert info.value.code == -6000283 and "inputs[0]" in info.value.message and not info.value.unbound
 
 
 def test_no_verified_owner_means_no_memory_at_all():
     with pytest.raises(errors.ForeignHandle) as info:
         rule.check_task({"outputs": [[phys(ME, 0x1000), 1, 0]]}, None, grants_of({ME: (rule.AclEntry(0x1000, 1),)}))
-    assert "send HELLO" in info.value.message
+    assert "send HELLO" in info.value.message and info.value.unbound    # rule 1: says so on the wire
     rule.check_task({"inputs": [], "outputs": [], "params": {"x": 1}}, None, grants_of({}))   # a PING is fine
 
 

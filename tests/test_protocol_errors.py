@@ -240,3 +240,14 @@ def test_from_wire_dnn_only_code_keeps_its_name():
     assert back.code == -6000002
     assert back.name == "HB_DNN_INVALID_MODEL"
     assert "HB_DNN_RUN_TASK_FAILED" not in str(back)
+
+
+def test_foreign_handle_says_on_the_wire_whether_the_connection_has_no_owner_at_all():
+    """Rule 1 of PROTOCOL.md §6.6 (no verified owner) travels as ``unbound: true``: a client that
+    had its HELLO verified learns from it that the server no longer knows that HELLO."""
+    unbound = errors.ForeignHandle("no verified owner", unbound=True)
+    assert unbound.to_wire()["unbound"] is True
+    assert errors.from_wire(unbound.to_wire()).unbound is True
+    assert "unbound" not in errors.ForeignHandle("not granted").to_wire()
+    assert errors.from_wire(errors.ForeignHandle("not granted").to_wire()).unbound is False
+    assert errors.from_wire({"code": errors.ForeignHandle.code, "unbound": 1}).unbound is False   # true only

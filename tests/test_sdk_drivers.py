@@ -238,3 +238,46 @@ def test_session_module_does_no_io():
     source = inspect.getsource(session_mod)
     for word in ("import zmq", "import asyncio", "import threading", "import socket", "time.sleep", "open("):
         assert word not in source, word
+
+
+def _reply_error(msg_id: int, exc: errors.VdspError) -> list:
+    from protocol import messages, wire
+    return wire.encode(messages.error(msg_id, exc))
+
+
+def test_a_server_that_forgot_our_hello_is_a_lost_relay_not_a_foreign_handle():
+    """A relay that answered READY, then says this connection has no verified owner, is a new
+    relay our link reached on its own (CI: relay killed under load): every request fails
+    RelayUnavailable and the relay is to be connected again. A ForeignHandle of another kind
+    (memory not granted) is the caller's own error and changes nothing."""
+    sess = Session("relay", owner=0x1234)
+    drive(sess.connect(discovery.Servers("relay", {"relay": "ipc:///x/relay"}), 20.0, Clock()),
+          lambda kind, subject, arg: (Request(None, arg.msg_id) if kind == HELLO else
+                                      subject._complete({"cores": [], "heartbeat_ms": 500}, None) if kind == WAIT
+                                      else None))
+    relay = sess.peers[0]
+    granted, lost, other = (Request(None, i) for i in (100, 101, 102))
+    for req in (granted, lost, other):
+        sess.track(req)
+    sess.receive(relay, _reply_error(100, errors.ForeignHandle("memory of owner 0x000002 is not granted")), 1.0)
+    assert isinstance(granted.error, errors.ForeignHandle) and relay.alive
+    unbound = errors.ForeignHandle("this connection has no verified DDR owner", unbound=True)
+    assert sess.receive(relay, _reply_error(101, unbound), 1.0) == []
+    assert not relay.alive and not sess.pending
+    assert isinstance(lost.error, errors.RelayUnavailable) and "HELLO" in lost.error.message
+    assert isinstance(other.error, errors.RelayUnavailable)
+
+
+def test_a_firmware_that_forgot_our_hello_is_greeted_again():
+    sess = Session("direct", owner=0x1234)
+    servers = discovery.Servers("direct", {"vdsp0": "ipc:///x/vdsp0.sock"})
+    drive(sess.connect(servers, 2.0, Clock()),
+          lambda kind, subject, arg: (Request(None, arg.msg_id) if kind == HELLO else
+                                      subject._complete({"state": "running", "fw_endpoint": "ipc:///x/fw0",
+                                                         "heartbeat_ms": 500}, None) if kind == WAIT else None))
+    core = sess.peers[0]
+    task = Request(None, 50)
+    sess.track(task)
+    unbound = errors.ForeignHandle("this connection has no verified DDR owner", unbound=True)
+    assert sess.receive(core, _reply_error(50, unbound), 1.0) == [(session_mod.HELLO_FW, core, None)]
+    assert isinstance(task.error, errors.ForeignHandle) and core.alive
