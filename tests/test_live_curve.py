@@ -285,6 +285,21 @@ def test_a_server_without_its_key_refuses_to_start_with_a_clear_message(tmp_path
     assert "vdsp keys init" in res.stderr and "Traceback" not in res.stderr
 
 
+def run_or_show_stacks(cmd: list, env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """``subprocess.run`` that, past ``timeout``, has the command print every thread's Python stack
+    (faulthandler, on SIGABRT) and fails the test with it (CI, once: `vdsp status --json` did not end
+    within 60 s, its own connect timeout being 30 s, and nothing said where it stood)."""
+    proc = subprocess.Popen(cmd, env=dict(env, PYTHONFAULTHANDLER="1"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        out, err = proc.communicate(timeout=30)
+        pytest.fail(f"{' '.join(cmd[2:])} did not end within {timeout} s; its stacks:\n{err[-6000:]}\n{out[-2000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def test_vdsp_up_with_tcp_endpoints_starts_a_tcp_soc_with_its_keys(tmp_path):
     """`vdsp up` with VDSP_RELAY_ENDPOINT / VDSP_CORE_ENDPOINTS on tcp binds the cores there
     (it bound ipc, and the relay waited 60 s for cores that never came), makes its keys,
@@ -305,10 +320,9 @@ def test_vdsp_up_with_tcp_endpoints_starts_a_tcp_soc_with_its_keys(tmp_path):
                      if socket.socket().connect_ex(("127.0.0.1", p)) == 0}
         assert listening == {relay, c0, c0 + 1, c1, c1 + 1}
         assert not list(rt.glob("*.sock")), "the cores bound ipc instead of tcp"
-        smoke = subprocess.run(vdsp + ["sample", "smoke", "--rounds", "3"], env=env, capture_output=True, text=True,
-                               timeout=120)
+        smoke = run_or_show_stacks(vdsp + ["sample", "smoke", "--rounds", "3"], env, 120)
         assert smoke.returncode == 0, smoke.stdout + smoke.stderr
-        status = subprocess.run(vdsp + ["status", "--json"], env=env, capture_output=True, text=True, timeout=60)
+        status = run_or_show_stacks(vdsp + ["status", "--json"], env, 60)
         assert status.returncode == 0, status.stdout + status.stderr
         assert [c["state"] for c in json.loads(status.stdout)["cores"]] == ["running", "running"]
         # a client whose key is not on the allow-list gets nothing over that tcp relay
@@ -316,8 +330,7 @@ def test_vdsp_up_with_tcp_endpoints_starts_a_tcp_soc_with_its_keys(tmp_path):
         stranger_keys.mkdir(mode=0o700)
         curve.create(stranger_keys, "client", role=None)
         shutil.copy(keys / "server.key", stranger_keys / "server.key")
-        refused = subprocess.run(vdsp + ["status", "--json"], env=dict(env, VDSP_KEYS_DIR=str(stranger_keys)),
-                                 capture_output=True, text=True, timeout=60)
+        refused = run_or_show_stacks(vdsp + ["status", "--json"], dict(env, VDSP_KEYS_DIR=str(stranger_keys)), 60)
         assert refused.returncode != 0
     finally:
         down = subprocess.run(vdsp + ["down"], env=env, capture_output=True, text=True, timeout=60)
