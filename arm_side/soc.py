@@ -29,6 +29,15 @@ from arm_side.task import Task, task_options
 from arm_side.transport import Transport, ZmqTransport
 from vdsp_board import ddr, settings
 
+DEFAULT_WAIT_MS = 10000.0
+
+
+def default_wait_ms() -> float:
+    """How long ``call`` and ``batch`` wait when the caller names no timeout: ``VDSP_TASK_WAIT_MS``,
+    else 10 s (0: no limit)."""
+    value = settings.current().task_wait_ms
+    return DEFAULT_WAIT_MS if value is None else value
+
 
 _NO_BUFFERS: tuple = ()      # the default of ``inputs`` / ``outputs``: no buffer to look at
 
@@ -113,9 +122,9 @@ class Soc:
     def call(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None,
              timeout_ms: float | None = None, *, options: TaskOptions | None = None, **task: Unpack[SubmitKw]) -> dict:
         """``rpc`` then ``wait``: the operator's result values (``timeout_ms``: else the options',
-        else 10000)."""
+        else ``VDSP_TASK_WAIT_MS``, else 10000)."""
         opts = TaskOptions.of(options, timeout_ms=timeout_ms, **task)
-        return self.rpc(cmd, inputs, outputs, params, options=opts).wait(opts.wait_ms(10000))
+        return self.rpc(cmd, inputs, outputs, params, options=opts).wait(opts.wait_ms(default_wait_ms()))
 
     def batch(self, cmd: int, items: Sequence[dict], *, timeout_ms: float | None = None,
               options: TaskOptions | None = None, **task: Unpack[SubmitKw]) -> list[dict]:
@@ -136,7 +145,7 @@ class Soc:
         first_error: errors.VdspError | None = None
         for t in tasks:
             try:
-                results.append(t.wait(opts.wait_ms(10000)))
+                results.append(t.wait(opts.wait_ms(default_wait_ms())))
             except errors.VdspError as exc:
                 first_error = first_error or exc
                 results.append(None)
@@ -296,9 +305,10 @@ class AsyncSoc:
     async def call(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None,
                    timeout_ms: float | None = None, *, options: TaskOptions | None = None,
                    **task: Unpack[SubmitKw]) -> dict:
-        """``rpc`` then ``wait`` (``Soc.call``, awaited; ``timeout_ms``: else the options', else 10000)."""
+        """``rpc`` then ``wait`` (``Soc.call``, awaited; ``timeout_ms``: else the options', else
+        ``VDSP_TASK_WAIT_MS``, else 10000)."""
         opts = TaskOptions.of(options, timeout_ms=timeout_ms, **task)
-        return await self.rpc(cmd, inputs, outputs, params, options=opts, timeout_ms=opts.wait_ms(10000))
+        return await self.rpc(cmd, inputs, outputs, params, options=opts, timeout_ms=opts.wait_ms(default_wait_ms()))
 
     async def batch(self, cmd: int, items: Sequence[dict], *, timeout_ms: float | None = None,
                     options: TaskOptions | None = None, **task: Unpack[SubmitKw]) -> list[dict]:
@@ -309,7 +319,8 @@ class AsyncSoc:
         tasks = [self.soc.rpc(cmd, item.get("inputs", ()), item.get("outputs", ()), item.get("params"),
                               options=opts, core=Core.CORE_0 if i < half else Core.CORE_1)
                  for i, item in enumerate(items)]
-        outcomes = await asyncio.gather(*(wait_task(t, opts.wait_ms(10000)) for t in tasks), return_exceptions=True)
+        wait = opts.wait_ms(default_wait_ms())
+        outcomes = await asyncio.gather(*(wait_task(t, wait) for t in tasks), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome

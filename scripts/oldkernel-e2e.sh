@@ -135,9 +135,10 @@ esac
 # prints it and its exit status, and carries on: the later commands of the step still run.
 G_NAMES=() G_DEADLINES=() G_TITLES=() G_CMDS=()
 t() { echo $(($1 * SLOW)); }    # a deadline of S s on KVM, scaled for TCG
-# every step starts with the SoC's own start timeout (vdsp up, the tests' SoCs) scaled the same way
+# every step starts with the SoC's own start timeout (vdsp up, the tests' SoCs) scaled the same way, and the
+# SDK's default task wait (Soc.call: the samples) 10 times longer again (an operator runs ~50x slower under TCG)
 guest_step_def() { G_NAMES+=("$1"); G_DEADLINES+=("$2"); G_TITLES+=("$3")
-                   G_CMDS+=("export VDSP_START_TIMEOUT=$(t 60)"$'\n'"$4"); }
+                   G_CMDS+=("export VDSP_START_TIMEOUT=$(t 60) VDSP_TASK_WAIT_MS=$(t 100)000"$'\n'"$4"); }
 guest_step_def setup "$(t 2460)" "set up .venv: scripts/venv.sh, the first command of ./demo.sh (pip install -e '.[test]' from PyPI)" \
 "bounded $(t 2400) bash scripts/venv.sh"
 guest_step_def demo "$(t 480)" "./demo.sh: vdsp up -d, status, the smoke, CV and NN samples, vdsp down" \

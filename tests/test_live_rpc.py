@@ -214,3 +214,19 @@ def test_close_ends_the_background_reader_rather_than_waiting_out_its_nap(shared
     reader = soc.client.reader
     soc.close()
     assert not reader.is_alive()
+
+
+
+def test_call_waits_as_long_as_vdsp_task_wait_ms_says_when_the_caller_names_no_timeout(soc, monkeypatch):
+    """An emulated CPU (Debian 12 under QEMU's TCG) ran the CV sample's bilateralFilter past the
+    SDK's fixed 10 s wait: ``VDSP_TASK_WAIT_MS`` sets that default; a timeout given wins."""
+    monkeypatch.setenv("VDSP_TASK_WAIT_MS", "50")
+    with pytest.raises(errors.TaskTimeout, match="not done after 50 ms"):
+        soc.call(opids.SLEEP, params={"ms": 400}, core=CORE_0)
+    assert soc.call(opids.SLEEP, params={"ms": 100}, core=CORE_1, timeout_ms=5000) is not None
+    monkeypatch.setenv("VDSP_TASK_WAIT_MS", "0")     # no limit
+    assert soc.call(opids.SLEEP, params={"ms": 100}, core=CORE_1) is not None
+    monkeypatch.setenv("VDSP_TASK_WAIT_MS", "-1")
+    with pytest.raises(errors.InvalidArgument, match="VDSP_TASK_WAIT_MS"):
+        soc.call(opids.PING, core=CORE_1)
+    soc.rpc(opids.PING, core=CORE_0).wait(10000)      # the timed-out sleep ends; the core serves on

@@ -73,6 +73,17 @@ def _str(text: str) -> str:
     return text
 
 
+def _ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        from protocol import errors
+        raise errors.InvalidArgument(f"VDSP_TASK_WAIT_MS={text!r}: expected milliseconds, 0 or more")
+    return value
+
+
 PROOFS = ("peer-pidfd", "pidfd", "start-time")     # VDSP_IDENTITY_PROOF's values, strongest first
 
 
@@ -124,6 +135,11 @@ class Settings:
         "how long `vdsp up` (its `--timeout`) and a private SoC wait for the SoC to serve before they stop it and "
         "fail; time spent waiting for a CPU does not count, up to 3 times this in all. Raise it on a slow host "
         "(an emulated CPU, a starved CI runner); 0: no limit", (CLI, CLIENT), float, None)
+    task_wait_ms = Variable[float | None](
+        "VDSP_TASK_WAIT_MS", "milliseconds", "10000",
+        "how long `Soc.call`, `Soc.batch` (and their `AsyncSoc` forms, the samples, the cv and nn helpers) wait "
+        "for a task when the caller names no timeout, before `HB_DNN_TIMEOUT` (the task stays in flight). Raise "
+        "it on a slow host (an emulated CPU runs an operator 100 times slower); 0: no limit", (CLIENT,), _ms, None)
     fw_heap_mb = Variable[float | None](
         "VDSP_FW_HEAP_MB", "MiB", "0",
         "working memory each firmware touches at boot so that first tasks do not page-fault (off by default: "
