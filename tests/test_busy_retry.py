@@ -136,23 +136,13 @@ def test_busy_until_the_connect_timeout_fails_with_busy_saying_how_often(tmp_pat
     assert "HELLOs are being verified" in info.value.message and "within the connect timeout" in info.value.message
 
 
-class _Reader:
-    """What a Request asks of its client (one layer under test: the session)."""
-
-    def need_reader(self) -> None:
-        pass
-
-    def reader_released(self) -> None:
-        pass
-
-
 def test_direct_mode_says_hello_again_to_a_firmware_that_answered_busy():
     session = Session("direct", owner=0x1234)
     peer = PeerState("vdsp0", 0.0)
     session.peers.append(peer)
     session.connected(peer, {"heartbeat_ms": 500}, 0.0)
     session.core_state(peer, "running", {"fw_endpoint": "ipc:///x/vdsp0.fw.sock"})
-    first = Request(_Reader(), 1)
+    first = Request(None, 1)
     session.fw_hello_sent(peer, first)
     first._complete(None, BUSY)
     with pytest.raises(errors.CoreBusy) as info:        # a task with buffers now would be refused there
@@ -162,7 +152,7 @@ def test_direct_mode_says_hello_again_to_a_firmware_that_answered_busy():
     assert not [a for a in session.tick(0.1) if a[0] == HELLO_FW]       # the pause starts
     again = [a for a in session.tick(1.0) if a[0] == HELLO_FW]          # and is over (at most MOST_S)
     assert again == [(HELLO_FW, peer, None)]
-    second = Request(_Reader(), 2)
+    second = Request(None, 2)
     session.fw_hello_sent(peer, second)
     assert session.route(0, has_buffers=True) is peer                    # its tasks wait behind it there
     second._complete({"name": "vdsp0"}, None)
