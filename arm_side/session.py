@@ -333,13 +333,15 @@ class Session:
         reconnects on its own; a task sent before we heard of the close went to the new one),
         or it forgot the binding (PROTOCOL.md §5.2). Relay mode: the relay is declared gone, its
         requests fail with RelayUnavailable and the next one says HELLO again. Direct mode: HELLO
-        goes to the firmware again, the task fails with this error."""
+        goes to the firmware again and the task fails with CoreBusy (it did not run: send it again),
+        as one sent while a HELLO is to be said again does."""
         why = f"it no longer knows this connection's HELLO (a new {peer.name} process?): {error.message}"
         if self.mode == "relay":
             self.pending[req.msg_id] = req      # failed with the others
             return self.peer_dead(peer, why)
-        log.warning("core %s: %s; saying HELLO to its firmware again", peer.name, why)
-        req._complete(None, error)
+        log.warning("core %s: its firmware: %s; saying HELLO to it again", peer.name, why)
+        req._complete(None, errors.CoreBusy(f"{peer.name}: its firmware {why}; our HELLO is said again: send the "
+                                            "task again"))
         return [(HELLO_FW, peer, None)] if peer.fw_endpoint is not None else []
 
     def _on_event(self, peer: PeerState | None, body: dict) -> list:
