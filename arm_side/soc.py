@@ -25,18 +25,9 @@ from arm_side.async_client import AsyncClient
 from arm_side import tracing
 from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
-from arm_side.task import Task, task_options
+from arm_side.task import Task, default_wait_ms, task_options
 from arm_side.transport import Transport, ZmqTransport
 from vdsp_board import ddr, settings
-
-DEFAULT_WAIT_MS = 10000.0
-
-
-def default_wait_ms() -> float:
-    """How long ``call`` and ``batch`` wait when the caller names no timeout: ``VDSP_TASK_WAIT_MS``,
-    else 10 s (0: no limit)."""
-    value = settings.current().task_wait_ms
-    return DEFAULT_WAIT_MS if value is None else value
 
 
 _NO_BUFFERS: tuple = ()      # the default of ``inputs`` / ``outputs``: no buffer to look at

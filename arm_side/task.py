@@ -12,6 +12,16 @@ from typing import Any, Callable, Mapping
 from protocol import errors
 from protocol.cancel import CancelOutcome
 from protocol.task_options import DEFAULT, TaskOptions
+from vdsp_board import settings
+
+DEFAULT_WAIT_MS = 10000.0
+
+
+def default_wait_ms() -> float:
+    """How long a wait that the caller gives no timeout lasts (``Soc.call``, ``Soc.batch``, the cv
+    functions): ``VDSP_TASK_WAIT_MS``, else 10 s (0: no limit)."""
+    value = settings.current().task_wait_ms
+    return DEFAULT_WAIT_MS if value is None else value
 
 _OPTIONS: dict = {}     # (wait default, loose keywords and their types) -> the TaskOptions they make
 _OPTIONS_MAX = 256

@@ -28,7 +28,7 @@ Parameters have OpenCV's meaning and accept OpenCV's constants (``cv2.BORDER_REF
 ``ksize`` meaning (k, k), as well as this API's own names (``border="reflect101"``). Misuse
 is an ``errors.InvalidArgument`` naming the operator and the parameter. Keywords for every
 operator: ``options`` (a ``TaskOptions``) or its fields ``core`` (CORE_ANY, CORE_0, CORE_1),
-``priority`` (0..255), ``custom_id``, ``timeout_ms`` (10000 unless given), and ``wait``
+``priority`` (0..255), ``custom_id``, ``timeout_ms`` (``VDSP_TASK_WAIT_MS``, else 10000, unless given), and ``wait``
 (buffers only). Parameter values are checked again on the DSP (InvalidArgument,
 -6000001, naming the parameter); submission errors raise as ``Soc.rpc`` does.
 """
@@ -54,7 +54,7 @@ from arm_side.cv.shapes import Ctx, OutFn
 def run(soc, op_id: int, inputs: Sequence[tuple[str, Image]], outputs: Sequence[tuple[str, Image]],
         params: dict, *, options: TaskOptions = DEFAULT, wait: bool = True) -> Any:
     """Submit one CV operator: image descriptors go in ``params`` by name, their buffers in order.
-    ``wait``: wait for it (``options.timeout_ms``, else 10000) and return its values."""
+    ``wait``: wait for it (``options.timeout_ms``, else ``arm_task.default_wait_ms()``) and return its values."""
     params = dict(params)
     in_bufs: list = []
     out_bufs: list = []
@@ -63,7 +63,7 @@ def run(soc, op_id: int, inputs: Sequence[tuple[str, Image]], outputs: Sequence[
             params[name] = img.desc()
             bufs.extend(img.mems)
     task = soc.rpc(op_id, inputs=in_bufs, outputs=out_bufs, params=params, options=options)
-    return task.wait(options.wait_ms(10000)) if wait else task
+    return task.wait(options.wait_ms(arm_task.default_wait_ms())) if wait else task
 
 
 # --- the table ---------------------------------------------------------------------------
@@ -256,15 +256,16 @@ def _defaults(spec: OpSpec) -> dict:
 
 
 def _control(spec: OpSpec, values: dict) -> dict:
-    """The task's options (``options=`` and the loose keywords over it; timeout 10000 ms unless
-    given). Raises InvalidArgument naming the operator."""
+    """The task's options (``options=`` and the loose keywords over it; timeout ``VDSP_TASK_WAIT_MS``,
+    else 10000 ms, unless given). Raises InvalidArgument naming the operator."""
     if values["timeout_ms"] is not None and not a.is_real(values["timeout_ms"]):
         raise a.fail(spec.name, "timeout_ms", "a number of milliseconds", values["timeout_ms"])
     if not isinstance(values["wait"], bool):
         raise a.fail(spec.name, "wait", "True or False", values["wait"])
     try:
         options = arm_task.task_options(values["options"], {k: v for k in task_options.FIELDS
-                                                            if (v := values[k]) is not None}, 10000)
+                                                            if (v := values[k]) is not None},
+                                            arm_task.default_wait_ms())
     except errors.VdspError as exc:
         raise type(exc)(f"{spec.name}: {exc.message}") from None
     return {"options": options}
