@@ -322,10 +322,19 @@ class Session:
             for p in self.peers:
                 p.inflight.discard(msg_id)
         error = errors.from_wire(body) if cmd is Command.ERROR else None
-        if isinstance(error, errors.ForeignHandle) and error.unbound and peer is not None and peer.connected:
+        if isinstance(error, errors.ForeignHandle) and error.unbound and peer is not None and self._bound(peer):
             return self._binding_lost(peer, req, error)
         req._complete(body, error, hdr, frames[2:])
         return []
+
+    def _bound(self, peer: PeerState) -> bool:
+        """Did ``peer``'s server verify our HELLO: the relay's READY (relay mode), or the firmware's
+        own READY on its link (direct mode: a HELLO there is not waited for; a refused or
+        unanswered one leaves the connection without an owner, as PROTOCOL.md §6.6 says)."""
+        if self.mode == "relay":
+            return peer.connected
+        hello = peer.fw_hello
+        return hello is not None and hello.done() and hello.error is None and peer.fw_refused is None
 
     def _binding_lost(self, peer: PeerState, req, error: errors.ForeignHandle) -> list:
         """``peer`` answered READY to our HELLO, yet says this connection has no verified owner:
