@@ -132,8 +132,14 @@ def client(index: int, rt: str, tasks: int, classes: dict, cores: dict, work_ms:
 def run(clients: int, tasks: int, *, classes: dict | None = None, cores: dict | None = None, work_ms: float = 0.0,
         timeout_s: float = 60.0, seed: int = 1, during=None, progress=None) -> dict:
     """Run the load against the SoC of $VDSP_RUNTIME_DIR; ``during(report_so_far)`` is called
-    once all clients run (fault injection). Returns the report (see ``summarize``)."""
+    once all clients run (fault injection). Returns the report (see ``summarize``).
+
+    The clients that have not reported are killed past the run's deadline: 3 x ``timeout_s``
+    plus the tasks' work, less the time the clients waited for a CPU (``readiness.StartClock``:
+    a starved client is slow, not hung — on an emulated CPU beside 24 hogs, two clients took
+    over a minute just to start), and at most 3 times that in all."""
     from vdsp_board import rundir
+    from vdsp_sim.readiness import StartClock
     rt = str(rundir.runtime_dir())
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
@@ -145,8 +151,9 @@ def run(clients: int, tasks: int, *, classes: dict | None = None, cores: dict | 
     if during is not None:
         during()
     results: list = []
-    deadline = time.monotonic() + timeout_s * 3 + tasks * (work_ms / 1000 + 0.01) * clients
-    while len(results) < clients and time.monotonic() < deadline:
+    clock = StartClock(timeout_s * 3 + tasks * (work_ms / 1000 + 0.01) * clients, time.monotonic())
+    while len(results) < clients and not clock.expired(time.monotonic()):
+        clock.sample(p.pid for p in procs if p.pid is not None and p.exitcode is None)
         try:
             results.append(out.get(timeout=1.0))
             if progress:
