@@ -84,8 +84,9 @@ def test_dry_run_shows_what_the_guest_runs():
     for mod in LIVE_TESTS:
         assert (ROOT / "tests" / f"{mod}.py").is_file(), mod
         start, cmd = commands[next(t for t in titles if f"tests/{mod}.py" in t)]
-        # the SoC's start timeout, scaled as the step's deadlines: 60 s on KVM, x4 on TCG
-        assert start in ("export VDSP_START_TIMEOUT=60", "export VDSP_START_TIMEOUT=240"), start
+        # the SoC's start timeout and the SDK's default task wait, scaled as the step's deadlines: x4 on TCG
+        assert start in ("export VDSP_START_TIMEOUT=60 VDSP_TASK_WAIT_MS=100000",
+                         "export VDSP_START_TIMEOUT=240 VDSP_TASK_WAIT_MS=400000"), start
         assert re.fullmatch(rf"bounded \d+ \.venv/bin/python -m pytest .*tests/{mod}\.py", cmd), cmd
     # every command of the guest has a deadline
     guest = [c for t in titles[6:-2] for c in commands[t]]
