@@ -157,14 +157,16 @@ def test_a_soc_opens_during_a_burst_of_600_hellos_from_another_process(soc, mode
 
 @pytest.mark.parametrize("mode", ["relay", "direct"])
 def test_a_soc_opens_during_a_sustained_hello_flood_from_another_process(soc, mode):
-    flood = Flood(targets(soc, mode), 300, ddr.current_owner().id, "flood")
+    servers = targets(soc, mode)
+    flood = Flood(servers, 300, ddr.current_owner().id, "flood")
     try:
         took = [open_and_run(mode) for _ in range(3)]
         got = flood.result()
     finally:
         flood.close()
     print(f"{mode}: opened and ran in {', '.join(f'{t:.2f}' for t in took)} s during a flood: {got}")
-    assert got["busy"] > 1000, got      # a flood indeed: far more claims than the server verifies
+    conns = 300 * len(servers)      # a flood all along the opens: each connection claimed again at least twice,
+    assert got["sent"] >= 3 * conns and got["busy"] >= conns, got   # and the servers turned away as many
     assert max(took) < OPEN_WITHIN_S
 
 
@@ -186,5 +188,8 @@ def test_over_tcp_a_soc_opens_during_a_hello_flood_from_another_key():
         finally:
             flood.close()
         print(f"tcp: opened and ran in {', '.join(f'{t:.2f}' for t in took)} s during a burst, then a flood: {got}")
-        assert got["busy"] > 1000, got
+        # the flood went on all along the opens: each of its 300 connections said HELLO again at least twice,
+        # and the relay turned away at least as many as there are connections. (A fixed count, busy > 1000,
+        # measured how long the opens took rather than the flood: CI's 3.13 run got 742 in four opens of 0.04 s.)
+        assert got["sent"] >= 3 * 300 and got["busy"] >= 300, got
         assert max(took) < OPEN_WITHIN_S
