@@ -344,11 +344,11 @@ class Session:
         requests fail with RelayUnavailable and the next one says HELLO again. Direct mode: HELLO
         goes to the firmware again and the task fails with CoreBusy (it did not run: send it again),
         as one sent while a HELLO is to be said again does."""
-        why = f"it no longer knows this connection's HELLO (a new {peer.name} process?): {error.message}"
+        why = f"no longer knows this connection's HELLO (a new {peer.name} process?): {error.message}"
         if self.mode == "relay":
             self.pending[req.msg_id] = req      # failed with the others
             return self.peer_dead(peer, why)
-        log.warning("core %s: its firmware: %s; saying HELLO to it again", peer.name, why)
+        log.warning("core %s: its firmware %s; saying HELLO to it again", peer.name, why)
         req._complete(None, errors.CoreBusy(f"{peer.name}: its firmware {why}; our HELLO is said again: send the "
                                             "task again"))
         return [(HELLO_FW, peer, None)] if peer.fw_endpoint is not None else []

@@ -137,7 +137,7 @@ class Settings:
         "(an emulated CPU, a starved CI runner); 0: no limit", (CLI, CLIENT), float, None)
     task_wait_ms = Variable[float | None](
         "VDSP_TASK_WAIT_MS", "milliseconds", "10000",
-        "how long `Soc.call`, `Soc.batch` (and their `AsyncSoc` forms, the samples, the cv and nn helpers) wait "
+        "how long `Soc.call`, `Soc.batch` (and their `AsyncSoc` forms) and the cv functions (so the CV sample) wait "
         "for a task when the caller names no timeout, before `HB_DNN_TIMEOUT` (the task stays in flight). Raise "
         "it on a slow host (an emulated CPU runs an operator 100 times slower); 0: no limit", (CLIENT,), _ms, None)
     fw_heap_mb = Variable[float | None](

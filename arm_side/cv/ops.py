@@ -63,7 +63,9 @@ def run(soc, op_id: int, inputs: Sequence[tuple[str, Image]], outputs: Sequence[
             params[name] = img.desc()
             bufs.extend(img.mems)
     task = soc.rpc(op_id, inputs=in_bufs, outputs=out_bufs, params=params, options=options)
-    return task.wait(options.wait_ms(arm_task.default_wait_ms())) if wait else task
+    if not wait:
+        return task
+    return task.wait(options.timeout_ms if options.timeout_ms is not None else arm_task.default_wait_ms())
 
 
 # --- the table ---------------------------------------------------------------------------
