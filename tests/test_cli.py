@@ -44,6 +44,26 @@ def test_status_of_nothing_says_so(runtime_env):
     assert json.loads(res.stdout)["cores"] == []
 
 
+@pytest.mark.parametrize("detach", [["-d"], []])
+def test_up_with_a_ddr_directory_that_does_not_exist_says_so_at_once(runtime_env, tmp_path, detach):
+    """VDSP_SHM_DIR naming no directory: ``vdsp up`` refuses at once and names it (it started the
+    SoC and failed after the whole start timeout, 60 s, with HB_DSP_CORE_OFFLINE)."""
+    missing = tmp_path / "no-such-dir"
+    env = dict(os.environ, VDSP_RUNTIME_DIR=str(runtime_env), VDSP_SHM_DIR=str(missing))
+    t0 = time.monotonic()
+    res = subprocess.run(VDSP + ["up", *detach, "--timeout", "30"], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert time.monotonic() - t0 < 20, "it tried to start the SoC"
+    assert str(missing) in res.stderr and "VDSP_SHM_DIR" in res.stderr and "does not exist" in res.stderr, res.stderr
+    assert not list(runtime_env.glob("*.pid")), "a SoC was started"
+    # a file in its place is no directory either
+    missing.write_text("")
+    res = subprocess.run(VDSP + ["up", *detach, "--timeout", "30"], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 1 and "is not a directory" in res.stderr, res.stdout + res.stderr
+
+
 @pytest.mark.live
 def test_two_socs_side_by_side_up_status_down(runtime_env, request):
     other = Path(tempfile.mkdtemp(prefix="vu", dir="/tmp"))

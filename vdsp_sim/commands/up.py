@@ -52,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout is None:        # not given: the environment's (VDSP_START_TIMEOUT), 0 for no limit
         args.timeout = start_timeout_s() or 0.0
     rt = rundir.runtime_dir()
+    why = _ddr_dir_unusable()
+    if why:
+        print(f"vdsp up: {why}", file=sys.stderr)
+        return 1
     pidfile = _pidfile(rt)
     if pidfile.read() is not None:
         print(f"vdsp up: a SoC is already up in {rt} (pid {pidfile.read()}); 'vdsp down' first", file=sys.stderr)
@@ -59,6 +63,20 @@ def run(args: argparse.Namespace) -> int:
     if args.detach:
         return _up_detached(rt, args)
     return _serve(rt, args)
+
+
+def _ddr_dir_unusable() -> str | None:
+    """Why the DDR files' directory cannot serve, or None: every process of the SoC creates its
+    files there, so a wrong ``VDSP_SHM_DIR`` is said now, not after the whole start timeout."""
+    from vdsp_board import ddr
+    path = ddr.shm_dir()
+    named = "VDSP_SHM_DIR " if settings.current().raw("VDSP_SHM_DIR") else ""
+    if not os.path.lexists(path):
+        return (f"the DDR directory {named}{path} does not exist: create it (a tmpfs every process of the SoC "
+                "sees, e.g. under /dev/shm)" + (" or unset VDSP_SHM_DIR" if named else ""))
+    if not os.path.isdir(path):
+        return f"the DDR directory {named}{path} is not a directory"
+    return None
 
 
 def _serve(rt: Path, args: argparse.Namespace, ready: int | None = None) -> int:
