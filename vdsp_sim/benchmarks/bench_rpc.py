@@ -104,6 +104,14 @@ def _proc_stat(pid: int) -> list[str] | None:
         return None
 
 
+def _comm(pid: int) -> str:
+    """The process's name in /proc (its title's short form: ``vdsp0.starter``), or ""."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def descendants(root: int) -> list[int]:
     """``root`` and every process below it (Linux /proc; [root] elsewhere)."""
     kids: dict[int, list[int]] = collections.defaultdict(list)
@@ -522,15 +530,15 @@ class FullStack:
                 dst.free()
 
     def process_labels(self) -> dict[int, str]:
-        """pid -> role of every process of the SoC (relay, vdsp0/1 core, fw0/1 firmware)."""
+        """pid -> role of every process of the SoC (relay, vdsp0/1 core, its starter, its firmware)."""
         labels: dict[int, str] = {}
         if self.sup is None:
             return labels
         for name, p in self.sup.procs.items():
             labels[p.pid] = name if name == "relay" else f"{name}.core"
             if name != "relay":
-                for child in descendants(p.pid)[1:]:
-                    labels[child] = f"{name}.fw"
+                for child in descendants(p.pid)[1:]:      # the core's starter (by its title), its firmware
+                    labels[child] = f"{name}.starter" if _comm(child) == f"{name}.starter" else f"{name}.fw"
         for mode, procs in self.procs.items():
             for i, p in enumerate(procs):
                 labels[p.pid] = f"client{i}"
