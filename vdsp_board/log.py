@@ -20,6 +20,7 @@ import os
 import stat
 import sys
 import time
+import warnings
 
 from vdsp_board import settings
 
@@ -88,7 +89,18 @@ def setup(kind: str = "dsp", stream=None) -> logging.Logger:
     handler.setFormatter(DspFormatter() if kind == "dsp" else GlogFormatter())
     root.handlers[:] = [handler]
     root.setLevel(level())
+    warnings.showwarning = _warning_line
     return root
+
+
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A Python warning (numpy's overflow in a kernel fed extreme values, a deprecation) as one
+    line of the process's log format, at its source's file:line and subject to its level — not
+    the warnings module's two raw lines (the path, then the source line) on stderr."""
+    logger = logging.getLogger("py.warnings")
+    if logger.isEnabledFor(logging.WARNING):
+        logger.handle(logger.makeRecord(logger.name, logging.WARNING, filename, lineno, "%s: %s",
+                                        (category.__name__, message), None))
 
 
 class RateLimited:
