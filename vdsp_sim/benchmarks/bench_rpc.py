@@ -56,6 +56,7 @@ from typing import Any
 import zmq  # noqa: E402
 
 from protocol.header import STRUCT as HDR  # the raw floor packs its headers itself
+from vdsp_sim.benchmarks import footprint
 from vdsp_sim.benchmarks.report import Report
 from vdsp_board import clihelp, settings
 
@@ -102,14 +103,6 @@ def _proc_stat(pid: int) -> list[str] | None:
             return fh.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-
-
-def _comm(pid: int) -> str:
-    """The process's name in /proc (its title's short form: ``vdsp0.starter``), or ""."""
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
 
 
 def descendants(root: int) -> list[int]:
@@ -538,7 +531,7 @@ class FullStack:
             labels[p.pid] = name if name == "relay" else f"{name}.core"
             if name != "relay":
                 for child in descendants(p.pid)[1:]:      # the core's starter (by its title), its firmware
-                    labels[child] = f"{name}.starter" if _comm(child) == f"{name}.starter" else f"{name}.fw"
+                    labels[child] = f"{name}.starter" if footprint.name_of(child) == f"{name}.starter" else f"{name}.fw"
         for mode, procs in self.procs.items():
             for i, p in enumerate(procs):
                 labels[p.pid] = f"client{i}"
