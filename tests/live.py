@@ -12,6 +12,15 @@ def shm_entries() -> set[str]:
     return ddr_names(Path(ddr.shm_dir()))
 
 
+def bytes_read(pid: int) -> int:
+    """What the kernel counted process ``pid`` reading (read, pread: its ``rchar`` in /proc/PID/io):
+    a test's proof that a process did not read a file it must not (an image, a host-wide table)."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError(f"/proc/{pid}/io has no rchar")
+
+
 def own_shm_prefix() -> str:
     """Names of this (test) process's own DDR owner: alive as long as pytest is."""
     return f"vdsp-{ddr.current_owner().id:06x}"

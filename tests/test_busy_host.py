@@ -10,7 +10,10 @@ bounded in time and stopped at the end. Nothing of the SoC is broken, so over th
   PING monitor running through the whole period see no error at all, nothing lost;
 - the relay and the cores declare nobody dead or crashed;
 - a second connection of an old owner (this process, whose owner lock predates the flood)
-  is answered within 1 s (its identity check must not read the host's lock table);
+  is answered, and the SoC's processes read kilobytes meanwhile, as the kernel counts them: its
+  identity check must not read the host's lock table (/proc/locks: ~14 MB with the flood). The
+  time it took is a figure, bounded loosely: this process is starved as much as the SoC (0.45 to
+  1.95 s seen); the speed target is `vdsp bench identity`'s (a HELLO check beside 200k flocks);
 - a SIGSTOPped firmware is still found by its core's watchdog, and recovers.
 
 Every check is made, and all failures are reported together with the figures measured.
@@ -32,7 +35,7 @@ import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
 from tests.conftest import wait_until
-from tests.live import LiveSoc
+from tests.live import LiveSoc, bytes_read
 from tests.privilege import require
 from vdsp_sim import otheruser
 from vdsp_sim import loadtest
@@ -48,7 +51,8 @@ FLOOD_LOCKS = 200_000
 FLOOD_FILES = 2_000             # 100 locks per file: the kernel's per-file lock list stays short
 WATCHDOG_MS = 10_000            # the cores' watchdog for this SoC
 BOUND_S = 150                   # no hog or flood process outlives this, whatever happens to the test
-HELLO_LIMIT_S = 1.0
+HELLO_LIMIT_S = 5.0             # the second connection, beside the hog (not a speed target: the docstring)
+HELLO_READ_LIMIT = 1 << 20      # bytes the SoC's processes may read meanwhile (the lock table: ~14 MB)
 PING_TIMEOUT_MS = 10_000        # a PING slower than this counts as an error of the monitor
 
 HOG = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
@@ -192,12 +196,18 @@ def test_a_starved_soc_beside_a_cpu_hog_and_a_lock_flood_fails_nothing(soc_wd, t
         figures["hogs"] = len(hogs)
         time.sleep(2)
 
-        # a second connection of an old owner is answered at once
+        # a second connection of an old owner is answered, its check reading no host-wide table
+        soc_pids = [soc_wd.pid(name) for name in ("relay", "vdsp0", "vdsp1")]
+        read_before = sum(map(bytes_read, soc_pids))
         t0 = time.monotonic()
         try:
             with Soc(connect_timeout_s=10) as second:
                 figures["second_hello_s"] = round(time.monotonic() - t0, 3)
+                figures["second_hello_read"] = sum(map(bytes_read, soc_pids)) - read_before
                 second.rpc(opids.PING, core=CORE_1).wait(PING_TIMEOUT_MS)
+            if figures["second_hello_read"] > HELLO_READ_LIMIT:
+                problem(f"the SoC's processes read {figures['second_hello_read']} bytes while they answered the "
+                        "second connection of an old owner: a host-wide table?")
             if figures["second_hello_s"] > HELLO_LIMIT_S:
                 problem(f"the second connection of an old owner was answered after {figures['second_hello_s']} s "
                         f"(limit {HELLO_LIMIT_S} s)")

@@ -28,6 +28,7 @@ from dsp_side import fw_image, signing
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from vdsp_board import rundir
 from tests.conftest import wait_until
+from tests.live import bytes_read
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent
@@ -255,14 +256,6 @@ def limit_sized_image(base: dict) -> bytes:
         blob_len += limit - len(data)
     assert len(data) == limit
     return data
-
-
-def bytes_read(pid: int) -> int:
-    """What the kernel counted ``pid`` reading (read/pread/recv), from /proc/<pid>/io."""
-    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
-        if line.startswith("rchar:"):
-            return int(line.split()[1])
-    raise AssertionError(f"/proc/{pid}/io has no rchar")
 
 
 def test_a_limit_sized_image_boots_while_the_core_keeps_answering(shared_soc, soc, fwdir, base):
