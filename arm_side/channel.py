@@ -16,6 +16,7 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
+from protocol import errors
 from vdsp_board import curve
 from vdsp_board.zsock import NOBLOCK as _NOBLOCK, readable, recv_frames, send_frames
 
@@ -95,11 +96,22 @@ class Channel:
 
     def send(self, frames: list) -> bool:
         """Send a multipart message. True if a message waits that the reader, asleep on ``fd``,
-        would miss (wake it); checked only while it sleeps (an EVENTS read costs ~1 µs)."""
+        would miss (wake it); checked only while it sleeps (an EVENTS read costs ~1 µs).
+
+        Never blocks: a DEALER whose connection ended in a refused handshake (its server denied
+        our key) has nowhere to queue a message, and a blocking send would wait forever, under
+        the lock every other use of the link needs. Raises RelayUnavailable then (or with
+        ``sndhwm`` messages waiting to go)."""
         with self.lock:
             if self.closed:
                 return False
-            send_frames(self.sock, frames)
+            try:
+                send_frames(self.sock, frames, _NOBLOCK)
+            except zmq.Again:
+                raise errors.RelayUnavailable(
+                    f"cannot send to {self.name} at {self.endpoint}: the connection takes no messages (its server "
+                    f"refused this client's key or closed the connection, or {self.sock.sndhwm} messages wait "
+                    "to go)") from None
             return self.watched and readable(self.sock)
 
     def drain(self) -> list[list]:

@@ -186,7 +186,13 @@ class Session:
         after a pause (``arm_side.busy_retry``) within ``timeout_s``."""
         busy = BusyRetry(clock() + timeout_s)
         while True:
-            req = yield HELLO, peer, self.hello()
+            try:
+                req = yield HELLO, peer, self.hello()
+            except errors.RelayUnavailable:     # nowhere to send: the server refused our key (tcp)?
+                refusal = yield REFUSED, peer, None
+                if refusal:
+                    raise errors.KeyRefused(refusal) from None
+                raise
             try:
                 while not req.done():
                     refusal = yield REFUSED, peer, None

@@ -1,0 +1,148 @@
+"""A link whose server refused our CURVE key never blocks a send.
+
+libzmq ends a connection whose handshake the server's ZAP handler denied and does not connect
+again; the DEALER then has nowhere to queue a message, and a blocking send waits forever. The
+SDK's sends did block: a `vdsp status` with a revoked key hung past its 30 s connect timeout
+twice in CI, on loaded hosts (its HELLO went out after the refusal, holding the link's lock, so
+nothing could look for the refusal either). Now a send raises RelayUnavailable at once, and a
+HELLO that cannot go is told as the refusal it is (KeyRefused, naming our key).
+
+A real CURVE server (a ROUTER with a ZAP handler that allows no key) on loopback tcp; the
+session's connect steps are driven by hand for the HELLO's case.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
+
+from arm_side import errors
+from arm_side.channel import Channel
+from arm_side.session import HELLO, OPEN, REFUSED, Session
+from tests.conftest import wait_until
+from vdsp_board import curve
+
+SEND_WITHIN_S = 5.0     # a send that has not returned by then is blocked (today's sends return in µs)
+
+
+@pytest.fixture
+def refusing_server(tmp_path, monkeypatch):
+    """A CURVE ROUTER on loopback tcp whose ZAP handler allows no client key; our key pair in
+    ``tmp_path/keys`` (``VDSP_CLIENT_KEY``). Yields (endpoint, the server's public key)."""
+    keys = tmp_path / "keys"
+    _, secret = curve.create(keys, "client", role=None)
+    monkeypatch.setenv("VDSP_CLIENT_KEY", str(secret))
+    allowed = tmp_path / "allowed"          # no key in it: every handshake is denied
+    allowed.mkdir()
+    ctx = zmq.Context()
+    auth = ThreadAuthenticator(ctx)
+    auth.start()
+    auth.configure_curve(domain="*", location=str(allowed))
+    public, secret_key = zmq.curve_keypair()
+    server = ctx.socket(zmq.ROUTER)
+    server.linger = 0
+    server.curve_server, server.curve_publickey, server.curve_secretkey = True, public, secret_key
+    port = server.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        yield f"tcp://127.0.0.1:{port}", public.decode("ascii")
+    finally:
+        server.close(0)
+        auth.stop()
+        ctx.term()
+
+
+def _send_in_a_thread(channel: Channel, frames: list) -> tuple[threading.Thread, dict]:
+    outcome: dict = {}
+
+    def send():
+        try:
+            outcome["result"] = channel.send(frames)
+        except Exception as exc:    # what the test looks at
+            outcome["error"] = exc
+    sender = threading.Thread(target=send, daemon=True)    # daemon: a blocked send must not hang pytest
+    sender.start()
+    return sender, outcome
+
+
+def test_a_send_after_the_server_refused_our_key_raises_at_once(refusing_server):
+    endpoint, server_key = refusing_server
+    ctx = zmq.Context()
+    channel = Channel(ctx, endpoint, "relay", watch=True, server_key=server_key)
+    blocked = False
+    try:
+        channel.send([b"first"])        # queued: the connection is being made
+        assert wait_until(lambda: channel.refused() is not None, 10, 0.02), "the server's refusal never came"
+        assert "did not accept this client key" in channel.refused()
+        error = None
+        for _ in range(20):             # the pipe of the refused connection goes away soon after the refusal
+            sender, outcome = _send_in_a_thread(channel, [b"next"])
+            sender.join(SEND_WITHIN_S)
+            blocked = sender.is_alive()
+            assert not blocked, (f"a send to a server that refused our key blocked for {SEND_WITHIN_S} s "
+                                 "(and holds the link's lock)")
+            error = outcome.get("error")
+            if error is not None:
+                break
+            time.sleep(0.05)
+        assert isinstance(error, errors.RelayUnavailable), error
+        assert endpoint in error.message and "refused this client's key" in error.message
+        assert channel.refused() is not None        # the link's lock is free: its monitor can be read
+    finally:
+        if not blocked:     # else closing would wait for the blocked send's lock, and the context for its socket
+            channel.close()
+            ctx.term()
+
+
+def test_a_hello_that_cannot_be_sent_is_told_as_the_refusal_of_our_key():
+    """The connect sequence: the HELLO's send raised RelayUnavailable (nowhere to queue it); the
+    session asks whether the server refused our key, and says so (KeyRefused), not "unavailable"."""
+    session = Session("relay", owner=1)
+
+    class Discovery:
+        mode = "relay"
+
+        def prepare(self, owner):
+            pass
+
+        def servers(self):
+            return {"relay": "tcp://127.0.0.1:1"}
+
+        def ready_wait(self, name, endpoint, timeout_s, now):
+            return object()     # its slices are never asked for: the HELLO never went
+
+    steps = session.connect(Discovery(), 5.0, time.monotonic)
+    assert next(steps)[0] == OPEN
+    step = steps.send(None)
+    assert step[0] == HELLO
+    step = steps.throw(errors.RelayUnavailable("cannot send to relay: the connection takes no messages"))
+    assert step[0] == REFUSED
+    with pytest.raises(errors.KeyRefused) as exc:
+        steps.send("the server did not accept this client key (ZAP status 400)")
+    assert "did not accept this client key" in exc.value.message
+
+
+def test_a_hello_that_cannot_be_sent_to_a_server_that_refused_nothing_stays_unavailable():
+    session = Session("relay", owner=1)
+
+    class Discovery:
+        mode = "relay"
+
+        def prepare(self, owner):
+            pass
+
+        def servers(self):
+            return {"relay": "tcp://127.0.0.1:1"}
+
+        def ready_wait(self, name, endpoint, timeout_s, now):
+            return object()     # its slices are never asked for: the HELLO never went
+
+    steps = session.connect(Discovery(), 5.0, time.monotonic)
+    assert next(steps)[0] == OPEN
+    assert steps.send(None)[0] == HELLO
+    assert steps.throw(errors.RelayUnavailable("cannot send to relay: the connection takes no messages"))[0] == REFUSED
+    with pytest.raises(errors.RelayUnavailable, match="takes no messages"):
+        steps.send(None)
