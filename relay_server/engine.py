@@ -547,6 +547,28 @@ class RelayEngine:
             core.fw_open = False
             self.out.append((CLOSE_FW, core.index, None))
 
+    def fw_link_stuck(self, index: int, now: float) -> None:
+        """A message for core ``index``'s firmware could not be queued on its link: that link has no
+        connection that takes messages (libzmq ended it when the firmware denied our CURVE key, and
+        does not connect again), or a full queue. What was sent ahead there will not arrive: those
+        tasks fail (HB_DSP_CORE_OFFLINE), and the link is opened afresh and greeted again, so that
+        the next tasks try a new connection instead of waiting behind a dead one."""
+        core = self.cores[index]
+        if not core.fw_open:
+            return
+        endpoint = core.fw_endpoint
+        log.error("%s: its firmware link at %s takes no messages: failing its tasks, connecting again",
+                  core.name, endpoint)
+        self.fail_core(core, errors.CoreOffline(
+            f"{core.name}: the link to its firmware at {endpoint} takes no messages (did the firmware refuse "
+            "the relay's key?); the relay connects again"))
+        self._close_fw(core)
+        if core.state is CoreState.RUNNING and endpoint is not None:
+            core.open_fw(endpoint)
+            self.out.append((OPEN_FW, core.index, endpoint))
+            self._greet_fw(core)
+        self.dispatch(now)
+
     def fail_stranded(self) -> None:
         """No core runs: tasks queued for ANY would wait for ever; fail them now."""
         jobs = self.sched.drain_any()

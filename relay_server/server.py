@@ -123,13 +123,18 @@ class RelayServer:
         if not out:
             return
         engine.out = self._spare
+        stuck: set[int] = set()     # firmware links found taking no messages in this flush
         for kind, where, data in out:
             if kind == TO_CLIENT:
                 self._to_client(where, data)
             elif kind == TO_FW:
                 sock = self.fw[where]
-                if sock is not None:
-                    send_frames(sock, data)
+                if sock is not None and where not in stuck:
+                    try:        # never blocks: a link whose firmware denied our key takes no message, ever
+                        send_frames(sock, data, _NOBLOCK)
+                    except zmq.Again:       # its tasks fail; the link opens afresh at the next flush
+                        stuck.add(where)
+                        engine.fw_link_stuck(where, time.monotonic())
             elif kind == TO_CTL:
                 # a send takes in the socket's pending commands: a message announced by one
                 # no longer wakes the control link's fd, so the quiet sockets are looked at
@@ -139,13 +144,17 @@ class RelayServer:
                 except zmq.Again:
                     log.warning("%s: control queue full, dropped a message", self.cores[where].name)
             elif kind == OPEN_FW:
+                stuck.discard(where)
                 self._close_fw(where)
                 self.fw[where] = self._dealer(data, self.engine.cores[where].fw_key)
                 self._rebuild_poll()
             elif kind == CLOSE_FW:
+                stuck.discard(where)
                 self._close_fw(where)
         out.clear()
         self._spare = out
+        if stuck and engine.out:    # the failed tasks' errors and the new link: now, not at the next turn
+            self.flush()
 
     def _to_client(self, identity: bytes, frames: list) -> None:
         try:

@@ -248,3 +248,33 @@ def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):
             return value
         time.sleep(interval_s)
     return None
+
+
+@pytest.fixture
+def refusing_server(tmp_path, monkeypatch):
+    """A CURVE ROUTER on loopback tcp whose ZAP handler allows no client key; our key pair in
+    ``tmp_path/keys`` (``VDSP_CLIENT_KEY``). Yields (endpoint, the server's public key)."""
+    import zmq
+    import zmq.auth
+    from zmq.auth.thread import ThreadAuthenticator
+    from vdsp_board import curve
+    keys = tmp_path / "keys"
+    _, secret = curve.create(keys, "client", role=None)
+    monkeypatch.setenv("VDSP_CLIENT_KEY", str(secret))
+    allowed = tmp_path / "allowed"          # no key in it: every handshake is denied
+    allowed.mkdir()
+    ctx = zmq.Context()
+    auth = ThreadAuthenticator(ctx)
+    auth.start()
+    auth.configure_curve(domain="*", location=str(allowed))
+    public, secret_key = zmq.curve_keypair()
+    server = ctx.socket(zmq.ROUTER)
+    server.linger = 0
+    server.curve_server, server.curve_publickey, server.curve_secretkey = True, public, secret_key
+    port = server.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        yield f"tcp://127.0.0.1:{port}", public.decode("ascii")
+    finally:
+        server.close(0)
+        auth.stop()
+        ctx.term()

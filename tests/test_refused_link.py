@@ -7,7 +7,7 @@ twice in CI, on loaded hosts (its HELLO went out after the refusal, holding the 
 nothing could look for the refusal either). Now a send raises RelayUnavailable at once, and a
 HELLO that cannot go is told as the refusal it is (KeyRefused, naming our key).
 
-A real CURVE server (a ROUTER with a ZAP handler that allows no key) on loopback tcp; the
+A real CURVE server (a ROUTER with a ZAP handler that allows no key: tests/conftest.py) on loopback tcp; the
 session's connect steps are driven by hand for the HELLO's case.
 """
 from __future__ import annotations
@@ -17,42 +17,13 @@ import time
 
 import pytest
 import zmq
-import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
 
 from arm_side import errors
 from arm_side.channel import Channel
 from arm_side.session import HELLO, OPEN, REFUSED, Session
 from tests.conftest import wait_until
-from vdsp_board import curve
 
 SEND_WITHIN_S = 5.0     # a send that has not returned by then is blocked (today's sends return in µs)
-
-
-@pytest.fixture
-def refusing_server(tmp_path, monkeypatch):
-    """A CURVE ROUTER on loopback tcp whose ZAP handler allows no client key; our key pair in
-    ``tmp_path/keys`` (``VDSP_CLIENT_KEY``). Yields (endpoint, the server's public key)."""
-    keys = tmp_path / "keys"
-    _, secret = curve.create(keys, "client", role=None)
-    monkeypatch.setenv("VDSP_CLIENT_KEY", str(secret))
-    allowed = tmp_path / "allowed"          # no key in it: every handshake is denied
-    allowed.mkdir()
-    ctx = zmq.Context()
-    auth = ThreadAuthenticator(ctx)
-    auth.start()
-    auth.configure_curve(domain="*", location=str(allowed))
-    public, secret_key = zmq.curve_keypair()
-    server = ctx.socket(zmq.ROUTER)
-    server.linger = 0
-    server.curve_server, server.curve_publickey, server.curve_secretkey = True, public, secret_key
-    port = server.bind_to_random_port("tcp://127.0.0.1")
-    try:
-        yield f"tcp://127.0.0.1:{port}", public.decode("ascii")
-    finally:
-        server.close(0)
-        auth.stop()
-        ctx.term()
 
 
 def _send_in_a_thread(channel: Channel, frames: list) -> tuple[threading.Thread, dict]:

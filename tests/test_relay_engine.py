@@ -552,3 +552,29 @@ def test_a_bad_body_is_refused_every_time():
     r, _ = judged_relay()
     bad = wire.encode(messages.task(0, opids.CHECKSUM, inputs=[[1, 2, 0x80]], outputs=[]))
     assert [outcome(r, 10 + i, bad) for i in range(2)] == [errors.InvalidArgument.code] * 2
+
+
+def test_a_firmware_link_that_takes_no_messages_fails_its_tasks_and_is_opened_afresh():
+    """The server could not queue a message on vdsp1's firmware link (the firmware denied the
+    relay's CURVE key: libzmq ended that connection for good). What was sent ahead there fails
+    HB_DSP_CORE_OFFLINE at once, the link is opened again and greeted, and the next task goes on it."""
+    r = Relay()
+    r.both_up()
+    r.task(A, 7, core=Core.CORE_1)
+    assert len(tasks_sent(r.take(), 1)) == 1
+    r.e.fw_link_stuck(1, r.now)
+    out = r.take()
+    (reply,) = replies(out, A)
+    assert (reply.command, reply.msg_id, reply.body["code"]) == (Command.ERROR, 7, errors.CoreOffline.code)
+    assert "takes no messages" in reply.body["message"]
+    links = [(k, i) for k, i, _ in out if k in (CLOSE_FW, OPEN_FW)]
+    assert links == [(CLOSE_FW, 1), (OPEN_FW, 1)]
+    assert [decode(f).command for k, i, f in out if k == TO_FW and i == 1] == [Command.HELLO]
+    r.task(A, 8, core=Core.CORE_1)
+    (sent,) = tasks_sent(r.take(), 1)
+    r.fw_reply(1, wire.encode(sent), {"core": "vdsp1"})
+    (reply,) = replies(r.take(), A)
+    assert (reply.command, reply.msg_id) == (Command.RESULT, 8)
+    r.e.fw_link_stuck(0, r.now)     # vdsp0's link, nothing in flight there: opened afresh, nobody failed
+    out = r.take()
+    assert replies(out) == [] and [(k, i) for k, i, _ in out if k in (CLOSE_FW, OPEN_FW)] == [(CLOSE_FW, 0), (OPEN_FW, 0)]
