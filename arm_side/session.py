@@ -46,6 +46,7 @@ RELEASE = "release"    # (RELEASE, peer, None): close peer's links -> None
 FORGET = "forget"      # (FORGET, peer, None): forget that peer's connection closed before now -> None
 ACT = "act"            # (ACT, peer, actions): carry out the session's actions (SEND, OPEN_FW...) -> None
 Steps = Generator[tuple, Any, None]
+REFUSAL_GRACE_S = 1.0   # a HELLO that could not be sent: how long the link's monitor may take to tell a refusal
 
 
 def fw_key(name: str) -> str:
@@ -188,11 +189,8 @@ class Session:
         while True:
             try:
                 req = yield HELLO, peer, self.hello()
-            except errors.RelayUnavailable:     # nowhere to send: the server refused our key (tcp)?
-                refusal = yield REFUSED, peer, None
-                if refusal:
-                    raise errors.KeyRefused(refusal) from None
-                raise
+            except errors.RelayUnavailable as exc:     # nowhere to send: the server refused our key (tcp)?
+                yield from self._refusal_or(exc, peer, clock)
             try:
                 while not req.done():
                     refusal = yield REFUSED, peer, None
@@ -207,6 +205,18 @@ class Session:
                 yield PAUSE, peer, busy.pause(exc, clock())
             finally:
                 self.forget(req.msg_id)
+
+    def _refusal_or(self, exc: errors.VdspError, peer: PeerState, clock: Callable[[], float]) -> Generator:
+        """Raise KeyRefused if ``peer``'s server refused our key, else ``exc``. The link's monitor
+        tells a refusal a moment after the connection ended: it is looked at for REFUSAL_GRACE_S."""
+        deadline = clock() + REFUSAL_GRACE_S
+        while True:
+            refusal = yield REFUSED, peer, None
+            if refusal:
+                raise errors.KeyRefused(refusal) from None
+            if clock() >= deadline:
+                raise exc
+            yield PAUSE, peer, 0.02
 
     # --- which link a request goes on -----------------------------------------------------
     def task_link(self, msg_id: int, options: TaskOptions, has_buffers: bool) -> tuple[str, str]:

@@ -20,7 +20,7 @@ import zmq
 
 from arm_side import errors
 from arm_side.channel import Channel
-from arm_side.session import HELLO, OPEN, REFUSED, Session
+from arm_side.session import HELLO, OPEN, PAUSE, REFUSED, Session
 from tests.conftest import wait_until
 
 SEND_WITHIN_S = 5.0     # a send that has not returned by then is blocked (today's sends return in µs)
@@ -68,52 +68,60 @@ def test_a_send_after_the_server_refused_our_key_raises_at_once(refusing_server)
             ctx.term()
 
 
+class _Discovery:
+    mode = "relay"
+
+    def prepare(self, owner):
+        pass
+
+    def servers(self):
+        return {"relay": "tcp://127.0.0.1:1"}
+
+    def ready_wait(self, name, endpoint, timeout_s, now):
+        return object()     # its slices are never asked for: the HELLO never went
+
+
+def _hello_not_sent(clock):
+    """A relay-mode connect whose HELLO's send raised RelayUnavailable; returns the steps and the next one."""
+    steps = Session("relay", owner=1).connect(_Discovery(), 5.0, clock)
+    assert next(steps)[0] == OPEN
+    assert steps.send(None)[0] == HELLO
+    return steps, steps.throw(errors.RelayUnavailable("cannot send to relay: the connection takes no messages"))
+
+
 def test_a_hello_that_cannot_be_sent_is_told_as_the_refusal_of_our_key():
     """The connect sequence: the HELLO's send raised RelayUnavailable (nowhere to queue it); the
     session asks whether the server refused our key, and says so (KeyRefused), not "unavailable"."""
-    session = Session("relay", owner=1)
-
-    class Discovery:
-        mode = "relay"
-
-        def prepare(self, owner):
-            pass
-
-        def servers(self):
-            return {"relay": "tcp://127.0.0.1:1"}
-
-        def ready_wait(self, name, endpoint, timeout_s, now):
-            return object()     # its slices are never asked for: the HELLO never went
-
-    steps = session.connect(Discovery(), 5.0, time.monotonic)
-    assert next(steps)[0] == OPEN
-    step = steps.send(None)
-    assert step[0] == HELLO
-    step = steps.throw(errors.RelayUnavailable("cannot send to relay: the connection takes no messages"))
+    steps, step = _hello_not_sent(time.monotonic)
     assert step[0] == REFUSED
     with pytest.raises(errors.KeyRefused) as exc:
         steps.send("the server did not accept this client key (ZAP status 400)")
     assert "did not accept this client key" in exc.value.message
 
 
+def test_a_refusal_the_monitor_tells_a_moment_after_the_failed_hello_is_still_key_refused():
+    now = [100.0]
+    steps, step = _hello_not_sent(lambda: now[0])
+    assert step[0] == REFUSED
+    step = steps.send(None)                     # not told yet
+    assert step[0] == PAUSE
+    now[0] += step[2]
+    assert steps.send(None)[0] == REFUSED
+    with pytest.raises(errors.KeyRefused, match="did not accept this client key"):
+        steps.send("the server did not accept this client key (ZAP status 400)")
+
+
 def test_a_hello_that_cannot_be_sent_to_a_server_that_refused_nothing_stays_unavailable():
-    session = Session("relay", owner=1)
-
-    class Discovery:
-        mode = "relay"
-
-        def prepare(self, owner):
-            pass
-
-        def servers(self):
-            return {"relay": "tcp://127.0.0.1:1"}
-
-        def ready_wait(self, name, endpoint, timeout_s, now):
-            return object()     # its slices are never asked for: the HELLO never went
-
-    steps = session.connect(Discovery(), 5.0, time.monotonic)
-    assert next(steps)[0] == OPEN
-    assert steps.send(None)[0] == HELLO
-    assert steps.throw(errors.RelayUnavailable("cannot send to relay: the connection takes no messages"))[0] == REFUSED
+    now = [100.0]
+    steps, step = _hello_not_sent(lambda: now[0])
+    assert step[0] == REFUSED
+    pauses = 0
     with pytest.raises(errors.RelayUnavailable, match="takes no messages"):
-        steps.send(None)
+        step = steps.send(None)             # no refusal yet: the monitor may tell it a moment later
+        while True:
+            assert step[0] == PAUSE
+            pauses += 1
+            now[0] += step[2]
+            assert steps.send(None)[0] == REFUSED
+            step = steps.send(None)
+    assert pauses >= 10     # it looked again for a while before it said "unavailable"
