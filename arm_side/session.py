@@ -150,7 +150,7 @@ class Session:
             yield OPEN, peer, endpoint            # watched: a core that exits is known at once
             try:
                 info = yield from self._ready(peer, discovery.ready_wait(name, endpoint, timeout_s, clock()),
-                                              timeout_s, clock)
+                                              endpoint, timeout_s, clock)
             except errors.KeyRefused:
                 peer.alive = False      # no DISCONNECT on a link the server refused (a send would block)
                 raise
@@ -173,7 +173,7 @@ class Session:
         self.peers[:] = [peer]
         yield OPEN, peer, endpoint
         try:
-            info = yield from self._ready(peer, discovery.ready_wait("relay", endpoint, timeout_s, clock()),
+            info = yield from self._ready(peer, discovery.ready_wait("relay", endpoint, timeout_s, clock()), endpoint,
                                           timeout_s, clock)
         except BaseException:
             peer.alive = False
@@ -181,16 +181,27 @@ class Session:
         yield FORGET, peer, None        # a connection that closed before this READY came
         yield ACT, peer, self.connected(peer, info, clock())
 
-    def _ready(self, peer: PeerState, wait, timeout_s: float, clock: Callable[[], float]) -> Generator[tuple, Any, dict]:
-        """Say HELLO to ``peer``; its READY body, waited for in the slices ``wait``
+    def _ready(self, peer: PeerState, wait, endpoint: str, timeout_s: float,
+               clock: Callable[[], float]) -> Generator[tuple, Any, dict]:
+        """Say HELLO to ``peer`` (at ``endpoint``); its READY body, waited for in the slices ``wait``
         (``arm_side.connect_wait``) gives until it raises. A HELLO answered HB_DSP_BUSY is said again
-        after a pause (``arm_side.busy_retry``) within ``timeout_s``."""
+        after a pause (``arm_side.busy_retry``) within ``timeout_s``. A HELLO that cannot be sent
+        (the link's connection ended: libzmq does not connect again after a denied handshake) is
+        KeyRefused if the server refused our key, else said again on a new link, within ``timeout_s``."""
         busy = BusyRetry(clock() + timeout_s)
         while True:
             try:
                 req = yield HELLO, peer, self.hello()
-            except errors.RelayUnavailable as exc:     # nowhere to send: the server refused our key (tcp)?
-                yield from self._refusal_or(exc, peer, clock)
+            except errors.RelayUnavailable as exc:
+                refusal = yield from self._refusal(peer, clock)
+                if refusal:
+                    raise errors.KeyRefused(refusal) from None
+                if busy.deadline is not None and clock() >= busy.deadline:
+                    raise exc
+                log.warning("%s: a HELLO could not be sent (%s); connecting again", peer.name, exc.message)
+                yield RELEASE, peer, None
+                yield OPEN, peer, endpoint
+                continue
             try:
                 while not req.done():
                     refusal = yield REFUSED, peer, None
@@ -206,16 +217,14 @@ class Session:
             finally:
                 self.forget(req.msg_id)
 
-    def _refusal_or(self, exc: errors.VdspError, peer: PeerState, clock: Callable[[], float]) -> Generator:
-        """Raise KeyRefused if ``peer``'s server refused our key, else ``exc``. The link's monitor
-        tells a refusal a moment after the connection ended: it is looked at for REFUSAL_GRACE_S."""
+    def _refusal(self, peer: PeerState, clock: Callable[[], float]) -> Generator[tuple, Any, str | None]:
+        """Why ``peer``'s server refused our key, or None. The link's monitor tells a refusal a
+        moment after the connection ended: it is looked at for REFUSAL_GRACE_S."""
         deadline = clock() + REFUSAL_GRACE_S
         while True:
             refusal = yield REFUSED, peer, None
-            if refusal:
-                raise errors.KeyRefused(refusal) from None
-            if clock() >= deadline:
-                raise exc
+            if refusal or clock() >= deadline:
+                return refusal
             yield PAUSE, peer, 0.02
 
     # --- which link a request goes on -----------------------------------------------------

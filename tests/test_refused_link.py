@@ -20,7 +20,7 @@ import zmq
 
 from arm_side import errors
 from arm_side.channel import Channel
-from arm_side.session import HELLO, OPEN, PAUSE, REFUSED, Session
+from arm_side.session import HELLO, OPEN, PAUSE, REFUSED, RELEASE, Session
 from tests.conftest import wait_until
 
 SEND_WITHIN_S = 5.0     # a send that has not returned by then is blocked (today's sends return in µs)
@@ -111,17 +111,22 @@ def test_a_refusal_the_monitor_tells_a_moment_after_the_failed_hello_is_still_ke
         steps.send("the server did not accept this client key (ZAP status 400)")
 
 
-def test_a_hello_that_cannot_be_sent_to_a_server_that_refused_nothing_stays_unavailable():
+def test_a_hello_that_cannot_be_sent_to_a_server_that_refused_nothing_goes_again_on_a_new_link():
+    """No refusal told within the grace: the link is closed, opened again and the HELLO said again,
+    until the connect timeout (5 s here); then RelayUnavailable."""
     now = [100.0]
     steps, step = _hello_not_sent(lambda: now[0])
-    assert step[0] == REFUSED
-    pauses = 0
+    seen: list[str] = []
     with pytest.raises(errors.RelayUnavailable, match="takes no messages"):
-        step = steps.send(None)             # no refusal yet: the monitor may tell it a moment later
         while True:
-            assert step[0] == PAUSE
-            pauses += 1
-            now[0] += step[2]
-            assert steps.send(None)[0] == REFUSED
-            step = steps.send(None)
-    assert pauses >= 10     # it looked again for a while before it said "unavailable"
+            seen.append(step[0])
+            if step[0] == PAUSE:
+                now[0] += step[2]
+                step = steps.send(None)
+            elif step[0] == HELLO:
+                step = steps.throw(errors.RelayUnavailable("cannot send to relay: the connection takes no messages"))
+            else:
+                step = steps.send(None)
+    assert seen.count(HELLO) >= 3 and seen.count(OPEN) == seen.count(RELEASE) == seen.count(HELLO)
+    assert [k for k in seen if k in (RELEASE, OPEN, HELLO)][:3] == [RELEASE, OPEN, HELLO]
+    assert now[0] >= 105.0      # it gave up at the connect timeout, not before
