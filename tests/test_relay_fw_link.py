@@ -11,6 +11,7 @@ DEALER that a real CURVE server on loopback tcp refused (``refusing_server``: te
 """
 from __future__ import annotations
 
+import shutil
 import threading
 
 import zmq
@@ -19,6 +20,7 @@ from protocol import messages, wire
 from relay_server.engine import TO_FW
 from relay_server.server import RelayServer
 from tests.conftest import wait_until
+from vdsp_sim.private_soc import fresh_runtime_dir
 
 FLUSH_WITHIN_S = 5.0
 
@@ -41,18 +43,17 @@ def _refused_dealer(ctx: zmq.Context, endpoint: str, server_key: str) -> zmq.Soc
     return sock
 
 
-def test_a_task_for_a_firmware_that_refused_the_relay_does_not_stop_its_loop(refusing_server, tmp_path,
-                                                                             monkeypatch):
+def test_a_task_for_a_firmware_that_refused_the_relay_does_not_stop_its_loop(refusing_server, monkeypatch):
     endpoint, server_key = refusing_server
-    monkeypatch.setenv("VDSP_RUNTIME_DIR", str(tmp_path))
-    relay = RelayServer(f"ipc://{tmp_path}/relay.sock", {"vdsp0": f"ipc://{tmp_path}/c0.sock",
-                                                          "vdsp1": f"ipc://{tmp_path}/c1.sock"})
+    rt = fresh_runtime_dir()        # under /tmp, short: an ipc path has 107 characters at most
+    monkeypatch.setenv("VDSP_RUNTIME_DIR", str(rt))
+    relay = RelayServer(f"ipc://{rt}/relay.sock", {"vdsp0": f"ipc://{rt}/c0.sock", "vdsp1": f"ipc://{rt}/c1.sock"})
     engine = relay.engine
     blocked = False
     try:
         for index, name in enumerate(("vdsp0", "vdsp1")):   # both cores running, their firmware links opened
             engine.on_ctl(index, wire.encode(messages.ready(1, name, "core", state="running",
-                                                            fw_endpoint=f"ipc://{tmp_path}/{name}.fw.sock")), 0.0)
+                                                            fw_endpoint=f"ipc://{rt}/{name}.fw.sock")), 0.0)
         relay.flush()
         stuck = _refused_dealer(relay.ctx, endpoint, server_key)
         relay.fw[1].close(0)
@@ -67,3 +68,4 @@ def test_a_task_for_a_firmware_that_refused_the_relay_does_not_stop_its_loop(ref
     finally:
         if not blocked:     # else closing would wait for the socket the blocked send holds
             relay.close()
+        shutil.rmtree(rt, ignore_errors=True)
