@@ -115,7 +115,9 @@ def test_this_checkout_runs_what_its_setup_built():
         import importlib, json
         from vdsp_sim import native_build
         names = {[_module_name(rel) for rel in native_build.MODULES]!r}
-        print(json.dumps([native_build.status(), [native_build.active(importlib.import_module(n)) for n in names]]))
+        active = [native_build.active(importlib.import_module(n)) for n in names]
+        active.append(importlib.import_module("vdsp_board.zsock")._ZIO is not None)      # vdsp_board/zio.c
+        print(json.dumps([native_build.status(), active]))
     """
     lacking = native_build.missing()
     for value in ("1", "0"):
@@ -336,6 +338,7 @@ def outcomes() -> dict[str, list]:
                 return header.pack(*args)
             cases[f"header.pack field {field}={value}"] = pack
 
+    cases.update(socket_cases(shapes, kinds))
     seen: dict[str, list] = {}
     for name, fn in cases.items():
         try:
@@ -343,6 +346,128 @@ def outcomes() -> dict[str, list]:
         except Exception as exc:
             seen[name] = ["raised", type(exc).__name__]
     return seen
+
+
+def socket_cases(shapes: dict[str, list], kinds: dict[str, Callable]) -> dict[str, Callable[[], object]]:
+    """``vdsp_board.zsock``'s frame calls (pyzmq's, or the compiled build's ``_zio``) on real
+    inproc sockets: each shape of frames, as each buffer type, sent and received; and the calls
+    that must fail (a closed socket, nothing to read, a frame that is no buffer, bad flags)."""
+    import zmq
+
+    from vdsp_board import zsock
+
+    ctx = zmq.Context.instance()
+    serial = iter(range(10**9))
+
+    def pair(kind_a: int = zmq.PAIR, kind_b: int = zmq.PAIR) -> tuple:
+        a, b = ctx.socket(kind_a), ctx.socket(kind_b)
+        a.linger = b.linger = 0
+        endpoint = f"inproc://zsock-{next(serial)}"
+        a.bind(endpoint)
+        b.connect(endpoint)
+        return a, b
+
+    def outcome(call: Callable[[], object]) -> object:
+        try:
+            return ["returned", call()]
+        except zmq.ZMQError as exc:
+            return ["raised", type(exc).__name__, exc.errno]
+        except Exception as exc:
+            return ["raised", type(exc).__name__]
+
+    def through(frames: list, routed: bool = False, flags: int = zsock.NOBLOCK) -> list:
+        a, b = pair(zmq.ROUTER, zmq.DEALER) if routed else pair()
+        try:
+            if routed:      # the DEALER speaks first: the ROUTER learns its identity
+                zsock.send_frames(b, [b"hi"], flags)
+                identity = zsock.recv_frames(a)[0]
+                sent = outcome(lambda: zsock.send_routed(a, identity, frames, flags))
+            else:
+                sent = outcome(lambda: zsock.send_frames(a, frames, flags))
+            before = zsock.readable(b) if sent[0] == "returned" else None
+            got = outcome(lambda: zsock.recv_frames(b, zsock.NOBLOCK)) if before else None
+            return [sent, before, got, zsock.readable(b), outcome(lambda: zsock.recv_frames(b, zsock.NOBLOCK))]
+        finally:
+            a.close(0)
+            b.close(0)
+
+    cases: dict[str, Callable[[], object]] = {}
+    for shape, frames in shapes.items():
+        for kind, make in kinds.items():
+            as_kind = [make(f) for f in frames]
+            cases[f"zsock send_frames <- {shape} ({kind})"] = lambda f=as_kind: through(f)
+            cases[f"zsock send_routed <- {shape} ({kind})"] = lambda f=as_kind: through(f, routed=True)
+    cases["zsock blocking send and recv"] = lambda: through([b"a", b"b"], flags=0)
+    cases["zsock frames as a tuple"] = lambda: through((b"a", memoryview(b"bc")))     # type: ignore[arg-type]
+    cases["zsock frames as a generator"] = lambda: through((f for f in [b"a"]))      # type: ignore[arg-type]
+    for i, bad in enumerate(["text", 7, None, 1.5, [b"x"], object()]):
+        cases[f"zsock a frame that is no buffer {i}"] = lambda bad=bad: through([b"a", bad])
+        cases[f"zsock frames that are no list {i}"] = lambda bad=bad: through(bad)
+        cases[f"zsock flags that are no int {i}"] = lambda bad=bad: through([b"a"], flags=bad)
+    cases["zsock flags out of range"] = lambda: through([b"a"], flags=2**40)
+
+    def closed(call: str) -> object:
+        a, b = pair()
+        a.close(0)
+        try:
+            return outcome({"send": lambda: zsock.send_frames(a, [b"a"], zsock.NOBLOCK),
+                            "routed": lambda: zsock.send_routed(a, b"id", [b"a"], zsock.NOBLOCK),
+                            "recv": lambda: zsock.recv_frames(a, zsock.NOBLOCK),
+                            "readable": lambda: zsock.readable(a)}[call])
+        finally:
+            b.close(0)
+    for call in ("send", "routed", "recv", "readable"):
+        cases[f"zsock {call} on a closed socket"] = lambda call=call: closed(call)
+
+    def full() -> object:       # a DEALER with no peer queues nothing: EAGAIN at once
+        d = ctx.socket(zmq.DEALER)
+        d.linger = 0
+        try:
+            return outcome(lambda: zsock.send_frames(d, [b"a"], zsock.NOBLOCK))
+        finally:
+            d.close(0)
+    cases["zsock send with no peer"] = full
+    return cases
+
+
+WAITING_CALLS = """if True:
+    import json, os, signal, threading, time
+    import zmq
+    from vdsp_board import zsock
+    ctx = zmq.Context.instance()
+    a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
+    a.bind("inproc://waiting")
+    b.connect("inproc://waiting")
+    got = []
+    reader = threading.Thread(target=lambda: got.append(zsock.recv_frames(b)))     # waits: no NOBLOCK
+    reader.start()
+    counted = 0
+    deadline = time.monotonic() + 0.3
+    while time.monotonic() < deadline:      # Python runs beside the waiting call
+        counted += 1
+    zsock.send_frames(a, [b"x", b"y"])
+    reader.join(10)
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    try:
+        zsock.recv_frames(b)        # nothing comes: only the signal ends it
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+    print(json.dumps({"zio": zsock._ZIO is not None, "counted": counted, "got": [f.decode() for f in got[0]],
+                      "interrupted": interrupted}))
+"""
+
+
+@pytest.mark.parametrize("native", ["0", "1"])
+def test_a_call_that_may_wait_lets_other_threads_run_and_signals_end_it(native):
+    """The compiled build's frame calls keep the GIL only for a call that cannot wait: one that
+    waits (no NOBLOCK) lets go of it, as pyzmq does (else the waiting thread would stop the whole
+    process: nothing could send it what it waits for), and a signal ends the wait."""
+    res = _run(WAITING_CALLS, VDSP_NATIVE=native)
+    assert res.returncode == 0, res.stderr[-3000:]
+    seen = json.loads(res.stdout)
+    assert seen["got"] == ["x", "y"] and seen["counted"] > 1000 and seen["interrupted"], seen
+    assert seen["zio"] == (native == "1" and not native_build.missing()), seen
 
 
 def test_both_builds_answer_malformed_frames_and_bodies_alike():
@@ -366,8 +491,8 @@ def test_both_builds_answer_malformed_frames_and_bodies_alike():
             if child.poll() is None:
                 child.kill()
                 child.wait()
-    assert runs["0"].pop("compiled") == [False] * len(native_build.MODULES)
-    assert runs["1"].pop("compiled") == [True] * len(native_build.MODULES), "the compiled build is not used here"
+    assert runs["0"].pop("compiled") == [False] * len(native_build.SOURCES)
+    assert runs["1"].pop("compiled") == [True] * len(native_build.SOURCES), "the compiled build is not used here"
     assert len(runs["0"]) > 1000 and runs["0"].keys() == runs["1"].keys()
     differ = [f"{name}:\n  pure     {runs['0'][name]}\n  compiled {runs['1'][name]}"
               for name in runs["0"] if runs["0"][name] != runs["1"][name]]
@@ -381,4 +506,5 @@ if __name__ == "__main__":
     logging.disable()       # the relay's warnings about each malformed input (not compared)
     found = outcomes()
     found["compiled"] = [native_build.active(importlib.import_module(_module_name(rel))) for rel in native_build.MODULES]
+    found["compiled"] += [importlib.import_module("vdsp_board.zsock")._ZIO is not None]      # vdsp_board/zio.c
     json.dump(found, sys.stdout, default=repr)

@@ -1,7 +1,7 @@
 """Build, install or remove the compiled build of the hot modules: ``python -m vdsp_sim.native_build``.
 
-mypyc compiles :data:`MODULES` (one extension per module) and the build is installed into this
-environment's site-packages as the package ``_vdsp_native`` (the extensions and the import hook
+mypyc compiles :data:`MODULES` (one extension per module), the C compiler :data:`C_MODULES`, and
+the build is installed into this environment's site-packages as the package ``_vdsp_native`` (the extensions and the import hook
 ``vdsp_sim/native_finder.py``) with ``_vdsp_native.pth``, which imports the hook when the
 interpreter starts: from then on ``import relay_server.engine`` loads the compiled module.
 The decision is made here, at build time; importing the project reads nothing to make it.
@@ -20,6 +20,7 @@ import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -39,17 +40,24 @@ MODULES = ("protocol/header.py", "protocol/wire.py", "protocol/ordering.py",
            "relay_server/scheduler.py", "relay_server/engine.py",
            "dsp_side/inbox.py", "vdsp_board/zsock.py")
 # Not the SDK's (arm_side): compiled, its session saved under 1 µs of the client's ~17 µs per task.
+#: the C extensions of the build: module -> its source (vdsp_board/zio.c: the frame calls of
+#: zsock that keep the GIL when they cannot wait; zsock uses it whenever the build is used)
+C_MODULES = {"vdsp_board._zio": "vdsp_board/zio.c"}
+SOURCES = MODULES + tuple(C_MODULES.values())      # what a build is compiled from
+C_FLAGS = ["-Wall", "-Wextra", "-Werror"]
 PACKAGE = "_vdsp_native"        # the installed build (a directory of site-packages) and its .pth
 FINDER = Path(__file__).with_name("native_finder.py")
 
 # mypyc's setuptools glue, run in a child interpreter (it writes C sources and build files)
 _SETUP = """
-import sys
-from setuptools import setup
+import json, sys
+from setuptools import Extension, setup
 from mypyc.build import mypycify
-target, out, tmp, *modules = sys.argv[1:]
-setup(name="vdsp-native", ext_modules=mypycify(modules, opt_level="3", separate=True, target_dir=target),
-      script_args=["build_ext", "--build-lib", out, "--build-temp", tmp])
+target, out, tmp, c_modules, c_flags, *modules = sys.argv[1:]
+extensions = mypycify(modules, opt_level="3", separate=True, target_dir=target)
+extensions += [Extension(name, [source], extra_compile_args=json.loads(c_flags), libraries=["dl"])
+               for name, source in json.loads(c_modules).items()]
+setup(name="vdsp-native", ext_modules=extensions, script_args=["build_ext", "--build-lib", out, "--build-temp", tmp])
 """
 
 
@@ -80,13 +88,13 @@ def _sha256(path: Path) -> str:
 
 def fingerprint(root: Path = ROOT) -> dict:
     """What a build is compiled from: the interpreter, each module's source, the import hook."""
-    return {"python": sys.implementation.cache_tag, "sources": {rel: _sha256(root / rel) for rel in MODULES},
+    return {"python": sys.implementation.cache_tag, "sources": {rel: _sha256(root / rel) for rel in SOURCES},
             "finder": _sha256(FINDER)}
 
 
 def _stats(root: Path) -> dict[str, tuple[int, int]]:
     out = {}
-    for rel in MODULES:
+    for rel in SOURCES:
         st = os.stat(root / rel)
         out[str(root / rel)] = (st.st_size, st.st_mtime_ns)
     return out
@@ -148,7 +156,8 @@ def build(root: Path = ROOT, site: Path | None = None, log=print) -> str:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vdsp-native-") as tmp:
         out, work = Path(tmp) / "out", Path(tmp) / "work"
-        proc = subprocess.run([sys.executable, "-c", _SETUP, str(Path(tmp) / "c"), str(out), str(work), *MODULES],
+        proc = subprocess.run([sys.executable, "-c", _SETUP, str(Path(tmp) / "c"), str(out), str(work),
+                               json.dumps(C_MODULES), json.dumps(C_FLAGS), *MODULES],
                               cwd=root, capture_output=True, text=True)
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
@@ -172,7 +181,8 @@ def build(root: Path = ROOT, site: Path | None = None, log=print) -> str:
     os.rename(stage, dest)
     shutil.rmtree(old, ignore_errors=True)
     _write(site / f"{PACKAGE}.pth", f"import {PACKAGE}\n")
-    log(f"[setup] compiled {len(MODULES)} modules with mypyc into {dest} ({time.monotonic() - t0:.0f} s)")
+    log(f"[setup] compiled {len(MODULES)} modules with mypyc and {len(C_MODULES)} in C into {dest} "
+        f"({time.monotonic() - t0:.0f} s)")
     return ""
 
 
@@ -215,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.status:
         why = status()      # in this environment (VDSP_NATIVE included)
-        print("compiled build: " + (f"used ({', '.join(MODULES)})" if not why else f"not used: {why}"))
+        print("compiled build: " + (f"used ({', '.join(SOURCES)})" if not why else f"not used: {why}"))
         return 0
     if args.remove:
         print(f"[setup] compiled build removed from {site_dir()}" if remove() else "[setup] no compiled build installed")
