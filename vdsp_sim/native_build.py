@@ -1,10 +1,11 @@
 """Build, install or remove the compiled build of the hot modules: ``python -m vdsp_sim.native_build``.
 
 mypyc compiles :data:`MODULES` (one extension per module), the C compiler :data:`C_MODULES`, and
-the build is installed into this environment's site-packages as the package ``_vdsp_native`` (the extensions and the import hook
-``vdsp_sim/native_finder.py``) with ``_vdsp_native.pth``, which imports the hook when the
-interpreter starts: from then on ``import relay_server.engine`` loads the compiled module.
-The decision is made here, at build time; importing the project reads nothing to make it.
+the build is installed into this environment's site-packages as the package ``_vdsp_native``
+(the extensions and the import hook ``vdsp_sim/native_finder.py``) with ``_vdsp_native.pth``,
+which imports the hook when the interpreter starts: from then on ``import relay_server.engine``
+loads the compiled module. The decision is made here, at build time; importing the project
+reads nothing to make it.
 ``scripts/venv.sh`` runs this with ``--if-stale`` in each venv it makes (one per Python
 version), so each interpreter has a build of its own.
 
