@@ -178,6 +178,17 @@ def shm(tmp_path, monkeypatch):
     ddr.close_owner(str(directory))
 
 
+@pytest.fixture
+def short_dir():
+    """A private directory under /tmp for ipc sockets (pytest's tmp_path under a long TMPDIR is
+    past the 107 characters of a unix socket path), removed afterwards."""
+    path = fresh_runtime_dir("vts")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture(params=["relay", "direct"])
 def mode_soc(request, shared_soc):
     """A client of the shared SoC, once in relay mode and once in direct mode."""

@@ -128,16 +128,16 @@ def test_the_drivers_share_the_session_by_composition_not_inheritance():
         assert "Session(" in inspect.getsource(driver.__init__)
 
 
-def test_a_transport_is_a_link_factory_and_its_discovery_a_separate_policy(tmp_path):
+def test_a_transport_is_a_link_factory_and_its_discovery_a_separate_policy(short_dir):
     public = {n for n, v in vars(transport.Transport).items() if not n.startswith("_") and callable(v)}
     assert public == {"open", "open_async", "release", "lost", "refused", "close"}
-    zmq_transport = transport.ZmqTransport("direct", rt=tmp_path, autostart_relay=False)
+    zmq_transport = transport.ZmqTransport("direct", rt=short_dir, autostart_relay=False)
     try:
         policy = zmq_transport.discovery
-        assert isinstance(policy, discovery.RuntimeDir) and policy.rt == tmp_path and not policy.may_autostart
+        assert isinstance(policy, discovery.RuntimeDir) and policy.rt == short_dir and not policy.may_autostart
         assert zmq_transport.mode == "direct" and set(policy.servers()) == {"vdsp0", "vdsp1"}
         assert isinstance(policy.ready_wait("vdsp0", "ipc:///x", 1.0, 0.0), CoreWait)
-        relay = discovery.RuntimeDir("relay", tmp_path).ready_wait("relay", "tcp://127.0.0.1:1", 1.0, 0.0)
+        relay = discovery.RuntimeDir("relay", short_dir).ready_wait("relay", "tcp://127.0.0.1:1", 1.0, 0.0)
         assert isinstance(relay, RelayWait) and relay.local is None      # tcp: nothing local to start
     finally:
         zmq_transport.close()

@@ -76,10 +76,10 @@ def test_transports_of_a_process_share_one_context_until_the_last_closes(tmp_pat
     third.close()
 
 
-def test_a_channel_drains_every_waiting_message_and_wakes_for_the_next(tmp_path):
+def test_a_channel_drains_every_waiting_message_and_wakes_for_the_next(short_dir):
     ctx = zmq.Context()
     server = ctx.socket(zmq.ROUTER)
-    endpoint = f"ipc://{tmp_path}/s"
+    endpoint = f"ipc://{short_dir}/s"
     server.bind(endpoint)
     channel = Channel(ctx, endpoint, "test")
     try:
