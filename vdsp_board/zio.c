@@ -127,17 +127,14 @@ static int send_one(void *handle, PyObject *frame, int flags) {
   return 0;
 }
 
-static PyObject *send_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  (void)self;
-  if (nargs < 2 || nargs > 3) {
-    PyErr_SetString(PyExc_TypeError, "send_frames(sock, frames, flags=0)");
-    return NULL;
-  }
-  int flags = nargs > 2 ? int_arg(args[2]) : 0;
+/* A multipart message: ``identity`` (a ROUTER's peer; NULL: none) then ``frames``, with ``flags``
+ * (an int object; NULL: 0). Refuses an empty ``frames`` before anything is sent. */
+static PyObject *send_message(PyObject *sock, PyObject *identity, PyObject *frames, PyObject *flags_obj) {
+  int flags = flags_obj != NULL ? int_arg(flags_obj) : 0;
   if (flags == -1 && PyErr_Occurred()) return NULL;
-  void *handle = handle_of(args[0]);
+  void *handle = handle_of(sock);
   if (handle == NULL) return NULL;
-  PyObject *seq = frames_of(args[1]);
+  PyObject *seq = frames_of(frames);
   if (seq == NULL) return NULL;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   if (n == 0) {
@@ -146,14 +143,21 @@ static PyObject *send_frames(PyObject *self, PyObject *const *args, Py_ssize_t n
     return NULL;
   }
   PyObject **items = PySequence_Fast_ITEMS(seq);
-  for (Py_ssize_t i = 0; i < n; i++) {
-    if (send_one(handle, items[i], i < n - 1 ? flags | ZMQ_SNDMORE : flags) < 0) {
-      Py_DECREF(seq);
-      return NULL;
-    }
-  }
+  int failed = identity != NULL && send_one(handle, identity, flags | ZMQ_SNDMORE) < 0;
+  for (Py_ssize_t i = 0; !failed && i < n; i++)
+    failed = send_one(handle, items[i], i < n - 1 ? flags | ZMQ_SNDMORE : flags) < 0;
   Py_DECREF(seq);
+  if (failed) return NULL;
   Py_RETURN_NONE;
+}
+
+static PyObject *send_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs < 2 || nargs > 3) {
+    PyErr_SetString(PyExc_TypeError, "send_frames(sock, frames, flags=0)");
+    return NULL;
+  }
+  return send_message(args[0], NULL, args[1], nargs > 2 ? args[2] : NULL);
 }
 
 static PyObject *send_routed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -162,25 +166,7 @@ static PyObject *send_routed(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyErr_SetString(PyExc_TypeError, "send_routed(sock, identity, frames, flags=0)");
     return NULL;
   }
-  int flags = nargs > 3 ? int_arg(args[3]) : 0;
-  if (flags == -1 && PyErr_Occurred()) return NULL;
-  void *handle = handle_of(args[0]);
-  if (handle == NULL) return NULL;
-  PyObject *seq = frames_of(args[2]);
-  if (seq == NULL) return NULL;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  if (n == 0) {
-    Py_DECREF(seq);
-    PyErr_SetString(PyExc_IndexError, "no frame to send");
-    return NULL;
-  }
-  PyObject **items = PySequence_Fast_ITEMS(seq);
-  int failed = send_one(handle, args[1], flags | ZMQ_SNDMORE) < 0;
-  for (Py_ssize_t i = 0; !failed && i < n; i++)
-    failed = send_one(handle, items[i], i < n - 1 ? flags | ZMQ_SNDMORE : flags) < 0;
-  Py_DECREF(seq);
-  if (failed) return NULL;
-  Py_RETURN_NONE;
+  return send_message(args[0], args[1], args[2], nargs > 3 ? args[3] : NULL);
 }
 
 /* One frame into a new bytes object; *more: another frame follows. NULL with an exception set. */
