@@ -307,7 +307,7 @@ def test_vdsp_up_with_tcp_endpoints_starts_a_tcp_soc_with_its_keys(tmp_path):
     from vdsp_board import curve
     env = {k: v for k, v in os.environ.items() if not k.startswith("VDSP_")}
     rt = tmp_path / "rt"
-    relay, c0, c1 = free_ports(3)
+    relay, c0, c1 = free_ports(3, with_next=True)   # each firmware: the next port
     env.update(VDSP_RUNTIME_DIR=str(rt), PYTHONPATH=str(ROOT), VDSP_RELAY_ENDPOINT=f"tcp://127.0.0.1:{relay}",
                VDSP_CORE_ENDPOINTS=f"vdsp0=tcp://127.0.0.1:{c0},vdsp1=tcp://127.0.0.1:{c1}")
     vdsp = [sys.executable, "-m", "vdsp_sim.cli"]

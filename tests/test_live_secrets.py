@@ -81,7 +81,7 @@ def tree(pid: int) -> list[int]:
 @pytest.fixture
 def tcp_soc(runtime_env, monkeypatch):
     """``vdsp up`` (in the foreground: our child, its memory ours to read) of a SoC on loopback tcp."""
-    relay, c0, _, c1 = free_tcp_ports(4)
+    relay, c0, c1 = free_tcp_ports(3, with_next=True)     # each firmware: the next port
     monkeypatch.setenv("VDSP_RELAY_ENDPOINT", f"tcp://127.0.0.1:{relay}")
     monkeypatch.setenv("VDSP_CORE_ENDPOINTS", f"vdsp0=tcp://127.0.0.1:{c0},vdsp1=tcp://127.0.0.1:{c1}")
     monkeypatch.delenv("VDSP_SOC_TEMPLATE", raising=False)

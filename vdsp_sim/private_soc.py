@@ -54,15 +54,31 @@ GONE_WAIT_S = 10.0          # how long close() waits for firmware processes and 
 RELAY_STOP_S = 5.0          # for a relay the SDK started by itself
 
 
-def free_tcp_ports(n: int) -> list[int]:
-    """``n`` distinct loopback tcp ports that were free a moment ago (for a tcp SoC of one's own)."""
+def free_tcp_ports(n: int, *, with_next: bool = False) -> list[int]:
+    """``n`` distinct loopback tcp ports that were free a moment ago (for a tcp SoC of one's own).
+    ``with_next``: each one's next port was free too, and is none of the others: a core's firmware
+    binds there by default (``rundir.fw_endpoint_for``)."""
     socks: list[socket.socket] = []
+    ports: list[int] = []
     try:
-        for _ in range(n):
+        for _ in range(1000 * n):
+            if len(ports) == n:
+                break
             sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
             socks.append(sock)
-        return [sock.getsockname()[1] for sock in socks]
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+            if with_next:
+                after = socket.socket()
+                socks.append(after)
+                try:
+                    after.bind(("127.0.0.1", port + 1))     # held until we return: no other pick takes it
+                except OSError:
+                    continue
+            ports.append(port)
+        if len(ports) < n:
+            raise OSError(f"no {n} free loopback tcp ports{' with their next ones' if with_next else ''}")
+        return ports
     finally:
         for sock in socks:
             sock.close()

@@ -36,7 +36,7 @@ class TransportSoc:
         rt.mkdir(mode=0o700)
         endpoints: dict = {}
         if transport == "tcp":
-            relay, c0, c1 = free_tcp_ports(3)   # each core's firmware takes the next port
+            relay, c0, c1 = free_tcp_ports(3, with_next=True)   # each core's firmware takes the next port
             endpoints = {"relay_endpoint": f"tcp://127.0.0.1:{relay}",
                          "core_endpoints": {"vdsp0": f"tcp://127.0.0.1:{c0}", "vdsp1": f"tcp://127.0.0.1:{c1}"}}
         self.private = PrivateSoc(PrivateSocConfig(runtime_dir=rt, ddr_dir=ddr_dir, env={"VDSP_KEYS_DIR": None},
