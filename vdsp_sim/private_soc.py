@@ -73,7 +73,7 @@ def free_tcp_ports(n: int, *, with_next: bool = False) -> list[int]:
                 socks.append(after)
                 try:
                     after.bind(("127.0.0.1", port + 1))     # held until we return: no other pick takes it
-                except OSError:
+                except (OSError, OverflowError):      # in use; or the port was 65535
                     continue
             ports.append(port)
         if len(ports) < n:
