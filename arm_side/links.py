@@ -79,11 +79,21 @@ class Links:
             self.release(key)
 
     # --- sending --------------------------------------------------------------------------
-    def send(self, link: Any, frames: list, req: Request) -> None:
+    def send(self, link: Any, frames: list, req: Request, live: bool = False) -> None:
         """Track ``req`` and send its ``frames`` on ``link``. Raises RelayUnavailable if the
-        transport cannot send (the request is then not in flight)."""
+        transport cannot send (the request is then not in flight). ``live``: first make sure the
+        link's peer was not declared dead since the caller chose the link (the reader fails every
+        request tracked by then; one tracked after would go out on a dead link, never answered):
+        RelayUnavailable / CoreOffline then. The check follows the tracking, as the reader's
+        failing follows its ``alive = False``: one of the two always sees the other."""
         msg_id = req.msg_id
         self.session.track(req)
+        peer = link.peer
+        if live and peer is not None and not peer.alive:
+            self.session.unsent(msg_id)
+            if peer.name == "relay":
+                raise errors.RelayUnavailable(f"the relay's connection closed as task {msg_id} was sent; send it again")
+            raise errors.CoreOffline(f"{peer.name} was declared dead as task {msg_id} was sent")
         try:
             missed = link.send(frames)
         except errors.VdspError:
@@ -124,7 +134,7 @@ class Links:
         except BaseException:
             session.unsent(msg_id)
             raise
-        self.send(link, frames, task)
+        self.send(link, frames, task, live=True)
         return task
 
     # --- the connect sequence's steps that do not wait -----------------------------------

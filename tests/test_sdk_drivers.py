@@ -308,3 +308,31 @@ def test_a_firmware_that_refused_our_hello_says_foreign_handle_as_before():
     unbound = errors.ForeignHandle("this connection has no verified DDR owner", unbound=True)
     assert sess.receive(core, _reply_error(50, unbound), 1.0) == []
     assert isinstance(task.error, errors.ForeignHandle) and task.error.unbound
+
+
+def test_a_task_sent_as_its_relay_is_declared_dead_fails_instead_of_being_lost():
+    """The reader may declare the relay dead (and fail every request in flight) between the moment
+    a caller chose the relay's link and the moment it tracks its task: that task was then sent on
+    the dead link, tracked after the failing, and never answered (a loadtest with the relay
+    killed under load counted it lost). Now the caller finds the relay dead and raises."""
+    from vdsp_sim.loopback import LoopbackTransport
+    loop = LoopbackTransport("relay")
+    try:
+        with Soc(transport=loop) as soc:
+            cl = soc.client
+            links = cl.links
+            choose = links.link
+
+            def chosen_then_dead(key):
+                link = choose(key)
+                cl.session.peer_dead(cl.session.peers[0], "killed in this test")   # what the reader does
+                return link
+            links.link = chosen_then_dead
+            try:
+                with pytest.raises(errors.RelayUnavailable):
+                    soc.rpc(opids.PING, core=CORE_0).wait(2000)
+            finally:
+                links.link = choose
+            assert not cl.session.pending
+    finally:
+        loop.close()
