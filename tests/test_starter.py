@@ -98,6 +98,22 @@ def test_an_unknown_entry_or_a_bad_request_is_refused(starter):
     assert starter.start("child", ["0", "7"]).wait(30) == 7
 
 
+def test_a_command_sent_to_the_starter_is_not_run(starter, tmp_path):
+    """Only the entries its owner registered run: a request naming an unknown entry with a
+    ``command`` of its own (what the starter took before) starts nothing, and a registered entry
+    runs its registered command whatever command comes with the request."""
+    mark = tmp_path / "ran"
+    evil = [sys.executable, "-c", f"open({str(mark)!r}, 'w').write('x')"]
+    reply, passed = starter._request({"entry": "nope", "argv": [], "fds": [], "command": evil}, [])
+    assert "pid" not in reply and "nope" in reply["error"]
+    reply, passed = starter._request({"entry": "child", "argv": ["0", "3"], "fds": [], "command": evil}, [])
+    child = starter_mod.Started(starter, int(reply["pid"]), passed[0] if passed else None, None)
+    with starter.lock:
+        starter.children[child.pid] = child
+    assert child.wait(30) == 3              # the registered command: sleep 0, exit 3
+    assert not mark.exists()
+
+
 FORKED = textwrap.dedent("""
     import json, os, sys
     from vdsp_board.starter import Entry, Starter

@@ -33,7 +33,9 @@ The conversation is one ``SOCK_SEQPACKET`` socket pair, one JSON object per mess
 ``{"seq", "entry", "argv", "env", "fds"}`` carries the child's standard streams
 (``SCM_RIGHTS``, in the order ``fds`` names them: 1, 2); the reply is ``{"seq", "pid"}`` (with the
 child's pidfd attached, if any) or ``{"seq", "error"}``. ``{"signal": PID, "sig": N}`` asks the
-starter to signal a child (no reply).
+starter to signal a child (no reply). A request names an entry, never a command: the starter runs
+only the entries its owner registered when it made it (a fresh starter gets their commands on its
+own command line, ``--entries``), so whoever gets to speak on its socket still starts only those.
 """
 from __future__ import annotations
 
@@ -169,7 +171,7 @@ class Starter:
                 code = 1
                 try:
                     ours.close()
-                    code = _serve(theirs, name, owner, entries if self.templates else {}, prepare, use_pidfds)
+                    code = _serve(theirs, name, owner, entries, prepare, use_pidfds)
                 finally:
                     os._exit(code)
             self.pid = pid
@@ -177,7 +179,8 @@ class Starter:
             theirs.set_inheritable(True)
             self._popen = subprocess.Popen(
                 [sys.executable, "-m", "vdsp_board.starter", "--fd", str(theirs.fileno()), "--owner", str(owner),
-                 "--name", name, *([] if use_pidfds else ["--no-pidfds"])],
+                 "--name", name, "--entries", json.dumps({k: list(e.command) for k, e in entries.items()}),
+                 *([] if use_pidfds else ["--no-pidfds"])],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=settings.child_env(env))
             self.pid = self._popen.pid
         theirs.close()
@@ -204,8 +207,6 @@ class Starter:
         if stderr is not None:
             fds[2] = stderr
         req = {"entry": entry, "argv": argv, "env": env, "fds": list(fds)}
-        if not self.templates:
-            req["command"] = [sys.executable, *self.entries[entry].command]
         try:
             reply, passed = self._request(req, list(fds.values()))
         except OSError:
@@ -366,8 +367,10 @@ def _recv(sock: socket.socket, flags: int = 0) -> tuple[bytes, list[int]]:
 class _Server:
     """The starter's state: its owner's socket, the children it has not reaped, what waits to be said."""
 
-    def __init__(self, sock: socket.socket, name: str, entries: dict[str, Entry], pidfds: bool) -> None:
+    def __init__(self, sock: socket.socket, name: str, entries: dict[str, Entry], pidfds: bool,
+                 fresh: bool = False) -> None:
         self.sock, self.name, self.entries, self.pidfds = sock, name, entries, pidfds
+        self.fresh = fresh      # each entry runs as ``python *command *argv``, not in a fork of us
         self.live: set[int] = set()
         self.unsaid: list[bytes] = []       # reports the owner has not taken yet (its socket was full)
 
@@ -412,13 +415,14 @@ class _Server:
             return
         try:
             argv, env, entry, targets = req["argv"], req.get("env"), req["entry"], req.get("fds", [])
-            command = req.get("command")
             if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)
                     and (env is None or isinstance(env, dict)) and isinstance(targets, list)
                     and len(targets) == len(fds) and all(t in (1, 2) for t in targets)
-                    and (entry in self.entries or isinstance(command, list))):
+                    and isinstance(entry, str)):
                 raise ValueError("a request is {seq, entry, argv, env, fds} with its file descriptors")
-            pid = self.fork(entry, argv, env, dict(zip(targets, fds)), command, wake)
+            if entry not in self.entries:       # only what the owner registered when it made us runs
+                raise ValueError(f"no entry {entry!r} (this starter runs {sorted(self.entries)})")
+            pid = self.fork(entry, argv, env, dict(zip(targets, fds)), wake)
             pidfd = self._pidfd(pid)
             try:
                 self.say({"seq": seq, "pid": pid}, [pidfd] if pidfd is not None else None)
@@ -440,7 +444,7 @@ class _Server:
             return None
 
     def fork(self, entry: str, argv: list[str], env: dict | None, streams: dict[int, int],
-             command: list[str] | None, wake: tuple[int, int]) -> int:
+             wake: tuple[int, int]) -> int:
         env = settings.child_env(env, **{proc.PARENT_ENV: str(os.getpid())})    # it dies with us
         me = os.getpid()
         pid = os.fork()
@@ -462,8 +466,8 @@ class _Server:
             os.close(null)
             for target, fd in streams.items():
                 os.dup2(fd, target)
-            if command is not None:
-                os.execve(command[0], [*command, *argv], env)
+            if self.fresh:      # a fresh interpreter: the entry's registered command, never one sent to us
+                os.execve(sys.executable, [sys.executable, *self.entries[entry].command, *argv], env)
             settings.become(env)
             # gc stays frozen: the starter's objects live as long as we do, and a collection
             # visiting them would write to (and so copy) every page they are on
@@ -472,7 +476,7 @@ class _Server:
             code = exc.code if isinstance(exc.code, int) else 1
         except BaseException:
             traceback.print_exc()
-            code = 127 if command is not None else 1
+            code = 127 if self.fresh else 1
         finally:
             for stream in (sys.stdout, sys.stderr):
                 try:
@@ -484,7 +488,7 @@ class _Server:
 
 
 def _serve(sock: socket.socket, name: str, owner: int, entries: dict[str, Entry],
-           prepare: Callable[[], object] | None, pidfds: bool) -> int:
+           prepare: Callable[[], object] | None, pidfds: bool, fresh: bool = False) -> int:
     """The starter's loop: a fork per request, a report per exit, until the owner closes its end."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # terminal signals are the owner's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -495,7 +499,7 @@ def _serve(sock: socket.socket, name: str, owner: int, entries: dict[str, Entry]
         prepare()
     gc.collect()
     gc.freeze()     # the inherited objects stay out of the collector's way: their pages stay shared
-    server = _Server(sock, name, entries, pidfds)
+    server = _Server(sock, name, entries, pidfds, fresh)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
@@ -534,10 +538,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fd", type=int, required=True, help="the owner's socket (SOCK_SEQPACKET)")
     ap.add_argument("--owner", type=int, required=True, help="the owner's pid: the starter dies with it")
     ap.add_argument("--name", required=True)
+    ap.add_argument("--entries", default="{}",
+                    help="JSON {name: [args of python]}: the only entries it runs, as `python *args *argv`")
     ap.add_argument("--no-pidfds", action="store_true", help="hand out no pidfds (as on a kernel without)")
     args = ap.parse_args(argv)
+    commands = json.loads(args.entries)
+    if not (isinstance(commands, dict) and all(isinstance(c, list) and all(isinstance(a, str) for a in c)
+                                               for c in commands.values())):
+        ap.error("--entries is a JSON object of lists of strings")
+    entries = {name: Entry(_fresh_only, tuple(command)) for name, command in commands.items()}
     sock = socket.socket(fileno=args.fd)
-    return _serve(sock, args.name, args.owner, {}, None, not args.no_pidfds)
+    return _serve(sock, args.name, args.owner, entries, None, not args.no_pidfds, fresh=True)
+
+
+def _fresh_only(argv: list[str]) -> int:
+    raise AssertionError("a fresh starter executes its entries' commands")     # pragma: no cover
 
 
 if __name__ == "__main__":
