@@ -73,7 +73,9 @@ def first_party_imports(path: Path, package: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:      # relative: resolve against the module's package
                 base = package.split(".")[:len(package.split(".")) - node.level + 1]
-                found.add(".".join(base + ([node.module] if node.module else [])))
+                module = ".".join(base + ([node.module] if node.module else []))
+                # `from . import x` imports the module pkg.x, not only the package
+                found |= {module} | {f"{module}.{a.name}" for a in node.names}
             elif node.module:
                 found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
     return {m for m in found if m.split(".")[0] in OURS}
@@ -97,6 +99,17 @@ def test_the_layer_check_can_fail(tmp_path):
     bad.write_text("def f():\n    from dsp_side import core\n")
     assert {"dsp_side", "dsp_side.core"} <= first_party_imports(bad, "arm_side")
     assert "dsp_side" not in ALLOWED["arm_side"]
+
+
+def test_a_relative_import_of_a_module_is_that_module(tmp_path):
+    """``from . import x`` was recorded as the package alone, so its module was invisible to the
+    layer and cycle checks."""
+    m = tmp_path / "m.py"
+    m.write_text("from . import core\nfrom .. import relay_server\nfrom .sub import thing\n")
+    found = first_party_imports(m, "dsp_side")
+    assert {"dsp_side.core", "dsp_side.sub.thing"} <= found
+    found = first_party_imports(m, "arm_side.cv")
+    assert {"arm_side.cv.core", "arm_side.relay_server"} <= found
 
 
 def test_an_import_by_name_is_an_import(tmp_path):
