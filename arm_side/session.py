@@ -347,8 +347,16 @@ class Session:
             for p in self.peers:
                 p.inflight.discard(msg_id)
         error = errors.from_wire(body) if cmd is Command.ERROR else None
-        if isinstance(error, errors.ForeignHandle) and error.unbound and peer is not None and self._bound(peer):
-            return self._binding_lost(peer, req, error)
+        if isinstance(error, errors.ForeignHandle) and error.unbound and peer is not None:
+            if self._bound(peer):
+                return self._binding_lost(peer, req, error)
+            if self.mode == "direct" and isinstance(peer.fw_refused, errors.CoreBusy):
+                # sent right behind our HELLO, which was answered BUSY (its answer came first on
+                # the link): it did not run, and the clock says the HELLO again (PROTOCOL.md §5.4)
+                error = errors.CoreBusy(f"{peer.name}: its firmware answered our HELLO {peer.fw_refused.message}; "
+                                        "the task did not run: the HELLO is said again, send the task again")
+                req._complete(None, error)
+                return []
         req._complete(body, error, hdr, frames[2:])
         return []
 

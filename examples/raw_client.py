@@ -31,7 +31,7 @@ MEMCPY, SIZE = 0x0001, 4096
 
 
 def message(command: int, msg_id: int, body: dict, op: int = 0) -> list[bytes]:
-    return [HEADER.pack(b"VD", 1, command, op, 0, 0, msg_id, 0), msgpack.packb(body)]
+    return [HEADER.pack(b"VD", 2, command, op, 0, 0, msg_id, 0), msgpack.packb(body)]
 
 
 def ask(sock: zmq.Socket, frames: list[bytes], timeout_ms: int) -> tuple[int, dict]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import enum
 
 MAGIC = b"VD"
-VERSION = 1
+VERSION = 2         # the header's version byte and READY's `protocol` (PROTOCOL.md §17: what changed)
+EARLIER_VERSIONS = frozenset({1})   # laid out as ours: a request of one is refused in its own header
 
 
 class Command(enum.IntEnum):

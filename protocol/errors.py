@@ -272,6 +272,7 @@ class BadMagic(ProtocolError):
     code = -6000258
     name = "HB_DSP_BAD_MAGIC"
     description = "wrong magic or protocol version"
+    version: int | None = None      # the refused request's protocol version, when that was the fault
 
 
 class MessageTooLarge(ProtocolError):

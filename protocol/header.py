@@ -23,7 +23,7 @@ import struct
 from typing import NamedTuple, Protocol
 
 from . import errors
-from .constants import MAGIC, VERSION, Command
+from .constants import EARLIER_VERSIONS, MAGIC, VERSION, Command
 from .ordering import order_key
 
 STRUCT = struct.Struct("<2sBBHBBQq")
@@ -76,7 +76,11 @@ class Header(NamedTuple):
         if magic != MAGIC:
             raise errors.BadMagic(f"bad magic {magic!r}, expected {MAGIC!r}")
         if version != VERSION:
-            raise errors.BadMagic(f"protocol version {version} not supported (this peer speaks {VERSION})")
+            exc = errors.BadMagic(f"protocol version {version} not supported: this peer speaks version {VERSION} "
+                                  "(PROTOCOL.md §17 says what changed and what a client must do)")
+            if version in EARLIER_VERSIONS:     # answered in that version's header, which its sender reads
+                exc.version = version
+            raise exc
         cmd = _COMMANDS.get(command)
         if cmd is None:
             raise errors.UnknownCommand(f"unknown command byte 0x{command:02x}")
@@ -90,10 +94,12 @@ class Header(NamedTuple):
         return order_key(self.priority, self.custom_id, seq)
 
 
-def pack(command: int, msg_id: int, op: int = 0, priority: int = 0, core: int = 0, custom_id: int = 0) -> bytes:
-    """The 24 bytes. Raises InvalidArgument for out-of-range fields."""
+def pack(command: int, msg_id: int, op: int = 0, priority: int = 0, core: int = 0, custom_id: int = 0,
+         version: int = VERSION) -> bytes:
+    """The 24 bytes (``version``: another than ours only to refuse a request of that version).
+    Raises InvalidArgument for out-of-range fields."""
     try:
-        return STRUCT.pack(MAGIC, VERSION, command, op, priority, core, msg_id, custom_id)
+        return STRUCT.pack(MAGIC, version, command, op, priority, core, msg_id, custom_id)
     except struct.error as exc:
         raise errors.InvalidArgument(f"header field out of range: {exc}") from exc
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import errors
-from .constants import HANDLE_FLAGS, MAX_HANDLES, Command
+from .constants import HANDLE_FLAGS, MAX_HANDLES, VERSION, Command
 from .wire import Message
 
 _INT, _STR, _MAP, _LIST, _BOOL = (int,), (str,), (dict,), (list,), (bool,)
@@ -18,7 +18,7 @@ _INT, _STR, _MAP, _LIST, _BOOL = (int,), (str,), (dict,), (list,), (bool,)
 BODY_FIELDS: dict[Command, dict[str, tuple[tuple[type, ...], bool]]] = {
     Command.HELLO: {"role": (_STR, True), "pid": (_INT, False), "owner": (_INT, False),
                     "name": (_STR, False), "lock_fd": (_INT, False)},
-    Command.READY: {"name": (_STR, True), "role": (_STR, True), "state": (_STR, False),
+    Command.READY: {"name": (_STR, True), "role": (_STR, True), "protocol": (_INT, True), "state": (_STR, False),
                     "firmware_version": (_STR, False), "operators": (_LIST, False),
                     "fw_endpoint": (_STR, False), "fw_server_key": (_STR, False), "heartbeat_ms": (_INT, False),
                     "cores": (_LIST, False)},
@@ -113,7 +113,8 @@ def hello(msg_id: int, role: str, *, pid: int = 0, owner: int = 0, name: str = "
 
 
 def ready(msg_id: int, name: str, role: str, **fields: Any) -> Message:
-    return Message(Command.READY, msg_id, {"name": name, "role": role, **fields})
+    """A READY; it says the protocol version its sender speaks (``protocol``, PROTOCOL.md §17)."""
+    return Message(Command.READY, msg_id, {"name": name, "role": role, "protocol": VERSION, **fields})
 
 
 def task(msg_id: int, op: int, *, inputs: list, outputs: list, params: dict | None = None,
@@ -128,7 +129,11 @@ def result(msg_id: int, body: dict | None = None, raw: list | None = None) -> Me
 
 
 def error(msg_id: int, exc: errors.VdspError) -> Message:
-    return Message(Command.ERROR, msg_id, exc.to_wire())
+    """The ERROR answering request ``msg_id`` with ``exc``. A request refused for its protocol
+    version is answered in that version's header (the 24 bytes are laid out alike in every
+    version), so a client written for an earlier version reads why (PROTOCOL.md §17)."""
+    version = exc.version if isinstance(exc, errors.BadMagic) and exc.version is not None else VERSION
+    return Message(Command.ERROR, msg_id, exc.to_wire(), version=version)
 
 
 def heartbeat() -> Message:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import msgpack
 
 from . import errors, header
-from .constants import MAX_BODY, MAX_CONTAINER, MAX_DEPTH, MAX_FRAMES, MAX_MESSAGE, MAX_RAW_FRAME, Command
+from .constants import MAX_BODY, MAX_CONTAINER, MAX_DEPTH, MAX_FRAMES, MAX_MESSAGE, MAX_RAW_FRAME, VERSION, Command
 
 HEADER_SIZE = header.SIZE  # 24
 _EMPTY_BODY = msgpack.packb({})
@@ -31,12 +31,13 @@ class Message:
     core: int = 0
     custom_id: int = 0
     raw: list = dataclasses.field(default_factory=list)
+    version: int = VERSION      # of the header: another only in the refusal of a request of that version
 
 
 def pack_header(command: int, msg_id: int, op: int = 0, priority: int = 0, core: int = 0,
-                custom_id: int = 0) -> bytes:
+                custom_id: int = 0, version: int = VERSION) -> bytes:
     """The 24-byte header. Raises InvalidArgument for out-of-range fields."""
-    return header.pack(command, msg_id, op, priority, core, custom_id)
+    return header.pack(command, msg_id, op, priority, core, custom_id, version)
 
 
 # Packers reused (msgpack.packb builds one per call: half its cost for a small body). One is
@@ -67,7 +68,7 @@ def pack_body(body: dict | None) -> bytes:
 
 def encode(msg: Message) -> list:
     """Frames for ``msg``, ready for a multipart send."""
-    frames = [pack_header(msg.command, msg.msg_id, msg.op, msg.priority, msg.core, msg.custom_id),
+    frames = [pack_header(msg.command, msg.msg_id, msg.op, msg.priority, msg.core, msg.custom_id, msg.version),
               pack_body(msg.body)]
     frames.extend(msg.raw)
     return frames

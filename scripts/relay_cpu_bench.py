@@ -31,7 +31,7 @@ TCK = os.sysconf("SC_CLK_TCK")
 
 
 def hdr(cmd: int, msg_id: int) -> bytes:
-    return HEADER.pack(b"VD", 1, cmd, 0, 0, 0, msg_id, 0)
+    return HEADER.pack(b"VD", 2, cmd, 0, 0, 0, msg_id, 0)
 
 
 def msg_id(frame: bytes) -> int:

@@ -46,7 +46,7 @@ class Zmtp:
             self._frame(frame, more=i < len(frames) - 1)
 
     def ask(self, command: int, msg_id: int, body: dict) -> tuple[int, dict]:
-        self.send([HEADER.pack(b"VD", 1, command, 0, 0, 0, msg_id, 0), msgpack.packb(body)])
+        self.send([HEADER.pack(b"VD", 2, command, 0, 0, 0, msg_id, 0), msgpack.packb(body)])
         while True:
             frames = []
             while True:

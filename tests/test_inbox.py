@@ -13,7 +13,7 @@ from vdsp_board.log import RateLimited
 
 def task(msg_id: int, priority: int = 0, custom_id: int = 0) -> list:
     """A TASK header assembled by hand (magic, version 1, command 0x10) and an empty body."""
-    return [struct.pack("<2sBBHBBQq", b"VD", 1, 0x10, 0, priority, 0, msg_id, custom_id), b"\x80"]
+    return [struct.pack("<2sBBHBBQq", b"VD", 2, 0x10, 0, priority, 0, msg_id, custom_id), b"\x80"]
 
 
 def drain(inbox: Inbox) -> list[tuple[bytes, int]]:
@@ -33,7 +33,7 @@ def test_order_is_priority_then_custom_id_then_arrival():
 
 def test_non_tasks_are_not_queued():
     inbox = Inbox()
-    cancel = [struct.pack("<2sBBHBBQq", b"VD", 1, 0x13, 0, 0, 0, 9, 0), b"\x80"]
+    cancel = [struct.pack("<2sBBHBBQq", b"VD", 2, 0x13, 0, 0, 0, 9, 0), b"\x80"]
     assert not inbox.offer(b"r", cancel)
     assert not inbox.offer(b"r", [b"short", b"\x80"])
     assert len(inbox) == 0

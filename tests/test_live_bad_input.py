@@ -148,7 +148,7 @@ class Raw:
         self.ctx.term()
 
 
-def header(cmd=0x10, msg_id=77, magic=b"VD", version=1, core=0):
+def header(cmd=0x10, msg_id=77, magic=b"VD", version=2, core=0):
     return struct.pack("<2sBBHBBQq", magic, version, cmd, 0, 0, core, msg_id, 0)
 
 

@@ -160,7 +160,7 @@ def test_the_worked_example_s_bytes_are_the_printed_body_and_what_the_reference_
     frames = wire.encode(messages.task(8, 0x080E, inputs=body["inputs"], outputs=body["outputs"],
                                        params=body["params"], owner=body["owner"]))
     assert frames[1] == raw and len(raw) == 216
-    assert frames[0] == bytes.fromhex("56 44 01 10 0e 08 00 00 08") + bytes(15)
+    assert frames[0] == bytes.fromhex("56 44 02 10 0e 08 00 00 08") + bytes(15)
     # the buffers hold exactly the minimum of their plane
     src = image_formats.parse("src", body["params"]["src"])
     dst = image_formats.parse("dst", body["params"]["dst"])

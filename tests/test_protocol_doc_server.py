@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import textwrap
@@ -280,3 +281,37 @@ def test_the_launcher_never_opens_an_existing_file(shared_soc, tmp_path):
     x = int(out.stdout.splitlines()[0])
     assert x != 42 and (ddr_dir / f"vdsp-{x:06x}.lock").exists(), out.stdout + out.stderr
     assert stat.S_IMODE(os.stat(ddr_dir / f"vdsp-{x:06x}.lock").st_mode) == 0o600
+
+
+# --- §17 versions ---------------------------------------------------------------------------------
+
+BAD_MAGIC = -6000258
+ENDPOINTS = ("relay.sock", "vdsp0.sock", "vdsp0.fw.sock")     # the relay, a core's control, a firmware
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_a_client_of_version_1_is_told_in_its_own_header_why_it_is_refused(shared_soc, dealer, endpoint):
+    """§17: a client written for version 1 (the per-firmware CURVE key and READY's `protocol`
+    came with version 2) meets a refusal it can read, not silence: an ERROR in a version-1 header
+    (the layout is the same), HB_DSP_BAD_MAGIC, naming the version the server speaks and §17."""
+    sock = dealer(f"ipc://{shared_soc.rt}/{endpoint}")
+    sock.send_multipart([struct.pack("<2sBBHBBQq", b"VD", 1, Command.HELLO, 0, 0, 0, 7, 0),
+                         msgpack.packb({"role": "client"})])
+    assert sock.poll(10_000), f"{endpoint}: no answer to a version-1 HELLO"
+    frames = sock.recv_multipart()
+    magic, version, command, _, _, _, msg_id, _ = struct.unpack("<2sBBHBBQq", frames[0])
+    assert (magic, version, command, msg_id) == (b"VD", 1, Command.ERROR, 7), frames[0]
+    body = msgpack.unpackb(frames[1])
+    assert body["code"] == BAD_MAGIC, body
+    assert "speaks version 2" in body["message"] and "§17" in body["message"], body
+    assert "## 17. Changes between versions" in (ROOT / "PROTOCOL.md").read_text()
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_ready_says_the_version_its_server_speaks(shared_soc, dealer, endpoint):
+    sock = dealer(f"ipc://{shared_soc.rt}/{endpoint}")
+    sock.send_multipart(wire.encode(messages.hello(1, "client")))
+    assert sock.poll(10_000), endpoint
+    frames = sock.recv_multipart()
+    assert frames[0][2] == 2 and frames[0][3] == Command.READY, frames[0]
+    assert msgpack.unpackb(frames[1])["protocol"] == 2

@@ -22,7 +22,7 @@ UNKNOWN_COMMAND = -6000262
 INVALID_ARGUMENT = -6000001
 
 
-def header_bytes(magic=b"VD", version=1, command=0x10, op=0, priority=0, core=0, msg_id=0, custom_id=0):
+def header_bytes(magic=b"VD", version=2, command=0x10, op=0, priority=0, core=0, msg_id=0, custom_id=0):
     """A header assembled field by field, independently of wire.HEADER."""
     return (magic + bytes([version, command]) + op.to_bytes(2, "little") + bytes([priority, core])
             + msg_id.to_bytes(8, "little") + custom_id.to_bytes(8, "little", signed=True))
@@ -51,7 +51,7 @@ def test_header_layout_field_by_field():
     h = wire.pack_header(Command.TASK, msg_id=0x0102030405060708, op=0x1234, priority=200, core=2,
                          custom_id=-2)
     assert h[0:2] == b"VD"
-    assert h[2] == 1                                   # version
+    assert h[2] == 2                                   # version (PROTOCOL.md §3.2, §17)
     assert h[3] == 0x10                                # TASK command byte
     assert h[4:6] == b"\x34\x12"                       # op, little-endian u16
     assert h[6] == 200                                 # priority
@@ -146,7 +146,7 @@ def test_bad_magic():
 
 
 def test_wrong_version_is_bad_magic():
-    for version in (0, 2, 255):
+    for version in (0, 1, 3, 255):         # 1: a client of the protocol before §17
         expect(errors.BadMagic, BAD_MAGIC, wire.decode, [header_bytes(version=version), good_body()])
 
 
@@ -285,8 +285,8 @@ def _msg(command, body):
 
 GOOD_BODIES = {
     Command.HELLO: [{"role": "client"}, {"role": "core", "pid": 12, "owner": 3, "name": "vdsp0"}],
-    Command.READY: [{"name": "relay", "role": "server"},
-                    {"name": "vdsp0", "role": "core", "state": "running", "firmware_version": "1.0",
+    Command.READY: [{"name": "relay", "role": "server", "protocol": 2},
+                    {"name": "vdsp0", "role": "core", "protocol": 2, "state": "running", "firmware_version": "1.0",
                      "operators": [], "fw_endpoint": "ipc:///x", "heartbeat_ms": 500, "cores": ["vdsp0"]}],
     Command.TASK: [{}, {"inputs": [H], "outputs": [[0, 0, 0]], "params": {"k": 1}, "owner": 0}],
     Command.RESULT: [{}, {"values": {"bytes": 3}}],
@@ -315,7 +315,8 @@ def test_check_body_accepts_good_bodies(command, body):
 
 
 @pytest.mark.parametrize("command, missing", [
-    (Command.HELLO, "role"), (Command.READY, "name"), (Command.READY, "role"), (Command.ERROR, "code"),
+    (Command.HELLO, "role"), (Command.READY, "name"), (Command.READY, "role"), (Command.READY, "protocol"),
+    (Command.ERROR, "code"),
     (Command.CANCEL, "target"), (Command.CONTROL, "core"), (Command.CONTROL, "attr"),
     (Command.QUERY, "what"), (Command.EVENT, "core"), (Command.EVENT, "state"),
 ])
@@ -332,6 +333,7 @@ def test_check_body_rejects_missing_required_field(command, missing):
     (Command.HELLO, "role", 1), (Command.HELLO, "pid", "12"), (Command.HELLO, "pid", True),
     (Command.HELLO, "owner", False), (Command.HELLO, "pid", 1.0),
     (Command.READY, "heartbeat_ms", True), (Command.READY, "operators", {}), (Command.READY, "cores", "vdsp0"),
+    (Command.READY, "protocol", "2"), (Command.READY, "protocol", True),
     (Command.TASK, "inputs", {}), (Command.TASK, "inputs", (H,)), (Command.TASK, "params", []),
     (Command.TASK, "owner", True), (Command.TASK, "owner", None),
     (Command.ERROR, "code", True), (Command.ERROR, "code", "-6000001"), (Command.ERROR, "message", 5),

@@ -290,6 +290,28 @@ def test_a_firmware_that_forgot_our_hello_is_greeted_again():
     assert isinstance(task.error, errors.CoreBusy) and "send the task again" in task.error.message and core.alive
 
 
+def test_a_task_right_behind_a_hello_answered_busy_is_busy_not_a_foreign_handle():
+    """Direct mode sends tasks right behind the firmware's HELLO. A HELLO answered HB_DSP_BUSY
+    (the firmware verifies many claims) binds nothing, so a task behind it with buffers is refused
+    as unbound (PROTOCOL.md §5.4): it did not run, and the caller is told to send it again, not
+    that its memory is foreign. The clock, not this reply, says the HELLO again."""
+    sess = Session("direct", owner=0x1234)
+    drive(sess.connect(discovery.Servers("direct", {"vdsp0": "ipc:///x/vdsp0.sock"}), 2.0, Clock()),
+          lambda kind, subject, arg: (Request(None, arg.msg_id) if kind == HELLO else
+                                      subject._complete({"state": "running", "fw_endpoint": "ipc:///x/fw0",
+                                                         "heartbeat_ms": 500}, None) if kind == WAIT else None))
+    core = sess.peers[0]
+    hello = Request(None, 49)
+    sess.fw_hello_sent(core, hello)
+    task = Request(None, 50)
+    sess.track(task)
+    hello._complete(None, errors.CoreBusy("8 HELLO claims of this peer are being verified"))
+    unbound = errors.ForeignHandle("this connection has no verified DDR owner", unbound=True)
+    assert sess.receive(core, _reply_error(50, unbound), 1.0) == []
+    assert isinstance(task.error, errors.CoreBusy) and "send the task again" in task.error.message, task.error
+    assert core.alive
+
+
 def test_a_firmware_that_refused_our_hello_says_foreign_handle_as_before():
     """The claim of another owner is refused at the firmware (tests/test_live_ownership.py, which
     failed under QEMU's slow CPU: the task went before the refusal came back): the refusal

@@ -285,7 +285,7 @@ class Generator:
     def header(self, cmd: int, op: int = 0) -> bytes:
         r = self.rng
         self.msg_id += 1
-        magic, version = b"VD", 1
+        magic, version = b"VD", 2
         if r.random() < 0.03:
             magic = r.choice((b"XX", b"DV", b"\x00\x00"))
         if r.random() < 0.03:

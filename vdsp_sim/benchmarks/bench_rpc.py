@@ -256,7 +256,7 @@ class Baseline:
 
     def _header(self) -> bytes:
         self.seq += 1
-        return HDR.pack(b"VD", 1, 0x10, 0, 0, 0, self.seq, 0)
+        return HDR.pack(b"VD", 2, 0x10, 0, 0, 0, self.seq, 0)
 
     def call(self, timeout_ms: int = 5000) -> None:
         hdr = self._header()
@@ -275,7 +275,7 @@ class Baseline:
         clock = time.perf_counter_ns
         for _ in range(n):
             self.seq += 1
-            hdr = pack(b"VD", 1, 0x10, 0, 0, 0, self.seq, 0)
+            hdr = pack(b"VD", 2, 0x10, 0, 0, 0, self.seq, 0)
             t0 = clock()
             sock.send_multipart([hdr, body])
             frames = sock.recv_multipart()
@@ -293,7 +293,7 @@ class Baseline:
         while True:
             while outstanding < window:
                 seq += 1
-                sock.send_multipart([pack(b"VD", 1, 0x10, 0, 0, 0, seq, 0), body])
+                sock.send_multipart([pack(b"VD", 2, 0x10, 0, 0, 0, seq, 0), body])
                 outstanding += 1
             sock.recv_multipart()
             outstanding -= 1
