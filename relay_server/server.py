@@ -33,6 +33,10 @@ REAP_EVERY_S = 1.0
 # exited-client recheck (0.1 s) and the control links' backstop drain. At 20 ms an idle relay
 # spent 10 ms of CPU a second (54 turns of ~190 µs, cold); at 100 ms, under 3 ms.
 TICK_MS = 100
+FRONT_TURN_S = 0.004            # the longest a loop turn reads the front before it serves the firmware links:
+#                                 a burst of HELLO claims (each taken apart: syscalls) delays others' replies
+#                                 by this much a turn, not by the burst (issue 40 point 4: 1.5-2.2 s beside
+#                                 300 processes x 12 HELLOs, with the whole 256-message turn)
 CLIENT_SNDHWM = 4096            # replies waiting for one client before the next is dropped (1000 lost some
 #                                 of a 2,000-refusal flood read late on a busy host)
 _NOBLOCK = int(zmq.NOBLOCK)
@@ -251,7 +255,12 @@ class RelayServer:
     def _drain_front(self) -> None:
         front, gate, engine, monotonic, noblock = self.front, self.hellos, self.engine, time.monotonic, _NOBLOCK
         curve_on = self.gate is not None
+        # what is left waits for the next turn: zmq_poll sees the front readable again at once (a
+        # socket's readiness is read from ZMQ_EVENTS, not from its edge-triggered fd)
+        until = monotonic() + FRONT_TURN_S
         for _ in range(256):
+            if monotonic() > until:
+                return
             # The identity frame carries the peer's properties (its pid on ipc, its CURVE name on tcp).
             try:
                 meta = front.recv(noblock, copy=False)

@@ -151,6 +151,7 @@ def main() -> int:
     with PrivateSoc(PrivateSocConfig(env={"VDSP_KEYS_DIR": None})) as private:
         relay_pid = int((Path(private.rt) / "relay.pid").read_text().split()[0])
         owner = ddr.current_owner()
+        print(f"relay pid {relay_pid}", flush=True)
         url = f"ipc://{private.rt}/relay.sock"
         with Soc(mode="relay") as soc:
             rows = [phase("quiet", soc, relay_pid, args.hold, args.gap_ms / 1e3, time.perf_counter())]
