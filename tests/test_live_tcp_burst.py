@@ -30,7 +30,7 @@ from tests.test_live_curve import ROOT, running_tcp_soc
 from vdsp_board import curve
 
 pytestmark = pytest.mark.live
-CONNS, BURSTS = 8, 4
+CONNS, BURSTS = 8, 8
 PINGS = {"firmware": 150, "relay": 30}      # the relay keeps at most 32 tasks of a client in flight
 
 
