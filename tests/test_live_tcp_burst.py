@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from arm_side import opids
+from arm_side import CORE_0, Soc, errors, opids
 from protocol import messages, wire
 from protocol.constants import Command
 from tests.test_live_curve import ROOT, running_tcp_soc
@@ -156,3 +157,43 @@ def test_sdk_clients_opened_at_once_beside_a_cpu_hog_are_all_served(tcp_soc, mod
             results.append(json.loads(out.strip().splitlines()[-1]))
     assert all(r == {"answered": 240, "errors": []} for r in results), (results, tcp_soc.logs())
     assert tcp_soc.alive()
+
+
+def _cut_ours(port: int) -> int:
+    """Shut down this process's tcp connections to ``port`` (an SDK link's, as a network or a
+    server would end it); how many there were."""
+    cut = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            sock = socket.socket(fileno=int(name))
+        except (OSError, ValueError):
+            continue
+        try:
+            if sock.family == socket.AF_INET and sock.type == socket.SOCK_STREAM and sock.getpeername()[1] == port:
+                sock.shutdown(socket.SHUT_RDWR)
+                cut += 1
+        except OSError:
+            pass
+        finally:
+            sock.detach()
+    return cut
+
+
+def test_a_tcp_connection_closed_under_a_task_fails_it_at_once_and_the_core_stays_up(tcp_soc, monkeypatch):
+    """Direct mode: the connection to a firmware ends after its handshake with a task in flight
+    (the firmware's reply goes to the closed connection): the task fails CoreOffline at once, not
+    by its timeout, and the core is not declared dead (over tcp a closed connection proves no
+    death: ZeroMQ connects again); the same for its control connection."""
+    monkeypatch.setenv("VDSP_CORE_ENDPOINTS", ",".join(f"{n}={e}" for n, e in tcp_soc.ctl.items()))
+    with Soc(mode="direct", autostart_relay=False) as soc:
+        assert soc.rpc(opids.PING, core=CORE_0).wait(20000) == {"core": "vdsp0"}
+        task = soc.rpc(opids.SLEEP, params={"ms": 3000}, core=CORE_0)
+        time.sleep(0.5)
+        assert _cut_ours(int(tcp_soc.fw["vdsp0"].rsplit(":", 1)[1])) == 1
+        with pytest.raises(errors.CoreOffline, match="closed with task"):
+            task.wait(20000)        # before: TaskTimeout (the reply went to the closed connection)
+        assert soc.rpc(opids.PING, core=CORE_0).wait(20000) == {"core": "vdsp0"}
+        assert _cut_ours(int(tcp_soc.ctl["vdsp0"].rsplit(":", 1)[1])) == 1
+        time.sleep(1.0)             # the SDK hears of it (its clock ticks)
+        assert soc.rpc(opids.PING, core=CORE_0).wait(20000) == {"core": "vdsp0"}     # before: CoreDead
+        assert soc.control("vdsp0", "state") == "running"
