@@ -14,14 +14,26 @@ server sends its READY only after the ZAP handler said yes, so a connection to w
 sent more than the greeting and WELCOME has authenticated (libzmq 4.3's handshake events carry
 no descriptor). It keeps
 
-- at most ``max_pending`` tcp connections that have not authenticated; a further one makes it
-  cut those that received the most (the oldest among equals). A connection that has received
-  more than a handshake (``HANDSHAKE_RECV_MAX``) without authenticating is cut at once (looked
-  at every ``SWEEP_S`` while any is pending). Cut: its socket is shut down; ZeroMQ sees the
-  end of the stream, closes it and frees what it held;
+- at most ``max_pending`` tcp connections that have not authenticated; beyond that it cuts
+  extra ones among those that cannot have authenticated: any older than ``OLD_S`` first (the
+  oldest first), then the newest, so that of a burst one handshake goes on while the others'
+  clients connect again. A connection that has received more than a handshake
+  (``HANDSHAKE_RECV_MAX``) without authenticating is cut at once. Looked at as connections
+  are accepted and every ``SWEEP_S`` while any is pending. Cut: its socket is shut down;
+  ZeroMQ sees the end of the stream, closes it and frees what it held;
 - at most ``max_connections`` connections in all: a further one is shut down at once;
 - handshakes that last at most ``HANDSHAKE_IVL_MS`` (``ZMQ_HANDSHAKE_IVL``; ZeroMQ closes
   slower ones).
+
+**A connection whose handshake succeeded is never cut** (its client's messages would be lost
+with it: a client sends as soon as it has the READY). Reading the counters and cutting are
+not one step, so a connection must not be able to get its READY in between: each look holds
+``_VERDICTS``, which the ZAP handler (``vdsp_board.curve.Gate``) takes before each answer
+(``zap_verdict``). A connection that has received less than a whole client handshake
+(``HANDSHAKE_MIN``) has not been asked about yet, so its READY waits for the look to end; one
+that has received a whole handshake may be cut only while no yes is in flight (``_Ledger``).
+A connection cut before its handshake succeeded loses nothing: its client's ZeroMQ keeps what
+it sent queued and connects again.
 
 ipc peers are the SoC's own user (the runtime directory is private): they are only counted,
 and, given ``accepted`` (``vdsp_board.peerproof.Accepted``), who opened each connection is
