@@ -115,3 +115,39 @@ def test_connections_opened_at_once_over_tcp_lose_nothing_to_the_handshake_limit
         gate.stop()
         server.close(0)
         ctx.term()
+
+
+def test_a_connection_with_a_whole_handshake_is_kept_while_a_yes_is_in_flight(monkeypatch):
+    """The rule the cuts follow (``_Ledger``), without sockets: a connection short of a whole
+    client handshake can always be cut (its READY waits for the look to end); one with a whole
+    handshake only while no yes of the ZAP handler is on its way (it may be that yes's); a yes is
+    done when a connection is seen authenticated, or once every admission looked after it and
+    found no connection where its own could be."""
+    from types import SimpleNamespace
+
+    from vdsp_board import admission as mod
+    ledger = mod._Ledger()
+    monkeypatch.setattr(mod, "_LEDGER", ledger)
+    a, b = SimpleNamespace(looked_at=-1, whole=0), SimpleNamespace(looked_at=-1, whole=0)
+    ledger.admissions = [a, b]
+    assert Admission._unauthenticated(0, mod.HANDSHAKE_MIN)
+    mod.zap_verdict(True)
+    assert ledger.in_flight() == 1
+    assert Admission._unauthenticated(0, mod.HANDSHAKE_MIN - 1)
+    assert not Admission._unauthenticated(0, mod.HANDSHAKE_MIN)
+    assert not Admission._unauthenticated(mod.AUTH_SENT_MIN, 100)          # authenticated: never
+    a.looked_at, a.whole = 1, 1
+    ledger.settle()
+    assert ledger.in_flight() == 1                  # b has not looked since; a's may be the one
+    b.looked_at = 1
+    ledger.settle()
+    assert ledger.in_flight() == 1                  # a's may still be the one
+    ledger.authenticated()
+    ledger.authenticated()                          # one without a yes (no ZAP handler): not below 0
+    assert ledger.in_flight() == 0
+    mod.zap_verdict(True)
+    mod.zap_verdict(False)                          # a no is no READY
+    a.looked_at, a.whole, b.looked_at = 2, 0, 2     # its connection closed before it was seen
+    ledger.settle()
+    assert ledger.in_flight() == 0
+    assert Admission._unauthenticated(0, mod.HANDSHAKE_MIN)

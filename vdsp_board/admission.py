@@ -182,9 +182,7 @@ class Admission:
             pass
         self._stop.set()
         self._thread.join(2.0)
-        with _VERDICTS:
-            if self in _LEDGER.admissions:
-                _LEDGER.admissions.remove(self)
+        self._leave()
 
     # --- the monitor thread -------------------------------------------------------------------
     def _run(self) -> None:
@@ -202,6 +200,13 @@ class Admission:
             pass
         finally:
             mon.close(0)
+            self._leave()
+
+    def _leave(self) -> None:
+        """No more looks from this admission: the ledger no longer waits for them."""
+        with _VERDICTS:
+            if self in _LEDGER.admissions:
+                _LEDGER.admissions.remove(self)
 
     def _drain(self) -> tuple[bool, bool]:
         """Take the monitor's events (up to DRAIN_MAX): (it stopped, none is left)."""
