@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 import threading
+import time
 from typing import Any
 
 import zmq
@@ -20,7 +21,8 @@ from protocol import errors
 from vdsp_board import curve
 from vdsp_board.zsock import NOBLOCK as _NOBLOCK, readable, recv_frames, send_frames
 
-HANDSHAKE_FAILURES = 5      # handshakes failed without a word (a wrong server key) before we say so
+HANDSHAKE_FAILURES = 5      # handshakes failed without a word (a wrong server key) before we say so,
+HANDSHAKE_FAILING_S = 5.0   # over so long at least: a server closes handshakes when many open at once
 _HANDSHAKE = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
               | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 
@@ -39,12 +41,21 @@ def _dealer(ctx, endpoint: str, server_key: str = ""):
 
 class Watch:
     """What a link's socket monitor told: ``gone`` once its connection closed (a watched link: its
-    server exited), ``refusal`` once a server refused our CURVE handshake (tcp)."""
+    server exited; over tcp: a connection whose handshake had succeeded), ``refusal`` once a server
+    refused our CURVE handshake (tcp).
 
-    def __init__(self, watch: bool) -> None:
-        self.watch = watch
+    Over tcp a connection closed before its handshake succeeded is neither: a server closes
+    handshakes beyond those it keeps at once (PROTOCOL.md §3.4), nothing we sent went on it (it
+    waits in the socket's queue), and ZeroMQ connects again by itself. A wrong server key looks
+    the same from here (the server drops the handshake without a word): it is told once
+    HANDSHAKE_FAILURES handshakes failed over HANDSHAKE_FAILING_S at least, none succeeding."""
+
+    def __init__(self, watch: bool, tcp: bool = False) -> None:
+        self.watch, self.tcp = watch, tcp
         self.gone = False
+        self.up = False                         # tcp: the connection's handshake succeeded
         self.failures = 0
+        self.failing_since: float | None = None
         self.refusal: str | None = None
 
     @staticmethod
@@ -59,15 +70,19 @@ class Watch:
         event, value = struct.unpack("=hi", frames[0])
         event &= 0xFFFF
         if event == zmq.EVENT_DISCONNECTED:
-            self.gone = self.watch
+            self.gone = self.gone or (self.watch and (self.up or not self.tcp))
+            self.up = False
         elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-            self.failures = 0
+            self.failures, self.failing_since, self.up = 0, None, True
         elif event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             self.refusal = (f"the server did not accept this client key (ZAP status {value}: not on its "
                             "allow-list, or revoked)")
         elif event & (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
             self.failures += 1     # a wrong server key: the server drops every handshake
-            if self.failures >= HANDSHAKE_FAILURES and self.refusal is None:
+            now = time.monotonic()
+            self.failing_since = self.failing_since if self.failing_since is not None else now
+            if (self.failures >= HANDSHAKE_FAILURES and now - self.failing_since >= HANDSHAKE_FAILING_S
+                    and self.refusal is None):
                 self.refusal = (f"the server did not accept this client's CURVE handshake "
                                 f"{self.failures} times: is VDSP_SERVER_KEY the key of this server?")
 
@@ -88,7 +103,7 @@ class Channel:
         self.fd = sock.getsockopt(zmq.FD)
         self.closed = False
         events = Watch.events(watch, endpoint)
-        self.state = Watch(watch)
+        self.state = Watch(watch, curve.is_tcp(endpoint))
         self.monitor: zmq.Socket | None = sock.get_monitor_socket(events) if events else None
         # the reader sleeps on ``fd`` (set around its last drain and the sleep): a send may take in
         # the FD's edge for a message that came meanwhile, and then says so (the sender wakes it)
@@ -180,7 +195,7 @@ class AsyncChannel:
         self._plain: zmq.Socket = zmq.Socket.shadow(sock.underlying)   # the same socket, drained without futures
         events = Watch.events(watch, endpoint)
         self.monitor = sock.get_monitor_socket(events) if events else None
-        self.state = Watch(watch)
+        self.state = Watch(watch, curve.is_tcp(endpoint))
         self.closed = False
 
     def send(self, frames: list) -> bool:

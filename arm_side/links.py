@@ -165,12 +165,30 @@ class Links:
                 self.carry_out(actions)
 
     def tick(self, now: float) -> None:
+        session = self.session
+        direct = session.mode == "direct"
+
         def closed(peer: PeerState) -> bool:
             link = self.by_key.get(peer.name)
-            return link is not None and self.transport.lost(link)
-        actions = self.session.tick(now, closed, self._fact)
+            return link is not None and not (direct and _tcp(link)) and self.transport.lost(link)
+        actions = self._tcp_closes() if direct else []
+        actions += session.tick(now, closed, self._fact)
         if actions:
             self.carry_out(actions)
+
+    def _tcp_closes(self) -> list:
+        """Direct mode: the session's actions for tcp links whose connection closed after its
+        handshake had succeeded (``arm_side.channel.Watch``): no sign over tcp that a core died."""
+        actions: list = []
+        for peer in self.session.peers:
+            if not peer.alive:
+                continue
+            fw, ctl = self.by_key.get(fw_key(peer.name)), self.by_key.get(peer.name)
+            if fw is not None and _tcp(fw) and self.transport.lost(fw):
+                actions += self.session.fw_closed(peer)
+            if ctl is not None and _tcp(ctl) and self.transport.lost(ctl):
+                actions += self.session.control_closed(peer)
+        return actions
 
     def _fact(self, peer: PeerState):
         """What the kernel says of ``peer``'s process, when it runs on this host (an ipc link)."""
@@ -194,10 +212,14 @@ class Links:
                 self.release(fw_key(peer.name))
             elif kind == OPEN_FW:
                 endpoint = self.discovery.firmware_endpoint(data, self.by_key[peer.name].endpoint)
-                link = self.open(fw_key(peer.name), endpoint, peer,
+                link = self.open(fw_key(peer.name), endpoint, peer, watch=endpoint.startswith("tcp://"),
                                  server_key=peer.info.get("fw_server_key", ""))
                 session.fw_hello_sent(peer, self.request(link, session.hello()))
             elif kind == HELLO_FW:      # the firmware answered our HELLO HB_DSP_BUSY, or forgot it: again
                 link = self.by_key.get(fw_key(peer.name))
                 if link is not None:
                     session.fw_hello_sent(peer, self.request(link, session.hello()))
+
+
+def _tcp(link: Any) -> bool:
+    return str(getattr(link, "endpoint", "")).startswith("tcp://")

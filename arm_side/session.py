@@ -470,6 +470,31 @@ class Session:
         peer.fw_again_at = None
         return [(HELLO_FW, peer, None)]
 
+    def fw_closed(self, peer: PeerState) -> list:
+        """Direct mode, tcp: the connection of ``peer``'s firmware link closed after its handshake
+        had succeeded (ZeroMQ connects again by itself; the core may well be alive). The firmware's
+        replies to the tasks in flight there went to the closed connection: each fails now,
+        CoreOffline (it may have run), instead of waiting out its timeout; HELLO goes to the
+        firmware again (the new connection has proven no owner)."""
+        for msg_id in sorted(peer.inflight):
+            req = self.pending.pop(msg_id, None)
+            if req is not None:
+                req._complete(None, errors.CoreOffline(
+                    f"{peer.name}: the connection to its firmware closed with task {msg_id} in flight (it may "
+                    "have run); connected again: send it again if running it twice is harmless"))
+        peer.inflight.clear()
+        self._forget_fw_hello(peer)
+        log.warning("core %s: the connection to its firmware closed; connected again, saying HELLO", peer.name)
+        return [(HELLO_FW, peer, None)] if peer.fw_endpoint is not None else []
+
+    def control_closed(self, peer: PeerState) -> list:
+        """Direct mode, tcp: ``peer``'s control connection closed after its handshake had succeeded
+        (ZeroMQ connects again by itself). Over tcp that is no proof the core died: HELLO goes
+        again on the new connection (the core sends EVENTs and heartbeats to peers that said it),
+        and the heartbeats judge its liveness."""
+        log.warning("core %s: its control connection closed; connected again, saying HELLO", peer.name)
+        return [(SEND, peer, wire.encode(self.hello()))]
+
     def peer_dead(self, peer: PeerState, why: str) -> list:
         peer.alive = False
         if self.mode == "direct":

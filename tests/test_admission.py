@@ -1,6 +1,8 @@
 """vdsp_board.admission on real ZeroMQ sockets in this process: connection counts and limits."""
 from __future__ import annotations
 
+import threading
+
 import zmq
 
 from tests.conftest import wait_until
@@ -55,3 +57,97 @@ def test_stop_ends_the_idle_monitor_thread_at_once_not_at_its_next_poll(tmp_path
     finally:
         server.close(0)
         ctx.term()
+
+
+def test_connections_opened_at_once_over_tcp_lose_nothing_to_the_handshake_limit(tmp_path):
+    """A CURVE server that keeps one handshake at a time (``max_pending=1``, as with 64 MiB
+    frames): eight clients connect at once and send at once, twelve times over. Each message
+    is answered: the admission closes only connections whose handshake has not succeeded (their
+    client connects again, what it sent waiting in its queue), never one that has (issue 40:
+    handshake, then disconnect within 1 ms, and the messages sent on it lost)."""
+    from vdsp_board import curve
+    from vdsp_sim.private_soc import free_tcp_ports
+    curve.init(tmp_path)
+    ctx = zmq.Context()
+    server = ctx.socket(zmq.ROUTER)
+    server.linger = 0
+    admission = Admission(server, "test", max_frame=1 << 20, max_pending=1)
+    gate = curve.Gate(ctx, tmp_path)
+    endpoint = f"tcp://127.0.0.1:{free_tcp_ports(1)[0]}"
+    curve.secure_server(server, endpoint, tmp_path)
+    server.bind(endpoint)
+    stop = threading.Event()
+
+    def echo() -> None:
+        while not stop.is_set():
+            if server.poll(50):
+                server.send_multipart(server.recv_multipart())
+    echoer = threading.Thread(target=echo, daemon=True)
+    echoer.start()
+    public, secret = curve.load_pair(tmp_path / "client.key_secret")
+    try:
+        for burst in range(12):
+            clients = []
+            for _ in range(8):
+                sock = ctx.socket(zmq.DEALER)
+                sock.linger = 0
+                sock.curve_serverkey = curve.load_public(tmp_path / "server.key")
+                sock.curve_publickey, sock.curve_secretkey = public, secret
+                sock.connect(endpoint)
+                clients.append(sock)
+            for sock in clients:
+                for i in range(50):
+                    sock.send(b"%d" % i)
+            answered = []
+            for sock in clients:
+                got = 0
+                while got < 50 and sock.poll(10000):
+                    sock.recv()
+                    got += 1
+                answered.append(got)
+                sock.close(0)
+            assert answered == [50] * 8, (burst, answered)
+        assert admission.evicted > 0        # the limit was reached: handshakes were closed
+    finally:
+        stop.set()
+        echoer.join(5)
+        admission.stop()
+        gate.stop()
+        server.close(0)
+        ctx.term()
+
+
+def test_a_connection_with_a_whole_handshake_is_kept_while_a_yes_is_in_flight(monkeypatch):
+    """The rule the cuts follow (``_Ledger``), without sockets: a connection short of a whole
+    client handshake can always be cut (its READY waits for the look to end); one with a whole
+    handshake only while no yes of the ZAP handler is on its way (it may be that yes's); a yes is
+    done when a connection is seen authenticated, or once every admission looked after it and
+    found no connection where its own could be."""
+    from types import SimpleNamespace
+
+    from vdsp_board import admission as mod
+    ledger = mod._Ledger()
+    monkeypatch.setattr(mod, "_LEDGER", ledger)
+    a, b = SimpleNamespace(looked_at=-1, whole=0), SimpleNamespace(looked_at=-1, whole=0)
+    ledger.admissions = [a, b]
+    assert Admission._unauthenticated(0, mod.HANDSHAKE_MIN)
+    mod.zap_verdict(True)
+    assert ledger.in_flight() == 1
+    assert Admission._unauthenticated(0, mod.HANDSHAKE_MIN - 1)
+    assert not Admission._unauthenticated(0, mod.HANDSHAKE_MIN)
+    assert not Admission._unauthenticated(mod.AUTH_SENT_MIN, 100)          # authenticated: never
+    a.looked_at, a.whole = 1, 1
+    ledger.settle()
+    assert ledger.in_flight() == 1                  # b has not looked since; a's may be the one
+    b.looked_at = 1
+    ledger.settle()
+    assert ledger.in_flight() == 1                  # a's may still be the one
+    ledger.authenticated()
+    ledger.authenticated()                          # one without a yes (no ZAP handler): not below 0
+    assert ledger.in_flight() == 0
+    mod.zap_verdict(True)
+    mod.zap_verdict(False)                          # a no is no READY
+    a.looked_at, a.whole, b.looked_at = 2, 0, 2     # its connection closed before it was seen
+    ledger.settle()
+    assert ledger.in_flight() == 0
+    assert Admission._unauthenticated(0, mod.HANDSHAKE_MIN)

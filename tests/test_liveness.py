@@ -98,3 +98,27 @@ def test_the_sdk_takes_a_relay_whose_connection_closed_for_dead_at_once():
     session.tick(0.1, closed=lambda p: True)
     assert not peer.alive and isinstance(req.error, errors.RelayUnavailable)
     assert "connection closed" in req.error.message
+
+
+def test_a_direct_client_whose_tcp_firmware_connection_closed_fails_its_tasks_there_once_and_keeps_the_core():
+    """Direct mode over tcp (issue 40, point 6): the firmware's replies to the tasks in flight
+    went to the closed connection; each fails CoreOffline at once (before: its 300 s timeout),
+    the core stays alive, HELLO goes to the firmware again; the control connection: HELLO again."""
+    from protocol import errors, wire
+    from protocol.constants import Command
+    from arm_side.session import HELLO_FW, SEND, PeerState, Session
+    session = Session("direct", 0)
+    peer = PeerState("vdsp0", 0.0)
+    session.peers.append(peer)
+    peer.fw_endpoint = "tcp://127.0.0.1:7001"
+    tasks = [_Pending(msg_id) for msg_id in (3, 4)]
+    for task in tasks:
+        session.track(task)
+        peer.inflight.add(task.msg_id)
+    assert session.fw_closed(peer) == [(HELLO_FW, peer, None)]
+    assert all(isinstance(t.error, errors.CoreOffline) and "closed with task" in t.error.message for t in tasks)
+    assert not session.pending and not peer.inflight and peer.alive
+    assert session.fw_closed(peer) == [(HELLO_FW, peer, None)]      # nothing in flight: nothing more fails
+    [(kind, who, frames)] = session.control_closed(peer)
+    assert (kind, who) == (SEND, peer) and wire.decode(frames).command == Command.HELLO
+    assert peer.alive

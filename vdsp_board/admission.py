@@ -14,14 +14,26 @@ server sends its READY only after the ZAP handler said yes, so a connection to w
 sent more than the greeting and WELCOME has authenticated (libzmq 4.3's handshake events carry
 no descriptor). It keeps
 
-- at most ``max_pending`` tcp connections that have not authenticated; a further one makes it
-  cut those that received the most (the oldest among equals). A connection that has received
-  more than a handshake (``HANDSHAKE_RECV_MAX``) without authenticating is cut at once (looked
-  at every ``SWEEP_S`` while any is pending). Cut: its socket is shut down; ZeroMQ sees the
-  end of the stream, closes it and frees what it held;
+- at most ``max_pending`` tcp connections that have not authenticated; beyond that it cuts
+  extra ones among those that cannot have authenticated: any older than ``OLD_S`` first (the
+  oldest first), then the newest, so that of a burst one handshake goes on while the others'
+  clients connect again. A connection that has received more than a handshake
+  (``HANDSHAKE_RECV_MAX``) without authenticating is cut at once. Looked at as connections
+  are accepted and every ``SWEEP_S`` while any is pending. Cut: its socket is shut down;
+  ZeroMQ sees the end of the stream, closes it and frees what it held;
 - at most ``max_connections`` connections in all: a further one is shut down at once;
 - handshakes that last at most ``HANDSHAKE_IVL_MS`` (``ZMQ_HANDSHAKE_IVL``; ZeroMQ closes
   slower ones).
+
+**A connection whose handshake succeeded is never cut** (its client's messages would be lost
+with it: a client sends as soon as it has the READY). Reading the counters and cutting are
+not one step, so a connection must not be able to get its READY in between: each look holds
+``_VERDICTS``, which the ZAP handler (``vdsp_board.curve.Gate``) takes before each answer
+(``zap_verdict``). A connection that has received less than a whole client handshake
+(``HANDSHAKE_MIN``) has not been asked about yet, so its READY waits for the look to end; one
+that has received a whole handshake may be cut only while no yes is in flight (``_Ledger``).
+A connection cut before its handshake succeeded loses nothing: its client's ZeroMQ keeps what
+it sent queued and connects again.
 
 ipc peers are the SoC's own user (the runtime directory is private): they are only counted,
 and, given ``accepted`` (``vdsp_board.peerproof.Accepted``), who opened each connection is
@@ -39,6 +51,7 @@ import logging
 import socket
 import struct
 import threading
+import time
 
 import zmq
 
@@ -57,15 +70,64 @@ HANDSHAKE_IVL_MS = 5000                # a handshake not done by then is closed 
 _EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED | zmq.EVENT_MONITOR_STOPPED
 _GONE = zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED
 _TCP_INFO_BYTES_ACKED = 120             # offsets of tcpi_bytes_acked and tcpi_bytes_received (u64) in
-_TCP_INFO_BYTES_RECEIVED = 128          # struct tcp_info (Linux >= 4.1)
+_TCP_INFO_BYTES_RECEIVED = 128          # struct tcp_info (Linux >= 4.1),
+_TCP_INFO_BYTES_SENT = 200              # and of tcpi_bytes_sent (Linux >= 4.19; before it, the acked bytes)
 SWEEP_S = 0.02                          # how often connections still in their handshake are looked at
 IDLE_POLL_MS = 1000                     # otherwise: stop() wakes the thread at once (MONITOR_STOPPED); this
 #                                         only bounds how late it ends if that event is lost (10 Hz cost ~1 ms/s)
+DRAIN_MAX = 4096                        # monitor events taken in one step (then the connections are judged)
 # What a CURVE server sends before its READY (which follows the ZAP handler's yes): the ZMTP
 # greeting (64 bytes) and WELCOME (170); READY is at least 32 more. A connection to which the
 # server has sent this much has authenticated.
 AUTH_SENT_MIN = 64 + 170 + 32
+# The least a CURVE client sends before the server can ask the ZAP handler about it: the greeting
+# (64), HELLO (200 bytes, in a 2-byte frame header) and INITIATE (at least 257 bytes, so in a
+# 9-byte header). A connection that has received less cannot be authenticated until the ZAP
+# handler's next yes, which waits while an admission cuts connections (``zap_verdict``).
+HANDSHAKE_MIN = 64 + 2 + 200 + 9 + 257
 HANDSHAKE_RECV_MAX = 64 << 10           # a client's CURVE handshake is under 1 KiB: more is no handshake
+OLD_S = 1.0                             # a handshake older than this is cut first (a ZAP answer takes ms)
+
+# Held by an admission from its look at the kernel's counters to its last cut, and by the ZAP
+# handler while it counts a yes: a connection the counters show short of a whole handshake cannot
+# get its READY in between (see ``_Ledger``).
+_VERDICTS = threading.Lock()
+
+
+class _Ledger:
+    """The ZAP handler's yeses of this process whose connection no admission has seen
+    authenticated yet ("in flight": its READY may be on its way). Each READY follows one yes, so
+    while none is in flight, no connection can authenticate before the ZAP handler's next yes,
+    which waits for ``_VERDICTS``. A yes whose connection closed before it was seen is settled
+    once every admission has looked, after it, and found no connection that has sent a whole
+    handshake without authenticating (where its connection would be). Guarded by ``_VERDICTS``."""
+
+    def __init__(self) -> None:
+        self.given = 0
+        self.seen = 0
+        self.admissions: list[Admission] = []
+
+    def in_flight(self) -> int:
+        return self.given - self.seen
+
+    def authenticated(self) -> None:
+        self.seen = min(self.given, self.seen + 1)     # a server without a ZAP handler says no yes
+
+    def settle(self) -> None:
+        if self.given > self.seen and all(a.looked_at == self.given and a.whole == 0 for a in self.admissions):
+            self.seen = self.given
+
+
+_LEDGER = _Ledger()
+
+
+def zap_verdict(allowed: bool) -> bool:
+    """The process's ZAP handler's answer (``vdsp_board.curve.Gate``), called just before it is
+    sent: it waits while an admission cuts connections, and a yes is counted (``_Ledger``)."""
+    with _VERDICTS:
+        if allowed:
+            _LEDGER.given += 1
+    return allowed
 
 
 def max_pending_for(max_frame: int, budget: int = PREAUTH_BUDGET) -> int:
@@ -94,11 +156,15 @@ class Admission:
         self.conns: dict[int, _Conn] = {}        # fd -> connection, in order of arrival
         self.evicted = self.refused = 0          # counters, for tests and the log
         self.closes = 0                          # connections closed so far (read by the owner's loop)
+        self.looked_at = -1                      # the ledger's yeses at this admission's last full look
+        self.whole = 0                           # then: connections with a whole handshake, not authenticated
         self.warn = RateLimited(log)
         self._sock = sock
         self._mon = sock.get_monitor_socket(_EVENTS)
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        with _VERDICTS:
+            _LEDGER.admissions.append(self)
         self._thread = threading.Thread(target=self._run, name=f"admission-{name}", daemon=True)
         self._thread.start()
 
@@ -116,49 +182,80 @@ class Admission:
             pass
         self._stop.set()
         self._thread.join(2.0)
+        self._leave()
 
     # --- the monitor thread -------------------------------------------------------------------
     def _run(self) -> None:
         mon = self._mon
         try:
             while not self._stop.is_set():
-                pending = any(c.pending for c in self.conns.values())
-                if mon.poll(int(SWEEP_S * 1000) if pending else IDLE_POLL_MS):
-                    frames = mon.recv_multipart()
-                    if len(frames) != 2 or len(frames[0]) != 6:
-                        continue
-                    event, fd = struct.unpack("=hi", frames[0])
-                    if event == zmq.EVENT_MONITOR_STOPPED:
+                pending = any(c.pending for c in self.conns.values())    # only this thread changes conns
+                mon.poll(int(SWEEP_S * 1000) if pending else IDLE_POLL_MS)
+                with self._lock, _VERDICTS:
+                    stopped, drained = self._drain()
+                    if stopped:
                         break
-                    self._on_event(event & 0xFFFF, fd, frames[1].decode(errors="replace"))
-                elif pending:
-                    with self._lock:
-                        self._sweep()
+                    self._sweep(time.monotonic(), drained)
         except zmq.ZMQError:
             pass
         finally:
             mon.close(0)
+            self._leave()
+
+    def _leave(self) -> None:
+        """No more looks from this admission: the ledger no longer waits for them."""
+        with _VERDICTS:
+            if self in _LEDGER.admissions:
+                _LEDGER.admissions.remove(self)
+
+    def _drain(self) -> tuple[bool, bool]:
+        """Take the monitor's events (up to DRAIN_MAX): (it stopped, none is left)."""
+        for _ in range(DRAIN_MAX):
+            try:
+                frames = self._mon.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return False, True
+            if len(frames) != 2 or len(frames[0]) != 6:
+                continue
+            event, fd = struct.unpack("=hi", frames[0])
+            if event == zmq.EVENT_MONITOR_STOPPED:
+                return True, False
+            self._on_event(event & 0xFFFF, fd, frames[1].decode(errors="replace"))
+        return False, False
 
     def _on_event(self, event: int, fd: int, endpoint: str) -> None:
-        with self._lock:
-            if event == zmq.EVENT_ACCEPTED:
-                if self.accepted is not None and endpoint.startswith("ipc://"):
-                    self._record(fd, endpoint)
-                self.conns.pop(fd, None)        # a descriptor number reused: a new connection
-                if len(self.conns) >= self.max_connections:
-                    self.refused += 1
-                    self.warn.warn("full", "%s: %d connections (the limit): refused a new one", self.name,
-                                   self.max_connections)
-                    _cut(fd, endpoint)
-                    return
-                self.conns[fd] = _Conn(endpoint)
-                self._sweep()
-            elif event & _GONE:
-                self.conns.pop(fd, None)
-                if self.accepted is not None:
-                    self.accepted.forget(fd)
-                if event & zmq.EVENT_DISCONNECTED:
-                    self.closes += 1
+        if event == zmq.EVENT_ACCEPTED:
+            if self.accepted is not None and endpoint.startswith("ipc://"):
+                self._record(fd, endpoint)
+            self.conns.pop(fd, None)        # a descriptor number reused: a new connection
+            if len(self.conns) >= self.max_connections and self._may_cut(fd, endpoint):
+                self.refused += 1
+                self.warn.warn("full", "%s: %d connections (the limit): refused a new one", self.name,
+                               self.max_connections)
+                _cut(fd, endpoint)
+                return
+            self.conns[fd] = _Conn(endpoint, time.monotonic())
+        elif event & _GONE:
+            self.conns.pop(fd, None)
+            if self.accepted is not None:
+                self.accepted.forget(fd)
+            if event & zmq.EVENT_DISCONNECTED:
+                self.closes += 1
+
+    def _may_cut(self, fd: int, endpoint: str) -> bool:
+        """May the connection ``fd`` be closed now without losing what its peer sent after a
+        successful handshake? ipc: the SoC's own user, closed as before. tcp: not if it may have
+        authenticated (or may be about to, its yes in flight)."""
+        if not endpoint.startswith("tcp://"):
+            return True
+        sent, received = _tcp_counts(fd, endpoint)
+        return sent is not None and self._unauthenticated(sent, received)
+
+    @staticmethod
+    def _unauthenticated(sent: int, received: int) -> bool:
+        """The counters of a tcp connection, read under ``_VERDICTS``: it has not authenticated,
+        and cannot before ``_VERDICTS`` is let go (short of a whole handshake, or no yes in flight)."""
+        return sent < AUTH_SENT_MIN and (received < HANDSHAKE_MIN or _LEDGER.in_flight() == 0)
 
     def _record(self, fd: int, endpoint: str) -> None:
         """Who opened the ipc connection ``fd``, read now, as it is accepted (peerproof.Accepted)."""
@@ -171,10 +268,14 @@ class Admission:
         finally:
             sock.detach()
 
-    def _sweep(self) -> None:
-        """Judge the tcp connections not authenticated yet from the kernel's counters: the server
-        has sent its READY (authenticated), the peer has sent more than a handshake (cut), and
-        if more than ``max_pending`` remain, cut those that received the most."""
+    def _sweep(self, now: float, drained: bool) -> None:
+        """Judge the tcp connections not authenticated yet from the kernel's counters (under
+        ``_VERDICTS``): the server has sent its READY (authenticated), the peer has sent more than
+        a handshake (cut: a peer sends nothing more before it has the READY, and what it sends
+        after carries the acknowledgement of it), and if more than ``max_pending`` remain, cut
+        those that cannot have authenticated: first any older than OLD_S (the oldest first),
+        then the newest, so that one handshake of a burst ends while the others wait for their
+        client to connect again (their messages wait in its queue: nothing is lost)."""
         pending = []
         for fd, conn in list(self.conns.items()):
             if not conn.pending:
@@ -184,14 +285,23 @@ class Admission:
                 continue            # gone: its DISCONNECTED event follows
             if sent >= AUTH_SENT_MIN:
                 conn.pending = False
+                _LEDGER.authenticated()
             elif received > HANDSHAKE_RECV_MAX:
                 self._evict(fd, "it sent %d bytes without authenticating" % received)
             else:
-                pending.append((received, fd))
-        if len(pending) > self.max_pending:
-            pending.sort(key=lambda rf: -rf[0])      # most received first; the oldest among equals
-            for _, fd in pending[:len(pending) - self.max_pending]:
-                self._evict(fd, "%d handshakes in progress (the limit)" % self.max_pending)
+                pending.append((conn.since, fd, sent, received))
+        if drained:
+            self.whole = sum(1 for p in pending if p[3] >= HANDSHAKE_MIN)
+            self.looked_at = _LEDGER.given
+            _LEDGER.settle()
+        excess = len(pending) - self.max_pending
+        if excess <= 0:
+            return
+        cuttable = [(since, fd) for since, fd, sent, received in pending if self._unauthenticated(sent, received)]
+        old = sorted(c for c in cuttable if now - c[0] >= OLD_S)
+        young = sorted((c for c in cuttable if now - c[0] < OLD_S), reverse=True)
+        for _, fd in (old + young)[:excess]:
+            self._evict(fd, "%d handshakes in progress (the limit)" % self.max_pending)
 
     def _evict(self, fd: int, why: str) -> None:
         conn = self.conns.pop(fd)
@@ -201,10 +311,11 @@ class Admission:
 
 
 class _Conn:
-    __slots__ = ("endpoint", "pending")
+    __slots__ = ("endpoint", "pending", "since")
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, since: float) -> None:
         self.endpoint = endpoint
+        self.since = since                              # when its ACCEPTED event was taken (monotonic)
         self.pending = endpoint.startswith("tcp://")    # ipc peers are the SoC's own user: nothing to prove
 
 
@@ -232,8 +343,9 @@ def _ours(fd: int, endpoint: str) -> socket.socket | None:
 
 
 def _tcp_counts(fd: int, endpoint: str) -> tuple[int | None, int]:
-    """(bytes the server sent and the peer acknowledged, bytes received) on the tcp connection
-    ``fd`` (``TCP_INFO``); (None, 0) if it is gone or unreadable."""
+    """(bytes the server sent, bytes received) on the tcp connection ``fd`` (``TCP_INFO``, one
+    consistent reading; sent: those acknowledged before Linux 4.19); (None, 0) if it is gone or
+    unreadable."""
     sock = _ours(fd, endpoint)
     if sock is None:
         return None, 0
@@ -241,8 +353,10 @@ def _tcp_counts(fd: int, endpoint: str) -> tuple[int | None, int]:
         info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
         if len(info) < _TCP_INFO_BYTES_RECEIVED + 8:
             return None, 0
-        acked, received = struct.unpack_from("=QQ", info, _TCP_INFO_BYTES_ACKED)
-        return int(acked), int(received)
+        sent, received = struct.unpack_from("=QQ", info, _TCP_INFO_BYTES_ACKED)
+        if len(info) >= _TCP_INFO_BYTES_SENT + 8:
+            sent = struct.unpack_from("=Q", info, _TCP_INFO_BYTES_SENT)[0]
+        return int(sent), int(received)
     except OSError:
         return None, 0
     finally:

@@ -35,7 +35,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 from protocol import errors
-from vdsp_board import settings
+from vdsp_board import admission, settings
 from vdsp_board.log import RateLimited
 
 log = logging.getLogger("vdsp.curve")
@@ -123,15 +123,17 @@ class Gate:
         self.auth.configure_curve_callback(domain="*", credentials_provider=self)
 
     def callback(self, domain: str, z85_key: bytes) -> bool:
-        """Allowed? Reads the allow-list at every handshake, so keys added or removed take effect."""
+        """Allowed? Reads the allow-list at every handshake, so keys added or removed take effect.
+        The answer goes through ``admission.zap_verdict``: it waits while a server's admission
+        closes connections still in their handshake, so that none it closes gets its READY."""
         name = self._lookup(z85_key)
         if name is None:
             self.refusals.warn(z85_key, "refused a tcp peer with CURVE key %s...: not on the allow-list of %s",
                                z85_key[:8].decode(errors="replace"), self.directory)
-            return False
+            return admission.zap_verdict(False)
         self.names[z85_key] = name
         self.keys[name] = z85_key
-        return True
+        return admission.zap_verdict(True)
 
     def key_of(self, name: str) -> str | None:
         """The Z85 public key the peer named ``name`` (``client:NAME``) authenticated with."""
