@@ -146,6 +146,27 @@ def test_a_pidfd_record_closes_its_pidfd_when_it_is_pushed_out():
             b.close()
 
 
+def test_without_unix_diag_start_time_proves_nothing_and_says_so(listener, monkeypatch):
+    """A kernel that answers no unix_diag lookup (faked: the probe's answer) refuses, never falls back."""
+    why = "sock_diag cannot look up unix sockets (No such file or directory): the kernel lacks unix_diag"
+    monkeypatch.setattr(sockdiag, "unavailable", lambda: why)
+    sock, path = listener
+    records = Accepted(Proof.START_TIME)
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.connect(path)
+    accepted, _ = sock.accept()
+    try:
+        records.record(accepted)
+        with pytest.raises(OSError) as info:
+            records.pin(os.fstat(accepted.fileno()).st_ino, os.getpid())
+        assert not isinstance(info.value, Gone) and info.value.strerror == why
+        assert f"every ipc claim is refused: {why}" in peerproof.describe(Proof.START_TIME)
+        assert "refused" not in peerproof.describe(Proof.PIDFD)
+    finally:
+        accepted.close()
+        client.close()
+
+
 def test_sock_diag_names_the_other_end_of_a_unix_socket(listener):
     require(sockdiag.unavailable())
     a, b = socket.socketpair()

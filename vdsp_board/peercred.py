@@ -17,6 +17,9 @@ every user: anyone who holds many makes one read of it take seconds):
   equal the ``Peer-Address`` pid ZeroMQ took for this very connection at accept, so what is
   left is a new connection on the same fd number from a process with the same reused pid,
   within that moment.
+- **Whether it holds the connection.** ``/proc/PID/fd/N`` of a socket links to ``socket:[INODE]``:
+  :func:`holds_socket` finds the connection's client end there (its inode from
+  ``vdsp_board.sockdiag``), for the ``start-time`` proof (``vdsp_board.peerproof``).
 - **Which locks it holds.** ``/proc/PID/fdinfo/FD`` lists the locks held through that open
   file (``lock:\\t1: FLOCK  ADVISORY  WRITE 4242 fe:00:5156 0 EOF``): only the locks of that one
   file, so its cost does not depend on anyone else's locks. The lock counts whoever took it

@@ -132,7 +132,8 @@ def kernel_release() -> str:
 
 def describe(proof: Proof | None = None) -> str:
     """What ``proof`` (this process's by default) is, in words, with the kernel's release, e.g.
-    ``SO_PEERPIDFD (Linux 6.18)``; says so when ``VDSP_IDENTITY_PROOF`` lowered it."""
+    ``SO_PEERPIDFD (Linux 6.18)``; says so when ``VDSP_IDENTITY_PROOF`` lowered it, and when
+    ``start-time`` cannot prove anything here (no ``unix_diag``)."""
     proof = host_proof() if proof is None else proof
     lowered = settings.current().identity_proof == proof.value and (
         proof is Proof.START_TIME or proof is not kernel_proof())
@@ -142,6 +143,8 @@ def describe(proof: Proof | None = None) -> str:
     note = f"Linux {kernel_release()}"
     if lowered:
         note += f"; VDSP_IDENTITY_PROOF={proof.value}"
+    if proof is Proof.START_TIME and (why := sockdiag.unavailable()) is not None:
+        note += f"; every ipc claim is refused: {why}"
     return f"{text} ({note})"
 
 
