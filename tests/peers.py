@@ -102,42 +102,28 @@ def orphan_connection(path: str) -> tuple[socket.socket, int]:
 
 FORKER = textwrap.dedent("""
     import os, socket, sys
-    back = socket.socket(fileno=int(sys.argv[1]))
-    while path := sys.stdin.readline().strip():
+    if sys.argv[1] == "victim":
+        from vdsp_board import ddr
+        me = ddr.current_owner()
+        held = os.dup(me.lock_fd)       # its children keep this one (the SDK closes the owner's own fd in a child)
+        print(me.id, flush=True)
+    else:
+        back = socket.socket(fileno=int(sys.argv[2]))
+    while line := sys.stdin.readline().strip():
         go_r, go_w = os.pipe()
         pid = os.fork()
-        if pid == 0:                            # A: connects, hands its socket over, lives until let go
+        if pid == 0:                    # lives until let go
             os.close(go_w)
-            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            conn.connect(path)
-            socket.send_fds(back, [b"x"], [conn.fileno()])
-            os.read(go_r, 1)
+            if sys.argv[1] == "connector":      # A: connects to the path `line`, hands its socket over
+                conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                conn.connect(line)
+                socket.send_fds(back, [b"x"], [conn.fileno()])
+            os.read(go_r, 1)            # (a victim's child holds its owner's lock through fd `held`)
             os._exit(0)
         os.close(go_r)
         print(pid, flush=True)
         sys.stdin.readline()
         os.close(go_w)
-        os.waitpid(pid, 0)
-        print("reaped", flush=True)
-""")
-
-VICTIM = textwrap.dedent("""
-    import os, sys
-    from vdsp_board import ddr
-    me = ddr.current_owner()
-    held = os.dup(me.lock_fd)       # a child keeps this one (the SDK closes the owner's own fd in a child)
-    print(me.id, flush=True)
-    while sys.stdin.readline().strip() == "fork":
-        hold_r, hold_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:                # the victim's child: holds its owner's lock through fd `held`
-            os.close(hold_w)
-            os.read(hold_r, 1)
-            os._exit(0)
-        os.close(hold_r)
-        print(pid, flush=True)
-        sys.stdin.readline()
-        os.close(hold_w)
         os.waitpid(pid, 0)
         print("reaped", flush=True)
 """)
@@ -168,7 +154,7 @@ class Forker(_Helper):
 
     def __init__(self) -> None:
         self._back, theirs = socket.socketpair()
-        super().__init__(FORKER, str(theirs.fileno()), pass_fds=(theirs.fileno(),))
+        super().__init__(FORKER, "connector", str(theirs.fileno()), pass_fds=(theirs.fileno(),))
         theirs.close()
 
     def connect(self, path: str) -> tuple[socket.socket, int]:
@@ -193,7 +179,7 @@ class Victim(_Helper):
     lock too (through an fd it inherited): the pid it gets is whatever the kernel gives next."""
 
     def __init__(self) -> None:
-        super().__init__(VICTIM)
+        super().__init__(FORKER, "victim")
         assert self.proc.stdout is not None
         self.owner = int(self.proc.stdout.readline())
 

@@ -68,6 +68,17 @@ def listener(tmp_path):
     sock.close()
 
 
+@pytest.fixture
+def connection(listener):
+    """A connection to :func:`listener`: (our client end, the accepted socket)."""
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.connect(listener[1])
+    accepted, _ = listener[0].accept()
+    yield client, accepted
+    client.close()
+    accepted.close()
+
+
 @pytest.mark.parametrize("proof", PIN_PROOFS)
 def test_a_record_pins_the_process_that_connected_until_it_exits(listener, proof):
     """Each connection of a process forked just now (it claims within its own start tick: the
@@ -106,27 +117,21 @@ def test_a_record_pins_the_process_that_connected_until_it_exits(listener, proof
         records.clear()
 
 
-def test_a_start_time_pin_needs_the_connection_among_the_process_fds(listener):
+def test_a_start_time_pin_needs_the_connection_among_the_process_fds(connection):
     """The process with the recorded pid and start time (here: our own) that does not hold the
-    connection's client end (a helper connected it and handed it over, then closed its copy)."""
-    sock, path = listener
+    connection's client end (as if it had handed it over and closed its copy)."""
+    client, accepted = connection
     records = Accepted(Proof.START_TIME)
-    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    client.connect(path)
-    accepted, _ = sock.accept()
-    try:
-        inode = os.fstat(accepted.fileno()).st_ino
-        records.record(accepted)
-        records.pin(inode, os.getpid()).close()         # we hold the client's end: pinned
-        moved = socket.socket(fileno=os.dup(client.fileno()))
-        client.close()
-        records.pin(inode, os.getpid()).close()         # through another fd just as well
-        moved.close()                                   # no fd of ours holds it now
-        with pytest.raises(Gone) as info:
-            records.pin(inode, os.getpid())
-        assert "does not hold the connection's client end" in info.value.strerror
-    finally:
-        accepted.close()
+    inode = os.fstat(accepted.fileno()).st_ino
+    records.record(accepted)
+    records.pin(inode, os.getpid()).close()         # we hold the client's end: pinned
+    moved = socket.socket(fileno=os.dup(client.fileno()))
+    client.close()
+    records.pin(inode, os.getpid()).close()         # through another fd just as well
+    moved.close()                                   # no fd of ours holds it now
+    with pytest.raises(Gone) as info:
+        records.pin(inode, os.getpid())
+    assert "does not hold the connection's client end" in info.value.strerror
 
 
 @pytest.mark.skipif(Proof.PIDFD not in PIN_PROOFS, reason="this kernel has no pidfd_open (Linux < 5.3)")
@@ -146,43 +151,34 @@ def test_a_pidfd_record_closes_its_pidfd_when_it_is_pushed_out():
             b.close()
 
 
-def test_without_unix_diag_start_time_proves_nothing_and_says_so(listener, monkeypatch):
+def test_without_unix_diag_start_time_proves_nothing_and_says_so(connection, monkeypatch):
     """A kernel that answers no unix_diag lookup (faked: the probe's answer) refuses, never falls back."""
     why = "sock_diag cannot look up unix sockets (No such file or directory): the kernel lacks unix_diag"
     monkeypatch.setattr(sockdiag, "unavailable", lambda: why)
-    sock, path = listener
+    _, accepted = connection
     records = Accepted(Proof.START_TIME)
-    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    client.connect(path)
-    accepted, _ = sock.accept()
-    try:
-        records.record(accepted)
-        with pytest.raises(OSError) as info:
-            records.pin(os.fstat(accepted.fileno()).st_ino, os.getpid())
-        assert not isinstance(info.value, Gone) and info.value.strerror == why
-        assert f"every ipc claim is refused: {why}" in peerproof.describe(Proof.START_TIME)
-        assert "refused" not in peerproof.describe(Proof.PIDFD)
-    finally:
-        accepted.close()
-        client.close()
+    records.record(accepted)
+    with pytest.raises(OSError) as info:
+        records.pin(os.fstat(accepted.fileno()).st_ino, os.getpid())
+    assert not isinstance(info.value, Gone) and info.value.strerror == why
+    assert f"every ipc claim is refused: {why}" in peerproof.describe(Proof.START_TIME)
+    assert "refused" not in peerproof.describe(Proof.PIDFD)
 
 
-def test_sock_diag_names_the_other_end_of_a_unix_socket(listener):
+def test_sock_diag_names_the_other_end_of_a_unix_socket(connection):
     require(sockdiag.unavailable())
     a, b = socket.socketpair()
     assert sockdiag.peer_inode(os.fstat(a.fileno()).st_ino) == os.fstat(b.fileno()).st_ino
-    sock, path = listener
-    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    client.connect(path)
-    accepted, _ = sock.accept()
+    client, accepted = connection
     assert sockdiag.peer_inode(os.fstat(accepted.fileno()).st_ino) == os.fstat(client.fileno()).st_ino
     client.close()
     assert sockdiag.peer_inode(os.fstat(accepted.fileno()).st_ino) == 0          # its other end is gone
-    assert sockdiag.peer_inode(os.stat(__file__).st_ino) is None                 # no socket has it
     assert peercred.holds_socket(os.getpid(), os.fstat(a.fileno()).st_ino)
     assert not peercred.holds_socket(os.getppid(), os.fstat(a.fileno()).st_ino)
-    for s in (a, b, accepted):
-        s.close()
+    closed = os.fstat(a.fileno()).st_ino
+    a.close()
+    b.close()
+    assert sockdiag.peer_inode(closed) is None                  # no socket has that inode now
 
 
 def test_the_setting_lowers_the_proof_and_says_so(monkeypatch):
