@@ -36,12 +36,19 @@ PROTOCOL.md §5.2 has the table), each something no later process can share:
   is "the process with the connection's pid holds the connection and the owner's lock", not
   "called ``connect()``": a process that received the connection's socket (inherited, or over
   ``SCM_RIGHTS``) and has that pid counts. Its cost is the ``sock_diag`` lookup (the kernel
-  walks the namespace's unix sockets: 47 ms beside 200,000 of another user's, see
+  walks the namespace's unix sockets: 28-47 ms beside 200,000 of another user's, see
   ``vdsp_board.sockdiag``), made once per connection that claims, on the server's HELLO worker
   (``vdsp_board.hellogate``: off its loop, shared among peers), never on the admission thread
   (whose every accept it would delay), and a wait of at most two ticks (20 ms) for a process
   that claims within 20 ms of its start. Where the kernel has no ``unix_diag`` the claim is
   refused, saying so.
+
+Why not the same ``sock_diag`` check under ``pidfd`` too, which would close its moment: it would
+put the lookup's price, which other users set, on every claim on the kernels most hosts run
+(Debian 12, Ubuntu 22.04, RHEL 9), to close a moment that a process without privilege over the
+pid namespace can use only if the pid allocator comes round within a scheduling delay. The
+admission thread does a few system calls per accept under every proof (a ``pidfd_open``, or a
+read of ``/proc/PID/stat``), so an accept flood delays no one's record by more than that.
 
 No host-wide table is read for the pidfd proofs; ``start-time`` reads the one ``sock_diag``
 lookup above, whose cost, not whose answer, other users can grow.

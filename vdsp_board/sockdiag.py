@@ -6,11 +6,12 @@ other end of the connection: for a socket ZeroMQ accepted, the client's end, whi
 that opened the connection holds in its ``/proc/PID/fd`` (``socket:[INODE]``) until it closes it.
 
 Cost: to find a socket by its inode the kernel walks the unix sockets of the network namespace
-(before Linux 5.17 the host's whole table, filtered by namespace) under their bucket locks, so
-one lookup costs what there are of them, whoever holds them: 47 ms (median) beside 200,000
-sockets of another user on Linux 6.18 (``vdsp bench identity --sockets 200000``), about 0.1 ms
-on an idle host. Only the ``start-time`` identity proof asks (``vdsp_board.peerproof``), once per
-connection that claims something, on a server's HELLO worker, never on its loop.
+(on older kernels the host's whole table, filtered by namespace) under their bucket locks, so
+one lookup costs what there are of them, whoever holds them: 28-47 ms (median, two runs) beside
+200,000 sockets of another user on Linux 6.18 (``vdsp bench identity --sockets 200000``),
+0.02 ms beside a few dozen. Only the ``start-time`` identity proof asks
+(``vdsp_board.peerproof``), once per connection that claims something, on a server's HELLO
+worker, never on its loop.
 
 Needs ``unix_diag`` (``CONFIG_UNIX_DIAG``; a module on most distributions, loaded by the kernel on
 the first request where module loading is allowed).
