@@ -179,6 +179,8 @@ def test_sock_diag_names_the_other_end_of_a_unix_socket(connection):
     a.close()
     b.close()
     assert sockdiag.peer_inode(closed) is None                  # no socket has that inode now
+    with pytest.raises(peercred.TooManyFds):                    # fds looked through up to a bound, never further
+        peercred.holds_socket(os.getpid(), closed, limit=1)
 
 
 def test_the_setting_lowers_the_proof_and_says_so(monkeypatch):
