@@ -3,7 +3,9 @@ may set the namespace's next pid as a normal user: tests/privilege.py), by
 tests/test_live_identity.py::test_a_connection_whose_process_exited_claims_nothing_when_its_pid_comes_back.
 
     python -m tests.pid_reuse PROOF...        (PROOF: peer-pidfd, pidfd, start-time; or kernel: the
-                                               host's own, VDSP_IDENTITY_PROOF unset)
+                                               host's own, VDSP_IDENTITY_PROOF unset; PROOF@before-record:
+                                               the pid changes hands before the server records the
+                                               connection, the moment the pidfd proof leaves open)
 
 For each proof: a server made of the parts the relay and the firmwares use (a ROUTER, its
 admission thread, ``Ownership`` with that proof forced by ``VDSP_IDENTITY_PROOF``); this process
@@ -17,6 +19,7 @@ pids, their start times and the tries it took.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -111,22 +114,24 @@ def _next_tick() -> None:
     time.sleep((TICK_NS - now % TICK_NS + 100_000) / 1e9)
 
 
-def same_tick_attack(server: Server, path: str, forker: Forker, victim: Victim) -> dict:
+def same_tick_attack(server: Server, path: str, forker: Forker, victim: Victim, early: bool = False) -> dict:
     """A's connection, A gone, its pid given to the victim's child in the tick A started in; then
-    the victim's owner claimed over A's connection (see the module's docstring)."""
+    the victim's owner claimed over A's connection (see the module's docstring). ``early``: all
+    that before the server records the connection (its admission thread held back meanwhile)."""
     records = server.accepted
     for tries in range(1, TRIES + 1):
         if records is not None:
             _wait(lambda: len(records) == 0, "the server did not drop the records of closed connections")
         _next_tick()
-        conn, pid = forker.connect(path)
-        started = start_time(pid)
-        if records is not None:       # A lives until the server has recorded its connection (the proofs' moment)
-            _wait(lambda: len(records) > 0, "the server did not record the connection")
-        forker.release()
-        with open("/proc/sys/kernel/ns_last_pid", "w") as fh:
-            fh.write(str(pid - 1))
-        child = victim.fork()
+        with server.admission._lock if early else contextlib.nullcontext():    # the record waits for it
+            conn, pid = forker.connect(path)
+            started = start_time(pid)
+            if records is not None and not early:   # A lives until the server has recorded its connection
+                _wait(lambda: len(records) > 0, "the server did not record the connection")
+            forker.release()
+            with open("/proc/sys/kernel/ns_last_pid", "w") as fh:
+                fh.write(str(pid - 1))
+            child = victim.fork()
         if child == pid and start_time(child) == started:
             try:
                 command, body = Zmtp(conn).ask(0x01, 1, {"role": "client", "pid": pid, "owner": victim.owner})
@@ -145,13 +150,14 @@ def main(proofs: list[str]) -> dict:
     forker, victim = Forker(), Victim()
     try:
         with tempfile.TemporaryDirectory(prefix="vpr") as d:
-            for proof in proofs:
-                path = f"{d}/{proof}.sock"
+            for n, spec in enumerate(proofs):
+                proof, _, when = spec.partition("@")
+                path = f"{d}/{n}.sock"
                 server = Server(proof, path)
                 try:
                     own = own_claim(path)
-                    results[proof] = {"used": server.used, "own": own,
-                                      **same_tick_attack(server, path, forker, victim)}
+                    results[spec] = {"used": server.used, "own": own,
+                                     **same_tick_attack(server, path, forker, victim, early=when == "before-record")}
                 finally:
                     server.close()
     finally:

@@ -5,7 +5,9 @@
   started the documented ways, proves its owner to the relay and to a firmware;
 - a connection whose process exited claims nothing, even once a new process has its pid and
   holds an owner (before: the relay checked "pid P holds the lock" and P was the new process),
-  on every identity proof the kernel offers (issue 35), as a normal user too;
+  on every identity proof the kernel offers (issue 35), as a normal user too, also when the new
+  process is a child of the owner's, forked in the clock tick the connecting process started in
+  (issue 40), and with SO_PEERPIDFD hidden as on Linux 5.3-6.4;
 - another user's lock flood (one open + flock(LOCK_SH) each) neither slows a HELLO nor stalls
   the relay (before: one read of the host-wide /proc/locks took seconds on the relay's loop).
 """
@@ -100,10 +102,14 @@ def assert_reuse_refused(out: dict, said: str) -> None:
 def test_a_connection_whose_process_exited_claims_nothing_when_its_pid_comes_back():
     """On every proof this kernel offers, with the server parts of the relay and the firmwares: the
     connecting process's pid given, in the clock tick that process started in, to a child of a
-    process holding an owner (it holds the owner's lock too) proves nothing over its connection."""
+    process holding an owner (it holds the owner's lock too) proves nothing over its connection;
+    under the proofs that leave no moment open (PROTOCOL.md §5.2: all but ``pidfd``), not even
+    when the pid changed hands before the server recorded the connection."""
     proofs = [p.value for p in peerproof.Proof if p.rank >= peerproof.kernel_proof().rank]
+    early = [f"{p}@before-record" for p in proofs if p != "pidfd"]
     kernel = peerproof.kernel_proof().value
-    for proof, out in pid_reuse(*proofs).items():
+    for spec, out in pid_reuse(*proofs, *early).items():
+        proof = spec.partition("@")[0]
         if proof == "peer-pidfd":
             said = "SO_PEERPIDFD ("
         elif proof == kernel and proof != "start-time":      # this kernel's own proof, not lowered (Linux < 6.5)
