@@ -63,7 +63,7 @@ class Claim:
     sent it (ipc: the pid zmq took at accept and either a pidfd of that very process, or the
     inode of the accepted socket that names its accept record; tcp: the CURVE name)."""
 
-    __slots__ = ("body", "address", "peer_name", "wants", "pid", "pidfd", "inode", "gone", "pin")
+    __slots__ = ("body", "address", "peer_name", "wants", "pid", "pidfd", "inode", "gone", "pin", "not_before")
 
     def __init__(self, body: dict, address: str | None, peer_name: str, wants: str | None) -> None:
         self.body, self.address, self.peer_name, self.wants = body, address, peer_name, wants
@@ -72,6 +72,7 @@ class Claim:
         self.inode: int | None = None               # the accepted socket's (pidfd, start-time)
         self.gone = False           # the connecting process had exited when the HELLO was read
         self.pin: peerproof.Pin | None = None       # the connecting process, held still while judged
+        self.not_before = 0.0       # (monotonic) judging it sooner would wait (start-time: peerproof.ready_at)
 
     def close(self) -> None:
         if self.pin is not None:
@@ -133,6 +134,8 @@ class Ownership:
                 claim.gone = True
         else:
             claim.inode = peercred.connection_inode(frame)
+            if self.proof is peerproof.Proof.START_TIME:
+                claim.not_before = peerproof.ready_at(claim.pid)
         return claim
 
     def judge(self, claim: Claim) -> Verdict:

@@ -182,6 +182,17 @@ def wait_past(start: int) -> None:
         wait = past - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
 
 
+def ready_at(pid: int) -> float:
+    """When (``time.monotonic``) :func:`wait_past` of process ``pid``'s start time would return at
+    once; now if it has exited. A server defers a young process's claim that long, in that
+    process's own turn (``vdsp_board.hellogate``), rather than sleep on the worker meanwhile."""
+    start = start_time(pid)
+    if start is None:
+        return time.monotonic()
+    wait = (start + 2) * TICK_NS - time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    return time.monotonic() + min(max(wait, 0), 3 * TICK_NS) / 1e9
+
+
 class Pin:
     """Process ``pid`` held still for one check: :meth:`alive` is True while it is the same live
     process that was pinned. Holds a pidfd (``peer-pidfd``, ``pidfd``) or the start time only
