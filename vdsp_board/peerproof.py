@@ -40,7 +40,8 @@ PROTOCOL.md §5.2 has the table), each something no later process can share:
   ``vdsp_board.sockdiag``), made once per connection that claims, on the server's HELLO worker
   (``vdsp_board.hellogate``: off its loop, shared among peers), never on the admission thread
   (whose every accept it would delay), and a wait of at most two ticks (20 ms) for a process
-  that claims within 20 ms of its start. Where the kernel has no ``unix_diag`` the claim is
+  that claims within 20 ms of its start, which its claim spends resting in its own turn at the
+  HELLO gate (:func:`ready_at`), not the worker asleep. Where the kernel has no ``unix_diag`` the claim is
   refused, saying so.
 
 Why not the same ``sock_diag`` check under ``pidfd`` too, which would close its moment: it would
