@@ -39,7 +39,7 @@ SRCFD = 2                   # ZMQ_SRCFD: the fd a message was read from (zmq_msg
 SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)      # Linux >= 6.5
 MAX_FDS_SCANNED = 1024      # fds of a peer looked at when its HELLO does not name the lock's
 MAX_FDINFO = 64 << 10       # bytes of one fdinfo file read at most
-MAX_FDS_LINKED = 16384      # fds of a peer looked at for a socket (one readlink each, about 2 us)
+MAX_FDS_LINKED = 4096       # fds of a peer looked at for a socket (one readlink each: 10-20 us on a busy 2-CPU host)
 
 
 class PeerGone(OSError):
