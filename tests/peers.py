@@ -1,6 +1,6 @@
 """Peers made by hand for the identity tests: a client in another language (examples/raw_client.py),
-ZMTP spoken over a plain unix socket, a connection that outlives the process that opened it, and
-a process started with a chosen pid."""
+ZMTP spoken over a plain unix socket, a connection that outlives the process that opened it (also
+forked on demand: :class:`Forker`), and a victim whose forked children hold its owner (:class:`Victim`)."""
 from __future__ import annotations
 
 import json
@@ -86,13 +86,6 @@ CONNECTOR = textwrap.dedent("""
     socket.send_fds(back, [b"x"], [conn.fileno()])
 """)
 
-HOLDER = textwrap.dedent("""
-    import os, sys
-    from vdsp_board import ddr
-    print(os.getpid(), ddr.current_owner().id, flush=True)
-    sys.stdin.read()
-""")
-
 
 def orphan_connection(path: str) -> tuple[socket.socket, int]:
     """A connection to ``path`` opened by a process that has exited since (we kept its socket): (socket, its pid)."""
@@ -106,17 +99,93 @@ def orphan_connection(path: str) -> tuple[socket.socket, int]:
     return socket.socket(fileno=fds[0]), proc.pid
 
 
-def holder_at_pid(pid: int, tries: int = 200) -> subprocess.Popen:
-    """A process holding a DDR owner of its own, started with pid ``pid`` (the kernel's next pid set
-    just before each try: other processes of the pid namespace may take it first). Needs the
-    privilege to write ``ns_last_pid`` (tests/privilege.py: a pid namespace of one's own)."""
-    for _ in range(tries):
-        with open("/proc/sys/kernel/ns_last_pid", "w") as fh:
-            fh.write(str(pid - 1))
-        proc = subprocess.Popen([sys.executable, "-c", HOLDER], cwd=ROOT, text=True, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        if proc.pid == pid:
-            return proc
-        proc.kill()
-        proc.communicate()
-    raise RuntimeError(f"could not start a process with pid {pid} in {tries} tries (a busy host took it first)")
+
+FORKER = textwrap.dedent("""
+    import os, socket, sys
+    if sys.argv[1] == "victim":
+        from vdsp_board import ddr
+        me = ddr.current_owner()
+        held = os.dup(me.lock_fd)       # its children keep this one (the SDK closes the owner's own fd in a child)
+        print(me.id, flush=True)
+    else:
+        back = socket.socket(fileno=int(sys.argv[2]))
+    while line := sys.stdin.readline().strip():
+        go_r, go_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:                    # lives until let go
+            os.close(go_w)
+            if sys.argv[1] == "connector":      # A: connects to the path `line`, hands its socket over
+                conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                conn.connect(line)
+                socket.send_fds(back, [b"x"], [conn.fileno()])
+            os.read(go_r, 1)            # (a victim's child holds its owner's lock through fd `held`)
+            os._exit(0)
+        os.close(go_r)
+        print(pid, flush=True)
+        sys.stdin.readline()
+        os.close(go_w)
+        os.waitpid(pid, 0)
+        print("reaped", flush=True)
+""")
+
+
+class _Helper:
+    """A helper process answering one line per request."""
+
+    def __init__(self, code: str, *args: str, pass_fds: tuple = ()) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, text=True, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, pass_fds=pass_fds,
+                                     env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+    def ask(self, line: str) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().strip()
+        assert answer, f"the helper exited ({self.proc.poll()})"
+        return answer
+
+    def close(self) -> None:
+        self.proc.communicate("", timeout=30)
+
+
+class Forker(_Helper):
+    """Forks, on demand, a process A that connects to a unix socket and hands us its connection."""
+
+    def __init__(self) -> None:
+        self._back, theirs = socket.socketpair()
+        super().__init__(FORKER, "connector", str(theirs.fileno()), pass_fds=(theirs.fileno(),))
+        theirs.close()
+
+    def connect(self, path: str) -> tuple[socket.socket, int]:
+        """A's connection to ``path`` (now ours too) and A's pid; A lives until :meth:`release`."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(path + "\n")
+        self.proc.stdin.flush()
+        _, fds, _, _ = socket.recv_fds(self._back, 1, 1)
+        return socket.socket(fileno=fds[0]), int(self.proc.stdout.readline())
+
+    def release(self) -> None:
+        """A exits and is reaped: its pid is free."""
+        assert self.ask("exit") == "reaped"
+
+    def close(self) -> None:
+        super().close()
+        self._back.close()
+
+
+class Victim(_Helper):
+    """A process holding a DDR owner (``owner``) that forks, on demand, a child holding that owner's
+    lock too (through an fd it inherited): the pid it gets is whatever the kernel gives next."""
+
+    def __init__(self) -> None:
+        super().__init__(FORKER, "victim")
+        assert self.proc.stdout is not None
+        self.owner = int(self.proc.stdout.readline())
+
+    def fork(self) -> int:
+        """The child's pid."""
+        return int(self.ask("fork"))
+
+    def release(self) -> None:
+        assert self.ask("exit") == "reaped"

@@ -280,3 +280,32 @@ def test_a_peer_whose_verdicts_take_long_gets_the_worker_at_most_a_quarter_of_th
         assert [owner for owner, _, _ in judge.spans].index(7) == 1        # the other peer's claim: no wait
     finally:
         gate.close()
+
+
+class YoungJudge(CpuJudge):
+    """As CpuJudge (no CPU cost), but owner 100's claims cannot be judged before ``not_before``
+    (as a start-time claim of a process younger than two clock ticks, peerproof.ready_at)."""
+
+    def take(self, body: dict, frame: object = None, peer_name: str = "") -> Claim:
+        claim = super().take(body, frame, peer_name)
+        if body.get("owner") == 100:
+            claim.not_before = self.not_before
+        return claim
+
+
+def test_a_claim_that_cannot_be_judged_yet_rests_its_own_peer_only():
+    """Before, the worker slept out a young process's clock tick (up to 20 ms a claim), every
+    other peer's claim waiting behind it."""
+    judge = YoungJudge(0.0)
+    judge.not_before = time.monotonic() + 0.5
+    gate = HelloGate(judge)
+    try:
+        assert gate.admit(conn(1), hello(1, 100), ipc(1000)) == []
+        assert gate.admit(A, hello(9, 7), ipc(2000)) == []
+        out: list = []
+        while len(out) < 2:
+            out += wait_ready(gate)
+        assert [owner for owner, _, _ in judge.spans] == [7, 100]          # the other peer's went first
+        assert judge.spans[1][1] >= judge.not_before                       # and the young one's not before its time
+    finally:
+        gate.close()

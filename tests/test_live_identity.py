@@ -5,7 +5,9 @@
   started the documented ways, proves its owner to the relay and to a firmware;
 - a connection whose process exited claims nothing, even once a new process has its pid and
   holds an owner (before: the relay checked "pid P holds the lock" and P was the new process),
-  on every identity proof the kernel offers (issue 35), as a normal user too;
+  on every identity proof the kernel offers (issue 35), as a normal user too, also when the new
+  process is a child of the owner's, forked in the clock tick the connecting process started in
+  (issue 40), and with SO_PEERPIDFD hidden as on Linux 5.3-6.4;
 - another user's lock flood (one open + flock(LOCK_SH) each) neither slows a HELLO nor stalls
   the relay (before: one read of the host-wide /proc/locks took seconds on the relay's loop).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -73,32 +76,82 @@ def test_a_raw_claim_of_another_owner_is_refused_naming_process_and_owner(shared
 
 # --- a connection outliving its process ----------------------------------------------------------------
 
-def test_a_connection_whose_process_exited_claims_nothing_when_its_pid_comes_back():
-    """On every proof this kernel offers, in a pid namespace of our own (its next pid is ours to
-    set, as a normal user too; tests/pid_reuse.py), with the server parts of the relay and the
-    firmwares: the connecting process's pid given to a process that holds an owner proves nothing."""
+def pid_reuse(*proofs: str, env: dict | None = None) -> dict:
+    """tests/pid_reuse.py's results for ``proofs`` (the attack of issue 40 in one clock tick), as pid 1
+    of a pid namespace of our own (its next pid is ours to set, as a normal user too)."""
     prefix, why_not = privilege.pid_namespace()
     require(why_not)
     assert prefix is not None
-    proofs = [p.value for p in peerproof.Proof if p.rank >= peerproof.kernel_proof().rank]
     done = subprocess.run([*prefix, sys.executable, "-m", "tests.pid_reuse", *proofs], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})))
     assert done.returncode == 0 and done.stdout.strip(), done.stderr[-3000:]
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert sorted(results) == sorted(proofs), results
+    return results
+
+
+def assert_reuse_refused(out: dict, said: str) -> None:
+    assert said in out["used"], out
+    assert out["own"] == "READY", out                           # a live connecting process is proven
+    assert out["holder_pid"] == out["pid"], out                 # the pid did come back, to the victim's child,
+    assert out["started"] is not None, out                      # in the very tick its first holder started in
+    assert out["command"] == 0x12 and out["code"] == CLAIM_REFUSED, out     # before: READY (pidfd, start-time)
+    assert f"process {out['pid']}, which opened this connection, has exited" in out["message"], out
+
+
+def test_a_connection_whose_process_exited_claims_nothing_when_its_pid_comes_back():
+    """On every proof this kernel offers, with the server parts of the relay and the firmwares: the
+    connecting process's pid given, in the clock tick that process started in, to a child of a
+    process holding an owner (it holds the owner's lock too) proves nothing over its connection;
+    under the proofs that leave no moment open (PROTOCOL.md §5.2: all but ``pidfd``), not even
+    when the pid changed hands before the server recorded the connection."""
+    proofs = [p.value for p in peerproof.Proof if p.rank >= peerproof.kernel_proof().rank]
+    early = [f"{p}@before-record" for p in proofs if p != "pidfd"]
     kernel = peerproof.kernel_proof().value
-    for proof, out in results.items():
+    for spec, out in pid_reuse(*proofs, *early).items():
+        proof = spec.partition("@")[0]
         if proof == "peer-pidfd":
             said = "SO_PEERPIDFD ("
         elif proof == kernel and proof != "start-time":      # this kernel's own proof, not lowered (Linux < 6.5)
-            said = f"pinned by pidfd_open (Linux {peerproof.kernel_release()})"
+            said = f"(Linux {peerproof.kernel_release()})"
         else:
             said = f"VDSP_IDENTITY_PROOF={proof})"
-        assert said in out["used"], out
-        assert out["own"] == "READY", out                       # a live connecting process is proven
-        assert out["holder_pid"] == out["pid"], out             # the pid did come back, to the holder
-        assert out["command"] == 0x12 and out["code"] == CLAIM_REFUSED, out     # before: READY, owner taken over
-        assert f"process {out['pid']}, which opened this connection, has exited" in out["message"], out
+        assert_reuse_refused(out, said)
+
+
+HIDE_PEERPIDFD = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <sys/socket.h>
+/* What a kernel before 6.5 answers: no SO_PEERPIDFD (77). */
+int getsockopt(int fd, int level, int name, void *value, socklen_t *len) {
+    static int (*real)(int, int, int, void *, socklen_t *);
+    if (level == SOL_SOCKET && name == 77) {
+        errno = ENOPROTOOPT;
+        return -1;
+    }
+    if (!real)
+        real = (int (*)(int, int, int, void *, socklen_t *))dlsym(RTLD_NEXT, "getsockopt");
+    return real(fd, level, name, value, len);
+}
+"""
+
+
+def test_a_reused_pid_claims_nothing_where_the_kernel_has_no_peer_pidfd(tmp_path):
+    """As on Linux 5.3-6.4 (Debian 12's 6.1): the host's own proof (VDSP_IDENTITY_PROOF unset) without
+    SO_PEERPIDFD, which a preloaded library hides where the kernel has it."""
+    env = {}
+    if peerproof.kernel_proof() is peerproof.Proof.PEER_PIDFD:
+        require(None if shutil.which("cc") else "no C compiler (cc) to build the library that hides SO_PEERPIDFD")
+        (tmp_path / "hide.c").write_text(HIDE_PEERPIDFD)
+        lib = tmp_path / "hide.so"
+        subprocess.run(["cc", "-shared", "-fPIC", "-Wall", "-Werror", "-o", str(lib), str(tmp_path / "hide.c"),
+                        "-ldl"], check=True, timeout=120)
+        env["LD_PRELOAD"] = str(lib)
+    out = pid_reuse("kernel", env=env)["kernel"]
+    assert "SO_PEERPIDFD" not in out["used"] and "VDSP_IDENTITY_PROOF" not in out["used"], out
+    assert_reuse_refused(out, f"(Linux {peerproof.kernel_release()})")
 
 
 # --- another user's lock flood -------------------------------------------------------------------------

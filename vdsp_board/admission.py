@@ -37,8 +37,8 @@ it sent queued and connects again.
 
 ipc peers are the SoC's own user (the runtime directory is private): they are only counted,
 and, given ``accepted`` (``vdsp_board.peerproof.Accepted``), who opened each connection is
-recorded as it is accepted (its pid and that process's start time), for the owner proofs of
-kernels without ``SO_PEERPIDFD``.
+recorded as it is accepted (a pidfd of its process, or its pid and start time), for the owner
+proofs of kernels without ``SO_PEERPIDFD``.
 
 ``max_pending`` is derived from ``PREAUTH_BUDGET``: pending connections × the largest frame
 one may hold stays within it. So whatever unauthenticated peers send, the growth they cause
@@ -183,6 +183,8 @@ class Admission:
         self._stop.set()
         self._thread.join(2.0)
         self._leave()
+        if self.accepted is not None:
+            self.accepted.clear()       # the records' pidfds: the socket's connections close with it
 
     # --- the monitor thread -------------------------------------------------------------------
     def _run(self) -> None:

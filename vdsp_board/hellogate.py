@@ -23,7 +23,10 @@ gave at connect; over tcp the CURVE key it authenticated with):
   one verdict per peer with claims waiting; after judging a peer's claim the worker rests from
   that peer JUDGE_REST times as long as the verdict took (reading a process's fds can take
   milliseconds, more on a busy host), so one peer's claims keep the worker busy at most
-  1 / (1 + JUDGE_REST) of the time, and the server's loop keeps most of the CPU;
+  1 / (1 + JUDGE_REST) of the time, and the server's loop keeps most of the CPU; a claim that
+  could not be judged yet (``Claim.not_before``: under the ``start-time`` proof, a process
+  younger than two clock ticks, ``vdsp_board.peerproof``) rests its peer until then, so
+  the worker judges others' claims meanwhile instead of waiting;
 - bytes of messages held behind claims: MAX_HELD_BYTES_PER_PEER of one peer, MAX_HELD_BYTES in
   all, shared the same way (a peer holding less displaces the newest held messages of the
   peer holding the most).
@@ -239,6 +242,7 @@ class HelloGate:
             else:
                 item.claim, item.share = claim, share
                 share.queued.append(item)
+                share.rest_until = max(share.rest_until, claim.not_before)   # a young process waits its own turn
                 self.pending += 1
                 if not share.in_turn and not share.judging:
                     share.in_turn = True

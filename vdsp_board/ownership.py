@@ -5,7 +5,8 @@ bind each connection to what its HELLO claimed once the claim is verified:
 
 - ``owner`` X over **ipc**: the process that opened the connection (``vdsp_board.peercred``;
   pinned by the strongest fact the kernel offers, ``vdsp_board.peerproof``: a pidfd taken at
-  connect, or its pid and start time recorded at accept) still lives and holds the exclusive flock of X's lock file
+  connect or at accept, or its pid and start time recorded at accept and the connection's socket
+  among its fds) still lives and holds the exclusive flock of X's lock file
   ``vdsp-{X:06x}.lock`` in the DDR directory through one of its fds (its own /proc entries say so);
 - ``owner`` X over **tcp** (CURVE): X is alive (its lock is held) and its access list
   (``vdsp_board.acl``) names the CURVE key this peer authenticated with; one key per owner, set
@@ -62,7 +63,7 @@ class Claim:
     sent it (ipc: the pid zmq took at accept and either a pidfd of that very process, or the
     inode of the accepted socket that names its accept record; tcp: the CURVE name)."""
 
-    __slots__ = ("body", "address", "peer_name", "wants", "pid", "pidfd", "inode", "gone", "pin")
+    __slots__ = ("body", "address", "peer_name", "wants", "pid", "pidfd", "inode", "gone", "pin", "not_before")
 
     def __init__(self, body: dict, address: str | None, peer_name: str, wants: str | None) -> None:
         self.body, self.address, self.peer_name, self.wants = body, address, peer_name, wants
@@ -71,6 +72,7 @@ class Claim:
         self.inode: int | None = None               # the accepted socket's (pidfd, start-time)
         self.gone = False           # the connecting process had exited when the HELLO was read
         self.pin: peerproof.Pin | None = None       # the connecting process, held still while judged
+        self.not_before = 0.0       # (monotonic) judging it sooner would wait (start-time: peerproof.ready_at)
 
     def close(self) -> None:
         if self.pin is not None:
@@ -132,6 +134,8 @@ class Ownership:
                 claim.gone = True
         else:
             claim.inode = peercred.connection_inode(frame)
+            if self.proof is peerproof.Proof.START_TIME:
+                claim.not_before = peerproof.ready_at(claim.pid)
         return claim
 
     def judge(self, claim: Claim) -> Verdict:
@@ -173,17 +177,19 @@ class Ownership:
                 raise exited
             claim.pin, claim.pidfd = peerproof.Pin(pid, pidfd=claim.pidfd), None
             return pid
-        record = self.accepted.wait(claim.inode) if self.accepted is not None and claim.inode is not None else None
-        if record is None:
+        if self.accepted is None or claim.inode is None:
             raise errors.ClaimRefused(f"cannot tell which process opened this connection (peer {address}): "
-                                      "no record of its accept (the connection closed, or libzmq's SRCFD is "
-                                      "missing); connect again")
-        if record.pid != pid or record.start is None:
-            raise exited
+                                      "libzmq's SRCFD is missing")
         try:
-            claim.pin = peerproof.Pin.take(pid, record.start, self.proof)
-        except peerproof.Gone:
-            raise exited from None
+            claim.pin = self.accepted.pin(claim.inode, pid)
+        except peerproof.NotRecorded:
+            raise errors.ClaimRefused(f"cannot tell which process opened this connection (peer {address}): "
+                                      "no record of its accept (the connection closed); connect again") from None
+        except peerproof.Gone as exc:
+            raise errors.ClaimRefused(f"{exited.message} ({exc.strerror})") from None
+        except OSError as exc:
+            raise errors.ClaimRefused(f"cannot tell whether process {pid} opened this connection: "
+                                      f"{exc.strerror or exc}") from None
         return pid
 
     def _still_there(self, claim: Claim) -> None:

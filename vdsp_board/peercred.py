@@ -17,6 +17,9 @@ every user: anyone who holds many makes one read of it take seconds):
   equal the ``Peer-Address`` pid ZeroMQ took for this very connection at accept, so what is
   left is a new connection on the same fd number from a process with the same reused pid,
   within that moment.
+- **Whether it holds the connection.** ``/proc/PID/fd/N`` of a socket links to ``socket:[INODE]``:
+  :func:`holds_socket` finds the connection's client end there (its inode from
+  ``vdsp_board.sockdiag``), for the ``start-time`` proof (``vdsp_board.peerproof``).
 - **Which locks it holds.** ``/proc/PID/fdinfo/FD`` lists the locks held through that open
   file (``lock:\\t1: FLOCK  ADVISORY  WRITE 4242 fe:00:5156 0 EOF``): only the locks of that one
   file, so its cost does not depend on anyone else's locks. The lock counts whoever took it
@@ -36,6 +39,7 @@ SRCFD = 2                   # ZMQ_SRCFD: the fd a message was read from (zmq_msg
 SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)      # Linux >= 6.5
 MAX_FDS_SCANNED = 1024      # fds of a peer looked at when its HELLO does not name the lock's
 MAX_FDINFO = 64 << 10       # bytes of one fdinfo file read at most
+MAX_FDS_LINKED = 4096       # fds of a peer looked at for a socket (one readlink each: 10-20 us on a busy 2-CPU host)
 
 
 class PeerGone(OSError):
@@ -43,7 +47,7 @@ class PeerGone(OSError):
 
 
 class TooManyFds(OSError):
-    """The peer has more than MAX_FDS_SCANNED fds and named none: not scanned further."""
+    """The peer has more fds than are looked at (MAX_FDS_SCANNED, MAX_FDS_LINKED): not scanned further."""
 
 
 def peer_pid(address: str | None) -> int | None:
@@ -200,6 +204,23 @@ def holds_exclusive_flock(pid: int, ident: tuple[int, int, int], fd: int | None 
                 raise TooManyFds(errno.EMFILE, f"process {pid} has more than {limit} open fds")
             if entry.name.isdigit() and fd_holds_exclusive_flock(pid, int(entry.name), ident, proc):
                 return True
+    return False
+
+
+def holds_socket(pid: int, inode: int, proc: str = "/proc", limit: int = MAX_FDS_LINKED) -> bool:
+    """True if process ``pid`` holds the socket ``inode`` through one of its fds (``/proc/PID/fd/N``
+    links to ``socket:[INODE]``). At most ``limit`` fds are looked at (TooManyFds beyond). Raises
+    OSError if the process cannot be read (gone, or not ours to read)."""
+    wanted = f"socket:[{inode}]"
+    with os.scandir(f"{proc}/{pid}/fd") as entries:
+        for n, entry in enumerate(entries):
+            if n >= limit:
+                raise TooManyFds(errno.EMFILE, f"process {pid} has more than {limit} open fds")
+            try:
+                if os.readlink(entry.path) == wanted:
+                    return True
+            except FileNotFoundError:
+                continue                # closed meanwhile
     return False
 
 
