@@ -14,7 +14,9 @@ File layout (format 2; all integers little-endian)::
                   id, name, params, inputs, outputs, doc), payload_size, payload_sha256
     seal_len      u32       0 for an unsigned image, at most signing.MAX_SEAL
     seal          JSON: the Ed25519 signature of magic + header_len + header (dsp_side.signing)
-    payload       zip archive of the source tree (*.py, sorted, fixed timestamps)
+    payload       zip archive of the source tree (*.py and C/C++ kernel sources, sorted, fixed
+                  timestamps) and, when it binds C kernels, their compiled library
+                  (dsp_side.ckernel: the signature covers the compiled code too)
 
 Nothing of an image runs, and nothing of it is even parsed, before its signature is
 checked against the trusted keys (:class:`signing.Trust`): an unsigned image, one signed
@@ -64,7 +66,8 @@ from types import ModuleType
 
 from protocol import errors
 from protocol.remoteproc import firmware_name_problem
-from dsp_side import signing
+from dsp_side import ckernel, signing
+from dsp_side.ckernel import build as ckbuild
 from dsp_side.operators import framework
 from dsp_side.registry import Registry
 
@@ -99,14 +102,29 @@ def _sources(src: Path) -> list[Path]:
     return sorted(p for p in src.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def _zip(src: Path, files: list[Path]) -> bytes:
+def _zip(src: Path, files: list[Path], built: dict[str, bytes] | None = None) -> bytes:
+    """The payload: ``files`` (under ``src``) and the ``built`` members (name: bytes), sorted."""
+    members = {str(path.relative_to(src)): path.read_bytes() for path in files}
+    members.update(built or {})
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in files:
-            info = zipfile.ZipInfo(str(path.relative_to(src)), _ZIP_TIME)
+        for name in sorted(members):
+            info = zipfile.ZipInfo(name, _ZIP_TIME)
             info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, path.read_bytes())
+            zf.writestr(info, members[name])
     return buf.getvalue()
+
+
+def _kernel_library(src: Path, registry: Registry) -> dict[str, bytes]:
+    """{library name: bytes} of the tree's C kernels ({} when it binds none). Raises ImageError
+    with the compiler's message."""
+    entries = ckernel.entries_of(registry)
+    if not entries:
+        return {}
+    try:
+        return {ckernel.LIBRARY: ckbuild.compile_tree(src, entries)}
+    except (ckbuild.CompileError, ValueError) as exc:
+        raise ImageError(f"{src}: the C kernels do not build: {exc}") from exc
 
 
 def _import_tree(root: Path, tag: str) -> ModuleType:
@@ -165,7 +183,7 @@ def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY) -> 
     files = _sources(src)
     module = _import_tree(src, f"build_{abs(hash(str(src)))}_{time.monotonic_ns()}")
     version, registry = registry_of(module, str(src))
-    payload = _zip(src, files)
+    payload = _zip(src, files + ckbuild.sources(src), _kernel_library(src, registry))
     header = {"format": FORMAT, "name": name or src.name, "version": version,
               "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "operators": registry.table(), "payload_size": len(payload),

@@ -1,0 +1,25 @@
+"""C kernels that break the board's rules, for tests/test_ckernel.py and the live tests."""
+from protocol.contract.operator import OperatorEntry
+from dsp_side import ckernel
+
+VERSION = "1.0.0"
+
+PEEK = OperatorEntry.declare(0x1420, "peek_before_wait", {}, inputs=1, outputs=1,
+                             doc="out = the TCM tile read before its IDMA wait, then after it.")
+TCM = OperatorEntry.declare(0x1421, "tcm_take", {
+    "bank": {"type": "int", "min": 0, "max": 1, "default": 0, "doc": "the bank"},
+    "sizes": {"type": "int_list", "doc": "bytes of each allocation, in order"},
+    "name": {"type": "str", "default": "scratch", "doc": "the allocations' name"}},
+    doc="Allocate TCM; returns nothing.")
+SEGV = OperatorEntry.declare(0x1422, "segv", {}, doc="Write through a null pointer.")
+ABORT = OperatorEntry.declare(0x1423, "abort_", {}, doc="Call abort().")
+NO_WAIT = OperatorEntry.declare(0x1424, "no_wait", {}, inputs=1, outputs=0,
+                                doc="Return with an IDMA transfer not waited for.")
+
+
+def register(registry):
+    ckernel.bind(registry, PEEK, "peek_kernel", __file__)
+    ckernel.bind(registry, TCM, "tcm_kernel", __file__)
+    ckernel.bind(registry, SEGV, "segv_kernel", __file__)
+    ckernel.bind(registry, ABORT, "abort_kernel", __file__)
+    ckernel.bind(registry, NO_WAIT, "no_wait_kernel", __file__)
