@@ -160,12 +160,18 @@ def registry_of(module: ModuleType, where: str) -> tuple[str, Registry]:
     return version, registry
 
 
+def registry_of_tree(src: Path) -> tuple[str, Registry]:
+    """(VERSION, registry) of the firmware source tree ``src``. Raises FileNotFound, ImageError."""
+    _sources(src)
+    module = _import_tree(src.resolve(), f"table_{abs(hash(str(src)))}_{time.monotonic_ns()}")
+    return registry_of(module, str(src))
+
+
 def operator_table(src: Path) -> tuple[str, list[dict]]:
     """(VERSION, operator table) of the firmware source tree ``src``, as :func:`build` records
     them in an image (the framework operators included; JSON with sorted keys, as the header is).
-    Raises ImageError."""
-    module = _import_tree(src.resolve(), f"table_{abs(hash(str(src)))}_{time.monotonic_ns()}")
-    version, registry = registry_of(module, str(src))
+    Raises FileNotFound, ImageError."""
+    version, registry = registry_of_tree(src)
     return version, json.loads(json.dumps(registry.table(), sort_keys=True))
 
 
