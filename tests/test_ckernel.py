@@ -113,7 +113,8 @@ def test_over_budget_tcm_names_kernel_bank_and_bytes(example, rules):
     with pytest.raises(errors.TcmOverBudget) as exc:     # 2 tiles of 60000 in bank 0: over 103 kB
         _run(registry, 0x1410, [np.ones(100, np.uint8)], [np.zeros(100, np.uint8)], tile=60000)
     assert exc.value.code == -6000272
-    assert "kernel affine_u8_kernel: TCM bank 0: allocating 60000 bytes for out_ping" in exc.value.message
+    assert exc.value.message == ("kernel affine_u8_kernel: TCM bank 0: allocating 60000 bytes for out_ping takes 60032, "
+                                 "45440 of the operator's 105472 bytes are free")
     _, rules_reg, _ = rules
     budget = 103 * 1024      # VDSP_TCM_OPERATOR_BYTES
     _run(rules_reg, 0x1421, [], [], bank=1, sizes=[budget])           # the whole budget fits, once per task
@@ -154,6 +155,14 @@ def test_strict_mode_reports_the_read_before_the_wait(rules, example, monkeypatc
     np.testing.assert_array_equal(dst, affine_ref(src, 128, 3))
     monkeypatch.delenv("VDSP_STRICT_DMA")
     _run(registry, 0x1424, [np.ones(256, np.uint8)], [])     # not strict: the engine finishes it
+
+
+def test_a_cpp_kernel_reads_its_struct(rules):
+    _, registry, names = rules
+    assert "sum.cc" in names
+    data, out = np.arange(1000, dtype=np.uint8), np.zeros(8, np.uint8)
+    _run(registry, 0x1425, [data], [out], scale=0.5)
+    assert out.view(np.float64)[0] == 0.5 * int(data.astype(np.int64).sum())
 
 
 def test_the_params_header_is_the_entrys_struct():

@@ -3,7 +3,7 @@
 Every ``*.c`` / ``*.cc`` / ``*.cpp`` of the tree (sorted, ``__pycache__`` aside) and the runtime
 are compiled with the host compiler and ``-Wall -Wextra -Werror`` against the SDK's headers and
 the generated ``vdsp_kernel_params.h``, then linked into one shared library whose bytes go into
-the signed payload. ``VDSP_KERNEL_CFLAGS`` is not read: the flags are the image's, fixed here.
+the signed payload. The flags are fixed here: every image is built alike.
 """
 from __future__ import annotations
 

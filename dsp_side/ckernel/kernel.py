@@ -29,7 +29,7 @@ class TileBuffer(ctypes.Structure):
     _fields_ = [("tile_buffer", ctypes.c_void_p), ("data_size", ctypes.c_uint32)]
 
 
-class Task(ctypes.Structure):
+class CTask(ctypes.Structure):
     _fields_ = [("kernel", ctypes.c_char_p), ("num_inputs", ctypes.c_int32), ("num_outputs", ctypes.c_int32),
                 ("inputs", ctypes.POINTER(TileBuffer)), ("outputs", ctypes.POINTER(TileBuffer)),
                 ("param", ctypes.c_void_p), ("param_size", ctypes.c_uint32)]
@@ -44,7 +44,7 @@ class Library:
         except OSError as exc:
             raise errors.OperatorFailed(f"cannot load the kernel library {path.name}: {exc}") from exc
         self.dll.vdsp_rt_run.restype = ctypes.c_int
-        self.dll.vdsp_rt_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(Task), ctypes.c_int,
+        self.dll.vdsp_rt_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(CTask), ctypes.c_int,
                                          ctypes.POINTER(ctypes.c_int)]
         self.dll.vdsp_rt_message.restype = ctypes.c_char_p
         self.dll.vdsp_rt_init.argtypes = [_LOG_FN]
@@ -101,7 +101,7 @@ class CKernel:
         ins = [np.asarray(a).reshape(-1) for a in inputs]
         outs = [np.asarray(a).reshape(-1) for a in outputs]
         in_tiles, out_tiles = _tiles(ins), _tiles(outs)
-        task = Task(self.symbol.encode(), len(ins), len(outs), in_tiles, out_tiles, None, 0)
+        task = CTask(self.symbol.encode(), len(ins), len(outs), in_tiles, out_tiles, None, 0)
         keep: list = []
         if self.struct is not None:
             struct, keep = cparams.pack(self.layout, self.struct, values)

@@ -13,8 +13,9 @@ from typing import Any, Iterable
 from protocol.contract.c_layout import OpLayout, layout, struct_lines
 from protocol.contract.operator import OperatorEntry
 
-_SCALAR = {"int": ctypes.c_int64, "float": ctypes.c_double, "bool": ctypes.c_int32, "str": ctypes.c_char_p}
-_ELEM = {"int_list": ctypes.c_int64, "float_list": ctypes.c_double}
+_SCALAR: dict[str, Any] = {"int": ctypes.c_int64, "float": ctypes.c_double, "bool": ctypes.c_int32,
+                           "str": ctypes.c_char_p}
+_ELEM: dict[str, Any] = {"int_list": ctypes.c_int64, "float_list": ctypes.c_double}
 
 
 def c_layout(entry: OperatorEntry) -> OpLayout:
@@ -72,8 +73,7 @@ def header(entries: Iterable[OperatorEntry]) -> str:
              " * build from the operators' contract entries (the structs an ARM program fills); do not edit. */",
              "#ifndef VDSP_KERNEL_PARAMS_H_", "#define VDSP_KERNEL_PARAMS_H_", "",
              "#include <stddef.h>", "#include <stdint.h>", "#include <string.h>", "",
-             "#ifdef __cplusplus", "#define VDSP_STATIC_ASSERT static_assert", "#else",
-             "#define VDSP_STATIC_ASSERT _Static_assert", "#endif"]
+             '#include "vdsp_kernel.h"']
     for entry in sorted(entries, key=lambda e: e.id):
         op = c_layout(entry)
         lines += ["", f"#define HB_DSP_OP_{entry.function_name.upper()} 0x{entry.id:04x}"]
@@ -82,7 +82,7 @@ def header(entries: Iterable[OperatorEntry]) -> str:
             continue
         lines += struct_lines(entry, op, comments=True)
         lines.append(f'VDSP_STATIC_ASSERT(sizeof({op.struct}) == {ctypes.sizeof(cls)}, "{op.struct}: size");')
-        for name, _ in cls._fields_:
+        for name, *_ in cls._fields_:
             offset = getattr(cls, name).offset
             lines.append(f'VDSP_STATIC_ASSERT(offsetof({op.struct}, {name}) == {offset}, "{op.struct}.{name}");')
     return "\n".join(lines + ["", "#endif /* VDSP_KERNEL_PARAMS_H_ */", ""])

@@ -42,7 +42,18 @@ typedef struct vdsp_task {
   uint32_t param_size;         /* sizeof that struct */
 } vdsp_task_t;
 
+#ifdef __cplusplus
+#define VDSP_KERNEL(name) extern "C" int name(vdsp_task_t const *task) /* found by its plain name */
+#else
 #define VDSP_KERNEL(name) int name(vdsp_task_t const *task)
+#endif
+
+/* A compile-time check, in C and in C++ (the parameter header checks its layouts with it). */
+#ifdef __cplusplus
+#define VDSP_STATIC_ASSERT static_assert
+#else
+#define VDSP_STATIC_ASSERT _Static_assert
+#endif
 
 /* The operator's parameters as their struct: VDSP_PARAM(task, hbDSPScaleParam)->gain. */
 #define VDSP_PARAM(task, type) ((type const *)(task)->param)

@@ -16,6 +16,9 @@ ABORT = OperatorEntry.declare(0x1423, "abort_", {}, doc="Call abort().")
 NO_WAIT = OperatorEntry.declare(0x1424, "no_wait", {}, inputs=1, outputs=0,
                                 doc="Return with an IDMA transfer not waited for.")
 
+SUM = OperatorEntry.declare(0x1425, "sum_u8", {"scale": {"type": "float", "default": 1.0, "doc": "multiplies the sum"}},
+                            inputs=1, outputs=1, doc="out (a double) = scale * the sum of the input's bytes (C++).")
+
 
 def register(registry):
     ckernel.bind(registry, PEEK, "peek_kernel", __file__)
@@ -23,3 +26,4 @@ def register(registry):
     ckernel.bind(registry, SEGV, "segv_kernel", __file__)
     ckernel.bind(registry, ABORT, "abort_kernel", __file__)
     ckernel.bind(registry, NO_WAIT, "no_wait_kernel", __file__)
+    ckernel.bind(registry, SUM, "sum_kernel", __file__)
