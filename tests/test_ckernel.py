@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import subprocess
 import sys
 import types
@@ -155,6 +156,30 @@ def test_strict_mode_reports_the_read_before_the_wait(rules, example, monkeypatc
     np.testing.assert_array_equal(dst, affine_ref(src, 128, 3))
     monkeypatch.delenv("VDSP_STRICT_DMA")
     _run(registry, 0x1424, [np.ones(256, np.uint8)], [])     # not strict: the engine finishes it
+
+
+def test_2d_transfers_move_a_rectangle(rules):
+    _, registry, _ = rules
+    image = np.random.default_rng(2).integers(0, 256, (40, 30), dtype=np.uint8)
+    out = np.zeros(17 * 9, np.uint8)
+    _run(registry, 0x1426, [image.reshape(-1)], [out], width=30, roi=[5, 11, 17, 9])
+    np.testing.assert_array_equal(out.reshape(9, 17), image[11:20, 5:22])
+    with pytest.raises(errors.OperatorFailed, match="IDMA into TCM needs its destination inside one TCM allocation "
+                                                    "and its source inside a buffer of the task"):
+        _run(registry, 0x1426, [image.reshape(-1)], [out], width=30, roi=[20, 35, 17, 9])   # rows past the image
+
+
+@pytest.mark.parametrize("how, message", [
+    ("into_input", "IDMA copies between TCM and the task's buffers: a source inside one TCM allocation and a "
+                   "destination inside an output buffer, or the reverse"),
+    ("outside_tile", "IDMA into TCM needs its destination inside one TCM allocation"),
+    ("bank_2", "kernel misuse_kernel: TCM bank 2 does not exist (banks 0..1)"),
+    ("bad_id", "kernel misuse_kernel: no IDMA transfer 7")])
+def test_idma_and_tcm_misuse_fails_the_task(rules, how, message):
+    _, registry, _ = rules
+    with pytest.raises(errors.OperatorFailed, match=re.escape(message)) as exc:
+        _run(registry, 0x1427, [np.ones(100, np.uint8)], [np.zeros(100, np.uint8)], how=how)
+    assert exc.value.code == -6000270
 
 
 def test_a_cpp_kernel_reads_its_struct(rules):

@@ -19,7 +19,7 @@ from tests.live import LiveSoc
 from tests.test_ckernel import EXAMPLE, RULES, affine_ref
 
 pytestmark = [pytest.mark.live, pytest.mark.skipif(bool(ctoolchain.missing()), reason="no C compiler")]
-AFFINE, PEEK, TCM, SEGV = 0x1410, 0x1420, 0x1421, 0x1422
+AFFINE, PEEK, TCM, SEGV, SPIN = 0x1410, 0x1420, 0x1421, 0x1422, 0x1428
 
 
 @pytest.fixture
@@ -88,3 +88,20 @@ def test_strict_mode_read_before_wait_and_a_segfaulting_kernel(strict_soc):
     assert "crash detected in vdsp1: type killed by SIGSEGV" in dmesg, dmesg[-2000:]
     dump = json.loads((strict_soc.rt / "coredump" / "vdsp1-crash1.json").read_text())
     assert dump["type"] == "killed by SIGSEGV"
+
+
+@pytest.mark.exclusive     # a 2 s watchdog: a busy neighbour could starve a healthy firmware past it
+def test_a_kernel_that_loops_forever_meets_the_watchdog(runtime_env):
+    live = LiveSoc(runtime_env, core_args=["--watchdog-ms", "2000"])
+    live.start()
+    try:
+        with Soc() as soc:
+            deploy(soc, RULES, live.rt, "rules")
+            with pytest.raises(errors.CoreCrashed):
+                soc.call(SPIN, core=CORE_1, timeout_ms=60000)
+            assert soc.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
+            assert wait_until(lambda: soc.control("vdsp1", "state") == "running", 30, 0.1)
+            soc.call(TCM, params={"sizes": [64]}, core=CORE_1, timeout_ms=30000)
+        assert "crash detected in vdsp1: type watchdog" in (live.rt / "dmesg").read_text()
+    finally:
+        live.stop_and_check()

@@ -19,6 +19,16 @@ NO_WAIT = OperatorEntry.declare(0x1424, "no_wait", {}, inputs=1, outputs=0,
 SUM = OperatorEntry.declare(0x1425, "sum_u8", {"scale": {"type": "float", "default": 1.0, "doc": "multiplies the sum"}},
                             inputs=1, outputs=1, doc="out (a double) = scale * the sum of the input's bytes (C++).")
 
+CROP = OperatorEntry.declare(0x1426, "crop", {
+    "width": {"type": "int", "min": 1, "max": 4096, "doc": "bytes per row of the input image"},
+    "roi": {"type": "int_list", "len": 4, "min": 0, "max": 4096, "doc": "x, y, w, h of the rectangle"}},
+    inputs=1, outputs=1, doc="out (w*h, packed) = the rectangle of the input, through TCM by 2-D transfers.")
+MISUSE = OperatorEntry.declare(0x1427, "misuse", {
+    "how": {"type": "str", "choices": ["into_input", "outside_tile", "bank_2", "bad_id"], "doc": "which rule"}},
+    inputs=1, outputs=1, doc="Break an IDMA or TCM rule.")
+
+SPIN = OperatorEntry.declare(0x1428, "spin", {}, doc="Loop forever (the watchdog's case).")
+
 
 def register(registry):
     ckernel.bind(registry, PEEK, "peek_kernel", __file__)
@@ -27,3 +37,6 @@ def register(registry):
     ckernel.bind(registry, ABORT, "abort_kernel", __file__)
     ckernel.bind(registry, NO_WAIT, "no_wait_kernel", __file__)
     ckernel.bind(registry, SUM, "sum_kernel", __file__)
+    ckernel.bind(registry, CROP, "crop_kernel", __file__)
+    ckernel.bind(registry, MISUSE, "misuse_kernel", __file__)
+    ckernel.bind(registry, SPIN, "spin_kernel", __file__)

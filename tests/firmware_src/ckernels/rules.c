@@ -42,3 +42,35 @@ VDSP_KERNEL(no_wait_kernel) {
   vdsp_idma_copy(tile.tile_buffer, task->inputs[0].tile_buffer, tile.data_size);
   return 0;
 }
+
+/* the rectangle roi = {x, y, w, h} of an image `width` bytes wide: DDR -> TCM packed -> DDR */
+VDSP_KERNEL(crop_kernel) {
+  hbDSPCropParam const *p = VDSP_PARAM(task, hbDSPCropParam);
+  uint32_t x = (uint32_t)p->roi[0], y = (uint32_t)p->roi[1], w = (uint32_t)p->roi[2], h = (uint32_t)p->roi[3];
+  uint32_t width = (uint32_t)p->width;
+  uint8_t const *src = (uint8_t const *)task->inputs[0].tile_buffer;
+  TileBuffer tile = vdsp_tcm_tile(1, w * h, "crop_tile");
+  vdsp_idma_wait(vdsp_idma_copy_2d(tile.tile_buffer, src + (uint64_t)y * width + x, w, h, w, width));
+  vdsp_idma_wait(vdsp_idma_copy_2d(task->outputs[0].tile_buffer, tile.tile_buffer, w, h, w, w));
+  return 0;
+}
+
+VDSP_KERNEL(misuse_kernel) {
+  hbDSPMisuseParam const *p = VDSP_PARAM(task, hbDSPMisuseParam);
+  TileBuffer tile = vdsp_tcm_tile(0, 64, "small");
+  if (!strcmp(p->how, "into_input")) /* an input is not a destination */
+    vdsp_idma_copy(task->inputs[0].tile_buffer, tile.tile_buffer, 16);
+  else if (!strcmp(p->how, "outside_tile")) /* 65 bytes into a 64-byte allocation */
+    vdsp_idma_copy(tile.tile_buffer, task->inputs[0].tile_buffer, 65);
+  else if (!strcmp(p->how, "bank_2"))
+    vdsp_tcm_alloc(2, 16, "nowhere");
+  else
+    vdsp_idma_wait(7);
+  return 0;
+}
+
+VDSP_KERNEL(spin_kernel) {
+  (void)task;
+  for (uint64_t volatile i = 0;; i++) {
+  }
+}
