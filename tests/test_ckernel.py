@@ -233,3 +233,30 @@ def test_a_crashing_kernel_kills_its_process_by_the_signal(tmp_path, op, signal)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     import signal as sig
     assert out.returncode == -getattr(sig, signal), out.stderr
+
+
+def test_lifecycle_hooks_run_beside_a_c_kernel(tmp_path):
+    """``init`` runs after the library is loaded, ``prepare`` before compute, as for Python kernels."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "affine_u8.c").write_text((EXAMPLE / "affine_u8.c").read_text())
+    (tree / "firmware.py").write_text((EXAMPLE / "firmware.py").read_text().replace(
+        'ckernel.bind(registry, AFFINE_U8, "affine_u8_kernel", __file__)',
+        'ckernel.bind(registry, AFFINE_U8, "affine_u8_kernel", __file__, init=init, prepare=prepare)') + '''
+
+def init(ctx):
+    ctx.state.priv = {"prepared": 0}
+
+
+def prepare(ctx, inputs, outputs, gain, bias, tile):
+    ctx.state.priv["prepared"] += 1
+''')
+    _, registry, _ = _load(tree, tmp_path, "hooks")
+    spec, ctx = registry.get(0x1410), _ctx()
+    src, dst = np.arange(256, dtype=np.uint8), np.zeros(256, np.uint8)
+    for _ in range(2):
+        params = schema.validate(spec.name, spec.params, {"gain": 512})
+        registry.prepare(spec, ctx, [src], [dst], params)
+        spec.fn(ctx, [src], [dst], **params)
+    assert registry.state(0x1410).priv == {"prepared": 1}
+    np.testing.assert_array_equal(dst, affine_ref(src, 512, 0))

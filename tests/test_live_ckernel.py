@@ -5,6 +5,7 @@ crash the core recovers from (the other core never notices)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +63,9 @@ def test_a_c_kernel_called_from_python_on_shared_memory(live_soc):
             src.free()
             dst.free()
     log = (live_soc.rt / "log" / "vdsp1.log").read_text()
-    assert "[affine_u8.c:" in log and f"affine_u8: {n} bytes in 10 tiles of 16384" in log
+    stamp = r"\[\[\d\d-\d\d\]\[\d\d:\d\d:\d\d:\d{3}:\d{3}\]\]"
+    line = rf"\[I\]\[DSP\]\[affine_u8\.c:\d+\]{stamp} affine_u8: {n} bytes in 10 tiles of 16384$"
+    assert re.search(line, log, re.M), log[-3000:]       # the kernel's VDSP_LOGI, in the DSP log format
 
 
 def test_strict_mode_read_before_wait_and_a_segfaulting_kernel(strict_soc):

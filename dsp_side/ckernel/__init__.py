@@ -7,10 +7,10 @@ into one shared library that the image's signed payload carries (:mod:`dsp_side.
 ``firmware.py`` binds a kernel to its operator's contract entry, declared once as for a Python
 kernel::
 
-    SCALE = OperatorEntry.declare(0x1410, "scale_u8", {...}, inputs=1, outputs=1, doc="...")
+    AFFINE_U8 = OperatorEntry.declare(0x1410, "affine_u8", {...}, inputs=1, outputs=1, doc="...")
 
     def register(registry):
-        ckernel.bind(registry, SCALE, "scale_u8_kernel", __file__)
+        ckernel.bind(registry, AFFINE_U8, "affine_u8_kernel", __file__)
 
 The kernel reads its parameters as the entry's ``hbDSP<Name>Param`` struct, from the header
 ``vdsp_kernel_params.h`` the build generates from the same entries
@@ -34,12 +34,21 @@ def cflags() -> str:
     return f"-I{INCLUDE}"
 
 
-def bind(registry, entry, symbol: str, firmware_file: str, **hooks):
+def bind(registry, entry, symbol: str, firmware_file: str, *, init=None, **hooks):
     """Bind the C function ``symbol`` of this image's kernel library (beside ``firmware_file``,
-    the caller's ``__file__``) to ``entry``. Raises ValueError as ``Registry.bind``."""
+    the caller's ``__file__``) to ``entry``. ``init`` (optional) runs after the library is
+    loaded; other hooks (``prepare``, ``destroy``) as ``Registry.bind``. Raises ValueError as
+    ``Registry.bind`` (and for parameters a C kernel cannot take)."""
     from dsp_side.ckernel.kernel import CKernel
     kernel = CKernel(entry, symbol, Path(firmware_file).resolve().parent / LIBRARY)
-    return registry.bind(entry, kernel, init=kernel.load, **hooks)
+    if init is not None and not callable(init):
+        raise ValueError(f"operator {entry.name}: init hook must be callable")
+
+    def load_then_init(ctx) -> None:
+        kernel.load(ctx)
+        if init is not None:
+            init(ctx)
+    return registry.bind(entry, kernel, init=load_then_init, **hooks)
 
 
 def entries_of(registry) -> list:
