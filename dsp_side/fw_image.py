@@ -115,14 +115,14 @@ def _zip(src: Path, files: list[Path], built: dict[str, bytes] | None = None) ->
     return buf.getvalue()
 
 
-def _kernel_library(src: Path, registry: Registry) -> dict[str, bytes]:
+def _kernel_library(src: Path, registry: Registry, sanitize: bool) -> dict[str, bytes]:
     """{library name: bytes} of the tree's C kernels ({} when it binds none). Raises ImageError
     with the compiler's message."""
     entries = ckernel.entries_of(registry)
     if not entries:
         return {}
     try:
-        return {ckernel.LIBRARY: ckbuild.compile_tree(src, entries)}
+        return {ckernel.LIBRARY: ckbuild.compile_tree(src, entries, sanitize=sanitize)}
     except (ckbuild.CompileError, ValueError) as exc:
         raise ImageError(f"{src}: the C kernels do not build: {exc}") from exc
 
@@ -178,10 +178,11 @@ def operator_table(src: Path) -> tuple[str, list[dict]]:
 INSTALL_KEY = "install"
 
 
-def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY) -> dict:
+def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY, sanitize: bool = False) -> dict:
     """Build an image of ``src`` into ``out``; returns its header. ``key``: an Ed25519 private
     key, INSTALL_KEY (this install's signing key, see :func:`signing.install_key`) or None
-    (an unsigned image, which only a core started with --allow-unsigned boots).
+    (an unsigned image, which only a core started with --allow-unsigned boots). ``sanitize``:
+    C kernels compiled with UndefinedBehaviorSanitizer (:mod:`dsp_side.ckernel.build`).
     Raises FileNotFound (no source tree, no signing key), ImageError, InvalidArgument (a bad key)."""
     if key == INSTALL_KEY:
         key = signing.install_key()
@@ -189,7 +190,7 @@ def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY) -> 
     files = _sources(src)
     module = _import_tree(src, f"build_{abs(hash(str(src)))}_{time.monotonic_ns()}")
     version, registry = registry_of(module, str(src))
-    payload = _zip(src, files + ckbuild.sources(src), _kernel_library(src, registry))
+    payload = _zip(src, files + ckbuild.sources(src), _kernel_library(src, registry, sanitize))
     header = {"format": FORMAT, "name": name or src.name, "version": version,
               "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "operators": registry.table(), "payload_size": len(payload),

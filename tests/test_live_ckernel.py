@@ -20,7 +20,7 @@ from tests.live import LiveSoc
 from tests.test_ckernel import EXAMPLE, RULES, affine_ref
 
 pytestmark = [pytest.mark.live, pytest.mark.skipif(bool(ctoolchain.missing()), reason="no C compiler")]
-AFFINE, PEEK, TCM, SEGV, SPIN = 0x1410, 0x1420, 0x1421, 0x1422, 0x1428
+AFFINE, PEEK, TCM, SEGV, SPIN, OVERFLOW = 0x1410, 0x1420, 0x1421, 0x1422, 0x1428, 0x1429
 
 
 @pytest.fixture
@@ -34,8 +34,8 @@ def strict_soc(runtime_env):
         live.stop_and_check()
 
 
-def deploy(soc: Soc, src: Path, rt: Path, name: str) -> None:
-    fw_image.build(src, rundir.firmware_dir(rt) / name)
+def deploy(soc: Soc, src: Path, rt: Path, name: str, sanitize: bool = False) -> None:
+    fw_image.build(src, rundir.firmware_dir(rt) / name, sanitize=sanitize)
     assert soc.control("vdsp1", "state", "stop") == "offline"
     soc.control("vdsp1", "firmware", name)
     assert soc.control("vdsp1", "state", "start") == "running"
@@ -91,6 +91,18 @@ def test_strict_mode_read_before_wait_and_a_segfaulting_kernel(strict_soc):
     assert "crash detected in vdsp1: type killed by SIGSEGV" in dmesg, dmesg[-2000:]
     dump = json.loads((strict_soc.rt / "coredump" / "vdsp1-crash1.json").read_text())
     assert dump["type"] == "killed by SIGSEGV"
+
+
+def test_a_sanitized_image_stops_at_undefined_behaviour(live_soc):
+    with Soc() as soc:
+        deploy(soc, RULES, live_soc.rt, "rules-ubsan", sanitize=True)
+        soc.call(OVERFLOW, params={"add": 1}, core=CORE_1, timeout_ms=30000)           # defined: runs
+        with pytest.raises(errors.CoreCrashed) as exc:
+            soc.call(OVERFLOW, params={"add": 2}, core=CORE_1, timeout_ms=30000)
+        assert "exit 1" in exc.value.message, exc.value.message
+        assert wait_until(lambda: soc.control("vdsp1", "state") == "running", 30, 0.1)
+    log = (live_soc.rt / "log" / "vdsp1.log").read_text()
+    assert re.search(r"rules\.c:\d+:\d+: runtime error: signed integer overflow", log), log[-3000:]
 
 
 @pytest.mark.exclusive     # a 2 s watchdog: a busy neighbour could starve a healthy firmware past it

@@ -3,7 +3,11 @@
 Every ``*.c`` / ``*.cc`` / ``*.cpp`` of the tree (sorted, ``__pycache__`` aside) and the runtime
 are compiled with the host compiler and ``-Wall -Wextra -Werror`` against the SDK's headers and
 the generated ``vdsp_kernel_params.h``, then linked into one shared library whose bytes go into
-the signed payload. The flags are fixed here: every image is built alike.
+the signed payload. The flags are fixed here: every image is built alike, but for ``sanitize``
+(UndefinedBehaviorSanitizer, ``-fsanitize=undefined -fno-sanitize-recover=all``: the first
+report ends the firmware process, exit status 1, the report on its stderr, the core's log).
+AddressSanitizer is not offered: its runtime must be loaded before the (uninstrumented)
+Python interpreter of the firmware, which a library opened later cannot arrange.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from dsp_side import ckernel
 from dsp_side.ckernel import params
 
 WARNINGS = ("-Wall", "-Wextra", "-Werror")
+SANITIZE = ("-fsanitize=undefined", "-fno-sanitize-recover=all", "-g")
 COMPILE_TIMEOUT_S = 300      # one source file; a compiler stuck longer is refused
 MESSAGE_MAX = 8000           # characters of the compiler's message kept in the error
 
@@ -50,10 +55,10 @@ def _run(cmd: list[str], where: str) -> None:
         raise CompileError(f"{where} does not compile:\n{(out.stderr or out.stdout)[-MESSAGE_MAX:]}")
 
 
-def compile_tree(src: Path, entries: Iterable[OperatorEntry]) -> bytes:
+def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool = False) -> bytes:
     """The kernel library of ``src`` (its C sources and the runtime), for the C-kernel operators
-    ``entries``. Raises CompileError (the compiler's message), ValueError (a parameter a C kernel
-    cannot take)."""
+    ``entries`` (``sanitize``: with UndefinedBehaviorSanitizer). Raises CompileError (the
+    compiler's message), ValueError (a parameter a C kernel cannot take)."""
     files = sources(src)
     if not files:
         raise CompileError(f"{src}: C kernels are bound but the tree has no C source ({', '.join(ckernel.SOURCE_SUFFIXES)})")
@@ -61,7 +66,7 @@ def compile_tree(src: Path, entries: Iterable[OperatorEntry]) -> bytes:
     with tempfile.TemporaryDirectory(prefix="vdsp-kernels-") as tmp:
         work = Path(tmp)
         (work / ckernel.PARAMS_HEADER).write_text(params.header(entries))
-        includes = [f"-I{work}", f"-I{ckernel.INCLUDE}", f"-I{src}"]
+        includes = [f"-I{work}", f"-I{ckernel.INCLUDE}", f"-I{src}", *(SANITIZE if sanitize else ())]
         objects = []
         for i, path in enumerate([ckernel.RUNTIME, *files]):
             obj = work / f"{i}.o"
@@ -73,5 +78,6 @@ def compile_tree(src: Path, entries: Iterable[OperatorEntry]) -> bytes:
             _run(cmd, str(path.relative_to(src)) if path != ckernel.RUNTIME else "the kernel runtime")
             objects.append(str(obj))
         lib = work / ckernel.LIBRARY
-        _run([*(cxx or cc), "-shared", "-o", str(lib), *objects], "linking the kernel library")
+        _run([*(cxx or cc), "-shared", *(SANITIZE if sanitize else ()), "-o", str(lib), *objects],
+             "linking the kernel library")
         return lib.read_bytes()

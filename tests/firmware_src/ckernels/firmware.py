@@ -29,6 +29,9 @@ MISUSE = OperatorEntry.declare(0x1427, "misuse", {
 
 SPIN = OperatorEntry.declare(0x1428, "spin", {}, doc="Loop forever (the watchdog's case).")
 
+OVERFLOW = OperatorEntry.declare(0x1429, "overflow", {"add": {"type": "int", "min": 0, "max": 100, "doc": "added"}},
+                                 doc="Add to INT32_MAX - 1 in int32_t: undefined behaviour from add = 2 on.")
+
 
 def register(registry):
     ckernel.bind(registry, PEEK, "peek_kernel", __file__)
@@ -40,3 +43,4 @@ def register(registry):
     ckernel.bind(registry, CROP, "crop_kernel", __file__)
     ckernel.bind(registry, MISUSE, "misuse_kernel", __file__)
     ckernel.bind(registry, SPIN, "spin_kernel", __file__)
+    ckernel.bind(registry, OVERFLOW, "overflow_kernel", __file__)

@@ -74,3 +74,10 @@ VDSP_KERNEL(spin_kernel) {
   for (uint64_t volatile i = 0;; i++) {
   }
 }
+
+VDSP_KERNEL(overflow_kernel) {
+  int32_t x = INT32_MAX - 1;
+  x += (int32_t)VDSP_PARAM(task, hbDSPOverflowParam)->add;
+  VDSP_LOGI("overflow: %d", (int)x);
+  return 0;
+}
