@@ -227,6 +227,9 @@ void vdsp_log(char level, char const *file, int line, char const *fmt, ...) {
 }
 
 /* --- the task ------------------------------------------------------------------------------- */
+/* The fault it catches is synchronous, raised by the kernel's own load or store (never inside
+ * the runtime's calls, which do not touch guarded pages), so formatting the message here does
+ * not re-enter a half-done libc call of the interrupted code. */
 static void on_segv(int sig, siginfo_t *info, void *uctx) {
   (void)uctx;
   uint8_t const *p = (uint8_t const *)info->si_addr;
