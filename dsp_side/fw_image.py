@@ -14,7 +14,9 @@ File layout (format 2; all integers little-endian)::
                   id, name, params, inputs, outputs, doc), payload_size, payload_sha256
     seal_len      u32       0 for an unsigned image, at most signing.MAX_SEAL
     seal          JSON: the Ed25519 signature of magic + header_len + header (dsp_side.signing)
-    payload       zip archive of the source tree (*.py, sorted, fixed timestamps)
+    payload       zip archive of the source tree (*.py and C/C++ kernel sources, sorted, fixed
+                  timestamps) and, when it binds C kernels, their compiled library
+                  (dsp_side.ckernel: the signature covers the compiled code too)
 
 Nothing of an image runs, and nothing of it is even parsed, before its signature is
 checked against the trusted keys (:class:`signing.Trust`): an unsigned image, one signed
@@ -64,7 +66,8 @@ from types import ModuleType
 
 from protocol import errors
 from protocol.remoteproc import firmware_name_problem
-from dsp_side import signing
+from dsp_side import ckernel, signing
+from dsp_side.ckernel import build as ckbuild
 from dsp_side.operators import framework
 from dsp_side.registry import Registry
 
@@ -99,14 +102,29 @@ def _sources(src: Path) -> list[Path]:
     return sorted(p for p in src.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def _zip(src: Path, files: list[Path]) -> bytes:
+def _zip(src: Path, files: list[Path], built: dict[str, bytes] | None = None) -> bytes:
+    """The payload: ``files`` (under ``src``) and the ``built`` members (name: bytes), sorted."""
+    members = {str(path.relative_to(src)): path.read_bytes() for path in files}
+    members.update(built or {})
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in files:
-            info = zipfile.ZipInfo(str(path.relative_to(src)), _ZIP_TIME)
+        for name in sorted(members):
+            info = zipfile.ZipInfo(name, _ZIP_TIME)
             info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, path.read_bytes())
+            zf.writestr(info, members[name])
     return buf.getvalue()
+
+
+def _kernel_library(src: Path, registry: Registry, sanitize: bool) -> dict[str, bytes]:
+    """{library name: bytes} of the tree's C kernels ({} when it binds none). Raises ImageError
+    with the compiler's message."""
+    entries = ckernel.entries_of(registry)
+    if not entries:
+        return {}
+    try:
+        return {ckernel.LIBRARY: ckbuild.compile_tree(src, entries, sanitize=sanitize)}
+    except (ckbuild.CompileError, ValueError) as exc:
+        raise ImageError(f"{src}: the C kernels do not build: {exc}") from exc
 
 
 def _import_tree(root: Path, tag: str) -> ModuleType:
@@ -142,22 +160,29 @@ def registry_of(module: ModuleType, where: str) -> tuple[str, Registry]:
     return version, registry
 
 
+def registry_of_tree(src: Path) -> tuple[str, Registry]:
+    """(VERSION, registry) of the firmware source tree ``src``. Raises FileNotFound, ImageError."""
+    _sources(src)
+    module = _import_tree(src.resolve(), f"table_{abs(hash(str(src)))}_{time.monotonic_ns()}")
+    return registry_of(module, str(src))
+
+
 def operator_table(src: Path) -> tuple[str, list[dict]]:
     """(VERSION, operator table) of the firmware source tree ``src``, as :func:`build` records
     them in an image (the framework operators included; JSON with sorted keys, as the header is).
-    Raises ImageError."""
-    module = _import_tree(src.resolve(), f"table_{abs(hash(str(src)))}_{time.monotonic_ns()}")
-    version, registry = registry_of(module, str(src))
+    Raises FileNotFound, ImageError."""
+    version, registry = registry_of_tree(src)
     return version, json.loads(json.dumps(registry.table(), sort_keys=True))
 
 
 INSTALL_KEY = "install"
 
 
-def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY) -> dict:
+def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY, sanitize: bool = False) -> dict:
     """Build an image of ``src`` into ``out``; returns its header. ``key``: an Ed25519 private
     key, INSTALL_KEY (this install's signing key, see :func:`signing.install_key`) or None
-    (an unsigned image, which only a core started with --allow-unsigned boots).
+    (an unsigned image, which only a core started with --allow-unsigned boots). ``sanitize``:
+    C kernels compiled with UndefinedBehaviorSanitizer (:mod:`dsp_side.ckernel.build`).
     Raises FileNotFound (no source tree, no signing key), ImageError, InvalidArgument (a bad key)."""
     if key == INSTALL_KEY:
         key = signing.install_key()
@@ -165,7 +190,7 @@ def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY) -> 
     files = _sources(src)
     module = _import_tree(src, f"build_{abs(hash(str(src)))}_{time.monotonic_ns()}")
     version, registry = registry_of(module, str(src))
-    payload = _zip(src, files)
+    payload = _zip(src, files + ckbuild.sources(src), _kernel_library(src, registry, sanitize))
     header = {"format": FORMAT, "name": name or src.name, "version": version,
               "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "operators": registry.table(), "payload_size": len(payload),

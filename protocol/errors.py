@@ -22,7 +22,9 @@ The same codes travel on the wire as ``{code, name, message}``.
     ├── InvalidTaskHandle       -6000011    HB_DNN_INVALID_TASK_HANDLE
     ├── RunTaskFailed           -6000012    HB_DNN_RUN_TASK_FAILED
     │   ├── OperatorFailed      -6000270    HB_DSP_OPERATOR_FAILED
-    │   └── TaskCancelled       -6000271    HB_DSP_TASK_CANCELLED
+    │   ├── TaskCancelled       -6000271    HB_DSP_TASK_CANCELLED
+    │   ├── TcmOverBudget       -6000272    HB_DSP_TCM_OVER_BUDGET (C kernel)
+    │   └── DmaNotWaited        -6000273    HB_DSP_DMA_NOT_WAITED (C kernel, strict mode)
     ├── ModelIsRunning          -6000013    HB_DNN_MODEL_IS_RUNNING
     ├── IncompatibleModel       -6000014    HB_DNN_INCOMPATIBLE_MODEL
     ├── ApiUseError             -6000015    HB_DNN_API_USE_ERROR
@@ -223,6 +225,20 @@ class TaskCancelled(RunTaskFailed):
     code = -6000271
     name = "HB_DSP_TASK_CANCELLED"
     description = "task was released before it ran"
+
+
+class TcmOverBudget(RunTaskFailed):
+    """HB_DSP_TCM_OVER_BUDGET (-6000272): a C kernel allocated more TCM than the operator's budget."""
+    code = -6000272
+    name = "HB_DSP_TCM_OVER_BUDGET"
+    description = "a C kernel allocated more TCM than the operator's budget of the bank"
+
+
+class DmaNotWaited(RunTaskFailed):
+    """HB_DSP_DMA_NOT_WAITED (-6000273): a C kernel used an IDMA destination before the transfer's wait (strict)."""
+    code = -6000273
+    name = "HB_DSP_DMA_NOT_WAITED"
+    description = "a C kernel used an IDMA destination before the transfer's wait"
 
 
 

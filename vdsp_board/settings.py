@@ -117,6 +117,10 @@ class Settings:
     strict_cache = Variable[bool](
         "VDSP_STRICT_CACHE", "`1`, `true` or `yes`", "off", "report missing cache flushes by name", (CLIENT,),
         _yes, False)
+    strict_dma = Variable[bool](
+        "VDSP_STRICT_DMA", "`1`, `true` or `yes`", "off", "a C kernel that touches the TCM destination of an IDMA "
+        "transfer before its wait fails the task with `HB_DSP_DMA_NOT_WAITED` (-6000273) naming the buffer "
+        "(off: it reads the stale bytes, as on the board)", (CORE,), _yes, False)
     ddr_quota = Variable[str | None](
         "VDSP_DDR_QUOTA", "bytes (`256M`, `2G`) or a share (`50%`)", "`25%`",
         "DDR one process (owner) may hold, in bytes or as a share of the DDR file system. Past it, `alloc` "

@@ -73,7 +73,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         key = signing.load_private(Path(args.key))
     else:
         key = fw_image.INSTALL_KEY
-    header = fw_image.build(Path(args.src), Path(args.output), name=args.name, key=key)
+    header = fw_image.build(Path(args.src), Path(args.output), name=args.name, key=key, sanitize=args.sanitize)
     ops = ", ".join(f"{o['name']}(0x{o['id']:04x})" for o in header["operators"])
     signed = "UNSIGNED (only a core started with --allow-unsigned boots it)" if args.unsigned else \
         f"signed with {args.key or signing.signing_key_path(signing.default_dir())}"
@@ -181,6 +181,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                                       "mode 0600; default: this install's key)")
     how.add_argument("--unsigned", action="store_true",
                      help="do not sign: only a core started with --allow-unsigned boots the image")
+    build.add_argument("--sanitize", action="store_true",
+                       help="compile the tree's C kernels with UndefinedBehaviorSanitizer (-fsanitize=undefined): "
+                            "a kernel's undefined behaviour ends its firmware, the report in the core's log")
     build.set_defaults(fn=cmd_build)
     info = fsub.add_parser("info", help="print an image's manifest (version, operators, signer) after verifying it")
     info.add_argument("image", metavar="FILE", help="a firmware image")

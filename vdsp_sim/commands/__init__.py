@@ -9,4 +9,4 @@ runs (``vdsp bench NAME --quick``).
 from __future__ import annotations
 
 NAMES = ("up", "down", "status", "dmesg", "health", "core", "firmware", "sysfs", "deploy", "sample", "loadtest",
-         "keys", "fuzz", "trace", "top", "bench", "capi")
+         "keys", "fuzz", "trace", "top", "bench", "capi", "dsp")

@@ -1,0 +1,83 @@
+"""Compile an operator source tree's C/C++ kernels into the image's kernel library.
+
+Every ``*.c`` / ``*.cc`` / ``*.cpp`` of the tree (sorted, ``__pycache__`` aside) and the runtime
+are compiled with the host compiler and ``-Wall -Wextra -Werror`` against the SDK's headers and
+the generated ``vdsp_kernel_params.h``, then linked into one shared library whose bytes go into
+the signed payload. The flags are fixed here: every image is built alike, but for ``sanitize``
+(UndefinedBehaviorSanitizer, ``-fsanitize=undefined -fno-sanitize-recover=all``: the first
+report ends the firmware process, exit status 1, the report on its stderr, the core's log).
+AddressSanitizer is not offered: its runtime must be loaded before the (uninstrumented)
+Python interpreter of the firmware, which a library opened later cannot arrange.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+from protocol.contract.operator import OperatorEntry
+from dsp_side import ckernel
+from dsp_side.ckernel import params
+
+WARNINGS = ("-Wall", "-Wextra", "-Werror")
+SANITIZE = ("-fsanitize=undefined", "-fno-sanitize-recover=all", "-g")
+COMPILE_TIMEOUT_S = 300      # one source file; a compiler stuck longer is refused
+MESSAGE_MAX = 8000           # characters of the compiler's message kept in the error
+
+
+class CompileError(Exception):
+    """A kernel source that does not compile (the compiler's message), or no compiler."""
+
+
+def sources(src: Path) -> list[Path]:
+    """The C/C++ sources of the tree ``src``."""
+    return sorted(p for p in src.rglob("*") if p.suffix in ckernel.SOURCE_SUFFIXES
+                  and p.is_file() and "__pycache__" not in p.parts)
+
+
+def _tool(var: str, default: str) -> list[str]:
+    words = shlex.split(os.environ.get(var) or default)
+    if not words or shutil.which(words[0]) is None:
+        raise CompileError(f"no compiler to build the C kernels: {var}={' '.join(words) or '(empty)'} not found")
+    return words
+
+
+def _run(cmd: list[str], where: str) -> None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise CompileError(f"{where}: the compiler ran past {COMPILE_TIMEOUT_S} s") from exc
+    if out.returncode != 0:
+        raise CompileError(f"{where} does not compile:\n{(out.stderr or out.stdout)[-MESSAGE_MAX:]}")
+
+
+def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool = False) -> bytes:
+    """The kernel library of ``src`` (its C sources and the runtime), for the C-kernel operators
+    ``entries`` (``sanitize``: with UndefinedBehaviorSanitizer). Raises CompileError (the
+    compiler's message), ValueError (a parameter a C kernel cannot take)."""
+    files = sources(src)
+    if not files:
+        raise CompileError(f"{src}: C kernels are bound but the tree has no C source ({', '.join(ckernel.SOURCE_SUFFIXES)})")
+    cc, cxx = _tool("CC", "cc"), None
+    with tempfile.TemporaryDirectory(prefix="vdsp-kernels-") as tmp:
+        work = Path(tmp)
+        (work / ckernel.PARAMS_HEADER).write_text(params.header(entries))
+        includes = [f"-I{work}", f"-I{ckernel.INCLUDE}", f"-I{src}", *(SANITIZE if sanitize else ())]
+        objects = []
+        for i, path in enumerate([ckernel.RUNTIME, *files]):
+            obj = work / f"{i}.o"
+            if path.suffix == ".c":
+                cmd = [*cc, "-std=c11", "-O2", "-fPIC", *WARNINGS, *includes, "-c", str(path), "-o", str(obj)]
+            else:
+                cxx = cxx or _tool("CXX", "c++")
+                cmd = [*cxx, "-std=c++17", "-O2", "-fPIC", *WARNINGS, *includes, "-c", str(path), "-o", str(obj)]
+            _run(cmd, str(path.relative_to(src)) if path != ckernel.RUNTIME else "the kernel runtime")
+            objects.append(str(obj))
+        lib = work / ckernel.LIBRARY
+        _run([*(cxx or cc), "-shared", *(SANITIZE if sanitize else ()), "-o", str(lib), *objects],
+             "linking the kernel library")
+        return lib.read_bytes()

@@ -1,0 +1,83 @@
+/* Kernels that break the board's rules on purpose (tests). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vdsp_kernel.h"
+#include "vdsp_kernel_params.h"
+
+/* output[0]: its first half what the tile held before the wait, its second half after it */
+VDSP_KERNEL(peek_kernel) {
+  uint32_t n = task->inputs[0].data_size;
+  uint8_t *out = (uint8_t *)task->outputs[0].tile_buffer;
+  if (task->outputs[0].data_size < 2 * n) return 2;
+  TileBuffer tile = vdsp_tcm_tile(0, n, "peek_tile");
+  vdsp_dma_t id = vdsp_idma_copy(tile.tile_buffer, task->inputs[0].tile_buffer, n);
+  memcpy(out, tile.tile_buffer, n); /* too early */
+  vdsp_idma_wait(id);
+  memcpy(out + n, tile.tile_buffer, n);
+  return 0;
+}
+
+VDSP_KERNEL(tcm_kernel) {
+  hbDSPTcmTakeParam const *p = VDSP_PARAM(task, hbDSPTcmTakeParam);
+  for (int32_t i = 0; i < p->sizes_count; i++) vdsp_tcm_alloc((int)p->bank, (uint32_t)p->sizes[i], p->name);
+  VDSP_LOGI("tcm_take: %d allocations in bank %d, %u bytes left", p->sizes_count, (int)p->bank,
+            vdsp_tcm_free((int)p->bank));
+  return 0;
+}
+
+VDSP_KERNEL(segv_kernel) {
+  (void)task;
+  *(int volatile *)0 = 1;
+  return 0;
+}
+
+VDSP_KERNEL(abort_kernel) {
+  (void)task;
+  abort();
+}
+
+VDSP_KERNEL(no_wait_kernel) {
+  TileBuffer tile = vdsp_tcm_tile(1, task->inputs[0].data_size, "dropped");
+  vdsp_idma_copy(tile.tile_buffer, task->inputs[0].tile_buffer, tile.data_size);
+  return 0;
+}
+
+/* the rectangle roi = {x, y, w, h} of an image `width` bytes wide: DDR -> TCM packed -> DDR */
+VDSP_KERNEL(crop_kernel) {
+  hbDSPCropParam const *p = VDSP_PARAM(task, hbDSPCropParam);
+  uint32_t x = (uint32_t)p->roi[0], y = (uint32_t)p->roi[1], w = (uint32_t)p->roi[2], h = (uint32_t)p->roi[3];
+  uint32_t width = (uint32_t)p->width;
+  uint8_t const *src = (uint8_t const *)task->inputs[0].tile_buffer;
+  TileBuffer tile = vdsp_tcm_tile(1, w * h, "crop_tile");
+  vdsp_idma_wait(vdsp_idma_copy_2d(tile.tile_buffer, src + (uint64_t)y * width + x, w, h, w, width));
+  vdsp_idma_wait(vdsp_idma_copy_2d(task->outputs[0].tile_buffer, tile.tile_buffer, w, h, w, w));
+  return 0;
+}
+
+VDSP_KERNEL(misuse_kernel) {
+  hbDSPMisuseParam const *p = VDSP_PARAM(task, hbDSPMisuseParam);
+  TileBuffer tile = vdsp_tcm_tile(0, 64, "small");
+  if (!strcmp(p->how, "into_input")) /* an input is not a destination */
+    vdsp_idma_copy(task->inputs[0].tile_buffer, tile.tile_buffer, 16);
+  else if (!strcmp(p->how, "outside_tile")) /* 65 bytes into a 64-byte allocation */
+    vdsp_idma_copy(tile.tile_buffer, task->inputs[0].tile_buffer, 65);
+  else if (!strcmp(p->how, "bank_2"))
+    vdsp_tcm_alloc(2, 16, "nowhere");
+  else
+    vdsp_idma_wait(7);
+  return 0;
+}
+
+VDSP_KERNEL(spin_kernel) {
+  (void)task;
+  for (uint64_t volatile i = 0;; i++) {
+  }
+}
+
+VDSP_KERNEL(overflow_kernel) {
+  int32_t x = INT32_MAX - 1;
+  x += (int32_t)VDSP_PARAM(task, hbDSPOverflowParam)->add;
+  VDSP_LOGI("overflow: %d", (int)x);
+  return 0;
+}
