@@ -337,22 +337,24 @@ def serve(fw: Firmware, endpoint: str) -> None:
 
 
 def compute(fw: Firmware, io: FirmwareIO, waiter: select.poll, wake_r: int) -> None:
-    """The compute thread's loop: run each task ``io`` hands over, hand its reply back; purge
-    unused mappings every PURGE_EVERY_S; return once unloading."""
-    trace = fw.trace
+    """The compute thread's loop: run each task of ``io``'s run queue, in order, and hand its
+    reply back; purge unused mappings every PURGE_EVERY_S; return once unloading."""
+    trace, runq, bell, done = fw.trace, io.jobs.items, io.jobs.bell, io.done
     next_purge = time.monotonic() + PURGE_EVERY_S
     while not fw.unloading:
-        jobs = io.jobs.take()
-        if not jobs:
+        try:
+            identity, frames, binding = runq.popleft()      # started: the I/O thread cannot take it back now
+        except IndexError:
             trace.poll(idle=True)       # about to wait: write the trace (a SIGKILL loses little)
-            for fd, _ in waiter.poll(max(1, int((next_purge - time.monotonic()) * 1000))):
-                if fd == wake_r:        # read only when woken (no syscall and exception per wait)
-                    try:
-                        os.read(wake_r, 64)
-                    except BlockingIOError:
-                        pass
-            jobs = io.jobs.take()
-        for identity, frames, binding in jobs:      # one at a time: the I/O thread waits for each reply
+            bell.clear()                # before looking again: a task handed out from now on rings again
+            if not runq:
+                for fd, _ in waiter.poll(max(1, int((next_purge - time.monotonic()) * 1000))):
+                    if fd == wake_r:    # read only when woken (no syscall and exception per wait)
+                        try:
+                            os.read(wake_r, 64)
+                        except BlockingIOError:
+                            pass
+        else:
             trace.rec.poll()    # the trace switch (one stat every 0.25 s), before the task: traced if it is on
             traced = trace.rec.on
             if traced:
@@ -364,7 +366,7 @@ def compute(fw: Firmware, io: FirmwareIO, waiter: select.poll, wake_r: int) -> N
                 trace.end(reply)
             if fw.unloading:    # stopped while the task ran: as on a powered-off DSP its result is
                 return          # never sent; the core's "offline" fails it (HB_DSP_CORE_OFFLINE)
-            io.done.put((identity, reply, took))
+            done.put((identity, reply, took))
         if time.monotonic() >= next_purge:
             fw.resolver.purge()
             next_purge = time.monotonic() + PURGE_EVERY_S

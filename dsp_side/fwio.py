@@ -4,19 +4,21 @@ The socket is made and bound by the main thread, then passed once to this thread
 (``Thread.start`` is the full memory barrier ZeroMQ asks for when a socket changes threads);
 from then on no other thread touches it or what it feeds: the HELLO gate's intake side
 (``vdsp_board.hellogate``), the :class:`~dsp_side.intake.Intake` (inbox, bindings, CANCEL,
-refusals) and the :class:`~dsp_side.replybatch.ReplyBatch`. It hands the compute thread one
-task at a time over :attr:`FirmwareIO.jobs` and takes its reply back over :attr:`FirmwareIO.done`
-(``dsp_side.handoff``: a queue and an eventfd each), so everything that arrives is answered
-while a task computes: a CANCEL of a waiting task, a HELLO, a refusal past the inbox's limits.
+refusals) and the :class:`~dsp_side.replybatch.ReplyBatch`. It hands the compute thread tasks
+over :attr:`FirmwareIO.jobs` (the intake's run queue: a few ahead, taken back when the order
+or a CANCEL asks) and takes the replies back over :attr:`FirmwareIO.done` (``dsp_side.handoff``:
+a queue and an eventfd each), so everything that arrives is answered while a task computes: a
+CANCEL of a waiting task, a HELLO, a refusal past the inbox's limits.
 
 One turn of the loop: wait (unless something is known to wait) for the socket, the gate's
-verdicts, the compute thread's reply, or the held replies' due time; take in at most
+verdicts, the compute thread's replies, or the held replies' due time; take in at most
 INTAKE_MAX messages (a flood that never stops arriving does not keep the replies and the next
-task waiting); pass on the gate's verdicts; take the compute thread's reply; hand it the best
-waiting task if it is free; send what is due. The GIL: this thread needs it for each turn. An
-operator that lets go of it while it computes (OpenCV, numba, numpy's large loops, C kernels,
-``time.sleep``) leaves it free; one that holds it (pure Python loops) lets this thread run once
-per switch interval (5 ms by default), and a turn then waits that long at most before it runs.
+tasks waiting); pass on the gate's verdicts; take the compute thread's replies; fill its run
+queue; send what is due. The GIL: this thread needs it for each turn. An operator that lets go
+of it while it computes (OpenCV, numba, numpy's large loops, C kernels, ``time.sleep``) leaves
+it free; one that holds it (pure Python loops) lets this thread run once per switch interval
+(5 ms by default), and a turn then waits that long at most before it runs; quick tasks in the
+run queue run back to back, and this thread runs when the queue is empty.
 """
 from __future__ import annotations
 
@@ -47,12 +49,13 @@ STOP_WAIT_S = 5.0       # how long stop() waits for the thread to end
 class FirmwareIO:
     """Serves ``sock`` (a bound ROUTER; ``tcp``: it authenticates peers with CURVE) on a thread of its own.
 
-    The compute thread takes ``(identity, frames, binding)`` from :attr:`jobs` and puts
-    ``(identity, reply frames or None, seconds computed)`` on :attr:`done`, one per job, in order."""
+    The compute thread pops ``(identity, frames, binding)`` from the left of :attr:`jobs`'s
+    queue (clearing its doorbell before it waits) and puts ``(identity, reply frames or None,
+    seconds computed)`` on :attr:`done`, one per task, in order."""
 
     def __init__(self, sock: zmq.Socket, admission: Admission, intake: Intake, *, tcp: bool, name: str) -> None:
         self.sock, self.admission, self.intake, self.tcp = sock, admission, intake, tcp
-        self.jobs, self.done = Channel(), Channel()
+        self.jobs, self.done = Channel(intake.runq), Channel()
         self.batch = ReplyBatch()
         self.hellos = HelloGate(intake.ownership, f"{name}-hello")     # HELLO claims judged off this thread
         self._thread = threading.Thread(target=self._run, name=f"{name}-io", daemon=True)
@@ -88,7 +91,6 @@ class FirmwareIO:
         poller.register(self.hellos.fileno(), zmq.POLLIN)
         poller.register(done.fileno(), zmq.POLLIN)
         done_fd = done.fileno()
-        free = True                 # the compute thread waits for a task (none handed out unanswered)
         arrived = False             # a message is known to wait on the socket
         while True:
             returned = bool(done)   # a reply is known to wait on ``done``
@@ -104,21 +106,18 @@ class FirmwareIO:
             intake.take_items(self.hellos.ready())      # verdicts reached off this thread, and what waited on them
             if intake.out:
                 self._answer()
+            if intake.hand_out():                       # before the replies leave: the compute thread goes on
+                self.jobs.bell.ring()
             if returned:
                 for item in done.take():
                     if item is STOP:
                         self._send(batch.take())
                         return
                     identity, reply, took = item
-                    free = True
-                    if intake.inbox:        # the next task computes while this reply leaves
-                        self.jobs.put(intake.next_task())
-                        free = False
-                    if reply is not None:
-                        self._send(batch.reply([identity, *reply], took, time.monotonic(), not free))
-            if free and intake.inbox:
-                self.jobs.put(intake.next_task())
-                free = False
+                    intake.replied()
+                    if reply is not None:       # held while another task's reply follows
+                        more = intake.running > 0 or bool(intake.inbox)
+                        self._send(batch.reply([identity, *reply], took, time.monotonic(), more))
             due = batch.due_in(time.monotonic())
             if due is not None and due <= 0:
                 self._send(batch.take())
