@@ -30,7 +30,7 @@ import time
 
 import zmq
 
-from dsp_side.handoff import Channel
+from dsp_side.handoff import Mailbox
 from dsp_side.intake import Intake
 from dsp_side.replybatch import ReplyBatch
 from vdsp_board import curve
@@ -55,7 +55,7 @@ class FirmwareIO:
 
     def __init__(self, sock: zmq.Socket, admission: Admission, intake: Intake, *, tcp: bool, name: str) -> None:
         self.sock, self.admission, self.intake, self.tcp = sock, admission, intake, tcp
-        self.jobs, self.done = Channel(intake.runq), Channel()
+        self.jobs, self.done = Mailbox(intake.runq), Mailbox()
         self.batch = ReplyBatch()
         self.hellos = HelloGate(intake.ownership, f"{name}-hello")     # HELLO claims judged off this thread
         self._thread = threading.Thread(target=self._run, name=f"{name}-io", daemon=True)

@@ -70,7 +70,7 @@ class Doorbell:
         os.close(self._fd)
 
 
-class Channel:
+class Mailbox:
     """A one-producer, one-consumer queue with its doorbell."""
 
     __slots__ = ("items", "bell")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import select
 import threading
 
-from dsp_side.handoff import Channel
+from dsp_side.handoff import Mailbox
 
 
 def readable(fd: int) -> bool:
@@ -13,7 +13,7 @@ def readable(fd: int) -> bool:
 
 
 def test_the_doorbell_is_readable_from_a_put_until_the_take():
-    ch = Channel()
+    ch = Mailbox()
     try:
         assert not readable(ch.fileno()) and ch.take() == []
         ch.put(1)
@@ -26,7 +26,7 @@ def test_the_doorbell_is_readable_from_a_put_until_the_take():
 
 
 def test_a_producer_thread_s_items_all_arrive_in_order_to_a_polling_consumer():
-    ch = Channel()
+    ch = Mailbox()
     n = 20000
     poller = select.poll()
     poller.register(ch.fileno(), select.POLLIN)
