@@ -340,6 +340,7 @@ def compute(fw: Firmware, io: FirmwareIO, waiter: select.poll, wake_r: int) -> N
     """The compute thread's loop: run each task of ``io``'s run queue, in order, and hand its
     reply back; purge unused mappings every PURGE_EVERY_S; return once unloading."""
     trace, runq, bell, done = fw.trace, io.jobs.items, io.jobs.bell, io.done
+    replied = False     # a reply was queued on ``done`` and its doorbell not rung yet
     next_purge = time.monotonic() + PURGE_EVERY_S
     while not fw.unloading:
         try:
@@ -347,6 +348,9 @@ def compute(fw: Firmware, io: FirmwareIO, waiter: select.poll, wake_r: int) -> N
         except IndexError:
             trace.poll(idle=True)       # about to wait: write the trace (a SIGKILL loses little)
             bell.clear()                # before looking again: a task handed out from now on rings again
+            if replied:                 # rung last thing before waiting: the I/O thread it wakes finds the GIL free
+                done.bell.ring()
+                replied = False
             if not runq:
                 for fd, _ in waiter.poll(max(1, int((next_purge - time.monotonic()) * 1000))):
                     if fd == wake_r:    # read only when woken (no syscall and exception per wait)
@@ -355,6 +359,9 @@ def compute(fw: Firmware, io: FirmwareIO, waiter: select.poll, wake_r: int) -> N
                         except BlockingIOError:
                             pass
         else:
+            if replied:                 # the last task's reply leaves while this one computes
+                done.bell.ring()
+                replied = False
             trace.rec.poll()    # the trace switch (one stat every 0.25 s), before the task: traced if it is on
             traced = trace.rec.on
             if traced:
@@ -366,7 +373,8 @@ def compute(fw: Firmware, io: FirmwareIO, waiter: select.poll, wake_r: int) -> N
                 trace.end(reply)
             if fw.unloading:    # stopped while the task ran: as on a powered-off DSP its result is
                 return          # never sent; the core's "offline" fails it (HB_DSP_CORE_OFFLINE)
-            done.put((identity, reply, took))
+            done.items.append((identity, reply, took))
+            replied = True
         if time.monotonic() >= next_purge:
             fw.resolver.purge()
             next_purge = time.monotonic() + PURGE_EVERY_S

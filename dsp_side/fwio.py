@@ -106,8 +106,7 @@ class FirmwareIO:
             intake.take_items(self.hellos.ready())      # verdicts reached off this thread, and what waited on them
             if intake.out:
                 self._answer()
-            if intake.hand_out():                       # before the replies leave: the compute thread goes on
-                self.jobs.bell.ring()
+            handed = intake.hand_out()                  # rung at the end of the turn (below)
             if returned:
                 for item in done.take():
                     if item is STOP:
@@ -121,6 +120,8 @@ class FirmwareIO:
             due = batch.due_in(time.monotonic())
             if due is not None and due <= 0:
                 self._send(batch.take())
+            if handed:      # last thing before this thread waits: the compute thread it wakes finds the GIL free
+                self.jobs.bell.ring()
 
     def _take_in(self, arrived: bool) -> bool:
         """Take in what has arrived (EVENTS, not a zmq.Again per message), INTAKE_MAX messages at
