@@ -13,10 +13,11 @@ crash: a crash report is written and the process exits with ``CRASH_EXIT``.
 Two threads, each the one owner of what it touches. The *I/O thread* (``dsp_side.fwio``) owns
 the socket for good: it takes in and answers what arrives (HELLO, CANCEL, refusals: the
 sans-I/O ``dsp_side.intake``), batches the replies (``dsp_side.replybatch``) and hands the
-*compute thread* one task at a time, with the binding of its connection, over a queue and an
-eventfd (``dsp_side.handoff``); the compute thread runs it and hands the reply back. So
-whatever arrives is answered while a task computes, and no thread ever waits for a socket
-another one holds.
+*compute thread* the tasks to run in order, each with the binding of its connection, over a
+queue and an eventfd (``dsp_side.handoff``: a few ahead, taken back while not started when a
+better-placed task or a CANCEL arrives); the compute thread runs them one at a time and hands
+each reply back. So whatever arrives is answered while a task computes, and no thread ever
+waits for a socket another one holds.
 
 The compute thread is the main thread. What decides it: Python runs signal handlers on the
 main thread only, and the core's SIGUSR1 (unload) must end the compute loop, which waits on the
