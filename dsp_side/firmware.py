@@ -10,9 +10,26 @@ counts, parameters, handles) before compute, so a bad task is an error reply;
 an exception that is not a ``VdspError`` escaping an operator is a firmware
 crash: a crash report is written and the process exits with ``CRASH_EXIT``.
 
-Tasks run one at a time on the main thread; the socket is served meanwhile too: once a task has
-run for a while, a thread of its own takes in and answers what arrives (CANCEL, HELLO, refusals
-past the inbox's limits; TASKs join the inbox) until the task ends (``dsp_side.busyio``).
+Two threads, each the one owner of what it touches. The *I/O thread* (``dsp_side.fwio``) owns
+the socket for good: it takes in and answers what arrives (HELLO, CANCEL, refusals: the
+sans-I/O ``dsp_side.intake``), batches the replies (``dsp_side.replybatch``) and hands the
+*compute thread* the tasks to run in order, each with the binding of its connection, over a
+queue and an eventfd (``dsp_side.handoff``: a few ahead, taken back while not started when a
+better-placed task or a CANCEL arrives); the compute thread runs them one at a time and hands
+each reply back. So whatever arrives is answered while a task computes, and no thread ever
+waits for a socket another one holds.
+
+The compute thread is the main thread. What decides it: Python runs signal handlers on the
+main thread only, and the core's SIGUSR1 (unload) must end the compute loop, which waits on the
+signals' wake-up fd (``signal.set_wakeup_fd`` may be set there only); and the operators' init
+and destroy hooks run on the main thread, before and after serving, so a kernel computes on the
+thread that made its state (thread-local state; ``signal.signal`` in a kernel, which Python
+allows on the main thread only). What does not need it, checked: OpenCV (headless) and numba
+compute on any thread, the latter's workqueue layer only refuses two threads at once, which
+one compute thread never is; a crash is ``os._exit`` after the crash report, from any thread,
+and a fatal signal in C code ends the whole process, which the core sees die; the watchdog
+word is written around each task by the thread that runs it, beaten by a thread of its own,
+and judged by the core from outside.
 
 Whose memory a task may touch is decided first: each connection is bound to the
 owner its HELLO proved, or to the relay once it proved itself (``vdsp_board.ownership``);
@@ -25,6 +42,7 @@ import argparse
 import json
 import logging
 import os
+import select
 import signal
 import sys
 import time
@@ -33,30 +51,23 @@ from pathlib import Path
 
 import zmq
 
-from protocol import errors, header, messages, schema, wire
-from protocol.cancel import CancelOutcome
+from protocol import errors, messages, schema, wire
 from protocol.constants import DEFAULT_WATCHDOG_MS, MAX_RAW_FRAME, Command
 from dsp_side import heap, fw_image, signing
-from dsp_side.busyio import BusyIO
 from dsp_side.ddr_resolver import Resolver
+from dsp_side.fwio import FirmwareIO
 from dsp_side.fwtrace import TaskTrace
-from dsp_side.inbox import Inbox
+from dsp_side.intake import Intake
 from dsp_side.registry import Registry
 from dsp_side.watchdog import WatchdogWord
 from vdsp_board import curve, log as soclog, peerproof, proc, rundir
 from vdsp_board.admission import Admission
-from vdsp_board.hellogate import HelloGate
-from vdsp_board.ownership import Bindings, Ownership
-from vdsp_board.zsock import NOBLOCK, readable, recv_frames, send_frames
-from vdsp_board.zsock import _recv as recv_frame     # the backend's recv (no sugar wrapper)
+from vdsp_board.ownership import Ownership
 
 CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
 EXCEPTION_TEXT_MAX = 300  # characters of a crashing operator's exception passed on (type: message)
-REPLY_SNDHWM = 4096       # replies queued for one connection (see serve())
-INTAKE_MAX = 256          # messages taken in before the best waiting task runs: a flood that never
-#                           stops arriving (HELLOs, refused tasks) does not stop the tasks
-HOLD_TASK_S, HOLD_S, HOLD_MAX = 50e-6, 200e-6, 16     # replies sent together: see serve()
+REPLY_SNDHWM = 4096       # replies queued for one connection (see open_endpoint())
 PLAN_MAX, PLAN_BODY_MAX, PLAN_BYTES = 256, 16 << 10, 1 << 20    # TASK bodies whose plan is kept (_Plan)
 # Tried and rejected: ZeroMQ's I/O thread as SCHED_BATCH (ctx.set(zmq.THREAD_SCHED_POLICY, ...)) saved the
 # firmwares ~1.5 µs of CPU per PING task under a pipelined load, but delayed each reply until this
@@ -98,7 +109,7 @@ class _Plan:
 
 
 class Firmware:
-    """Sans-socket task executor: frames in, reply frames out."""
+    """Sans-socket task executor (the compute thread's): a TASK's frames and binding in, reply frames out."""
 
     def __init__(self, core: str, version: str, registry: Registry, watchdog: WatchdogWord | None,
                  crash_file: str | None, watchdog_ms: int = DEFAULT_WATCHDOG_MS) -> None:
@@ -107,14 +118,13 @@ class Firmware:
         self.resolver = Resolver()
         self.ctx = OperatorContext(core, watchdog_ms)
         self.warn = soclog.RateLimited(log)
-        # Which owner each connection proved in its HELLO (or RELAY): its tasks may use that
-        # owner's memory and what other owners granted it, nothing else (vdsp_board.ownership).
+        # Judges HELLOs (the intake's, on the I/O thread and the HELLO gate's worker) and checks
+        # each task's handles against its connection's binding (here): ownership.check_task reads
+        # only the access lists, whose reader is thread-safe (vdsp_board.acl.Reader)
         self.ownership = Ownership(f"{core} firmware", accept_relay=True, accepted=peerproof.accept_records())
-        self.bindings = Bindings()
         self.unloading = False      # set by SIGUSR1 (the core stops us): serve returns, destroy hooks run
         self.trace = TaskTrace(core, lambda op: self.registry.get(op).name)   # task slices while tracing is on
         self._plans: dict[bytes, _Plan] = {}    # TASK body bytes -> what checking them gave (see _Plan)
-        self.busy: BusyIO | None = None         # while serving: hands the socket over while a task computes
         self._plan_bytes = 0
 
     def init_operators(self) -> None:
@@ -125,12 +135,13 @@ class Firmware:
         """The operators' destroy hooks, at unload."""
         self.registry.destroy_all(self.ctx, log)
 
-    def handle(self, frames: list, identity: bytes = b"", meta: object = None, peer: str = "") -> list | None:
-        """Reply frames for one request of connection ``identity`` (frames without the identity), or None.
+    def intake(self) -> Intake:
+        """A fresh intake for this firmware's endpoint (its I/O thread's), judging HELLOs with our ownership."""
+        return Intake(self.core, self.version, self.ownership)
 
-        ``meta`` is a frame of the message received with ``copy=False`` (its properties tell
-        who sent a HELLO), ``peer`` the CURVE name on tcp.
-        """
+    def run(self, frames: list, binding: int | None = None) -> list | None:
+        """Reply frames for one TASK (frames without the identity) of a connection bound to
+        ``binding`` (its verified owner, RELAY, or None), or None (malformed with msg_id 0)."""
         if len(frames) == 2:            # a TASK whose body bytes were checked before (see _Plan)
             plan = self._plans.get(frames[1]) if type(frames[1]) is bytes else None
             if plan is not None:
@@ -140,22 +151,17 @@ class Firmware:
                     head = None         # the full decode below answers it
                 if head is not None and head.command is Command.TASK and head.op == plan.op:
                     return self._encode_result(head.msg_id, head.op, self.execute(
-                        head.msg_id, plan, self.bindings.get(identity), time.perf_counter()))
+                        head.msg_id, plan, binding, time.perf_counter()))
         try:
             msg = messages.check_body(wire.decode(frames))
         except errors.VdspError as exc:
             msg_id = wire.peek_msg_id(frames)
             self.warn.warn("malformed", "%s: rejected malformed message: %s", self.core, exc)
             return wire.encode(messages.error(msg_id, exc)) if msg_id else None  # 0 = one-way
-        if msg.command is Command.TASK:
-            key = frames[1] if type(frames[1]) is bytes and len(frames) == 2 else None
-            return self._encode_result(msg.msg_id, msg.op, self.run_task(msg, self.bindings.get(identity), key))
-        if msg.command is Command.HELLO:
-            return wire.encode(self.hello(msg, identity, meta, peer))
-        if msg.command in (Command.HEARTBEAT, Command.DISCONNECT):
-            return None
-        return wire.encode(messages.error(msg.msg_id, errors.ApiUseError(
-            f"the firmware endpoint of {self.core} accepts TASK, CANCEL and HELLO, not {msg.command.name}")))
+        if msg.command is not Command.TASK:     # the inbox queues TASK headers only
+            return wire.encode(messages.error(msg.msg_id, errors.ApiUseError(f"{msg.command.name} is not a TASK")))
+        key = frames[1] if type(frames[1]) is bytes and len(frames) == 2 else None
+        return self._encode_result(msg.msg_id, msg.op, self.run_task(msg, binding, key))
 
     @staticmethod
     def _encode_result(msg_id: int, op: int, reply: wire.Message) -> list:
@@ -164,35 +170,6 @@ class Firmware:
         except errors.VdspError as exc:  # an operator returned values msgpack cannot carry
             return wire.encode(messages.error(msg_id, errors.OperatorFailed(
                 f"operator 0x{op:04x}: result is not encodable: {exc.message}")))
-
-    def hello(self, msg: wire.Message, identity: bytes, meta: object, peer: str) -> wire.Message:
-        """READY, binding the connection to what it proved; ERROR ClaimRefused (and no binding) otherwise."""
-        try:
-            binding = self.ownership.claim(msg.body, meta, peer)
-        except errors.ClaimRefused as exc:
-            self.bindings.set(identity, None)
-            return messages.error(msg.msg_id, exc)
-        self.bindings.set(identity, binding)
-        return messages.ready(msg.msg_id, self.core, "firmware", firmware_version=self.version, state="running")
-
-    def handle_now(self, frames: list, identity: bytes, inbox: Inbox, meta: object = None,
-                   peer: str = "") -> list[list]:
-        """Replies to a request that is not queued (CANCEL, HELLO, garbage...)."""
-        if len(frames) >= 2 and header.command_of(frames[0]) == Command.CANCEL:
-            try:
-                msg = messages.check_body(wire.decode(frames))
-            except errors.VdspError as exc:
-                return [wire.encode(messages.error(wire.peek_msg_id(frames) or 0, exc))]
-            target = msg.body["target"]
-            cancelled = inbox.cancel(identity, target)
-            if cancelled is None:
-                return [wire.encode(messages.result(msg.msg_id, {"state": CancelOutcome.UNKNOWN.value,
-                                                                 "target": target}))]
-            released = errors.TaskCancelled(f"task {target} released before it started on {self.core}")
-            return [wire.encode(messages.error(target, released)),
-                    wire.encode(messages.result(msg.msg_id, {"state": CancelOutcome.CANCELLED.value, "target": target}))]
-        reply = self.handle(frames, identity, meta, peer)
-        return [] if reply is None else [reply]
 
     def _operator(self, op_id: int):
         """The operator's spec; raises UnknownOperator naming this core and its firmware."""
@@ -258,16 +235,9 @@ class Firmware:
         watchdog = self.watchdog
         if watchdog:
             watchdog.task_begin(msg_id)
-        busy = self.busy
         try:
-            if busy is not None:
-                busy.begin()        # the socket may be served meanwhile (dsp_side.busyio)
-            try:
-                self.registry.prepare(spec, self.ctx, inputs, outputs, params)   # sets ctx.state
-                values = spec.fn(self.ctx, inputs, outputs, **params) or {}
-            finally:
-                if busy is not None:
-                    busy.end()
+            self.registry.prepare(spec, self.ctx, inputs, outputs, params)   # sets ctx.state
+            values = spec.fn(self.ctx, inputs, outputs, **params) or {}
         except errors.VdspError as exc:
             return messages.error(msg_id, exc)
         except BaseException:  # an operator bug: the DSP takes an exception
@@ -311,12 +281,8 @@ def _plain(value):
         return repr(value)
 
 
-def serve(fw: Firmware, endpoint: str) -> None:
-    """Bind ``endpoint`` and serve until unloaded (SIGUSR1) or killed.
-
-    One thread at a time uses the socket: the main thread between tasks, and while a task has run
-    for a while the busy thread (``dsp_side.busyio``), which takes in and answers what arrives
-    (CANCEL of a waiting task, HELLO, refusals; TASKs join the inbox) until the task ends."""
+def open_endpoint(fw: Firmware, endpoint: str) -> tuple[zmq.Socket, Admission]:
+    """Bind ``endpoint`` (a ROUTER, bounded) and say so on stdout; exit 3 if it cannot be bound."""
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     sock.linger = 0
@@ -345,141 +311,74 @@ def serve(fw: Firmware, endpoint: str) -> None:
         fw.ownership.rt = None      # then no ipc peer can prove it is the relay
     print(json.dumps({"version": fw.version, "operators": fw.registry.table(), "pid": os.getpid(),
                       **({"server_key": server_key} if server_key else {})}), flush=True)
+    return sock, admission
+
+
+def serve(fw: Firmware, endpoint: str) -> None:
+    """Bind ``endpoint`` and serve until unloaded (SIGUSR1) or killed: the socket passes to the
+    I/O thread (``dsp_side.fwio``), and this thread, the main one, computes what it hands over."""
+    sock, admission = open_endpoint(fw, endpoint)
     if fw.watchdog:
         fw.watchdog.start_ticker()
     log.info("%s: firmware %s serving %d operators", fw.core, fw.version, len(fw.registry))
-    poller = zmq.Poller()
-    poller.register(sock, zmq.POLLIN)
-    wake_r, wake_w = os.pipe()      # SIGUSR1 (unload) wakes the poll through this
-    os.set_blocking(wake_r, False)
-    os.set_blocking(wake_w, False)
+    io = FirmwareIO(sock, admission, fw.intake(), tcp=curve.is_tcp(endpoint), name=fw.core)
+    del sock, admission     # the I/O thread's from now on
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)     # a signal (SIGUSR1: unload) wakes the wait
     signal.set_wakeup_fd(wake_w)
-    poller.register(wake_r, zmq.POLLIN)
-    inbox = Inbox()
-    busy = soclog.RateLimited(log)
-    hellos = HelloGate(fw.ownership, f"{fw.core}-hello")     # HELLO claims judged off this loop
-    poller.register(hellos.fileno(), zmq.POLLIN)
+    waiter = select.poll()
+    waiter.register(io.jobs.fileno(), select.POLLIN)
+    waiter.register(wake_r, select.POLLIN)
+    io.start()
+    try:
+        compute(fw, io, waiter, wake_r)
+    finally:
+        io.stop()       # the replies of tasks that ended before the unload leave
+        log.info("%s: firmware %s unloading", fw.core, fw.version)
+        fw.trace.rec.close()
 
-    # Replies wait in ``held`` (in order) and leave together: at the end of each turn, except while
-    # quick tasks (under HOLD_TASK_S each) are still waiting here, for up to HOLD_S / HOLD_MAX
-    # replies. Replies sent back to back wake the peer's I/O once, not once per reply. A slow
-    # task's reply is never held; a held reply waits at most HOLD_S plus the task that runs next
-    # (at most HANDOFF_S of it: the busy thread sends it when it takes the socket).
-    held: list[list] = []
-    held_since = 0.0
 
-    def send_held() -> None:
-        for frames in held:
-            send_frames(sock, frames)
-        held.clear()
-
-    def answer_now(frames: list) -> None:
-        """A refusal or an immediate answer leaves at once, after the replies held before it: a flood's
-        refusals go out while it is read, not as one burst past the peer's high-water mark (where
-        ZeroMQ would drop them)."""
-        send_held()
-        send_frames(sock, frames)
-
-    def take(items: list) -> None:
-        """Messages past the HELLO gate: queue a task, answer the rest now."""
-        for item in items:
-            identity = item.identity
-            if item.refused is not None:
-                if item.msg_id:
-                    answer_now([identity, *wire.encode(messages.error(item.msg_id, item.refused))])
-                continue
-            try:
-                queued = inbox.offer(identity, item.frames)
-            except errors.CoreBusy as exc:          # bounded: the excess is refused, not held
-                busy.warn(identity, "%s: refused a task of peer %s: %s", fw.core, identity.hex(), exc.message)
-                answer_now([identity, *wire.encode(messages.error(wire.peek_msg_id(item.frames) or 0, exc))])
-                continue
-            if not queued:
-                for answer in fw.handle_now(item.frames, identity, inbox, item.meta, item.peer):
-                    answer_now([identity, *answer])
-
-    def take_in(arrived: bool) -> None:
-        """Take in what has arrived (EVENTS, not a zmq.Again per turn), INTAKE_MAX messages at most:
-        then the best waiting task runs (main thread), or the busy thread looks whether the running
-        one ended (a flood that never stops arriving must not keep the socket from either)."""
-        intake = INTAKE_MAX
-        while arrived and intake:
-            intake -= 1
-            try:
-                meta = recv_frame(sock, NOBLOCK, False)   # the identity: it carries the peer's credentials
-            except zmq.Again:
-                break
-            if meta.more:
-                peer = curve.peer_name(meta) if gate is not None else ""
-                take(hellos.admit(meta.bytes, recv_frames(sock, NOBLOCK), meta, peer))
-            arrived = readable(sock)
-
-    busy_poller = zmq.Poller()
-    busy_poller.register(sock, zmq.POLLIN)
-    busy_poller.register(hellos.fileno(), zmq.POLLIN)
-
-    def serve_while_busy(wake_fd: int, timeout_ms: int) -> None:
-        """The busy thread's turn (it holds the socket): what waited, then what arrives until woken."""
-        send_held()
-        ready = {fd for fd, _ in busy_poller.poll(timeout_ms)} if not readable(sock) else {sock}
-        if wake_fd in ready:
-            io.drain()
-        take_in(sock in ready or readable(sock))
-        take(hellos.ready())
-
-    io = BusyIO(serve_while_busy, f"{fw.core}-busy-io")
-    busy_poller.register(io.wake_fd(), zmq.POLLIN)
-    fw.busy = io
+def compute(fw: Firmware, io: FirmwareIO, waiter: select.poll, wake_r: int) -> None:
+    """The compute thread's loop: run each task of ``io``'s run queue, in order, and hand its
+    reply back; purge unused mappings every PURGE_EVERY_S; return once unloading."""
+    trace, runq, bell, done = fw.trace, io.jobs.items, io.jobs.bell, io.done
+    replied = False     # a reply was queued on ``done`` and its doorbell not rung yet
     next_purge = time.monotonic() + PURGE_EVERY_S
     while not fw.unloading:
-        arrived = readable(sock)
-        if not inbox and not arrived:
-            for fd, _ in poller.poll(int(PURGE_EVERY_S * 1000)):
-                if fd is sock:
-                    arrived = True
-                elif fd == wake_r:      # read only when woken (no syscall and exception per poll)
-                    try:
-                        os.read(wake_r, 64)
-                    except BlockingIOError:
-                        pass
-            if fw.unloading:
-                break
-        take_in(arrived)
-        take(hellos.ready())                        # verdicts reached off the loop, and what waited on them
-        fw.trace.rec.poll()     # the trace switch (one stat every 0.25 s), before the task: traced if it is on
-        if inbox:                                   # then run the best waiting task
-            identity, frames = inbox.pop()
-            traced = fw.trace.rec.on
+        try:
+            identity, frames, binding = runq.popleft()      # started: the I/O thread cannot take it back now
+        except IndexError:
+            trace.poll(idle=True)       # about to wait: write the trace (a SIGKILL loses little)
+            bell.clear()                # before looking again: a task handed out from now on rings again
+            if replied:                 # rung last thing before waiting: the I/O thread it wakes finds the GIL free
+                done.bell.ring()
+                replied = False
+            if not runq:
+                for fd, _ in waiter.poll(max(1, int((next_purge - time.monotonic()) * 1000))):
+                    if fd == wake_r:    # read only when woken (no syscall and exception per wait)
+                        try:
+                            os.read(wake_r, 64)
+                        except BlockingIOError:
+                            pass
+        else:
+            if replied:                 # the last task's reply leaves while this one computes
+                done.bell.ring()
+                replied = False
+            trace.rec.poll()    # the trace switch (one stat every 0.25 s), before the task: traced if it is on
+            traced = trace.rec.on
             if traced:
-                fw.trace.begin(frames, fw.bindings.get(identity))
+                trace.begin(frames, binding)
             started = time.perf_counter()
-            reply = fw.handle(frames, identity)     # the busy thread may serve the socket while it computes
+            reply = fw.run(frames, binding)
+            took = time.perf_counter() - started
             if traced:
-                fw.trace.end(reply)
-            if fw.unloading:     # stopped while the task ran: as on a powered-off DSP its result is
-                break            # never sent; the core's "offline" fails it (HB_DSP_CORE_OFFLINE)
-            if reply is not None:
-                if not held:
-                    held_since = started
-                held.append([identity, *reply])
-            fw.trace.poll(idle=not inbox)     # about to idle: write the trace (a SIGKILL loses little)
-            if held and inbox and len(held) < HOLD_MAX:
-                now = time.perf_counter()
-                if now - started < HOLD_TASK_S and now - held_since < HOLD_S:
-                    continue
-        if held:
-            send_held()
+                trace.end(reply)
+            if fw.unloading:    # stopped while the task ran: as on a powered-off DSP its result is
+                return          # never sent; the core's "offline" fails it (HB_DSP_CORE_OFFLINE)
+            done.items.append((identity, reply, took))
+            replied = True
         if time.monotonic() >= next_purge:
             fw.resolver.purge()
             next_purge = time.monotonic() + PURGE_EVERY_S
-    send_held()     # the replies of tasks that ended before the unload
-    log.info("%s: firmware %s unloading", fw.core, fw.version)
-    fw.busy = None
-    io.close()
-    hellos.close()
-    fw.trace.rec.close()
-    admission.stop()
-    sock.close(0)
 
 
 def main(argv: list[str] | None = None, forked: bool = False) -> None:

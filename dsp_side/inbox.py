@@ -8,6 +8,10 @@ and a task still waiting here can be cancelled.
 The inbox is bounded, in all and per peer: a peer that floods a firmware
 directly (bypassing the relay's limits) gets CoreBusy for the excess, and the
 relay's share stays free.
+
+A task may be *lent* (taken out of the order, to be run soon: ``dsp_side.intake`` hands a few
+to the compute thread ahead): it still counts in both bounds until it is settled (it started)
+or given back (it did not, and takes its place in the order again).
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ class Inbox:
         self._heap: list = []
         self._seq = itertools.count()
         self._per_peer: dict[bytes, int] = {}
+        self._lent = 0              # entries lent and neither settled nor given back
         self.max_waiting, self.max_per_peer = max_waiting, max_per_peer
 
     def offer(self, identity: bytes, frames: list) -> bool:
@@ -41,8 +46,9 @@ class Inbox:
         if key is None:
             return False
         held = self._per_peer.get(identity, 0)
-        if len(self._heap) >= self.max_waiting or held >= self.max_per_peer:
-            raise errors.CoreBusy(f"firmware queue full ({len(self._heap)} waiting, {held} of them yours; "
+        waiting = len(self._heap) + self._lent
+        if waiting >= self.max_waiting or held >= self.max_per_peer:
+            raise errors.CoreBusy(f"firmware queue full ({waiting} waiting, {held} of them yours; "
                                   f"limits {self.max_waiting} and {self.max_per_peer} per peer); retry later")
         self._per_peer[identity] = held + 1
         heapq.heappush(self._heap, (key, identity, frames))
@@ -60,6 +66,27 @@ class Inbox:
         self._taken(identity)
         return identity, frames
 
+    def lend(self) -> tuple:
+        """The best waiting entry ``(key, identity, frames)``, out of the order but still counted
+        until :meth:`settle` or :meth:`give_back`. Raises IndexError if none waits."""
+        entry = heapq.heappop(self._heap)
+        self._lent += 1
+        return entry
+
+    def settle(self, identity: bytes) -> None:
+        """A lent entry of peer ``identity`` started: it counts no more."""
+        self._lent -= 1
+        self._taken(identity)
+
+    def give_back(self, entry: tuple) -> None:
+        """A lent entry that did not start takes its place in the order again."""
+        self._lent -= 1
+        heapq.heappush(self._heap, entry)
+
+    def best_key(self) -> tuple | None:
+        """The scheduling key of the best waiting entry, None if none waits."""
+        return self._heap[0][0] if self._heap else None
+
     def cancel(self, identity: bytes, msg_id: int) -> list | None:
         """Remove the waiting task ``msg_id`` of peer ``identity``; its frames, or None."""
         for i, (_, ident, frames) in enumerate(self._heap):
@@ -72,4 +99,5 @@ class Inbox:
         return None
 
     def __len__(self) -> int:
+        """Entries waiting in the order (lent ones not included)."""
         return len(self._heap)

@@ -22,7 +22,6 @@ W, H = 64, 48
 def fw(shm):
     version, registry = fuzz.stock_registry()
     firmware = Firmware("vdsp0", version, registry, None, None)
-    firmware.bindings.set(b"me", fuzz._owner_id())      # a connection that proved this process's owner
     yield firmware
     firmware.resolver.close()
 
@@ -33,8 +32,9 @@ def mm(shm):
         yield manager
 
 
-def run(fw, frames, identity=b"me"):
-    reply = wire.decode(fw.handle(frames, identity))
+def run(fw, frames, binding=None):
+    """``frames`` run for a connection that proved ``binding`` (default: this process's owner)."""
+    reply = wire.decode(fw.run(frames, fuzz._owner_id() if binding is None else binding))
     return reply.command, reply.body
 
 
@@ -67,8 +67,7 @@ def test_a_repeated_body_is_refused_once_its_connection_may_no_longer_use_the_me
     for i in (1, 2):
         cmd, reply = run(fw, threshold_task(i, src, dst))
         assert cmd == Command.RESULT, reply
-    fw.bindings.set(b"me", fuzz._owner_id() + 1)            # now bound to another owner
-    cmd, reply = run(fw, threshold_task(3, src, dst))
+    cmd, reply = run(fw, threshold_task(3, src, dst), fuzz._owner_id() + 1)     # now bound to another owner
     assert cmd == Command.ERROR and reply["code"] == errors.ForeignHandle.code
 
 

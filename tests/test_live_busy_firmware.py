@@ -3,8 +3,8 @@
 A firmware used to read its socket only between tasks: while a 2 s SLEEP ran, the CANCEL of a PING
 queued behind it was answered when the SLEEP ended (``release()`` returned after 1.6 s), through
 the relay and in direct mode alike, and the refusals of a flood past the firmware's inbox limit
-arrived 2.7 s late, though PROTOCOL.md §12 says "answered at once". Now a thread of the firmware
-serves the socket while a task runs (``dsp_side.busyio``).
+arrived 2.7 s late, though PROTOCOL.md §12 says "answered at once". Now one thread of the
+firmware owns the socket and serves it at all times, tasks run on another (``dsp_side.fwio``).
 
 These tests check that the answers come while the long task still runs (well before it ends, on
 a loaded host too); how soon they come (the 100 ms bound of PROTOCOL.md §5.5 and §12) is measured

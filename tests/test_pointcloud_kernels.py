@@ -195,7 +195,6 @@ inprocess.main()                                    # what the install step runs
 after_setup = {k: len(getattr(jit, k).signatures) for k in KERNELS}
 version, registry = fuzz.stock_registry()
 fw = Firmware("vdsp0", version, registry, None, None)
-fw.bindings.set(b"test", fuzz._owner_id())     # a connection that proved this process's owner
 with MemoryManager() as mm:
     for name in ("centerpoint", "pointpillar"):
         p = preset(name)
@@ -205,7 +204,7 @@ with MemoryManager() as mm:
         outs = [mm.alloc(len(pts) * 4), mm.alloc(len(pts) * 4)] + ([mm.alloc(len(pts))] if p.dim == 5 else [])
         task = messages.task(1, 0x0600, inputs=[src.handle()], outputs=[o.handle() for o in outs],
                              params=dict(p.encode_params(), num_points=len(pts)), owner=fuzz._owner_id())
-        reply = fw.handle(wire.encode(task), b"test")
+        reply = fw.run(wire.encode(task), fuzz._owner_id())     # for a connection that proved our owner
         assert reply[0][3] == Command.RESULT, reply
 print(after_setup == {k: len(getattr(jit, k).signatures) for k in KERNELS}, after_setup)
 """

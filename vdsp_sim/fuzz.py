@@ -377,6 +377,7 @@ def _run_in_process(messages, seed, limit_findings, outcomes, crash, _Crashed):
     version, registry = stock_registry()
     fw = Firmware("vdsp0", version, registry, None, None)
     fw.crash = crash.__get__(fw)
+    intake = fw.intake()
     findings: list[Finding] = []
     with MemoryManager() as mm:
         bufs = [mm.alloc(BUFFER_SIZE) for _ in range(6)]
@@ -385,13 +386,19 @@ def _run_in_process(messages, seed, limit_findings, outcomes, crash, _Crashed):
             frames = gen.frames()
             # One connection that proved this process's owner (a HELLO here has no peer to verify
             # and would be refused, leaving every later buffer foreign): bound afresh each time.
-            fw.bindings.set(b"fuzz", gen.owner)
+            intake.bindings.set(b"fuzz", gen.owner)
             try:
-                reply = fw.handle(frames, b"fuzz")
+                intake.take(b"fuzz", frames)        # what the firmware's I/O thread does with it
+                job = intake.next_task()            # and its compute thread, if it is a task
+                replies = [answer[1:] for answer in intake.out]
+                intake.out.clear()
+                if job is not None and (result := fw.run(job[1], job[2])) is not None:
+                    replies.append(result)
                 if outcomes is not None:
-                    kind = "none" if reply is None else "ok" if header.command_of(reply[0]) == Command.RESULT else \
-                        msgpack.unpackb(reply[1]).get("code")
-                    outcomes[kind] = outcomes.get(kind, 0) + 1
+                    for reply in replies or [None]:
+                        kind = "none" if reply is None else "ok" if header.command_of(reply[0]) == Command.RESULT \
+                            else msgpack.unpackb(reply[1]).get("code")
+                        outcomes[kind] = outcomes.get(kind, 0) + 1
             except _Crashed as exc:
                 findings.append(Finding(i, frames, str(exc)))
             except Exception:

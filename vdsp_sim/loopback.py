@@ -32,9 +32,9 @@ from dsp_side import fw_image
 from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
 from dsp_side.firmware import Firmware
 from dsp_side.firmware_src.stock import firmware as stock
-from dsp_side.inbox import Inbox
+from dsp_side.intake import Intake
 from dsp_side.remoteproc import Device
-from protocol import errors, messages, wire
+from protocol import errors, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from relay_server.engine import CLOSE_FW, CREDIT, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from vdsp_board import ddr
@@ -116,7 +116,7 @@ class _Core:
         self.engine = CoreEngine(name, f"loop://{name}.fw", Device(name, name), heartbeat_ms=loop.heartbeat_ms,
                                  watchdog_s=3600.0, pid=os.getpid(), coredump_dir="")
         self.fw: Firmware | None = None
-        self.inbox = Inbox()
+        self.intake: Intake | None = None        # the firmware's endpoint: its inbox, its connections' bindings
         self.paused = False
         self.kmsg: list[str] = []
         self.ran: list[int] = []                 # msg_ids of the tasks its firmware ran, in order
@@ -149,33 +149,32 @@ class _Core:
             raise _Crash(f"operator {op_name} raised")
         fw.crash = crash  # type: ignore[method-assign]
         fw.init_operators()
-        self.fw, self.inbox, self.boots = fw, Inbox(), self.boots + 1
+        self.fw, self.intake, self.boots = fw, fw.intake(), self.boots + 1
         self.engine.fw_booted(os.getpid(), "loopback", self.loop.now())
         self.engine.fw_ready({"version": version, "operators": registry.table(), "pid": os.getpid()})
 
     def _drop(self) -> None:
-        self.fw, self.inbox = None, Inbox()   # what it had not run is lost, as with its process
+        self.fw, self.intake = None, None   # what it had not run is lost, as with its process
 
     def to_fw(self, identity: bytes, frames: list) -> None:
-        if self.fw is None:
+        intake = self.intake
+        if intake is None:
             return               # nobody listens at the firmware endpoint: the message is lost
-        try:
-            queued = self.inbox.offer(identity, frames)
-        except errors.CoreBusy as exc:
-            self.loop.from_fw(self, identity, wire.encode(messages.error(wire.peek_msg_id(frames) or 0, exc)))
-            return
-        if not queued:
-            for reply in self.fw.handle_now(frames, identity, self.inbox):
-                self.loop.from_fw(self, identity, reply)
+        intake.take(identity, frames)
+        for answer in intake.out:
+            self.loop.from_fw(self, answer[0], answer[1:])
+        intake.out.clear()
 
     def step(self) -> bool:
         """Run the best waiting task; False if there is none (or the core is paused)."""
-        if self.fw is None or self.paused or not self.inbox:
+        fw, intake = self.fw, self.intake
+        job = None if fw is None or intake is None or self.paused else intake.next_task()
+        if fw is None or job is None:
             return False
-        identity, frames = self.inbox.pop()
+        identity, frames, binding = job
         self.ran.append(wire.peek_msg_id(frames) or 0)
         try:
-            reply = self.fw.handle(frames, identity)
+            reply = fw.run(frames, binding)
         except _Crash:
             self.crash("exception")
             return True
@@ -249,7 +248,8 @@ class LoopbackTransport(Transport):
 
     def waiting(self, core: str) -> int:
         """Tasks ``core``'s firmware holds, not yet run."""
-        return len(self.cores[core].inbox)
+        intake = self.cores[core].intake
+        return 0 if intake is None else len(intake.inbox)
 
     # --- wiring ---------------------------------------------------------------------------
     def from_sdk(self, link: Link, frames: list) -> None:

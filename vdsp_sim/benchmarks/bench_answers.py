@@ -58,8 +58,8 @@ def load_spin(rt: Path, core: str) -> None:
 
 
 def cancels_ms(soc, op: int, core: int, behind: int) -> list[float]:
-    """``behind`` PINGs queued behind one LONG_MS task, released 5 ms into it (before the busy thread
-    serves: the longest wait) and then at random moments of it."""
+    """``behind`` PINGs queued behind one LONG_MS task, released 5 ms into it (the first at once:
+    the busy thread of the former design served only from 20 ms on) and then at random moments of it."""
     from arm_side import opids
     blocker = soc.rpc(op, params={"ms": LONG_MS}, core=core)
     victims = [soc.rpc(opids.PING, core=core) for _ in range(behind)]
@@ -135,8 +135,8 @@ def to_report(rows: dict, args: argparse.Namespace) -> Report:
     rep = Report("answers", args)
     rep.note("load average (1 min) at the end: %.1f on %d CPUs: the bound is for a host with a CPU to spare"
              % (os.getloadavg()[0], os.cpu_count() or 1))
-    rep.note(f"each behind a {LONG_MS} ms task; a CANCEL at a random moment of it (the busy thread takes the "
-             "socket 20-40 ms into a task: dsp_side/busyio.py)")
+    rep.note(f"each behind a {LONG_MS} ms task; a CANCEL at a random moment of it (the firmware's I/O thread "
+             "serves its socket all along: dsp_side/fwio.py)")
     rep.table("answers while a task runs (ms)", ["answer", "n", "p50", "p90", "max"],
               [[name, len(v), median(v), pct(v, 90), max(v)] for name, v in rows.items()])
     for name, v in rows.items():

@@ -1,0 +1,160 @@
+"""A firmware's I/O thread: the one owner of the firmware's socket, from its start to the close.
+
+The socket is made and bound by the main thread, then passed once to this thread
+(``Thread.start`` is the full memory barrier ZeroMQ asks for when a socket changes threads);
+from then on no other thread touches it or what it feeds: the HELLO gate's intake side
+(``vdsp_board.hellogate``), the :class:`~dsp_side.intake.Intake` (inbox, bindings, CANCEL,
+refusals) and the :class:`~dsp_side.replybatch.ReplyBatch`. It hands the compute thread tasks
+over :attr:`FirmwareIO.jobs` (the intake's run queue: a few ahead, taken back when the order
+or a CANCEL asks) and takes the replies back over :attr:`FirmwareIO.done` (``dsp_side.handoff``:
+a queue and an eventfd each), so everything that arrives is answered while a task computes: a
+CANCEL of a waiting task, a HELLO, a refusal past the inbox's limits.
+
+One turn of the loop: wait (unless something is known to wait) for the socket, the gate's
+verdicts, the compute thread's replies, or the held replies' due time; take in at most
+INTAKE_MAX messages (a flood that never stops arriving does not keep the replies and the next
+tasks waiting); pass on the gate's verdicts; take the compute thread's replies; fill its run
+queue; send what is due. The GIL: this thread needs it for each turn. An operator that lets go
+of it while it computes (OpenCV, numba, numpy's large loops, C kernels, ``time.sleep``) leaves
+it free; one that holds it (pure Python loops) lets this thread run once per switch interval
+(5 ms by default), and a turn then waits that long at most before it runs; quick tasks in the
+run queue run back to back, and this thread runs when the queue is empty.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+
+import zmq
+
+from dsp_side.handoff import Mailbox
+from dsp_side.intake import Intake
+from dsp_side.replybatch import ReplyBatch
+from vdsp_board import curve
+from vdsp_board.admission import Admission
+from vdsp_board.hellogate import HelloGate
+from vdsp_board.zsock import NOBLOCK, readable, recv_frames, send_frames
+from vdsp_board.zsock import _recv as recv_frame     # the backend's recv (no sugar wrapper)
+
+log = logging.getLogger("vdsp.firmware")
+INTAKE_MAX = 256        # messages taken in per turn, at most
+IO_FAILED_EXIT = 71     # the I/O thread failed (a bug): the process exits, the core sees it die
+STOP = None             # on ``done``: the firmware unloads (send what is held, close, end the thread)
+STOP_WAIT_S = 5.0       # how long stop() waits for the thread to end
+
+
+class FirmwareIO:
+    """Serves ``sock`` (a bound ROUTER; ``tcp``: it authenticates peers with CURVE) on a thread of its own.
+
+    The compute thread pops ``(identity, frames, binding)`` from the left of :attr:`jobs`'s
+    queue (clearing its doorbell before it waits) and puts ``(identity, reply frames or None,
+    seconds computed)`` on :attr:`done`, one per task, in order."""
+
+    def __init__(self, sock: zmq.Socket, admission: Admission, intake: Intake, *, tcp: bool, name: str) -> None:
+        self.sock, self.admission, self.intake, self.tcp = sock, admission, intake, tcp
+        self.jobs, self.done = Mailbox(intake.runq), Mailbox()
+        self.batch = ReplyBatch()
+        self.hellos = HelloGate(intake.ownership, f"{name}-hello")     # HELLO claims judged off this thread
+        self._thread = threading.Thread(target=self._run, name=f"{name}-io", daemon=True)
+
+    def start(self) -> None:
+        """From now on only the I/O thread uses the socket."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """The firmware unloads (from the compute thread): the replies it put on :attr:`done`
+        leave, the held ones too, then the thread closes the socket and ends."""
+        self.done.put(STOP)
+        self._thread.join(STOP_WAIT_S)
+        if self._thread.is_alive():
+            log.error("the firmware's I/O thread did not end within %.0f s", STOP_WAIT_S)
+
+    # --- the I/O thread ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._serve()
+        except BaseException:   # a bug: a firmware that no longer reads its socket must not live on
+            log.critical("the firmware's I/O thread failed: the firmware exits", exc_info=True)
+            os._exit(IO_FAILED_EXIT)
+        finally:
+            self.hellos.close()
+            self.admission.stop()
+            self.sock.close(0)
+
+    def _serve(self) -> None:
+        sock, done, batch, intake = self.sock, self.done, self.batch, self.intake
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self.hellos.fileno(), zmq.POLLIN)
+        poller.register(done.fileno(), zmq.POLLIN)
+        done_fd = done.fileno()
+        arrived = False             # a message is known to wait on the socket
+        while True:
+            returned = bool(done)   # a reply is known to wait on ``done``
+            if not arrived and not returned:
+                due = batch.due_in(time.monotonic())
+                timeout = -1 if due is None else max(0, math.ceil(due * 1000))
+                for what, _ in poller.poll(timeout):
+                    if what is sock:
+                        arrived = True
+                    elif what == done_fd:
+                        returned = True
+            arrived = self._take_in(arrived)
+            intake.take_items(self.hellos.ready())      # verdicts reached off this thread, and what waited on them
+            if intake.out:
+                self._answer()
+            handed = intake.hand_out()                  # rung at the end of the turn (below)
+            if returned:
+                for item in done.take():
+                    if item is STOP:
+                        self._send(batch.take())
+                        return
+                    identity, reply, took = item
+                    intake.replied()
+                    if reply is not None:       # held while another task's reply follows
+                        more = intake.running > 0 or bool(intake.inbox)
+                        self._send(batch.reply([identity, *reply], took, time.monotonic(), more))
+            due = batch.due_in(time.monotonic())
+            if due is not None and due <= 0:
+                self._send(batch.take())
+            if handed:      # last thing before this thread waits: the compute thread it wakes finds the GIL free
+                self.jobs.bell.ring()
+
+    def _take_in(self, arrived: bool) -> bool:
+        """Take in what has arrived (EVENTS, not a zmq.Again per message), INTAKE_MAX messages at
+        most, answering as it goes; whether more waits."""
+        sock, intake, hellos = self.sock, self.intake, self.hellos
+        left = INTAKE_MAX
+        while arrived and left:
+            left -= 1
+            try:
+                meta = recv_frame(sock, NOBLOCK, False)   # the identity: it carries the peer's credentials
+            except zmq.Again:
+                return False
+            if meta.more:
+                identity, frames = meta.bytes, recv_frames(sock, NOBLOCK)
+                peer = curve.peer_name(meta) if self.tcp else ""
+                if hellos.passes(identity, frames):
+                    intake.take(identity, frames, meta, peer)
+                else:
+                    intake.take_items(hellos.admit(identity, frames, meta, peer))
+                if intake.out:
+                    self._answer()
+            arrived = readable(sock)
+        return arrived
+
+    def _answer(self) -> None:
+        """The intake's answers leave now, after the replies held before them."""
+        out = self.intake.out
+        self._send(self.batch.answer(out[0]))
+        for frames in out[1:]:
+            send_frames(self.sock, frames)
+        out.clear()
+
+    def _send(self, replies: list[list]) -> None:
+        sock = self.sock
+        for frames in replies:
+            send_frames(sock, frames)
