@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from protocol import errors, wire
 from protocol.task_options import DEFAULT, TaskOptions
-from arm_side.session import (ACT, CLOSE_FW, FORGET, HELLO, HELLO_FW, OPEN, OPEN_FW, REFUSED, RELEASE, SEND,
-                              PeerState, Session, fw_key)
+from arm_side.session import (ACT, CLOSE_FW, DEAD, FORGET, HELLO, HELLO_FW, OPEN, OPEN_FW, REFUSED, RELEASE,
+                              SEND, PeerState, Session, fw_key)
 from arm_side.task import Request, Task
 from vdsp_board.procfacts import ProcFacts
 
@@ -144,6 +144,8 @@ class Links:
             return self.request(self.by_key[peer.name], arg)
         if kind == REFUSED:
             return self.transport.refused(self.by_key[peer.name])
+        if kind == DEAD:
+            return self.transport.dead(self.by_key[peer.name])
         if kind == OPEN:
             self.open(peer.name, arg, peer, watch=True)     # watched: a server that exits is known at once
         elif kind == RELEASE:
@@ -171,6 +173,18 @@ class Links:
         actions = self.session.tick(now, closed, self._fact)
         if actions:
             self.carry_out(actions)
+        self._firmware_links_again()
+
+    def _firmware_links_again(self) -> None:
+        """Direct mode: a firmware link that will carry nothing more (``Transport.dead``) is
+        replaced as the session says (``Session.fw_link_dead``)."""
+        for peer in self.session.peers:
+            link = self.by_key.get(fw_key(peer.name))
+            if link is None:
+                continue
+            dead = self.transport.dead(link)
+            if dead:
+                self.carry_out(self.session.fw_link_dead(peer, dead, link.endpoint))
 
     def _fact(self, peer: PeerState):
         """What the kernel says of ``peer``'s process, when it runs on this host (an ipc link)."""
