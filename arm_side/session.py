@@ -200,17 +200,22 @@ class Session:
         if the server refused our key, else a new link to where ``where()`` says now (the discovery
         checks the sockets' directory again, as at first connect), and HELLO again on it."""
         busy = BusyRetry(clock() + timeout_s)
+        unsent = 0
         while True:
             try:
                 req = yield HELLO, peer, self.hello()
             except errors.RelayUnavailable as exc:
+                unsent += 1
                 dead = yield DEAD, peer, None       # ipc: no key to refuse, no grace to wait
                 refusal = None if dead else (yield from self._refusal(peer, clock))
                 if refusal:
                     raise errors.KeyRefused(refusal) from None
                 if busy.deadline is not None and clock() >= busy.deadline:
                     raise exc
-                log.warning("%s: a HELLO could not be sent (%s); connecting again", peer.name, exc.message)
+                (log.warning if unsent == 1 else log.debug)("%s: a HELLO could not be sent (%s); connecting again",
+                                                            peer.name, exc.message)
+                if dead:        # the server closed it at once (it is full, say): a pause, the wait's own
+                    yield PAUSE, peer, wait.next_slice(clock())
                 yield from self._relink(peer, where)
                 continue
             relink = False
