@@ -40,8 +40,8 @@ PARAM_BYTES = 64 * 1024         # 3 MB, more than a unix socket's buffer takes i
 MARKER = "SQUAT-MARKER-7f3a"
 WINDOW_S = 0.5                  # the squatter listens this long after it bound (libzmq retried every 50 ms)
 
-# The other user: for each directory name read on stdin, make it as soon as its owner removed it,
-# bind relay.sock there and speak ZMTP as a ROUTER would (a NULL greeting and READY: a client
+# The other user: for each "directory socket-name" line read on stdin, make that directory as soon
+# as its owner removed it, bind the socket there and speak ZMTP as a ROUTER would (a NULL greeting and READY: a client
 # then sends what it queued), count every connection and byte until "done", report, and remove
 # what it made.
 SQUATTER = r"""
@@ -49,9 +49,10 @@ import json, os, select, socket, sys, time
 GREETING = b"\xff" + bytes(8) + b"\x7f\x03\x00" + b"NULL".ljust(20, b"\0") + bytes(32)
 READY = b"\x05READY\x0bSocket-Type" + (6).to_bytes(4, "big") + b"ROUTER"
 while True:
-    where = sys.stdin.readline().strip()
-    if not where:
+    line = sys.stdin.readline().split()
+    if not line:
         break
+    where, name = line
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -60,7 +61,7 @@ while True:
         except FileExistsError:
             if time.monotonic() > deadline:
                 raise SystemExit(f"{where} was never removed")
-    path = os.path.join(where, "relay.sock")
+    path = os.path.join(where, name)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
     os.chmod(path, 0o777)
@@ -152,7 +153,7 @@ def test_a_squatted_sockets_dir_receives_nothing_of_a_live_client(long_rt):
                 os.kill(relay.pid, signal.SIGSTOP)
                 tasks = [soc.rpc(0x0001, params={"m": f"{MARKER}-{n}-{i}", "pad": "x" * PARAM_BYTES})
                          for i in range(TASKS)]
-                squatter.stdin.write(f"{where}\n")
+                squatter.stdin.write(f"{where} relay.sock\n")
                 squatter.stdin.flush()
                 relay.kill()
                 relay.wait(timeout=30)
@@ -178,3 +179,4 @@ def test_a_squatted_sockets_dir_receives_nothing_of_a_live_client(long_rt):
         squatter.wait(timeout=30)
         rundir.release_socket_dir(long_rt, stale=True)
     assert len(reports) == ROUNDS
+
