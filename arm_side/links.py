@@ -98,12 +98,22 @@ class Links:
             missed = link.send(frames)
         except errors.VdspError:
             self.session.unsent(msg_id)
+            self._gone(link)
             raise
         except Exception as exc:      # the transport's own failure (a ZMQError)
             self.session.unsent(msg_id)
+            self._gone(link)
             raise errors.RelayUnavailable(f"cannot send to {link.name}: {exc}") from exc
         if missed and self._wake is not None:
             self._wake()
+
+    def _gone(self, link: Any) -> None:
+        """A send found ``link`` taking no messages. The relay's link whose connection closed (an
+        ipc link is not connected again: ``Transport.dead``) means the relay is lost now, as the
+        reader finds at its next tick: so the next request connects again, not onto this link."""
+        peer = getattr(link, "peer", None)
+        if peer is not None and peer.name == "relay" and peer.alive and self.transport.dead(link):
+            self.carry_out(self.session.peer_dead(peer, "its connection closed"))
 
     def request(self, link: Any, msg: wire.Message) -> Request:
         req = Request(self.client, msg.msg_id)
