@@ -18,7 +18,7 @@ import zmq
 import zmq.asyncio
 
 from protocol import errors
-from vdsp_board import curve
+from vdsp_board import curve, ipclink
 from vdsp_board.zsock import NOBLOCK as _NOBLOCK, readable, recv_frames, send_frames
 
 HANDSHAKE_FAILURES = 5      # handshakes failed without a word (a wrong server key) before we say so,
@@ -27,22 +27,35 @@ _HANDSHAKE = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | 
               | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 
 
-def _dealer(ctx, endpoint: str, server_key: str = ""):
-    """A connected DEALER toward ``endpoint`` (blocking or asyncio, as ``ctx`` makes them);
-    ``server_key``: the server's own CURVE key on tcp (a firmware's), else the SoC's."""
+def _dealer(ctx, endpoint: str, name: str, server_key: str, events: int):
+    """A DEALER toward ``endpoint`` (blocking or asyncio, as ``ctx`` makes them), connected as
+    ``vdsp_board.ipclink`` says (over ipc: once, through its checked directory); the LinkDir to
+    close with it; its monitor of ``events`` (None for 0), made before it connects, so that it
+    hears how the connection attempt ended. ``server_key``: the server's own CURVE key on tcp
+    (a firmware's), else the SoC's. Raises RelayUnavailable (the relay's link) / CoreOffline (a
+    core's) when an ipc endpoint's directory is gone or refused."""
     sock = ctx.socket(zmq.DEALER)
-    sock.linger = 0
-    sock.sndhwm = sock.rcvhwm = 100000
-    sock.reconnect_ivl = 50
-    curve.secure_client(sock, endpoint, server_key=server_key)
-    sock.connect(endpoint)
-    return sock
+    monitor = None
+    try:
+        sock.linger = 0
+        sock.sndhwm = sock.rcvhwm = 100000
+        curve.secure_client(sock, endpoint, server_key=server_key)
+        monitor = sock.get_monitor_socket(events) if events else None
+        pin = ipclink.connect(sock, endpoint, errors.RelayUnavailable if name == "relay" else errors.CoreOffline)
+    except BaseException:
+        if monitor is not None:
+            sock.disable_monitor()
+            monitor.close(0)
+        sock.close(0)
+        raise
+    return sock, pin, monitor
 
 
 class Watch:
     """What a link's socket monitor told: ``gone`` once its connection closed (a watched link: its
     server exited; over tcp: a connection whose handshake had succeeded), ``refusal`` once a server
-    refused our CURVE handshake (tcp).
+    refused our CURVE handshake (tcp), ``link``: whether an ipc link, connected once, is ``dead``
+    (``vdsp_board.ipclink.LinkState``).
 
     Over tcp a connection closed before its handshake succeeded is neither: a server closes
     handshakes beyond those it keeps at once (PROTOCOL.md §3.4), nothing we sent went on it (it
@@ -50,18 +63,20 @@ class Watch:
     the same from here (the server drops the handshake without a word): it is told once
     HANDSHAKE_FAILURES handshakes failed over HANDSHAKE_FAILING_S at least, none succeeding."""
 
-    def __init__(self, watch: bool, tcp: bool = False) -> None:
-        self.watch, self.tcp = watch, tcp
+    def __init__(self, watch: bool, endpoint: str = "") -> None:
+        self.watch, self.tcp = watch, curve.is_tcp(endpoint)
         self.gone = False
         self.up = False                         # tcp: the connection's handshake succeeded
         self.failures = 0
         self.failing_since: float | None = None
         self.refusal: str | None = None
+        self.link = ipclink.LinkState(ipclink.is_ipc(endpoint))
 
     @staticmethod
     def events(watch: bool, endpoint: str) -> int:
-        """The monitor events to ask for (0: no monitor)."""
-        return (zmq.EVENT_DISCONNECTED if watch else 0) | (_HANDSHAKE if curve.is_tcp(endpoint) else 0)
+        """The monitor events to ask for (0: no monitor): an ipc link's always (whether it is dead)."""
+        return ((zmq.EVENT_DISCONNECTED if watch else 0) | (_HANDSHAKE if curve.is_tcp(endpoint) else 0)
+                | (ipclink.EVENTS if ipclink.is_ipc(endpoint) else 0))
 
     def heard(self, frames: list) -> None:
         """One monitor message."""
@@ -69,6 +84,7 @@ class Watch:
             return
         event, value = struct.unpack("=hi", frames[0])
         event &= 0xFFFF
+        self.link.heard(event)
         if event == zmq.EVENT_DISCONNECTED:
             self.gone = self.gone or (self.watch and (self.up or not self.tcp))
             self.up = False
@@ -99,12 +115,11 @@ class Channel:
         self.endpoint, self.name = endpoint, name
         self.peer = None  # the session's PeerState this channel belongs to (set by the client)
         self.lock = threading.Lock()
-        self.sock = sock = _dealer(ctx, endpoint, server_key)
+        sock, self.pin, self.monitor = _dealer(ctx, endpoint, name, server_key, Watch.events(watch, endpoint))
+        self.sock = sock
         self.fd = sock.getsockopt(zmq.FD)
         self.closed = False
-        events = Watch.events(watch, endpoint)
-        self.state = Watch(watch, curve.is_tcp(endpoint))
-        self.monitor: zmq.Socket | None = sock.get_monitor_socket(events) if events else None
+        self.state = Watch(watch, endpoint)
         # the reader sleeps on ``fd`` (set around its last drain and the sleep): a send may take in
         # the FD's edge for a message that came meanwhile, and then says so (the sender wakes it)
         self.watched = False
@@ -163,6 +178,12 @@ class Channel:
         """True if the connection closed since the last look (a watched link: its server is gone)."""
         return self._look().take_gone()
 
+    def dead(self) -> str:
+        """Why this ipc link will never carry a message again (``vdsp_board.ipclink.LinkState``):
+        ``failed`` (its one connection attempt failed), ``ended`` (its connection closed); ''
+        while it may. A new link must be made."""
+        return self._look().link.dead
+
     def refused(self) -> str | None:
         refusal = self._look().refusal
         return None if refusal is None else f"{refusal} at {self.endpoint} ({self.name}; {_our_key()})"
@@ -179,6 +200,8 @@ class Channel:
                     pass
                 self.monitor.close(0)
             self.sock.close(0)
+            if self.pin is not None:
+                self.pin.close()
 
 
 class AsyncChannel:
@@ -191,11 +214,10 @@ class AsyncChannel:
                  server_key: str = "") -> None:
         self.endpoint, self.name = endpoint, name
         self.peer = None
-        self.sock = sock = _dealer(ctx, endpoint, server_key)
+        sock, self.pin, self.monitor = _dealer(ctx, endpoint, name, server_key, Watch.events(watch, endpoint))
+        self.sock = sock
         self._plain: zmq.Socket = zmq.Socket.shadow(sock.underlying)   # the same socket, drained without futures
-        events = Watch.events(watch, endpoint)
-        self.monitor = sock.get_monitor_socket(events) if events else None
-        self.state = Watch(watch, curve.is_tcp(endpoint))
+        self.state = Watch(watch, endpoint)
         self.closed = False
 
     def send(self, frames: list) -> bool:
@@ -230,6 +252,9 @@ class AsyncChannel:
     def lost(self) -> bool:
         return self.state.take_gone()
 
+    def dead(self) -> str:
+        return self.state.link.dead
+
     def refused(self) -> str | None:
         refusal = self.state.refusal
         return None if refusal is None else f"{refusal} at {self.endpoint} ({self.name}; {_our_key()})"
@@ -245,6 +270,8 @@ class AsyncChannel:
                 pass
             self.monitor.close(0)
         self.sock.close(0)
+        if self.pin is not None:
+            self.pin.close()
 
 
 def _our_key() -> str:

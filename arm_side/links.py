@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from protocol import errors, wire
 from protocol.task_options import DEFAULT, TaskOptions
-from arm_side.session import (ACT, CLOSE_FW, FORGET, HELLO, HELLO_FW, OPEN, OPEN_FW, REFUSED, RELEASE, SEND,
-                              PeerState, Session, fw_key)
+from arm_side.session import (ACT, CLOSE_FW, DEAD, FORGET, HELLO, HELLO_FW, OPEN, OPEN_FW, REFUSED, RELEASE,
+                              SEND, PeerState, Session, fw_key)
 from arm_side.task import Request, Task
 from vdsp_board.procfacts import ProcFacts
 
@@ -98,12 +98,22 @@ class Links:
             missed = link.send(frames)
         except errors.VdspError:
             self.session.unsent(msg_id)
+            self._gone(link)
             raise
         except Exception as exc:      # the transport's own failure (a ZMQError)
             self.session.unsent(msg_id)
+            self._gone(link)
             raise errors.RelayUnavailable(f"cannot send to {link.name}: {exc}") from exc
         if missed and self._wake is not None:
             self._wake()
+
+    def _gone(self, link: Any) -> None:
+        """A send found ``link`` taking no messages. The relay's link whose connection closed (an
+        ipc link is not connected again: ``Transport.dead``) means the relay is lost now, as the
+        reader finds at its next tick: so the next request connects again, not onto this link."""
+        peer = getattr(link, "peer", None)
+        if peer is not None and peer.name == "relay" and peer.alive and self.transport.dead(link):
+            self.carry_out(self.session.peer_dead(peer, "its connection closed"))
 
     def request(self, link: Any, msg: wire.Message) -> Request:
         req = Request(self.client, msg.msg_id)
@@ -144,6 +154,8 @@ class Links:
             return self.request(self.by_key[peer.name], arg)
         if kind == REFUSED:
             return self.transport.refused(self.by_key[peer.name])
+        if kind == DEAD:
+            return self.transport.dead(self.by_key[peer.name])
         if kind == OPEN:
             self.open(peer.name, arg, peer, watch=True)     # watched: a server that exits is known at once
         elif kind == RELEASE:
@@ -175,6 +187,18 @@ class Links:
         actions += session.tick(now, closed, self._fact)
         if actions:
             self.carry_out(actions)
+        self._firmware_links_again()
+
+    def _firmware_links_again(self) -> None:
+        """Direct mode: a firmware link that will carry nothing more (``Transport.dead``) is
+        replaced as the session says (``Session.fw_link_dead``)."""
+        for peer in self.session.peers:
+            link = self.by_key.get(fw_key(peer.name))
+            if link is None:
+                continue
+            dead = self.transport.dead(link)
+            if dead:
+                self.carry_out(self.session.fw_link_dead(peer, dead, link.endpoint))
 
     def _tcp_closes(self) -> list:
         """Direct mode: the session's actions for tcp links whose connection closed after its

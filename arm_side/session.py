@@ -21,6 +21,7 @@ owns the sockets. The drivers feed the session what arrives and carry out what i
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -44,9 +45,17 @@ WAIT = "wait"          # (WAIT, request, seconds): wait so long for the request 
 PAUSE = "pause"        # (PAUSE, peer, seconds): sleep so long -> None
 RELEASE = "release"    # (RELEASE, peer, None): close peer's links -> None
 FORGET = "forget"      # (FORGET, peer, None): forget that peer's connection closed before now -> None
+DEAD = "dead"          # (DEAD, peer, None): will peer's link never carry a message again (ipc: connected
+#                        once, its attempt failed or its connection closed)? -> bool
 ACT = "act"            # (ACT, peer, actions): carry out the session's actions (SEND, OPEN_FW...) -> None
 Steps = Generator[tuple, Any, None]
 REFUSAL_GRACE_S = 1.0   # a HELLO that could not be sent: how long the link's monitor may take to tell a refusal
+
+
+def _where(discovery, name: str) -> str:
+    """Where server ``name`` is now, as ``discovery`` finds it (a runtime dir's checks its
+    sockets' directory again: ``vdsp_board.rundir``)."""
+    return discovery.servers()[name]
 
 
 def fw_key(name: str) -> str:
@@ -150,11 +159,11 @@ class Session:
             yield OPEN, peer, endpoint            # watched: a core that exits is known at once
             try:
                 info = yield from self._ready(peer, discovery.ready_wait(name, endpoint, timeout_s, clock()),
-                                              endpoint, timeout_s, clock)
+                                              functools.partial(_where, discovery, name), timeout_s, clock)
             except errors.KeyRefused:
                 peer.alive = False      # no DISCONNECT on a link the server refused (a send would block)
                 raise
-            except errors.TaskTimeout as exc:
+            except (errors.TaskTimeout, errors.CoreOffline) as exc:     # CoreOffline: its directory went away
                 log.warning("core %s does not answer at %s: %s", name, endpoint, exc.message)
                 peer.alive = False
                 self.core_states[name] = "unreachable"
@@ -173,49 +182,69 @@ class Session:
         self.peers[:] = [peer]
         yield OPEN, peer, endpoint
         try:
-            info = yield from self._ready(peer, discovery.ready_wait("relay", endpoint, timeout_s, clock()), endpoint,
-                                          timeout_s, clock)
+            info = yield from self._ready(peer, discovery.ready_wait("relay", endpoint, timeout_s, clock()),
+                                          functools.partial(_where, discovery, "relay"), timeout_s, clock)
         except BaseException:
             peer.alive = False
             raise
         yield FORGET, peer, None        # a connection that closed before this READY came
         yield ACT, peer, self.connected(peer, info, clock())
 
-    def _ready(self, peer: PeerState, wait, endpoint: str, timeout_s: float,
+    def _ready(self, peer: PeerState, wait, where: Callable[[], str], timeout_s: float,
                clock: Callable[[], float]) -> Generator[tuple, Any, dict]:
-        """Say HELLO to ``peer`` (at ``endpoint``); its READY body, waited for in the slices ``wait``
+        """Say HELLO to ``peer`` (on its open link); its READY body, waited for in the slices ``wait``
         (``arm_side.connect_wait``) gives until it raises. A HELLO answered HB_DSP_BUSY is said again
-        after a pause (``arm_side.busy_retry``) within ``timeout_s``. A HELLO that cannot be sent
-        (the link's connection ended: libzmq does not connect again after a denied handshake) is
-        KeyRefused if the server refused our key, else said again on a new link, within ``timeout_s``."""
+        after a pause (``arm_side.busy_retry``) within ``timeout_s``. A link that will carry nothing
+        more (an ipc link is connected once: nothing listened at that moment, or the connection
+        closed; over tcp libzmq does not connect again after a denied handshake) is replaced: KeyRefused
+        if the server refused our key, else a new link to where ``where()`` says now (the discovery
+        checks the sockets' directory again, as at first connect), and HELLO again on it."""
         busy = BusyRetry(clock() + timeout_s)
+        unsent = 0
         while True:
             try:
                 req = yield HELLO, peer, self.hello()
             except errors.RelayUnavailable as exc:
-                refusal = yield from self._refusal(peer, clock)
+                unsent += 1
+                dead = yield DEAD, peer, None       # ipc: no key to refuse, no grace to wait
+                refusal = None if dead else (yield from self._refusal(peer, clock))
                 if refusal:
                     raise errors.KeyRefused(refusal) from None
                 if busy.deadline is not None and clock() >= busy.deadline:
                     raise exc
-                log.warning("%s: a HELLO could not be sent (%s); connecting again", peer.name, exc.message)
-                yield RELEASE, peer, None
-                yield OPEN, peer, endpoint
+                (log.warning if unsent == 1 else log.debug)("%s: a HELLO could not be sent (%s); connecting again",
+                                                            peer.name, exc.message)
+                if dead:        # the server closed it at once (it is full, say): a pause, the wait's own
+                    yield PAUSE, peer, wait.next_slice(clock())
+                yield from self._relink(peer, where)
                 continue
+            relink = False
             try:
                 while not req.done():
                     refusal = yield REFUSED, peer, None
                     if refusal:
                         raise errors.KeyRefused(refusal)
                     yield WAIT, req, wait.next_slice(clock())
-                if req.error is not None:
-                    raise req.error
-                return req.body
+                    if not req.done() and (yield DEAD, peer, None):
+                        relink = True       # the HELLO waits on a link that will never carry it
+                        break
+                if not relink:
+                    if req.error is not None:
+                        raise req.error
+                    return req.body
             except errors.CoreBusy as exc:
                 wait.answered()
                 yield PAUSE, peer, busy.pause(exc, clock())
             finally:
                 self.forget(req.msg_id)
+            if relink:
+                yield from self._relink(peer, where)
+
+    @staticmethod
+    def _relink(peer: PeerState, where: Callable[[], str]) -> Steps:
+        """Close ``peer``'s link and open a new one to where ``where()`` names it now."""
+        yield RELEASE, peer, None
+        yield OPEN, peer, where()
 
     def _refusal(self, peer: PeerState, clock: Callable[[], float]) -> Generator[tuple, Any, str | None]:
         """Why ``peer``'s server refused our key, or None. The link's monitor tells a refusal a
@@ -372,7 +401,8 @@ class Session:
     def _binding_lost(self, peer: PeerState, req, error: errors.ForeignHandle) -> list:
         """``peer`` answered READY to our HELLO, yet says this connection has no verified owner:
         the process that verified it is gone and our link reached its successor (ZeroMQ
-        reconnects on its own; a task sent before we heard of the close went to the new one),
+        reconnects a tcp link on its own, never an ipc one (``vdsp_board.ipclink``); a task sent
+        before we heard of the close went to the new one),
         or it forgot the binding (PROTOCOL.md §5.2). Relay mode: the relay is declared gone, its
         requests fail with RelayUnavailable and the next one says HELLO again. Direct mode: HELLO
         goes to the firmware again and the task fails with CoreBusy (it did not run: send it again),
@@ -417,12 +447,30 @@ class Session:
             peer.fw_endpoint = None
             self._forget_fw_hello(peer)
             actions = [(CLOSE_FW, peer, None)]
+        self._fail_inflight(peer, lambda: error_for(CoreState.of(state), peer.name, str(body.get("reason", ""))))
+        return actions
+
+    def fw_link_dead(self, peer: PeerState, why: str, endpoint: str) -> list:
+        """Direct mode: ``peer``'s firmware link (to ``endpoint``) will carry nothing more (an ipc
+        link is connected once): ``why`` ``failed`` (no connection was made: the tasks sent on it
+        never arrived, they fail with CoreOffline) or ``ended`` (the firmware's connection closed:
+        its tasks are the core's to end, as its state says). Returns the actions: while the core
+        runs, a new link (its directory checked again) and HELLO on it."""
+        if why == "failed":
+            self._fail_inflight(peer, lambda: errors.CoreOffline(
+                f"{peer.name}: the link to its firmware at {endpoint} could not connect; send the task again"))
+        if not peer.alive or peer.fw_endpoint is None:
+            return []
+        self._forget_fw_hello(peer)
+        return [(OPEN_FW, peer, peer.fw_endpoint)]
+
+    def _fail_inflight(self, peer: PeerState, error: Callable[[], errors.VdspError]) -> None:
+        """Every task in flight to ``peer`` fails with an ``error()`` of its own."""
         for msg_id in list(peer.inflight):
             req = self.pending.pop(msg_id, None)
             if req is not None:
-                req._complete(None, error_for(CoreState.of(state), peer.name, str(body.get("reason", ""))))
+                req._complete(None, error())
         peer.inflight.clear()
-        return actions
 
     def cancelled(self, task, reply: dict | None) -> str:
         """``task`` was released and ``reply`` is the server's answer to our CANCEL (None: none came).

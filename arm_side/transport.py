@@ -1,6 +1,7 @@
 """How the SDK reaches a SoC's servers: a link factory. It opens a link to an endpoint
 (:meth:`Transport.open`), closes it for good (:meth:`Transport.release`), and tells what became
-of one: its server went away (:meth:`Transport.lost`) or refused our key (:meth:`Transport.refused`).
+of one: its server went away (:meth:`Transport.lost`), refused our key (:meth:`Transport.refused`),
+or it carries nothing more (:meth:`Transport.dead`: an ipc link is connected once).
 
 A link is an object with ``send(frames) -> bool`` (True: wake the reader, see
 ``arm_side.channel``), ``drain() -> [frames, ...]`` (what waits now), ``fd`` (readable while
@@ -59,6 +60,12 @@ class Transport:
     def refused(self, link) -> str | None:
         """Why ``link``'s server refused our key (the CURVE handshake failed), or None."""
         return None
+
+    def dead(self, link) -> str:
+        """Why ``link`` will never carry a message again, '' while it may. An ipc link is connected
+        once (``vdsp_board.ipclink``): ``failed`` (its attempt failed: nothing sent on it arrived)
+        or ``ended`` (its connection closed). Make a new one then."""
+        return ""
 
     def close(self) -> None:
         pass
@@ -121,6 +128,9 @@ class ZmqTransport(Transport):
 
     def refused(self, link: Channel | AsyncChannel) -> str | None:
         return link.refused()
+
+    def dead(self, link: Channel | AsyncChannel) -> str:
+        return link.dead()
 
     def close(self) -> None:
         if self._ctx_held:

@@ -86,6 +86,8 @@ def main() -> None:
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     sock.linger = 0
+    if args.endpoint.startswith("ipc://"):
+        sock.reconnect_ivl = -1     # connect once (PROTOCOL.md §2.1): never again to a path by itself
     sock.connect(args.endpoint)
     out: dict = {"pid": os.getpid(), "owner": owner}
     try:

@@ -550,7 +550,8 @@ class RelayEngine:
     def fw_link_stuck(self, index: int, now: float) -> None:
         """A message for core ``index``'s firmware could not be queued on its link: that link has no
         connection that takes messages (libzmq ended it when the firmware denied our CURVE key, and
-        does not connect again), or a full queue. What was sent ahead there will not arrive: those
+        does not connect again; an ipc link is connected once, and its attempt failed or its
+        connection closed: ``vdsp_board.ipclink``), or a full queue. What was sent ahead there will not arrive: those
         tasks fail (HB_DSP_CORE_OFFLINE), and the link is opened afresh and greeted again, so that
         the next tasks try a new connection instead of waiting behind a dead one."""
         core = self.cores[index]
@@ -600,14 +601,19 @@ class RelayEngine:
     def ctl_lost(self, index: int, now: float) -> None:
         """The control connection to a core closed: its process exited (a core closes that socket
         only when it ends), a kernel fact. The core is dead now: its tasks fail with
-        ``HB_DSP_CORE_DEAD`` at once. Say HELLO at once too; it goes out when the link reconnects,
-        so a restarted core knows us at once."""
+        ``HB_DSP_CORE_DEAD`` at once. Say HELLO at once too; it goes out when the link (over ipc a
+        new one, which the server made first) connects, so a restarted core knows us at once."""
         core = self.cores[index]
         if core.state not in (CoreState.UNKNOWN, CoreState.DEAD):
             pid = f" (pid {core.pid})" if core.pid else ""
             log.error("%s: core process%s gone: its control connection closed", core.name, pid)
             self.core_state(core, CoreState.DEAD, {}, f"core process{pid} exited: connection closed", now)
         self.to_ctl(core, messages.hello(next(self.ids), "relay", name="dsp_relay_server"))
+
+    def ctl_relinked(self, index: int) -> None:
+        """A new control link to core ``index`` (the last one's ipc connection attempt failed or its
+        connection closed; ``vdsp_board.ipclink``): say HELLO on it, which goes out once it connects."""
+        self.to_ctl(self.cores[index], messages.hello(next(self.ids), "relay", name="dsp_relay_server"))
 
     def client_disconnected(self, now: float) -> None:
         """Some client connection closed (the socket does not say whose): drop at once every

@@ -16,11 +16,11 @@ import time
 import zmq
 from zmq.backend import zmq_poll
 
-from protocol import messages, wire
+from protocol import errors, messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
 from relay_server.engine import CLOSE_FW, CREDIT, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
 from relay_server.observe import RelayObserver
-from vdsp_board import curve, ddr, peercred, peerproof, rundir, trace
+from vdsp_board import curve, ddr, ipclink, peercred, peerproof, rundir, trace
 from vdsp_board.admission import Admission
 from vdsp_board.hellogate import HelloGate
 from vdsp_board.ownership import Ownership
@@ -39,6 +39,8 @@ FRONT_TURN_S = 0.004            # the longest a loop turn reads the front before
 #                                 300 processes x 12 HELLOs, with the whole 256-message turn)
 CLIENT_SNDHWM = 4096            # replies waiting for one client before the next is dropped (1000 lost some
 #                                 of a 2,000-refusal flood read late on a busy host)
+RELINK_FIRST_S = 0.1            # a dead ipc control link is made again after this, doubling while nothing
+RELINK_MOST_S = 0.5             # listens there, up to this (the cores' HELLO retry: cores.HELLO_RETRY_S)
 _NOBLOCK = int(zmq.NOBLOCK)
 _POLLIN = int(zmq.POLLIN)
 
@@ -75,26 +77,43 @@ class RelayServer:
         self.cores = self.engine.cores            # read by main's --exit-without-cores watch
         for core in self.cores:
             log.info("Connect to vdsp core%d...", core.index)
-        self.ctl = [self._dealer(c.endpoint) for c in self.cores]
-        # a core process that dies closes our control connection: we hear it at once
-        self.ctl_monitors = [sock.get_monitor_socket(zmq.EVENT_DISCONNECTED) for sock in self.ctl]
+        # Links to the cores are connected as vdsp_board.ipclink says: over ipc once, through their
+        # checked directory (the LinkDirs, closed with their sockets), and made again by us when dead.
+        self._pins: dict[zmq.Socket, ipclink.LinkDir] = {}
+        # a core process that dies closes our control connection: we hear it at once (the monitor)
+        self.ctl: list[zmq.Socket] = []
+        self.ctl_monitors: list[zmq.Socket] = []
+        for core in self.cores:
+            sock, monitor = self._ctl_link(core.endpoint)
+            self.ctl.append(sock)
+            self.ctl_monitors.append(monitor)
+        self.ctl_state = [ipclink.LinkState(ipclink.is_ipc(c.endpoint)) for c in self.cores]
+        self._ctl_again = [0.0] * len(self.cores)                 # a dead control link is made again then
+        self._ctl_pause = [RELINK_FIRST_S] * len(self.cores)
         # a client connection that closes: the engine looks at once which clients' processes exited
         # (the front's one monitor is the admission's, which counts the closes: self._closes)
         self._closes = 0
         self.fw: list[zmq.Socket | None] = [None] * len(self.cores)
+        self.fw_monitors: list[zmq.Socket | None] = [None] * len(self.cores)    # ipc: did it connect?
+        self.fw_state: list[ipclink.LinkState | None] = [None] * len(self.cores)
         # What the loop polls: the busy sockets (front, firmware links) as sockets, the wake pipe
         # of the HELLO gate, and the quiet ones (control links, their monitors) by their ZMQ_FD
         # (see _drain_quiet). A ZeroMQ socket costs zmq_poll two ZMQ_EVENTS queries per call;
-        # an fd costs only its pollfd. Rebuilt when a firmware link opens or closes.
-        self._quiet = [(self._drain_ctl(i, sock), sock) for i, sock in enumerate(self.ctl)] + \
-            [(self._drain_monitor(i, sock), sock) for i, sock in enumerate(self.ctl_monitors)]
-        self._quiet_fds = [int(sock.get(zmq.FD)) for _, sock in self._quiet]
+        # an fd costs only its pollfd. Rebuilt when a link opens or closes.
+        self._quiet: list[tuple] = []
+        self._quiet_fds: list[int] = []
+        self._find_quiet()
         self._quiet_due = True            # a quiet socket may hold messages its fd no longer signals
         self._items: list[tuple] = []
         self._handlers: dict = {}
         self._rebuild_poll()
         self._spare: list = []            # the engine's other output list (two, swapped: none allocated per turn)
         self.running = True
+
+    def _find_quiet(self) -> None:
+        self._quiet = [(self._drain_ctl(i, sock), sock) for i, sock in enumerate(self.ctl)] + \
+            [(self._drain_monitor(i, sock), sock) for i, sock in enumerate(self.ctl_monitors)]
+        self._quiet_fds = [int(sock.get(zmq.FD)) for _, sock in self._quiet]
 
     def _rebuild_poll(self) -> None:
         front_in = [(self.front, _POLLIN)]
@@ -108,17 +127,111 @@ class RelayServer:
         self._items = front_in + [(fd, _POLLIN) for fd in [self.hellos.fileno(), *self._quiet_fds]]
         self._handlers = handlers
 
-    def _dealer(self, endpoint: str, server_key: str = "") -> zmq.Socket:
+    def _dealer(self, endpoint: str, server_key: str = "",
+                events: int = ipclink.EVENTS) -> tuple[zmq.Socket, zmq.Socket | None]:
         """A DEALER connected to ``endpoint``: a core's control endpoint, or a firmware's, whose own
-        CURVE key (``server_key``, announced by its core) it authenticates on tcp."""
+        CURVE key (``server_key``, announced by its core) it authenticates on tcp; and its monitor
+        of ``events`` (None for 0), made before it connects so that it hears how the attempt ended.
+        Over ipc it is connected once, through its directory checked (``vdsp_board.ipclink``):
+        CoreOffline when that directory is gone or refused."""
         sock = self.ctx.socket(zmq.DEALER)
-        sock.linger = 0
-        sock.sndhwm = sock.rcvhwm = 100000
-        sock.maxmsgsize = MAX_RAW_FRAME
-        sock.reconnect_ivl = 50
-        curve.secure_client(sock, endpoint, key_file=curve.keys_dir() / "relay.key_secret", server_key=server_key)
-        sock.connect(endpoint)
-        return sock
+        monitor = None
+        try:
+            sock.linger = 0
+            sock.sndhwm = sock.rcvhwm = 100000
+            sock.maxmsgsize = MAX_RAW_FRAME
+            curve.secure_client(sock, endpoint, key_file=curve.keys_dir() / "relay.key_secret", server_key=server_key)
+            monitor = sock.get_monitor_socket(events) if events else None
+            pin = ipclink.connect(sock, endpoint, errors.CoreOffline)
+        except BaseException:
+            self._close_link(sock, monitor)
+            raise
+        if pin is not None:
+            self._pins[sock] = pin
+        return sock, monitor
+
+    def _ctl_link(self, endpoint: str) -> tuple[zmq.Socket, zmq.Socket]:
+        """A control link to the core at ``endpoint``, and its monitor."""
+        sock, monitor = self._dealer(endpoint)
+        assert monitor is not None      # asked for ipclink.EVENTS
+        return sock, monitor
+
+    def _close_link(self, sock: zmq.Socket, monitor: zmq.Socket | None) -> None:
+        """Close a link's socket, its monitor and the directory its connection went through."""
+        if monitor is not None and not sock.closed:
+            try:
+                sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            monitor.close(0)
+        sock.close(0)
+        pin = self._pins.pop(sock, None)
+        if pin is not None:
+            pin.close()
+
+    def _relink_ctl(self, index: int, now: float) -> bool:
+        """A new control link to core ``index`` in place of its dead one (over ipc a link connects
+        once: nothing listened then, or the core's connection closed), its directory checked again.
+        False (tried again later, after a doubling pause) when it cannot be made."""
+        pause = self._ctl_pause[index]
+        self._ctl_again[index], self._ctl_pause[index] = now + pause, min(pause * 2, RELINK_MOST_S)
+        core = self.cores[index]
+        try:
+            sock, monitor = self._ctl_link(core.endpoint)
+        except errors.VdspError as exc:
+            self.engine.warn.warn(("relink", index), "%s: cannot connect to %s again: %s", core.name, core.endpoint,
+                                  exc.message)
+            return False
+        self._close_link(self.ctl[index], self.ctl_monitors[index])
+        self.ctl[index], self.ctl_monitors[index] = sock, monitor
+        self.ctl_state[index] = ipclink.LinkState(True)
+        self._find_quiet()
+        self._rebuild_poll()
+        return True
+
+    def _ctl_heard(self, index: int, frames: list, now: float) -> None:
+        """A monitor event of core ``index``'s control link. Its connection closed: the core's
+        process exited (``RelayEngine.ctl_lost``); over ipc a new link first, which the HELLO
+        said then goes out on once the core listens again."""
+        event = ipclink.decode(frames)
+        self.ctl_state[index].heard(event)
+        if event == zmq.EVENT_CONNECTED:
+            self._ctl_pause[index] = RELINK_FIRST_S
+        elif event == zmq.EVENT_DISCONNECTED:
+            if self.ctl_state[index].dead:
+                self._relink_ctl(index, now)
+            self.engine.ctl_lost(index, now)
+
+    def _links_again(self, now: float) -> None:
+        """On each tick: dead ipc control links are made again when due (HELLO on each new one); a
+        firmware link whose one connection attempt failed has its tasks failed and is opened
+        afresh (``RelayEngine.fw_link_stuck``). A firmware link whose connection closed is the
+        core's to report (its firmware exited); a task sent there meanwhile finds no pipe, which
+        ``flush`` takes for a stuck link."""
+        for index, state in enumerate(self.ctl_state):
+            if state.dead and now >= self._ctl_again[index] and self._relink_ctl(index, now):
+                self.engine.ctl_relinked(index)
+        for index, fw in enumerate(self.fw_state):
+            monitor = self.fw_monitors[index]
+            while fw is not None and monitor is not None:
+                try:
+                    fw.heard(ipclink.decode(monitor.recv_multipart(_NOBLOCK)))
+                except zmq.Again:
+                    break
+            if fw is not None and fw.dead == "failed":
+                self.engine.fw_link_stuck(index, now)
+        self.flush()
+
+    def _open_fw(self, index: int, endpoint: str) -> None:
+        state = ipclink.LinkState(ipclink.is_ipc(endpoint))
+        try:
+            sock, monitor = self._dealer(endpoint, self.engine.cores[index].fw_key, ipclink.EVENTS if state.once else 0)
+        except errors.VdspError as exc:     # its directory is gone or refused: failed, tried again at a tick
+            log.warning("%s: cannot connect to its firmware at %s: %s", self.cores[index].name, endpoint, exc.message)
+            state.failed = True
+            self.fw_state[index] = state
+            return
+        self.fw[index], self.fw_monitors[index], self.fw_state[index] = sock, monitor, state
 
     # --- the engine's outputs ---------------------------------------------------------------
     def flush(self) -> None:
@@ -143,6 +256,8 @@ class RelayServer:
                 # a send takes in the socket's pending commands: a message announced by one
                 # no longer wakes the control link's fd, so the quiet sockets are looked at
                 self._quiet_due = True
+                if self.ctl_state[where].dead:      # HELLO is said on the new link that replaces it
+                    continue
                 try:
                     self.ctl[where].send_multipart(data, _NOBLOCK)
                 except zmq.Again:
@@ -150,7 +265,7 @@ class RelayServer:
             elif kind == OPEN_FW:
                 stuck.discard(where)
                 self._close_fw(where)
-                self.fw[where] = self._dealer(data, self.engine.cores[where].fw_key)
+                self._open_fw(where, data)
                 self._rebuild_poll()
             elif kind == CLOSE_FW:
                 stuck.discard(where)
@@ -171,9 +286,10 @@ class RelayServer:
             self.engine.warn.warn(("gone", identity), "client %s unreachable (%s)", identity.hex(), exc.strerror)
 
     def _close_fw(self, index: int) -> None:
-        sock, self.fw[index] = self.fw[index], None
+        sock, monitor, self.fw[index], self.fw_monitors[index] = self.fw[index], self.fw_monitors[index], None, None
+        self.fw_state[index] = None
         if sock is not None:
-            sock.close(0)
+            self._close_link(sock, monitor)
             self._rebuild_poll()
 
     # --- the loop -------------------------------------------------------------------------
@@ -193,6 +309,7 @@ class RelayServer:
                 engine.client_disconnected(now)
             if now >= next_tick:
                 engine.tick(now)
+                self._links_again(now)
                 next_tick = now + TICK_MS / 1000
                 self._quiet_due = True      # and every tick, whatever their fds said
             if self._quiet_due:
@@ -230,10 +347,8 @@ class RelayServer:
         return drain
 
     def _drain_monitor(self, index: int, sock: zmq.Socket):
-        engine = self.engine
-
         def drain() -> None:
-            self._drain(sock, lambda f: engine.ctl_lost(index, time.monotonic()), each=True)
+            self._drain(sock, lambda f: self._ctl_heard(index, f, time.monotonic()), each=True)
         return drain
 
     def _drain_fw(self, index: int, sock: zmq.Socket):
@@ -314,9 +429,7 @@ class RelayServer:
         self.flush()
         for index in range(len(self.cores)):
             self._close_fw(index)
-            self.ctl[index].disable_monitor()
-            self.ctl_monitors[index].close(0)
-            self.ctl[index].close(0)
+            self._close_link(self.ctl[index], self.ctl_monitors[index])
         self.admission.stop()
         self.front.close(0)
         self.hellos.close()

@@ -92,6 +92,15 @@ def as_other_user(code: str, *args: str) -> str:
     return done.stdout
 
 
+def other_user_process(code: str, *args: str) -> subprocess.Popen:
+    """Start Python ``code`` as another user (as :func:`as_other_user`), its stdin and stdout
+    pipes of text lines kept open for a conversation; the caller ends it. Skips the calling
+    test (fails under VDSP_TEST_STRICT) where there is no other user."""
+    require(otheruser.unavailable())
+    return subprocess.Popen([sys.executable, "-c", _AS_OTHER, code, *args], cwd="/", stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
 @contextlib.contextmanager
 def other_users_dir(plant: str = "") -> Iterator[Path]:
     """A fresh 0700 directory of another user under /tmp, in which that user ran ``plant`` (Python,

@@ -151,3 +151,50 @@ def test_a_connection_with_a_whole_handshake_is_kept_while_a_yes_is_in_flight(mo
     ledger.settle()
     assert ledger.in_flight() == 0
     assert Admission._unauthenticated(0, mod.HANDSHAKE_MIN)
+
+
+def test_when_full_a_connection_of_another_process_takes_the_place_of_the_newest_of_the_one_holding_most(
+        tmp_path):
+    """Issue 40, point 7: one process holding every place (a HELLO flood) kept every other client
+    out; now a process holding fewer takes the place of the newest connection of the one holding
+    the most, and that one's next connection is refused (it would still hold the most)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    ctx = zmq.Context()
+    server = ctx.socket(zmq.ROUTER)
+    admission = Admission(server, "test", max_frame=1 << 20, max_connections=3)
+    endpoint = f"ipc://{tmp_path}/s.sock"
+    server.bind(endpoint)
+    ours = []
+    other = None
+    try:
+        for _ in range(3):
+            sock = socket.socket(socket.AF_UNIX)
+            sock.connect(endpoint[6:])
+            ours.append(sock)
+        assert wait_until(lambda: admission.counts() == (0, 3), 5), admission.counts()
+        other = subprocess.Popen([sys.executable, "-c", "import socket, sys; s = socket.socket(socket.AF_UNIX); "
+                                  "s.connect(sys.argv[1]); print('up', flush=True); sys.stdin.read()", endpoint[6:]],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert other.stdout.readline().strip() == "up"
+        assert wait_until(lambda: admission.displaced == 1, 5)
+        assert dict(admission.held) == {("process", os.getpid()): 2, ("process", other.pid): 1}
+        ours[2].settimeout(30)
+        while ours[2].recv(4096):           # our newest was shut down: its stream ends (after ZMTP's greeting)
+            pass
+        late = socket.socket(socket.AF_UNIX)
+        late.connect(endpoint[6:])
+        ours.append(late)
+        assert wait_until(lambda: admission.refused == 1, 5)     # ours would still hold the most: refused
+        assert dict(admission.held) == {("process", os.getpid()): 2, ("process", other.pid): 1}
+    finally:
+        if other is not None:
+            other.stdin.close()
+            other.wait(timeout=30)
+        for sock in ours:
+            sock.close()
+        admission.stop()
+        server.close(0)
+        ctx.term()

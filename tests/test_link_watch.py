@@ -20,7 +20,7 @@ def _event(event: int, value: int = 0) -> list:
 
 
 def test_a_tcp_connection_closed_in_its_handshake_is_no_server_gone():
-    watch = Watch(True, tcp=True)
+    watch = Watch(True, "tcp://127.0.0.1:5555")
     watch.heard(_event(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL))
     watch.heard(_event(zmq.EVENT_DISCONNECTED))
     assert not watch.take_gone()
@@ -33,7 +33,7 @@ def test_a_tcp_connection_closed_in_its_handshake_is_no_server_gone():
 
 
 def test_an_ipc_connection_that_closes_is_its_server_gone():
-    watch = Watch(True, tcp=False)
+    watch = Watch(True, "ipc:///tmp/x/relay.sock")
     watch.heard(_event(zmq.EVENT_DISCONNECTED))
     assert watch.take_gone()
 
@@ -41,7 +41,7 @@ def test_an_ipc_connection_that_closes_is_its_server_gone():
 def test_failed_handshakes_are_a_refusal_only_when_none_succeeds_for_a_while(monkeypatch):
     now = [100.0]
     monkeypatch.setattr(channel.time, "monotonic", lambda: now[0])
-    watch = Watch(True, tcp=True)
+    watch = Watch(True, "tcp://127.0.0.1:5555")
     for _ in range(channel.HANDSHAKE_FAILURES * 3):     # a burst of closed handshakes, in moments
         watch.heard(_event(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL))
         now[0] += 0.05

@@ -28,6 +28,7 @@ import pytest
 from arm_side import CORE_0, CORE_1, Soc, opids
 from tests.live import LiveSoc
 from vdsp_board import curve, ddr, rundir
+from vdsp_board.admission import MAX_CONNECTIONS
 
 pytestmark = [
     pytest.mark.live,
@@ -168,6 +169,32 @@ def test_a_soc_opens_during_a_sustained_hello_flood_from_another_process(soc, mo
     conns = 300 * len(servers)      # a flood all along the opens: each connection claimed again at least twice,
     assert got["sent"] >= 3 * conns and got["busy"] >= conns, got   # and the servers turned away as many
     assert max(took) < OPEN_WITHIN_S
+
+
+def test_a_soc_opens_beside_a_flood_that_holds_every_connection_the_relay_takes(soc):
+    """Issue 40, point 7: beside a same-user process flooding HELLO claims (without lock_fd) on
+    ~1,000 connections, 1 of 10 opens failed HB_DSP_RELAY_UNAVAILABLE "no relay answers at
+    ipc://…/relay.sock" while the relay was alive. A listening socket takes at most
+    MAX_CONNECTIONS (1,024) connections, and every further one was shut down at once: the flood
+    with the SoC's other connections reached that, and the new client's connection (and each
+    made again) was cut until its connect timeout. Now the connection of a peer holding fewer
+    connections takes the place of the newest of the peer holding the most (vdsp_board.admission):
+    an open during such a flood is slow at worst, never refused as unreachable."""
+    flood = Flood(targets(soc, "relay"), MAX_CONNECTIONS, ddr.current_owner().id, "flood")
+    took = []
+    try:
+        for _ in range(10):     # each opens, and runs a task with its buffer (slow beside a CPU hog: no limit)
+            t0 = time.monotonic()
+            with Soc(mode="relay", autostart_relay=False) as client:
+                buf = client.mem.alloc(64)
+                assert client.call(opids.FILL, outputs=[buf], params={"value": 7}, timeout_ms=120000) == {"bytes": 64}
+            took.append(time.monotonic() - t0)
+        got = flood.result()
+    finally:
+        flood.close()
+    print(f"opened and ran in {', '.join(f'{t:.2f}' for t in took)} s beside {MAX_CONNECTIONS} flooding "
+          f"connections: {got}")
+    assert len(took) == 10
 
 
 def test_over_tcp_a_soc_opens_during_a_hello_flood_from_another_key():

@@ -93,7 +93,9 @@ def test_a_task_that_reaches_the_restarted_relay_before_the_sdk_heard_of_the_kil
     own, and tasks sent before the SDK's reader had heard of the close reached the new relay,
     which had no HELLO from that connection: they failed HB_DSP_FOREIGN_HANDLE ("memory ... not
     granted") as if the caller had used another owner's memory. They must fail as the relay's
-    loss (HB_DSP_RELAY_UNAVAILABLE), and the next task must say HELLO again and run."""
+    loss (HB_DSP_RELAY_UNAVAILABLE), and the next task must say HELLO again and run. (Over ipc
+    the SDK's link is no longer connected again by ZeroMQ (issue 40, vdsp_board.ipclink): such a
+    task now finds the link closed at once; over tcp the HELLO check below still applies.)"""
     rt = up_soc
     with Soc(connect_timeout_s=10) as soc:
         buf = soc.mem.alloc(4096)
@@ -106,7 +108,7 @@ def test_a_task_that_reaches_the_restarted_relay_before_the_sdk_heard_of_the_kil
         assert wait_until(lambda: run(VDSP + ["status", "--json"], rt).returncode == 0, 30), "the new relay is silent"
         with pytest.raises(errors.RelayUnavailable) as exc:
             soc.rpc(opids.FILL, outputs=[buf], params={"value": 5}, core=CORE_0).wait(20000)
-        assert "HELLO" in exc.value.message, exc.value.message
+        assert "HELLO" in exc.value.message or "closed the connection" in exc.value.message, exc.value.message
         del links.tick                     # the reader's own again
         soc.rpc(opids.FILL, outputs=[buf], params={"value": 7}, core=CORE_0).wait(20000)
         assert (buf.array() == 7).all()

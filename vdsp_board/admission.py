@@ -21,7 +21,13 @@ no descriptor). It keeps
   (``HANDSHAKE_RECV_MAX``) without authenticating is cut at once. Looked at as connections
   are accepted and every ``SWEEP_S`` while any is pending. Cut: its socket is shut down;
   ZeroMQ sees the end of the stream, closes it and frees what it held;
-- at most ``max_connections`` connections in all: a further one is shut down at once;
+- at most ``max_connections`` connections in all. When all are taken, a new connection of a
+  peer (over ipc the process that opened it, as the kernel says: ``SO_PEERCRED``; over tcp the
+  address it comes from) that would still hold fewer than the peer holding the most takes the
+  place of that peer's newest connection that cannot have authenticated (shut down); any other
+  is shut down at once, unless it may itself have authenticated (kept). So one process of the
+  SoC's own user holding every place (a HELLO flood on ~1,000 connections) does not keep
+  another client out (issue 40);
 - handshakes that last at most ``HANDSHAKE_IVL_MS`` (``ZMQ_HANDSHAKE_IVL``; ZeroMQ closes
   slower ones).
 
@@ -47,6 +53,7 @@ buffers. See PROTOCOL.md §3.4.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import socket
 import struct
@@ -55,6 +62,7 @@ import time
 
 import zmq
 
+from vdsp_board import peercred
 from vdsp_board.log import RateLimited
 from vdsp_board.peerproof import Accepted
 
@@ -154,7 +162,8 @@ class Admission:
         self.max_pending = max_pending if max_pending is not None else max_pending_for(max_frame)
         self.max_connections = max_connections
         self.conns: dict[int, _Conn] = {}        # fd -> connection, in order of arrival
-        self.evicted = self.refused = 0          # counters, for tests and the log
+        self.held: collections.Counter[tuple] = collections.Counter()     # peer -> its connections in conns
+        self.evicted = self.refused = self.displaced = 0          # counters, for tests and the log
         self.closes = 0                          # connections closed so far (read by the owner's loop)
         self.looked_at = -1                      # the ledger's yeses at this admission's last full look
         self.whole = 0                           # then: connections with a whole handshake, not authenticated
@@ -227,18 +236,19 @@ class Admission:
 
     def _on_event(self, event: int, fd: int, endpoint: str) -> None:
         if event == zmq.EVENT_ACCEPTED:
-            if self.accepted is not None and endpoint.startswith("ipc://"):
-                self._record(fd, endpoint)
-            self.conns.pop(fd, None)        # a descriptor number reused: a new connection
-            if len(self.conns) >= self.max_connections and self._may_cut(fd, endpoint):
+            peer = self._peer(fd, endpoint)
+            self._drop(fd)        # a descriptor number reused: a new connection
+            if (len(self.conns) >= self.max_connections and not self._make_room(peer)
+                    and self._may_cut(fd, endpoint)):
                 self.refused += 1
                 self.warn.warn("full", "%s: %d connections (the limit): refused a new one", self.name,
                                self.max_connections)
                 _cut(fd, endpoint)
                 return
-            self.conns[fd] = _Conn(endpoint, time.monotonic())
+            self.conns[fd] = _Conn(endpoint, time.monotonic(), peer)
+            self.held[peer] += 1
         elif event & _GONE:
-            self.conns.pop(fd, None)
+            self._drop(fd)
             if self.accepted is not None:
                 self.accepted.forget(fd)
             if event & zmq.EVENT_DISCONNECTED:
@@ -259,16 +269,49 @@ class Admission:
         and cannot before ``_VERDICTS`` is let go (short of a whole handshake, or no yes in flight)."""
         return sent < AUTH_SENT_MIN and (received < HANDSHAKE_MIN or _LEDGER.in_flight() == 0)
 
-    def _record(self, fd: int, endpoint: str) -> None:
-        """Who opened the ipc connection ``fd``, read now, as it is accepted (peerproof.Accepted)."""
-        assert self.accepted is not None
+    def _peer(self, fd: int, endpoint: str) -> tuple:
+        """Whose connection ``fd``, just accepted, is: the process that opened it (ipc; recorded for
+        the owner proofs, ``peerproof.Accepted``), else the address it comes from."""
         sock = _ours(fd, endpoint)
         if sock is None:
-            return
+            return ("fd", fd)
         try:
-            self.accepted.record(sock)
+            if endpoint.startswith("ipc://"):
+                if self.accepted is not None:
+                    self.accepted.record(sock)
+                return ("process", peercred.peer_cred(sock)[0])
+            return ("address", sock.getpeername()[0])
+        except OSError:
+            return ("fd", fd)
         finally:
             sock.detach()
+
+    def _make_room(self, peer: tuple) -> bool:
+        """Every place is taken: if ``peer`` would hold fewer connections than the peer holding
+        the most even with this one, that peer's newest connection that may be cut (``_may_cut``)
+        is shut down for it (True)."""
+        most, count = self.held.most_common(1)[0]
+        if self.held[peer] + 1 >= count:
+            return False
+        victim = next((fd for fd in reversed(self.conns) if self.conns[fd].peer == most
+                       and self._may_cut(fd, self.conns[fd].endpoint)), None)
+        if victim is None:
+            return False
+        endpoint = self.conns[victim].endpoint
+        self._drop(victim)
+        self.displaced += 1
+        self.warn.warn("displaced", "%s: %d connections (the limit): closed the newest of the %d of %s for a "
+                       "connection of another", self.name, self.max_connections, count, most)
+        _cut(victim, endpoint)
+        return True
+
+    def _drop(self, fd: int) -> _Conn | None:
+        conn = self.conns.pop(fd, None)
+        if conn is not None:
+            self.held[conn.peer] -= 1
+            if not self.held[conn.peer]:
+                del self.held[conn.peer]
+        return conn
 
     def _sweep(self, now: float, drained: bool) -> None:
         """Judge the tcp connections not authenticated yet from the kernel's counters (under
@@ -306,17 +349,18 @@ class Admission:
             self._evict(fd, "%d handshakes in progress (the limit)" % self.max_pending)
 
     def _evict(self, fd: int, why: str) -> None:
-        conn = self.conns.pop(fd)
+        conn = self._drop(fd)
+        assert conn is not None
         self.evicted += 1
         self.warn.warn("evict", "%s: closed a tcp connection that had not authenticated: %s", self.name, why)
         _cut(fd, conn.endpoint)
 
 
 class _Conn:
-    __slots__ = ("endpoint", "pending", "since")
+    __slots__ = ("endpoint", "pending", "since", "peer")
 
-    def __init__(self, endpoint: str, since: float) -> None:
-        self.endpoint = endpoint
+    def __init__(self, endpoint: str, since: float, peer: tuple) -> None:
+        self.endpoint, self.peer = endpoint, peer
         self.since = since                              # when its ACCEPTED event was taken (monotonic)
         self.pending = endpoint.startswith("tcp://")    # ipc peers are the SoC's own user: nothing to prove
 

@@ -39,7 +39,7 @@ import msgpack
 
 from protocol import errors, header, opids
 from protocol.constants import MAX_HANDLES, Command
-from vdsp_board import clihelp, rundir
+from vdsp_board import clihelp, ipclink, rundir
 
 _FORMATS = ("Y", "U8", "U16", "S16", "S32", "F32", "RGB", "BGR", "YUV444", "NV12", "NV12_SEPARATE")
 _DTYPES = ("S8", "U8", "S16", "U16", "S32", "U32", "S64", "U64", "F32", "F64", "S4", "U4", "F16")
@@ -482,14 +482,14 @@ def fuzz_soc(rt: Path, messages: int, *, seed: int = 0, batch: int = 2000, progr
         bufs = [soc.mem.alloc(BUFFER_SIZE) for _ in range(6)]
         gen = Generator(seed, table, [Buffer(b.phys_addr, b.size) for b in bufs], _owner_id())
         ctx = zmq.Context()
-        socks = []
+        socks, dirs = [], []
         where = rundir.socket_dir(rt)
         for name in ("relay.sock", "vdsp0.sock", "vdsp1.sock", "vdsp0.fw.sock", "vdsp1.fw.sock"):
             sock = ctx.socket(zmq.DEALER)
             sock.linger = 0
             sock.sndhwm = sock.rcvhwm = 100000
-            sock.connect(f"ipc://{where / name}")
             socks.append(sock)
+            dirs.append(ipclink.connect(sock, f"ipc://{where / name}"))     # once, through the checked directory
         try:
             while report.sent < messages:
                 n = min(batch, messages - report.sent)
@@ -519,6 +519,9 @@ def fuzz_soc(rt: Path, messages: int, *, seed: int = 0, batch: int = 2000, progr
         finally:
             for sock in socks:
                 sock.close(0)
+            for linked in dirs:
+                if linked is not None:
+                    linked.close()
             ctx.term()
         report.rss_after = {n: _rss_kb(p) for n, p in pids.items() if p}
     report.seconds = time.monotonic() - t0

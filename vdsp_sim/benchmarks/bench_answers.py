@@ -83,10 +83,11 @@ def refusals_ms(url: str, op: int, extra: int) -> list[float]:
     import zmq
     from dsp_side.inbox import MAX_WAITING_PER_PEER
     from protocol import messages, opids, wire
+    from vdsp_board import ipclink
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     sock.linger = 0
-    sock.connect(url)
+    linked = ipclink.connect(sock, url)     # ipc: once, through the checked directory
     try:
         sock.send_multipart(wire.encode(messages.task(1, op, inputs=[], outputs=[], params={"ms": LONG_MS})))
         time.sleep(random.uniform(0.1, LONG_MS / 1000 * 0.5))
@@ -106,6 +107,8 @@ def refusals_ms(url: str, op: int, extra: int) -> list[float]:
         return out
     finally:
         sock.close(0)
+        if linked is not None:
+            linked.close()
         ctx.term()
 
 
