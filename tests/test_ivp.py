@@ -16,8 +16,12 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from arm_side.pointcloud import synthetic
+from arm_side.pointcloud.params import preset
 from protocol import errors, schema
 from dsp_side import ckernel, fw_image, signing
+from dsp_side.operators import pointcloud
+from vdsp_sim import pointcloud_inprocess as inprocess
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "tests" / "ivp" / "ivp_driver.c"
@@ -138,24 +142,52 @@ def test_an_offset_beyond_the_window_or_misaligned_aborts_naming_the_intrinsic(d
     assert f"vdsp: {name}: {what}" in done.stderr.decode()
 
 
-def test_a_kernels_gather_beyond_the_window_fails_its_task_naming_kernel_and_intrinsic(tmp_path):
-    key = Ed25519PrivateKey.generate()
-    fw_image.build(WINDOW_TREE, tmp_path / "img", key=key)
-    _, registry = fw_image.load(tmp_path / "img", tmp_path / "work", signing.Trust({signing.public_raw(key): "t"}))
-    ctx = types.SimpleNamespace(core="vdsp1", msg_id=1, watchdog_ms=30000, state=None,
-                                log=logging.getLogger("vdsp.op.vdsp1"))
-    registry.init_all(ctx)
-    spec = registry.get(0x1440)       # buffers are bytes, as the firmware passes shared memory
-    data = np.arange(16384, dtype=np.float32)
+CTX = types.SimpleNamespace(core="vdsp1", msg_id=1, watchdog_ms=30000, state=None, log=logging.getLogger("vdsp.op.vdsp1"))
+
+
+@pytest.fixture(scope="module")
+def ivp_image(tmp_path_factory):
+    """The registry of tests/firmware_src/ivp built into a signed image and loaded, as the firmware does."""
+    tmp, key = tmp_path_factory.mktemp("ivp-img"), Ed25519PrivateKey.generate()
+    fw_image.build(WINDOW_TREE, tmp / "img", key=key)
+    _, registry = fw_image.load(tmp / "img", tmp / "work", signing.Trust({signing.public_raw(key): "t"}))
+    registry.init_all(CTX)
+    return registry
+
+
+def _call(registry, op_id: int, inputs: list, outputs: list, **params):
+    spec = registry.get(op_id)
+    return spec.fn(CTX, inputs, outputs, **schema.validate(spec.name, spec.params, params))
+
+
+def test_a_kernels_gather_beyond_the_window_fails_its_task_naming_kernel_and_intrinsic(ivp_image):
+    data = np.arange(16384, dtype=np.float32)   # buffers are bytes, as the firmware passes shared memory
     out = np.zeros(16, np.float32)
-    spec.fn(ctx, [data.view(np.uint8)], [out.view(np.uint8)], **schema.validate(spec.name, spec.params, {"offset": 65532}))
+    _call(ivp_image, 0x1440, [data.view(np.uint8)], [out.view(np.uint8)], offset=65532)
     assert (out == data[-1]).all()
     with pytest.raises(errors.OperatorFailed) as exc:
-        spec.fn(ctx, [data.view(np.uint8)], [out.view(np.uint8)],
-                **schema.validate(spec.name, spec.params, {"offset": 65536}))
+        _call(ivp_image, 0x1440, [data.view(np.uint8)], [out.view(np.uint8)], offset=65536)
     assert exc.value.code == -6000270
     assert ("kernel ivp_window_kernel: IVP_GATHERAN_2XF32: lane 0: byte offset 65536 (4 bytes) is beyond the "
             "65536-byte gather/scatter window of its base") in exc.value.message
+
+
+# --- a kernel of the project's own: pillar stage 2, layout cpm ---------------------------------
+@pytest.mark.parametrize("name, points", [("pointpillars", 20000), ("centerpoint", 20000), ("pointpillars", 0),
+                                          ("pointpillars", 200000)])
+def test_the_ivp_cpm_transpose_kernel_is_bit_exact_with_the_operator(ivp_image, monkeypatch, name, points):
+    """The stock synthetic cloud (and an empty and a dense one) through the DSP path in-process,
+    stage 2 once by the Python/numba operator and once by the IVP C kernel (pillar_cpm.c)."""
+    p = preset(name, layout="cpm")
+    pts = synthetic.generate(points, p.dim, seed=3)
+    coords, want = inprocess.run(pts, p)
+    monkeypatch.setattr(pointcloud, "transpose",
+                        lambda ctx, ins, outs, **params: _call(ivp_image, 0x0601, ins, outs, **params))
+    got_coords, got = inprocess.run(pts, p)
+    assert (got_coords == coords).all()
+    assert got.tobytes() == want.tobytes()
+    if points:
+        assert np.count_nonzero(want) > 10000
 
 
 # --- arithmetic ---------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
-"""A C++ kernel of IVP intrinsics that gathers at an offset it is given, for tests/test_ivp.py:
-inside the 64 kB window it runs, beyond it the task fails naming the intrinsic."""
+"""IVP kernels for tests/test_ivp.py: a C++ kernel that gathers at an offset it is given (inside
+the 64 kB window it runs, beyond it the task fails naming the intrinsic), and stage 2 of the
+pillar preprocessing, layout cpm, in C (pillar_cpm.c), bound to the stock operator's entry."""
+from protocol.contract import pointcloud_ops
 from protocol.contract.operator import OperatorEntry
 from dsp_side import ckernel
 
@@ -12,3 +14,4 @@ WINDOW = OperatorEntry.declare(0x1440, "ivp_window", {
 
 def register(registry):
     ckernel.bind(registry, WINDOW, "ivp_window_kernel", __file__)
+    ckernel.bind(registry, pointcloud_ops.TRANSPOSE, "pillar_cpm_kernel", __file__)
