@@ -103,7 +103,7 @@ def test_gatheranx8s_d2nx8_l_puts_the_bytes_in_the_low_half(driver):
     mem = RNG.integers(-128, 128, 65536).astype(np.int8)
     offsets = RNG.integers(0, 65536, 32).astype(np.uint16)
     offsets[0] = 65535
-    got = np.frombuffer(driver("gather8_l", mem, offsets), np.int8)
+    got = np.frombuffer(driver("gather8", mem, np.zeros(64, np.int8), offsets)[:64], np.int8)
     assert (got[:32] == mem[offsets]).all() and (got[32:] == 0).all()
 
 
@@ -111,7 +111,7 @@ def test_gatherd2nx8_h_fills_the_high_half_and_keeps_the_low(driver):
     mem = RNG.integers(-128, 128, 65536).astype(np.int8)
     v = RNG.integers(-128, 128, 64).astype(np.int8)
     offsets = RNG.integers(0, 65536, 32).astype(np.uint16)
-    got = np.frombuffer(driver("gather8_h", mem, v, offsets), np.int8)
+    got = np.frombuffer(driver("gather8", mem, v, offsets)[64:], np.int8)
     assert (got[:32] == v[:32]).all() and (got[32:] == mem[offsets]).all()
 
 

@@ -39,21 +39,16 @@ int main(int argc, char **argv) {
     xb_gsr g = IVP_GATHERAN_2XF32((float32_t const *)mem, off);
     xb_vecN_2xf32 v = IVP_GATHERDN_2XF32(g);
     give(v.s, 64);
-  } else if (!strcmp(op, "gather8_l")) { /* mem, 32 u16 offsets -> 64 bytes */
-    xb_vecNx16U off;
-    take(mem, WINDOW);
-    take(off.s, 64);
-    xb_gsr g = IVP_GATHERANX8S((int8_t const *)mem, off);
-    xb_vec2Nx8 v = IVP_GATHERD2NX8_L(g);
-    give(v.s, 64);
-  } else if (!strcmp(op, "gather8_h")) { /* mem, a vector, 32 u16 offsets -> 64 bytes */
+  } else if (!strcmp(op, "gather8")) { /* mem, a vector, 32 u16 offsets -> _L of the gather, _H into the vector */
     xb_vecNx16U off;
     xb_vec2Nx8 v;
     take(mem, WINDOW);
     take(v.s, 64);
     take(off.s, 64);
     xb_gsr g = IVP_GATHERANX8S((int8_t const *)mem, off);
+    xb_vec2Nx8 low = IVP_GATHERD2NX8_L(g);
     IVP_GATHERD2NX8_H(v, g);
+    give(low.s, 64);
     give(v.s, 64);
   } else if (!strcmp(op, "scatter")) { /* mem, 16 i32 values, offsets -> mem */
     xb_vecN_2x32v v;
