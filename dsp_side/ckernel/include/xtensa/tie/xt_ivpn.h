@@ -79,8 +79,14 @@ typedef struct vboolN_2 { uint8_t b[VDSP_IVP_N_2]; } vboolN_2;
 /* A gather register: a gather's elements between its address phase (IVP_GATHERA*) and its data
  * phase (IVP_GATHERD*): 16 words (32-bit gathers) or 32 sign-extended bytes (IVP_GATHERANX8S). */
 typedef struct xb_gsr { union { uint32_t w[VDSP_IVP_N_2]; int16_t h[VDSP_IVP_N]; } u; } xb_gsr;
-/* An alignment register of the aligning stores: bytes stored but not yet written, and where. */
-typedef struct valign { uint8_t bytes[VDSP_IVP_2N]; uint8_t *at; uint32_t count; } valign;
+/* An alignment register of the aligning stores: bytes stored but not yet written, and where.
+ * A kernel may set one up and not use it (the J5 sample's gen_feature_kernel does): no warning. */
+#if defined(__GNUC__)
+#define VDSP_IVP_MAY_BE_UNUSED __attribute__((unused))
+#else
+#define VDSP_IVP_MAY_BE_UNUSED
+#endif
+typedef struct VDSP_IVP_MAY_BE_UNUSED valign { uint8_t bytes[VDSP_IVP_2N]; uint8_t *at; uint32_t count; } valign;
 
 #ifdef __cplusplus
 static_assert(sizeof(xb_vecN_2xf32) == 64 && sizeof(xb_vecN_2x32v) == 64 && sizeof(xb_vecN_2x32Uv) == 64 &&
