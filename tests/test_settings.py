@@ -111,7 +111,7 @@ NOT_THE_PACKAGES = {"VDSP_TEST_WORKERS": "test.sh", "VDSP_TEST_STRICT": ".ci/run
                     "VDSP_BUILD_NETWORK": "docker-compose.yml"}
 
 #: the C kernel SDK's macros (docs/dsp_kernels.md names them): C names, not variables
-C_SDK_MACROS = {m for h in (ROOT / "dsp_side" / "ckernel" / "include").glob("*.h")
+C_SDK_MACROS = {m for h in (ROOT / "dsp_side" / "ckernel" / "include").rglob("*.h")
                 for m in re.findall(r"^#define (VDSP_\w+)", h.read_text(), re.M)}
 
 

@@ -12,6 +12,7 @@ Python interpreter of the firmware, which a library opened later cannot arrange.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -27,6 +28,15 @@ WARNINGS = ("-Wall", "-Wextra", "-Werror")
 SANITIZE = ("-fsanitize=undefined", "-fno-sanitize-recover=all", "-g")
 COMPILE_TIMEOUT_S = 300      # one source file; a compiler stuck longer is refused
 MESSAGE_MAX = 8000           # characters of the compiler's message kept in the error
+
+
+# an identifier the compiler does not know, as GCC (C: implicit declaration; C++: not declared)
+# and Clang (undeclared identifier) name it
+_UNDECLARED_IVP = re.compile(r"(?:implicit declaration of function|undeclared identifier)\W+(IVP_\w+)"
+                             r"|\W(IVP_\w+)\W+ was not declared")
+IVP_HOW = ("{name} is not in the vdsp-sim IVP subset (<xtensa/tie/xt_ivpn.h>): add it to "
+           "dsp_side/ckernel/include/xtensa/tie/xt_ivpn.h with its semantics and a test in tests/test_ivp.py "
+           "(docs/dsp_kernels.md, The IVP subset)")
 
 
 class CompileError(Exception):
@@ -52,7 +62,10 @@ def _run(cmd: list[str], where: str) -> None:
     except subprocess.TimeoutExpired as exc:
         raise CompileError(f"{where}: the compiler ran past {COMPILE_TIMEOUT_S} s") from exc
     if out.returncode != 0:
-        raise CompileError(f"{where} does not compile:\n{(out.stderr or out.stdout)[-MESSAGE_MAX:]}")
+        message = (out.stderr or out.stdout)[-MESSAGE_MAX:]
+        names = dict.fromkeys(a or b for a, b in _UNDECLARED_IVP.findall(message))
+        hints = "".join("\n" + IVP_HOW.format(name=name) for name in names)
+        raise CompileError(f"{where} does not compile:\n{message}{hints}")
 
 
 def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool = False) -> bytes:

@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -213,6 +214,22 @@ void vdsp_idma_wait(vdsp_dma_t id) {
 
 void vdsp_idma_wait_all(void) {
   if (rt.issued > rt.done) perform_until(rt.issued);
+}
+
+/* --- IVP intrinsics (xtensa/tie/xt_ivpn.h) ------------------------------------------------ */
+/* An intrinsic used against its rules (a gather/scatter offset beyond its 64 kB window, ...):
+ * a trap of the running task naming kernel and intrinsic; outside a task (a test program of
+ * the header) a message on stderr and abort(). */
+void vdsp_ivp_fault(char const *intrinsic, char const *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+void vdsp_ivp_fault(char const *intrinsic, char const *fmt, ...) {
+  char what[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  if (rt.task) trap(VDSP_RT_BAD_CALL, "kernel %s: %s: %s", kernel_name(), intrinsic, what);
+  fprintf(stderr, "vdsp: %s: %s\n", intrinsic, what);
+  abort();
 }
 
 /* --- logging -------------------------------------------------------------------------------- */

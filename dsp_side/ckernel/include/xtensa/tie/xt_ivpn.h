@@ -1,0 +1,331 @@
+/*
+ * <xtensa/tie/xt_ivpn.h>: vdsp-sim's open subset of the Vision P6 IVP vector intrinsics, at the
+ * include path of the Xtensa tools, for C kernels compiled for the host (docs/dsp_kernels.md,
+ * "The IVP subset"). Written for vdsp-sim from the names and the behaviour the J5 DSP sample's
+ * kernels rely on; not Cadence's header.
+ *
+ * Invariants:
+ * - a vector is a plain struct of lanes, lane 0 first; its bytes are the lanes' bytes in memory
+ *   order (little-endian, as the board's Xtensa core), sizeof is 64 bytes (512 bits) for every
+ *   vector type, so `*(xb_vecN_2xf32 const *)p` loads 16 floats at p as on the board;
+ * - every intrinsic is a static inline function or a macro over one; it reads and writes only
+ *   its operands and the memory its semantics (the comment above it) names;
+ * - gather/scatter take BYTE offsets from a base; every lane's element must lie inside the
+ *   VDSP_IVP_WINDOW_BYTES (64 kB) window that starts at the base and be aligned to the
+ *   element's size: otherwise vdsp_ivp_fault (the kernel runtime, src/vdsp_rt.c) ends the task
+ *   with HB_DSP_OPERATOR_FAILED and a message naming the intrinsic, lane and offset (outside a
+ *   task: a message on stderr and abort()). Programs that gather or scatter link vdsp_rt.c.
+ * - a scalar where an intrinsic takes a vector is broadcast to every lane (C++: the vector types'
+ *   converting constructors, so `(xb_vecN_2xf32)x` works as with the Xtensa compiler; C11:
+ *   _Generic in the intrinsic's macro; C99: vectors only);
+ * - an IVP_ name of the ISA that is not in the subset is a compile error naming it (the end of
+ *   this file); one the header does not know is an undeclared identifier, which `vdsp firmware
+ *   build` reports with how to add it.
+ */
+#ifndef VDSP_XT_IVPN_H_
+#define VDSP_XT_IVPN_H_
+
+#include <stdint.h>
+#include <string.h>
+
+/* --- the core's configuration (Vision P6, as J5's DSP) ------------------------------------ */
+#define XCHAL_HAVE_VISION 1
+#define XCHAL_VISION_TYPE 6             /* Vision P6 */
+#define XCHAL_IVPN_SIMD_WIDTH 32        /* N: 16-bit lanes in a 512-bit vector */
+#define XCHAL_VISION_SIMD16 XCHAL_IVPN_SIMD_WIDTH
+#define XCHAL_HAVE_VISION_SP_VFPU 1     /* single-precision vector floating point */
+#define VDSP_IVP_N XCHAL_IVPN_SIMD_WIDTH          /* 32 lanes of 16 bits */
+#define VDSP_IVP_N_2 (XCHAL_IVPN_SIMD_WIDTH / 2)  /* 16 lanes of 32 bits */
+#define VDSP_IVP_2N (XCHAL_IVPN_SIMD_WIDTH * 2)   /* 64 lanes of 8 bits */
+#define VDSP_IVP_WINDOW_BYTES 65536u              /* gather/scatter reach from their base */
+
+typedef float float32_t;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Reports an intrinsic used against its rules (the runtime: a trap of the running task, or
+ * stderr and abort() outside a task). Never returns. */
+void vdsp_ivp_fault(char const *intrinsic, char const *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((noreturn, format(printf, 2, 3)))
+#endif
+    ;
+#ifdef __cplusplus
+}
+#define VDSP_IVP_VEC_CTORS(T, E, L)                               \
+  T() = default;                                                  \
+  T(E x) { for (int i = 0; i < (L); i++) s[i] = x; }
+#else
+#define VDSP_IVP_VEC_CTORS(T, E, L)
+#endif
+
+/* --- vector types --------------------------------------------------------------------------- */
+typedef struct xb_vecN_2xf32 { float s[VDSP_IVP_N_2]; VDSP_IVP_VEC_CTORS(xb_vecN_2xf32, float, VDSP_IVP_N_2) } xb_vecN_2xf32;
+typedef struct xb_vecN_2x32v { int32_t s[VDSP_IVP_N_2]; VDSP_IVP_VEC_CTORS(xb_vecN_2x32v, int32_t, VDSP_IVP_N_2) } xb_vecN_2x32v;
+typedef struct xb_vecN_2x32Uv {
+  uint32_t s[VDSP_IVP_N_2];
+  VDSP_IVP_VEC_CTORS(xb_vecN_2x32Uv, uint32_t, VDSP_IVP_N_2)
+#ifdef __cplusplus
+  /* signed and unsigned 32-bit vectors convert into each other, bits unchanged */
+  xb_vecN_2x32Uv(xb_vecN_2x32v const &v) { memcpy(s, v.s, sizeof s); }
+  operator xb_vecN_2x32v() const { xb_vecN_2x32v v; memcpy(v.s, s, sizeof s); return v; }
+#endif
+} xb_vecN_2x32Uv;
+typedef struct xb_vec2Nx8 { int8_t s[VDSP_IVP_2N]; VDSP_IVP_VEC_CTORS(xb_vec2Nx8, int8_t, VDSP_IVP_2N) } xb_vec2Nx8;
+typedef struct xb_vecNx16U { uint16_t s[VDSP_IVP_N]; VDSP_IVP_VEC_CTORS(xb_vecNx16U, uint16_t, VDSP_IVP_N) } xb_vecNx16U;
+/* 16 lane predicates: 1 true, 0 false */
+typedef struct vboolN_2 { uint8_t b[VDSP_IVP_N_2]; } vboolN_2;
+/* A gather register: a gather's elements between its address phase (IVP_GATHERA*) and its data
+ * phase (IVP_GATHERD*): 16 words (32-bit gathers) or 32 sign-extended bytes (IVP_GATHERANX8S). */
+typedef struct xb_gsr { union { uint32_t w[VDSP_IVP_N_2]; int16_t h[VDSP_IVP_N]; } u; } xb_gsr;
+/* An alignment register of the aligning stores: bytes stored but not yet written, and where.
+ * A kernel may set one up and not use it (the J5 sample's gen_feature_kernel does): no warning. */
+#if defined(__GNUC__)
+#define VDSP_IVP_MAY_BE_UNUSED __attribute__((unused))
+#else
+#define VDSP_IVP_MAY_BE_UNUSED
+#endif
+typedef struct VDSP_IVP_MAY_BE_UNUSED valign { uint8_t bytes[VDSP_IVP_2N]; uint8_t *at; uint32_t count; } valign;
+
+#ifdef __cplusplus
+static_assert(sizeof(xb_vecN_2xf32) == 64 && sizeof(xb_vecN_2x32v) == 64 && sizeof(xb_vecN_2x32Uv) == 64 &&
+              sizeof(xb_vec2Nx8) == 64 && sizeof(xb_vecNx16U) == 64, "a vector is 512 bits");
+#else
+_Static_assert(sizeof(xb_vecN_2xf32) == 64 && sizeof(xb_vecN_2x32v) == 64 && sizeof(xb_vecN_2x32Uv) == 64 &&
+               sizeof(xb_vec2Nx8) == 64 && sizeof(xb_vecNx16U) == 64, "a vector is 512 bits");
+#endif
+
+/* --- scalar broadcast (see the invariants) -------------------------------------------------- */
+static inline xb_vecN_2xf32 vdsp_ivp_f32_bcast(float x) { xb_vecN_2xf32 v; for (int i = 0; i < VDSP_IVP_N_2; i++) v.s[i] = x; return v; }
+static inline xb_vecN_2x32v vdsp_ivp_i32_bcast(int32_t x) { xb_vecN_2x32v v; for (int i = 0; i < VDSP_IVP_N_2; i++) v.s[i] = x; return v; }
+static inline xb_vecN_2xf32 vdsp_ivp_f32_id(xb_vecN_2xf32 v) { return v; }
+static inline xb_vecN_2x32v vdsp_ivp_i32_id(xb_vecN_2x32v v) { return v; }
+static inline xb_vecN_2x32v vdsp_ivp_i32_of_u(xb_vecN_2x32Uv u) { xb_vecN_2x32v v; memcpy(v.s, u.s, sizeof v.s); return v; }
+static inline xb_vecN_2x32Uv vdsp_ivp_u32_of_i(xb_vecN_2x32v i) { xb_vecN_2x32Uv v; memcpy(v.s, i.s, sizeof v.s); return v; }
+static inline xb_vecN_2x32Uv vdsp_ivp_u32_id(xb_vecN_2x32Uv v) { return v; }
+#if defined(__cplusplus)
+#define VDSP_IVP_F32(x) xb_vecN_2xf32(x)
+#define VDSP_IVP_I32(x) xb_vecN_2x32v(x)
+#define VDSP_IVP_U32(x) xb_vecN_2x32Uv(x)
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define VDSP_IVP_F32(x) _Generic((x), xb_vecN_2xf32: vdsp_ivp_f32_id, default: vdsp_ivp_f32_bcast)(x)
+#define VDSP_IVP_I32(x) \
+  _Generic((x), xb_vecN_2x32v: vdsp_ivp_i32_id, xb_vecN_2x32Uv: vdsp_ivp_i32_of_u, default: vdsp_ivp_i32_bcast)(x)
+#define VDSP_IVP_U32(x) _Generic((x), xb_vecN_2x32Uv: vdsp_ivp_u32_id, xb_vecN_2x32v: vdsp_ivp_u32_of_i)(x)
+#else
+#define VDSP_IVP_F32(x) (x)
+#define VDSP_IVP_I32(x) (x)
+#define VDSP_IVP_U32(x) (x)
+#endif
+
+/* --- gather / scatter --------------------------------------------------------------------- */
+static inline void vdsp_ivp_check_offset(char const *name, int lane, uint32_t offset, uint32_t size) {
+  if (offset > VDSP_IVP_WINDOW_BYTES - size)
+    vdsp_ivp_fault(name, "lane %d: byte offset %u (%u bytes) is beyond the %u-byte gather/scatter window of its base",
+                   lane, offset, size, VDSP_IVP_WINDOW_BYTES);
+  if (offset % size)
+    vdsp_ivp_fault(name, "lane %d: byte offset %u is not a multiple of the element's %u bytes", lane, offset, size);
+}
+
+/* IVP_GATHERAN_2XF32(base, offsets): lane i of the gather register gets the 32-bit float at
+ * (char *)base + offsets[i] (a byte offset, 4-byte aligned, inside the 64 kB window). */
+static inline xb_gsr vdsp_ivp_gathera_32(char const *name, void const *base, xb_vecN_2x32Uv off) {
+  xb_gsr g;
+  for (int i = 0; i < VDSP_IVP_N_2; i++) {
+    vdsp_ivp_check_offset(name, i, off.s[i], 4);
+    memcpy(&g.u.w[i], (char const *)base + off.s[i], 4);
+  }
+  return g;
+}
+#define IVP_GATHERAN_2XF32(base, offsets) vdsp_ivp_gathera_32("IVP_GATHERAN_2XF32", (void const *)(base), VDSP_IVP_U32(offsets))
+
+/* IVP_GATHERDN_2XF32(gsr): the 16 floats a 32-bit gather fetched, lane i from lane i. */
+static inline xb_vecN_2xf32 vdsp_ivp_gatherd_f32(xb_gsr g) { xb_vecN_2xf32 v; memcpy(v.s, g.u.w, sizeof v.s); return v; }
+#define IVP_GATHERDN_2XF32(gsr) vdsp_ivp_gatherd_f32(gsr)
+
+/* IVP_GATHERANX8S(base, offsets): lane i (of 32) of the gather register gets the signed byte at
+ * (char *)base + offsets[i], sign-extended to 16 bits (16-bit offsets: always inside the window). */
+static inline xb_gsr vdsp_ivp_gathera_8s(void const *base, xb_vecNx16U off) {
+  xb_gsr g;
+  for (int i = 0; i < VDSP_IVP_N; i++) g.u.h[i] = ((int8_t const *)base)[off.s[i]];
+  return g;
+}
+#define IVP_GATHERANX8S(base, offsets) vdsp_ivp_gathera_8s((void const *)(base), offsets)
+
+/* IVP_GATHERD2NX8_L(gsr): a 64-byte vector whose lanes 0..31 are the 32 bytes an 8-bit gather
+ * fetched (lane i from lane i) and whose lanes 32..63 are 0 (this emulation's choice). */
+static inline xb_vec2Nx8 vdsp_ivp_gatherd_2nx8_l(xb_gsr g) {
+  xb_vec2Nx8 v;
+  for (int i = 0; i < VDSP_IVP_N; i++) { v.s[i] = (int8_t)g.u.h[i]; v.s[VDSP_IVP_N + i] = 0; }
+  return v;
+}
+#define IVP_GATHERD2NX8_L(gsr) vdsp_ivp_gatherd_2nx8_l(gsr)
+
+/* IVP_GATHERD2NX8_H(v, gsr): sets lanes 32..63 of the vector variable v to the 32 bytes an 8-bit
+ * gather fetched (lane 32 + i from lane i); lanes 0..31 of v are kept. */
+static inline void vdsp_ivp_gatherd_2nx8_h(xb_vec2Nx8 *v, xb_gsr g) {
+  for (int i = 0; i < VDSP_IVP_N; i++) v->s[VDSP_IVP_N + i] = (int8_t)g.u.h[i];
+}
+#define IVP_GATHERD2NX8_H(v, gsr) vdsp_ivp_gatherd_2nx8_h(&(v), gsr)
+
+/* IVP_SCATTERN_2X32(v, base, offsets): stores lane i of v (32 bits) at (char *)base + offsets[i]
+ * (a byte offset, 4-byte aligned, inside the 64 kB window), lanes in order 0..15: of lanes with
+ * one offset the highest wins. Here the stores land at once; on the board they land by the next
+ * IVP_SCATTERW, which a kernel must issue before it (or a DMA) reads them. */
+static inline void vdsp_ivp_scatter_32(xb_vecN_2x32v v, void *base, xb_vecN_2x32Uv off) {
+  for (int i = 0; i < VDSP_IVP_N_2; i++) vdsp_ivp_check_offset("IVP_SCATTERN_2X32", i, off.s[i], 4);
+  for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy((char *)base + off.s[i], &v.s[i], 4);
+}
+#define IVP_SCATTERN_2X32(v, base, offsets) vdsp_ivp_scatter_32(VDSP_IVP_I32(v), (void *)(base), VDSP_IVP_U32(offsets))
+
+/* IVP_SCATTERW(): waits until every scatter issued has written memory (here: they have). */
+#define IVP_SCATTERW() ((void)0)
+
+/* --- arithmetic ------------------------------------------------------------------------------ */
+/* IVP_SUBN_2XF32(a, b): lane i = a[i] - b[i], IEEE single, round to nearest even. */
+static inline xb_vecN_2xf32 vdsp_ivp_subf(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
+  for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = a.s[i] - b.s[i];
+  return a;
+}
+#define IVP_SUBN_2XF32(a, b) vdsp_ivp_subf(VDSP_IVP_F32(a), VDSP_IVP_F32(b))
+
+/* IVP_DIVN_2XF32(a, b): lane i = a[i] / b[i], IEEE single, correctly rounded (nearest even). */
+static inline xb_vecN_2xf32 vdsp_ivp_divf(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
+  for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = a.s[i] / b.s[i];
+  return a;
+}
+#define IVP_DIVN_2XF32(a, b) vdsp_ivp_divf(VDSP_IVP_F32(a), VDSP_IVP_F32(b))
+
+/* IVP_TRUNCN_2XF32(a, q): lane i = a[i] * 2^q rounded toward zero to int32 (q fractional bits,
+ * 0 <= q <= 31), saturated to [INT32_MIN, INT32_MAX]; NaN gives 0 (assumed). */
+static inline xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
+  xb_vecN_2x32v r;
+  if (q < 0 || q > 31) vdsp_ivp_fault("IVP_TRUNCN_2XF32", "fraction bits %d outside 0..31", q);
+  for (int i = 0; i < VDSP_IVP_N_2; i++) {
+    double x = (double)a.s[i] * (double)(1u << q); /* exact: a float times a power of two */
+    r.s[i] = x != x ? 0 : x >= 2147483647.0 ? INT32_MAX : x <= -2147483648.0 ? INT32_MIN : (int32_t)x;
+  }
+  return r;
+}
+#define IVP_TRUNCN_2XF32(a, q) vdsp_ivp_truncf(VDSP_IVP_F32(a), q)
+
+/* IVP_SLLN_2X32(a, s): lane i = a[i] shifted left by s[i] bits, logically, modulo 2^32; s[i] of
+ * 32 or more gives 0; a negative s[i] shifts right logically by -s[i] (assumed). */
+static inline xb_vecN_2x32v vdsp_ivp_sll(xb_vecN_2x32v a, xb_vecN_2x32v s) {
+  for (int i = 0; i < VDSP_IVP_N_2; i++) {
+    uint32_t u = (uint32_t)a.s[i];
+    int32_t k = s.s[i];
+    u = k >= 32 || k <= -32 ? 0u : k >= 0 ? u << k : u >> -k;
+    memcpy(&a.s[i], &u, 4);
+  }
+  return a;
+}
+#define IVP_SLLN_2X32(a, s) vdsp_ivp_sll(VDSP_IVP_I32(a), VDSP_IVP_I32(s))
+
+/* IVP_ADDN_2X32(a, b): lane i = a[i] + b[i] modulo 2^32 (wraps, no saturation). */
+static inline xb_vecN_2x32v vdsp_ivp_add32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
+  for (int i = 0; i < VDSP_IVP_N_2; i++) {
+    uint32_t u = (uint32_t)a.s[i] + (uint32_t)b.s[i];
+    memcpy(&a.s[i], &u, 4);
+  }
+  return a;
+}
+#define IVP_ADDN_2X32(a, b) vdsp_ivp_add32(VDSP_IVP_I32(a), VDSP_IVP_I32(b))
+
+/* --- predicates and selection ------------------------------------------------------------- */
+/* IVP_ULEN_2XF32(a, b): lane i true when a[i] <= b[i] or either is NaN (unordered or less-equal). */
+static inline vboolN_2 vdsp_ivp_ule(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
+  vboolN_2 r;
+  for (int i = 0; i < VDSP_IVP_N_2; i++) r.b[i] = !(a.s[i] > b.s[i]);
+  return r;
+}
+#define IVP_ULEN_2XF32(a, b) vdsp_ivp_ule(VDSP_IVP_F32(a), VDSP_IVP_F32(b))
+
+/* IVP_ORBN_2(a, b): lane i true when a[i] or b[i] is. */
+static inline vboolN_2 vdsp_ivp_orb(vboolN_2 a, vboolN_2 b) {
+  for (int i = 0; i < VDSP_IVP_N_2; i++) a.b[i] = (uint8_t)(a.b[i] | b.b[i]);
+  return a;
+}
+#define IVP_ORBN_2(a, b) vdsp_ivp_orb(a, b)
+
+/* IVP_MOVN_2X32T(a, b, t): lane i = a[i] where t[i] is true, else b[i]. */
+static inline xb_vecN_2x32v vdsp_ivp_movt(xb_vecN_2x32v a, xb_vecN_2x32v b, vboolN_2 t) {
+  for (int i = 0; i < VDSP_IVP_N_2; i++) b.s[i] = t.b[i] ? a.s[i] : b.s[i];
+  return b;
+}
+#define IVP_MOVN_2X32T(a, b, t) vdsp_ivp_movt(VDSP_IVP_I32(a), VDSP_IVP_I32(b), t)
+
+/* Selectors of IVP_SELN_2X32I (this header's values). The two 64-byte operands are read as
+ * elements of E bytes (8B_: E = 1; no prefix: E = 2, the native 16-bit lane), M = 64 / E each:
+ *   INTERLEAVE_1_EVEN: element 2k = lo[2k],     element 2k + 1 = hi[2k]      (k < M / 2)
+ *   INTERLEAVE_1_ODD:  element 2k = lo[2k + 1], element 2k + 1 = hi[2k + 1]
+ * where hi is the first operand and lo the second. */
+#define IVP_SELI_8B_INTERLEAVE_1_EVEN 0x10
+#define IVP_SELI_8B_INTERLEAVE_1_ODD 0x11
+#define IVP_SELI_INTERLEAVE_1_EVEN 0x20
+#define IVP_SELI_INTERLEAVE_1_ODD 0x21
+
+/* IVP_SELN_2X32I(hi, lo, sel): the 16 32-bit lanes of the bytes that selector `sel` picks from
+ * hi and lo (above); another selector value is a fault naming it. */
+static inline xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo, int sel) {
+  uint8_t h[64], l[64], out[64];
+  xb_vecN_2x32v r;
+  uint32_t e = (uint32_t)sel >> 4, odd = (uint32_t)sel & 15;
+  if ((e != 1 && e != 2) || odd > 1) vdsp_ivp_fault("IVP_SELN_2X32I", "selector 0x%x is not in the subset", (unsigned)sel);
+  memcpy(h, hi.s, 64);
+  memcpy(l, lo.s, 64);
+  for (uint32_t k = 0; k < 64 / e / 2; k++) {
+    memcpy(out + 2 * k * e, l + (2 * k + odd) * e, e);
+    memcpy(out + (2 * k + 1) * e, h + (2 * k + odd) * e, e);
+  }
+  memcpy(r.s, out, 64);
+  return r;
+}
+#define IVP_SELN_2X32I(hi, lo, sel) vdsp_ivp_sel32i(VDSP_IVP_I32(hi), VDSP_IVP_I32(lo), sel)
+
+/* --- aligning stores ------------------------------------------------------------------------ */
+/* IVP_ZALIGN(): an empty alignment register. */
+static inline valign vdsp_ivp_zalign(void) { valign a; memset(&a, 0, sizeof a); return a; }
+#define IVP_ZALIGN() vdsp_ivp_zalign()
+
+static inline void vdsp_ivp_align_drain(valign *a) {
+  if (a->count) memcpy(a->at, a->bytes, a->count);
+  a->count = 0;
+}
+
+/* IVP_SA2NX8_IP(v, a, p): stores the 64 bytes of v at p (any alignment) and advances p by 64
+ * bytes. The bytes past the last 64-byte boundary of p + 64 stay in the alignment register a
+ * until its next store or IVP_SAPOS2NX8U_FP: a kernel that omits the flush loses them. */
+static inline void *vdsp_ivp_sa2nx8_ip(xb_vec2Nx8 v, valign *a, void *p) {
+  uint8_t *d = (uint8_t *)p;
+  uint32_t keep = (uint32_t)(((uintptr_t)d + 64u) % 64u);
+  vdsp_ivp_align_drain(a);
+  memcpy(d, v.s, 64u - keep);
+  memcpy(a->bytes, (uint8_t const *)v.s + (64u - keep), keep);
+  a->at = d + (64u - keep);
+  a->count = keep;
+  return d + 64;
+}
+#ifdef __cplusplus
+#define VDSP_IVP_TYPEOF(x) decltype(x)
+#else
+#define VDSP_IVP_TYPEOF(x) __typeof__(x)
+#endif
+#define IVP_SA2NX8_IP(v, a, p) ((p) = (VDSP_IVP_TYPEOF(p))vdsp_ivp_sa2nx8_ip(v, &(a), (void *)(p)))
+
+/* IVP_SAPOS2NX8U_FP(a, p): writes the bytes alignment register a still holds (where its last
+ * store put them) and empties it; p is not changed. */
+#define IVP_SAPOS2NX8U_FP(a, p) ((void)(p), vdsp_ivp_align_drain(&(a)))
+
+/* --- names of the ISA outside the subset: a compile error naming the intrinsic ------------- */
+#define VDSP_IVP_HOW " is not in the vdsp-sim IVP subset: add it to dsp_side/ckernel/include/xtensa/tie/xt_ivpn.h " \
+                     "with its semantics and a test in tests/test_ivp.py (docs/dsp_kernels.md, The IVP subset)"
+#ifdef __cplusplus
+#define VDSP_IVP_MISSING(name) ([]() { static_assert(sizeof(char) == 0, #name VDSP_IVP_HOW); }(), 0)
+#else
+#define VDSP_IVP_MISSING(name) sizeof(struct { _Static_assert(0, #name VDSP_IVP_HOW); int missing; })
+#endif
+#include "xt_ivpn_missing.h"
+
+#endif /* VDSP_XT_IVPN_H_ */
