@@ -268,14 +268,19 @@ def test_a_server_that_forgot_our_hello_is_a_lost_relay_not_a_foreign_handle():
     assert isinstance(other.error, errors.RelayUnavailable)
 
 
-def test_a_firmware_that_forgot_our_hello_is_greeted_again():
+def _direct_session():
+    """A direct-mode session connected to vdsp0, whose firmware runs: (session, vdsp0's peer)."""
     sess = Session("direct", owner=0x1234)
     servers = discovery.Servers("direct", {"vdsp0": "ipc:///x/vdsp0.sock"})
     drive(sess.connect(servers, 2.0, Clock()),
           lambda kind, subject, arg: (Request(None, arg.msg_id) if kind == HELLO else
                                       subject._complete({"state": "running", "fw_endpoint": "ipc:///x/fw0",
                                                          "heartbeat_ms": 500}, None) if kind == WAIT else None))
-    core = sess.peers[0]
+    return sess, sess.peers[0]
+
+
+def test_a_firmware_that_forgot_our_hello_is_greeted_again():
+    sess, core = _direct_session()
     unbound = errors.ForeignHandle("this connection has no verified DDR owner", unbound=True)
     hello = Request(None, 49)
     sess.fw_hello_sent(core, hello)          # not answered yet: the firmware has verified nothing
@@ -295,12 +300,7 @@ def test_a_task_right_behind_a_hello_answered_busy_is_busy_not_a_foreign_handle(
     (the firmware verifies many claims) binds nothing, so a task behind it with buffers is refused
     as unbound (PROTOCOL.md §5.4): it did not run, and the caller is told to send it again, not
     that its memory is foreign. The clock, not this reply, says the HELLO again."""
-    sess = Session("direct", owner=0x1234)
-    drive(sess.connect(discovery.Servers("direct", {"vdsp0": "ipc:///x/vdsp0.sock"}), 2.0, Clock()),
-          lambda kind, subject, arg: (Request(None, arg.msg_id) if kind == HELLO else
-                                      subject._complete({"state": "running", "fw_endpoint": "ipc:///x/fw0",
-                                                         "heartbeat_ms": 500}, None) if kind == WAIT else None))
-    core = sess.peers[0]
+    sess, core = _direct_session()
     hello = Request(None, 49)
     sess.fw_hello_sent(core, hello)
     task = Request(None, 50)
@@ -316,12 +316,7 @@ def test_a_firmware_that_refused_our_hello_says_foreign_handle_as_before():
     """The claim of another owner is refused at the firmware (tests/test_live_ownership.py, which
     failed under QEMU's slow CPU: the task went before the refusal came back): the refusal
     comes first on that link, and the task's ForeignHandle stays the caller's error."""
-    sess = Session("direct", owner=0x1234)
-    drive(sess.connect(discovery.Servers("direct", {"vdsp0": "ipc:///x/vdsp0.sock"}), 2.0, Clock()),
-          lambda kind, subject, arg: (Request(None, arg.msg_id) if kind == HELLO else
-                                      subject._complete({"state": "running", "fw_endpoint": "ipc:///x/fw0",
-                                                         "heartbeat_ms": 500}, None) if kind == WAIT else None))
-    core = sess.peers[0]
+    sess, core = _direct_session()
     hello = Request(None, 49)
     sess.fw_hello_sent(core, hello)
     hello._complete(None, errors.ClaimRefused("process 1 does not hold owner 0x001234's lock"))
