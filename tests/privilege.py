@@ -73,8 +73,10 @@ def mount_namespace() -> tuple[list[str] | None, str | None]:
     return None, f"mounting a tmpfs needs root or a user namespace of one's own, which this host refuses ({why})"
 
 
+# The modules the code may use are imported before the interpreter becomes another user: after
+# that it may not read its own files (a Python under /root: 3.13's run lost `socket` so).
 _AS_OTHER = """
-import json, os, shutil, sys, tempfile
+import json, os, select, shutil, socket, sys, tempfile, time
 from pathlib import Path
 from vdsp_sim.otheruser import become
 become()

@@ -35,7 +35,10 @@ pytestmark = [
     pytest.mark.exclusive,      # it loads the host and measures time: no other test of the run beside it
 ]
 ROOT = Path(__file__).resolve().parent.parent
-OPEN_WITHIN_S = 3.0
+# An open during a flood is slow at worst, never refused: refused, it would fail at the SDK's 20 s
+# connect timeout. 3 s held on a quiet host (0.03-0.3 s here) but not in CI's 3.13 run beside the C
+# compiles of other workers (5.7 s); how fast an open is is vdsp bench identity's to say.
+OPEN_WITHIN_S = 15.0
 
 FLOOD = textwrap.dedent("""
     import json, resource, sys, threading, time
