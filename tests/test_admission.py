@@ -180,8 +180,12 @@ def test_when_full_a_connection_of_another_process_takes_the_place_of_the_newest
                                   "s.connect(sys.argv[1]); print('up', flush=True); sys.stdin.read()", endpoint[6:]],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert other.stdout.readline().strip() == "up"
-        assert wait_until(lambda: admission.displaced == 1, 5)
-        assert dict(admission.held) == {("process", os.getpid()): 2, ("process", other.pid): 1}
+        expected = {("process", os.getpid()): 2, ("process", other.pid): 1}
+
+        def held() -> dict:
+            with admission._lock:       # the admission thread counts the new connection after the displacement
+                return dict(admission.held)
+        assert wait_until(lambda: admission.displaced == 1 and held() == expected, 5), held()
         ours[2].settimeout(30)
         while ours[2].recv(4096):           # our newest was shut down: its stream ends (after ZMTP's greeting)
             pass
@@ -189,7 +193,7 @@ def test_when_full_a_connection_of_another_process_takes_the_place_of_the_newest
         late.connect(endpoint[6:])
         ours.append(late)
         assert wait_until(lambda: admission.refused == 1, 5)     # ours would still hold the most: refused
-        assert dict(admission.held) == {("process", os.getpid()): 2, ("process", other.pid): 1}
+        assert held() == expected
     finally:
         if other is not None:
             other.stdin.close()
