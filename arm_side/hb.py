@@ -104,6 +104,7 @@ HB_DSP_OPERATOR_FAILED: int = errors.OperatorFailed.code
 HB_DSP_TASK_CANCELLED: int = errors.TaskCancelled.code
 HB_DSP_TCM_OVER_BUDGET: int = errors.TcmOverBudget.code
 HB_DSP_DMA_NOT_WAITED: int = errors.DmaNotWaited.code
+HB_DSP_KERNEL_MEMORY_FAULT: int = errors.KernelMemoryFault.code
 HB_DSP_UNKNOWN_HANDLE: int = errors.UnknownHandle.code
 HB_DSP_FREED_HANDLE: int = errors.FreedHandle.code
 HB_DSP_HANDLE_OUT_OF_BOUNDS: int = errors.HandleOutOfBounds.code

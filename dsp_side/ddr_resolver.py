@@ -7,6 +7,8 @@ size (a client that truncates its file would otherwise kill the firmware with
 SIGBUS; a truncation during a task's compute still does). A miss opens the
 exact name first (see ``ddr.find_segment``). Mappings keep no file descriptor.
 The returned memoryview is a slice of the mapping: nothing is copied.
+Each mapping has a PROT_NONE page after the segment's pages (``ddr.map_shared(guard=True)``):
+a C kernel that runs off the end of a buffer faults there (``dsp_side.ckernel``'s guard pages).
 """
 from __future__ import annotations
 
@@ -197,7 +199,7 @@ class Resolver:
                 try:
                     if offset + size > base + st.st_size:
                         raise HandleOutOfBounds(_exceeds(where, owner, base, st.st_size))
-                    mm = ddr.map_shared(fd, st.st_size)
+                    mm = ddr.map_shared(fd, st.st_size, guard=True)     # a page after it: C kernels
                 except OSError as exc:
                     raise UnknownHandle(f"{where}: cannot map its memory: {exc}") from None
                 finally:

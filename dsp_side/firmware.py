@@ -80,7 +80,7 @@ log = logging.getLogger("vdsp.firmware")
 class OperatorContext:
     """What an operator sees of its environment."""
 
-    __slots__ = ("core", "log", "msg_id", "watchdog_ms", "state")
+    __slots__ = ("core", "log", "msg_id", "watchdog_ms", "state", "note")
 
     def __init__(self, core: str, watchdog_ms: int = DEFAULT_WATCHDOG_MS) -> None:
         self.core = core
@@ -88,6 +88,7 @@ class OperatorContext:
         self.msg_id = 0
         self.watchdog_ms = watchdog_ms      # the core kills a task that runs this long
         self.state = None                   # the running operator's OperatorState (lifecycle hooks)
+        self.note = None                    # note(kind, fields): an event of the running task's trace
 
 
 class _Plan:
@@ -124,6 +125,7 @@ class Firmware:
         self.ownership = Ownership(f"{core} firmware", accept_relay=True, accepted=peerproof.accept_records())
         self.unloading = False      # set by SIGUSR1 (the core stops us): serve returns, destroy hooks run
         self.trace = TaskTrace(core, lambda op: self.registry.get(op).name)   # task slices while tracing is on
+        self.ctx.note = self.trace.note     # what an operator reports of its task (C kernels: bank conflicts)
         self._plans: dict[bytes, _Plan] = {}    # TASK body bytes -> what checking them gave (see _Plan)
         self._plan_bytes = 0
 

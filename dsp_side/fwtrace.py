@@ -8,6 +8,10 @@ end with its start: the msg_id and operator from the header, the connection's bi
 relay, or the direct client's DDR owner: ``vdsp_board.ownership``), which is how the
 merge finds the task's other slices, and the error code (0: RESULT; ``crash`` when the
 operator took the firmware down, written out before the process exits).
+
+What an operator reports of its task (``OperatorContext.note``: a C kernel's TCM bank
+conflicts) is an event of its own kind stamped when reported, a map with the task's ``id``
+and ``op`` beside the operator's fields (``bank_conflict``: ``kernel``, ``count``, ``first``).
 """
 from __future__ import annotations
 
@@ -32,6 +36,14 @@ class TaskTrace:
     def begin(self, frames: list, binding) -> None:
         """A task starts (call only while ``rec.on``)."""
         self.cur = (trace.now_ns(), frames[0], binding)
+
+    def note(self, kind: str, fields: dict) -> None:
+        """An event ``kind`` of the running task (nothing when it is not traced)."""
+        if self.cur is None:
+            return
+        head = self.cur[1]
+        op = int.from_bytes(head[4:6], "little") if len(head) == header.SIZE else 0
+        self.rec.emit(kind, {"id": header.msg_id_of(head), "op": op, **fields})
 
     def end(self, reply: list | None, code=None) -> None:
         if self.cur is None:

@@ -24,7 +24,8 @@ The same codes travel on the wire as ``{code, name, message}``.
     │   ├── OperatorFailed      -6000270    HB_DSP_OPERATOR_FAILED
     │   ├── TaskCancelled       -6000271    HB_DSP_TASK_CANCELLED
     │   ├── TcmOverBudget       -6000272    HB_DSP_TCM_OVER_BUDGET (C kernel)
-    │   └── DmaNotWaited        -6000273    HB_DSP_DMA_NOT_WAITED (C kernel, strict mode)
+    │   ├── DmaNotWaited        -6000273    HB_DSP_DMA_NOT_WAITED (C kernel, strict mode)
+    │   └── KernelMemoryFault   -6000274    HB_DSP_KERNEL_MEMORY_FAULT (C kernel)
     ├── ModelIsRunning          -6000013    HB_DNN_MODEL_IS_RUNNING
     ├── IncompatibleModel       -6000014    HB_DNN_INCOMPATIBLE_MODEL
     ├── ApiUseError             -6000015    HB_DNN_API_USE_ERROR
@@ -239,6 +240,13 @@ class DmaNotWaited(RunTaskFailed):
     code = -6000273
     name = "HB_DSP_DMA_NOT_WAITED"
     description = "a C kernel used an IDMA destination before the transfer's wait"
+
+
+class KernelMemoryFault(RunTaskFailed):
+    """HB_DSP_KERNEL_MEMORY_FAULT (-6000274): a C kernel touched memory outside its buffers (a guard page)."""
+    code = -6000274
+    name = "HB_DSP_KERNEL_MEMORY_FAULT"
+    description = "a C kernel touched memory outside its buffers and TCM allocations, or wrote to an input"
 
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -260,3 +261,114 @@ def prepare(ctx, inputs, outputs, gain, bias, tile):
         spec.fn(ctx, [src], [dst], **params)
     assert registry.state(0x1410).priv == {"prepared": 1}
     np.testing.assert_array_equal(dst, affine_ref(src, 512, 0))
+
+
+# --- bank conflicts --------------------------------------------------------------------------------
+def _noting_ctx() -> tuple[types.SimpleNamespace, list]:
+    notes: list = []
+    ctx = _ctx()
+    ctx.note = lambda kind, fields: notes.append((kind, fields))
+    return ctx, notes
+
+
+@pytest.mark.parametrize("strict", ["0", "1"])
+def test_ping_and_pong_in_one_bank_are_a_bank_conflict_in_the_log_and_the_trace(rules, caplog, monkeypatch,
+                                                                                  strict):
+    monkeypatch.setenv("VDSP_STRICT_DMA", strict)
+    _, registry, _ = rules
+    spec = registry.get(0x142A)
+    src = np.random.default_rng(5).integers(0, 256, 10 * 1024, dtype=np.uint8)
+    for pong_bank in (1, 0):
+        ctx, notes = _noting_ctx()
+        dst = np.zeros_like(src)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="vdsp.op.vdsp1"):
+            spec.fn(ctx, [src], [dst], **schema.validate(spec.name, spec.params, {"pong_bank": pong_bank}))
+        np.testing.assert_array_equal(dst, src)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        if pong_bank == 1:          # ping in bank 0, pong in bank 1: what the J5 sample asks
+            assert notes == [] and warnings == []
+            continue
+        first = "TCM bank 0: IDMA transfer 2 moves pong while the kernel computes on ping (transfer 1 waited)"
+        # one per tile: each wait for a tile finds the other buffer of bank 0 being filled or drained
+        assert notes == [("bank_conflict", {"kernel": "pingpong_kernel", "count": 10, "first": first})]
+        assert warnings == [f"kernel pingpong_kernel: 10 TCM bank conflicts (ping-pong buffers in one bank); "
+                            f"the first: {first}"]
+
+
+def test_the_example_kernel_has_no_bank_conflict(example, caplog):
+    _, registry, _ = example
+    spec = registry.get(0x1410)
+    ctx, notes = _noting_ctx()
+    src, dst = np.arange(100_000, dtype=np.uint8), np.zeros(100_000, np.uint8)
+    with caplog.at_level(logging.WARNING, logger="vdsp.op.vdsp1"):
+        spec.fn(ctx, [src], [dst], **schema.validate(spec.name, spec.params, {"tile": 4096}))
+    assert notes == [] and not caplog.records
+
+
+# --- guard pages ----------------------------------------------------------------------------------
+@pytest.fixture
+def mapped(tmp_path):
+    """``mapped(size)``: a uint8 array over a file mapped as the firmware maps DDR (a PROT_NONE
+    page after it)."""
+    from vdsp_board import ddr      # noqa: PLC0415
+    maps = []
+
+    def make(size: int, fill: int = 0) -> np.ndarray:
+        path = tmp_path / f"seg{len(maps)}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            os.ftruncate(fd, size)
+            mm = ddr.map_shared(fd, size, guard=True)
+        finally:
+            os.close(fd)
+        maps.append(mm)
+        arr = np.frombuffer(memoryview(mm)[:size], np.uint8)
+        arr[:] = fill
+        return arr
+    yield make
+
+
+def _scribble(registry, src, dst, where: str, offset: int) -> None:
+    _run(registry, 0x142B, [src], [dst], where=where, offset=offset)
+
+
+@pytest.mark.parametrize("where, offset, size, message", [
+    ("output", 4096, 4096, "wrote output 0 at +4096, past its end (a buffer of 4096 bytes)"),
+    ("output", 4100, 4000, "wrote output 0 at +4100, past its end (a buffer of 4000 bytes)"),
+    ("input", 10, 4096, "wrote input 0 at +10 (a buffer of 4096 bytes): inputs are read-only"),
+    ("input", 8192, 8192, "wrote input 0 at +8192, past its end (a buffer of 8192 bytes)"),
+    ("tcm", 4096, 4096, "wrote TCM bank 1 at scratch +4096, outside its TCM allocations (scratch: 64 bytes)")])
+def test_a_write_outside_the_buffers_is_caught_by_a_guard_page_naming_kernel_and_buffer(rules, mapped, where,
+                                                                                       offset, size, message):
+    _, registry, _ = rules
+    src, dst = mapped(size, 7), mapped(size)
+    with pytest.raises(errors.KernelMemoryFault) as exc:
+        _scribble(registry, src, dst, where, offset)
+    assert exc.value.code == -6000274
+    assert exc.value.message == f"kernel scribble_kernel: {message}"
+    assert (src == 7).all() and (dst == 0).all()
+    src[:] = 9                      # the guards are gone with the task: the buffers are writable again
+    _run(registry, 0x142A, [src], [dst])
+    assert (dst == 9).all()
+    _run(registry, 0x1421, [], [], bank=1, sizes=[4096, 8192])    # and all of TCM is the next task's
+
+
+def test_what_the_page_granularity_does_not_catch(rules, mapped, monkeypatch):
+    """Bytes past a buffer's end inside its last page, and anything with the guards off."""
+    _, registry, _ = rules
+    src, dst = mapped(4000, 7), mapped(4000)
+    _scribble(registry, src, dst, "output", 4000)           # the segment's page holds 96 more bytes
+    _scribble(registry, src, dst, "tcm", 64)                 # the rest of the allocation's page
+    monkeypatch.setenv("VDSP_KERNEL_GUARD", "0")
+    _scribble(registry, src, dst, "input", 10)
+    assert src[10] == 0x5A
+
+
+def test_a_heap_input_is_never_made_read_only(rules):
+    """An input that does not own its pages (a numpy array on the heap, not a DDR mapping) is
+    not protected: its pages hold other objects."""
+    _, registry, _ = rules
+    src, dst = np.full(100, 7, np.uint8), np.zeros(100, np.uint8)
+    _scribble(registry, src, dst, "input", 3)
+    assert src[3] == 0x5A

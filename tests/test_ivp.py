@@ -131,7 +131,10 @@ def test_scattern_2x32_stores_each_lane_at_its_byte_offset_the_last_lane_winning
     ("gather_f32", 65533, "IVP_GATHERAN_2XF32", "lane 5: byte offset 65533 (4 bytes) is beyond the 65536-byte"),
     ("gather_f32", 1 << 20, "IVP_GATHERAN_2XF32", "lane 5: byte offset 1048576 (4 bytes) is beyond"),
     ("gather_f32", 6, "IVP_GATHERAN_2XF32", "lane 5: byte offset 6 is not a multiple of the element's 4 bytes"),
-    ("scatter", 65536, "IVP_SCATTERN_2X32", "lane 5: byte offset 65536 (4 bytes) is beyond the 65536-byte")])
+    ("gather_f32", 0xFFFFFFFC, "IVP_GATHERAN_2XF32", "lane 5: byte offset 4294967292 (4 bytes) is beyond"),  # -4
+    ("scatter", 65536, "IVP_SCATTERN_2X32", "lane 5: byte offset 65536 (4 bytes) is beyond the 65536-byte"),
+    ("scatter", 0xFFFFFFFC, "IVP_SCATTERN_2X32", "lane 5: byte offset 4294967292 (4 bytes) is beyond"),
+    ("scatter", 2, "IVP_SCATTERN_2X32", "lane 5: byte offset 2 is not a multiple of the element's 4 bytes")])
 def test_an_offset_beyond_the_window_or_misaligned_aborts_naming_the_intrinsic(driver, op, offset, name, what):
     offsets = np.zeros(16, np.uint32)
     offsets[5] = offset

@@ -43,6 +43,7 @@ PUBLISHED = {
     "TaskCancelled": (-6000271, "HB_DSP_TASK_CANCELLED"),
     "TcmOverBudget": (-6000272, "HB_DSP_TCM_OVER_BUDGET"),
     "DmaNotWaited": (-6000273, "HB_DSP_DMA_NOT_WAITED"),
+    "KernelMemoryFault": (-6000274, "HB_DSP_KERNEL_MEMORY_FAULT"),
     "UnknownHandle": (-6000280, "HB_DSP_UNKNOWN_HANDLE"),
     "FreedHandle": (-6000281, "HB_DSP_FREED_HANDLE"),
     "HandleOutOfBounds": (-6000282, "HB_DSP_HANDLE_OUT_OF_BOUNDS"),

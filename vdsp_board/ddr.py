@@ -312,7 +312,7 @@ def _libc_mmap():
     return fn
 
 
-def map_shared(fd: int, size: int) -> mmap.mmap:
+def map_shared(fd: int, size: int, guard: bool = False) -> mmap.mmap:
     """A shared read-write mapping of the first ``size`` bytes of ``fd`` that keeps no fd.
 
     ``mmap.mmap(fd, ...)`` keeps a duplicate of ``fd`` as long as it lives (until
@@ -321,11 +321,15 @@ def map_shared(fd: int, size: int) -> mmap.mmap:
     the same address by the file's (``MAP_FIXED``). It then behaves as any mmap
     (slicing, buffer protocol, ``close`` refused while views exist, unmapped when
     closed or collected), except ``size()`` and ``resize()``. The caller may close
-    ``fd`` at once. Raises OSError.
+    ``fd`` at once. ``guard``: one more page after the file's pages (at ``round_up(size)``),
+    PROT_NONE for good, part of the mmap object (its length counts it; never touch it): code
+    that runs off the end of the mapping faults there instead of reaching the next mapping
+    (the DSP side's, for C kernels). Raises OSError.
     """
-    if sys.version_info >= (3, 13):
+    if sys.version_info >= (3, 13) and not guard:
         return mmap.mmap(fd, size, trackfd=False)
-    mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_NORESERVE", 0))
+    length = round_up(size) + PAGE if guard else size
+    mm = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_NORESERVE", 0))
     probe = ctypes.c_char.from_buffer(mm)
     addr = ctypes.addressof(probe)
     del probe       # releases the export: mm can be closed again
@@ -334,7 +338,18 @@ def map_shared(fd: int, size: int) -> mmap.mmap:
         err = ctypes.get_errno()
         _unusable.append(mm)    # a failed MAP_FIXED may leave a hole someone else maps: never munmap it
         raise OSError(err, os.strerror(err))
+    if guard and _libc_mprotect()(addr + round_up(size), PAGE, 0) != 0:    # 0: PROT_NONE
+        err = ctypes.get_errno()
+        mm.close()
+        raise OSError(err, os.strerror(err))
     return mm
+
+
+@functools.lru_cache(maxsize=None)
+def _libc_mprotect():
+    fn = ctypes.CDLL(None, use_errno=True).mprotect
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    return fn
 
 
 class _Listing:

@@ -278,6 +278,9 @@ def to_chrome(files: list[tuple[dict, list, bool]], session: dict | None = None)
         elif role == "core":
             out.append({"ph": "i", "s": "t", "name": kind, "cat": "lifecycle", "ts": us(ts), "pid": pid, "tid": pid,
                         "args": f})
+        elif role == "firmware" and kind == "bank_conflict":     # on the firmware's thread, inside its task
+            out.append({"ph": "i", "s": "t", "name": f"bank conflict {f.get('kernel', '')}", "cat": "bank_conflict",
+                        "ts": us(ts), "pid": core_pid.get(h.get("name"), _CORE_PID_BASE), "tid": pid, "args": f})
     return {"traceEvents": out, "displayTimeUnit": "ms",
             "otherData": {"base_unix_ns": base, "clock": "CLOCK_REALTIME (time.time_ns) of every process",
                           "session": (session or {}).get("session", ""), "tasks": len(tasks),

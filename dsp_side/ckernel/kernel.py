@@ -6,11 +6,19 @@ library or symbol refuses the image). A task: its buffers become TileBuffers ove
 runtime's ``vdsp_rt_run`` calls the kernel; a trap is raised as its coded error, a non-zero
 return as ``OperatorFailed``. A crash in the kernel (SIGSEGV, abort) kills the firmware process
 as any DSP exception does: the core reports it and recovers (PROTOCOL.md §10).
+
+Guard pages (on unless ``VDSP_KERNEL_GUARD=0``): while the kernel runs, the TCM outside its
+allocations is inaccessible and its inputs read-only where they own their pages (the
+firmware's DDR mappings, each with a PROT_NONE page after it); a fault there is
+``KernelMemoryFault`` naming the kernel and the nearest buffer. Bank conflicts the runtime
+counted are a warning in the DSP log and a ``bank_conflict`` event of the task's trace
+(``ctx.note``, where the context has it).
 """
 from __future__ import annotations
 
 import ctypes
 import logging
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +29,8 @@ from vdsp_board import settings
 from dsp_side.ckernel import params as cparams
 
 _LEVELS = {ord("E"): logging.ERROR, ord("W"): logging.WARNING, ord("I"): logging.INFO, ord("D"): logging.DEBUG}
-_TRAPS = {1: errors.TcmOverBudget, 2: errors.DmaNotWaited, 3: errors.OperatorFailed}
+_TRAPS = {1: errors.TcmOverBudget, 2: errors.DmaNotWaited, 3: errors.OperatorFailed, 4: errors.KernelMemoryFault}
+CONFLICT_TEXT = 256      # bytes of the runtime's description of a task's first bank conflict
 _LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p)
 
 
@@ -48,6 +57,10 @@ class Library:
                                          ctypes.POINTER(ctypes.c_int)]
         self.dll.vdsp_rt_message.restype = ctypes.c_char_p
         self.dll.vdsp_rt_init.argtypes = [_LOG_FN]
+        self.dll.vdsp_rt_guard.argtypes = [ctypes.c_int, ctypes.c_int]
+        self.dll.vdsp_rt_bank_conflicts.restype = ctypes.c_int
+        self.dll.vdsp_rt_bank_conflicts.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        self.conflict = ctypes.create_string_buffer(CONFLICT_TEXT)
 
         def emit(level: int, file: bytes, line: int, text: bytes) -> None:
             record = log.makeRecord(log.name, _LEVELS.get(level, logging.INFO), file.decode(errors="replace"), line,
@@ -66,6 +79,17 @@ class Library:
 
 
 _LIBRARIES: dict[Path, Library] = {}    # one per library file per process (the runtime's state is global)
+
+
+def _owns_pages(arr: np.ndarray) -> bool:
+    """Whether ``arr``'s memory is an mmap's (a page of it holds nothing but buffer bytes):
+    only such an input may be made read-only while a kernel runs."""
+    base = arr
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    return isinstance(base, mmap.mmap)
 
 
 def _tiles(arrays: list) -> ctypes.Array:
@@ -108,12 +132,29 @@ class CKernel:
             task.param, task.param_size = ctypes.addressof(struct), ctypes.sizeof(struct)
             keep.append(struct)
         rc = ctypes.c_int(0)
+        guard = settings.current().kernel_guard
+        self._lib.dll.vdsp_rt_guard(int(guard), int(guard and all(_owns_pages(a) for a in ins)))
         trap = self._lib.dll.vdsp_rt_run(self._fn, ctypes.byref(task), int(settings.current().strict_dma),
                                          ctypes.byref(rc))
         del keep
+        self._bank_conflicts(ctx)
         if trap:
             message = (self._lib.dll.vdsp_rt_message() or b"").decode(errors="replace")
             raise _TRAPS.get(trap, errors.OperatorFailed)(message)
         if rc.value != 0:
             raise errors.OperatorFailed(f"kernel {self.symbol} returned {rc.value}")
         return {}
+
+    def _bank_conflicts(self, ctx) -> None:
+        """Report the bank conflicts of the run just ended: a warning in the DSP log, and a
+        ``bank_conflict`` trace event of the task (``ctx.note``, when tracing)."""
+        assert self._lib is not None
+        count = self._lib.dll.vdsp_rt_bank_conflicts(self._lib.conflict, CONFLICT_TEXT)
+        if count <= 0:
+            return
+        first = self._lib.conflict.value.decode(errors="replace")
+        ctx.log.warning("kernel %s: %d TCM bank conflicts (ping-pong buffers in one bank); the first: %s",
+                        self.symbol, count, first)
+        note = getattr(ctx, "note", None)
+        if note is not None:
+            note("bank_conflict", {"kernel": self.symbol, "count": count, "first": first})

@@ -11,7 +11,16 @@
  * - in strict mode every allocation starts on a page of its own and the pages of a pending
  *   transfer's TCM destination are PROT_NONE, so touching them before the wait faults; the
  *   SIGSEGV handler turns a fault there into a trap naming the allocation, and hands any
- *   other fault to the handler that was installed before (a crash of the firmware).
+ *   other fault to the handler that was installed before (a crash of the firmware);
+ * - guard pages (vdsp_rt_guard): while a kernel runs, the TCM outside its allocations is
+ *   PROT_NONE and its inputs' pages are PROT_READ (unless one shares a page with an output);
+ *   both are restored when it returns or traps. The firmware maps every DDR segment with a
+ *   PROT_NONE page after it (dsp_side.ddr_resolver). A fault within a page of a task's buffer
+ *   or in a TCM bank is a trap naming the kernel and the nearest buffer (VDSP_RT_MEMORY_FAULT);
+ * - bank conflicts: at each wait for a transfer whose TCM side is allocation B of bank b, a
+ *   transfer still in flight whose TCM side is another allocation A of bank b is a conflict
+ *   (the kernel computes on B while the IDMA moves A through the same bank): counted per
+ *   task, the first one named (vdsp_rt_bank_conflicts).
  */
 #define _GNU_SOURCE
 #include "vdsp_kernel.h"
@@ -23,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #define VDSP_RT_MAX_DMA 256
@@ -30,7 +40,8 @@
 /* Backing of a bank: room for the budget with every allocation page-aligned (strict mode). */
 #define VDSP_RT_BANK_SPAN (VDSP_TCM_BANK_BYTES + VDSP_TCM_MAX_ALLOCS * VDSP_RT_PAGE)
 
-enum { VDSP_RT_OK = 0, VDSP_RT_TCM_OVER_BUDGET = 1, VDSP_RT_DMA_NOT_WAITED = 2, VDSP_RT_BAD_CALL = 3 };
+enum { VDSP_RT_OK = 0, VDSP_RT_TCM_OVER_BUDGET = 1, VDSP_RT_DMA_NOT_WAITED = 2, VDSP_RT_BAD_CALL = 3,
+       VDSP_RT_MEMORY_FAULT = 4 };
 
 typedef void (*vdsp_rt_log_fn)(int level, char const *file, int line, char const *message);
 
@@ -53,6 +64,7 @@ struct dma {
   uint8_t const *src;
   uint32_t row_bytes, rows, dst_pitch, src_pitch;
   struct alloc const *tcm_dst; /* the allocation written, NULL for a transfer into DDR */
+  struct alloc const *tcm;     /* its TCM side: the allocation written or read */
 };
 
 static struct {
@@ -79,6 +91,10 @@ static void trap(int kind, char const *fmt, ...) {
 }
 
 static char const *kernel_name(void) { return rt.task && rt.task->kernel ? rt.task->kernel : "?"; }
+
+/* the sections below the IDMA one (guard pages, bank conflicts) */
+static void guard_alloc(struct alloc const *a);
+static void bank_conflict_check(int id);
 
 /* --- TCM ---------------------------------------------------------------------------------- */
 static struct bank *bank_of(int bank) {
@@ -108,6 +124,7 @@ void *vdsp_tcm_alloc(int bank, uint32_t bytes, char const *name) {
   snprintf(a->name, sizeof a->name, "%s", name ? name : "?");
   b->next = at + (uint32_t)held;
   b->used += (uint32_t)held;
+  guard_alloc(a);
   return a->start;
 }
 
@@ -177,13 +194,13 @@ vdsp_dma_t vdsp_idma_copy_2d(void *dst, void const *src, uint32_t row_bytes, uin
          dst_pitch, src_pitch, row_bytes);
   uint64_t dext = rows ? (uint64_t)(rows - 1) * dst_pitch + row_bytes : 0;
   uint64_t sext = rows ? (uint64_t)(rows - 1) * src_pitch + row_bytes : 0;
-  struct alloc const *tcm_dst = NULL;
+  struct alloc const *tcm_dst = NULL, *tcm_side = NULL;
   if (in_tcm(d)) {
     tcm_dst = tcm_alloc_at(d, dext);
     if (!tcm_dst || !in_ddr(s, sext, 0))
       trap(VDSP_RT_BAD_CALL, "kernel %s: IDMA into TCM needs its destination inside one TCM allocation and its "
            "source inside a buffer of the task (%llu bytes)", kernel_name(), (unsigned long long)dext);
-  } else if (!tcm_alloc_at(s, sext) || !in_ddr(d, dext, 1)) {
+  } else if (!(tcm_side = tcm_alloc_at(s, sext)) || !in_ddr(d, dext, 1)) {
     trap(VDSP_RT_BAD_CALL, "kernel %s: IDMA copies between TCM and the task's buffers: a source inside one TCM "
          "allocation and a destination inside an output buffer, or the reverse (%llu bytes)", kernel_name(),
          (unsigned long long)dext);
@@ -198,6 +215,7 @@ vdsp_dma_t vdsp_idma_copy_2d(void *dst, void const *src, uint32_t row_bytes, uin
   q->dst_pitch = dst_pitch;
   q->src_pitch = src_pitch;
   q->tcm_dst = tcm_dst;
+  q->tcm = tcm_dst ? tcm_dst : tcm_side;
   if (rt.strict) set_guard(1);
   return rt.issued;
 }
@@ -210,6 +228,7 @@ void vdsp_idma_wait(vdsp_dma_t id) {
   if (!rt.task) trap(VDSP_RT_BAD_CALL, "IDMA used outside a task");
   if (id < 1 || id > rt.issued) trap(VDSP_RT_BAD_CALL, "kernel %s: no IDMA transfer %d", kernel_name(), id);
   if (id > rt.done) perform_until(id);
+  bank_conflict_check(id);
 }
 
 void vdsp_idma_wait_all(void) {
@@ -243,12 +262,179 @@ void vdsp_log(char level, char const *file, int line, char const *fmt, ...) {
   if (rt.log) rt.log(level, base ? base + 1 : file, line, text);
 }
 
+/* --- bank conflicts ------------------------------------------------------------------------ */
+/* The J5 sample (§10.4.5.3.3): ping-pong buffers belong in different TCM banks, else the DMA
+ * and the core contend for one bank ("data bank conflict"). Checked at each wait: the kernel
+ * is about to compute on the waited transfer's TCM allocation B; a transfer still in flight
+ * whose TCM side is another allocation A of B's bank moves bytes through that bank meanwhile.
+ * One conflict per such wait; the first is named. */
+static struct {
+  int count;
+  char first[256];
+} conflicts;
+
+static int bank_index(uint8_t const *p) {
+  for (int i = 0; i < VDSP_TCM_BANKS; i++)
+    if (p >= rt.banks[i].base && p < rt.banks[i].base + VDSP_RT_BANK_SPAN) return i;
+  return -1;
+}
+
+static void bank_conflict_check(int id) {
+  struct alloc const *b = rt.queue[id - 1].tcm;
+  if (!b) return;
+  int bank = bank_index(b->start);
+  for (int i = id; i < rt.issued; i++) {
+    struct alloc const *a = rt.queue[i].tcm;
+    if (i < rt.done || !a || a == b || bank_index(a->start) != bank) continue;
+    if (conflicts.count++ == 0)
+      snprintf(conflicts.first, sizeof conflicts.first,
+               "TCM bank %d: IDMA transfer %d moves %s while the kernel computes on %s (transfer %d waited)", bank,
+               i + 1, a->name, b->name, id);
+    return;
+  }
+}
+
+/* Conflicts of the last task run, and the first one's description in buf (size bytes). */
+int vdsp_rt_bank_conflicts(char *buf, int size) {
+  if (buf && size > 0) snprintf(buf, (size_t)size, "%s", conflicts.count ? conflicts.first : "");
+  return conflicts.count;
+}
+
+/* --- guard pages ---------------------------------------------------------------------------- */
+/* Armed around the kernel's run only, when the caller (kernel.py) asked (vdsp_rt_guard). */
+#define VDSP_RT_MAX_RANGES 64   /* inputs made read-only per task; more stay writable */
+
+static struct {
+  int tcm, inputs;              /* guards requested for the runs to come: TCM, inputs read-only */
+  int armed;                    /* guards in place now */
+  int ranges;                   /* DDR ranges made read-only, restored to read-write after the run */
+  uintptr_t lo[VDSP_RT_MAX_RANGES], hi[VDSP_RT_MAX_RANGES];
+} guard;
+
+static uintptr_t page_down(uintptr_t p) { return p & ~(uintptr_t)(VDSP_RT_PAGE - 1); }
+static uintptr_t page_up(uintptr_t p) { return (p + VDSP_RT_PAGE - 1) & ~(uintptr_t)(VDSP_RT_PAGE - 1); }
+
+/* Buffer i of the task (inputs first): whether an output, its index among its kind. */
+static TileBuffer const *task_buffer(int i, int *output, int *index) {
+  *output = i >= rt.task->num_inputs;
+  *index = *output ? i - rt.task->num_inputs : i;
+  return *output ? &rt.task->outputs[*index] : &rt.task->inputs[*index];
+}
+
+static int task_buffers(void) { return rt.task->num_inputs + rt.task->num_outputs; }
+
+/* Whether an output of the task has bytes in the pages [lo, hi). */
+static int pages_hold_output(uintptr_t lo, uintptr_t hi) {
+  for (int i = 0; i < rt.task->num_outputs; i++) {
+    uintptr_t s = (uintptr_t)rt.task->outputs[i].tile_buffer;
+    if (s && rt.task->outputs[i].data_size && page_down(s) < hi && page_up(s + rt.task->outputs[i].data_size) > lo)
+      return 1;
+  }
+  return 0;
+}
+
+/* Arm guards around the runs from now on: `tcm`, the TCM outside the allocations; `inputs`, the
+ * inputs' pages read-only (only for buffers that own their pages: the firmware's DDR mappings). */
+void vdsp_rt_guard(int tcm, int inputs) {
+  guard.tcm = tcm;
+  guard.inputs = inputs;
+}
+
+static void guard_arm(void) {
+  guard.ranges = 0;
+  guard.armed = 0;
+  if (!guard.tcm && !guard.inputs) return;
+  for (int b = 0; guard.tcm && b < VDSP_TCM_BANKS; b++) mprotect(rt.banks[b].base, VDSP_RT_BANK_SPAN, PROT_NONE);
+  for (int i = 0; guard.inputs && i < rt.task->num_inputs && guard.ranges < VDSP_RT_MAX_RANGES; i++) {
+    TileBuffer const *t = &rt.task->inputs[i];
+    uintptr_t s = (uintptr_t)t->tile_buffer, lo = page_down(s), hi = page_up(s + t->data_size);
+    if (!s || !t->data_size || pages_hold_output(lo, hi)) continue;
+    if (mprotect((void *)lo, hi - lo, PROT_READ) != 0) continue;
+    guard.lo[guard.ranges] = lo;
+    guard.hi[guard.ranges++] = hi;
+  }
+  guard.armed = 1 + guard.tcm;    /* 2: TCM guarded too */
+}
+
+/* A new TCM allocation becomes accessible (its pages; in strict mode a pending transfer's
+ * destination is made inaccessible again by set_guard). */
+static void guard_alloc(struct alloc const *a) {
+  if (guard.armed != 2 || !a->bytes) return;
+  uintptr_t s = (uintptr_t)a->start;
+  mprotect((void *)page_down(s), page_up(s + a->bytes) - page_down(s), PROT_READ | PROT_WRITE);
+}
+
+static void guard_disarm(void) {
+  if (!guard.armed) return;
+  for (int b = 0; guard.armed == 2 && b < VDSP_TCM_BANKS; b++) mprotect(rt.banks[b].base, VDSP_RT_BANK_SPAN, PROT_READ | PROT_WRITE);
+  for (int i = 0; i < guard.ranges; i++)
+    mprotect((void *)guard.lo[i], guard.hi[i] - guard.lo[i], PROT_READ | PROT_WRITE);
+  guard.ranges = 0;
+  guard.armed = 0;
+}
+
+static char const *access_kind(void const *uctx) {
+#if defined(__x86_64__) && defined(REG_ERR)
+  return (((ucontext_t const *)uctx)->uc_mcontext.gregs[REG_ERR] & 2) ? "wrote" : "read";
+#else
+  (void)uctx;
+  return "touched";
+#endif
+}
+
+/* A fault at p while guards are armed: 1 (rt.message set) if it is within a page of a buffer
+ * of the task or in its TCM, else 0. */
+static int guard_fault(uint8_t const *p, void const *uctx) {
+  uintptr_t a = (uintptr_t)p;
+  char const *did = access_kind(uctx);
+  int bank = bank_index(p);
+  if (bank >= 0) {
+    struct bank const *b = &rt.banks[bank];
+    struct alloc const *near = NULL;
+    long long best = 0;
+    for (int j = 0; j < b->count; j++) {
+      struct alloc const *x = &b->allocs[j];
+      uintptr_t s = (uintptr_t)x->start, e = s + x->bytes;
+      long long dist = a >= e ? (long long)(a - e) : a < s ? (long long)(s - a) : 0;
+      if (!near || dist < best) near = x, best = dist;
+    }
+    if (!near)
+      snprintf(rt.message, sizeof rt.message, "kernel %s: %s TCM bank %d at +%llu, where it holds no allocation",
+               kernel_name(), did, bank, (unsigned long long)(p - b->base));
+    else
+      snprintf(rt.message, sizeof rt.message,
+               "kernel %s: %s TCM bank %d at %s %+lld, outside its TCM allocations (%s: %u bytes)",
+               kernel_name(), did, bank, near->name, (long long)(p - near->start), near->name, near->bytes);
+    return 1;
+  }
+  int found = -1;
+  long long best = 0;
+  for (int i = 0; i < task_buffers(); i++) {
+    int output, index;
+    TileBuffer const *t = task_buffer(i, &output, &index);
+    uintptr_t s = (uintptr_t)t->tile_buffer, e = s + t->data_size;
+    if (!s || a + VDSP_RT_PAGE < page_down(s) || a >= page_up(e) + VDSP_RT_PAGE) continue;
+    long long dist = a >= e ? (long long)(a - e) : a < s ? (long long)(s - a) : -1;
+    if (found < 0 || dist < best) found = i, best = dist;
+  }
+  if (found < 0) return 0;
+  int output, index;
+  TileBuffer const *t = task_buffer(found, &output, &index);
+  long long off = (long long)(a - (uintptr_t)t->tile_buffer);
+  if (best < 0)
+    snprintf(rt.message, sizeof rt.message, "kernel %s: %s input %d at +%lld (a buffer of %u bytes): inputs are "
+             "read-only", kernel_name(), did, index, off, t->data_size);
+  else
+    snprintf(rt.message, sizeof rt.message, "kernel %s: %s %s %d at %+lld, %s (a buffer of %u bytes)", kernel_name(),
+             did, output ? "output" : "input", index, off, off < 0 ? "before its start" : "past its end", t->data_size);
+  return 1;
+}
+
 /* --- the task ------------------------------------------------------------------------------- */
 /* The fault it catches is synchronous, raised by the kernel's own load or store (never inside
  * the runtime's calls, which do not touch guarded pages), so formatting the message here does
  * not re-enter a half-done libc call of the interrupted code. */
 static void on_segv(int sig, siginfo_t *info, void *uctx) {
-  (void)uctx;
   uint8_t const *p = (uint8_t const *)info->si_addr;
   if (rt.task && rt.strict) {
     for (int i = rt.done; i < rt.issued; i++) {
@@ -263,6 +449,10 @@ static void on_segv(int sig, siginfo_t *info, void *uctx) {
         siglongjmp(rt.env, 1);
       }
     }
+  }
+  if (rt.task && guard.armed && guard_fault(p, uctx)) {
+    rt.trap = VDSP_RT_MEMORY_FAULT;
+    siglongjmp(rt.env, 1);
   }
   /* not ours: the handler before us (or the default: the process dies of the signal) */
   sigaction(sig, &rt.previous, NULL);
@@ -294,7 +484,9 @@ int vdsp_rt_run(int (*kernel)(vdsp_task_t const *), vdsp_task_t const *task, int
   rt.trap = VDSP_RT_OK;
   rt.message[0] = 0;
   rt.issued = rt.done = 0;
-  if (strict) {
+  conflicts.count = 0;
+  int handle = strict || guard.tcm || guard.inputs;
+  if (handle) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_segv;
@@ -302,6 +494,7 @@ int vdsp_rt_run(int (*kernel)(vdsp_task_t const *), vdsp_task_t const *task, int
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSEGV, &sa, &rt.previous);
   }
+  guard_arm();
   if (sigsetjmp(rt.env, 1) == 0) {
     *rc = kernel(task);
     if (rt.issued > rt.done) {
@@ -314,7 +507,8 @@ int vdsp_rt_run(int (*kernel)(vdsp_task_t const *), vdsp_task_t const *task, int
       }
     }
   }
-  if (strict) sigaction(SIGSEGV, &rt.previous, NULL);
+  guard_disarm();
+  if (handle) sigaction(SIGSEGV, &rt.previous, NULL);
   release();
   return rt.trap;
 }

@@ -32,6 +32,18 @@ SPIN = OperatorEntry.declare(0x1428, "spin", {}, doc="Loop forever (the watchdog
 OVERFLOW = OperatorEntry.declare(0x1429, "overflow", {"add": {"type": "int", "min": 0, "max": 100, "doc": "added"}},
                                  doc="Add to INT32_MAX - 1 in int32_t: undefined behaviour from add = 2 on.")
 
+PINGPONG = OperatorEntry.declare(0x142A, "pingpong_copy", {
+    "pong_bank": {"type": "int", "min": 0, "max": 1, "default": 1, "doc": "the bank of the pong buffer (ping: 0)"}},
+    inputs=1, outputs=1, doc="out = in, through TCM in ping-pong tiles of 1024 bytes (a bank conflict when "
+                             "pong_bank is 0).")
+SCRIBBLE = OperatorEntry.declare(0x142B, "scribble", {
+    "where": {"type": "str", "choices": ["output", "input", "tcm"], "doc": "whose byte to write"},
+    "offset": {"type": "int", "min": -65536, "max": 1 << 20, "doc": "byte offset from that buffer's start"}},
+    inputs=1, outputs=1, doc="Write one byte at a byte offset from output 0, input 0 or a 64-byte TCM allocation.")
+HEAP = OperatorEntry.declare(0x142C, "heap_overflow", {
+    "index": {"type": "int", "min": 0, "max": 4096, "doc": "the byte written, of a 16-byte malloc'd block"}},
+    doc="Write byte `index` of a 16-byte malloc'd block: past it from 16 on (what ASan catches).")
+
 
 def register(registry):
     ckernel.bind(registry, PEEK, "peek_kernel", __file__)
@@ -44,3 +56,6 @@ def register(registry):
     ckernel.bind(registry, MISUSE, "misuse_kernel", __file__)
     ckernel.bind(registry, SPIN, "spin_kernel", __file__)
     ckernel.bind(registry, OVERFLOW, "overflow_kernel", __file__)
+    ckernel.bind(registry, PINGPONG, "pingpong_kernel", __file__)
+    ckernel.bind(registry, SCRIBBLE, "scribble_kernel", __file__)
+    ckernel.bind(registry, HEAP, "heap_kernel", __file__)

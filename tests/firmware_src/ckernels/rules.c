@@ -81,3 +81,53 @@ VDSP_KERNEL(overflow_kernel) {
   VDSP_LOGI("overflow: %d", (int)x);
   return 0;
 }
+
+/* out = in through TCM: tile t in ping (bank 0) or pong (bank pong_bank) as t is even or odd;
+ * while tile t is copied out of its buffer, tile t + 1 is fetched into the other one */
+VDSP_KERNEL(pingpong_kernel) {
+  enum { TILE = 1024 };
+  int pong_bank = (int)VDSP_PARAM(task, hbDSPPingpongCopyParam)->pong_bank;
+  uint8_t const *src = (uint8_t const *)task->inputs[0].tile_buffer;
+  uint8_t *dst = (uint8_t *)task->outputs[0].tile_buffer;
+  uint32_t n = task->inputs[0].data_size < task->outputs[0].data_size ? task->inputs[0].data_size
+                                                                      : task->outputs[0].data_size;
+  uint32_t tiles = (n + TILE - 1) / TILE;
+  TileBuffer buf[2] = {vdsp_tcm_tile(0, TILE, "ping"), vdsp_tcm_tile(pong_bank, TILE, "pong")};
+  vdsp_dma_t fill[2] = {0, 0}, drain[2] = {0, 0};
+  if (tiles) fill[0] = vdsp_idma_copy(buf[0].tile_buffer, src, n < TILE ? n : TILE);
+  for (uint32_t t = 0; t < tiles; t++) {
+    uint32_t k = t & 1, at = t * TILE, len = n - at < TILE ? n - at : TILE;
+    if (t + 1 < tiles) {
+      uint32_t next = at + TILE;
+      if (drain[1 - k]) vdsp_idma_wait(drain[1 - k]);
+      fill[1 - k] = vdsp_idma_copy(buf[1 - k].tile_buffer, src + next, n - next < TILE ? n - next : TILE);
+    }
+    vdsp_idma_wait(fill[k]);
+    drain[k] = vdsp_idma_copy(dst + at, buf[k].tile_buffer, len);
+  }
+  vdsp_idma_wait_all();
+  return 0;
+}
+
+/* one byte written where it should not be */
+VDSP_KERNEL(scribble_kernel) {
+  hbDSPScribbleParam const *p = VDSP_PARAM(task, hbDSPScribbleParam);
+  uint8_t volatile *base;
+  if (!strcmp(p->where, "output"))
+    base = (uint8_t volatile *)task->outputs[0].tile_buffer;
+  else if (!strcmp(p->where, "input"))
+    base = (uint8_t volatile *)task->inputs[0].tile_buffer;
+  else
+    base = (uint8_t volatile *)vdsp_tcm_alloc(1, 64, "scratch");
+  base[p->offset] = 0x5a;
+  return 0;
+}
+
+VDSP_KERNEL(heap_kernel) {
+  char *volatile block = (char *)malloc(16);
+  if (!block) return 1;
+  block[VDSP_PARAM(task, hbDSPHeapOverflowParam)->index] = 1;
+  VDSP_LOGI("heap_overflow: wrote byte %d of a 16-byte block", (int)VDSP_PARAM(task, hbDSPHeapOverflowParam)->index);
+  free(block);
+  return 0;
+}
