@@ -121,7 +121,7 @@ class CoreServer:
                         f"signed by {signer}")
         try:
             self.fw = FirmwareProcess(self.name, self.fw_bind, self.rt, path, watchdog_ms=self.watchdog_ms,
-                                      signer=signer, starter=self.starter)
+                                      signer=signer, starter=self.starter, sanitize=header.get("sanitize"))
         except OSError as exc:
             self.kmsg.write(f"{self.name}: cannot start the firmware process: {exc}")
             self._starter_check()

@@ -11,7 +11,10 @@ File layout (format 2; all integers little-endian)::
     magic         8 bytes   b"VDSPFW\\x00\\x02"
     header_len    u32
     header        JSON: format, name, version, built, operators (the manifest:
-                  id, name, params, inputs, outputs, doc), payload_size, payload_sha256
+                  id, name, params, inputs, outputs, doc), payload_size, payload_sha256,
+                  and sanitize ("undefined" or "address") for an image whose C kernels were
+                  built with a sanitizer (absent otherwise; the core starts the firmware of an
+                  "address" image with ASan's runtime preloaded: dsp_side.fwproc)
     seal_len      u32       0 for an unsigned image, at most signing.MAX_SEAL
     seal          JSON: the Ed25519 signature of magic + header_len + header (dsp_side.signing)
     payload       zip archive of the source tree (*.py and C/C++ kernel sources, sorted, fixed
@@ -115,7 +118,7 @@ def _zip(src: Path, files: list[Path], built: dict[str, bytes] | None = None) ->
     return buf.getvalue()
 
 
-def _kernel_library(src: Path, registry: Registry, sanitize: bool) -> dict[str, bytes]:
+def _kernel_library(src: Path, registry: Registry, sanitize: str | None) -> dict[str, bytes]:
     """{library name: bytes} of the tree's C kernels ({} when it binds none). Raises ImageError
     with the compiler's message."""
     entries = ckernel.entries_of(registry)
@@ -178,11 +181,12 @@ def operator_table(src: Path) -> tuple[str, list[dict]]:
 INSTALL_KEY = "install"
 
 
-def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY, sanitize: bool = False) -> dict:
+def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY, sanitize: bool | str | None = None) -> dict:
     """Build an image of ``src`` into ``out``; returns its header. ``key``: an Ed25519 private
     key, INSTALL_KEY (this install's signing key, see :func:`signing.install_key`) or None
     (an unsigned image, which only a core started with --allow-unsigned boots). ``sanitize``:
-    C kernels compiled with UndefinedBehaviorSanitizer (:mod:`dsp_side.ckernel.build`).
+    C kernels compiled with a sanitizer, ``"undefined"`` (or True) or ``"address"``
+    (:mod:`dsp_side.ckernel.build`), recorded in the header when the image has C kernels.
     Raises FileNotFound (no source tree, no signing key), ImageError, InvalidArgument (a bad key)."""
     if key == INSTALL_KEY:
         key = signing.install_key()
@@ -190,11 +194,17 @@ def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY, san
     files = _sources(src)
     module = _import_tree(src, f"build_{abs(hash(str(src)))}_{time.monotonic_ns()}")
     version, registry = registry_of(module, str(src))
-    payload = _zip(src, files + ckbuild.sources(src), _kernel_library(src, registry, sanitize))
+    try:
+        sanitizer = ckbuild.sanitizer(sanitize)
+    except ValueError as exc:
+        raise ImageError(str(exc)) from None
+    built = _kernel_library(src, registry, sanitizer)
+    payload = _zip(src, files + ckbuild.sources(src), built)
     header = {"format": FORMAT, "name": name or src.name, "version": version,
               "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "operators": registry.table(), "payload_size": len(payload),
-              "payload_sha256": hashlib.sha256(payload).hexdigest()}
+              "payload_sha256": hashlib.sha256(payload).hexdigest(),
+              **({"sanitize": sanitizer} if sanitizer and built else {})}
     blob = json.dumps(header, sort_keys=True).encode()
     signed = MAGIC + _LEN.pack(len(blob)) + blob
     seal = signing.sign(signed, key) if key is not None else b""
@@ -366,6 +376,8 @@ def _check_header(header, where: str) -> None:
     _field(header, "payload_size", lambda v: _is_int(v) and v >= 0, "a non-negative integer", at)
     _field(header, "payload_sha256", lambda v: isinstance(v, str) and _SHA256_RE.match(v),
            "64 lowercase hex digits", at)
+    if "sanitize" in header:
+        _field(header, "sanitize", lambda v: v in ckbuild.SANITIZERS, f"one of {', '.join(ckbuild.SANITIZERS)}", at)
     operators = _field(header, "operators", lambda v: isinstance(v, list), "a list", at)
     ids = set()
     for i, op in enumerate(operators):

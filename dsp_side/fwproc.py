@@ -1,4 +1,12 @@
-"""Starting, watching and ending the firmware process of a core."""
+"""Starting, watching and ending the firmware process of a core.
+
+The firmware of an image built with ``--sanitize=address`` (its header's ``sanitize``) starts
+as a fresh interpreter (not a fork of the core's starter) with the compiler's AddressSanitizer
+runtime in ``LD_PRELOAD`` (ASan must be the process's first library, before the interpreter's)
+and ``ASAN_OPTIONS``: no leak check (the interpreter's own allocations would be reported), and
+exit status ``ASAN_EXIT`` at the first report, which the crash reports as ``AddressSanitizer
+report``. No ``libasan`` for the core's compiler: the boot fails saying so.
+"""
 from __future__ import annotations
 
 import json
@@ -17,6 +25,8 @@ from vdsp_board.starter import Starter
 
 log = logging.getLogger("vdsp.core")
 UNLOAD_GRACE_S = 2.0    # a stopped firmware's destroy hooks get this long before SIGKILL
+ASAN_EXIT = 86          # the exit status of a firmware that AddressSanitizer stopped (ASAN_OPTIONS exitcode)
+ASAN_OPTIONS = f"detect_leaks=0:abort_on_error=0:exitcode={ASAN_EXIT}:print_summary=1"
 
 
 class FirmwareProcess:
@@ -24,13 +34,18 @@ class FirmwareProcess:
     READY line, and at EOF when the process dies."""
 
     def __init__(self, core: str, endpoint: str, rt: Path, image_path: Path, *, watchdog_ms: int,
-                 signer: Signer, starter: Starter) -> None:
+                 signer: Signer, starter: Starter, sanitize: str | None = None) -> None:
         """``signer``: who signed the image, as the core verified it; the firmware process
         verifies the image again against exactly that key (or, for an unsigned image the core
         allowed, against none) before it unpacks or runs anything. ``starter``: the core's
-        starter, which starts the process (``vdsp_board.starter``). Raises OSError when it
-        cannot (``StarterGone`` once the starter is gone)."""
+        starter, which starts the process (``vdsp_board.starter``). ``sanitize``: the image's
+        header's (``"address"``: started with ASan, see the module). Raises OSError when it
+        cannot (``StarterGone`` once the starter is gone; no ASan runtime for an ASan image)."""
         self.core, self.endpoint, self.image_path, self.signer = core, endpoint, image_path, signer
+        self.asan = sanitize == "address"
+        env = _child_env()
+        if self.asan:
+            env = _asan_env(env)        # OSError when the compiler has no libasan
         self.workdir = rt / f"{core}.fw"
         self.watchdog_path = str(rt / f"{core}.watchdog")
         self.crash_path = rt / f"{core}.crash.json"
@@ -44,7 +59,7 @@ class FirmwareProcess:
                 "--image", str(image_path), "--workdir", str(self.workdir), "--watchdog-ms", str(watchdog_ms),
                 *(["--allow-unsigned"] if signer.unsigned else ["--signer", signer.public_b64])]
         try:
-            self.proc = starter.start("firmware", argv, env=_child_env(), pipe_stdout=True)
+            self.proc = starter.start("firmware", argv, env=env, pipe_stdout=True, fresh=self.asan)
         except OSError:
             self.watchdog.close()
             raise
@@ -111,6 +126,8 @@ class FirmwareProcess:
             return self.kill_reason
         if code == CRASH_EXIT:
             return "exception"
+        if code == ASAN_EXIT and self.asan:
+            return "AddressSanitizer report"
         if code < 0:
             return f"killed by {signal.Signals(-code).name}"
         return f"exit {code}"
@@ -153,3 +170,16 @@ def _child_env() -> dict:
     if root not in paths:
         env["PYTHONPATH"] = os.pathsep.join([root, *paths])
     return env
+
+
+def _asan_env(env: dict) -> dict:
+    """``env`` with ASan's runtime preloaded and its options (see the module). Raises OSError
+    when the compiler has no ASan runtime."""
+    from dsp_side.ckernel import build as ckbuild      # noqa: PLC0415 (runs the compiler: ASan images only)
+    try:
+        runtime = ckbuild.asan_runtime()
+    except ckbuild.CompileError as exc:
+        raise OSError(f"the image was built with --sanitize=address: {exc}") from None
+    preload = [p for p in env.get("LD_PRELOAD", "").split() if p]
+    return {**env, "LD_PRELOAD": " ".join([runtime, *preload]),
+            "ASAN_OPTIONS": ":".join(o for o in (ASAN_OPTIONS, env.get("ASAN_OPTIONS", "")) if o)}

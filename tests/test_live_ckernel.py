@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 
 from arm_side import CLEAN, CORE_0, CORE_1, INVALIDATE, Soc, errors, opids
 from dsp_side import fw_image
-from vdsp_board import rundir
+from vdsp_board import rundir, trace, tracefmt
 from vdsp_sim import ctoolchain
 from tests.conftest import wait_until
 from tests.live import LiveSoc
@@ -21,6 +22,7 @@ from tests.test_ckernel import EXAMPLE, RULES, affine_ref
 
 pytestmark = [pytest.mark.live, pytest.mark.skipif(bool(ctoolchain.missing()), reason="no C compiler")]
 AFFINE, PEEK, TCM, SEGV, SPIN, OVERFLOW = 0x1410, 0x1420, 0x1421, 0x1422, 0x1428, 0x1429
+PINGPONG, SCRIBBLE, HEAP = 0x142A, 0x142B, 0x142C
 
 
 @pytest.fixture
@@ -34,7 +36,7 @@ def strict_soc(runtime_env):
         live.stop_and_check()
 
 
-def deploy(soc: Soc, src: Path, rt: Path, name: str, sanitize: bool = False) -> None:
+def deploy(soc: Soc, src: Path, rt: Path, name: str, sanitize: bool | str = False) -> None:
     fw_image.build(src, rundir.firmware_dir(rt) / name, sanitize=sanitize)
     assert soc.control("vdsp1", "state", "stop") == "offline"
     soc.control("vdsp1", "firmware", name)
@@ -120,3 +122,67 @@ def test_a_kernel_that_loops_forever_meets_the_watchdog(runtime_env):
         assert "crash detected in vdsp1: type watchdog" in (live.rt / "dmesg").read_text()
     finally:
         live.stop_and_check()
+
+
+def test_a_write_past_a_buffer_fails_its_task_coded_and_bank_conflicts_are_in_the_trace(live_soc):
+    """Guard pages: the task fails with HB_DSP_KERNEL_MEMORY_FAULT naming kernel and buffer, the
+    firmware serves on (no crash). Ping and pong in one bank: a bank_conflict event of the task
+    in the trace and a warning in the DSP log; in two banks, neither."""
+    directory = trace.trace_dir(live_soc.rt)
+    with Soc() as soc:
+        deploy(soc, RULES, live_soc.rt, "rules")
+        session = trace.start(directory)
+        trace.wait_started(session["dir"], 6, expect={"relay": 1, "core": 2, "firmware": 2})
+        src, dst = soc.mem.alloc_cached(10 * 1024), soc.mem.alloc_cached(10 * 1024)
+        try:
+            data = np.random.default_rng(3).integers(0, 256, 10 * 1024, dtype=np.uint8)
+            src.array()[:] = data
+            src.flush(CLEAN)
+            with pytest.raises(errors.KernelMemoryFault) as exc:      # the segment is 3 pages: 12288 bytes
+                soc.call(SCRIBBLE, [src], [dst], {"where": "output", "offset": 12288}, core=CORE_1, timeout_ms=30000)
+            assert exc.value.code == -6000274
+            assert exc.value.message == ("kernel scribble_kernel: wrote output 0 at +12288, past its end (a buffer "
+                                         "of 10240 bytes)")
+            with pytest.raises(errors.KernelMemoryFault, match="wrote input 0 at [+]5 [(]a buffer of 10240 bytes[)]: "
+                                                               "inputs are read-only"):
+                soc.call(SCRIBBLE, [src], [dst], {"where": "input", "offset": 5}, core=CORE_1, timeout_ms=30000)
+            for pong_bank in (1, 0):
+                soc.call(PINGPONG, [src], [dst], {"pong_bank": pong_bank}, core=CORE_1, timeout_ms=30000,
+                         custom_id=700 + pong_bank)
+                dst.flush(INVALIDATE)
+                np.testing.assert_array_equal(dst.array()[:data.size], data)
+            time.sleep(0.4)     # the firmware writes its events when it next looks at the switch
+        finally:
+            src.free()
+            dst.free()
+            trace.stop(directory)
+    trace.wait_ended(session["dir"], 5)
+    events = tracefmt.merge(session["dir"], None, session)["traceEvents"]
+    conflicts = [e for e in events if e.get("cat") == "bank_conflict"]
+    assert len(conflicts) == 1, conflicts
+    assert conflicts[0]["args"]["count"] == 10 and conflicts[0]["args"]["kernel"] == "pingpong_kernel"
+    assert conflicts[0]["args"]["first"].startswith("TCM bank 0: IDMA transfer 2 moves pong while the kernel "
+                                                    "computes on ping")
+    runs = {e["args"]["custom_id"]: e for e in events if e.get("cat") == "firmware" and e["args"].get("custom_id")}
+    task = runs[700]     # the conflict lies inside the run of its task, on the same thread
+    assert task["ts"] <= conflicts[0]["ts"] <= task["ts"] + task["dur"] and task["tid"] == conflicts[0]["tid"]
+    log = (live_soc.rt / "log" / "vdsp1.log").read_text()
+    assert "kernel pingpong_kernel: 10 TCM bank conflicts (ping-pong buffers in one bank)" in log
+    assert "crash detected" not in (live_soc.rt / "dmesg").read_text()     # faults were errors, not crashes
+
+
+def test_an_asan_image_stops_at_a_heap_overflow_and_the_soc_serves_on(live_soc):
+    with Soc() as soc:
+        deploy(soc, RULES, live_soc.rt, "rules-asan", sanitize="address")
+        soc.call(HEAP, params={"index": 15}, core=CORE_1, timeout_ms=60000)            # inside the block: runs
+        with pytest.raises(errors.CoreCrashed) as exc:
+            soc.call(HEAP, params={"index": 16}, core=CORE_1, timeout_ms=60000)
+        assert "AddressSanitizer report" in exc.value.message, exc.value.message
+        assert soc.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}        # the other core serves
+        assert wait_until(lambda: soc.control("vdsp1", "state") == "running", 60, 0.1)
+        soc.call(HEAP, params={"index": 0}, core=CORE_1, timeout_ms=60000)             # recovered, still ASan
+    log = (live_soc.rt / "log" / "vdsp1.log").read_text()
+    assert "ERROR: AddressSanitizer: heap-buffer-overflow" in log, log[-3000:]
+    assert re.search(r"in heap_kernel .*rules\.c:\d+", log), log[-3000:]
+    assert "vdsp: kernel heap_kernel: AddressSanitizer stopped it (the report above): the firmware exits" in log
+    assert "crash detected in vdsp1: type AddressSanitizer report" in (live_soc.rt / "dmesg").read_text()

@@ -30,9 +30,11 @@ gets SIGKILL when the starter dies (``PR_SET_PDEATHSIG``), and the starter when 
 closing the owner's end of the socket ends the starter.
 
 The conversation is one ``SOCK_SEQPACKET`` socket pair, one JSON object per message. A request
-``{"seq", "entry", "argv", "env", "fds"}`` carries the child's standard streams
+``{"seq", "entry", "argv", "env", "fds", "fresh"}`` carries the child's standard streams
 (``SCM_RIGHTS``, in the order ``fds`` names them: 1, 2); the reply is ``{"seq", "pid"}`` (with the
-child's pidfd attached, if any) or ``{"seq", "error"}``. ``{"signal": PID, "sig": N}`` asks the
+child's pidfd attached, if any) or ``{"seq", "error"}``; ``"fresh": true`` (optional) asks for the
+entry as a fresh interpreter even from a starter with templates (a firmware whose image needs
+``LD_PRELOAD``: an AddressSanitizer build, ``dsp_side.fwproc``). ``{"signal": PID, "sig": N}`` asks the
 starter to signal a child (no reply). A request names an entry, never a command: the starter runs
 only the entries its owner registered when it made it (a fresh starter gets their commands on its
 own command line, ``--entries``), so whoever gets to speak on its socket still starts only those.
@@ -191,11 +193,12 @@ class Starter:
         return self.sock.fileno()
 
     def start(self, entry: str, argv: list[str], *, env: dict | None = None, stdout: int | None = None,
-              stderr: int | None = None, pipe_stdout: bool = False) -> Started:
+              stderr: int | None = None, pipe_stdout: bool = False, fresh: bool = False) -> Started:
         """Start ``entry`` with ``argv`` (and environment ``env``; None: the starter's own). The
         child's stdout and stderr are ``stdout``/``stderr`` (fds; None: the starter's), or its stdout
-        a pipe to us (``pipe_stdout``: the returned process's ``stdout``). Raises OSError
-        (:class:`StarterGone` once the starter is gone)."""
+        a pipe to us (``pipe_stdout``: the returned process's ``stdout``). ``fresh``: as a fresh
+        interpreter (``python *command *argv``, which ``env`` reaches from its first instruction),
+        not a fork of the starter. Raises OSError (:class:`StarterGone` once the starter is gone)."""
         if entry not in self.entries:
             raise ValueError(f"the starter {self.name} has no entry {entry!r}")
         read_end = None
@@ -206,7 +209,7 @@ class Starter:
             fds[1] = stdout
         if stderr is not None:
             fds[2] = stderr
-        req = {"entry": entry, "argv": argv, "env": env, "fds": list(fds)}
+        req = {"entry": entry, "argv": argv, "env": env, "fds": list(fds), **({"fresh": True} if fresh else {})}
         try:
             reply, passed = self._request(req, list(fds.values()))
         except OSError:
@@ -422,7 +425,7 @@ class _Server:
                 raise ValueError("a request is {seq, entry, argv, env, fds} with its file descriptors")
             if entry not in self.entries:       # only what the owner registered when it made us runs
                 raise ValueError(f"no entry {entry!r} (this starter runs {sorted(self.entries)})")
-            pid = self.fork(entry, argv, env, dict(zip(targets, fds)), wake)
+            pid = self.fork(entry, argv, env, dict(zip(targets, fds)), wake, req.get("fresh") is True)
             pidfd = self._pidfd(pid)
             try:
                 self.say({"seq": seq, "pid": pid}, [pidfd] if pidfd is not None else None)
@@ -444,7 +447,7 @@ class _Server:
             return None
 
     def fork(self, entry: str, argv: list[str], env: dict | None, streams: dict[int, int],
-             wake: tuple[int, int]) -> int:
+             wake: tuple[int, int], fresh: bool = False) -> int:
         env = settings.child_env(env, **{proc.PARENT_ENV: str(os.getpid())})    # it dies with us
         me = os.getpid()
         pid = os.fork()
@@ -466,7 +469,7 @@ class _Server:
             os.close(null)
             for target, fd in streams.items():
                 os.dup2(fd, target)
-            if self.fresh:      # a fresh interpreter: the entry's registered command, never one sent to us
+            if self.fresh or fresh:     # a fresh interpreter: the entry's registered command, never one sent to us
                 os.execve(sys.executable, [sys.executable, *self.entries[entry].command, *argv], env)
             settings.become(env)
             # gc stays frozen: the starter's objects live as long as we do, and a collection

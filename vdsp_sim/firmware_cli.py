@@ -65,6 +65,13 @@ def _untrusted(path: Path, trust: signing.Trust) -> str | None:
     return None
 
 
+def _sanitizer(value: str) -> str:
+    if value not in ("undefined", "address"):
+        raise argparse.ArgumentTypeError(f"{value!r} is no sanitizer: write --sanitize (undefined), "
+                                         "--sanitize=undefined or --sanitize=address")
+    return value
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     key: object      # None (unsigned), a private key, or fw_image.INSTALL_KEY
     if args.unsigned:
@@ -181,9 +188,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                                       "mode 0600; default: this install's key)")
     how.add_argument("--unsigned", action="store_true",
                      help="do not sign: only a core started with --allow-unsigned boots the image")
-    build.add_argument("--sanitize", action="store_true",
-                       help="compile the tree's C kernels with UndefinedBehaviorSanitizer (-fsanitize=undefined): "
-                            "a kernel's undefined behaviour ends its firmware, the report in the core's log")
+    build.add_argument("--sanitize", nargs="?", const="undefined", type=_sanitizer, metavar="undefined|address",
+                       help="compile the tree's C kernels with a sanitizer: UndefinedBehaviorSanitizer "
+                            "(--sanitize or --sanitize=undefined) or AddressSanitizer (--sanitize=address, the "
+                            "firmware then starts with the compiler's libasan preloaded): a kernel's undefined "
+                            "behaviour or bad memory access ends its firmware, the report in the core's log")
     build.set_defaults(fn=cmd_build)
     info = fsub.add_parser("info", help="print an image's manifest (version, operators, signer) after verifying it")
     info.add_argument("image", metavar="FILE", help="a firmware image")

@@ -3,11 +3,14 @@
 Every ``*.c`` / ``*.cc`` / ``*.cpp`` of the tree (sorted, ``__pycache__`` aside) and the runtime
 are compiled with the host compiler and ``-Wall -Wextra -Werror`` against the SDK's headers and
 the generated ``vdsp_kernel_params.h``, then linked into one shared library whose bytes go into
-the signed payload. The flags are fixed here: every image is built alike, but for ``sanitize``
-(UndefinedBehaviorSanitizer, ``-fsanitize=undefined -fno-sanitize-recover=all``: the first
-report ends the firmware process, exit status 1, the report on its stderr, the core's log).
-AddressSanitizer is not offered: its runtime must be loaded before the (uninstrumented)
-Python interpreter of the firmware, which a library opened later cannot arrange.
+the signed payload. The flags are fixed here: every image is built alike, but for ``sanitize``:
+``"undefined"`` (UndefinedBehaviorSanitizer, ``-fsanitize=undefined -fno-sanitize-recover=all``:
+the first report ends the firmware process, exit status 1, the report on its stderr, the core's
+log) or ``"address"`` (AddressSanitizer, ``-fsanitize=address``). ASan's runtime must be the
+first library of the process, before the (uninstrumented) Python interpreter's: the image's
+header says ``"sanitize": "address"``, and the core starts such a firmware as a fresh
+interpreter with the compiler's ``libasan`` in ``LD_PRELOAD`` (:func:`asan_runtime`,
+``dsp_side.fwproc``).
 """
 from __future__ import annotations
 
@@ -25,7 +28,8 @@ from dsp_side import ckernel
 from dsp_side.ckernel import params
 
 WARNINGS = ("-Wall", "-Wextra", "-Werror")
-SANITIZE = ("-fsanitize=undefined", "-fno-sanitize-recover=all", "-g")
+SANITIZERS = {"undefined": ("-fsanitize=undefined", "-fno-sanitize-recover=all", "-g"),
+              "address": ("-fsanitize=address", "-fno-omit-frame-pointer", "-g")}
 COMPILE_TIMEOUT_S = 300      # one source file; a compiler stuck longer is refused
 MESSAGE_MAX = 8000           # characters of the compiler's message kept in the error
 
@@ -68,10 +72,40 @@ def _run(cmd: list[str], where: str) -> None:
         raise CompileError(f"{where} does not compile:\n{message}{hints}")
 
 
-def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool = False) -> bytes:
+def sanitizer(sanitize: bool | str | None) -> str | None:
+    """The sanitizer a build asks for: None, ``"undefined"`` (also ``True``: the older flag) or
+    ``"address"``. Raises ValueError for another."""
+    if sanitize is None or sanitize is False:
+        return None
+    name = "undefined" if sanitize is True else sanitize
+    if name not in SANITIZERS:
+        raise ValueError(f"no sanitizer {sanitize!r} (one of {', '.join(SANITIZERS)})")
+    return name
+
+
+def asan_runtime() -> str:
+    """The path of the compiler's AddressSanitizer runtime (``$CC -print-file-name=libasan.so``),
+    which a firmware of an ASan image is started with (``LD_PRELOAD``). Raises CompileError when
+    the compiler has none."""
+    cc = _tool("CC", "cc")
+    try:
+        out = subprocess.run([*cc, "-print-file-name=libasan.so"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CompileError(f"cannot ask {cc[0]} for its AddressSanitizer runtime: {exc}") from exc
+    path = out.stdout.strip()
+    if out.returncode != 0 or not os.path.isabs(path) or not os.path.isfile(path):
+        raise CompileError(f"{cc[0]} has no AddressSanitizer runtime (libasan.so): install it (Debian: libasan8) "
+                           "to build or run an image built with --sanitize=address")
+    return os.path.realpath(path)
+
+
+def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool | str | None = None) -> bytes:
     """The kernel library of ``src`` (its C sources and the runtime), for the C-kernel operators
-    ``entries`` (``sanitize``: with UndefinedBehaviorSanitizer). Raises CompileError (the
-    compiler's message), ValueError (a parameter a C kernel cannot take)."""
+    ``entries`` (``sanitize``: :func:`sanitizer`'s names). Raises CompileError (the compiler's
+    message), ValueError (a parameter a C kernel cannot take, an unknown sanitizer)."""
+    flags = SANITIZERS.get(sanitizer(sanitize) or "", ())
+    if sanitizer(sanitize) == "address":
+        asan_runtime()      # refused now, not at the first boot
     files = sources(src)
     if not files:
         raise CompileError(f"{src}: C kernels are bound but the tree has no C source ({', '.join(ckernel.SOURCE_SUFFIXES)})")
@@ -79,7 +113,7 @@ def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool 
     with tempfile.TemporaryDirectory(prefix="vdsp-kernels-") as tmp:
         work = Path(tmp)
         (work / ckernel.PARAMS_HEADER).write_text(params.header(entries))
-        includes = [f"-I{work}", f"-I{ckernel.INCLUDE}", f"-I{src}", *(SANITIZE if sanitize else ())]
+        includes = [f"-I{work}", f"-I{ckernel.INCLUDE}", f"-I{src}", *flags]
         objects = []
         for i, path in enumerate([ckernel.RUNTIME, *files]):
             obj = work / f"{i}.o"
@@ -91,6 +125,6 @@ def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool 
             _run(cmd, str(path.relative_to(src)) if path != ckernel.RUNTIME else "the kernel runtime")
             objects.append(str(obj))
         lib = work / ckernel.LIBRARY
-        _run([*(cxx or cc), "-shared", *(SANITIZE if sanitize else ()), "-o", str(lib), *objects],
+        _run([*(cxx or cc), "-shared", *flags, "-o", str(lib), *objects],
              "linking the kernel library")
         return lib.read_bytes()

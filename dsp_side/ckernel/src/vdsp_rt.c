@@ -430,6 +430,42 @@ static int guard_fault(uint8_t const *p, void const *uctx) {
   return 1;
 }
 
+/* --- AddressSanitizer ---------------------------------------------------------------------- */
+/* In an image built with --sanitize=address, ASan's report ends the firmware; this line after it
+ * names the kernel that was running (the report's stack names its function too). */
+#if defined(__SANITIZE_ADDRESS__)
+#define VDSP_RT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define VDSP_RT_ASAN 1
+#endif
+#endif
+
+#ifdef VDSP_RT_ASAN
+#include <sanitizer/common_interface_defs.h>
+static void on_asan_death(void) {
+  char line[256];
+  int n = snprintf(line, sizeof line, "vdsp: kernel %s: AddressSanitizer stopped it (the report above): the "
+                   "firmware exits\n", rt.task ? kernel_name() : "(none running)");
+  if (n > 0 && write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1) < 0) return;
+}
+#endif
+
+/* 1 in a library built with AddressSanitizer, else 0. */
+int vdsp_rt_asan(void) {
+#ifdef VDSP_RT_ASAN
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+static void asan_init(void) {
+#ifdef VDSP_RT_ASAN
+  __sanitizer_set_death_callback(on_asan_death);
+#endif
+}
+
 /* --- the task ------------------------------------------------------------------------------- */
 /* The fault it catches is synchronous, raised by the kernel's own load or store (never inside
  * the runtime's calls, which do not touch guarded pages), so formatting the message here does
@@ -460,6 +496,7 @@ static void on_segv(int sig, siginfo_t *info, void *uctx) {
 
 int vdsp_rt_init(vdsp_rt_log_fn log) {
   rt.log = log;
+  asan_init();
   for (int i = 0; i < VDSP_TCM_BANKS; i++) {
     if (rt.banks[i].base) continue;
     void *m = mmap(NULL, VDSP_RT_BANK_SPAN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -123,11 +123,15 @@ VDSP_KERNEL(scribble_kernel) {
   return 0;
 }
 
+/* through a pointer to volatile bytes: the store is never optimized away (a plain one would be,
+ * the block being freed unread; and GCC's ASan does not check stores through a volatile pointer
+ * variable, char *volatile) */
 VDSP_KERNEL(heap_kernel) {
-  char *volatile block = (char *)malloc(16);
+  int64_t index = VDSP_PARAM(task, hbDSPHeapOverflowParam)->index;
+  char volatile *block = (char volatile *)malloc(16);
   if (!block) return 1;
-  block[VDSP_PARAM(task, hbDSPHeapOverflowParam)->index] = 1;
-  VDSP_LOGI("heap_overflow: wrote byte %d of a 16-byte block", (int)VDSP_PARAM(task, hbDSPHeapOverflowParam)->index);
-  free(block);
+  block[index] = 1;
+  VDSP_LOGI("heap_overflow: wrote byte %d of a 16-byte block", (int)index);
+  free((void *)block);
   return 0;
 }
