@@ -339,8 +339,10 @@ def _scribble(registry, src, dst, where: str, offset: int) -> None:
     ("input", 10, 4096, "wrote input 0 at +10 (a buffer of 4096 bytes): inputs are read-only"),
     ("input", 8192, 8192, "wrote input 0 at +8192, past its end (a buffer of 8192 bytes)"),
     ("tcm", 4096, 4096, "wrote TCM bank 1 at scratch +4096, outside its TCM allocations (scratch: 64 bytes)")])
-def test_a_write_outside_the_buffers_is_caught_by_a_guard_page_naming_kernel_and_buffer(rules, mapped, where,
-                                                                                       offset, size, message):
+def test_a_write_outside_the_buffers_is_caught_by_a_guard_page_naming_kernel_and_buffer(rules, mapped, monkeypatch,
+                                                                                       where, offset, size, message):
+    """(Inputs are read-only in strict mode: VDSP_STRICT_DMA.)"""
+    monkeypatch.setenv("VDSP_STRICT_DMA", "1" if where == "input" else "0")
     _, registry, _ = rules
     src, dst = mapped(size, 7), mapped(size)
     with pytest.raises(errors.KernelMemoryFault) as exc:
@@ -355,19 +357,26 @@ def test_a_write_outside_the_buffers_is_caught_by_a_guard_page_naming_kernel_and
 
 
 def test_what_the_page_granularity_does_not_catch(rules, mapped, monkeypatch):
-    """Bytes past a buffer's end inside its last page, and anything with the guards off."""
+    """Bytes past a buffer's end inside its last page, a write to an input outside strict mode,
+    and anything with the guards off."""
+    monkeypatch.setenv("VDSP_STRICT_DMA", "0")
     _, registry, _ = rules
     src, dst = mapped(4000, 7), mapped(4000)
     _scribble(registry, src, dst, "output", 4000)           # the segment's page holds 96 more bytes
     _scribble(registry, src, dst, "tcm", 64)                 # the rest of the allocation's page
-    monkeypatch.setenv("VDSP_KERNEL_GUARD", "0")
     _scribble(registry, src, dst, "input", 10)
     assert src[10] == 0x5A
+    monkeypatch.setenv("VDSP_STRICT_DMA", "1")
+    monkeypatch.setenv("VDSP_KERNEL_GUARD", "0")
+    _scribble(registry, src, dst, "input", 11)
+    _scribble(registry, src, dst, "tcm", 4096)
+    assert src[11] == 0x5A
 
 
-def test_a_heap_input_is_never_made_read_only(rules):
+def test_a_heap_input_is_never_made_read_only(rules, monkeypatch):
     """An input that does not own its pages (a numpy array on the heap, not a DDR mapping) is
-    not protected: its pages hold other objects."""
+    not protected, even in strict mode: its pages hold other objects."""
+    monkeypatch.setenv("VDSP_STRICT_DMA", "1")
     _, registry, _ = rules
     src, dst = np.full(100, 7, np.uint8), np.zeros(100, np.uint8)
     _scribble(registry, src, dst, "input", 3)

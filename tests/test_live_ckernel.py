@@ -124,10 +124,12 @@ def test_a_kernel_that_loops_forever_meets_the_watchdog(runtime_env):
         live.stop_and_check()
 
 
-def test_a_write_past_a_buffer_fails_its_task_coded_and_bank_conflicts_are_in_the_trace(live_soc):
-    """Guard pages: the task fails with HB_DSP_KERNEL_MEMORY_FAULT naming kernel and buffer, the
-    firmware serves on (no crash). Ping and pong in one bank: a bank_conflict event of the task
-    in the trace and a warning in the DSP log; in two banks, neither."""
+def test_a_write_past_a_buffer_fails_its_task_coded_and_bank_conflicts_are_in_the_trace(strict_soc):
+    """Guard pages (strict mode: inputs read-only too): the task fails with
+    HB_DSP_KERNEL_MEMORY_FAULT naming kernel and buffer, the firmware serves on (no crash). Ping
+    and pong in one bank: a bank_conflict event of the task in the trace and a warning in the
+    DSP log; in two banks, neither."""
+    live_soc = strict_soc
     directory = trace.trace_dir(live_soc.rt)
     with Soc() as soc:
         deploy(soc, RULES, live_soc.rt, "rules")

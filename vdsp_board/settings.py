@@ -120,12 +120,12 @@ class Settings:
     strict_dma = Variable[bool](
         "VDSP_STRICT_DMA", "`1`, `true` or `yes`", "off", "a C kernel that touches the TCM destination of an IDMA "
         "transfer before its wait fails the task with `HB_DSP_DMA_NOT_WAITED` (-6000273) naming the buffer "
-        "(off: it reads the stale bytes, as on the board)", (CORE,), _yes, False)
+        "(off: it reads the stale bytes, as on the board); one that writes to an input fails it with "
+        "`HB_DSP_KERNEL_MEMORY_FAULT` (-6000274)", (CORE,), _yes, False)
     kernel_guard = Variable[bool](
-        "VDSP_KERNEL_GUARD", "`0`, `false` or `no` to turn off", "on", "while a C kernel runs, the TCM outside its "
-        "allocations is inaccessible and its inputs read-only: a kernel that touches memory outside its buffers "
-        "fails the task with `HB_DSP_KERNEL_MEMORY_FAULT` (-6000274) naming the buffer (docs/dsp_kernels.md)",
-        (CORE,), _yes, True)
+        "VDSP_KERNEL_GUARD", "`0`, `false` or `no` to turn off", "on", "guard pages: a C kernel that touches TCM "
+        "outside its allocations or the page past a buffer fails the task with `HB_DSP_KERNEL_MEMORY_FAULT` "
+        "(-6000274) naming the buffer (docs/dsp_kernels.md)", (CORE,), _yes, True)
     ddr_quota = Variable[str | None](
         "VDSP_DDR_QUOTA", "bytes (`256M`, `2G`) or a share (`50%`)", "`25%`",
         "DDR one process (owner) may hold, in bytes or as a share of the DDR file system. Past it, `alloc` "

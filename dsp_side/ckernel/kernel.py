@@ -8,9 +8,10 @@ return as ``OperatorFailed``. A crash in the kernel (SIGSEGV, abort) kills the f
 as any DSP exception does: the core reports it and recovers (PROTOCOL.md §10).
 
 Guard pages (on unless ``VDSP_KERNEL_GUARD=0``): while the kernel runs, the TCM outside its
-allocations is inaccessible and its inputs read-only where they own their pages (the
-firmware's DDR mappings, each with a PROT_NONE page after it); a fault there is
-``KernelMemoryFault`` naming the kernel and the nearest buffer. Bank conflicts the runtime
+allocations is inaccessible, and (the firmware's DDR mappings have a PROT_NONE page after
+each) a fault there or just past a buffer is ``KernelMemoryFault`` naming the kernel and the
+nearest buffer. In strict mode (``VDSP_STRICT_DMA``) its inputs are read-only too, where they
+own their pages: that costs a page-table update per page of input per task (~85 µs for 4 MB). Bank conflicts the runtime
 counted are a warning in the DSP log and a ``bank_conflict`` event of the task's trace
 (``ctx.note``, where the context has it).
 """
@@ -132,9 +133,10 @@ class CKernel:
             task.param, task.param_size = ctypes.addressof(struct), ctypes.sizeof(struct)
             keep.append(struct)
         rc = ctypes.c_int(0)
-        guard = settings.current().kernel_guard
-        self._lib.dll.vdsp_rt_guard(int(guard), int(guard and all(_owns_pages(a) for a in ins)))
-        trap = self._lib.dll.vdsp_rt_run(self._fn, ctypes.byref(task), int(settings.current().strict_dma),
+        config = settings.current()
+        guard, strict = config.kernel_guard, config.strict_dma
+        self._lib.dll.vdsp_rt_guard(int(guard), int(guard and strict and all(_owns_pages(a) for a in ins)))
+        trap = self._lib.dll.vdsp_rt_run(self._fn, ctypes.byref(task), int(strict),
                                          ctypes.byref(rc))
         del keep
         self._bank_conflicts(ctx)

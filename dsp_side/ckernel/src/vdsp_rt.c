@@ -13,8 +13,9 @@
  *   SIGSEGV handler turns a fault there into a trap naming the allocation, and hands any
  *   other fault to the handler that was installed before (a crash of the firmware);
  * - guard pages (vdsp_rt_guard): while a kernel runs, the TCM outside its allocations is
- *   PROT_NONE and its inputs' pages are PROT_READ (unless one shares a page with an output);
- *   both are restored when it returns or traps. The firmware maps every DDR segment with a
+ *   PROT_NONE (and stays so between guarded runs: only the allocations' pages change), and on
+ *   request its inputs' pages are PROT_READ (unless one shares a page with an output), restored
+ *   when it returns or traps. The firmware maps every DDR segment with a
  *   PROT_NONE page after it (dsp_side.ddr_resolver). A fault within a page of a task's buffer
  *   or in a TCM bank is a trap naming the kernel and the nearest buffer (VDSP_RT_MEMORY_FAULT);
  * - bank conflicts: at each wait for a transfer whose TCM side is allocation B of bank b, a
@@ -307,6 +308,8 @@ int vdsp_rt_bank_conflicts(char *buf, int size) {
 static struct {
   int tcm, inputs;              /* guards requested for the runs to come: TCM, inputs read-only */
   int armed;                    /* guards in place now */
+  int tcm_none;                 /* the banks' spans are PROT_NONE but for the running task's allocations:
+                                   kept so between guarded runs (nothing touches TCM between tasks) */
   int ranges;                   /* DDR ranges made read-only, restored to read-write after the run */
   uintptr_t lo[VDSP_RT_MAX_RANGES], hi[VDSP_RT_MAX_RANGES];
 } guard;
@@ -343,8 +346,12 @@ void vdsp_rt_guard(int tcm, int inputs) {
 static void guard_arm(void) {
   guard.ranges = 0;
   guard.armed = 0;
+  if (guard.tcm != guard.tcm_none) {   /* switched on or off since the last run */
+    for (int b = 0; b < VDSP_TCM_BANKS; b++)
+      mprotect(rt.banks[b].base, VDSP_RT_BANK_SPAN, guard.tcm ? PROT_NONE : PROT_READ | PROT_WRITE);
+    guard.tcm_none = guard.tcm;
+  }
   if (!guard.tcm && !guard.inputs) return;
-  for (int b = 0; guard.tcm && b < VDSP_TCM_BANKS; b++) mprotect(rt.banks[b].base, VDSP_RT_BANK_SPAN, PROT_NONE);
   for (int i = 0; guard.inputs && i < rt.task->num_inputs && guard.ranges < VDSP_RT_MAX_RANGES; i++) {
     TileBuffer const *t = &rt.task->inputs[i];
     uintptr_t s = (uintptr_t)t->tile_buffer, lo = page_down(s), hi = page_up(s + t->data_size);
@@ -366,7 +373,8 @@ static void guard_alloc(struct alloc const *a) {
 
 static void guard_disarm(void) {
   if (!guard.armed) return;
-  for (int b = 0; guard.armed == 2 && b < VDSP_TCM_BANKS; b++) mprotect(rt.banks[b].base, VDSP_RT_BANK_SPAN, PROT_READ | PROT_WRITE);
+  for (int b = 0; guard.armed == 2 && b < VDSP_TCM_BANKS; b++)   /* the allocations' pages again */
+    if (rt.banks[b].next) mprotect(rt.banks[b].base, page_up(rt.banks[b].next), PROT_NONE);
   for (int i = 0; i < guard.ranges; i++)
     mprotect((void *)guard.lo[i], guard.hi[i] - guard.lo[i], PROT_READ | PROT_WRITE);
   guard.ranges = 0;
@@ -508,6 +516,7 @@ int vdsp_rt_init(vdsp_rt_log_fn log) {
 
 static void release(void) {
   if (rt.strict) set_guard(0);
+  guard_disarm();     /* after: the pending destinations' pages are guarded as the rest */
   rt.issued = rt.done = 0;
   for (int i = 0; i < VDSP_TCM_BANKS; i++) rt.banks[i].used = rt.banks[i].next = rt.banks[i].count = 0;
   rt.task = NULL;
@@ -544,7 +553,6 @@ int vdsp_rt_run(int (*kernel)(vdsp_task_t const *), vdsp_task_t const *task, int
       }
     }
   }
-  guard_disarm();
   if (handle) sigaction(SIGSEGV, &rt.previous, NULL);
   release();
   return rt.trap;
