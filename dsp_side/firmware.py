@@ -48,6 +48,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
 import zmq
 
@@ -88,7 +89,7 @@ class OperatorContext:
         self.msg_id = 0
         self.watchdog_ms = watchdog_ms      # the core kills a task that runs this long
         self.state = None                   # the running operator's OperatorState (lifecycle hooks)
-        self.note = None                    # note(kind, fields): an event of the running task's trace
+        self.note: Callable[[str, dict], None] | None = None   # an event of the running task's trace
 
 
 class _Plan:

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from protocol import errors, schema
 from dsp_side import ckernel, fw_image, signing
-from dsp_side.ckernel import params as cparams
+from dsp_side.ckernel import build as ckbuild, params as cparams
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "c_kernel"
@@ -381,3 +381,36 @@ def test_a_heap_input_is_never_made_read_only(rules, monkeypatch):
     src, dst = np.full(100, 7, np.uint8), np.zeros(100, np.uint8)
     _scribble(registry, src, dst, "input", 3)
     assert src[3] == 0x5A
+
+
+# --- the ASan image --------------------------------------------------------------------------------
+def test_an_asan_build_says_so_in_its_signed_header_and_a_bad_sanitizer_is_refused(tmp_path):
+    key = Ed25519PrivateKey.generate()
+    header = fw_image.build(EXAMPLE, tmp_path / "asan", key=key, sanitize="address")
+    assert header["sanitize"] == "address"
+    assert fw_image.read(tmp_path / "asan", _trust(key))[0]["sanitize"] == "address"
+    assert fw_image.build(EXAMPLE, tmp_path / "ub", key=key, sanitize=True)["sanitize"] == "undefined"
+    assert "sanitize" not in fw_image.build(EXAMPLE, tmp_path / "plain", key=key)
+    with pytest.raises(fw_image.ImageError, match="no sanitizer 'thread'"):
+        fw_image.build(EXAMPLE, tmp_path / "tsan", key=key, sanitize="thread")
+    with pytest.raises(fw_image.ImageError, match="field 'sanitize' must be one of undefined, address, got .thread."):
+        fw_image._check_header({**header, "sanitize": "thread"}, "img")
+
+
+def test_the_cli_takes_sanitize_bare_or_named():
+    from vdsp_sim import firmware_cli      # noqa: PLC0415
+    import argparse                        # noqa: PLC0415
+    assert firmware_cli._sanitizer("address") == "address"
+    with pytest.raises(argparse.ArgumentTypeError, match="'src' is no sanitizer"):
+        firmware_cli._sanitizer("src")
+
+
+def test_an_asan_firmware_is_refused_a_start_without_the_runtime(monkeypatch):
+    """No libasan for the core's compiler: the firmware does not start (the boot fails saying why)."""
+    from dsp_side import fwproc            # noqa: PLC0415
+    env = fwproc._asan_env({"LD_PRELOAD": "/x/other.so", "ASAN_OPTIONS": "verbosity=1"})
+    assert env["LD_PRELOAD"].split() == [ckbuild.asan_runtime(), "/x/other.so"]
+    assert env["ASAN_OPTIONS"] == f"{fwproc.ASAN_OPTIONS}:verbosity=1" and "detect_leaks=0" in env["ASAN_OPTIONS"]
+    monkeypatch.setenv("CC", "false")
+    with pytest.raises(OSError, match="built with --sanitize=address: false has no AddressSanitizer runtime"):
+        fwproc._asan_env({})

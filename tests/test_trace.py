@@ -393,3 +393,27 @@ def test_relay_metrics_count_tasks_failures_and_crash_recovery():
     assert get("vdsp_core_recoveries_total", {"core": "vdsp0"}) == 1
     assert get("vdsp_core_state", {"core": "vdsp0", "state": "running"}) == 1
     assert get("vdsp_core_state", {"core": "vdsp0", "state": "crashed"}) == 0
+
+
+def test_an_operator_s_note_is_an_event_of_its_traced_task_drawn_on_the_firmware_thread():
+    """A C kernel's bank conflicts (``OperatorContext.note``): an event with the task's id and op,
+    recorded only while the task is traced; the merge draws it as an instant on the firmware's
+    thread of its core."""
+    from dsp_side.fwtrace import TaskTrace     # noqa: PLC0415
+    tt = TaskTrace("vdsp1")
+    tt.rec = rec = ListRecorder()
+    rec.session = "s"           # type: ignore[attr-defined]   (what a real recorder's file is)
+    fields = {"kernel": "pingpong_kernel", "count": 3, "first": "TCM bank 0: ..."}
+    tt.note("bank_conflict", fields)                        # no task traced: nothing
+    assert rec.events == []
+    tt.begin(wire.encode(wire.Message(Command.TASK, 17, {}, 0x142A)), -1)
+    tt.note("bank_conflict", fields)
+    tt.end(None)
+    assert [(kind, f) for _, kind, f in rec.events if kind == "bank_conflict"] == [
+        ("bank_conflict", {"id": 17, "op": 0x142A, **fields})]
+    files = _files()
+    files[2][1].insert(1, (6000, "bank_conflict", {"id": 17, "op": 0x10, **fields}))
+    doc = tracefmt.to_chrome(files)
+    (ev,) = [e for e in doc["traceEvents"] if e.get("cat") == "bank_conflict"]
+    assert (ev["ph"], ev["pid"], ev["tid"], ev["name"]) == ("i", 400, 401, "bank conflict pingpong_kernel")
+    assert ev["args"]["count"] == 3

@@ -85,7 +85,7 @@ _LIBRARIES: dict[Path, Library] = {}    # one per library file per process (the 
 def _owns_pages(arr: np.ndarray) -> bool:
     """Whether ``arr``'s memory is an mmap's (a page of it holds nothing but buffer bytes):
     only such an input may be made read-only while a kernel runs."""
-    base = arr
+    base: object = arr
     while isinstance(base, np.ndarray):
         base = base.base
     if isinstance(base, memoryview):
