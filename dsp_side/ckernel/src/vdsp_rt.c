@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #include "vdsp_kernel.h"
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -310,6 +311,7 @@ static struct {
   int armed;                    /* guards in place now */
   int tcm_none;                 /* the banks' spans are PROT_NONE but for the running task's allocations:
                                    kept so between guarded runs (nothing touches TCM between tasks) */
+  pthread_t thread;             /* the thread running the guarded kernel */
   int ranges;                   /* DDR ranges made read-only, restored to read-write after the run */
   uintptr_t lo[VDSP_RT_MAX_RANGES], hi[VDSP_RT_MAX_RANGES];
 } guard;
@@ -352,6 +354,7 @@ static void guard_arm(void) {
     guard.tcm_none = guard.tcm;
   }
   if (!guard.tcm && !guard.inputs) return;
+  guard.thread = pthread_self();
   for (int i = 0; guard.inputs && i < rt.task->num_inputs && guard.ranges < VDSP_RT_MAX_RANGES; i++) {
     TileBuffer const *t = &rt.task->inputs[i];
     uintptr_t s = (uintptr_t)t->tile_buffer, lo = page_down(s), hi = page_up(s + t->data_size);
@@ -494,7 +497,8 @@ static void on_segv(int sig, siginfo_t *info, void *uctx) {
       }
     }
   }
-  if (rt.task && guard.armed && guard_fault(p, uctx)) {
+  /* only on the thread that runs the kernel: its jump buffer is that thread's stack */
+  if (rt.task && guard.armed && pthread_equal(pthread_self(), guard.thread) && guard_fault(p, uctx)) {
     rt.trap = VDSP_RT_MEMORY_FAULT;
     siglongjmp(rt.env, 1);
   }
