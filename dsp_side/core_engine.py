@@ -236,11 +236,11 @@ class CoreEngine:
             self.out.append((BOOT, None, Action.RECOVER))
 
     def _crash_details(self, kind: str, report: dict) -> dict:
-        """What a crash's reason adds to its type: for an exception, its type and message and the
-        operator (from the firmware's report), and where the core's log is."""
+        """What a crash's reason adds to its type: for an exception (or an ASan image's stop), what
+        it was and the operator (from the firmware's report), and where the core's log is."""
         details = {}
         what, task = report.get("exception"), report.get("task")
-        if kind == "exception" and isinstance(what, str) and what:
+        if kind in ("exception", "AddressSanitizer report") and isinstance(what, str) and what:
             name = task.get("name") if isinstance(task, dict) else None
             details["exception"] = what + (f" in operator {name}" if isinstance(name, str) and name else "")
         if self.log_path:

@@ -81,7 +81,7 @@ log = logging.getLogger("vdsp.firmware")
 class OperatorContext:
     """What an operator sees of its environment."""
 
-    __slots__ = ("core", "log", "msg_id", "watchdog_ms", "state", "note")
+    __slots__ = ("core", "log", "msg_id", "watchdog_ms", "state", "note", "crash_file")
 
     def __init__(self, core: str, watchdog_ms: int = DEFAULT_WATCHDOG_MS) -> None:
         self.core = core
@@ -90,6 +90,7 @@ class OperatorContext:
         self.watchdog_ms = watchdog_ms      # the core kills a task that runs this long
         self.state = None                   # the running operator's OperatorState (lifecycle hooks)
         self.note: Callable[[str, dict], None] | None = None   # an event of the running task's trace
+        self.crash_file: str | None = None  # where a crash report goes (C kernels: an ASan image's stop)
 
 
 class _Plan:
@@ -119,6 +120,7 @@ class Firmware:
         self.watchdog, self.crash_file = watchdog, crash_file
         self.resolver = Resolver()
         self.ctx = OperatorContext(core, watchdog_ms)
+        self.ctx.crash_file = crash_file
         self.warn = soclog.RateLimited(log)
         # Judges HELLOs (the intake's, on the I/O thread and the HELLO gate's worker) and checks
         # each task's handles against its connection's binding (here): ownership.check_task reads

@@ -179,7 +179,8 @@ def test_an_asan_image_stops_at_a_heap_overflow_and_the_soc_serves_on(live_soc):
         soc.call(HEAP, params={"index": 15}, core=CORE_1, timeout_ms=60000)            # inside the block: runs
         with pytest.raises(errors.CoreCrashed) as exc:
             soc.call(HEAP, params={"index": 16}, core=CORE_1, timeout_ms=60000)
-        assert "AddressSanitizer report" in exc.value.message, exc.value.message
+        assert ("crash: AddressSanitizer report: AddressSanitizer: heap-buffer-overflow in kernel heap_kernel in "
+                "operator heap_overflow") in exc.value.message, exc.value.message
         assert soc.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}        # the other core serves
         assert wait_until(lambda: soc.control("vdsp1", "state") == "running", 60, 0.1)
         soc.call(HEAP, params={"index": 0}, core=CORE_1, timeout_ms=60000)             # recovered, still ASan

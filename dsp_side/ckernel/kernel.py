@@ -62,6 +62,9 @@ class Library:
         self.dll.vdsp_rt_bank_conflicts.restype = ctypes.c_int
         self.dll.vdsp_rt_bank_conflicts.argtypes = [ctypes.c_char_p, ctypes.c_int]
         self.conflict = ctypes.create_string_buffer(CONFLICT_TEXT)
+        self.dll.vdsp_rt_crash_file.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        self.dll.vdsp_rt_task_info.argtypes = [ctypes.c_longlong, ctypes.c_int, ctypes.c_char_p]
+        self.asan = bool(self.dll.vdsp_rt_asan())      # built with --sanitize=address
 
         def emit(level: int, file: bytes, line: int, text: bytes) -> None:
             record = log.makeRecord(log.name, _LEVELS.get(level, logging.INFO), file.decode(errors="replace"), line,
@@ -117,6 +120,8 @@ class CKernel:
         lib = _LIBRARIES.get(self.library)
         if lib is None:
             lib = _LIBRARIES[self.library] = Library(self.library, ctx.log)
+            crash_file = getattr(ctx, "crash_file", None) or ""     # where an ASan stop is reported
+            lib.dll.vdsp_rt_crash_file(str(crash_file).encode(), str(ctx.core).encode())
         self._lib, self._fn = lib, lib.kernel(self.symbol)
 
     def __call__(self, ctx, inputs: list, outputs: list, **values) -> dict:
@@ -133,6 +138,8 @@ class CKernel:
             task.param, task.param_size = ctypes.addressof(struct), ctypes.sizeof(struct)
             keep.append(struct)
         rc = ctypes.c_int(0)
+        if self._lib.asan:          # for the crash report ASan's stop would write
+            self._lib.dll.vdsp_rt_task_info(ctx.msg_id, self.entry.id, self.entry.name.encode())
         config = settings.current()
         guard, strict = config.kernel_guard, config.strict_dma
         self._lib.dll.vdsp_rt_guard(int(guard), int(guard and strict and all(_owns_pages(a) for a in ins)))

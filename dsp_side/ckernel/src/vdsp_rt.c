@@ -442,8 +442,10 @@ static int guard_fault(uint8_t const *p, void const *uctx) {
 }
 
 /* --- AddressSanitizer ---------------------------------------------------------------------- */
-/* In an image built with --sanitize=address, ASan's report ends the firmware; this line after it
- * names the kernel that was running (the report's stack names its function too). */
+/* In an image built with --sanitize=address, ASan's report ends the firmware; after it the
+ * runtime names the kernel that was running on stderr (the core's log) and, when the firmware
+ * gave it a crash file (vdsp_rt_crash_file), writes there the crash report the core passes on
+ * (PROTOCOL.md §5.9: type, exception, task). */
 #if defined(__SANITIZE_ADDRESS__)
 #define VDSP_RT_ASAN 1
 #elif defined(__has_feature)
@@ -452,13 +454,59 @@ static int guard_fault(uint8_t const *p, void const *uctx) {
 #endif
 #endif
 
+static struct {
+  char path[1024];              /* the firmware's crash file, "" for none */
+  char core[64];
+  long long msg_id;             /* the running task's */
+  int op;
+  char name[64];                /* its operator's */
+} crash;
+
+/* `text` as the characters of a JSON string (no escapes needed: the others become '?'). */
+static void json_safe(char *out, size_t size, char const *text) {
+  size_t n = 0;
+  for (; text && text[n] && n + 1 < size; n++)
+    out[n] = (text[n] == '"' || text[n] == '\\' || (unsigned char)text[n] < 0x20) ? '?' : text[n];
+  out[n] = 0;
+}
+
+/* Where to write a crash report, and the core's name (set once, at load). */
+void vdsp_rt_crash_file(char const *path, char const *core) {
+  snprintf(crash.path, sizeof crash.path, "%s", path ? path : "");
+  json_safe(crash.core, sizeof crash.core, core);
+}
+
+/* The task about to run (its msg_id, its operator's id and name), for the crash report. */
+void vdsp_rt_task_info(long long msg_id, int op, char const *name) {
+  crash.msg_id = msg_id;
+  crash.op = op;
+  json_safe(crash.name, sizeof crash.name, name);
+}
+
 #ifdef VDSP_RT_ASAN
+#include <fcntl.h>
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
+
+static void write_all(int fd, char const *s, int n) {
+  if (n > 0 && write(fd, s, (size_t)n) < 0) return;
+}
+
 static void on_asan_death(void) {
-  char line[256];
-  int n = snprintf(line, sizeof line, "vdsp: kernel %s: AddressSanitizer stopped it (the report above): the "
-                   "firmware exits\n", rt.task ? kernel_name() : "(none running)");
-  if (n > 0 && write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1) < 0) return;
+  char line[512];
+  char kernel[64];
+  json_safe(kernel, sizeof kernel, rt.task ? kernel_name() : "(none running)");
+  char const *what = __asan_get_report_description();
+  write_all(2, line, snprintf(line, sizeof line, "vdsp: kernel %s: AddressSanitizer stopped it (the report above): "
+                                                 "the firmware exits\n", kernel));
+  if (!crash.path[0] || !rt.task) return;
+  int fd = open(crash.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  write_all(fd, line, snprintf(line, sizeof line,
+            "{\"type\": \"AddressSanitizer report\", \"exception\": \"AddressSanitizer: %s in kernel %s\", "
+            "\"core\": \"%s\", \"task\": {\"msg_id\": %lld, \"op\": %d, \"name\": \"%s\"}}\n",
+            what && what[0] ? what : "report", kernel, crash.core, crash.msg_id, crash.op, crash.name));
+  close(fd);
 }
 #endif
 
