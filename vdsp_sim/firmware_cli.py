@@ -84,8 +84,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     ops = ", ".join(f"{o['name']}(0x{o['id']:04x})" for o in header["operators"])
     signed = "UNSIGNED (only a core started with --allow-unsigned boots it)" if args.unsigned else \
         f"signed with {args.key or signing.signing_key_path(signing.default_dir())}"
+    sanitized = f"; C kernels built with the {header['sanitize']} sanitizer" if "sanitize" in header else ""
     print(f"built {args.output}: {header['name']} version {header['version']}, "
-          f"{len(header['operators'])} operators: {ops}; {signed}")
+          f"{len(header['operators'])} operators: {ops}; {signed}{sanitized}")
     return 0
 
 
