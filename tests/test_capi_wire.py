@@ -473,7 +473,23 @@ def test_a_key_found_in_c_holds_pythons_value(c, data):
     assert c.lookup(data, "no such key")[0] == 1
 
 
+@pytest.mark.parametrize("text", [b"\xed\xa0\x80", b"\xed\xbf\xbf", b"\xc0\x80", b"\xe0\x80\xaf",
+                                  b"\xf4\x90\x80\x80", b"\xff", b"\xe2\x82"],
+                         ids=["surrogate-low", "surrogate-high", "overlong-2", "overlong-3", "above-10ffff", "ff",
+                              "cut"])
+def test_a_str_that_is_not_utf8_is_refused_by_both_as_protocol_md_says(c, text):
+    """PROTOCOL.md §3.3: not UTF-8, an encoded surrogate, an overlong form or a code point past
+    U+10FFFF, as a value or as a key."""
+    for data in (b"\x81\xa1a" + bytes([0xA0 | len(text)]) + text, b"\x81" + bytes([0xA0 | len(text)]) + text + b"\x01"):
+        with pytest.raises(errors.ProtocolError) as info:
+            wire.unpack_body(data)
+        assert type(info.value) is errors.ProtocolError
+        code, _, message = c.body(data)
+        assert code == errors.ProtocolError.code and "not UTF-8" in message, message
+
+
 def test_a_repeated_key_holds_its_last_value_as_in_python(c):
+    """PROTOCOL.md §3.3: a repeated key is not refused; the last value counts."""
     data = b"\x83\xa1a\x01\xa1b\xc0\xa1a\x92\x02\x03"
     assert wire.unpack_body(data) == {"a": [2, 3], "b": None}
     assert c.lookup(data, "a") == (0, msgpack.packb([2, 3]))
@@ -544,9 +560,9 @@ def test_the_writer_makes_the_bodies_python_makes_and_refuses_what_receivers_ref
     for name, body in made.items():
         assert lines[name] == ["0", body.hex()], name
     assert wire.unpack_body(bytes.fromhex(lines["task"][1])) == task
-    refused = {"int_key": "map keys must be str", "bin_key": "map keys must be str", "surrogate": "not UTF-8",
+    refused = {"int_key": "map keys must be str, got int", "bin_key": "map keys must be str, got bytes", "surrogate": "not UTF-8",
                "wide": "4097 elements", "deep": "deeper than 32 levels", "after_root": "after the body's map",
-               "unfilled": "not filled", "not_a_map": "must be a map", "nothing": "nothing was written"}
+               "unfilled": "not filled", "not_a_map": "must be a map, got list", "nothing": "nothing was written"}
     for name, says in refused.items():
         code, message = lines[name]
         assert int(code) == errors.InvalidArgument.code and says in message, (name, message)

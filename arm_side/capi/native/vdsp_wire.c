@@ -550,6 +550,12 @@ static int room(vdsp_wire_writer *w, size_t n) {
   return 0;
 }
 
+/* Python's type name of a value of `kind` (the writer's messages read as protocol.wire's). */
+static const char *kind_name(vdsp_wire_kind kind) {
+  static const char *const names[] = {"NoneType", "bool", "int", "int", "float", "str", "bytes", "list", "dict"};
+  return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "unknown";
+}
+
 /* Before a value of `kind`: the sticky error, a value after the root, a key that is not a str. */
 static int begin(vdsp_wire_writer *w, vdsp_wire_kind kind) {
   if (w->error.code != 0) return w->error.code;
@@ -561,7 +567,7 @@ static int begin(vdsp_wire_writer *w, vdsp_wire_kind kind) {
   }
   open_container *top = &w->stack[w->depth - 1];
   if (top->is_map && top->left % 2 == 0 && kind != VDSP_WIRE_STR)
-    return wfail(w, VDSP_WIRE_E_INVALID_ARGUMENT, "map keys must be str (a value of kind %d was given)", (int)kind);
+    return wfail(w, VDSP_WIRE_E_INVALID_ARGUMENT, "map keys must be str, got %s", kind_name(kind));
   top->left--;
   return 0;
 }
@@ -746,7 +752,8 @@ int vdsp_wire_writer_finish(vdsp_wire_writer *w, const uint8_t **data, size_t *l
     return fail(err, VDSP_WIRE_E_INVALID_ARGUMENT, "a container is not filled: %u more value(s) are due at level %d",
                 w->stack[w->depth - 1].left, w->depth);
   if (w->root_kind != VDSP_WIRE_MAP)
-    return fail(err, VDSP_WIRE_E_INVALID_ARGUMENT, "a body must be a map (kind %d was written)", (int)w->root_kind);
+    return fail(err, VDSP_WIRE_E_INVALID_ARGUMENT, "a body must be a map, got %s",
+                kind_name((vdsp_wire_kind)w->root_kind));
   if (data != NULL) *data = w->buf;
   if (len != NULL) *len = w->len;
   return ok(err);
