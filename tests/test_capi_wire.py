@@ -562,7 +562,8 @@ def test_the_writer_makes_the_bodies_python_makes_and_refuses_what_receivers_ref
     assert wire.unpack_body(bytes.fromhex(lines["task"][1])) == task
     refused = {"int_key": "map keys must be str, got int", "bin_key": "map keys must be str, got bytes",
                "surrogate": "not UTF-8", "wide": "4097 elements", "deep": "deeper than 32 levels",
-               "after_root": "after the body's map", "unfilled": "not filled", "not_a_map": "must be a map, got list", "nothing": "nothing was written"}
+               "after_root": "after the body's map", "unfilled": "not filled", "not_a_map": "must be a map, got list",
+               "nothing": "nothing was written"}
     for name, says in refused.items():
         code, message = lines[name]
         assert int(code) == errors.InvalidArgument.code and says in message, (name, message)
