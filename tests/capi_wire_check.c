@@ -226,6 +226,28 @@ static int writer_cases(FILE *f) {
   return 0;
 }
 
+/* Calls with NULL where a pointer is due: each answers INVALID_ARGUMENT (1), none crashes. */
+int wire_check_null_arguments(void) {
+  int ok = 1;
+  vdsp_wire_error err;
+  ok &= vdsp_wire_put_nil(NULL) == VDSP_WIRE_E_INVALID_ARGUMENT;
+  ok &= vdsp_wire_put_map(NULL, 1) == VDSP_WIRE_E_INVALID_ARGUMENT;
+  ok &= vdsp_wire_put_value(NULL, NULL) == VDSP_WIRE_E_INVALID_ARGUMENT;
+  ok &= vdsp_wire_writer_finish(NULL, NULL, NULL, &err) == VDSP_WIRE_E_INVALID_ARGUMENT;
+  ok &= vdsp_wire_body_decode("\x80", 1, NULL, &err) == VDSP_WIRE_E_INVALID_ARGUMENT;
+  ok &= vdsp_wire_check_frames(NULL, 3, &err) == VDSP_WIRE_E_INVALID_ARGUMENT;
+  ok &= vdsp_wire_header_parse(NULL, 24, NULL, &err) == VDSP_WIRE_E_PROTOCOL_ERROR;
+  ok &= vdsp_wire_map_get(NULL, "a") == NULL && vdsp_wire_get_str(NULL, NULL) == NULL;
+  vdsp_wire_writer *w = vdsp_wire_writer_new();
+  ok &= w != NULL && vdsp_wire_put_map(w, 1) == 0 && vdsp_wire_put_cstr(w, NULL) == VDSP_WIRE_E_INVALID_ARGUMENT;
+  ok &= vdsp_wire_put_bin(w, NULL, 3) == VDSP_WIRE_E_INVALID_ARGUMENT;   /* the first error sticks */
+  vdsp_wire_writer_free(w);
+  vdsp_wire_writer_reset(NULL);
+  vdsp_wire_writer_free(NULL);
+  vdsp_wire_body_free(NULL);
+  return ok;
+}
+
 /* The writer cases' lines into buf (NUL-terminated): 0, or -1 if they do not fit. */
 int wire_check_writer_cases(char *buf, size_t cap) {
   FILE *f = tmpfile();
@@ -297,6 +319,10 @@ static int run_file(const char *path) {
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (run_file(argv[i]) != 0) return 1;
+  if (!wire_check_null_arguments()) {
+    fprintf(stderr, "a NULL argument was not refused\n");
+    return 1;
+  }
   return writer_cases(stdout) == 0 ? 0 : 1;
 }
 #endif

@@ -575,6 +575,10 @@ def test_the_writer_makes_the_bodies_python_makes_and_refuses_what_receivers_ref
     assert c.body(b"\x81\xa1a" + b"\x91" * (MAX_DEPTH - 1) + b"\x90")[0] == errors.ProtocolError.code
 
 
+def test_null_pointers_are_refused_not_followed(c):
+    assert c.lib.wire_check_null_arguments() == 1
+
+
 def _deep_empty(levels: int) -> list:
     """``levels`` arrays inside each other, the innermost empty."""
     value: list = []

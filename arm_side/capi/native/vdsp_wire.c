@@ -191,6 +191,7 @@ int vdsp_wire_peek_msg_id(const void *frame, size_t len, uint64_t *msg_id) {
 }
 
 int vdsp_wire_check_frames(const size_t *sizes, size_t count, vdsp_wire_error *err) {
+  if (sizes == NULL && count > 0) return fail(err, VDSP_WIRE_E_INVALID_ARGUMENT, "no sizes for %zu frames", count);
   if (count < 2)
     return fail(err, VDSP_WIRE_E_PROTOCOL_ERROR, "a message needs a header and a body frame, got %zu frame(s)",
                 count);
@@ -433,6 +434,7 @@ static int walk(walker *w, vdsp_wire_value *root) {
 int vdsp_wire_body_decode(const void *data, size_t len, vdsp_wire_body **out, vdsp_wire_error *err) {
   vdsp_wire_error local;
   if (err == NULL) err = &local;
+  if (out == NULL) return fail(err, VDSP_WIRE_E_INVALID_ARGUMENT, "no place for the body (out is NULL)");
   *out = NULL;
   if (len > VDSP_WIRE_MAX_BODY)
     return fail(err, VDSP_WIRE_E_MESSAGE_TOO_LARGE, "body of %zu bytes exceeds %u", len, VDSP_WIRE_MAX_BODY);
@@ -516,6 +518,7 @@ void vdsp_wire_writer_free(vdsp_wire_writer *w) {
 }
 
 void vdsp_wire_writer_reset(vdsp_wire_writer *w) {
+  if (w == NULL) return;
   uint8_t *buf = w->buf;
   size_t cap = w->cap;
   memset(w, 0, sizeof *w);
@@ -588,11 +591,13 @@ static int emit(vdsp_wire_writer *w, uint8_t type, uint64_t v, size_t width) {
 }
 
 int vdsp_wire_put_nil(vdsp_wire_writer *w) {
+  if (w == NULL) return VDSP_WIRE_E_INVALID_ARGUMENT;
   if (begin(w, VDSP_WIRE_NIL) || emit(w, 0xC0, 0, 0)) return w->error.code;
   return end(w);
 }
 
 int vdsp_wire_put_bool(vdsp_wire_writer *w, int value) {
+  if (w == NULL) return VDSP_WIRE_E_INVALID_ARGUMENT;
   if (begin(w, VDSP_WIRE_BOOL) || emit(w, value ? 0xC3 : 0xC2, 0, 0)) return w->error.code;
   return end(w);
 }
@@ -606,11 +611,13 @@ static int emit_uint(vdsp_wire_writer *w, uint64_t v) {
 }
 
 int vdsp_wire_put_uint(vdsp_wire_writer *w, uint64_t value) {
+  if (w == NULL) return VDSP_WIRE_E_INVALID_ARGUMENT;
   if (begin(w, VDSP_WIRE_INT) || emit_uint(w, value)) return w->error.code;
   return end(w);
 }
 
 int vdsp_wire_put_int(vdsp_wire_writer *w, int64_t value) {
+  if (w == NULL) return VDSP_WIRE_E_INVALID_ARGUMENT;
   if (value >= 0) return vdsp_wire_put_uint(w, (uint64_t)value);
   if (begin(w, VDSP_WIRE_INT)) return w->error.code;
   uint64_t bits = (uint64_t)value;
@@ -624,6 +631,7 @@ int vdsp_wire_put_int(vdsp_wire_writer *w, int64_t value) {
 }
 
 int vdsp_wire_put_double(vdsp_wire_writer *w, double value) {
+  if (w == NULL) return VDSP_WIRE_E_INVALID_ARGUMENT;
   uint64_t bits;
   memcpy(&bits, &value, sizeof bits);
   if (begin(w, VDSP_WIRE_FLOAT) || emit(w, 0xCB, bits, 8)) return w->error.code;
@@ -631,6 +639,7 @@ int vdsp_wire_put_double(vdsp_wire_writer *w, double value) {
 }
 
 int vdsp_wire_put_float32(vdsp_wire_writer *w, float value) {
+  if (w == NULL) return VDSP_WIRE_E_INVALID_ARGUMENT;
   uint32_t bits;
   memcpy(&bits, &value, sizeof bits);
   if (begin(w, VDSP_WIRE_FLOAT) || emit(w, 0xCA, bits, 4)) return w->error.code;
@@ -655,6 +664,7 @@ static int put_bytes(vdsp_wire_writer *w, int str, const void *data, size_t len)
 }
 
 int vdsp_wire_put_str(vdsp_wire_writer *w, const char *text, size_t len) {
+  if (w == NULL) return VDSP_WIRE_E_INVALID_ARGUMENT;
   if (begin(w, VDSP_WIRE_STR)) return w->error.code;
   if (text != NULL) {
     size_t good = utf8_valid_prefix((const uint8_t *)text, len);
@@ -666,11 +676,13 @@ int vdsp_wire_put_str(vdsp_wire_writer *w, const char *text, size_t len) {
 }
 
 int vdsp_wire_put_cstr(vdsp_wire_writer *w, const char *text) {
+  if (w == NULL) return VDSP_WIRE_E_INVALID_ARGUMENT;
   if (text == NULL) return begin(w, VDSP_WIRE_STR) ? w->error.code : wfail(w, VDSP_WIRE_E_INVALID_ARGUMENT, "NULL str");
   return vdsp_wire_put_str(w, text, strlen(text));
 }
 
 int vdsp_wire_put_bin(vdsp_wire_writer *w, const void *data, size_t len) {
+  if (w == NULL) return VDSP_WIRE_E_INVALID_ARGUMENT;
   if (begin(w, VDSP_WIRE_BIN)) return w->error.code;
   return put_bytes(w, 0, data, len);
 }
@@ -694,9 +706,13 @@ static int put_container(vdsp_wire_writer *w, int map, uint32_t n) {
   return 0;
 }
 
-int vdsp_wire_put_array(vdsp_wire_writer *w, uint32_t count) { return put_container(w, 0, count); }
+int vdsp_wire_put_array(vdsp_wire_writer *w, uint32_t count) {
+  return w == NULL ? VDSP_WIRE_E_INVALID_ARGUMENT : put_container(w, 0, count);
+}
 
-int vdsp_wire_put_map(vdsp_wire_writer *w, uint32_t pairs) { return put_container(w, 1, pairs); }
+int vdsp_wire_put_map(vdsp_wire_writer *w, uint32_t pairs) {
+  return w == NULL ? VDSP_WIRE_E_INVALID_ARGUMENT : put_container(w, 1, pairs);
+}
 
 /* One value of a tree, its items not included. */
 static int put_one(vdsp_wire_writer *w, const vdsp_wire_value *v) {
@@ -717,6 +733,7 @@ static int put_one(vdsp_wire_writer *w, const vdsp_wire_value *v) {
 }
 
 int vdsp_wire_put_value(vdsp_wire_writer *w, const vdsp_wire_value *value) {
+  if (w == NULL) return VDSP_WIRE_E_INVALID_ARGUMENT;
   if (value == NULL) return begin(w, VDSP_WIRE_NIL) ? w->error.code : wfail(w, VDSP_WIRE_E_INVALID_ARGUMENT, "NULL value");
   struct {
     const vdsp_wire_value *next;
@@ -743,6 +760,7 @@ int vdsp_wire_put_value(vdsp_wire_writer *w, const vdsp_wire_value *value) {
 }
 
 int vdsp_wire_writer_finish(vdsp_wire_writer *w, const uint8_t **data, size_t *len, vdsp_wire_error *err) {
+  if (w == NULL) return VDSP_WIRE_E_INVALID_ARGUMENT;
   if (w->error.code != 0) {
     if (err != NULL) *err = w->error;
     return w->error.code;
@@ -760,6 +778,10 @@ int vdsp_wire_writer_finish(vdsp_wire_writer *w, const uint8_t **data, size_t *l
 }
 
 const uint8_t *vdsp_wire_writer_bytes(const vdsp_wire_writer *w, size_t *len) {
+  if (w == NULL) {
+    if (len != NULL) *len = 0;
+    return NULL;
+  }
   if (len != NULL) *len = w->len;
   return w->buf;
 }

@@ -157,7 +157,8 @@ const char *vdsp_wire_get_str(const vdsp_wire_value *value, size_t *len);
  * refuse (§3.3, §3.4: a key that is not a str, a str that is not UTF-8, a container of more
  * than VDSP_WIRE_MAX_CONTAINER, a str or bin over VDSP_WIRE_MAX_BODY, nesting deeper than
  * VDSP_WIRE_MAX_DEPTH), a value after the root, an unfilled container at the finish. The
- * encoding of each value is the shortest, as msgpack-python's packb(use_bin_type=True) makes it. */
+ * encoding of each value is the shortest, as msgpack-python's packb(use_bin_type=True) makes it.
+ * A NULL writer is INVALID_ARGUMENT (reset and free do nothing). */
 typedef struct vdsp_wire_writer vdsp_wire_writer;
 
 vdsp_wire_writer *vdsp_wire_writer_new(void);   /* NULL if out of memory */
