@@ -269,10 +269,11 @@ static int one_value(walker *w, int is_key, int depth, vdsp_wire_value *slot, ui
   memset(&v, 0, sizeof v);
   *count = 0;
   *is_map = 0;
-  if (w->pos >= w->len)
-    return fail(w->err, VDSP_WIRE_E_PROTOCOL_ERROR, at == 0 ? "body is not valid msgpack: it is empty"
-                                                            : "body is not valid msgpack: it ends at byte %zu where "
-                                                              "a value is due", at);
+  if (w->pos >= w->len) {
+    if (at == 0) return fail(w->err, VDSP_WIRE_E_PROTOCOL_ERROR, "body is not valid msgpack: it is empty");
+    return fail(w->err, VDSP_WIRE_E_PROTOCOL_ERROR, "body is not valid msgpack: it ends at byte %zu where a value is due",
+                at);
+  }
   uint8_t b = w->p[w->pos++];
   if (is_key && !(b >= 0xA0 && b <= 0xBF) && !(b >= 0xD9 && b <= 0xDB))
     return fail(w->err, VDSP_WIRE_E_PROTOCOL_ERROR, "map keys must be str, got %s (byte 0x%02x at %zu)",
