@@ -245,7 +245,8 @@ def _board(body: dict) -> tuple[float | None, str | None]:
     """A RESULT's board-time estimate (``board_us``, ``board_model``); (None, None) when it has
     none or a field is not what PROTOCOL.md §5.3 says (a peer may lie)."""
     us, model = body.get("board_us"), body.get("board_model")
-    if type(us) not in (int, float) or not 0 <= us < float("inf") or model not in BOARD_MODELS:
+    if not isinstance(us, (int, float)) or isinstance(us, bool) or not 0 <= us < float("inf") \
+            or model not in BOARD_MODELS:
         return None, None
     return float(us), model
 

@@ -14,7 +14,7 @@ import pytest
 
 from dsp_side import ckernel
 from dsp_side.ckernel import board_model as bm
-from tests.test_ckernel import _ctx, _load, _run
+from tests.test_ckernel import _ctx, _load
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "dsp_side" / "ckernel" / "include" / "xtensa" / "tie" / "xt_ivpn.h"

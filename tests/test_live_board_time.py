@@ -7,7 +7,6 @@ import asyncio
 import json
 import subprocess
 
-import numpy as np
 import pytest
 
 from arm_side import CORE_0, CORE_1, AsyncSoc, Soc, opids
@@ -16,7 +15,7 @@ from vdsp_board import trace, tracefmt
 from vdsp_sim import capi_build, ctoolchain
 from tests import privilege
 from tests.test_board_time import BOARD_SRC
-from tests.test_capi import capi_flags, clean_env, run
+from tests.test_capi import capi_flags, run
 from tests.test_live_ckernel import deploy
 
 pytestmark = [pytest.mark.live, pytest.mark.skipif(bool(ctoolchain.missing()), reason="no C compiler")]

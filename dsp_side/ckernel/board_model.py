@@ -107,7 +107,7 @@ def cycles(ivp: dict[str, int], ivp_outside: dict[str, int], blocks: int, dma_bu
 
 # --- Python operators: a table -----------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class Entry:
+class TableEntry:
     """cycles = TASK_OVERHEAD + fixed + in_byte x input bytes + out_byte x output bytes."""
     in_byte: float
     out_byte: float
@@ -137,20 +137,20 @@ def _stage2_per_out_byte() -> float:
     return (2 * (IVP["IVP_GATHERANX8S"] + IVP["IVP_GATHERD2NX8_L"]) + IVP["IVP_SA2NX8_IP"]) / TWO_N
 
 
-_ELEMENTWISE = Entry(_DMA + _VEC, _DMA, "derived: IDMA in and out, one vector operation per byte")
-_FILTER = Entry(_DMA, _DMA + 9 * _VEC, "derived: IDMA in and out, a 3x3 window: 9 vector operations per "
+_ELEMENTWISE = TableEntry(_DMA + _VEC, _DMA, "derived: IDMA in and out, one vector operation per byte")
+_FILTER = TableEntry(_DMA, _DMA + 9 * _VEC, "derived: IDMA in and out, a 3x3 window: 9 vector operations per "
                 "output byte")
 
 #: per-operator entries of the stock Python operators (an operator not here has no estimate)
-TABLE: dict[str, Entry] = {
-    "ping": Entry(0.0, 0.0, "derived: the task's overhead only"),
-    "memcpy": Entry(_DMA, _DMA, _DMA_SRC),
-    "fill": Entry(0.0, _DMA, _DMA_SRC),
-    "checksum": Entry(_DMA + _VEC, 0.0, "derived: IDMA in, one vector operation per byte"),
-    "pointcloud_encode": Entry(max(_DMA, _stage1_per_point(5) / 20), _DMA,
+TABLE: dict[str, TableEntry] = {
+    "ping": TableEntry(0.0, 0.0, "derived: the task's overhead only"),
+    "memcpy": TableEntry(_DMA, _DMA, _DMA_SRC),
+    "fill": TableEntry(0.0, _DMA, _DMA_SRC),
+    "checksum": TableEntry(_DMA + _VEC, 0.0, "derived: IDMA in, one vector operation per byte"),
+    "pointcloud_encode": TableEntry(max(_DMA, _stage1_per_point(5) / 20), _DMA,
                                "derived: the sample's stage-1 kernel mix (§10.4.5.4.1) at the IVP prices above, "
                                "per input byte of 5-dimension float points; IDMA overlapped"),
-    "pointcloud_transpose": Entry(_DMA, max(_DMA, _stage2_per_out_byte()),
+    "pointcloud_transpose": TableEntry(_DMA, max(_DMA, _stage2_per_out_byte()),
                                   "derived: the sample's transpose kernel (§10.4.5.4.3) at the IVP prices above, "
                                   "per output byte; IDMA overlapped"),
     **{name: _ELEMENTWISE for name in ("quantize", "dequantize", "layout", "cv.threshold", "cv.LUT", "cv.flip",

@@ -17,7 +17,7 @@ class Counters:
     def __init__(self, dll: ctypes.CDLL) -> None:
         n = ctypes.c_int.in_dll(dll, "vdsp_ivp_ids").value
         names = (ctypes.c_char_p * n).in_dll(dll, "vdsp_ivp_names")
-        self.names = [names[i].decode() for i in range(n)]
+        self.names = [(names[i] or b"").decode() for i in range(n)]
         missing = [name for name in self.names if name not in board_model.IVP]
         if missing:
             raise errors.OperatorFailed(f"the kernel library counts {', '.join(missing)}, which "

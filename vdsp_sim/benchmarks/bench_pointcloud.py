@@ -65,7 +65,8 @@ def board_estimate(name: str, last) -> dict:
     est = {k: (us / 1e3 if us is not None else None) for k, us in last.board_us.items()}
     j5 = J5[name]
     out: dict = {"stages_ms": est, "models": last.board_models, "vs": {}}
-    dsp = None if None in est.values() or not est else sum(est.values())
+    known = [v for v in est.values() if v is not None]
+    dsp = sum(known) if est and len(known) == len(est) else None
     pairs = [("stage1", est.get("stage1"), j5["stage1"]), ("stage2", est.get("stage2"), j5["stage2"]),
              ("dsp_stages", dsp, j5["stage1"] + j5["stage2"])]
     if name == "centerpoint" and dsp is not None:

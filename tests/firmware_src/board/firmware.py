@@ -7,7 +7,8 @@ VERSION = "1.0.0"
 COUNT = OperatorEntry.declare(0x1450, "board_count", {
     "reps": {"type": "int", "min": 0, "max": 1 << 20, "doc": "IVP_ADDN_2X32 and IVP_DIVN_2XF32 uses"},
     "rows": {"type": "int", "min": 1, "max": 64, "doc": "rows of 64 bytes of the 2-D transfer out"}},
-    inputs=1, outputs=1, doc="board_count.cc (C++: the vector types broadcast a scalar): a known count of intrinsics and IDMA bytes")
+    inputs=1, outputs=1,
+    doc="board_count.cc (C++: the vector types broadcast a scalar): a known count of intrinsics and IDMA bytes")
 
 
 def register(registry):
