@@ -250,14 +250,19 @@ class Firmware:
         finally:
             if watchdog:
                 watchdog.task_end()
-        board = self.ctx.board or board_model.table(spec.name, sum(a.nbytes for a in inputs),
-                                                    sum(a.nbytes for a in outputs))
+        # PROTOCOL.md §5.3: the estimate of the task's time on a J5 DSP: a C kernel's counted
+        # cycles, else the operator's table entry (None: it has none)
+        counted = self.ctx.board
+        if counted is not None:
+            board_us, model = int(counted.us * 1000.0 + 0.5) / 1000.0, counted.model
+        else:
+            board_us, model = board_model.table_us(spec.name, inputs, outputs), "table"
         del inputs, outputs
         exec_us = int((time.perf_counter() - t0) * 1e6)
         body = {"values": values, "core": self.core, "exec_us": exec_us}
-        if board is not None:       # PROTOCOL.md §5.3: the estimate of the task's time on a J5 DSP
-            self.board = body["board_us"] = round(board.us, 3)
-            body["board_model"] = board.model
+        if board_us is not None:
+            self.board = body["board_us"] = board_us
+            body["board_model"] = model
         return messages.result(msg_id, body)
 
     def crash(self, msg: wire.Message, op_name: str, params: dict) -> None:
