@@ -7,7 +7,9 @@ reference, in one run.
 Starts its own SoC in a temporary runtime dir (private DDR directory), generates the
 deterministic synthetic clouds (CenterPoint 300 000 x 5, PointPillars 100 000 x 4), runs the
 DSP path ``--rounds`` times after a warm-up and reports the medians; runs the CPU reference
-(per-point loops) ``--ref-rounds`` times and checks it equals the DSP output.
+(per-point loops) ``--ref-rounds`` times and checks it equals the DSP output. Beside the
+board's published figures it prints the firmware's board-time estimate of one frame's DSP
+stages (docs/dsp_kernels.md, "Board time") and the ratio estimate / board.
 """
 from __future__ import annotations
 
