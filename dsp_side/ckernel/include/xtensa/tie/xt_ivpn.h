@@ -14,7 +14,8 @@
  *   VDSP_IVP_WINDOW_BYTES (64 kB) window that starts at the base and be aligned to the
  *   element's size: otherwise vdsp_ivp_fault (the kernel runtime, src/vdsp_rt.c) ends the task
  *   with HB_DSP_OPERATOR_FAILED and a message naming the intrinsic, lane and offset (outside a
- *   task: a message on stderr and abort()). Programs that gather or scatter link vdsp_rt.c.
+ *   task: a message on stderr and abort()). A program that uses an intrinsic links vdsp_rt.c
+ *   (the fault, and the board-time counters below).
  * - a scalar where an intrinsic takes a vector is broadcast to every lane (C++: the vector types'
  *   converting constructors, so `(xb_vecN_2xf32)x` works as with the Xtensa compiler; C11:
  *   _Generic in the intrinsic's macro; C99: vectors only);
