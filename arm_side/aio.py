@@ -75,7 +75,7 @@ class AsyncTask:
 
     Returned by ``AsyncSoc.rpc(..., timeout_ms=...)``: awaiting it applies that timeout
     (TaskTimeout, the task stays in flight). Every attribute of the :class:`Task`
-    (``msg_id``, ``values``, ``core``, ``exec_us``, ``done()`` ...) is available here too.
+    (``msg_id``, ``values``, ``core``, ``exec_us``, ``board_us``, ``done()`` ...) is available here too.
     """
 
     def __init__(self, task: Task, timeout_ms: float = 0) -> None:

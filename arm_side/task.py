@@ -238,11 +238,27 @@ class Request:
         return fut
 
 
+BOARD_MODELS = ("cycles", "table")     # RESULT's board_model values (PROTOCOL.md §5.3)
+
+
+def _board(body: dict) -> tuple[float | None, str | None]:
+    """A RESULT's board-time estimate (``board_us``, ``board_model``); (None, None) when it has
+    none or a field is not what PROTOCOL.md §5.3 says (a peer may lie)."""
+    us, model = body.get("board_us"), body.get("board_model")
+    if not isinstance(us, (int, float)) or isinstance(us, bool) or not 0 <= us < float("inf") \
+            or model not in BOARD_MODELS:
+        return None, None
+    return float(us), model
+
+
 class Task(Request):
     """A TASK on a DSP core, submitted with ``options`` (``protocol.task_options``). After it
     ends: ``values`` (the operator's result), ``core`` (which core ran it), ``exec_us``
     (compute time on the DSP), ``queue_us`` (time queued in the relay; 0 in direct mode),
-    ``latency_us`` (submit to reply)."""
+    ``latency_us`` (submit to reply), ``board_us`` (the firmware's estimate of the task's time
+    on a J5 DSP, None when it gave none) and ``board_model`` (how it was got: ``"cycles"``
+    counted from a C kernel, ``"table"`` from a Python operator's table entry; None)
+    (PROTOCOL.md §5.3, docs/dsp_kernels.md "Board time")."""
 
     def __init__(self, client: Any, msg_id: int, op: int, outputs: list, core_name: str = "", *,
                  options: TaskOptions = DEFAULT) -> None:
@@ -252,12 +268,15 @@ class Task(Request):
         self.values: dict = {}
         self.exec_us = 0
         self.queue_us = 0
+        self.board_us: float | None = None
+        self.board_model: str | None = None
         self.released = False
 
     def _on_complete(self) -> None:
         self.values = self.body.get("values", {})
         self.core = self.body.get("core", self.core)
         self.exec_us = self.body.get("exec_us", 0)
+        self.board_us, self.board_model = _board(self.body)
         if self.header:
             self.queue_us = max(0, self.header[5])
         if self.error is None and self.outputs:

@@ -55,6 +55,7 @@ import zmq
 from protocol import errors, messages, schema, wire
 from protocol.constants import DEFAULT_WATCHDOG_MS, MAX_RAW_FRAME, Command
 from dsp_side import heap, fw_image, signing
+from dsp_side.ckernel import board_model
 from dsp_side.ddr_resolver import Resolver
 from dsp_side.fwio import FirmwareIO
 from dsp_side.fwtrace import TaskTrace
@@ -81,7 +82,7 @@ log = logging.getLogger("vdsp.firmware")
 class OperatorContext:
     """What an operator sees of its environment."""
 
-    __slots__ = ("core", "log", "msg_id", "watchdog_ms", "state", "note", "crash_file")
+    __slots__ = ("core", "log", "msg_id", "watchdog_ms", "state", "board", "note", "crash_file")
 
     def __init__(self, core: str, watchdog_ms: int = DEFAULT_WATCHDOG_MS) -> None:
         self.core = core
@@ -89,6 +90,7 @@ class OperatorContext:
         self.msg_id = 0
         self.watchdog_ms = watchdog_ms      # the core kills a task that runs this long
         self.state = None                   # the running operator's OperatorState (lifecycle hooks)
+        self.board = None                   # a C kernel's board-time estimate of the running task
         self.note: Callable[[str, dict], None] | None = None   # an event of the running task's trace
         self.crash_file: str | None = None  # where a crash report goes (C kernels: an ASan image's stop)
 
@@ -126,6 +128,7 @@ class Firmware:
         # each task's handles against its connection's binding (here): ownership.check_task reads
         # only the access lists, whose reader is thread-safe (vdsp_board.acl.Reader)
         self.ownership = Ownership(f"{core} firmware", accept_relay=True, accepted=peerproof.accept_records())
+        self.board: float | None = None     # the last task's board_us (its trace event's), None: no estimate
         self.unloading = False      # set by SIGUSR1 (the core stops us): serve returns, destroy hooks run
         self.trace = TaskTrace(core, lambda op: self.registry.get(op).name)   # task slices while tracing is on
         self.ctx.note = self.trace.note     # what an operator reports of its task (C kernels: bank conflicts)
@@ -147,6 +150,7 @@ class Firmware:
     def run(self, frames: list, binding: int | None = None) -> list | None:
         """Reply frames for one TASK (frames without the identity) of a connection bound to
         ``binding`` (its verified owner, RELAY, or None), or None (malformed with msg_id 0)."""
+        self.board = None
         if len(frames) == 2:            # a TASK whose body bytes were checked before (see _Plan)
             plan = self._plans.get(frames[1]) if type(frames[1]) is bytes else None
             if plan is not None:
@@ -237,6 +241,7 @@ class Firmware:
             return messages.error(msg_id, exc)
         params = plan.params
         self.ctx.msg_id = msg_id
+        self.ctx.board = self.board = None
         watchdog = self.watchdog
         if watchdog:
             watchdog.task_begin(msg_id)
@@ -250,9 +255,20 @@ class Firmware:
         finally:
             if watchdog:
                 watchdog.task_end()
+        # PROTOCOL.md §5.3: the estimate of the task's time on a J5 DSP: a C kernel's counted
+        # cycles, else the operator's table entry (None: it has none)
+        counted = self.ctx.board
+        if counted is not None:
+            board_us, model = int(counted.us * 1000.0 + 0.5) / 1000.0, counted.model
+        else:
+            board_us, model = board_model.table_us(spec.name, inputs, outputs), "table"
         del inputs, outputs
         exec_us = int((time.perf_counter() - t0) * 1e6)
-        return messages.result(msg_id, {"values": values, "core": self.core, "exec_us": exec_us})
+        body = {"values": values, "core": self.core, "exec_us": exec_us}
+        if board_us is not None:
+            self.board = body["board_us"] = board_us
+            body["board_model"] = model
+        return messages.result(msg_id, body)
 
     def crash(self, msg: wire.Message, op_name: str, params: dict) -> None:
         """Write the crash report (with the exception's type and message, which the core passes on
@@ -376,7 +392,7 @@ def compute(fw: Firmware, io: FirmwareIO, waiter: select.poll, wake_r: int) -> N
             reply = fw.run(frames, binding)
             took = time.perf_counter() - started
             if traced:
-                trace.end(reply)
+                trace.end(reply, board_us=fw.board)
             if fw.unloading:    # stopped while the task ran: as on a powered-off DSP its result is
                 return          # never sent; the core's "offline" fails it (HB_DSP_CORE_OFFLINE)
             done.items.append((identity, reply, took))

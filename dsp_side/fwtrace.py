@@ -7,7 +7,8 @@ While tracing is on, each task the firmware runs becomes one ``task`` event stam
 end with its start: the msg_id and operator from the header, the connection's binding (the
 relay, or the direct client's DDR owner: ``vdsp_board.ownership``), which is how the
 merge finds the task's other slices, and the error code (0: RESULT; ``crash`` when the
-operator took the firmware down, written out before the process exits).
+operator took the firmware down, written out before the process exits) and the task's
+board-time estimate in µs (``board_us``: RESULT's, None when it has none; PROTOCOL.md §5.3).
 
 What an operator reports of its task (``OperatorContext.note``: a C kernel's TCM bank
 conflicts) is an event of its own kind stamped when reported, a map with the task's ``id``
@@ -45,7 +46,7 @@ class TaskTrace:
         op = int.from_bytes(head[4:6], "little") if len(head) == header.SIZE else 0
         self.rec.emit(kind, {"id": header.msg_id_of(head), "op": op, **fields})
 
-    def end(self, reply: list | None, code=None) -> None:
+    def end(self, reply: list | None, code=None, board_us: float | None = None) -> None:
         if self.cur is None:
             return
         t0, head, binding = self.cur
@@ -67,7 +68,7 @@ class TaskTrace:
             except Exception:
                 name = ""
             self.rec.emit("opname", {"op": op, "name": name}, t0)
-        self.rec.emit("task", (t0, header.msg_id_of(head), op, binding, code))
+        self.rec.emit("task", (t0, header.msg_id_of(head), op, binding, code, board_us))
 
     def poll(self, idle: bool = False) -> None:
         """Look at the switch (``trace.Recorder.poll``); ``idle``: the firmware is about to wait

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import math
 import time
 
 import zmq
@@ -39,8 +40,10 @@ FRONT_TURN_S = 0.004            # the longest a loop turn reads the front before
 #                                 300 processes x 12 HELLOs, with the whole 256-message turn)
 CLIENT_SNDHWM = 4096            # replies waiting for one client before the next is dropped (1000 lost some
 #                                 of a 2,000-refusal flood read late on a busy host)
-RELINK_FIRST_S = 0.1            # a dead ipc control link is made again after this, doubling while nothing
-RELINK_MOST_S = 0.5             # listens there, up to this (the cores' HELLO retry: cores.HELLO_RETRY_S)
+RELINK_FIRST_S = 0.01           # a dead ipc control link is made again after this, doubling while nothing
+RELINK_MOST_S = 0.5             # listens there, up to this (the cores' HELLO retry: cores.HELLO_RETRY_S).
+#                                 Not on the 100 ms tick: at `vdsp up` the relay often starts before a core
+#                                 listens, and the first HELLO then waited for the next tick (+0.1 s per up)
 _NOBLOCK = int(zmq.NOBLOCK)
 _POLLIN = int(zmq.POLLIN)
 
@@ -90,6 +93,7 @@ class RelayServer:
         self.ctl_state = [ipclink.LinkState(ipclink.is_ipc(c.endpoint)) for c in self.cores]
         self._ctl_again = [0.0] * len(self.cores)                 # a dead control link is made again then
         self._ctl_pause = [RELINK_FIRST_S] * len(self.cores)
+        self._relink_due = math.inf     # the earliest _ctl_again of a dead control link (the loop wakes then)
         # a client connection that closes: the engine looks at once which clients' processes exited
         # (the front's one monitor is the admission's, which counts the closes: self._closes)
         self._closes = 0
@@ -189,12 +193,25 @@ class RelayServer:
         self._rebuild_poll()
         return True
 
+    def _ctl_links_again(self, now: float) -> None:
+        """Dead control links whose pause is over are made again; ``_relink_due`` is then the
+        earliest pause still running (the loop's poll waits no longer than that)."""
+        due = math.inf
+        for index, state in enumerate(self.ctl_state):
+            if state.dead and now >= self._ctl_again[index] and self._relink_ctl(index, now):
+                self.engine.ctl_relinked(index)
+            if self.ctl_state[index].dead:
+                due = min(due, self._ctl_again[index])
+        self._relink_due = due
+
     def _ctl_heard(self, index: int, frames: list, now: float) -> None:
         """A monitor event of core ``index``'s control link. Its connection closed: the core's
         process exited (``RelayEngine.ctl_lost``); over ipc a new link first, which the HELLO
         said then goes out on once the core listens again."""
         event = ipclink.decode(frames)
         self.ctl_state[index].heard(event)
+        if self.ctl_state[index].dead:
+            self._relink_due = min(self._relink_due, self._ctl_again[index])
         if event == zmq.EVENT_CONNECTED:
             self._ctl_pause[index] = RELINK_FIRST_S
         elif event == zmq.EVENT_DISCONNECTED:
@@ -208,9 +225,7 @@ class RelayServer:
         afresh (``RelayEngine.fw_link_stuck``). A firmware link whose connection closed is the
         core's to report (its firmware exited); a task sent there meanwhile finds no pipe, which
         ``flush`` takes for a stuck link."""
-        for index, state in enumerate(self.ctl_state):
-            if state.dead and now >= self._ctl_again[index] and self._relink_ctl(index, now):
-                self.engine.ctl_relinked(index)
+        self._ctl_links_again(now)
         for index, fw in enumerate(self.fw_state):
             monitor = self.fw_monitors[index]
             while fw is not None and monitor is not None:
@@ -299,7 +314,10 @@ class RelayServer:
         monotonic = time.monotonic
         next_reap = next_tick = 0.0
         while self.running:
-            for sock, _ in zmq_poll(self._items, 0 if self._quiet_due else TICK_MS):
+            wait_ms = 0 if self._quiet_due else TICK_MS
+            if self._relink_due != math.inf:
+                wait_ms = min(wait_ms, max(0, math.ceil((self._relink_due - monotonic()) * 1000)))
+            for sock, _ in zmq_poll(self._items, wait_ms):
                 handler = self._handlers.get(sock)
                 if handler is not None:     # None: a firmware link closed earlier in this turn
                     handler()
@@ -312,6 +330,8 @@ class RelayServer:
                 self._links_again(now)
                 next_tick = now + TICK_MS / 1000
                 self._quiet_due = True      # and every tick, whatever their fds said
+            elif now >= self._relink_due:
+                self._ctl_links_again(now)
             if self._quiet_due:
                 self._drain_quiet()
             self.flush()

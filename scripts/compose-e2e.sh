@@ -21,7 +21,7 @@
 # podman: Debian's (installed if missing, with catatonit for its pause image), with its own
 # storage root under build/compose-e2e/podman and no network (the pod's containers talk over
 # its loopback), reset at the end.
-# The lines marked "+" are the commands of the README's Docker section, in that order (with
+# The lines marked "+" are the commands of docs/docker.md's Docker section, in that order (with
 # VDSP_BASE_IMAGE and VDSP_BUILD_NETWORK set, the "prep:" lines: how the base comes here
 # without a registry); "check:" lines are what this script verifies between them. Exit
 # status 0 only if all passed.
@@ -60,7 +60,7 @@ FAILED=0
 
 elapsed() { local ds=$((($(date +%s%N) - $1) / 100000000)); printf '%d.%d' $((ds / 10)) $((ds % 10)); }   # seconds since $1 (ns)
 step() { STEP=$((STEP + 1)); printf '\n==> [%d/%d] %s  (t=%ss)\n' "$STEP" "$STEPS" "$*" "$(elapsed "$T_START")"; }
-# A command of the README's Docker section: printed, run, the last lines of its output shown
+# A command of docs/docker.md's Docker section: printed, run, the last lines of its output shown
 # (all of it with --verbose, and the end of it when it fails); the whole output is kept in
 # $LOGDIR, which is removed when everything passed.
 NCMD=0

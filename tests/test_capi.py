@@ -328,10 +328,10 @@ def test_pkg_config_cmake_and_a_makefile_build_programs_that_run_as_they_are(sha
         assert res.returncode == 0 and res.stdout.count("2 tasks ok") == 2, (program, res.stdout, res.stderr)
 
 
-def test_the_first_program_of_docs_capi_md_compiles_and_prints_what_it_says(shared_soc, tmp_path):
+def test_the_first_c_program_of_the_readme_compiles_and_prints_what_it_says(shared_soc, tmp_path):
     if capi_build.missing():
         privilege.require(f"no C build here: {capi_build.missing()}")
-    text = (ROOT / "docs" / "capi.md").read_text()
+    text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"^```c\n(.*?)^```", text, re.S | re.M)
     assert len(blocks) == 1
     (tmp_path / "first.c").write_text(blocks[0])

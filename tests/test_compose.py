@@ -703,7 +703,7 @@ def dry_run_commands() -> list[str]:
 
 
 def readme_docker_commands() -> list[str]:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "docker.md").read_text()
     section = re.search(r"^## Docker\n(.*?)^## ", readme, re.S | re.M)[1]
     block = re.search(r"```bash\n(.*?)```", section, re.S)[1]
     return [re.sub(r"\s+#.*$", "", ln).strip() for ln in block.splitlines()

@@ -105,6 +105,8 @@ def test_pip_install_then_a_users_first_steps_from_another_directory(installed):
         for name in PACKAGES:
             assert (purelib / name / "py.typed").exists(), name
         assert (purelib / "dsp_side" / "firmware_src" / "stock" / "firmware.py").exists()
+        assert (purelib / "arm_side" / "capi" / "native" / "vdsp_wire.c").exists()      # the C library's wire layer
+        assert (purelib / "arm_side" / "capi" / "native" / "vdsp_wire.h").exists()
 
         res = vdsp("--version")
         assert res.returncode == 0 and res.stdout.strip() == f"vdsp (vdsp-sim) {version}" and version != "0+unknown"

@@ -178,15 +178,48 @@ def _nested(depth: int) -> list:
     return value
 
 
+def hdr(cmd, msg_id=1, op=0, priority=0, core=0, custom_id=0, magic=None, version=None) -> bytes:
+    """A header packed field by field (PROTOCOL.md §3.2), whatever its fields hold."""
+    from protocol.constants import MAGIC, VERSION
+    return struct.pack("<2sBBHBBQq", MAGIC if magic is None else magic, VERSION if version is None else version,
+                       int(cmd), op, priority, core, msg_id, custom_id)
+
+
+def body(value) -> bytes:
+    import msgpack
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def malformed_frames() -> dict[str, list]:
+    """Frame lists of every shape a peer may send, well-formed and not (also fed to the native
+    wire layer: tests/test_capi_wire.py)."""
+    from protocol.constants import Command
+
+    good_task = [hdr(Command.TASK, 11), body({"inputs": [], "outputs": []})]
+    shapes: dict[str, list] = {
+        "none": [], "one": [hdr(Command.QUERY)], "task": good_task,
+        "query": [hdr(Command.QUERY, 12), body({"what": "cores"})],
+        "short header": [b"VD\x01", body({})], "long header": [hdr(Command.TASK) + b"x", body({})],
+        "bad magic": [hdr(Command.TASK, magic=b"XX"), body({})], "bad version": [hdr(Command.TASK, version=9), body({})],
+        "unknown command": [hdr(0x7e), body({})], "not msgpack": [hdr(Command.TASK, 13), b"\xc1"],
+        "truncated": [hdr(Command.QUERY, 14), body({"what": "stats"})[:-2]],
+        "not a map": [hdr(Command.QUERY, 15), body([1])],
+        "int keys": [hdr(Command.QUERY, 16), body({1: 2})], "bin keys": [hdr(Command.QUERY, 17), b"\x81\xc4\x01a\x01"],
+        "deep": [hdr(Command.TASK, 18), body({"params": {"a": _nested(40)}})],
+        "ext type": [hdr(Command.QUERY, 19), b"\x81\xa4what\xd4\x01\x00"],
+        "raw frames": good_task + [b"abc", b""], "many frames": good_task + [b""] * 100,
+    }
+    return shapes
+
+
 def outcomes() -> dict[str, list]:
     """Each malformed input, fed to this process's modules (pure or compiled): what came out, or
     the type of the exception raised."""
-    import msgpack
     import zmq
 
     from dsp_side.inbox import Inbox
     from protocol import header, messages, wire
-    from protocol.constants import MAGIC, VERSION, Command
+    from protocol.constants import Command
     from relay_server.engine import RelayEngine
 
     class TrustAll:
@@ -195,12 +228,6 @@ def outcomes() -> dict[str, list]:
 
         def check_task(self, owner, body):
             pass
-
-    def hdr(cmd, msg_id=1, op=0, priority=0, core=0, custom_id=0, magic=MAGIC, version=VERSION) -> bytes:
-        return struct.pack("<2sBBHBBQq", magic, version, int(cmd), op, priority, core, msg_id, custom_id)
-
-    def body(value) -> bytes:
-        return msgpack.packb(value, use_bin_type=True)
 
     def relay() -> RelayEngine:
         """A relay with both cores running, one client and one task in flight (msg_id 9)."""
@@ -235,20 +262,7 @@ def outcomes() -> dict[str, list]:
         return (0 if job.relay_id in e.cores[0].inflight else 1), job.relay_id
 
     # frame lists of every shape, each frame as the buffer types pyzmq hands out
-    good_task = [hdr(Command.TASK, 11), body({"inputs": [], "outputs": []})]
-    shapes: dict[str, list] = {
-        "none": [], "one": [hdr(Command.QUERY)], "task": good_task,
-        "query": [hdr(Command.QUERY, 12), body({"what": "cores"})],
-        "short header": [b"VD\x01", body({})], "long header": [hdr(Command.TASK) + b"x", body({})],
-        "bad magic": [hdr(Command.TASK, magic=b"XX"), body({})], "bad version": [hdr(Command.TASK, version=9), body({})],
-        "unknown command": [hdr(0x7e), body({})], "not msgpack": [hdr(Command.TASK, 13), b"\xc1"],
-        "truncated": [hdr(Command.QUERY, 14), body({"what": "stats"})[:-2]],
-        "not a map": [hdr(Command.QUERY, 15), body([1])],
-        "int keys": [hdr(Command.QUERY, 16), body({1: 2})], "bin keys": [hdr(Command.QUERY, 17), b"\x81\xc4\x01a\x01"],
-        "deep": [hdr(Command.TASK, 18), body({"params": {"a": _nested(40)}})],
-        "ext type": [hdr(Command.QUERY, 19), b"\x81\xa4what\xd4\x01\x00"],
-        "raw frames": good_task + [b"abc", b""], "many frames": good_task + [b""] * 100,
-    }
+    shapes = malformed_frames()
     kinds = {"bytes": bytes, "bytearray": bytearray, "memoryview": memoryview, "zmq.Frame": zmq.Frame}
     cases: dict[str, Callable[[], object]] = {}
 

@@ -129,13 +129,14 @@ def test_what_the_script_must_leave_alone():
         assert subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT).returncode == 0, path
 
 
-def test_the_readme_documents_it():
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_document_it():
+    readme = (ROOT / "docs" / "docker.md").read_text()
     paragraph = next(p for p in readme.split("\n\n") if "`scripts/oldkernel-e2e.sh`" in p)
     for what in ("--dry-run", "--keep", "--accel", "--checkout DIR", "SO_PEERPIDFD", "linux-image-amd64",
                  "build/oldkernel-e2e/", "tests/test_oldkernel_e2e.py"):
         assert what in paragraph, what
-    assert "oldkernel-e2e.sh" in readme[readme.index("\n## Layout"):]
+    building = (ROOT / "docs" / "building.md").read_text()
+    assert "oldkernel-e2e.sh" in building[building.index("\n## Layout"):]
 
 
 def test_the_setup_layer_is_keyed_by_what_the_setup_depends_on():

@@ -60,6 +60,9 @@ def test_full_size_centerpoint_cloud(soc):
         np.testing.assert_array_equal(r.coords, rc)
         np.testing.assert_array_equal(r.features, rf)
     assert first.num_pillars > 10000 and first.valid_points > 200_000
+    # each DSP stage's board-time estimate (a table entry while the stages are Python, counted once C)
+    assert set(first.board_us) == {"stage1", "stage2"} and all(us > 0 for us in first.board_us.values())
+    assert set(first.board_models.values()) <= {"table", "cycles"}
 
 
 def test_bad_input_is_an_error_and_cores_keep_serving(soc):

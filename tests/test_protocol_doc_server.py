@@ -77,8 +77,8 @@ def dealer():
 
 # --- numbers the documents give and the servers use --------------------------------------------
 
-def test_the_readme_and_section_12_give_the_limits_the_servers_use():
-    readme = " ".join((ROOT / "README.md").read_text().split())
+def test_the_limits_page_and_section_12_give_the_limits_the_servers_use():
+    readme = " ".join((ROOT / "docs" / "limits.md").read_text().split())
     number = r"(\d[\d,]*)"
     replies = re.search(rf"drops replies past {number} waiting for a client", readme)
     assert replies and int(replies[1].replace(",", "")) == relay_server.CLIENT_SNDHWM

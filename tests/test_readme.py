@@ -1,4 +1,4 @@
-"""The README's "Using it from Python" runs as printed: its shell steps in a fresh runtime
+"""The README's "A first task in Python" runs as printed: its shell steps in a fresh runtime
 directory (``vdsp up -d``, the example with the venv's Python, ``vdsp down``), and the example
 it shows is the file those steps run. Without ``vdsp up -d`` the example fails saying so and
 starts nothing."""
@@ -26,7 +26,7 @@ README = ROOT / "README.md"
 
 def section() -> str:
     text = README.read_text()
-    return text[text.index("## Using it from Python"):text.index("\n## ", text.index("## Using it from Python") + 5)]
+    return text[text.index("## A first task in Python"):text.index("\n## ", text.index("## A first task in Python") + 5)]
 
 
 def shell_steps() -> list[str]:

@@ -260,7 +260,7 @@ def _files():
         (9700, "core", {"core": "vdsp0", "state": "crashed", "reason": "crash: exception"})], True)
     fw1 = ({"role": "firmware", "name": "vdsp1", "pid": 401}, [
         (4000, "opname", {"op": 0x10, "name": "memcpy"}),
-        (7000, "task", {"t0": 4000, "id": 17, "op": 0x10, "bind": -1, "code": 0})], True)
+        (7000, "task", {"t0": 4000, "id": 17, "op": 0x10, "bind": -1, "code": 0, "board_us": 5.512})], True)
     fw0 = ({"role": "firmware", "name": "vdsp0", "pid": 501}, [
         (6000, "task", {"t0": 5000, "id": 6, "op": 0x11, "name": "fill", "bind": 0x42, "code": 0})], False)
     core0 = ({"role": "core", "name": "vdsp0", "pid": 500}, [(9650, "crash", {"core": "vdsp0", "kind": "exception"})],
@@ -305,6 +305,23 @@ def test_a_task_has_every_stage_in_order_on_the_right_core_linked_by_one_flow():
     direct = [e for e in slices if e["args"]["op"] == "0x0011"]
     assert sorted(e["args"]["stage"] for e in direct) == ["complete", "run", "submit"]
     assert next(e for e in direct if e["args"]["stage"] == "run")["pid"] == 500
+    # the firmware's board-time estimate on its slice; a task event without one (an older file) has none
+    assert run["args"]["board_us"] == 5.512
+    assert "board_us" not in next(e for e in direct if e["args"]["stage"] == "run")["args"]
+
+
+def test_the_firmware_records_a_tasks_board_time_as_the_last_field_of_its_event():
+    from dsp_side.fwtrace import TaskTrace
+    t = TaskTrace("vdsp1", lambda op: "memcpy")
+    t.rec = trace.ListRecorder()      # type: ignore[assignment]
+    t.rec.session = "s"               # type: ignore[attr-defined]
+    head = header.pack(Command.TASK, 7, op=0x10)
+    t.begin([head], -1)
+    t.end(None, board_us=5.512)
+    t.begin([head], -1)
+    t.end(None)
+    tasks = [f for _, kind, f in t.rec.events if kind == "task"]
+    assert [f["board_us"] for f in tasks] == [5.512, None] and trace.SCHEMAS["task"][-1] == "board_us"
 
 
 def test_stamp_slices_of_one_thread_never_overlap():

@@ -14,7 +14,7 @@ of one variable fails only the code that uses it. An empty value counts as unset
 Children get their environment as an explicit ``env=`` dict (:func:`child_env`); nothing here
 or elsewhere assigns ``os.environ``, except :func:`export`, the one writer, which a
 :class:`vdsp_sim.private_soc.PrivateSoc` uses to name its SoC to the clients of its own process.
-The README's table of variables is :func:`markdown_table` (``python -m vdsp_board.settings``
+The table of variables in docs/commands.md is :func:`markdown_table` (``python -m vdsp_board.settings``
 prints it; a test compares the two).
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ class Variable(Generic[T]):
     says it in words)."""
     name: str
     kind: str                   # what a user writes, in words: "path", "integer", "relay or direct" ...
-    default: str                # in words, as the README shows it
+    default: str                # in words, as docs/commands.md shows it
     doc: str
     readers: tuple[str, ...]
     parse: Callable[[str], T]
@@ -291,7 +291,7 @@ def become(env: Mapping[str, str]) -> None:
 
 
 def markdown_table(variables: Iterable[Variable[Any]] | None = None) -> str:
-    """The README's table of variables."""
+    """The table of variables of docs/commands.md."""
     rows = ["| variable | read by | default | meaning |", "|---|---|---|---|"]
     for v in variables if variables is not None else VARIABLES.values():
         doc = v.doc + (" (internal: not for users)" if v.internal else "")

@@ -66,7 +66,7 @@ SCHEMAS = {
     "enq": ("rid", "cid", "cpid", "owner", "op", "prio", "cust", "core", "bytes", "q", "fl"),
     "disp": ("rid", "core", "q", "fl"),
     "reply": ("rid", "core", "code", "q", "fl"),
-    "task": ("t0", "id", "op", "bind", "code"),
+    "task": ("t0", "id", "op", "bind", "code", "board_us"),
 }
 SUFFIX = ".trace"
 END = msgpack.packb({"end": True})

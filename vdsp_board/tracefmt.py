@@ -31,7 +31,7 @@ _CORE_PID_BASE = 1 << 22     # pids of cores with no core file (outside Linux's 
 
 class TracedTask:
     __slots__ = ("gid", "key", "stages", "op", "name", "core", "client_pid", "prio", "custom_id", "code", "fw_pid",
-                 "bytes")
+                 "bytes", "board_us")
 
     def __init__(self, gid: int, key) -> None:
         self.gid, self.key = gid, key
@@ -43,6 +43,7 @@ class TracedTask:
         self.prio = self.custom_id = self.bytes = None
         self.code = None
         self.fw_pid = None
+        self.board_us = None     # the firmware's board-time estimate of the task (µs)
 
     def label(self) -> str:
         return self.name or f"op 0x{self.op:04x}"
@@ -130,6 +131,7 @@ def link(files: list[tuple[dict, list, bool]]) -> tuple[list[TracedTask], list[t
             task.stages["end"] = (ts, head.get("name"), pid)
             task.name = f.get("name") or op_names.get((head.get("name"), f.get("op"))) or task.name
             task.core, task.fw_pid = head.get("name", task.core), pid
+            task.board_us = f.get("board_us")
             if f.get("code"):
                 task.code = f["code"]
         else:
@@ -218,7 +220,8 @@ def to_chrome(files: list[tuple[dict, list, bool]], session: dict | None = None)
             pid, tid = where(st["start"])
             ev = {"ph": "X", "name": label, "cat": "firmware", "ts": us(st["start"][0]),
                   "dur": max(0.0, round((st["end"][0] - st["start"][0]) / 1000.0, 3)), "pid": pid, "tid": tid,
-                  "args": {**args, "stage": "run"}}
+                  "args": {**args, "stage": "run",
+                           **({"board_us": task.board_us} if task.board_us is not None else {})}}
             out.append(ev)
             points.append((st["start"][0], ev))
         if "wait" in st:

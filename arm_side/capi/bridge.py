@@ -460,6 +460,20 @@ class Bridge:
         out[0] = _CORE_IDS.get(t.core, 0)
         return 0
 
+    def dsp_board(self, task: Any, us_out: Any, counted_out: Any) -> int:
+        if not us_out:
+            raise errors.InvalidArgument("boardUs is NULL")
+        t = self.dsp_tasks.get(task)
+        if not t.done() or t.error is not None:
+            raise errors.InvalidArgument("the task has no board time: it has not ended, or it failed "
+                                         "(hbDSPWaitTaskDone returns its code)")
+        if t.board_us is None:
+            raise errors.InvalidArgument("the task has no board-time estimate (its operator has no table entry)")
+        us_out[0] = t.board_us
+        if counted_out:
+            counted_out[0] = int(t.board_model == "cycles")
+        return 0
+
     # --- tensors --------------------------------------------------------------------------------------
     def props_from_c(self, cp: Any, what: str) -> Any:
         n = int(cp.validShape.numDimensions)
@@ -802,7 +816,8 @@ def install(ffi: Any) -> Bridge:
         ("write", b.write, sys_invalid), ("read", b.read, sys_invalid), ("register", b.register, sys_invalid),
         ("rpc", b.rpc, dnn_invalid),
         ("dsp_value", b.dsp_value, dnn_invalid), ("dsp_values_json", b.dsp_values_json, dnn_invalid),
-        ("dsp_core", b.dsp_core, dnn_invalid), ("dnn_from_files", b.from_files, dnn_invalid),
+        ("dsp_core", b.dsp_core, dnn_invalid), ("dsp_board", b.dsp_board, dnn_invalid),
+        ("dnn_from_files", b.from_files, dnn_invalid),
         ("dnn_from_ddr", b.from_ddr, dnn_invalid), ("dnn_release", b.release, dnn_invalid),
         ("dnn_model_names", b.model_names, dnn_invalid), ("dnn_model_handle", b.model_handle, dnn_invalid),
         ("dnn_count", b.count, dnn_invalid), ("dnn_name", b.name, dnn_invalid),

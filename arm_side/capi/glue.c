@@ -182,6 +182,9 @@ int32_t hbDSPGetTaskValuesJson(hbDSPTask_t task, char *buf, uint32_t bufSize) {
 int32_t hbDSPGetTaskCore(hbDSPTask_t task, int32_t *dspCoreId) {
   return VDSP_CALL(vdsp_py_dsp_core(VDSP_TASK(task), dspCoreId));
 }
+int32_t hbDSPGetTaskBoardTime(hbDSPTask_t task, double *boardUs, int32_t *counted) {
+  return VDSP_CALL(vdsp_py_dsp_board(VDSP_TASK(task), boardUs, counted));
+}
 
 /* --- hb_dnn.h ------------------------------------------------------------------------------- */
 char const *hbDNNGetVersion(void) {

@@ -43,6 +43,10 @@ class Result:
     voxel_ms: float          # ARM voxelization after that (the first half is voxelized meanwhile)
     stage2_ms: float
     total_ms: float
+    #: the firmware's board-time estimates (µs) of the DSP stages: "stage1" (its tasks summed: the
+    #: stage's work on one core) and "stage2"; None where a task had none (docs/dsp_kernels.md)
+    board_us: dict = dataclasses.field(default_factory=dict)
+    board_models: dict = dataclasses.field(default_factory=dict)    # stage -> "cycles" / "table" / None
 
 
 class DspPreprocessor:
@@ -53,6 +57,7 @@ class DspPreprocessor:
         p, n = self.p, self.capacity
         cap = p.max_pillars * p.max_points
         self._mems: list = []
+        self._board_tasks: dict[str, list] = {}     # the last run's DSP tasks by stage (Result.board_us)
         self.points = self._alloc(n * p.dim * 4)
         self.cells = self._alloc(n * 4)
         self.xyzr = self._alloc(n * 4)
@@ -134,6 +139,7 @@ class DspPreprocessor:
             params = dict(self.p.encode_params(), num_points=k)
             tasks.append(stubs.pointcloud_encode(self.soc, self._slice(self.points, lo * dim * 4, k * dim * 4), outs,
                                                  **params, core=core))
+        self._board_tasks = {"stage1": tasks}
         return tasks, parts
 
     def _stage1_voxelize(self, stage1_done: Callable[[float], None]) -> tuple[int, int, float]:
@@ -195,7 +201,9 @@ class DspPreprocessor:
 
     def _stage2(self, used: int) -> None:
         inputs = [self.voxel_xyzr] + ([self.voxel_t] if self.voxel_t is not None else [])
-        stubs.pointcloud_transpose(self.soc, inputs, self.features, **self.p.transpose_params(used)).wait(self.timeout_ms)
+        task = stubs.pointcloud_transpose(self.soc, inputs, self.features, **self.p.transpose_params(used))
+        task.wait(self.timeout_ms)
+        self._board_tasks["stage2"] = [task]
         self.features.flush(INVALIDATE)
 
     def run(self, *, copy: bool = True, on_stage: Callable[[str, float], None] | None = None) -> Result:
@@ -231,9 +239,17 @@ class DspPreprocessor:
         features = self.features.array(np.int8, self.p.feature_shape)
         if copy:
             coords, features = coords.copy(), features.copy()
-        result = Result(coords, features, used, valid, ms(t0, t1), ms(t1, t2), ms(t2b, t3), ms(t0, t3))
+        result = Result(coords, features, used, valid, ms(t0, t1), ms(t1, t2), ms(t2b, t3), ms(t0, t3),
+                        {k: _board_sum(tasks) for k, tasks in self._board_tasks.items()},
+                        {k: tasks[0].board_model if tasks else None for k, tasks in self._board_tasks.items()})
         stage("end", result.total_ms)
         return result
+
+
+def _board_sum(tasks: list) -> float | None:
+    """The tasks' board-time estimates summed (None: one of them had none)."""
+    board = [t.board_us for t in tasks]
+    return None if not board or None in board else sum(board)
 
 
 def preprocess(soc: Soc, points: np.ndarray, params: PillarParams) -> tuple[np.ndarray, np.ndarray]:

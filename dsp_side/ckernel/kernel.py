@@ -27,7 +27,7 @@ import numpy as np
 from protocol import errors
 from protocol.contract.operator import OperatorEntry
 from vdsp_board import settings
-from dsp_side.ckernel import params as cparams
+from dsp_side.ckernel import counters, params as cparams
 
 _LEVELS = {ord("E"): logging.ERROR, ord("W"): logging.WARNING, ord("I"): logging.INFO, ord("D"): logging.DEBUG}
 _TRAPS = {1: errors.TcmOverBudget, 2: errors.DmaNotWaited, 3: errors.OperatorFailed, 4: errors.KernelMemoryFault}
@@ -73,6 +73,7 @@ class Library:
         self._log_cb = _LOG_FN(emit)       # kept: the library calls it while loaded
         if self.dll.vdsp_rt_init(self._log_cb) != 0:
             raise errors.OperatorFailed(f"{path.name}: the kernel runtime cannot map its TCM")
+        self.counters = counters.attach(self.dll)     # the board-time counters (None: an older library)
 
     def kernel(self, symbol: str) -> int:
         """The address of the C function ``symbol``. Raises OperatorFailed."""
@@ -152,6 +153,8 @@ class CKernel:
             raise _TRAPS.get(trap, errors.OperatorFailed)(message)
         if rc.value != 0:
             raise errors.OperatorFailed(f"kernel {self.symbol} returned {rc.value}")
+        if self._lib.counters is not None:      # the task's board time, for its RESULT (dsp_side.firmware)
+            ctx.board = self._lib.counters.estimate()
         return {}
 
     def _bank_conflicts(self, ctx) -> None:

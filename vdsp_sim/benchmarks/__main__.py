@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from vdsp_sim.benchmarks import names
+from vdsp_sim.benchmarks import names, report
 from vdsp_board import proc
 from vdsp_board.clihelp import exit_quietly_on_broken_pipe
 
@@ -17,6 +17,7 @@ def main(argv: list[str]) -> int:
     name, rest = argv[0], argv[1:]
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) runs the cleanup: no SoC outlives the benchmark
     sys.argv = [f"vdsp bench {name}", *rest]     # argparse's prog when a benchmark does not set one
+    report.mark_start()         # the load before the run, which the report (made after it) records
     module = importlib.import_module(f"vdsp_sim.benchmarks.bench_{name}")
     return exit_quietly_on_broken_pipe(lambda: module.main(rest) or 0)
 

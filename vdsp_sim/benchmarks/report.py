@@ -82,6 +82,16 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+_LOAD_AT_START: tuple[float, float, float] | None = None
+
+
+def mark_start() -> None:
+    """Record the host's load average as the benchmark's "before" (``python -m
+    vdsp_sim.benchmarks`` calls it before the benchmark runs; a Report is made at the end)."""
+    global _LOAD_AT_START
+    _LOAD_AT_START = os.getloadavg()
+
+
 class Report:
     """Collect a benchmark's notes, tables and targets; ``finish`` prints and writes them."""
 
@@ -91,7 +101,8 @@ class Report:
         self.notes: list[str] = []
         self.tables: list[dict] = []
         self.verdicts: list[dict] = []
-        self.load_before = os.getloadavg()
+        # the load when the benchmark started (mark_start), else now: a report is made after the run
+        self.load_before = _LOAD_AT_START if _LOAD_AT_START is not None else os.getloadavg()
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -112,7 +123,10 @@ class Report:
         return all(v["passed"] for v in self.verdicts) if self.verdicts else None
 
     def render(self) -> str:
-        lines = [f"vdsp bench {self.benchmark}"] + [f"  {n}" for n in self.notes]
+        after = os.getloadavg()
+        lines = [f"vdsp bench {self.benchmark}",
+                 f"  {os.cpu_count()} CPUs, load average {self.load_before[0]:.2f} before, {after[0]:.2f} after "
+                 "(1 minute)"] + [f"  {n}" for n in self.notes]
         for t in self.tables:
             lines += ["", f"{t['title']}:", ""] + markdown_table(t["columns"], t["rows"])
         if self.verdicts:

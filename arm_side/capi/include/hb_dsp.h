@@ -80,6 +80,11 @@ int32_t hbDSPGetTaskValueDouble(hbDSPTask_t task, char const *name, double *valu
  * bufSize is too small); the core that ran the task: HB_DSP_CORE_0 or HB_DSP_CORE_1. */
 int32_t hbDSPGetTaskValuesJson(hbDSPTask_t task, char *buf, uint32_t bufSize);
 int32_t hbDSPGetTaskCore(hbDSPTask_t task, int32_t *dspCoreId);
+/* After hbDSPWaitTaskDone returned 0: the firmware's estimate of the task's time on a J5 DSP, in
+ * microseconds (docs/dsp_kernels.md, "Board time"), and in *counted (may be NULL) 1 when it was
+ * counted from a C kernel's work, 0 when it comes from a Python operator's table entry;
+ * HB_DNN_INVALID_ARGUMENT when the task has no estimate. */
+int32_t hbDSPGetTaskBoardTime(hbDSPTask_t task, double *boardUs, int32_t *counted);
 
 #ifdef __cplusplus
 }

@@ -155,6 +155,8 @@ static int in_tcm(uint8_t const *p) {
   return 0;
 }
 
+#include "vdsp_board.c" /* the board-time counters: vdsp_board_* */
+
 static int in_ddr(uint8_t const *p, uint64_t extent, int writable) {
   int n = writable ? rt.task->num_outputs : rt.task->num_inputs + rt.task->num_outputs;
   for (int i = 0; i < n; i++) {
@@ -177,6 +179,7 @@ static void set_guard(int prot_none) {
 }
 
 static void perform_until(int id) {
+  vdsp_board_dma_waited(id);
   if (rt.strict) set_guard(0);
   for (; rt.done < id; rt.done++) {
     struct dma const *d = &rt.queue[rt.done];
@@ -218,6 +221,7 @@ vdsp_dma_t vdsp_idma_copy_2d(void *dst, void const *src, uint32_t row_bytes, uin
   q->src_pitch = src_pitch;
   q->tcm_dst = tcm_dst;
   q->tcm = tcm_dst ? tcm_dst : tcm_side;
+  vdsp_board_dma_issued(rt.issued - 1, row_bytes, rows);
   if (rt.strict) set_guard(1);
   return rt.issued;
 }
@@ -582,8 +586,9 @@ int vdsp_rt_run(int (*kernel)(vdsp_task_t const *), vdsp_task_t const *task, int
   rt.trap = VDSP_RT_OK;
   rt.message[0] = 0;
   rt.issued = rt.done = 0;
+  vdsp_board_begin();
   conflicts.count = 0;
-  int handle = strict || guard.tcm || guard.inputs;
+  int volatile handle = strict || guard.tcm || guard.inputs; /* read after the longjmp */
   if (handle) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -8,13 +8,14 @@
  * - a vector is a plain struct of lanes, lane 0 first; its bytes are the lanes' bytes in memory
  *   order (little-endian, as the board's Xtensa core), sizeof is 64 bytes (512 bits) for every
  *   vector type, so `*(xb_vecN_2xf32 const *)p` loads 16 floats at p as on the board;
- * - every intrinsic is a static inline function or a macro over one; it reads and writes only
+ * - every intrinsic is a VDSP_IVP_INLINE function or a macro over one; it reads and writes only
  *   its operands and the memory its semantics (the comment above it) names;
  * - gather/scatter take BYTE offsets from a base; every lane's element must lie inside the
  *   VDSP_IVP_WINDOW_BYTES (64 kB) window that starts at the base and be aligned to the
  *   element's size: otherwise vdsp_ivp_fault (the kernel runtime, src/vdsp_rt.c) ends the task
  *   with HB_DSP_OPERATOR_FAILED and a message naming the intrinsic, lane and offset (outside a
- *   task: a message on stderr and abort()). Programs that gather or scatter link vdsp_rt.c.
+ *   task: a message on stderr and abort()). A program that uses an intrinsic links vdsp_rt.c
+ *   (the fault, and the board-time counters below).
  * - a scalar where an intrinsic takes a vector is broadcast to every lane (C++: the vector types'
  *   converting constructors, so `(xb_vecN_2xf32)x` works as with the Xtensa compiler; C11:
  *   _Generic in the intrinsic's macro; C99: vectors only);
@@ -55,10 +56,69 @@ void vdsp_ivp_fault(char const *intrinsic, char const *fmt, ...)
 }
 #define VDSP_IVP_VEC_CTORS(T, E, L)                               \
   T() = default;                                                  \
-  T(E x) { for (int i = 0; i < (L); i++) s[i] = x; }
+  VDSP_IVP_NO_COV T(E x) { for (int i = 0; i < (L); i++) s[i] = x; }
 #else
 #define VDSP_IVP_VEC_CTORS(T, E, L)
 #endif
+
+/* --- board-time counters (docs/dsp_kernels.md, "Board time") ------------------------------
+ * Every intrinsic of the subset has an id in VDSP_IVP_INTRINSICS; its IVP_ macro counts each use
+ * with VDSP_IVP_COUNT(NAME) first thing (an intrinsic whose NAME is not in the list is a compile
+ * error), and the ones that touch memory add, in their function, whether it was outside TCM
+ * (VDSP_IVP_WHERE). The kernel runtime (src/vdsp_board.c) owns the counters, zeroes them before a
+ * task and reads them after it; dsp_side/ckernel/board_model.py prices each id (a test fails for
+ * an id without a price). The functions are VDSP_IVP_INLINE: not instrumented when the kernel is
+ * compiled with -fsanitize-coverage=trace-pc (the runtime counts the kernel's own basic blocks,
+ * not the emulation's). Adding an intrinsic: X(NAME) here, VDSP_IVP_COUNT(NAME) in its macro,
+ * VDSP_IVP_INLINE on its functions, its price in board_model.py. */
+#define VDSP_IVP_INTRINSICS(X) \
+  X(GATHERAN_2XF32) \
+  X(GATHERDN_2XF32) \
+  X(GATHERANX8S) \
+  X(GATHERD2NX8_L) \
+  X(GATHERD2NX8_H) \
+  X(SCATTERN_2X32) \
+  X(SCATTERW) \
+  X(SUBN_2XF32) \
+  X(DIVN_2XF32) \
+  X(TRUNCN_2XF32) \
+  X(SLLN_2X32) \
+  X(ADDN_2X32) \
+  X(ULEN_2XF32) \
+  X(ORBN_2) \
+  X(MOVN_2X32T) \
+  X(SELN_2X32I) \
+  X(ZALIGN) \
+  X(SA2NX8_IP) \
+  X(SAPOS2NX8U_FP)
+
+enum {
+#define VDSP_IVP_ID(name) VDSP_IVP_ID_##name,
+  VDSP_IVP_INTRINSICS(VDSP_IVP_ID)
+#undef VDSP_IVP_ID
+  VDSP_IVP_IDS
+};
+#ifdef __cplusplus
+extern "C" {
+#endif
+extern uint64_t vdsp_ivp_count[VDSP_IVP_IDS];     /* uses of each intrinsic in the running task */
+extern uint64_t vdsp_ivp_outside[VDSP_IVP_IDS];   /* of them, gathers/scatters/stores outside TCM */
+int vdsp_board_outside_tcm(void const *p);        /* 1 when p is in no TCM bank (the runtime) */
+#ifdef __cplusplus
+}
+#endif
+#define VDSP_IVP_COUNT(name) (++vdsp_ivp_count[VDSP_IVP_ID_##name])
+#define VDSP_IVP_WHERE(name, p) (vdsp_ivp_outside[VDSP_IVP_ID_##name] += (uint64_t)vdsp_board_outside_tcm(p))
+#if defined(VDSP_IVP_NO_COV)
+/* given on the command line (e.g. empty, to measure what the counting costs) */
+#elif defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#define VDSP_IVP_NO_COV __attribute__((no_sanitize_coverage))
+#elif defined(__clang__)
+#define VDSP_IVP_NO_COV __attribute__((no_sanitize("coverage")))
+#else
+#define VDSP_IVP_NO_COV
+#endif
+#define VDSP_IVP_INLINE static inline VDSP_IVP_NO_COV
 
 /* --- vector types --------------------------------------------------------------------------- */
 typedef struct xb_vecN_2xf32 { float s[VDSP_IVP_N_2]; VDSP_IVP_VEC_CTORS(xb_vecN_2xf32, float, VDSP_IVP_N_2) } xb_vecN_2xf32;
@@ -68,8 +128,8 @@ typedef struct xb_vecN_2x32Uv {
   VDSP_IVP_VEC_CTORS(xb_vecN_2x32Uv, uint32_t, VDSP_IVP_N_2)
 #ifdef __cplusplus
   /* signed and unsigned 32-bit vectors convert into each other, bits unchanged */
-  xb_vecN_2x32Uv(xb_vecN_2x32v const &v) { memcpy(s, v.s, sizeof s); }
-  operator xb_vecN_2x32v() const { xb_vecN_2x32v v; memcpy(v.s, s, sizeof s); return v; }
+  VDSP_IVP_NO_COV xb_vecN_2x32Uv(xb_vecN_2x32v const &v) { memcpy(s, v.s, sizeof s); }
+  VDSP_IVP_NO_COV operator xb_vecN_2x32v() const { xb_vecN_2x32v v; memcpy(v.s, s, sizeof s); return v; }
 #endif
 } xb_vecN_2x32Uv;
 typedef struct xb_vec2Nx8 { int8_t s[VDSP_IVP_2N]; VDSP_IVP_VEC_CTORS(xb_vec2Nx8, int8_t, VDSP_IVP_2N) } xb_vec2Nx8;
@@ -97,13 +157,13 @@ _Static_assert(sizeof(xb_vecN_2xf32) == 64 && sizeof(xb_vecN_2x32v) == 64 && siz
 #endif
 
 /* --- scalar broadcast (see the invariants) -------------------------------------------------- */
-static inline xb_vecN_2xf32 vdsp_ivp_f32_bcast(float x) { xb_vecN_2xf32 v; for (int i = 0; i < VDSP_IVP_N_2; i++) v.s[i] = x; return v; }
-static inline xb_vecN_2x32v vdsp_ivp_i32_bcast(int32_t x) { xb_vecN_2x32v v; for (int i = 0; i < VDSP_IVP_N_2; i++) v.s[i] = x; return v; }
-static inline xb_vecN_2xf32 vdsp_ivp_f32_id(xb_vecN_2xf32 v) { return v; }
-static inline xb_vecN_2x32v vdsp_ivp_i32_id(xb_vecN_2x32v v) { return v; }
-static inline xb_vecN_2x32v vdsp_ivp_i32_of_u(xb_vecN_2x32Uv u) { xb_vecN_2x32v v; memcpy(v.s, u.s, sizeof v.s); return v; }
-static inline xb_vecN_2x32Uv vdsp_ivp_u32_of_i(xb_vecN_2x32v i) { xb_vecN_2x32Uv v; memcpy(v.s, i.s, sizeof v.s); return v; }
-static inline xb_vecN_2x32Uv vdsp_ivp_u32_id(xb_vecN_2x32Uv v) { return v; }
+VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_f32_bcast(float x) { xb_vecN_2xf32 v; for (int i = 0; i < VDSP_IVP_N_2; i++) v.s[i] = x; return v; }
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_i32_bcast(int32_t x) { xb_vecN_2x32v v; for (int i = 0; i < VDSP_IVP_N_2; i++) v.s[i] = x; return v; }
+VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_f32_id(xb_vecN_2xf32 v) { return v; }
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_i32_id(xb_vecN_2x32v v) { return v; }
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_i32_of_u(xb_vecN_2x32Uv u) { xb_vecN_2x32v v; memcpy(v.s, u.s, sizeof v.s); return v; }
+VDSP_IVP_INLINE xb_vecN_2x32Uv vdsp_ivp_u32_of_i(xb_vecN_2x32v i) { xb_vecN_2x32Uv v; memcpy(v.s, i.s, sizeof v.s); return v; }
+VDSP_IVP_INLINE xb_vecN_2x32Uv vdsp_ivp_u32_id(xb_vecN_2x32Uv v) { return v; }
 #if defined(__cplusplus)
 #define VDSP_IVP_F32(x) xb_vecN_2xf32(x)
 #define VDSP_IVP_I32(x) xb_vecN_2x32v(x)
@@ -120,7 +180,7 @@ static inline xb_vecN_2x32Uv vdsp_ivp_u32_id(xb_vecN_2x32Uv v) { return v; }
 #endif
 
 /* --- gather / scatter --------------------------------------------------------------------- */
-static inline void vdsp_ivp_check_offset(char const *name, int lane, uint32_t offset, uint32_t size) {
+VDSP_IVP_INLINE void vdsp_ivp_check_offset(char const *name, int lane, uint32_t offset, uint32_t size) {
   if (offset > VDSP_IVP_WINDOW_BYTES - size)
     vdsp_ivp_fault(name, "lane %d: byte offset %u (%u bytes) is beyond the %u-byte gather/scatter window of its base",
                    lane, offset, size, VDSP_IVP_WINDOW_BYTES);
@@ -130,76 +190,79 @@ static inline void vdsp_ivp_check_offset(char const *name, int lane, uint32_t of
 
 /* IVP_GATHERAN_2XF32(base, offsets): lane i of the gather register gets the 32-bit float at
  * (char *)base + offsets[i] (a byte offset, 4-byte aligned, inside the 64 kB window). */
-static inline xb_gsr vdsp_ivp_gathera_32(char const *name, void const *base, xb_vecN_2x32Uv off) {
+VDSP_IVP_INLINE xb_gsr vdsp_ivp_gathera_32(char const *name, void const *base, xb_vecN_2x32Uv off) {
   xb_gsr g;
+  VDSP_IVP_WHERE(GATHERAN_2XF32, base);
   for (int i = 0; i < VDSP_IVP_N_2; i++) {
     vdsp_ivp_check_offset(name, i, off.s[i], 4);
     memcpy(&g.u.w[i], (char const *)base + off.s[i], 4);
   }
   return g;
 }
-#define IVP_GATHERAN_2XF32(base, offsets) vdsp_ivp_gathera_32("IVP_GATHERAN_2XF32", (void const *)(base), VDSP_IVP_U32(offsets))
+#define IVP_GATHERAN_2XF32(base, offsets) (VDSP_IVP_COUNT(GATHERAN_2XF32), vdsp_ivp_gathera_32("IVP_GATHERAN_2XF32", (void const *)(base), VDSP_IVP_U32(offsets)))
 
 /* IVP_GATHERDN_2XF32(gsr): the 16 floats a 32-bit gather fetched, lane i from lane i. */
-static inline xb_vecN_2xf32 vdsp_ivp_gatherd_f32(xb_gsr g) { xb_vecN_2xf32 v; memcpy(v.s, g.u.w, sizeof v.s); return v; }
-#define IVP_GATHERDN_2XF32(gsr) vdsp_ivp_gatherd_f32(gsr)
+VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_gatherd_f32(xb_gsr g) { xb_vecN_2xf32 v; memcpy(v.s, g.u.w, sizeof v.s); return v; }
+#define IVP_GATHERDN_2XF32(gsr) (VDSP_IVP_COUNT(GATHERDN_2XF32), vdsp_ivp_gatherd_f32(gsr))
 
 /* IVP_GATHERANX8S(base, offsets): lane i (of 32) of the gather register gets the signed byte at
  * (char *)base + offsets[i], sign-extended to 16 bits (16-bit offsets: always inside the window). */
-static inline xb_gsr vdsp_ivp_gathera_8s(void const *base, xb_vecNx16U off) {
+VDSP_IVP_INLINE xb_gsr vdsp_ivp_gathera_8s(void const *base, xb_vecNx16U off) {
   xb_gsr g;
+  VDSP_IVP_WHERE(GATHERANX8S, base);
   for (int i = 0; i < VDSP_IVP_N; i++) g.u.h[i] = ((int8_t const *)base)[off.s[i]];
   return g;
 }
-#define IVP_GATHERANX8S(base, offsets) vdsp_ivp_gathera_8s((void const *)(base), offsets)
+#define IVP_GATHERANX8S(base, offsets) (VDSP_IVP_COUNT(GATHERANX8S), vdsp_ivp_gathera_8s((void const *)(base), offsets))
 
 /* IVP_GATHERD2NX8_L(gsr): a 64-byte vector whose lanes 0..31 are the 32 bytes an 8-bit gather
  * fetched (lane i from lane i) and whose lanes 32..63 are 0 (this emulation's choice). */
-static inline xb_vec2Nx8 vdsp_ivp_gatherd_2nx8_l(xb_gsr g) {
+VDSP_IVP_INLINE xb_vec2Nx8 vdsp_ivp_gatherd_2nx8_l(xb_gsr g) {
   xb_vec2Nx8 v;
   for (int i = 0; i < VDSP_IVP_N; i++) { v.s[i] = (int8_t)g.u.h[i]; v.s[VDSP_IVP_N + i] = 0; }
   return v;
 }
-#define IVP_GATHERD2NX8_L(gsr) vdsp_ivp_gatherd_2nx8_l(gsr)
+#define IVP_GATHERD2NX8_L(gsr) (VDSP_IVP_COUNT(GATHERD2NX8_L), vdsp_ivp_gatherd_2nx8_l(gsr))
 
 /* IVP_GATHERD2NX8_H(v, gsr): sets lanes 32..63 of the vector variable v to the 32 bytes an 8-bit
  * gather fetched (lane 32 + i from lane i); lanes 0..31 of v are kept. */
-static inline void vdsp_ivp_gatherd_2nx8_h(xb_vec2Nx8 *v, xb_gsr g) {
+VDSP_IVP_INLINE void vdsp_ivp_gatherd_2nx8_h(xb_vec2Nx8 *v, xb_gsr g) {
   for (int i = 0; i < VDSP_IVP_N; i++) v->s[VDSP_IVP_N + i] = (int8_t)g.u.h[i];
 }
-#define IVP_GATHERD2NX8_H(v, gsr) vdsp_ivp_gatherd_2nx8_h(&(v), gsr)
+#define IVP_GATHERD2NX8_H(v, gsr) (VDSP_IVP_COUNT(GATHERD2NX8_H), vdsp_ivp_gatherd_2nx8_h(&(v), gsr))
 
 /* IVP_SCATTERN_2X32(v, base, offsets): stores lane i of v (32 bits) at (char *)base + offsets[i]
  * (a byte offset, 4-byte aligned, inside the 64 kB window), lanes in order 0..15: of lanes with
  * one offset the highest wins. Here the stores land at once; on the board they land by the next
  * IVP_SCATTERW, which a kernel must issue before it (or a DMA) reads them. */
-static inline void vdsp_ivp_scatter_32(xb_vecN_2x32v v, void *base, xb_vecN_2x32Uv off) {
+VDSP_IVP_INLINE void vdsp_ivp_scatter_32(xb_vecN_2x32v v, void *base, xb_vecN_2x32Uv off) {
+  VDSP_IVP_WHERE(SCATTERN_2X32, base);
   for (int i = 0; i < VDSP_IVP_N_2; i++) vdsp_ivp_check_offset("IVP_SCATTERN_2X32", i, off.s[i], 4);
   for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy((char *)base + off.s[i], &v.s[i], 4);
 }
-#define IVP_SCATTERN_2X32(v, base, offsets) vdsp_ivp_scatter_32(VDSP_IVP_I32(v), (void *)(base), VDSP_IVP_U32(offsets))
+#define IVP_SCATTERN_2X32(v, base, offsets) (VDSP_IVP_COUNT(SCATTERN_2X32), vdsp_ivp_scatter_32(VDSP_IVP_I32(v), (void *)(base), VDSP_IVP_U32(offsets)))
 
 /* IVP_SCATTERW(): waits until every scatter issued has written memory (here: they have). */
-#define IVP_SCATTERW() ((void)0)
+#define IVP_SCATTERW() (VDSP_IVP_COUNT(SCATTERW), ((void)0))
 
 /* --- arithmetic ------------------------------------------------------------------------------ */
 /* IVP_SUBN_2XF32(a, b): lane i = a[i] - b[i], IEEE single, round to nearest even. */
-static inline xb_vecN_2xf32 vdsp_ivp_subf(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
+VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_subf(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
   for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = a.s[i] - b.s[i];
   return a;
 }
-#define IVP_SUBN_2XF32(a, b) vdsp_ivp_subf(VDSP_IVP_F32(a), VDSP_IVP_F32(b))
+#define IVP_SUBN_2XF32(a, b) (VDSP_IVP_COUNT(SUBN_2XF32), vdsp_ivp_subf(VDSP_IVP_F32(a), VDSP_IVP_F32(b)))
 
 /* IVP_DIVN_2XF32(a, b): lane i = a[i] / b[i], IEEE single, correctly rounded (nearest even). */
-static inline xb_vecN_2xf32 vdsp_ivp_divf(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
+VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_divf(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
   for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = a.s[i] / b.s[i];
   return a;
 }
-#define IVP_DIVN_2XF32(a, b) vdsp_ivp_divf(VDSP_IVP_F32(a), VDSP_IVP_F32(b))
+#define IVP_DIVN_2XF32(a, b) (VDSP_IVP_COUNT(DIVN_2XF32), vdsp_ivp_divf(VDSP_IVP_F32(a), VDSP_IVP_F32(b)))
 
 /* IVP_TRUNCN_2XF32(a, q): lane i = a[i] * 2^q rounded toward zero to int32 (q fractional bits,
  * 0 <= q <= 31), saturated to [INT32_MIN, INT32_MAX]; NaN gives 0 (assumed). */
-static inline xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
   xb_vecN_2x32v r;
   if (q < 0 || q > 31) vdsp_ivp_fault("IVP_TRUNCN_2XF32", "fraction bits %d outside 0..31", q);
   for (int i = 0; i < VDSP_IVP_N_2; i++) {
@@ -208,11 +271,11 @@ static inline xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
   }
   return r;
 }
-#define IVP_TRUNCN_2XF32(a, q) vdsp_ivp_truncf(VDSP_IVP_F32(a), q)
+#define IVP_TRUNCN_2XF32(a, q) (VDSP_IVP_COUNT(TRUNCN_2XF32), vdsp_ivp_truncf(VDSP_IVP_F32(a), q))
 
 /* IVP_SLLN_2X32(a, s): lane i = a[i] shifted left by s[i] bits, logically, modulo 2^32; s[i] of
  * 32 or more gives 0; a negative s[i] shifts right logically by -s[i] (assumed). */
-static inline xb_vecN_2x32v vdsp_ivp_sll(xb_vecN_2x32v a, xb_vecN_2x32v s) {
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sll(xb_vecN_2x32v a, xb_vecN_2x32v s) {
   for (int i = 0; i < VDSP_IVP_N_2; i++) {
     uint32_t u = (uint32_t)a.s[i];
     int32_t k = s.s[i];
@@ -221,40 +284,40 @@ static inline xb_vecN_2x32v vdsp_ivp_sll(xb_vecN_2x32v a, xb_vecN_2x32v s) {
   }
   return a;
 }
-#define IVP_SLLN_2X32(a, s) vdsp_ivp_sll(VDSP_IVP_I32(a), VDSP_IVP_I32(s))
+#define IVP_SLLN_2X32(a, s) (VDSP_IVP_COUNT(SLLN_2X32), vdsp_ivp_sll(VDSP_IVP_I32(a), VDSP_IVP_I32(s)))
 
 /* IVP_ADDN_2X32(a, b): lane i = a[i] + b[i] modulo 2^32 (wraps, no saturation). */
-static inline xb_vecN_2x32v vdsp_ivp_add32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_add32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
   for (int i = 0; i < VDSP_IVP_N_2; i++) {
     uint32_t u = (uint32_t)a.s[i] + (uint32_t)b.s[i];
     memcpy(&a.s[i], &u, 4);
   }
   return a;
 }
-#define IVP_ADDN_2X32(a, b) vdsp_ivp_add32(VDSP_IVP_I32(a), VDSP_IVP_I32(b))
+#define IVP_ADDN_2X32(a, b) (VDSP_IVP_COUNT(ADDN_2X32), vdsp_ivp_add32(VDSP_IVP_I32(a), VDSP_IVP_I32(b)))
 
 /* --- predicates and selection ------------------------------------------------------------- */
 /* IVP_ULEN_2XF32(a, b): lane i true when a[i] <= b[i] or either is NaN (unordered or less-equal). */
-static inline vboolN_2 vdsp_ivp_ule(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
+VDSP_IVP_INLINE vboolN_2 vdsp_ivp_ule(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
   vboolN_2 r;
   for (int i = 0; i < VDSP_IVP_N_2; i++) r.b[i] = !(a.s[i] > b.s[i]);
   return r;
 }
-#define IVP_ULEN_2XF32(a, b) vdsp_ivp_ule(VDSP_IVP_F32(a), VDSP_IVP_F32(b))
+#define IVP_ULEN_2XF32(a, b) (VDSP_IVP_COUNT(ULEN_2XF32), vdsp_ivp_ule(VDSP_IVP_F32(a), VDSP_IVP_F32(b)))
 
 /* IVP_ORBN_2(a, b): lane i true when a[i] or b[i] is. */
-static inline vboolN_2 vdsp_ivp_orb(vboolN_2 a, vboolN_2 b) {
+VDSP_IVP_INLINE vboolN_2 vdsp_ivp_orb(vboolN_2 a, vboolN_2 b) {
   for (int i = 0; i < VDSP_IVP_N_2; i++) a.b[i] = (uint8_t)(a.b[i] | b.b[i]);
   return a;
 }
-#define IVP_ORBN_2(a, b) vdsp_ivp_orb(a, b)
+#define IVP_ORBN_2(a, b) (VDSP_IVP_COUNT(ORBN_2), vdsp_ivp_orb(a, b))
 
 /* IVP_MOVN_2X32T(a, b, t): lane i = a[i] where t[i] is true, else b[i]. */
-static inline xb_vecN_2x32v vdsp_ivp_movt(xb_vecN_2x32v a, xb_vecN_2x32v b, vboolN_2 t) {
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_movt(xb_vecN_2x32v a, xb_vecN_2x32v b, vboolN_2 t) {
   for (int i = 0; i < VDSP_IVP_N_2; i++) b.s[i] = t.b[i] ? a.s[i] : b.s[i];
   return b;
 }
-#define IVP_MOVN_2X32T(a, b, t) vdsp_ivp_movt(VDSP_IVP_I32(a), VDSP_IVP_I32(b), t)
+#define IVP_MOVN_2X32T(a, b, t) (VDSP_IVP_COUNT(MOVN_2X32T), vdsp_ivp_movt(VDSP_IVP_I32(a), VDSP_IVP_I32(b), t))
 
 /* Selectors of IVP_SELN_2X32I (this header's values). The two 64-byte operands are read as
  * elements of E bytes (8B_: E = 1; no prefix: E = 2, the native 16-bit lane), M = 64 / E each:
@@ -268,7 +331,7 @@ static inline xb_vecN_2x32v vdsp_ivp_movt(xb_vecN_2x32v a, xb_vecN_2x32v b, vboo
 
 /* IVP_SELN_2X32I(hi, lo, sel): the 16 32-bit lanes of the bytes that selector `sel` picks from
  * hi and lo (above); another selector value is a fault naming it. */
-static inline xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo, int sel) {
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo, int sel) {
   uint8_t h[64], l[64], out[64];
   xb_vecN_2x32v r;
   uint32_t e = (uint32_t)sel >> 4, odd = (uint32_t)sel & 15;
@@ -282,14 +345,14 @@ static inline xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo, 
   memcpy(r.s, out, 64);
   return r;
 }
-#define IVP_SELN_2X32I(hi, lo, sel) vdsp_ivp_sel32i(VDSP_IVP_I32(hi), VDSP_IVP_I32(lo), sel)
+#define IVP_SELN_2X32I(hi, lo, sel) (VDSP_IVP_COUNT(SELN_2X32I), vdsp_ivp_sel32i(VDSP_IVP_I32(hi), VDSP_IVP_I32(lo), sel))
 
 /* --- aligning stores ------------------------------------------------------------------------ */
 /* IVP_ZALIGN(): an empty alignment register. */
-static inline valign vdsp_ivp_zalign(void) { valign a; memset(&a, 0, sizeof a); return a; }
-#define IVP_ZALIGN() vdsp_ivp_zalign()
+VDSP_IVP_INLINE valign vdsp_ivp_zalign(void) { valign a; memset(&a, 0, sizeof a); return a; }
+#define IVP_ZALIGN() (VDSP_IVP_COUNT(ZALIGN), vdsp_ivp_zalign())
 
-static inline void vdsp_ivp_align_drain(valign *a) {
+VDSP_IVP_INLINE void vdsp_ivp_align_drain(valign *a) {
   if (a->count) memcpy(a->at, a->bytes, a->count);
   a->count = 0;
 }
@@ -297,9 +360,10 @@ static inline void vdsp_ivp_align_drain(valign *a) {
 /* IVP_SA2NX8_IP(v, a, p): stores the 64 bytes of v at p (any alignment) and advances p by 64
  * bytes. The bytes past the last 64-byte boundary of p + 64 stay in the alignment register a
  * until its next store or IVP_SAPOS2NX8U_FP: a kernel that omits the flush loses them. */
-static inline void *vdsp_ivp_sa2nx8_ip(xb_vec2Nx8 v, valign *a, void *p) {
+VDSP_IVP_INLINE void *vdsp_ivp_sa2nx8_ip(xb_vec2Nx8 v, valign *a, void *p) {
   uint8_t *d = (uint8_t *)p;
   uint32_t keep = (uint32_t)(((uintptr_t)d + 64u) % 64u);
+  VDSP_IVP_WHERE(SA2NX8_IP, p);
   vdsp_ivp_align_drain(a);
   memcpy(d, v.s, 64u - keep);
   memcpy(a->bytes, (uint8_t const *)v.s + (64u - keep), keep);
@@ -312,11 +376,11 @@ static inline void *vdsp_ivp_sa2nx8_ip(xb_vec2Nx8 v, valign *a, void *p) {
 #else
 #define VDSP_IVP_TYPEOF(x) __typeof__(x)
 #endif
-#define IVP_SA2NX8_IP(v, a, p) ((p) = (VDSP_IVP_TYPEOF(p))vdsp_ivp_sa2nx8_ip(v, &(a), (void *)(p)))
+#define IVP_SA2NX8_IP(v, a, p) (VDSP_IVP_COUNT(SA2NX8_IP), ((p) = (VDSP_IVP_TYPEOF(p))vdsp_ivp_sa2nx8_ip(v, &(a), (void *)(p))))
 
 /* IVP_SAPOS2NX8U_FP(a, p): writes the bytes alignment register a still holds (where its last
  * store put them) and empties it; p is not changed. */
-#define IVP_SAPOS2NX8U_FP(a, p) ((void)(p), vdsp_ivp_align_drain(&(a)))
+#define IVP_SAPOS2NX8U_FP(a, p) (VDSP_IVP_COUNT(SAPOS2NX8U_FP), ((void)(p), vdsp_ivp_align_drain(&(a))))
 
 /* --- names of the ISA outside the subset: a compile error naming the intrinsic ------------- */
 #define VDSP_IVP_HOW " is not in the vdsp-sim IVP subset: add it to dsp_side/ckernel/include/xtensa/tie/xt_ivpn.h " \
