@@ -153,7 +153,7 @@ TABLE: dict[str, TableEntry] = {
     "pointcloud_transpose": TableEntry(_DMA, max(_DMA, _stage2_per_out_byte()),
                                   "derived: the sample's transpose kernel (§10.4.5.4.3) at the IVP prices above, "
                                   "per output byte; IDMA overlapped"),
-    **{name: _ELEMENTWISE for name in ("quantize", "dequantize", "layout", "cv.threshold", "cv.LUT", "cv.flip",
+    **{name: _ELEMENTWISE for name in ("quantize", "dequantize", "layout", "cv.threshold", "cv.flip",
                                         "cv.transpose", "cv.rotate", "cv.cvtColor")},
     **{name: _FILTER for name in ("cv.gaussianBlur", "cv.boxFilter", "cv.sobel", "cv.dilate", "cv.erode",
                                    "cv.filter2D", "cv.sepFilter2D", "cv.medianBlur")},
