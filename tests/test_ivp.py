@@ -268,6 +268,22 @@ def test_addn_2x32_wraps_modulo_2_to_the_32(driver):
     assert (got == want).all() and got[0] == -2**31
 
 
+def test_firintn_2xf32_rounds_to_integral_floats_ties_to_even(driver):
+    a = _floats()
+    a[:12] = [0.5, 1.5, 2.5, -0.5, -2.5, -0.3, -0.0, 8388607.5, -8388609.0, 127.5, -128.5, 1e-45]
+    got = np.frombuffer(driver("firint", a), np.float32)
+    assert _same_floats(got, np.rint(a))            # NaN stays NaN, infinities and zeros are kept
+    assert got[:7].tolist() == [0.0, 2.0, 2.0, -0.0, -2.0, -0.0, -0.0] and np.signbit(got[[3, 5, 6]]).all()
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_maxn_minn_2x32_pick_the_greater_or_smaller_signed_lane(driver, op):
+    a = RNG.integers(-2**31, 2**31, 16).astype(np.int32)
+    b = RNG.integers(-2**31, 2**31, 16).astype(np.int32)
+    a[:3], b[:3] = [-2**31, 2**31 - 1, -1], [2**31 - 1, -2**31, 1]        # signed, not unsigned
+    assert (_i32(driver(op, a, b)) == (np.maximum(a, b) if op == "max" else np.minimum(a, b))).all()
+
+
 # --- predicates and selection -------------------------------------------------------------------
 def test_ulen_2xf32_is_less_equal_or_unordered(driver):
     a, b = _floats(), _floats()

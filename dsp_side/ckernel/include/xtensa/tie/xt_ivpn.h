@@ -318,6 +318,35 @@ static inline void *vdsp_ivp_sa2nx8_ip(xb_vec2Nx8 v, valign *a, void *p) {
  * store put them) and empties it; p is not changed. */
 #define IVP_SAPOS2NX8U_FP(a, p) ((void)(p), vdsp_ivp_align_drain(&(a)))
 
+/* --- rounding and clamping (added for the stock point-cloud kernels, stage 1) -------------- */
+/* IVP_FIRINTN_2XF32(a): lane i = a[i] rounded to an integral float in the core's rounding mode
+ * (FCR), which is round to nearest, ties to even, the default and the only mode of this
+ * emulation (rint/nearbyint); -0.5 gives -0, NaN stays NaN, infinities and zeros are kept. */
+static inline xb_vecN_2xf32 vdsp_ivp_firint(xb_vecN_2xf32 a) {
+  float const big = 8388608.0f; /* 2^23: every float from here on is an integer */
+  for (int i = 0; i < VDSP_IVP_N_2; i++) {
+    float x = a.s[i], ax = x < 0 ? -x : x;
+    float r = (ax + big) - big; /* the addition rounds to an integer, ties to even */
+    a.s[i] = ax < big && x != 0 ? (x < 0 ? -r : r) : x; /* a zero keeps its sign */
+  }
+  return a;
+}
+#define IVP_FIRINTN_2XF32(a) vdsp_ivp_firint(VDSP_IVP_F32(a))
+
+/* IVP_MAXN_2X32(a, b): lane i = the greater of a[i] and b[i], signed. */
+static inline xb_vecN_2x32v vdsp_ivp_max32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
+  for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = a.s[i] > b.s[i] ? a.s[i] : b.s[i];
+  return a;
+}
+#define IVP_MAXN_2X32(a, b) vdsp_ivp_max32(VDSP_IVP_I32(a), VDSP_IVP_I32(b))
+
+/* IVP_MINN_2X32(a, b): lane i = the smaller of a[i] and b[i], signed. */
+static inline xb_vecN_2x32v vdsp_ivp_min32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
+  for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = a.s[i] < b.s[i] ? a.s[i] : b.s[i];
+  return a;
+}
+#define IVP_MINN_2X32(a, b) vdsp_ivp_min32(VDSP_IVP_I32(a), VDSP_IVP_I32(b))
+
 /* --- names of the ISA outside the subset: a compile error naming the intrinsic ------------- */
 #define VDSP_IVP_HOW " is not in the vdsp-sim IVP subset: add it to dsp_side/ckernel/include/xtensa/tie/xt_ivpn.h " \
                      "with its semantics and a test in tests/test_ivp.py (docs/dsp_kernels.md, The IVP subset)"
