@@ -8,9 +8,19 @@ the signed payload. The flags are fixed here: every image is built alike, but fo
 report ends the firmware process, exit status 1, the report on its stderr, the core's log).
 AddressSanitizer is not offered: its runtime must be loaded before the (uninstrumented)
 Python interpreter of the firmware, which a library opened later cannot arrange.
+
+Build cache: :func:`compile_tree` remembers, per process, the library it built for a key that
+hashes every input of the build (the sources and headers of the tree, the SDK's headers and
+runtime, the generated parameter header, the compiler command words with the size and mtime of
+the compiler binaries they resolve to, the flags): the same tree is compiled once per process
+(the stock image is built by several tests, each ``vdsp up`` of a test and ``vdsp firmware
+build``). Nothing is cached on disk. :func:`library_for` writes a tree's library into a private
+directory (``mkdtemp``: 0700, this process's) for a tree run in-process, without an image.
 """
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
 import re
 import shlex
@@ -68,17 +78,77 @@ def _run(cmd: list[str], where: str) -> None:
         raise CompileError(f"{where} does not compile:\n{message}{hints}")
 
 
+HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".inc")
+_CACHE: dict[str, bytes] = {}       # build key -> library bytes (this process's builds)
+_CACHE_MAX = 16
+
+
+def _compiler_id(words: list[str]) -> str:
+    """The compiler command and the size and mtime of the binary it runs (an upgrade changes the key)."""
+    found = shutil.which(words[0])
+    st = os.stat(found) if found else None
+    return repr((words, found, st and (st.st_size, st.st_mtime_ns)))
+
+
+def _build_key(src: Path, files: list[Path], header: str, sanitize: bool) -> str:
+    """The hash of everything :func:`compile_tree` reads (the module docstring's list)."""
+    h = hashlib.sha256()
+    tree_headers = sorted(p for p in src.rglob("*") if p.suffix in HEADER_SUFFIXES and p.is_file()
+                          and "__pycache__" not in p.parts)
+    sdk = sorted(p for p in ckernel.INCLUDE.rglob("*") if p.is_file())
+    for path in [ckernel.RUNTIME, *sdk, *files, *tree_headers]:
+        name = str(path.relative_to(src)) if path.is_relative_to(src) else str(path)
+        h.update(f"{name}\0{path.stat().st_size}\0".encode())
+        h.update(path.read_bytes())
+    cxx = shlex.split(os.environ.get("CXX") or "c++") if any(p.suffix != ".c" for p in files) else []
+    h.update(repr((header, sanitize, WARNINGS, SANITIZE, _compiler_id(_tool("CC", "cc")),
+                   cxx and _compiler_id(cxx))).encode())
+    return h.hexdigest()
+
+
 def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool = False) -> bytes:
     """The kernel library of ``src`` (its C sources and the runtime), for the C-kernel operators
-    ``entries`` (``sanitize``: with UndefinedBehaviorSanitizer). Raises CompileError (the
-    compiler's message), ValueError (a parameter a C kernel cannot take)."""
+    ``entries`` (``sanitize``: with UndefinedBehaviorSanitizer); from the build cache when this
+    process built the same inputs before. Raises CompileError (the compiler's message),
+    ValueError (a parameter a C kernel cannot take)."""
     files = sources(src)
     if not files:
         raise CompileError(f"{src}: C kernels are bound but the tree has no C source ({', '.join(ckernel.SOURCE_SUFFIXES)})")
+    header = params.header(entries)
+    key = _build_key(src, files, header, sanitize)
+    lib = _CACHE.get(key)
+    if lib is None:
+        lib = _compile(src, files, header, sanitize)
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()
+        _CACHE[key] = lib
+    return lib
+
+
+_LIBRARIES: dict[str, Path] = {}    # library hash -> its file in a private directory of this process
+
+
+def library_for(src: Path, entries: Iterable[OperatorEntry]) -> Path:
+    """The kernel library of ``src`` as a file (for a tree run in-process, without an image): in a
+    directory of this process's own (``mkdtemp``, 0700), removed at exit. Raises as :func:`compile_tree`."""
+    lib = compile_tree(src, entries)
+    digest = hashlib.sha256(lib).hexdigest()
+    path = _LIBRARIES.get(digest)
+    if path is None:
+        work = Path(tempfile.mkdtemp(prefix="vdsp-kernels-"))
+        atexit.register(shutil.rmtree, work, True)
+        path = work / ckernel.LIBRARY
+        with open(path, "xb") as f:          # a new file in a new private directory
+            f.write(lib)
+        _LIBRARIES[digest] = path
+    return path
+
+
+def _compile(src: Path, files: list[Path], header: str, sanitize: bool) -> bytes:
     cc, cxx = _tool("CC", "cc"), None
     with tempfile.TemporaryDirectory(prefix="vdsp-kernels-") as tmp:
         work = Path(tmp)
-        (work / ckernel.PARAMS_HEADER).write_text(params.header(entries))
+        (work / ckernel.PARAMS_HEADER).write_text(header)
         includes = [f"-I{work}", f"-I{ckernel.INCLUDE}", f"-I{src}", *(SANITIZE if sanitize else ())]
         objects = []
         for i, path in enumerate([ckernel.RUNTIME, *files]):
