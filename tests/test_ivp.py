@@ -16,12 +16,8 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from arm_side.pointcloud import synthetic
-from arm_side.pointcloud.params import preset
 from protocol import errors, schema
 from dsp_side import ckernel, fw_image, signing
-from dsp_side.operators import pointcloud
-from vdsp_sim import pointcloud_inprocess as inprocess
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "tests" / "ivp" / "ivp_driver.c"
@@ -170,42 +166,6 @@ def test_a_kernels_gather_beyond_the_window_fails_its_task_naming_kernel_and_int
     assert exc.value.code == -6000270
     assert ("kernel ivp_window_kernel: IVP_GATHERAN_2XF32: lane 0: byte offset 65536 (4 bytes) is beyond the "
             "65536-byte gather/scatter window of its base") in exc.value.message
-
-
-# --- a kernel of the project's own: pillar stage 2 -------------------------------------------------
-@pytest.mark.parametrize("name, layout, points", [
-    ("pointpillars", "cpm", 20000), ("centerpoint", "cmp", 20000),          # the presets' layouts
-    ("pointpillars", "cmp", 20000), ("centerpoint", "cpm", 20000),
-    ("pointpillars", "cpm", 0), ("centerpoint", "cmp", 0), ("pointpillars", "cpm", 200000), ("centerpoint", "cmp", 200000)])
-@pytest.mark.parametrize("strict", ["0", "1"])
-def test_the_ivp_transpose_kernel_is_bit_exact_with_the_operator(ivp_image, monkeypatch, name, layout, points, strict):
-    """The stock synthetic cloud (and an empty and a dense one) through the DSP path in-process,
-    stage 2 once by the Python operator and once by the IVP C kernel (pillar_transpose.c), which
-    also passes the strict DMA check (no TCM destination touched before its wait)."""
-    monkeypatch.setenv("VDSP_STRICT_DMA", strict)
-    p = preset(name, layout=layout)
-    pts = synthetic.generate(points, p.dim, seed=3)
-    coords, want = inprocess.run(pts, p)
-    monkeypatch.setattr(pointcloud, "transpose",
-                        lambda ctx, ins, outs, **params: _call(ivp_image, 0x0601, ins, outs, **params))
-    got_coords, got = inprocess.run(pts, p)
-    assert (got_coords == coords).all()
-    assert got.tobytes() == want.tobytes()
-    if points:
-        assert np.count_nonzero(want) > 10000
-
-
-@pytest.mark.parametrize("dim, layout", [(4, "cpm"), (5, "cpm"), (4, "cmp"), (5, "cmp")])
-def test_the_ivp_transpose_kernel_fills_every_pillar_within_the_runtimes_transfers(ivp_image, dim, layout):
-    """All 40000 pillars of 20 points in use (random voxel bytes): the most tiles, as the operator."""
-    params = {"dim": dim, "layout": layout, "max_pillars": 40000, "max_points": 20, "pillar_stride": 40000,
-              "num_pillars": 40000}
-    cap = 40000 * 20
-    ins = [RNG.integers(0, 256, cap * 4).astype(np.uint8)] + ([RNG.integers(0, 256, cap).astype(np.uint8)] * (dim == 5))
-    want, got = np.full(dim * cap, 0x77, np.uint8), np.full(dim * cap, 0x77, np.uint8)
-    pointcloud.transpose(None, ins, [want], **params)
-    _call(ivp_image, 0x0601, ins, [got], **params)
-    assert got.tobytes() == want.tobytes()
 
 
 # --- arithmetic ---------------------------------------------------------------------------------
