@@ -3,6 +3,8 @@ voxelization must equal the per-point CPU reference bit for bit, on clouds that 
 every rule; hand-computed values pin the reference itself."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -309,6 +311,16 @@ def test_stage1_parameter_order_is_the_kernels():
 
 # --- the stock C kernels (dsp_side/firmware_src/stock): against the numba kernels, at full size -------
 RNG = np.random.default_rng(41)
+
+
+def test_the_stock_image_binds_both_stages_to_its_c_kernels():
+    from dsp_side import ckernel, fw_image
+    from dsp_side.firmware_src.stock import firmware as stock
+    from protocol.contract import pointcloud_ops
+    _, registry = fw_image.registry_of(stock, "stock")
+    assert {pointcloud_ops.ENCODE.id, pointcloud_ops.TRANSPOSE.id} <= {e.id for e in ckernel.entries_of(registry)}
+    assert [p.name for p in sorted(Path(stock.__file__).parent.glob("*.c*"))] == \
+        ["pointcloud_encode.cc", "pointcloud_transpose.c"]
 
 
 @pytest.mark.parametrize("name, layout, points", [
