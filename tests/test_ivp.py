@@ -123,6 +123,17 @@ def test_scattern_2x32_stores_each_lane_at_its_byte_offset_the_last_lane_winning
     assert (got == want).all() and got[65532 // 4] == values[9]
 
 
+def test_scattern_2x32_to_consecutive_words_stores_them_in_order(driver):
+    """The emulation's one-copy path (offsets 4 apart from lane 0) writes what lane-by-lane stores do."""
+    mem = RNG.integers(0, 256, 65536).astype(np.uint8)
+    values = RNG.integers(-2**31, 2**31, 16).astype(np.int32)
+    for first in (0, 4, 65536 - 64):
+        offsets = (first + 4 * np.arange(16)).astype(np.uint32)
+        want = mem.copy()
+        want[first:first + 64] = values.view(np.uint8)
+        assert np.frombuffer(driver("scatter", mem, values, offsets), np.uint8).tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("op, offset, name, what", [
     ("gather_f32", 65533, "IVP_GATHERAN_2XF32", "lane 5: byte offset 65533 (4 bytes) is beyond the 65536-byte"),
     ("gather_f32", 1 << 20, "IVP_GATHERAN_2XF32", "lane 5: byte offset 1048576 (4 bytes) is beyond"),
@@ -217,6 +228,15 @@ def test_slln_2x32_shifts_each_lane_by_its_amount(driver):
         k = int(k)
         want.append(0 if abs(k) >= 32 else (int(x) << k) & 0xFFFFFFFF if k >= 0 else int(x) >> -k)
     assert (_i32(driver("sll", a, s)).view(np.uint32) == np.array(want, np.uint32)).all()
+
+
+@pytest.mark.parametrize("k", [0, 1, 16, 31, 32, -1, -31])
+def test_slln_2x32_by_one_amount_in_every_lane_is_the_per_lane_shift(driver, k):
+    """A broadcast amount (the emulation's vectorised path) gives what the per-lane rule gives."""
+    a = RNG.integers(-2**31, 2**31, 16).astype(np.int32)
+    x = a.astype(np.int64) & 0xFFFFFFFF
+    want = np.zeros(16, np.int64) if abs(k) >= 32 else (x << k) & 0xFFFFFFFF if k >= 0 else x >> -k
+    assert (_i32(driver("sll", a, np.full(16, k, np.int32))).view(np.uint32) == want.astype(np.uint32)).all()
 
 
 def test_addn_2x32_wraps_modulo_2_to_the_32(driver):

@@ -45,18 +45,18 @@ Params params_of(hbDSPPointcloudEncodeParam const *p) {
 }
 
 /* round to nearest even, clamp to [-128, 127]; NaN gives 0 (IVP_TRUNCN_2XF32 of NaN) */
-inline xb_vecN_2x32v quantize(xb_vecN_2xf32 v) {
+VDSP_IVP_INLINE xb_vecN_2x32v quantize(xb_vecN_2xf32 v) {
   xb_vecN_2x32v const q = IVP_TRUNCN_2XF32(IVP_FIRINTN_2XF32(v), 0);
   return IVP_MINN_2X32(IVP_MAXN_2X32(q, -128), 127);
 }
 
-inline xb_vecN_2x32v encode(xb_vecN_2xf32 v, xb_vecN_2xf32 sub, xb_vecN_2xf32 div, float scale) {
+VDSP_IVP_INLINE xb_vecN_2x32v encode(xb_vecN_2xf32 v, xb_vecN_2xf32 sub, xb_vecN_2xf32 div, float scale) {
   return quantize(IVP_DIVN_2XF32(IVP_DIVN_2XF32(IVP_SUBN_2XF32(v, sub), div), scale));
 }
 
 /* One tile of `len` points at `in` (TCM): cells and xyzr (int32 each) and, dim 5, the 5th values
  * as int32 in t32 then as bytes in t8. */
-void encode_tile(float const *in, uint32_t len, uint32_t dim, Params const &f, int32_t *cells, int32_t *xyzr,
+VDSP_IVP_HOST_CLONES void encode_tile(float const *in, uint32_t len, uint32_t dim, Params const &f, int32_t *cells, int32_t *xyzr,
                  int32_t *t32, int8_t *t8) {
   xb_vecN_2x32Uv offset[5], out_offset;
   for (uint32_t i = 0; i < kLanes; i++) {
