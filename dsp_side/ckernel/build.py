@@ -9,13 +9,13 @@ report ends the firmware process, exit status 1, the report on its stderr, the c
 AddressSanitizer is not offered: its runtime must be loaded before the (uninstrumented)
 Python interpreter of the firmware, which a library opened later cannot arrange.
 
-Build cache: :func:`compile_tree` remembers, per process, the library it built for a key that
-hashes every input of the build (the sources and headers of the tree, the SDK's headers and
-runtime, the generated parameter header, the compiler command words with the size and mtime of
-the compiler binaries they resolve to, the flags): the same tree is compiled once per process
-(the stock image is built by several tests, each ``vdsp up`` of a test and ``vdsp firmware
-build``). Nothing is cached on disk. :func:`library_for` writes a tree's library into a private
-directory (``mkdtemp``: 0700, this process's) for a tree run in-process, without an image.
+Build cache: :func:`compile_tree` keeps the library it built under a key that hashes every
+input of the build (the tree's path, its sources and headers, the SDK's headers and runtime, the
+generated parameter header, the compiler command words with the size and mtime of the compiler
+binaries they resolve to, the flags): in memory for the process, and on disk per user
+(:mod:`dsp_side.ckernel.cache`), so the same tree is compiled once (every ``vdsp up`` builds
+the stock image, in a process of its own). :func:`library_for` writes a tree's library into a
+private directory (``mkdtemp``: 0700, this process's) for a tree run in-process, without an image.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from typing import Iterable
 
 from protocol.contract.operator import OperatorEntry
 from dsp_side import ckernel
-from dsp_side.ckernel import params
+from dsp_side.ckernel import cache, params
 
 WARNINGS = ("-Wall", "-Wextra", "-Werror")
 SANITIZE = ("-fsanitize=undefined", "-fno-sanitize-recover=all", "-g")
@@ -101,24 +101,26 @@ def _build_key(src: Path, files: list[Path], header: str, sanitize: bool) -> str
         h.update(f"{name}\0{path.stat().st_size}\0".encode())
         h.update(path.read_bytes())
     cxx = shlex.split(os.environ.get("CXX") or "c++") if any(p.suffix != ".c" for p in files) else []
-    h.update(repr((header, sanitize, WARNINGS, SANITIZE, _compiler_id(_tool("CC", "cc")),
+    h.update(repr((str(src.resolve()), header, sanitize, WARNINGS, SANITIZE, _compiler_id(_tool("CC", "cc")),
                    cxx and _compiler_id(cxx))).encode())
     return h.hexdigest()
 
 
 def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool = False) -> bytes:
     """The kernel library of ``src`` (its C sources and the runtime), for the C-kernel operators
-    ``entries`` (``sanitize``: with UndefinedBehaviorSanitizer); from the build cache when this
-    process built the same inputs before. Raises CompileError (the compiler's message),
+    ``entries`` (``sanitize``: with UndefinedBehaviorSanitizer); from the build cache (memory,
+    then disk) when the same inputs were built before. Raises CompileError (the compiler's message),
     ValueError (a parameter a C kernel cannot take)."""
     files = sources(src)
     if not files:
         raise CompileError(f"{src}: C kernels are bound but the tree has no C source ({', '.join(ckernel.SOURCE_SUFFIXES)})")
     header = params.header(entries)
     key = _build_key(src, files, header, sanitize)
-    lib = _CACHE.get(key)
+    lib = _CACHE.get(key) or cache.load(key)
     if lib is None:
         lib = _compile(src, files, header, sanitize)
+        cache.store(key, lib)
+    if key not in _CACHE:
         if len(_CACHE) >= _CACHE_MAX:
             _CACHE.clear()
         _CACHE[key] = lib
