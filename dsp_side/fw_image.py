@@ -589,6 +589,7 @@ def load(path: Path, workdir: Path, trust: signing.Trust | None = None) -> tuple
     with _open_zip(io.BytesIO(payload), len(payload), str(path)) as zf:
         _extract(zf, workdir, str(path))
     tag = re.sub(r"\W", "_", header["name"], flags=re.ASCII)[:64]
+    ckernel.mark_image(workdir)             # its kernels are the library it carries, or none
     module = _import_tree(workdir, f"{tag}_{header['payload_sha256'][:12]}")
     version, registry = registry_of(module, str(path))
     if version != header["version"]:

@@ -390,3 +390,22 @@ def test_the_c_encode_quantises_every_special_value_as_the_reference(dim):
     assert (outs["c"][1].view(np.int8).reshape(n, 4) == want[:, :4]).all()
     if dim == 5:
         assert (outs["c"][2].view(np.int8) == want[:, 4]).all()
+
+
+def test_where_no_compiler_is_found_the_stock_image_runs_the_python_kernels(tmp_path, monkeypatch):
+    """Built without cc/c++ the image carries no kernel library and binds the Python stages; loaded
+    where a compiler is found, it still does (the image decides, not the loading host)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from dsp_side import ckernel, fw_image, signing
+    from dsp_side.firmware_src.stock import firmware as stock
+    from protocol.contract import pointcloud_ops
+    key = Ed25519PrivateKey.generate()
+    monkeypatch.setenv("CC", "no-such-cc")
+    monkeypatch.setenv("CXX", "no-such-c++")
+    fw_image.build(Path(stock.__file__).parent, tmp_path / "img", key=key)
+    monkeypatch.delenv("CC")
+    monkeypatch.delenv("CXX")
+    _, registry = fw_image.load(tmp_path / "img", tmp_path / "work", signing.Trust({signing.public_raw(key): "t"}))
+    assert ckernel.entries_of(registry) == [] and not (tmp_path / "work" / ckernel.LIBRARY).exists()
+    assert registry.get(pointcloud_ops.ENCODE.id).fn is ops.encode
+    assert registry.get(pointcloud_ops.TRANSPOSE.id).fn is ops.transpose

@@ -20,6 +20,7 @@ runtime's traps into coded errors.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 INCLUDE = Path(__file__).resolve().parent / "include"
@@ -42,6 +43,28 @@ def use_library(tree: Path, library: Path) -> None:
     library beside it (a source tree run in this process without an image:
     :func:`dsp_side.fw_image.registry_of_source`)."""
     _LIBRARY_AT[Path(tree).resolve()] = library
+
+
+_IMAGES: set[Path] = set()        # directories of unpacked images (dsp_side.fw_image.load)
+
+
+def mark_image(tree: Path) -> None:
+    """``tree`` is an unpacked image: :func:`available` there means "carries its library"."""
+    _IMAGES.add(Path(tree).resolve())
+
+
+def available(firmware_file: str, *, cxx: bool = False) -> bool:
+    """Whether the tree of ``firmware_file`` can run C kernels: an unpacked image when it carries
+    its kernel library; a source tree when the compilers to build one are found (``$CC``, and
+    ``$CXX`` with ``cxx``). A firmware.py with a Python fallback asks this (the stock image:
+    docs/pointcloud.md)."""
+    import shlex
+    import shutil
+    where = Path(firmware_file).resolve().parent
+    if where in _IMAGES:
+        return (where / LIBRARY).is_file()
+    tools = [os.environ.get("CC") or "cc"] + ([os.environ.get("CXX") or "c++"] if cxx else [])
+    return all(shlex.split(t) and shutil.which(shlex.split(t)[0]) for t in tools)
 
 
 class Around:
