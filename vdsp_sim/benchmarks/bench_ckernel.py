@@ -9,7 +9,8 @@ synthetic clouds (CenterPoint 300 000 x 5, PointPillars 100 000 x 4) on the same
 ``--rounds`` times after a warm-up, medians of the thread's CPU time, and their outputs are
 compared byte for byte. The
 target (issue 41, "How fast"): a C stage no slower than the numba one (C / numba <= 1).
-Then ``ivp_bench.c``, compiled as the kernels are, calls each intrinsic the kernels use
+Then ``ivp_bench.c``, compiled as the kernels are (its loops as their hot loops, for the host's
+widest vectors: ``VDSP_IVP_HOST_CLONES``), calls each intrinsic the kernels use
 ``--calls`` times and prints ns per call (the loop itself, measured alone, subtracted).
 """
 from __future__ import annotations
