@@ -163,6 +163,23 @@ def registry_of(module: ModuleType, where: str) -> tuple[str, Registry]:
     return version, registry
 
 
+def registry_of_source(module: ModuleType, where: str) -> tuple[str, Registry]:
+    """:func:`registry_of` for a firmware module run from its source tree in this process, without
+    an image (the loopback SoC, the fuzzer): its C kernels, if it binds any, are compiled once per
+    process (:func:`dsp_side.ckernel.build.library_for`). Raises ImageError (also with the
+    compiler's message)."""
+    version, registry = registry_of(module, where)
+    entries = ckernel.entries_of(registry)
+    if not entries or module.__file__ is None:
+        return version, registry
+    src = Path(module.__file__).resolve().parent
+    try:
+        ckernel.use_library(src, ckbuild.library_for(src, entries))
+    except (ckbuild.CompileError, ValueError) as exc:
+        raise ImageError(f"{src}: the C kernels do not build: {exc}") from exc
+    return registry_of(module, where)
+
+
 def registry_of_tree(src: Path) -> tuple[str, Registry]:
     """(VERSION, registry) of the firmware source tree ``src``. Raises FileNotFound, ImageError."""
     _sources(src)
@@ -584,6 +601,7 @@ def load(path: Path, workdir: Path, trust: signing.Trust | None = None) -> tuple
     with _open_zip(io.BytesIO(payload), len(payload), str(path)) as zf:
         _extract(zf, workdir, str(path))
     tag = re.sub(r"\W", "_", header["name"], flags=re.ASCII)[:64]
+    ckernel.mark_image(workdir)             # its kernels are the library it carries, or none
     module = _import_tree(workdir, f"{tag}_{header['payload_sha256'][:12]}")
     version, registry = registry_of(module, str(path))
     if version != header["version"]:

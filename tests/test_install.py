@@ -107,6 +107,10 @@ def test_pip_install_then_a_users_first_steps_from_another_directory(installed):
         assert (purelib / "dsp_side" / "firmware_src" / "stock" / "firmware.py").exists()
         assert (purelib / "arm_side" / "capi" / "native" / "vdsp_wire.c").exists()      # the C library's wire layer
         assert (purelib / "arm_side" / "capi" / "native" / "vdsp_wire.h").exists()
+        for shipped in ("firmware_src/stock/pointcloud_encode.cc", "firmware_src/stock/pointcloud_transpose.c",
+                        "ckernel/include/vdsp_kernel.h", "ckernel/include/xtensa/tie/xt_ivpn.h",
+                        "ckernel/include/xtensa/tie/xt_ivpn_missing.h", "ckernel/src/vdsp_rt.c"):
+            assert (purelib / "dsp_side" / shipped).exists(), shipped     # `vdsp up` compiles the stock C kernels
 
         res = vdsp("--version")
         assert res.returncode == 0 and res.stdout.strip() == f"vdsp (vdsp-sim) {version}" and version != "0+unknown"

@@ -16,12 +16,8 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from arm_side.pointcloud import synthetic
-from arm_side.pointcloud.params import preset
 from protocol import errors, schema
 from dsp_side import ckernel, fw_image, signing
-from dsp_side.operators import pointcloud
-from vdsp_sim import pointcloud_inprocess as inprocess
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "tests" / "ivp" / "ivp_driver.c"
@@ -127,6 +123,17 @@ def test_scattern_2x32_stores_each_lane_at_its_byte_offset_the_last_lane_winning
     assert (got == want).all() and got[65532 // 4] == values[9]
 
 
+def test_scattern_2x32_to_consecutive_words_stores_them_in_order(driver):
+    """The emulation's one-copy path (offsets 4 apart from lane 0) writes what lane-by-lane stores do."""
+    mem = RNG.integers(0, 256, 65536).astype(np.uint8)
+    values = RNG.integers(-2**31, 2**31, 16).astype(np.int32)
+    for first in (0, 4, 65536 - 64):
+        offsets = (first + 4 * np.arange(16)).astype(np.uint32)
+        want = mem.copy()
+        want[first:first + 64] = values.view(np.uint8)
+        assert np.frombuffer(driver("scatter", mem, values, offsets), np.uint8).tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("op, offset, name, what", [
     ("gather_f32", 65533, "IVP_GATHERAN_2XF32", "lane 5: byte offset 65533 (4 bytes) is beyond the 65536-byte"),
     ("gather_f32", 1 << 20, "IVP_GATHERAN_2XF32", "lane 5: byte offset 1048576 (4 bytes) is beyond"),
@@ -173,42 +180,6 @@ def test_a_kernels_gather_beyond_the_window_fails_its_task_naming_kernel_and_int
     assert exc.value.code == -6000270
     assert ("kernel ivp_window_kernel: IVP_GATHERAN_2XF32: lane 0: byte offset 65536 (4 bytes) is beyond the "
             "65536-byte gather/scatter window of its base") in exc.value.message
-
-
-# --- a kernel of the project's own: pillar stage 2 -------------------------------------------------
-@pytest.mark.parametrize("name, layout, points", [
-    ("pointpillars", "cpm", 20000), ("centerpoint", "cmp", 20000),          # the presets' layouts
-    ("pointpillars", "cmp", 20000), ("centerpoint", "cpm", 20000),
-    ("pointpillars", "cpm", 0), ("centerpoint", "cmp", 0), ("pointpillars", "cpm", 200000), ("centerpoint", "cmp", 200000)])
-@pytest.mark.parametrize("strict", ["0", "1"])
-def test_the_ivp_transpose_kernel_is_bit_exact_with_the_operator(ivp_image, monkeypatch, name, layout, points, strict):
-    """The stock synthetic cloud (and an empty and a dense one) through the DSP path in-process,
-    stage 2 once by the Python operator and once by the IVP C kernel (pillar_transpose.c), which
-    also passes the strict DMA check (no TCM destination touched before its wait)."""
-    monkeypatch.setenv("VDSP_STRICT_DMA", strict)
-    p = preset(name, layout=layout)
-    pts = synthetic.generate(points, p.dim, seed=3)
-    coords, want = inprocess.run(pts, p)
-    monkeypatch.setattr(pointcloud, "transpose",
-                        lambda ctx, ins, outs, **params: _call(ivp_image, 0x0601, ins, outs, **params))
-    got_coords, got = inprocess.run(pts, p)
-    assert (got_coords == coords).all()
-    assert got.tobytes() == want.tobytes()
-    if points:
-        assert np.count_nonzero(want) > 10000
-
-
-@pytest.mark.parametrize("dim, layout", [(4, "cpm"), (5, "cpm"), (4, "cmp"), (5, "cmp")])
-def test_the_ivp_transpose_kernel_fills_every_pillar_within_the_runtimes_transfers(ivp_image, dim, layout):
-    """All 40000 pillars of 20 points in use (random voxel bytes): the most tiles, as the operator."""
-    params = {"dim": dim, "layout": layout, "max_pillars": 40000, "max_points": 20, "pillar_stride": 40000,
-              "num_pillars": 40000}
-    cap = 40000 * 20
-    ins = [RNG.integers(0, 256, cap * 4).astype(np.uint8)] + ([RNG.integers(0, 256, cap).astype(np.uint8)] * (dim == 5))
-    want, got = np.full(dim * cap, 0x77, np.uint8), np.full(dim * cap, 0x77, np.uint8)
-    pointcloud.transpose(None, ins, [want], **params)
-    _call(ivp_image, 0x0601, ins, [got], **params)
-    assert got.tobytes() == want.tobytes()
 
 
 # --- arithmetic ---------------------------------------------------------------------------------
@@ -262,6 +233,15 @@ def test_slln_2x32_shifts_each_lane_by_its_amount(driver):
     assert (_i32(driver("sll", a, s)).view(np.uint32) == np.array(want, np.uint32)).all()
 
 
+@pytest.mark.parametrize("k", [0, 1, 16, 31, 32, -1, -31])
+def test_slln_2x32_by_one_amount_in_every_lane_is_the_per_lane_shift(driver, k):
+    """A broadcast amount (the emulation's vectorised path) gives what the per-lane rule gives."""
+    a = RNG.integers(-2**31, 2**31, 16).astype(np.int32)
+    x = a.astype(np.int64) & 0xFFFFFFFF
+    want = np.zeros(16, np.int64) if abs(k) >= 32 else (x << k) & 0xFFFFFFFF if k >= 0 else x >> -k
+    assert (_i32(driver("sll", a, np.full(16, k, np.int32))).view(np.uint32) == want.astype(np.uint32)).all()
+
+
 def test_addn_2x32_wraps_modulo_2_to_the_32(driver):
     a = RNG.integers(-2**31, 2**31, 16).astype(np.int32)
     b = RNG.integers(-2**31, 2**31, 16).astype(np.int32)
@@ -269,6 +249,22 @@ def test_addn_2x32_wraps_modulo_2_to_the_32(driver):
     want = ((a.astype(np.int64) + b) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
     got = _i32(driver("add", a, b))
     assert (got == want).all() and got[0] == -2**31
+
+
+def test_firintn_2xf32_rounds_to_integral_floats_ties_to_even(driver):
+    a = _floats()
+    a[:12] = [0.5, 1.5, 2.5, -0.5, -2.5, -0.3, -0.0, 8388607.5, -8388609.0, 127.5, -128.5, 1e-45]
+    got = np.frombuffer(driver("firint", a), np.float32)
+    assert _same_floats(got, np.rint(a))            # NaN stays NaN, infinities and zeros are kept
+    assert got[:7].tolist() == [0.0, 2.0, 2.0, -0.0, -2.0, -0.0, -0.0] and np.signbit(got[[3, 5, 6]]).all()
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_maxn_minn_2x32_pick_the_greater_or_smaller_signed_lane(driver, op):
+    a = RNG.integers(-2**31, 2**31, 16).astype(np.int32)
+    b = RNG.integers(-2**31, 2**31, 16).astype(np.int32)
+    a[:3], b[:3] = [-2**31, 2**31 - 1, -1], [2**31 - 1, -2**31, 1]        # signed, not unsigned
+    assert (_i32(driver(op, a, b)) == (np.maximum(a, b) if op == "max" else np.minimum(a, b))).all()
 
 
 # --- predicates and selection -------------------------------------------------------------------

@@ -30,6 +30,16 @@ def assert_same(soc, points, p):
     np.testing.assert_array_equal(feats, rf)
 
 
+def test_the_stages_run_on_the_stock_images_c_kernels(shared_soc, soc):
+    """Both cores' firmware processes have the stock image's C kernel library mapped (the kernel's
+    record of their memory, /proc/PID/maps), which the image's firmware.py binds both stages to:
+    every test of this module runs the C stages."""
+    from pathlib import Path
+    for core in ("vdsp0", "vdsp1"):
+        maps = Path(f"/proc/{shared_soc.fw_pid(core)}/maps").read_text()
+        assert "/vdsp_kernels.so" in maps, core
+
+
 @pytest.mark.parametrize("name", ["centerpoint", "pointpillars"])
 def test_synthetic_cloud_split_over_both_cores(soc, name):
     p = preset(name)

@@ -343,7 +343,7 @@ class Finding:
 def stock_registry():
     from dsp_side import fw_image
     from dsp_side.firmware_src.stock import firmware as stock
-    return fw_image.registry_of(stock, "stock")
+    return fw_image.registry_of_source(stock, "stock")
 
 
 def fuzz_firmware(messages: int, seed: int = 0, limit_findings: int = 20,

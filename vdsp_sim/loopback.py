@@ -141,7 +141,7 @@ class _Core:
                 pass
 
     def _boot(self) -> None:
-        version, registry = fw_image.registry_of(stock, "stock")
+        version, registry = fw_image.registry_of_source(stock, "stock")
         fw = Firmware(self.name, version, registry, None, None)
         fw.ownership = _ThisProcess(f"{self.name} firmware", accept_relay=True)
 

@@ -20,6 +20,7 @@ runtime's traps into coded errors.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 INCLUDE = Path(__file__).resolve().parent / "include"
@@ -34,25 +35,73 @@ def cflags() -> str:
     return f"-I{INCLUDE}"
 
 
-def bind(registry, entry, symbol: str, firmware_file: str, *, init=None, **hooks):
+_LIBRARY_AT: dict[Path, Path] = {}     # source tree -> its kernel library, for trees run without an image
+
+
+def use_library(tree: Path, library: Path) -> None:
+    """Kernels bound from now on by ``tree``'s firmware.py run from ``library`` instead of the
+    library beside it (a source tree run in this process without an image:
+    :func:`dsp_side.fw_image.registry_of_source`)."""
+    _LIBRARY_AT[Path(tree).resolve()] = library
+
+
+_IMAGES: set[Path] = set()        # directories of unpacked images (dsp_side.fw_image.load)
+
+
+def mark_image(tree: Path) -> None:
+    """``tree`` is an unpacked image: :func:`available` there means "carries its library"."""
+    _IMAGES.add(Path(tree).resolve())
+
+
+def available(firmware_file: str, *, cxx: bool = False) -> bool:
+    """Whether the tree of ``firmware_file`` can run C kernels: an unpacked image when it carries
+    its kernel library; a source tree when the compilers to build one are found (``$CC``, and
+    ``$CXX`` with ``cxx``). A firmware.py with a Python fallback asks this (the stock image:
+    docs/pointcloud.md)."""
+    import shlex
+    import shutil
+    where = Path(firmware_file).resolve().parent
+    if where in _IMAGES:
+        return (where / LIBRARY).is_file()
+    tools = [os.environ.get("CC") or "cc"] + ([os.environ.get("CXX") or "c++"] if cxx else [])
+    return all(shlex.split(t) and shutil.which(shlex.split(t)[0]) for t in tools)
+
+
+class Around:
+    """The operator function ``around(kernel, ctx, inputs, outputs, **params)`` of a C kernel
+    bound with ``around``: Python before and after the C kernel (checks with their coded errors,
+    a task result), which it calls as ``kernel(ctx, inputs, outputs, **params)``."""
+
+    def __init__(self, kernel, around) -> None:
+        self.kernel, self.around = kernel, around
+        self.__doc__, self.__name__ = kernel.__doc__, kernel.__name__
+
+    def __call__(self, ctx, inputs: list, outputs: list, **params) -> dict:
+        return self.around(self.kernel, ctx, inputs, outputs, **params)
+
+
+def bind(registry, entry, symbol: str, firmware_file: str, *, init=None, around=None, **hooks):
     """Bind the C function ``symbol`` of this image's kernel library (beside ``firmware_file``,
     the caller's ``__file__``) to ``entry``. ``init`` (optional) runs after the library is
-    loaded; other hooks (``prepare``, ``destroy``) as ``Registry.bind``. Raises ValueError as
-    ``Registry.bind`` (and for parameters a C kernel cannot take)."""
+    loaded; ``around`` (optional) wraps the kernel (:class:`Around`); other hooks (``prepare``,
+    ``destroy``) as ``Registry.bind``. Raises ValueError as ``Registry.bind`` (and for
+    parameters a C kernel cannot take)."""
     from dsp_side.ckernel.kernel import CKernel
-    kernel = CKernel(entry, symbol, Path(firmware_file).resolve().parent / LIBRARY)
-    if init is not None and not callable(init):
-        raise ValueError(f"operator {entry.name}: init hook must be callable")
+    where = Path(firmware_file).resolve().parent
+    kernel = CKernel(entry, symbol, _LIBRARY_AT.get(where, where / LIBRARY))
+    for name, hook in (("init", init), ("around", around)):
+        if hook is not None and not callable(hook):
+            raise ValueError(f"operator {entry.name}: {name} hook must be callable")
 
     def load_then_init(ctx) -> None:
         kernel.load(ctx)
         if init is not None:
             init(ctx)
-    return registry.bind(entry, kernel, init=load_then_init, **hooks)
+    return registry.bind(entry, kernel if around is None else Around(kernel, around), init=load_then_init, **hooks)
 
 
 def entries_of(registry) -> list:
     """The contract entries ``registry`` binds to C kernels (what the build compiles for)."""
     from dsp_side.ckernel.kernel import CKernel
     specs = (registry.get(row["id"]) for row in registry.table())
-    return [s.entry for s in specs if isinstance(s.fn, CKernel)]
+    return [s.entry for s in specs if isinstance(s.fn.kernel if isinstance(s.fn, Around) else s.fn, CKernel)]

@@ -65,6 +65,7 @@ IVP: dict[str, float] = {
     "IVP_SLLN_2X32": ALU.value, "IVP_ADDN_2X32": ALU.value, "IVP_ULEN_2XF32": ALU.value,
     "IVP_ORBN_2": ALU.value, "IVP_MOVN_2X32T": ALU.value, "IVP_SELN_2X32I": ALU.value,
     "IVP_ZALIGN": ALU.value, "IVP_SA2NX8_IP": ALU.value, "IVP_SAPOS2NX8U_FP": ALU.value,
+    "IVP_FIRINTN_2XF32": ALU.value, "IVP_MAXN_2X32": ALU.value, "IVP_MINN_2X32": ALU.value,
 }
 #: extra cycles of one use whose memory is outside TCM (the intrinsics that touch memory)
 IVP_OUTSIDE: dict[str, float] = {

@@ -11,9 +11,19 @@ first library of the process, before the (uninstrumented) Python interpreter's: 
 header says ``"sanitize": "address"``, and the core starts such a firmware as a fresh
 interpreter with the compiler's ``libasan`` in ``LD_PRELOAD`` (:func:`asan_runtime`,
 ``dsp_side.fwproc``).
+
+Build cache: :func:`compile_tree` keeps the library it built under a key that hashes every
+input of the build (the tree's path, its sources and headers, the SDK's headers and runtime, the
+generated parameter header, the compiler command words with the size and mtime of the compiler
+binaries they resolve to, the flags): in memory for the process, and on disk per user
+(:mod:`dsp_side.ckernel.cache`), so the same tree is compiled once (every ``vdsp up`` builds
+the stock image, in a process of its own). :func:`library_for` writes a tree's library into a
+private directory (``mkdtemp``: 0700, this process's) for a tree run in-process, without an image.
 """
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
 import re
 import shlex
@@ -25,7 +35,7 @@ from typing import Iterable
 
 from protocol.contract.operator import OperatorEntry
 from dsp_side import ckernel
-from dsp_side.ckernel import params
+from dsp_side.ckernel import cache, params
 
 WARNINGS = ("-Wall", "-Wextra", "-Werror")
 SANITIZERS = {"undefined": ("-fsanitize=undefined", "-fno-sanitize-recover=all", "-g"),
@@ -102,20 +112,84 @@ def asan_runtime() -> str:
     return os.path.realpath(path)
 
 
+HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".inc")
+_CACHE: dict[str, bytes] = {}       # build key -> library bytes (this process's builds)
+_CACHE_MAX = 16
+
+
+def _compiler_id(words: list[str]) -> str:
+    """The compiler command and the size and mtime of the binary it runs (an upgrade changes the key)."""
+    found = shutil.which(words[0])
+    st = os.stat(found) if found else None
+    return repr((words, found, st and (st.st_size, st.st_mtime_ns)))
+
+
+def _build_key(src: Path, files: list[Path], header: str, sanitize: str | None) -> str:
+    """The hash of everything :func:`compile_tree` reads (the module docstring's list)."""
+    h = hashlib.sha256()
+    tree_headers = sorted(p for p in src.rglob("*") if p.suffix in HEADER_SUFFIXES and p.is_file()
+                          and "__pycache__" not in p.parts)
+    sdk = sorted(p for p in ckernel.INCLUDE.rglob("*") if p.is_file())
+    runtime = sorted(p for p in ckernel.RUNTIME.parent.iterdir() if p.is_file())   # vdsp_rt.c and what it includes
+    for path in [*runtime, *sdk, *files, *tree_headers]:
+        name = str(path.relative_to(src)) if path.is_relative_to(src) else str(path)
+        h.update(f"{name}\0{path.stat().st_size}\0".encode())
+        h.update(path.read_bytes())
+    cxx = shlex.split(os.environ.get("CXX") or "c++") if any(p.suffix != ".c" for p in files) else []
+    h.update(repr((str(src.resolve()), header, sanitize, WARNINGS, SANITIZERS.get(sanitize or "", ()), BLOCK_COUNT,
+                   _compiler_id(_tool("CC", "cc")), cxx and _compiler_id(cxx))).encode())
+    return h.hexdigest()
+
+
 def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool | str | None = None) -> bytes:
     """The kernel library of ``src`` (its C sources and the runtime), for the C-kernel operators
-    ``entries`` (``sanitize``: :func:`sanitizer`'s names). Raises CompileError (the compiler's
-    message), ValueError (a parameter a C kernel cannot take, an unknown sanitizer)."""
-    flags = SANITIZERS.get(sanitizer(sanitize) or "", ())
-    if sanitizer(sanitize) == "address":
+    ``entries`` (``sanitize``: :func:`sanitizer`'s names); from the build cache (memory, then disk)
+    when the same inputs were built before. Raises CompileError (the compiler's message),
+    ValueError (a parameter a C kernel cannot take, an unknown sanitizer)."""
+    name = sanitizer(sanitize)
+    if name == "address":
         asan_runtime()      # refused now, not at the first boot
     files = sources(src)
     if not files:
         raise CompileError(f"{src}: C kernels are bound but the tree has no C source ({', '.join(ckernel.SOURCE_SUFFIXES)})")
+    header = params.header(entries)
+    key = _build_key(src, files, header, name)
+    lib = _CACHE.get(key) or cache.load(key)
+    if lib is None:
+        lib = _compile(src, files, header, name)
+        cache.store(key, lib)
+    if key not in _CACHE:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()
+        _CACHE[key] = lib
+    return lib
+
+
+_LIBRARIES: dict[str, Path] = {}    # library hash -> its file in a private directory of this process
+
+
+def library_for(src: Path, entries: Iterable[OperatorEntry]) -> Path:
+    """The kernel library of ``src`` as a file (for a tree run in-process, without an image): in a
+    directory of this process's own (``mkdtemp``, 0700), removed at exit. Raises as :func:`compile_tree`."""
+    lib = compile_tree(src, entries)
+    digest = hashlib.sha256(lib).hexdigest()
+    path = _LIBRARIES.get(digest)
+    if path is None:
+        work = Path(tempfile.mkdtemp(prefix="vdsp-kernels-"))
+        atexit.register(shutil.rmtree, work, True)
+        path = work / ckernel.LIBRARY
+        with open(path, "xb") as f:          # a new file in a new private directory
+            f.write(lib)
+        _LIBRARIES[digest] = path
+    return path
+
+
+def _compile(src: Path, files: list[Path], header: str, sanitize: str | None) -> bytes:
+    flags = SANITIZERS.get(sanitize or "", ())
     cc, cxx = _tool("CC", "cc"), None
     with tempfile.TemporaryDirectory(prefix="vdsp-kernels-") as tmp:
         work = Path(tmp)
-        (work / ckernel.PARAMS_HEADER).write_text(params.header(entries))
+        (work / ckernel.PARAMS_HEADER).write_text(header)
         includes = [f"-I{work}", f"-I{ckernel.INCLUDE}", f"-I{src}", *flags]
         objects = []
         for i, path in enumerate([ckernel.RUNTIME, *files]):

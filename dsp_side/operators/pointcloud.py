@@ -169,10 +169,10 @@ def _checked(floats: dict) -> tuple[dict, np.ndarray]:
     return hit
 
 
-def encode(ctx, inputs, outputs, dim, num_points, **floats):
-    """Stage 1: packed pseudo-image cell and quantised features of every point."""
+def _encode_checks(inputs, outputs, dim: int, n: int, floats: dict) -> tuple[dict, np.ndarray]:
+    """Stage 1's checks of parameters and buffer sizes (Python and C kernel alike): the float32
+    parameters and the kernel's vector. Raises InvalidArgument."""
     f, vec = _checked(floats)
-    n = num_points
     _need("input 0 (points)", inputs[0], n * dim * 4)
     _need("output 0 (cells)", outputs[0], n * 4)
     _need("output 1 (packed xyzr)", outputs[1], n * 4)
@@ -180,6 +180,13 @@ def encode(ctx, inputs, outputs, dim, num_points, **floats):
         raise errors.InvalidArgument(f"dim {dim} takes {3 if dim == 5 else 2} outputs, got {len(outputs)}")
     if dim == 5:
         _need("output 2 (5th value)", outputs[2], n)
+    return f, vec
+
+
+def encode(ctx, inputs, outputs, dim, num_points, **floats):
+    """Stage 1: packed pseudo-image cell and quantised features of every point."""
+    n = num_points
+    f, vec = _encode_checks(inputs, outputs, dim, n, floats)
     jit = _compiled()
     if jit is not None:
         t = _view(outputs[2 if dim == 5 else 1], np.int8, n if dim == 5 else 0)   # same array type either way
@@ -226,19 +233,25 @@ def _write_cpm(out: np.ndarray, xyzr: np.ndarray, t: np.ndarray | None, used: in
         planes[4, :used * m] = t
 
 
-def transpose(ctx, inputs, outputs, dim, layout, max_pillars, max_points, pillar_stride, num_pillars):
-    """Stage 2: pillar-major voxel buffer -> features in the model's layout (zeros elsewhere)."""
+def _transpose_checks(inputs, outputs, dim, max_pillars, max_points, pillar_stride, num_pillars) -> None:
+    """Stage 2's checks of parameters and buffer sizes (Python and C kernel alike). Raises InvalidArgument."""
     if pillar_stride < max_pillars:
         raise errors.InvalidArgument(f"pillar_stride {pillar_stride} is smaller than max_pillars {max_pillars}")
     if num_pillars > max_pillars:
         raise errors.InvalidArgument(f"num_pillars {num_pillars} exceeds max_pillars {max_pillars}")
     if (dim == 5) != (len(inputs) == 2):
         raise errors.InvalidArgument(f"dim {dim} takes {2 if dim == 5 else 1} inputs, got {len(inputs)}")
-    cap, used, m = max_pillars * max_points, num_pillars, max_points
+    cap, m = max_pillars * max_points, max_points
     _need("input 0 (voxel xyzr)", inputs[0], cap * 4)
     if dim == 5:
         _need("input 1 (voxel 5th value)", inputs[1], cap)
     _need("output 0 (features)", outputs[0], dim * m * pillar_stride)
+
+
+def transpose(ctx, inputs, outputs, dim, layout, max_pillars, max_points, pillar_stride, num_pillars):
+    """Stage 2: pillar-major voxel buffer -> features in the model's layout (zeros elsewhere)."""
+    _transpose_checks(inputs, outputs, dim, max_pillars, max_points, pillar_stride, num_pillars)
+    used, m = num_pillars, max_points
     shape = (dim, m, pillar_stride) if layout == "cmp" else (dim, pillar_stride, m)
     out = outputs[0][:dim * m * pillar_stride].view(np.int8).reshape(shape)
     xyzr = inputs[0][:used * m * 4].view(np.int8)
@@ -255,7 +268,38 @@ def transpose(ctx, inputs, outputs, dim, layout, max_pillars, max_points, pillar
     return {"pillars": used}
 
 
+def encode_c(kernel, ctx, inputs, outputs, dim, num_points, **floats):
+    """Stage 1 by its C kernel (``kernel``: the stock image's ``pointcloud_encode.cc``): the
+    checks and the result of :func:`encode`, the same bytes."""
+    _encode_checks(inputs, outputs, dim, num_points, floats)
+    kernel(ctx, inputs, outputs, dim=dim, num_points=num_points, **floats)
+    return {"points": num_points, "valid": int(np.count_nonzero(_view(outputs[0], np.int32, num_points) >= 0))}
+
+
+def transpose_c(kernel, ctx, inputs, outputs, **params):
+    """Stage 2 by its C kernel (the stock image's ``pointcloud_transpose.c``): the checks and the
+    result of :func:`transpose`, the same bytes. An input that shares memory with the output
+    (one buffer named twice) is copied first: the kernel reads what it held before any write."""
+    _transpose_checks(inputs, outputs, params["dim"], params["max_pillars"], params["max_points"],
+                      params["pillar_stride"], params["num_pillars"])
+    slots = params["num_pillars"] * params["max_points"]
+    ins = [a[:slots * w].copy() if np.may_share_memory(a, outputs[0]) else a for a, w in zip(inputs, (4, 1))]
+    kernel(ctx, ins, outputs, **params)
+    return {"pillars": params["num_pillars"]}
+
+
 def register(registry) -> None:
-    """Bind the point-cloud kernels to their entries (``protocol.contract.pointcloud_ops``)."""
+    """Bind the Python/numba kernels to their entries (``protocol.contract.pointcloud_ops``): the
+    reference of the C kernels, and the DSP path of an image without them."""
     registry.bind(pointcloud_ops.ENCODE, encode, init=warm)
     registry.bind(pointcloud_ops.TRANSPOSE, transpose)
+
+
+def register_c(registry, firmware_file: str) -> None:
+    """Bind the C kernels of the image beside ``firmware_file`` (the stock image's
+    ``pointcloud_encode.cc`` and ``pointcloud_transpose.c``) to the entries, behind the Python
+    checks (:func:`encode_c`, :func:`transpose_c`)."""
+    from dsp_side import ckernel
+    ckernel.bind(registry, pointcloud_ops.ENCODE, "pointcloud_encode_kernel", firmware_file, around=encode_c)
+    ckernel.bind(registry, pointcloud_ops.TRANSPOSE, "pointcloud_transpose_kernel", firmware_file,
+                 around=transpose_c)

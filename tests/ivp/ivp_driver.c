@@ -95,11 +95,19 @@ int main(int argc, char **argv) {
     take(&q, 4);
     xb_vecN_2x32v r = IVP_TRUNCN_2XF32(a, q);
     give(r.s, 64);
-  } else if (!strcmp(op, "sll") || !strcmp(op, "add")) { /* a, b i32 */
+  } else if (!strcmp(op, "firint")) { /* a floats -> a rounded to integral floats */
+    xb_vecN_2xf32 a;
+    take(a.s, 64);
+    xb_vecN_2xf32 r = IVP_FIRINTN_2XF32(a);
+    give(r.s, 64);
+  } else if (!strcmp(op, "sll") || !strcmp(op, "add") || !strcmp(op, "max") || !strcmp(op, "min")) { /* a, b i32 */
     xb_vecN_2x32v a, b;
     take(a.s, 64);
     take(b.s, 64);
-    xb_vecN_2x32v r = op[0] == 's' ? IVP_SLLN_2X32(a, b) : IVP_ADDN_2X32(a, b);
+    xb_vecN_2x32v r = op[0] == 's'   ? IVP_SLLN_2X32(a, b)
+                      : op[0] == 'a' ? IVP_ADDN_2X32(a, b)
+                      : op[1] == 'a' ? IVP_MAXN_2X32(a, b)
+                                     : IVP_MINN_2X32(a, b);
     give(r.s, 64);
   } else if (!strcmp(op, "orb")) { /* a, b predicates (16 bytes of 0/1) */
     vboolN_2 a, b;

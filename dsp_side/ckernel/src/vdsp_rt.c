@@ -37,7 +37,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#define VDSP_RT_MAX_DMA 256
+#define VDSP_RT_MAX_DMA 256 /* transfers issued and not yet performed (a ring: transfer id is at (id - 1) % this) */
 #define VDSP_RT_PAGE 4096u
 /* Backing of a bank: room for the budget with every allocation page-aligned (strict mode). */
 #define VDSP_RT_BANK_SPAN (VDSP_TCM_BANK_BYTES + VDSP_TCM_MAX_ALLOCS * VDSP_RT_PAGE)
@@ -170,7 +170,7 @@ static int in_ddr(uint8_t const *p, uint64_t extent, int writable) {
 /* --- IDMA --------------------------------------------------------------------------------- */
 static void set_guard(int prot_none) {
   for (int i = rt.done; i < rt.issued; i++) {
-    struct dma const *d = &rt.queue[i];
+    struct dma const *d = &rt.queue[i % VDSP_RT_MAX_DMA];
     if (!d->tcm_dst) continue;
     uintptr_t lo = (uintptr_t)d->tcm_dst->start & ~(uintptr_t)(VDSP_RT_PAGE - 1);
     uintptr_t hi = ((uintptr_t)d->tcm_dst->start + d->tcm_dst->bytes + VDSP_RT_PAGE - 1) & ~(uintptr_t)(VDSP_RT_PAGE - 1);
@@ -182,7 +182,7 @@ static void perform_until(int id) {
   vdsp_board_dma_waited(id);
   if (rt.strict) set_guard(0);
   for (; rt.done < id; rt.done++) {
-    struct dma const *d = &rt.queue[rt.done];
+    struct dma const *d = &rt.queue[rt.done % VDSP_RT_MAX_DMA];
     for (uint32_t r = 0; r < d->rows; r++)
       memmove(d->dst + (uint64_t)r * d->dst_pitch, d->src + (uint64_t)r * d->src_pitch, d->row_bytes);
   }
@@ -210,9 +210,10 @@ vdsp_dma_t vdsp_idma_copy_2d(void *dst, void const *src, uint32_t row_bytes, uin
          "allocation and a destination inside an output buffer, or the reverse (%llu bytes)", kernel_name(),
          (unsigned long long)dext);
   }
-  if (rt.issued == VDSP_RT_MAX_DMA)
-    trap(VDSP_RT_BAD_CALL, "kernel %s: more than %d IDMA transfers in one task", kernel_name(), VDSP_RT_MAX_DMA);
-  struct dma *q = &rt.queue[rt.issued++];
+  if (rt.issued - rt.done == VDSP_RT_MAX_DMA)
+    trap(VDSP_RT_BAD_CALL, "kernel %s: more than %d IDMA transfers issued and not waited for", kernel_name(),
+         VDSP_RT_MAX_DMA);
+  struct dma *q = &rt.queue[rt.issued++ % VDSP_RT_MAX_DMA];
   q->dst = d;
   q->src = s;
   q->row_bytes = row_bytes;
@@ -537,7 +538,7 @@ static void on_segv(int sig, siginfo_t *info, void *uctx) {
   uint8_t const *p = (uint8_t const *)info->si_addr;
   if (rt.task && rt.strict) {
     for (int i = rt.done; i < rt.issued; i++) {
-      struct alloc const *a = rt.queue[i].tcm_dst;
+      struct alloc const *a = rt.queue[i % VDSP_RT_MAX_DMA].tcm_dst;
       if (a && p >= (uint8_t const *)((uintptr_t)a->start & ~(uintptr_t)(VDSP_RT_PAGE - 1)) &&
           p < a->start + a->bytes + VDSP_RT_PAGE) {
         set_guard(0);

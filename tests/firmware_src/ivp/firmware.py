@@ -1,7 +1,6 @@
 """IVP kernels for tests/test_ivp.py: a C++ kernel that gathers at an offset it is given (inside
-the 64 kB window it runs, beyond it the task fails naming the intrinsic), and stage 2 of the
-pillar preprocessing, both layouts, in C (pillar_transpose.c), bound to the stock operator's entry."""
-from protocol.contract import pointcloud_ops
+the 64 kB window it runs, beyond it the task fails naming the intrinsic). (The project's own
+point-cloud kernels are the stock image's: dsp_side/firmware_src/stock.)"""
 from protocol.contract.operator import OperatorEntry
 from dsp_side import ckernel
 
@@ -14,4 +13,3 @@ WINDOW = OperatorEntry.declare(0x1440, "ivp_window", {
 
 def register(registry):
     ckernel.bind(registry, WINDOW, "ivp_window_kernel", __file__)
-    ckernel.bind(registry, pointcloud_ops.TRANSPOSE, "pillar_transpose_kernel", __file__)

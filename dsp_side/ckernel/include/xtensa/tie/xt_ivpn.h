@@ -90,7 +90,10 @@ void vdsp_ivp_fault(char const *intrinsic, char const *fmt, ...)
   X(SELN_2X32I) \
   X(ZALIGN) \
   X(SA2NX8_IP) \
-  X(SAPOS2NX8U_FP)
+  X(SAPOS2NX8U_FP) \
+  X(FIRINTN_2XF32) \
+  X(MAXN_2X32) \
+  X(MINN_2X32)
 
 enum {
 #define VDSP_IVP_ID(name) VDSP_IVP_ID_##name,
@@ -118,7 +121,14 @@ int vdsp_board_outside_tcm(void const *p);        /* 1 when p is in no TCM bank 
 #else
 #define VDSP_IVP_NO_COV
 #endif
-#define VDSP_IVP_INLINE static inline VDSP_IVP_NO_COV
+#if defined(__GNUC__)
+#define VDSP_IVP_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define VDSP_IVP_ALWAYS_INLINE
+#endif
+/* the emulation's functions: inlined into a kernel's hot loop (and its host clones, below), not
+ * counted as the kernel's basic blocks */
+#define VDSP_IVP_INLINE static inline VDSP_IVP_ALWAYS_INLINE VDSP_IVP_NO_COV
 
 /* --- vector types --------------------------------------------------------------------------- */
 typedef struct xb_vecN_2xf32 { float s[VDSP_IVP_N_2]; VDSP_IVP_VEC_CTORS(xb_vecN_2xf32, float, VDSP_IVP_N_2) } xb_vecN_2xf32;
@@ -188,15 +198,21 @@ VDSP_IVP_INLINE void vdsp_ivp_check_offset(char const *name, int lane, uint32_t 
     vdsp_ivp_fault(name, "lane %d: byte offset %u is not a multiple of the element's %u bytes", lane, offset, size);
 }
 
+/* Every lane's offset checked in one pass (vectorised); the rare fault names the first bad lane. */
+VDSP_IVP_INLINE void vdsp_ivp_check_offsets(char const *name, uint32_t const *off, uint32_t size) {
+  uint32_t bad = 0;
+  for (int i = 0; i < VDSP_IVP_N_2; i++) bad |= (uint32_t)(off[i] > VDSP_IVP_WINDOW_BYTES - size) | (off[i] & (size - 1));
+  if (bad)
+    for (int i = 0; i < VDSP_IVP_N_2; i++) vdsp_ivp_check_offset(name, i, off[i], size);
+}
+
 /* IVP_GATHERAN_2XF32(base, offsets): lane i of the gather register gets the 32-bit float at
  * (char *)base + offsets[i] (a byte offset, 4-byte aligned, inside the 64 kB window). */
 VDSP_IVP_INLINE xb_gsr vdsp_ivp_gathera_32(char const *name, void const *base, xb_vecN_2x32Uv off) {
   xb_gsr g;
   VDSP_IVP_WHERE(GATHERAN_2XF32, base);
-  for (int i = 0; i < VDSP_IVP_N_2; i++) {
-    vdsp_ivp_check_offset(name, i, off.s[i], 4);
-    memcpy(&g.u.w[i], (char const *)base + off.s[i], 4);
-  }
+  vdsp_ivp_check_offsets(name, off.s, 4); /* (size 4: a power of two, as the check's mask needs) */
+  for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy(&g.u.w[i], (char const *)base + off.s[i], 4);
   return g;
 }
 #define IVP_GATHERAN_2XF32(base, offsets) (VDSP_IVP_COUNT(GATHERAN_2XF32), vdsp_ivp_gathera_32("IVP_GATHERAN_2XF32", (void const *)(base), VDSP_IVP_U32(offsets)))
@@ -236,8 +252,14 @@ VDSP_IVP_INLINE void vdsp_ivp_gatherd_2nx8_h(xb_vec2Nx8 *v, xb_gsr g) {
  * one offset the highest wins. Here the stores land at once; on the board they land by the next
  * IVP_SCATTERW, which a kernel must issue before it (or a DMA) reads them. */
 VDSP_IVP_INLINE void vdsp_ivp_scatter_32(xb_vecN_2x32v v, void *base, xb_vecN_2x32Uv off) {
+  uint32_t apart = 0;
   VDSP_IVP_WHERE(SCATTERN_2X32, base);
-  for (int i = 0; i < VDSP_IVP_N_2; i++) vdsp_ivp_check_offset("IVP_SCATTERN_2X32", i, off.s[i], 4);
+  vdsp_ivp_check_offsets("IVP_SCATTERN_2X32", off.s, 4);
+  for (int i = 0; i < VDSP_IVP_N_2; i++) apart |= off.s[i] ^ (off.s[0] + 4u * (uint32_t)i);
+  if (!apart) { /* consecutive words (a contiguous store, as often): one copy, the same bytes */
+    memcpy((char *)base + off.s[0], v.s, sizeof v.s);
+    return;
+  }
   for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy((char *)base + off.s[i], &v.s[i], 4);
 }
 #define IVP_SCATTERN_2X32(v, base, offsets) (VDSP_IVP_COUNT(SCATTERN_2X32), vdsp_ivp_scatter_32(VDSP_IVP_I32(v), (void *)(base), VDSP_IVP_U32(offsets)))
@@ -265,9 +287,11 @@ VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_divf(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
   xb_vecN_2x32v r;
   if (q < 0 || q > 31) vdsp_ivp_fault("IVP_TRUNCN_2XF32", "fraction bits %d outside 0..31", q);
-  for (int i = 0; i < VDSP_IVP_N_2; i++) {
-    double x = (double)a.s[i] * (double)(1u << q); /* exact: a float times a power of two */
-    r.s[i] = x != x ? 0 : x >= 2147483647.0 ? INT32_MAX : x <= -2147483648.0 ? INT32_MIN : (int32_t)x;
+  float const scale = (float)(1u << q); /* a power of two: the product is exact, or infinite (saturated) */
+  for (int i = 0; i < VDSP_IVP_N_2; i++) { /* branch-free, so that it vectorises */
+    float const x = a.s[i] * scale;
+    int32_t const t = (int32_t)(x >= -2147483648.0f && x < 2147483648.0f ? x : 0.0f); /* NaN: 0 */
+    r.s[i] = x >= 2147483648.0f ? INT32_MAX : x < -2147483648.0f ? INT32_MIN : t;
   }
   return r;
 }
@@ -276,6 +300,12 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
 /* IVP_SLLN_2X32(a, s): lane i = a[i] shifted left by s[i] bits, logically, modulo 2^32; s[i] of
  * 32 or more gives 0; a negative s[i] shifts right logically by -s[i] (assumed). */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sll(xb_vecN_2x32v a, xb_vecN_2x32v s) {
+  int same = 1;
+  for (int i = 1; i < VDSP_IVP_N_2; i++) same &= s.s[i] == s.s[0];
+  if (same && s.s[0] >= 0 && s.s[0] < 32) { /* one amount in every lane (a broadcast scalar): vectorised */
+    for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = (int32_t)((uint32_t)a.s[i] << s.s[0]);
+    return a;
+  }
   for (int i = 0; i < VDSP_IVP_N_2; i++) {
     uint32_t u = (uint32_t)a.s[i];
     int32_t k = s.s[i];
@@ -338,9 +368,13 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo
   if ((e != 1 && e != 2) || odd > 1) vdsp_ivp_fault("IVP_SELN_2X32I", "selector 0x%x is not in the subset", (unsigned)sel);
   memcpy(h, hi.s, 64);
   memcpy(l, lo.s, 64);
-  for (uint32_t k = 0; k < 64 / e / 2; k++) {
-    memcpy(out + 2 * k * e, l + (2 * k + odd) * e, e);
-    memcpy(out + (2 * k + 1) * e, h + (2 * k + odd) * e, e);
+  if (e == 1) {
+    for (uint32_t k = 0; k < 32; k++) out[2 * k] = l[2 * k + odd], out[2 * k + 1] = h[2 * k + odd];
+  } else {
+    for (uint32_t k = 0; k < 16; k++) {
+      memcpy(out + 4 * k, l + (2 * k + odd) * 2, 2);
+      memcpy(out + 4 * k + 2, h + (2 * k + odd) * 2, 2);
+    }
   }
   memcpy(r.s, out, 64);
   return r;
@@ -381,6 +415,50 @@ VDSP_IVP_INLINE void *vdsp_ivp_sa2nx8_ip(xb_vec2Nx8 v, valign *a, void *p) {
 /* IVP_SAPOS2NX8U_FP(a, p): writes the bytes alignment register a still holds (where its last
  * store put them) and empties it; p is not changed. */
 #define IVP_SAPOS2NX8U_FP(a, p) (VDSP_IVP_COUNT(SAPOS2NX8U_FP), ((void)(p), vdsp_ivp_align_drain(&(a))))
+
+/* --- emulation speed (added for the stock point-cloud kernels) ---------------------------- */
+/* VDSP_IVP_HOST_CLONES before a kernel's hot function: on x86-64 (GCC, Clang) the function and the
+ * intrinsics inlined into it are compiled for AVX-512, AVX2 and the baseline, the loader picking
+ * the widest the host runs (ifunc). Only the emulation's speed changes: every intrinsic is exact
+ * IEEE or integer arithmetic, the same bytes in any vector width (ISO C/C++ modes do not contract
+ * a * b + c into an FMA). Elsewhere, and in sanitizer builds, it is empty.
+ * VDSP_KERNEL_INLINE: a kernel's own helper inlined into it (and so into its clones; its basic
+ * blocks are the kernel's, counted for the board-time estimate). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_UNDEFINED__) && !defined(__SANITIZE_ADDRESS__)
+#define VDSP_IVP_HOST_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define VDSP_IVP_HOST_CLONES
+#endif
+#define VDSP_KERNEL_INLINE static inline VDSP_IVP_ALWAYS_INLINE
+
+/* --- rounding and clamping (added for the stock point-cloud kernels, stage 1) -------------- */
+/* IVP_FIRINTN_2XF32(a): lane i = a[i] rounded to an integral float in the core's rounding mode
+ * (FCR), which is round to nearest, ties to even, the default and the only mode of this
+ * emulation (rint/nearbyint); -0.5 gives -0, NaN stays NaN, infinities and zeros are kept. */
+VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_firint(xb_vecN_2xf32 a) {
+  float const big = 8388608.0f; /* 2^23: every float from here on is an integer */
+  for (int i = 0; i < VDSP_IVP_N_2; i++) {
+    float const x = a.s[i], ax = __builtin_fabsf(x);
+    float const r = __builtin_copysignf((ax + big) - big, x); /* the addition rounds, ties to even; -0.3 gives -0 */
+    a.s[i] = ax < big ? r : x;                                  /* NaN, infinities, |x| >= 2^23 are kept */
+  }
+  return a;
+}
+#define IVP_FIRINTN_2XF32(a) (VDSP_IVP_COUNT(FIRINTN_2XF32), vdsp_ivp_firint(VDSP_IVP_F32(a)))
+
+/* IVP_MAXN_2X32(a, b): lane i = the greater of a[i] and b[i], signed. */
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_max32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
+  for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = a.s[i] > b.s[i] ? a.s[i] : b.s[i];
+  return a;
+}
+#define IVP_MAXN_2X32(a, b) (VDSP_IVP_COUNT(MAXN_2X32), vdsp_ivp_max32(VDSP_IVP_I32(a), VDSP_IVP_I32(b)))
+
+/* IVP_MINN_2X32(a, b): lane i = the smaller of a[i] and b[i], signed. */
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_min32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
+  for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = a.s[i] < b.s[i] ? a.s[i] : b.s[i];
+  return a;
+}
+#define IVP_MINN_2X32(a, b) (VDSP_IVP_COUNT(MINN_2X32), vdsp_ivp_min32(VDSP_IVP_I32(a), VDSP_IVP_I32(b)))
 
 /* --- names of the ISA outside the subset: a compile error naming the intrinsic ------------- */
 #define VDSP_IVP_HOW " is not in the vdsp-sim IVP subset: add it to dsp_side/ckernel/include/xtensa/tie/xt_ivpn.h " \

@@ -112,7 +112,7 @@ static void cmp(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
   vdsp_idma_wait_all();
 }
 
-VDSP_KERNEL(pillar_transpose_kernel) {
+VDSP_KERNEL(pointcloud_transpose_kernel) {
   hbDSPPointcloudTransposeParam const *p = VDSP_PARAM(task, hbDSPPointcloudTransposeParam);
   uint32_t const dim = (uint32_t)p->dim, m = (uint32_t)p->max_points;
   uint64_t const slots = (uint64_t)p->num_pillars * m, plane = (uint64_t)p->pillar_stride * m;
