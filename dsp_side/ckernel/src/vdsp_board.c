@@ -50,7 +50,7 @@ static struct vdsp_board_prices prices;
 static struct {
   uint64_t blocks, dma_transfers, dma_rows, dma_bytes;
   double dma_busy, stall, engine_free;
-  double end[VDSP_RT_MAX_DMA]; /* when each transfer of the task ends */
+  double end[VDSP_RT_MAX_DMA]; /* when each pending transfer ends (a ring, as the runtime's queue) */
 } board;
 
 void __sanitizer_cov_trace_pc(void) { board.blocks++; }
@@ -78,7 +78,7 @@ static void vdsp_board_dma_issued(int index, uint32_t row_bytes, uint32_t rows) 
   uint64_t bytes = (uint64_t)row_bytes * rows;
   double busy = prices.dma_setup + (rows > 1 ? (rows - 1) * prices.dma_row : 0.0) +
                 (prices.dma_bytes_per_cycle > 0 ? (double)bytes / prices.dma_bytes_per_cycle : 0.0);
-  board.engine_free = board.end[index] = start + busy;
+  board.engine_free = board.end[index % VDSP_RT_MAX_DMA] = start + busy;
   board.dma_busy += busy;
   board.dma_transfers++;
   board.dma_rows += rows;
@@ -88,7 +88,8 @@ static void vdsp_board_dma_issued(int index, uint32_t row_bytes, uint32_t rows) 
 /* The core waits for transfers 1..id (the runtime performs them now). */
 static void vdsp_board_dma_waited(int id) {
   double now = vdsp_board_now();
-  if (id >= 1 && board.end[id - 1] > now) board.stall += board.end[id - 1] - now;
+  /* called for a pending transfer only (perform_until): its slot is still its own */
+  if (id >= 1 && board.end[(id - 1) % VDSP_RT_MAX_DMA] > now) board.stall += board.end[(id - 1) % VDSP_RT_MAX_DMA] - now;
 }
 
 void vdsp_board_counts(struct vdsp_board_counts *out) {

@@ -287,12 +287,13 @@ static int bank_index(uint8_t const *p) {
 }
 
 static void bank_conflict_check(int id) {
-  struct alloc const *b = rt.queue[id - 1].tcm;
+  if (rt.issued - (id - 1) > VDSP_RT_MAX_DMA) return; /* its ring slot holds a later transfer now */
+  struct alloc const *b = rt.queue[(id - 1) % VDSP_RT_MAX_DMA].tcm;
   if (!b) return;
   int bank = bank_index(b->start);
-  for (int i = id; i < rt.issued; i++) {
-    struct alloc const *a = rt.queue[i].tcm;
-    if (i < rt.done || !a || a == b || bank_index(a->start) != bank) continue;
+  for (int i = id > rt.done ? id : rt.done; i < rt.issued; i++) {     /* the transfers still pending */
+    struct alloc const *a = rt.queue[i % VDSP_RT_MAX_DMA].tcm;
+    if (!a || a == b || bank_index(a->start) != bank) continue;
     if (conflicts.count++ == 0)
       snprintf(conflicts.first, sizeof conflicts.first,
                "TCM bank %d: IDMA transfer %d moves %s while the kernel computes on %s (transfer %d waited)", bank,

@@ -110,7 +110,9 @@ int vdsp_board_outside_tcm(void const *p);        /* 1 when p is in no TCM bank 
 #ifdef __cplusplus
 }
 #endif
-#define VDSP_IVP_COUNT(name) (++vdsp_ivp_count[VDSP_IVP_ID_##name])
+/* a call, not a bare ++: two intrinsics of one expression (IVP_ORBN_2(IVP_ULEN_2XF32(..),
+ * IVP_ULEN_2XF32(..))) would otherwise modify one counter unsequenced */
+#define VDSP_IVP_COUNT(name) vdsp_ivp_tally(VDSP_IVP_ID_##name)
 #define VDSP_IVP_WHERE(name, p) (vdsp_ivp_outside[VDSP_IVP_ID_##name] += (uint64_t)vdsp_board_outside_tcm(p))
 #if defined(VDSP_IVP_NO_COV)
 /* given on the command line (e.g. empty, to measure what the counting costs) */
@@ -129,6 +131,7 @@ int vdsp_board_outside_tcm(void const *p);        /* 1 when p is in no TCM bank 
 /* the emulation's functions: inlined into a kernel's hot loop (and its host clones, below), not
  * counted as the kernel's basic blocks */
 #define VDSP_IVP_INLINE static inline VDSP_IVP_ALWAYS_INLINE VDSP_IVP_NO_COV
+VDSP_IVP_INLINE int vdsp_ivp_tally(int id) { ++vdsp_ivp_count[id]; return 0; }
 
 /* --- vector types --------------------------------------------------------------------------- */
 typedef struct xb_vecN_2xf32 { float s[VDSP_IVP_N_2]; VDSP_IVP_VEC_CTORS(xb_vecN_2xf32, float, VDSP_IVP_N_2) } xb_vecN_2xf32;
