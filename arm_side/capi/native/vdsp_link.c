@@ -79,7 +79,7 @@ static int socket_dir(const char *rt, char *out, vdsp_err *err) {
   } else if (lstat(target, &st) != 0) {
     problem = "is gone";
   } else if (check_private_dir(target, &inner) != 0) {
-    snprintf(why, sizeof why, "is refused (%s)", inner.message);
+    snprintf(why, sizeof why, "is refused (%.600s)", inner.message);
     problem = why;
   }
   if (problem != NULL)
