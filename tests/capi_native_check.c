@@ -7,6 +7,8 @@
  *                                   mapped and how many threads ran before the first call
  *   capi_native_check open          only vdsp_client_open: prints its code, message and time
  *   capi_native_check ping N        N PINGs: prints the first call's time and the p50 in µs
+ *   capi_native_check fork          a PING from a fork() child of an open client (a coded refusal),
+ *                                   then one from the parent (answered)
  * It prints "key value" lines; exit 0 when every step did what it should.
  */
 #define _GNU_SOURCE
@@ -14,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "vdsp_client.h"
 
@@ -128,11 +132,37 @@ static int ping(int n) {
   return 0;
 }
 
+static int forked(void) {
+  vdsp_client *c;
+  vdsp_err err = {0, ""};
+  if (vdsp_client_open(NULL, &c, &err) != 0) return fail("open", &err);
+  vdsp_task task = {OP_PING, 0, 0, 0, NULL, 0, NULL, 0, NULL, 0};
+  vdsp_reply reply;
+  fflush(stdout);
+  pid_t child = fork();
+  if (child == 0) {
+    int rc = vdsp_client_call(c, &task, 30000, &reply, &err);
+    printf("child_code %d\nchild_message %s\n", rc, err.message);
+    vdsp_client_close(c);   /* the child's copies only: the parent's owner and link stay */
+    fflush(stdout);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  printf("child_exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  int rc = vdsp_client_call(c, &task, 30000, &reply, &err);
+  printf("parent_code %d\n", rc);
+  if (rc == 0) vdsp_reply_free(&reply);
+  vdsp_client_close(c);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "flow";
   if (strcmp(mode, "flow") == 0) return flow(argc > 2 ? (size_t)strtoul(argv[2], NULL, 0) : 4096);
   if (strcmp(mode, "open") == 0) return open_only();
   if (strcmp(mode, "ping") == 0) return ping(argc > 2 ? atoi(argv[2]) : 1000);
-  fprintf(stderr, "usage: %s flow [SIZE] | open | ping N\n", argv[0]);
+  if (strcmp(mode, "fork") == 0) return forked();
+  fprintf(stderr, "usage: %s flow [SIZE] | open | ping N | fork\n", argv[0]);
   return 2;
 }

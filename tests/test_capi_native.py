@@ -114,6 +114,14 @@ def test_a_c_program_says_hello_copies_through_the_relay_and_maps_no_python(buil
     assert shm_entries() == before      # its segments and its lock are gone
 
 
+def test_a_fork_child_gets_a_coded_refusal_and_the_parent_goes_on(built, shared_soc):
+    before = shm_entries()
+    out = run([built, "fork"])
+    assert out["child_code"] == str(errors.ApiUseError.code) and "fork()" in out["child_message"], out
+    assert out["child_exit"] == "0" and out["parent_code"] == "0", out
+    assert shm_entries() == before
+
+
 def test_valgrind_finds_no_error_and_no_leak(built, shared_soc):
     if shutil.which("valgrind") is None:
         privilege.require("no valgrind here (apt-get install valgrind)")
