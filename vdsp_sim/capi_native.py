@@ -13,7 +13,7 @@ What it writes into ``OUT_DIR``:
   of the checkout or of the virtual environment. Without pyzmq's copy, the system's libzmq
   (``libzmq.so.5``) is linked instead, found as any system library.
 
-The host's C compiler (``$CC``, else ``cc``) builds it with ``-Wall -Wextra -Werror``.
+The host's C compiler (``$CC``, else ``cc``) builds it as C99 with ``-Wall -Wextra -Werror -Wpedantic``.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ LIBRARY = "libvdsp_client.so"
 # the libzmq constants the core uses: ZMQ_<name> = zmq.<name>
 CONSTANTS = ("DEALER", "PAIR", "LINGER", "RECONNECT_IVL", "SNDHWM", "RCVHWM", "SNDMORE", "DONTWAIT", "POLLIN",
              "EVENT_CONNECTED", "EVENT_CLOSED", "EVENT_DISCONNECTED")
-WARNINGS = ("-std=c11", "-Wall", "-Wextra", "-Werror")
+WARNINGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-Wpedantic")
 
 
 def cc() -> list[str]:
