@@ -7,6 +7,8 @@
  *                                   mapped and how many threads ran before the first call
  *   capi_native_check open          only vdsp_client_open: prints its code, message and time
  *   capi_native_check ping N        N PINGs: prints the first call's time and the p50 in µs
+ *   capi_native_check sleep MS      a `sleep` TASK of MS ms (its params encoded here), "submitted"
+ *                                   once sent, then its outcome (the test kills the relay meanwhile)
  *   capi_native_check fork          a PING from a fork() child of an open client (a coded refusal),
  *                                   then one from the parent (answered)
  * It prints "key value" lines; exit 0 when every step did what it should.
@@ -24,6 +26,7 @@
 
 #define OP_PING 0x0000
 #define OP_MEMCPY 0x0001
+#define OP_SLEEP 0x0004
 
 static double ms_since(const struct timespec *t0) {
   struct timespec t;
@@ -157,12 +160,33 @@ static int forked(void) {
   return 0;
 }
 
+static int sleep_task(unsigned ms) {
+  vdsp_client *c;
+  vdsp_err err = {0, ""};
+  if (vdsp_client_open(NULL, &c, &err) != 0) return fail("open", &err);
+  /* {"ms": ms} as msgpack: fixmap of 1, fixstr "ms", uint32 */
+  unsigned char params[] = {0x81, 0xa2, 'm', 's', 0xce, (unsigned char)(ms >> 24), (unsigned char)(ms >> 16),
+                            (unsigned char)(ms >> 8), (unsigned char)ms};
+  vdsp_task task = {OP_SLEEP, 0, 0, 0, NULL, 0, NULL, 0, params, sizeof params};
+  uint64_t msg_id;
+  if (vdsp_client_submit(c, &task, &msg_id, &err) != 0) return fail("submit", &err);
+  printf("submitted %llu\n", (unsigned long long)msg_id);
+  fflush(stdout);
+  vdsp_reply reply;
+  int rc = vdsp_client_wait(c, msg_id, 60000, &reply, &err);
+  printf("code %d\nmessage %s\n", rc, rc ? err.message : "");
+  if (rc == 0) vdsp_reply_free(&reply);
+  vdsp_client_close(c);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "flow";
   if (strcmp(mode, "flow") == 0) return flow(argc > 2 ? (size_t)strtoul(argv[2], NULL, 0) : 4096);
   if (strcmp(mode, "open") == 0) return open_only();
   if (strcmp(mode, "ping") == 0) return ping(argc > 2 ? atoi(argv[2]) : 1000);
   if (strcmp(mode, "fork") == 0) return forked();
-  fprintf(stderr, "usage: %s flow [SIZE] | open | ping N | fork\n", argv[0]);
+  if (strcmp(mode, "sleep") == 0) return sleep_task(argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 1000);
+  fprintf(stderr, "usage: %s flow [SIZE] | open | ping N | fork | sleep MS\n", argv[0]);
   return 2;
 }

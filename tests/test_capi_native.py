@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -120,6 +121,21 @@ def test_a_fork_child_gets_a_coded_refusal_and_the_parent_goes_on(built, shared_
     assert out["child_code"] == str(errors.ApiUseError.code) and "fork()" in out["child_message"], out
     assert out["child_exit"] == "0" and out["parent_code"] == "0", out
     assert shm_entries() == before
+
+
+def test_a_sleep_with_its_parameters_runs_and_a_killed_relay_fails_the_task_in_flight(built, live_soc):
+    assert run([built, "sleep", "50"])["code"] == "0"
+    proc = subprocess.Popen([str(built), "sleep", "8000"], stdout=subprocess.PIPE, text=True, env=clean_env())
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().startswith("submitted ")
+        os.kill(live_soc.relay_pid(), signal.SIGKILL)
+        stdout, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = dict(line.split(" ", 1) for line in stdout.splitlines() if " " in line)
+    assert out["code"] == str(errors.RelayUnavailable.code) and "closed the connection" in out["message"], out
 
 
 def test_valgrind_finds_no_error_and_no_leak(built, shared_soc):
