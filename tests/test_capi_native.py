@@ -151,13 +151,21 @@ def test_valgrind_finds_no_error_and_no_leak(built, shared_soc):
         os.rmdir(no_soc)
 
 
-def test_address_undefined_and_leak_sanitizers_find_nothing(built, shared_soc, tmp_path):
-    why, options = _sanitizers_here(tmp_path)
+@pytest.fixture(scope="module")
+def sanitized(built):
+    """(the check program built with the core's sources under ASan, UBSan and LeakSanitizer, the
+    environment that runs it so); skipped (failed under VDSP_TEST_STRICT) where they cannot run."""
+    with tempfile.TemporaryDirectory(prefix="vsan") as probe:
+        why, options = _sanitizers_here(Path(probe))
     privilege.require(why)
     if "detect_leaks=1" not in options:
         privilege.require("LeakSanitizer cannot run here (it needs ptrace)")
     program = compile_check(built.parent, *SANITIZE, sources=capi_native.SOURCES)
-    env = clean_env(ASAN_OPTIONS=options, UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    return program, clean_env(ASAN_OPTIONS=options, UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+
+
+def test_address_undefined_and_leak_sanitizers_find_nothing(sanitized, shared_soc):
+    program, env = sanitized
     assert_flow(run([program, "flow"], env=env, timeout=300))
 
 
@@ -193,35 +201,42 @@ def test_a_claim_the_relay_cannot_verify_is_refused(built, shared_soc, tmp_path)
 
 # --- a server of our own making: what the client does with its answers ------------------------
 
-def _ready(msg_id: int) -> list[bytes]:
-    return [header.pack(Command.READY, msg_id),
-            msgpack.packb({"name": "fake", "role": "relay", "protocol": 2, "heartbeat_ms": 500})]
+def _ready(msg_id: int) -> list[list[bytes]]:
+    return [[header.pack(Command.READY, msg_id),
+             msgpack.packb({"name": "fake", "role": "relay", "protocol": 2, "heartbeat_ms": 500})]]
+
+
+def _reply(command: int, body: bytes, *raw: bytes, version: int = 2):
+    return lambda msg_id: [[header.pack(command, msg_id, version=version), body, *raw]]
 
 
 def _error(code: int, message: str):
-    return lambda msg_id: [header.pack(Command.ERROR, msg_id), msgpack.packb({"code": code, "message": message})]
+    return _reply(Command.ERROR, msgpack.packb({"code": code, "message": message}))
 
 
 ANSWERS = {     # case -> (answers to successive HELLOs, the code the program must print, words of its message)
-    "not msgpack": ([lambda i: [header.pack(Command.READY, i), b"\xc1"]], errors.ProtocolError.code, ""),
-    "READY without protocol": ([lambda i: [header.pack(Command.READY, i), msgpack.packb({"name": "x", "role": "y"})]],
+    "not msgpack": ([_reply(Command.READY, b"\xc1")], errors.ProtocolError.code, ""),
+    "READY without protocol": ([_reply(Command.READY, msgpack.packb({"name": "x", "role": "y"}))],
                                errors.ProtocolError.code, "lacks required field 'protocol'"),
-    "READY with a bool protocol": ([lambda i: [header.pack(Command.READY, i),
-                                               msgpack.packb({"name": "x", "role": "y", "protocol": True})]],
+    "READY with a bool protocol": ([_reply(Command.READY, msgpack.packb({"name": "x", "role": "y", "protocol": True}))],
                                    errors.ProtocolError.code, "'protocol' must be int"),
-    "one frame": ([lambda i: [header.pack(Command.READY, i)]], errors.ProtocolError.code, "one frame"),
-    "version 1": ([lambda i: [header.pack(Command.READY, i, version=1), b"\x80"]], errors.BadMagic.code, ""),
-    "ERROR without code": ([lambda i: [header.pack(Command.ERROR, i), msgpack.packb({"message": "m"})]],
-                           errors.ProtocolError.code, "lacks required field 'code'"),
+    "one frame": ([lambda i: [[header.pack(Command.READY, i)]]], errors.ProtocolError.code, "one frame"),
+    "65 frames": ([_reply(Command.READY, msgpack.packb({"name": "x", "role": "y", "protocol": 2}), *[b"r"] * 63)],
+                  errors.MessageTooLarge.code, ""),
+    "version 1": ([_reply(Command.READY, b"\x80", version=1)], errors.BadMagic.code, ""),
+    "ERROR without code": ([_reply(Command.ERROR, msgpack.packb({"message": "m"}))], errors.ProtocolError.code,
+                           "lacks required field 'code'"),
+    "ERROR with a positive code": ([_error(7, "odd")], errors.RunTaskFailed.code, "odd"),
     "claim refused": ([_error(errors.ClaimRefused.code, "process 1 does not hold it")], errors.ClaimRefused.code,
                       "does not hold it"),
+    "a stray reply first": ([lambda i: [*_ready(i + 100), *_ready(i)]], 0, ""),
     "busy, busy, ready": ([_error(errors.CoreBusy.code, "busy"), _error(errors.CoreBusy.code, "busy"), _ready], 0, ""),
 }
 
 
-@pytest.mark.parametrize("case", sorted(ANSWERS))
-def test_a_servers_answers_to_hello(built, case):
-    answers, code, words = ANSWERS[case]
+def converse(program: Path, env: dict, answers: list) -> tuple[dict[str, str], str, list[dict], int]:
+    """Run ``program open`` against a ROUTER of ours that answers its HELLOs with ``answers`` in
+    turn (the last again); (its "key value" lines, its stderr, the HELLO bodies, its pid)."""
     where = Path(tempfile.mkdtemp(prefix="vfk", dir="/tmp"))
     ctx = zmq.Context()
     server = ctx.socket(zmq.ROUTER)
@@ -229,8 +244,8 @@ def test_a_servers_answers_to_hello(built, case):
     server.bind(f"ipc://{where}/relay.sock")
     ddr = where / "ddr"
     ddr.mkdir()
-    env = clean_env(VDSP_RELAY_ENDPOINT=f"ipc://{where}/relay.sock", VDSP_SHM_DIR=str(ddr))
-    proc = subprocess.Popen([str(built), "open"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = dict(env, VDSP_RELAY_ENDPOINT=f"ipc://{where}/relay.sock", VDSP_SHM_DIR=str(ddr))
+    proc = subprocess.Popen([str(program), "open"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     hellos = []
     try:
         while proc.poll() is None:
@@ -240,9 +255,10 @@ def test_a_servers_answers_to_hello(built, case):
             got = header.Header.parse(head)
             if got.command == Command.HELLO:
                 hellos.append(msgpack.unpackb(body))
-                answer = answers[min(len(hellos), len(answers)) - 1]
-                server.send_multipart([ident, *answer(got.msg_id)])
+                for message in answers[min(len(hellos), len(answers)) - 1](got.msg_id):
+                    server.send_multipart([ident, *message])
         stdout, stderr = proc.communicate(timeout=60)
+        assert not list(ddr.iterdir()), "it left DDR files behind"
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -250,13 +266,28 @@ def test_a_servers_answers_to_hello(built, case):
         server.close(0)
         ctx.term()
         shutil.rmtree(where, ignore_errors=True)
-    out = dict(line.split(" ", 1) for line in stdout.splitlines() if " " in line)
-    assert out.get("code") == str(code), (out, stderr)
+    return dict(line.split(" ", 1) for line in stdout.splitlines() if " " in line), stderr, hellos, proc.pid
+
+
+def check_answers(program: Path, env: dict, case: str) -> None:
+    answers, code, words = ANSWERS[case]
+    out, stderr, hellos, pid = converse(program, env, answers)
+    assert out.get("code") == str(code) and not stderr, (out, stderr[-4000:])
     assert words in out.get("message", ""), out
     first = hellos[0]
-    assert first["role"] == "client" and first["pid"] == proc.pid and first["name"] == f"pid{proc.pid}", first
+    assert first["role"] == "client" and first["pid"] == pid and first["name"] == f"pid{pid}", first
     assert 1 <= first["owner"] < 1 << 22 and first["lock_fd"] >= 3, first
     assert len(hellos) == (3 if case.startswith("busy") else 1), hellos
+
+
+@pytest.mark.parametrize("case", sorted(ANSWERS))
+def test_a_servers_answers_to_hello(built, case):
+    check_answers(built, clean_env(), case)
+
+
+@pytest.mark.parametrize("case", sorted(ANSWERS))
+def test_a_servers_answers_to_hello_under_the_sanitizers(sanitized, case):
+    check_answers(*sanitized, case)
 
 
 def test_the_built_directory_runs_where_it_is_moved_and_names_no_checkout(built, shared_soc, tmp_path):
