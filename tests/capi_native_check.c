@@ -9,6 +9,8 @@
  *   capi_native_check ping N        N PINGs: prints the first call's time and the p50 in µs
  *   capi_native_check sleep MS      a `sleep` TASK of MS ms (its params encoded here), "submitted"
  *                                   once sent, then its outcome (the test kills the relay meanwhile)
+ *   capi_native_check alloc SIZE... the DDR alone (no SoC): an owner, SIZE bytes allocated in turn
+ *                                   ("alloc CODE MESSAGE" each, kept till the end), then closed
  *   capi_native_check fork          a PING from a fork() child of an open client (a coded refusal),
  *                                   then one from the parent (answered)
  * It prints "key value" lines; exit 0 when every step did what it should.
@@ -180,13 +182,28 @@ static int sleep_task(unsigned ms) {
   return 0;
 }
 
+static int allocs(int n, char **sizes) {
+  vdsp_ddr_owner *o;
+  vdsp_err err = {0, ""};
+  if (vdsp_ddr_open(NULL, &o, &err) != 0) return fail("owner", &err);
+  for (int i = 0; i < n; i++) {
+    vdsp_ddr_segment seg;
+    err.message[0] = '\0';
+    int rc = vdsp_ddr_alloc(o, strtoull(sizes[i], NULL, 0), &seg, &err);
+    printf("alloc%d %d %s\n", i, rc, rc ? err.message : "");
+  }
+  vdsp_ddr_close(o);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "flow";
   if (strcmp(mode, "flow") == 0) return flow(argc > 2 ? (size_t)strtoul(argv[2], NULL, 0) : 4096);
   if (strcmp(mode, "open") == 0) return open_only();
   if (strcmp(mode, "ping") == 0) return ping(argc > 2 ? atoi(argv[2]) : 1000);
   if (strcmp(mode, "fork") == 0) return forked();
+  if (strcmp(mode, "alloc") == 0) return allocs(argc - 2, argv + 2);
   if (strcmp(mode, "sleep") == 0) return sleep_task(argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 1000);
-  fprintf(stderr, "usage: %s flow [SIZE] | open | ping N | fork | sleep MS\n", argv[0]);
+  fprintf(stderr, "usage: %s flow [SIZE] | open | ping N | fork | sleep MS | alloc SIZE...\n", argv[0]);
   return 2;
 }

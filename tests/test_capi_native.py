@@ -15,6 +15,7 @@ compiler (-Wall -Wextra -Werror), runs against a live SoC:
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -136,6 +137,49 @@ def test_a_sleep_with_its_parameters_runs_and_a_killed_relay_fails_the_task_in_f
             proc.wait()
     out = dict(line.split(" ", 1) for line in stdout.splitlines() if " " in line)
     assert out["code"] == str(errors.RelayUnavailable.code) and "closed the connection" in out["message"], out
+
+
+def test_the_ddr_quota_reserve_and_reserve_lock_are_the_sdks(built, tmp_path):
+    """vdsp_ddr alone (no SoC): VDSP_DDR_QUOTA and VDSP_DDR_RESERVE read as the SDK reads them (a
+    refusal by the reserve needs a file system with less free space than this host's), the
+    user's reserve lock taken and removed, another process's lock waited for and left alone, a
+    symlink at the lock's name replaced, never followed; nothing left behind."""
+    ddr = tmp_path / "ddr"
+    ddr.mkdir()
+
+    def alloc(*sizes: int, **env: str) -> list[tuple[int, str]]:
+        out = run([built, "alloc", *map(str, sizes)], env=clean_env(VDSP_SHM_DIR=str(ddr), **env))
+        assert not list(ddr.iterdir()), list(ddr.iterdir())
+        return [(int(out[f"alloc{i}"].split(" ", 1)[0]), out[f"alloc{i}"]) for i in range(len(sizes))]
+
+    quota = alloc(65536, 1, VDSP_DDR_QUOTA="128K")
+    assert quota[0][0] == 0 and quota[1][0] == 0
+    over = alloc(65536, 65537, VDSP_DDR_QUOTA="128K")
+    assert over[1][0] == errors.SysOutOfMemory.code and "quota of 131072 bytes (VDSP_DDR_QUOTA" in over[1][1], over
+    for bad in ("12X", "0%", "101%", "1.5M"):
+        assert alloc(4096, VDSP_DDR_QUOTA=bad)[0][0] == errors.SysInvalidArgument.code, bad
+        assert alloc(4096, VDSP_DDR_RESERVE=bad)[0][0] == errors.SysInvalidArgument.code, bad
+    assert alloc(4096, VDSP_DDR_QUOTA=" 2 GiB ", VDSP_DDR_RESERVE="12.5 %")[0][0] == 0
+    assert alloc(0)[0][0] == errors.SysInvalidArgument.code
+    lock = ddr / f"vdsp-reserve-{os.geteuid()}.lock"
+    elsewhere = tmp_path / "not-the-lock"
+    elsewhere.write_text("keep")
+    lock.symlink_to(elsewhere)
+    done = subprocess.run([str(built), "alloc", "4096"], env=clean_env(VDSP_SHM_DIR=str(ddr)), capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.startswith("alloc0 0 "), done.stdout
+    assert elsewhere.read_text() == "keep" and not lock.exists() and not lock.is_symlink()
+    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o600)      # another process of ours holds it: waited for, then
+    try:                                                    # the allocation goes on without it
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        done = subprocess.run([str(built), "alloc", "4096"], env=clean_env(VDSP_SHM_DIR=str(ddr)),
+                              capture_output=True, text=True, timeout=60)
+        assert done.stdout.startswith("alloc0 0 "), done.stdout
+        assert lock.exists() and os.fstat(fd).st_ino == lock.stat().st_ino     # not removed by who did not hold it
+    finally:
+        os.close(fd)
+        lock.unlink()
+    assert not list(ddr.iterdir())
 
 
 def test_valgrind_finds_no_error_and_no_leak(built, shared_soc):

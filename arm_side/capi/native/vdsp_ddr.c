@@ -17,10 +17,12 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CLAIM_TRIES 1000   /* ids tried before giving up, as ddr._claim_owner_id */
 #define CREATE_TRIES 64    /* offsets tried past stale files of a dead owner with our id */
+#define RESERVE_WAIT_MS 1000   /* an allocation waits this long for its user's reserve lock at most */
 
 typedef struct {
   uint64_t offset;
@@ -210,6 +212,49 @@ static void segment_name(char *out, size_t cap, uint32_t id, uint64_t offset) {
   snprintf(out, cap, "vdsp-%06x-%010llx", id, (unsigned long long)offset);
 }
 
+/* ddr._open_reserve_lock: an fd of the reserve lock file `path`, a regular file of this user
+ * that nobody else may open (mode 0600), created if missing, never through a symlink; an entry of
+ * this user that is anything else is removed and made again. -1 if the name is another user's. */
+static int open_reserve_lock(const char *path) {
+  for (int i = 0; i < 8; i++) {
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    struct stat st;
+    int known = fd >= 0 ? fstat(fd, &st) == 0 : lstat(path, &st) == 0;
+    if (!known && fd < 0 && errno == ENOENT) continue;   /* removed meanwhile by its holder */
+    if (known && st.st_uid == geteuid() && S_ISREG(st.st_mode) && !(st.st_mode & 077) && fd >= 0) return fd;
+    if (fd >= 0) close(fd);
+    if (!known || st.st_uid != geteuid()) return -1;
+    if (unlink(path) != 0 && errno != ENOENT) return -1;   /* a directory of ours, say */
+  }
+  return -1;
+}
+
+/* ddr._reserve_lock: an fd holding flock(LOCK_EX) on this user's reserve lock, still the file at
+ * `path`; tried without blocking for at most RESERVE_WAIT_MS, then -1 (the check runs without it). */
+static int reserve_lock(const char *path) {
+  struct timespec pause = {0, 500000}, start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    int fd = open_reserve_lock(path);
+    if (fd < 0) return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {   /* held by another process of this user */
+      close(fd);
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >= RESERVE_WAIT_MS) return -1;
+      nanosleep(&pause, NULL);
+      pause.tv_nsec = pause.tv_nsec * 2 < 10000000 ? pause.tv_nsec * 2 : 10000000;
+      continue;
+    }
+    struct stat held, there;
+    if (fstat(fd, &held) == 0 && lstat(path, &there) == 0 && held.st_ino == there.st_ino &&
+        held.st_dev == there.st_dev)
+      return fd;
+    close(fd);   /* unlinked by the holder we waited for: the name again */
+  }
+}
+
+static int make_segment(vdsp_ddr_owner *o, uint64_t size, vdsp_ddr_segment *out, vdsp_err *err);
+
 int vdsp_ddr_alloc(vdsp_ddr_owner *o, uint64_t size, vdsp_ddr_segment *out, vdsp_err *err) {
   memset(out, 0, sizeof *out);
   if (size < 1 || size > VDSP_DDR_MAX_ALLOC)
@@ -218,8 +263,20 @@ int vdsp_ddr_alloc(vdsp_ddr_owner *o, uint64_t size, vdsp_ddr_segment *out, vdsp
   if (o->pid != getpid())
     return vdsp_fail(err, VDSP_E_SYS_OUT_OF_MEMORY, "DDR owner 0x%06x belongs to process %ld, not to this one "
                      "(a child made by fork() must not use its parent's owner)", o->id, (long)o->pid);
+  char lock_path[PATH_MAX], name[64];
+  snprintf(name, sizeof name, "vdsp-reserve-%ld.lock", (long)geteuid());
+  int lock = path_of(lock_path, o->dir, name) ? reserve_lock(lock_path) : -1;
+  /* held while the reserve is checked and the file made: the user's next check sees it */
   int rc = check_limits(o, size, err);
-  if (rc != 0) return rc;
+  if (rc == 0) rc = make_segment(o, size, out, err);
+  if (lock >= 0) {
+    (void)unlink(lock_path);   /* before letting go: whoever waits on this file tries the name again */
+    close(lock);
+  }
+  return rc;
+}
+
+static int make_segment(vdsp_ddr_owner *o, uint64_t size, vdsp_ddr_segment *out, vdsp_err *err) {
   if (o->count == o->cap) {
     size_t cap = o->cap ? 2 * o->cap : 16;
     live_segment *grown = realloc(o->live, cap * sizeof *grown);

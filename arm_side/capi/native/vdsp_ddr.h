@@ -17,8 +17,10 @@
  *   most VDSP_DDR_QUOTA bytes (bytes with an optional K/M/G suffix, or a share "25%" of the
  *   DDR file system; default 25 %), and an allocation must leave VDSP_DDR_RESERVE free (same
  *   forms, default 25 %) or, once less is free, at most half of what it holds and what is free.
- *   The user's reserve lock is not taken (§6.3 allows a client in another language to skip it):
- *   two allocations of the user at the same moment may both pass the reserve check;
+ *   The check and the file's making hold the user's reserve lock (§6.3: flock on
+ *   vdsp-reserve-{euid}.lock in the DDR directory, a regular file of ours with mode 0600, made with
+ *   O_NOFOLLOW, checked to be still the file at the name once locked, unlinked before it is let
+ *   go), tried for at most 1 s; past that, or when the name is another user's, without it;
  * - freeing is unlinking the file and unmapping; closing the owner unlinks its live segments,
  *   its access-list files (vdsp-{id:06x}.acl, .acl.tmp: the native core writes none, a leftover
  *   is removed) and then its lock file (§6.3 step 3), and closes the lock's fd. In a child made
