@@ -128,9 +128,10 @@ int vdsp_board_outside_tcm(void const *p);        /* 1 when p is in no TCM bank 
 #else
 #define VDSP_IVP_ALWAYS_INLINE
 #endif
-/* the emulation's functions: inlined into a kernel's hot loop (and its host clones, below), not
- * counted as the kernel's basic blocks */
-#define VDSP_IVP_INLINE static inline VDSP_IVP_ALWAYS_INLINE VDSP_IVP_NO_COV
+/* the emulation's functions: not instrumented, and so not inlined into a kernel compiled with the
+ * block counting (GCC inlines no function whose sanitizer attributes differ): an intrinsic is a
+ * call, and the kernel's basic blocks are its own, not its intrinsics' lane loops */
+#define VDSP_IVP_INLINE static inline VDSP_IVP_NO_COV
 VDSP_IVP_INLINE int vdsp_ivp_tally(int id) { ++vdsp_ivp_count[id]; return 0; }
 
 /* --- vector types --------------------------------------------------------------------------- */
@@ -420,8 +421,8 @@ VDSP_IVP_INLINE void *vdsp_ivp_sa2nx8_ip(xb_vec2Nx8 v, valign *a, void *p) {
 #define IVP_SAPOS2NX8U_FP(a, p) (VDSP_IVP_COUNT(SAPOS2NX8U_FP), ((void)(p), vdsp_ivp_align_drain(&(a))))
 
 /* --- emulation speed (added for the stock point-cloud kernels) ---------------------------- */
-/* VDSP_IVP_HOST_CLONES before a kernel's hot function: on x86-64 (GCC, Clang) the function and the
- * intrinsics inlined into it are compiled for AVX-512, AVX2 and the baseline, the loader picking
+/* VDSP_IVP_HOST_CLONES before a kernel's hot function: on x86-64 (GCC, Clang) the function (not the
+ * intrinsics it calls) is compiled for AVX-512, AVX2 and the baseline, the loader picking
  * the widest the host runs (ifunc). Only the emulation's speed changes: every intrinsic is exact
  * IEEE or integer arithmetic, the same bytes in any vector width (ISO C/C++ modes do not contract
  * a * b + c into an FMA). Elsewhere, and in sanitizer builds, it is empty.
