@@ -1,5 +1,6 @@
 """What every firmware imports, imported once by whoever makes a starter (``vdsp_board.starter``):
-numpy, cv2, numba, ZeroMQ and the stock operators, and the compiled point-cloud kernels loaded.
+numpy, cv2, ZeroMQ and the stock operators (and numba with the compiled point-cloud kernels loaded
+where the stock image runs them: no C compiler for its C kernels).
 
 Why: a firmware booted by ``python -m dsp_side.firmware`` imported all of it again and loaded the
 numba kernels again: 1-1.6 s per boot, and every core recovery is a boot; and each firmware held
@@ -27,6 +28,7 @@ import gc
 import logging
 import os
 import time
+from pathlib import Path
 
 log = logging.getLogger("vdsp.core")
 _preloaded = False
@@ -65,6 +67,13 @@ def _imports(who: str) -> None:
     from dsp_side import firmware, heap, fw_image  # noqa: F401
     from dsp_side.operators import cv, nn, pointcloud
     del cv, nn
-    pointcloud.warm(None)   # numba's cached machine code: 0.5-0.8 s that no firmware boot pays again
+    from dsp_side import ckernel
+    stock = Path(__file__).resolve().parent / "firmware_src" / "stock" / "firmware.py"
+    if not ckernel.available(str(stock), cxx=True):
+        # the stock image's point-cloud stages are then the numba kernels: their cached machine
+        # code, 0.5-0.8 s that no firmware boot pays again. With a compiler they are C kernels, and
+        # numba (~0.45 s of imports, its LLVM) stays out of the SoC; an image that binds the numba
+        # kernels still loads them at its boot (pointcloud.warm, its init hook)
+        pointcloud.warm(None)
     log.info("%s: firmware imports and kernels loaded in %.0f ms (pid %d)", who, (time.perf_counter() - t0) * 1e3,
              os.getpid())

@@ -156,12 +156,12 @@ class Settings:
         "for a 1920x1080 cornerHarris)", (CORE,), float, None)
     fw_template = Variable[bool](
         "VDSP_FW_TEMPLATE", "`0` to turn off", "on",
-        "a firmware is forked from its core's starter that has imported numpy, cv2, numba and the operators "
+        "a firmware is forked from its core's starter that has imported numpy, cv2 and the operators "
         "once (a boot or recovery is a fork plus the image's checks, ~0.1 s; `vdsp_board/starter.py`); `0` "
         "starts each firmware as a fresh interpreter", (CORE,), _flag, True)
     soc_template = Variable[bool](
         "VDSP_SOC_TEMPLATE", "`0` to turn off", "on",
-        "`vdsp up` imports numpy, cv2, numba and the operators once, then forks the cores and the relay from "
+        "`vdsp up` imports numpy, cv2 and the operators once, then forks the cores and the relay from "
         "the SoC's starter (`vdsp: soc starter`), so they are in memory once per SoC (an idle SoC ~155 MB PSS "
         "instead of ~345); `0` starts each core and the relay as a fresh interpreter", (CLI, CORE), _flag, True)
     native = Variable[bool](

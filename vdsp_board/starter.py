@@ -7,7 +7,7 @@ starter is made: vdsp_sim's core, relay and job entry points, dsp_side's firmwar
 starts another role's process, and nothing is imported by name.
 
 Why a fork server. A process forked from a starter begins with what its owner imported before it
-made the starter (numpy, cv2, numba and the operators: ``dsp_side.preload``), shared
+made the starter (numpy, cv2 and the operators: ``dsp_side.preload``), shared
 copy-on-write: a firmware boot is a fork plus its image's checks (~0.1 s, not 1-1.6 s of
 imports), and an idle SoC holds those imports once (~155 MB PSS, not ~345). The owner makes its
 starter while it has one thread and *before it reads any key*: nothing a starter forks can
