@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import importlib.machinery
 import importlib.util
 import io
 import json
@@ -130,11 +131,40 @@ def _kernel_library(src: Path, registry: Registry, sanitize: str | None) -> dict
         raise ImageError(f"{src}: the C kernels do not build: {exc}") from exc
 
 
+class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Image code compiled from its source at every import, never read from (or written to) a
+    bytecode cache: a cache outside the tree (``PYTHONPYCACHEPREFIX``) kept the previous image's
+    code under the same path, and a firmware unpacks every image into one directory, where the
+    next image's file of the same size and mtime matched it (the old code ran, not the signed)."""
+
+    def get_code(self, fullname: str):
+        path = self.get_filename(fullname)
+        return compile(self.get_data(path), path, "exec", dont_inherit=True)
+
+
+_IMAGE_ROOTS: set[str] = set()      # trees whose modules _SourceOnlyLoader loads (_import_tree's roots)
+
+
+def _image_path_hook(path: str):
+    """The path hook of an image tree and its subpackages: their modules from source only."""
+    if any(path == root or path.startswith(root + os.sep) for root in _IMAGE_ROOTS):
+        return importlib.machinery.FileFinder(path, (_SourceOnlyLoader, importlib.machinery.SOURCE_SUFFIXES))
+    raise ImportError(path)
+
+
 def _import_tree(root: Path, tag: str) -> ModuleType:
-    """Import ``root/firmware.py`` as a package module (relative imports work)."""
+    """Import ``root/firmware.py`` as a package module (relative imports work), every module of
+    the tree from its source (:class:`_SourceOnlyLoader`)."""
     name = f"vdsp_firmware_{tag}"
+    tree = str(root)
+    if _image_path_hook not in sys.path_hooks:
+        sys.path_hooks.insert(0, _image_path_hook)
+    _IMAGE_ROOTS.add(tree)
+    for cached in [p for p in sys.path_importer_cache if p == tree or p.startswith(tree + os.sep)]:
+        del sys.path_importer_cache[cached]         # a finder of an earlier import of this directory
     spec = importlib.util.spec_from_file_location(name, root / "firmware.py",
-                                                  submodule_search_locations=[str(root)])
+                                                  loader=_SourceOnlyLoader(name, str(root / "firmware.py")),
+                                                  submodule_search_locations=[tree])
     assert spec is not None and spec.loader is not None     # a .py file path always has both
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
