@@ -1,0 +1,123 @@
+"""The SDK session's vocabulary with its drivers (``arm_side.session``): the steps of its connect
+sequence, which a driver performs and answers, and the actions it asks for as messages arrive
+and the clock ticks.
+
+Each is a frozen, slotted dataclass; :data:`Step` and :data:`Action` are their unions. A driver
+dispatches with ``match`` and ends with ``case _: assert_never(x)``, so a step or an action
+added here that a driver does not handle is a mypy error (tests/test_effects_typed.py). The
+steps but :class:`Wait` and :class:`Pause` are performed alike by both drivers
+(``arm_side.links.Links.run``); those two are each driver's own (blocking, or awaiting).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generator, TypeAlias
+
+if TYPE_CHECKING:
+    from arm_side.session import PeerState
+    from protocol.wire import Message
+
+
+# --- actions: Session.receive / tick / connected ... -> the driver carries them out ---------------
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send ``frames`` on ``peer``'s link (a heartbeat; HELLO on a control link connected again)."""
+    peer: PeerState
+    frames: list
+
+
+@dataclass(frozen=True, slots=True)
+class OpenFw:
+    """Direct mode: open a link to ``peer``'s firmware at ``endpoint`` and say HELLO there."""
+    peer: PeerState
+    endpoint: str
+
+
+@dataclass(frozen=True, slots=True)
+class CloseFw:
+    """Direct mode: close ``peer``'s firmware link (its firmware went away)."""
+    peer: PeerState
+
+
+@dataclass(frozen=True, slots=True)
+class HelloFw:
+    """Direct mode: say HELLO again on ``peer``'s firmware link (answered HB_DSP_BUSY, or forgotten)."""
+    peer: PeerState
+
+
+Action: TypeAlias = Send | OpenFw | CloseFw | HelloFw
+
+
+# --- steps of the connect sequence (Session.connect): what each is answered with -----------------
+@dataclass(frozen=True, slots=True)
+class Open:
+    """Open a watched link for ``peer`` to ``endpoint``, keyed by its name. -> None"""
+    peer: PeerState
+    endpoint: str
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """Send ``msg`` on ``peer``'s link, tracked. -> its Request"""
+    peer: PeerState
+    msg: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Did ``peer``'s server refuse our key? -> why, or None"""
+    peer: PeerState
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Wait up to ``seconds`` for ``request`` to end. -> None"""
+    request: Any
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Sleep ``seconds`` (``peer``: whose connect sequence pauses). -> None"""
+    peer: PeerState
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Close ``peer``'s links. -> None"""
+    peer: PeerState
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """Forget that ``peer``'s connection closed before now. -> None"""
+    peer: PeerState
+
+
+@dataclass(frozen=True, slots=True)
+class Dead:
+    """Will ``peer``'s link never carry a message again (ipc: connected once, and its attempt
+    failed or its connection closed)? -> bool"""
+    peer: PeerState
+
+
+@dataclass(frozen=True, slots=True)
+class Act:
+    """Carry out the session's ``actions`` for ``peer``. -> None"""
+    peer: PeerState
+    actions: list[Action]
+
+
+Step: TypeAlias = Open | Hello | Refused | Wait | Pause | Release | Forget | Dead | Act
+Waiting: TypeAlias = Wait | Pause       # the steps each driver performs in its own way
+Steps: TypeAlias = Generator[Step, Any, None]
+
+
+def thrown(runner: Generator[Waiting, None, None], exc: BaseException) -> Waiting | None:
+    """Throw what a driver's wait raised into the step runner (``Links.run``): its next wait, or
+    None once the sequence ended."""
+    try:
+        return runner.throw(exc)
+    except StopIteration:
+        return None
