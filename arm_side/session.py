@@ -29,11 +29,12 @@ from typing import Any, Callable, Generator
 
 from protocol import errors, header, messages, wire
 from protocol.cancel import CancelOutcome
-from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_TASKS_PER_CLIENT, Command, Core
+from protocol.constants import MAX_TASKS_PER_CLIENT, Command, Core
 from protocol.core_state import CoreState, error_for
-from protocol.liveness import Liveness, ProcFact
+from protocol.liveness import ProcFact
 from protocol.task_options import TaskOptions
 from arm_side.busy_retry import BusyRetry
+from arm_side.peer import PeerState
 from arm_side.steps import (Act, Action, CloseFw, Dead, Forget, Hello, HelloFw, Open, OpenFw, Pause, Refused, Release,
                             Send, Step, Steps, Wait)
 
@@ -50,37 +51,6 @@ def _where(discovery, name: str) -> str:
 def fw_key(name: str) -> str:
     """The key of a core's firmware link (direct mode); its control link's is its name."""
     return f"{name}.fw"
-
-
-class PeerState:
-    """A server we heartbeat: the relay, or a core's control link (direct mode)."""
-
-    def __init__(self, name: str, now: float) -> None:
-        self.name = name
-        self.liveness = Liveness(now, HEARTBEAT_INTERVAL_MS)
-        self.alive = True
-        self.connected = False                  # READY received: liveness applies from then on
-        self.info: dict = {}
-        self.fw_endpoint: str | None = None     # direct mode: where the core's firmware link goes
-        self.fw_hello: Any = None               # direct mode: our HELLO on that link (proves our owner)
-        self.fw_refused: errors.VdspError | None = None     # direct mode: the firmware refused that HELLO
-        self.fw_busy: BusyRetry | None = None   # direct mode: that HELLO was answered HB_DSP_BUSY: the pauses
-        self.fw_again_at: float | None = None   # ... and when to say it again (None: not due, or not yet set)
-        self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
-
-    def connect(self, info: dict, now: float) -> None:
-        """READY received: liveness starts now, at the interval and hung deadline the peer announced."""
-        self.info = info
-        interval, hung = info.get("heartbeat_ms"), info.get("hung_ms")
-        self.liveness = Liveness(now, interval if isinstance(interval, int) and interval > 0 else HEARTBEAT_INTERVAL_MS,
-                                 hung if isinstance(hung, int) and hung > 0 else HUNG_AFTER_MS)
-        self.connected = True
-
-    @property
-    def pid(self) -> int | None:
-        """The server's process as its READY announced it (a relay's or a core's pid)."""
-        pid = self.info.get("pid")
-        return pid if isinstance(pid, int) and pid > 0 else None
 
 
 class Session:

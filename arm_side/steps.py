@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generator, TypeAlias
 
 if TYPE_CHECKING:
-    from arm_side.session import PeerState
+    from arm_side.peer import PeerState
     from protocol.wire import Message
 
 

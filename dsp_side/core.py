@@ -22,7 +22,7 @@ from protocol import errors
 from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME
 from protocol.remoteproc import Action
 from dsp_side import fw_image, signing
-from dsp_side.core_effects import Boot, Coredump, KillFw, KmsgLine, Send, StopFw
+from dsp_side.core_effects import Boot, Coredump, KillFw, KmsgLine, StopFw, ToPeer
 from dsp_side.core_engine import CoreEngine
 from dsp_side.fwproc import FirmwareProcess
 from dsp_side.kmsg import Kmsg
@@ -77,7 +77,7 @@ class CoreServer:
         while engine.out:       # carrying one out (a boot) may add more
             effect = engine.out.pop(0)
             match effect:
-                case Send(identity, frames):
+                case ToPeer(identity, frames):
                     try:
                         self.sock.send_multipart([identity, *frames], zmq.NOBLOCK)
                     except zmq.Again:

@@ -14,7 +14,7 @@ from protocol.remoteproc import Action
 
 
 @dataclass(frozen=True, slots=True)
-class Send:
+class ToPeer:
     """Send ``frames`` to peer ``identity``."""
     identity: bytes
     frames: list
@@ -50,4 +50,4 @@ class Coredump:
     dump: dict[str, Any]
 
 
-CoreEffect: TypeAlias = Send | KmsgLine | Boot | StopFw | KillFw | Coredump
+CoreEffect: TypeAlias = ToPeer | KmsgLine | Boot | StopFw | KillFw | Coredump

@@ -5,7 +5,7 @@ firmware (booted, ready, crashed, watchdog, recovery, coredump).
 Inputs: :meth:`on_message` (a peer's message), :meth:`tick` (the clock, with the firmware's
 watchdog word), :meth:`fw_booted` / :meth:`boot_failed` (what the adapter's boot did),
 :meth:`fw_ready`, :meth:`fw_died`. Outputs, in :attr:`out` for the adapter to carry out in
-order: the effects of ``dsp_side.core_effects`` — ``Send``, ``KmsgLine``, ``Boot``, ``StopFw``,
+order: the effects of ``dsp_side.core_effects`` — ``ToPeer``, ``KmsgLine``, ``Boot``, ``StopFw``,
 ``KillFw``, ``Coredump``.
 Lifecycle instants (boot, boot failed, stop, crash, recovery, watchdog) go to the injected
 trace sink :attr:`trace` while it is on (``vdsp_board.trace``; off by default).
@@ -19,7 +19,7 @@ from protocol import errors, messages, wire
 from protocol.constants import HUNG_AFTER_MS, HUNG_HARD_FACTOR, MAX_SLEEP_MS, SLEEP_SHARE_OF_WATCHDOG, Command
 from protocol.liveness import Liveness, ProcFact
 from protocol.remoteproc import Action
-from dsp_side.core_effects import Boot, Coredump, CoreEffect, KillFw, KmsgLine, Send, StopFw
+from dsp_side.core_effects import Boot, Coredump, CoreEffect, KillFw, KmsgLine, StopFw, ToPeer
 from dsp_side.remoteproc import Device
 from vdsp_board.log import RateLimited
 from vdsp_board.trace import NullRecorder, Recorder
@@ -78,7 +78,7 @@ class CoreEngine:
 
     # --- outputs --------------------------------------------------------------------------
     def send(self, identity: bytes, msg: wire.Message) -> None:
-        self.out.append(Send(identity, wire.encode(msg)))
+        self.out.append(ToPeer(identity, wire.encode(msg)))
 
     def kmsg(self, line: str) -> None:
         self.out.append(KmsgLine(line))

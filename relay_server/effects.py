@@ -68,7 +68,7 @@ class ToFw(_ToCore):
     __slots__ = ()
 
 
-class OpenFw(_Fields):
+class OpenFwLink(_Fields):
     """Open core ``index``'s firmware link to ``endpoint`` (one open before is closed first)."""
 
     __slots__ = ("index", "endpoint")
@@ -79,7 +79,7 @@ class OpenFw(_Fields):
         self.endpoint: Final = endpoint
 
 
-class CloseFw(_Fields):
+class CloseFwLink(_Fields):
     """Close core ``index``'s firmware link, linger 0 (no stale task reaches a new firmware)."""
 
     __slots__ = ("index",)
@@ -89,4 +89,4 @@ class CloseFw(_Fields):
         self.index: Final = index
 
 
-Effect: TypeAlias = ToClient | ToCtl | ToFw | OpenFw | CloseFw
+Effect: TypeAlias = ToClient | ToCtl | ToFw | OpenFwLink | CloseFwLink

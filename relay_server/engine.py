@@ -4,7 +4,7 @@ Inputs (each with the time ``now``): a message from a client (:meth:`on_client`)
 core's firmware link (:meth:`on_fw`) or control link (:meth:`on_ctl`), a clock tick
 (:meth:`tick`), and a reply the adapter could not deliver (:meth:`reply_dropped`).
 Outputs: :attr:`out`, a list the adapter carries out in order and then clears — the effects
-of ``relay_server.effects``: ``ToClient``, ``ToCtl``, ``ToFw``, ``OpenFw`` and ``CloseFw``.
+of ``relay_server.effects``: ``ToClient``, ``ToCtl``, ``ToFw``, ``OpenFwLink`` and ``CloseFwLink``.
 
 A TASK is scheduled by its fixed header (priority, core, custom_id, msg_id) and its body
 is unpacked once, to check that every handle belongs to the owner the client proved in
@@ -33,7 +33,7 @@ from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, LIVENESS, M
 from protocol.core_state import CoreState, error_for
 from protocol.liveness import Liveness, ProcFact
 from relay_server.cores import CoreView
-from relay_server.effects import CloseFw, Effect, OpenFw, ToClient, ToCtl, ToFw
+from relay_server.effects import CloseFwLink, Effect, OpenFwLink, ToClient, ToCtl, ToFw
 from relay_server.observe import RelayObserver
 from relay_server.scheduler import Job, Scheduler
 from vdsp_board.log import RateLimited
@@ -531,7 +531,7 @@ class RelayEngine:
                                                or core.announced_key != core.fw_key):
                 self._close_fw(core)
                 core.open_fw(endpoint)
-                self.out.append(OpenFw(core.index, endpoint))
+                self.out.append(OpenFwLink(core.index, endpoint))
                 log.info("Connect to vdsp core%d success!", core.index)
             elif state is not CoreState.RUNNING:
                 self._close_fw(core)
@@ -544,7 +544,7 @@ class RelayEngine:
         """Close the firmware link with linger 0: no stale task can reach a restarted firmware."""
         if core.fw_open:
             core.fw_open = False
-            self.out.append(CloseFw(core.index))
+            self.out.append(CloseFwLink(core.index))
 
     def fw_link_stuck(self, index: int, now: float) -> None:
         """A message for core ``index``'s firmware could not be queued on its link: that link has no
@@ -565,7 +565,7 @@ class RelayEngine:
         self._close_fw(core)
         if core.state is CoreState.RUNNING and endpoint is not None:
             core.open_fw(endpoint)
-            self.out.append(OpenFw(core.index, endpoint))
+            self.out.append(OpenFwLink(core.index, endpoint))
             self._greet_fw(core)
         self.dispatch(now)
 

@@ -20,7 +20,7 @@ from zmq.backend import zmq_poll
 
 from protocol import errors, messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
-from relay_server.effects import CloseFw, Effect, OpenFw, ToClient, ToCtl, ToFw
+from relay_server.effects import CloseFwLink, Effect, OpenFwLink, ToClient, ToCtl, ToFw
 from relay_server.engine import CREDIT, RelayEngine
 from relay_server.observe import RelayObserver
 from vdsp_board import curve, ddr, ipclink, peercred, peerproof, rundir, trace
@@ -284,12 +284,12 @@ class RelayServer:
                         self.ctl[index].send_multipart(effect.frames, _NOBLOCK)
                     except zmq.Again:
                         log.warning("%s: control queue full, dropped a message", self.cores[index].name)
-                case OpenFw(index, endpoint):
+                case OpenFwLink(index, endpoint):
                     stuck.discard(index)
                     self._close_fw(index)
                     self._open_fw(index, endpoint)
                     self._rebuild_poll()
-                case CloseFw(index):
+                case CloseFwLink(index):
                     stuck.discard(index)
                     self._close_fw(index)
                 case _:

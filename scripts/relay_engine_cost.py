@@ -53,9 +53,9 @@ def flush_typed(out: list, sent: list) -> None:
                 sent.append((effect.index, effect.frames))
             case effects.ToCtl():
                 pass
-            case effects.OpenFw():
+            case effects.OpenFwLink():
                 pass
-            case effects.CloseFw():
+            case effects.CloseFwLink():
                 pass
     out.clear()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from protocol import errors, messages, wire
 from protocol.constants import Command
 from protocol.remoteproc import Action
-from dsp_side.core_effects import Boot, Coredump, KillFw, KmsgLine, Send, StopFw
+from dsp_side.core_effects import Boot, Coredump, KillFw, KmsgLine, StopFw, ToPeer
 from dsp_side.core_engine import CoreEngine
 from dsp_side.remoteproc import Device
 
@@ -35,7 +35,7 @@ class Core:
 
 
 def sent(out, peer: bytes = PEER) -> list[wire.Message]:
-    return [wire.decode(o.frames) for o in out if isinstance(o, Send) and o.identity == peer]
+    return [wire.decode(o.frames) for o in out if isinstance(o, ToPeer) and o.identity == peer]
 
 
 def kmsgs(out) -> list[str]:

@@ -11,7 +11,7 @@ from protocol import acl, errors, header, messages, opids, wire
 from protocol.constants import Command, Core
 from protocol.core_state import CoreState
 from protocol.liveness import ProcFact
-from relay_server.effects import CloseFw, OpenFw, ToClient, ToCtl, ToFw
+from relay_server.effects import CloseFwLink, OpenFwLink, ToClient, ToCtl, ToFw
 from relay_server.engine import RelayEngine
 from vdsp_board.ownership import Ownership
 
@@ -88,7 +88,7 @@ def test_cores_are_greeted_and_a_running_core_gets_a_firmware_link_and_the_relay
     assert [m.command for m in hellos] == [Command.HELLO, Command.HELLO] and hellos[0].body["role"] == "relay"
     r.core_up(0)
     out = r.take()
-    assert out[0] == OpenFw(0, "ipc:///x/vdsp0.fw.sock")
+    assert out[0] == OpenFwLink(0, "ipc:///x/vdsp0.fw.sock")
     greet = decode(out[1].frames)
     assert isinstance(out[1], ToFw) and out[1].index == 0 and greet.command is Command.HELLO and greet.body["pid"] == 4242
     r.now += 0.2
@@ -266,7 +266,7 @@ def test_a_core_that_crashes_fails_its_tasks_with_its_code_and_any_tasks_move_on
     r.take()
     r.e.on_ctl(0, wire.encode(messages.event("vdsp0", "crashed", reason="crash: exception")), r.now)
     out = r.take()
-    assert CloseFw(0) in out
+    assert CloseFwLink(0) in out
     failed = {m.msg_id: m.body["code"] for m in replies(out, A) if m.command is Command.ERROR}
     assert failed == {1: errors.CoreCrashed.code, 2: errors.CoreCrashed.code}
     assert any(decode(o.frames).command is Command.EVENT for o in out if isinstance(o, ToClient))   # relayed
@@ -359,8 +359,8 @@ def test_a_core_replaced_between_two_heartbeats_fails_what_the_old_one_had_and_i
     out = r.take()
     (failed,) = [m for m in replies(out, A) if m.command is Command.ERROR]
     assert failed.msg_id == 1 and failed.body["code"] == errors.CoreDead.code and "restarted" in failed.body["message"]
-    kinds = [(type(o), o.index) for o in out if isinstance(o, (CloseFw, OpenFw, ToFw))]
-    assert kinds[:3] == [(CloseFw, 0), (OpenFw, 0), (ToFw, 0)]   # the new link's first message: our HELLO
+    kinds = [(type(o), o.index) for o in out if isinstance(o, (CloseFwLink, OpenFwLink, ToFw))]
+    assert kinds[:3] == [(CloseFwLink, 0), (OpenFwLink, 0), (ToFw, 0)]   # the new link's first message: our HELLO
     assert decode(next(o for o in out if isinstance(o, ToFw)).frames).command is Command.HELLO
 
 
@@ -431,7 +431,7 @@ def test_a_core_whose_control_connection_closes_is_dead_at_once_and_its_tasks_fa
     assert codes == {1: errors.CoreDead.code, 2: errors.CoreDead.code}
     events = [decode(o.frames) for o in out if isinstance(o, ToClient) and header.command_of(o.frames[0]) == Command.EVENT]
     assert events[0].body["state"] == "dead" and "pid 100" in events[0].body["reason"]
-    assert CloseFw(0) in out
+    assert CloseFwLink(0) in out
     assert [decode(o.frames).command for o in out if isinstance(o, ToCtl)] == [Command.HELLO]   # for its successor
 
 
@@ -568,8 +568,8 @@ def test_a_firmware_link_that_takes_no_messages_fails_its_tasks_and_is_opened_af
     (reply,) = replies(out, A)
     assert (reply.command, reply.msg_id, reply.body["code"]) == (Command.ERROR, 7, errors.CoreOffline.code)
     assert "takes no messages" in reply.body["message"]
-    links = [(type(o), o.index) for o in out if isinstance(o, (CloseFw, OpenFw))]
-    assert links == [(CloseFw, 1), (OpenFw, 1)]
+    links = [(type(o), o.index) for o in out if isinstance(o, (CloseFwLink, OpenFwLink))]
+    assert links == [(CloseFwLink, 1), (OpenFwLink, 1)]
     assert [decode(o.frames).command for o in out if isinstance(o, ToFw) and o.index == 1] == [Command.HELLO]
     r.task(A, 8, core=Core.CORE_1)
     (sent,) = tasks_sent(r.take(), 1)
@@ -578,5 +578,5 @@ def test_a_firmware_link_that_takes_no_messages_fails_its_tasks_and_is_opened_af
     assert (reply.command, reply.msg_id) == (Command.RESULT, 8)
     r.e.fw_link_stuck(0, r.now)     # vdsp0's link, nothing in flight there: opened afresh, nobody failed
     out = r.take()
-    links = [(type(o), o.index) for o in out if isinstance(o, (CloseFw, OpenFw))]
-    assert replies(out) == [] and links == [(CloseFw, 0), (OpenFw, 0)]
+    links = [(type(o), o.index) for o in out if isinstance(o, (CloseFwLink, OpenFwLink))]
+    assert replies(out) == [] and links == [(CloseFwLink, 0), (OpenFwLink, 0)]

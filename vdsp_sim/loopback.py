@@ -30,7 +30,7 @@ from typing import assert_never
 from arm_side.discovery import Servers
 from arm_side.transport import Transport
 from dsp_side import fw_image
-from dsp_side.core_effects import Boot, Coredump, KillFw, KmsgLine, Send, StopFw
+from dsp_side.core_effects import Boot, Coredump, KillFw, KmsgLine, StopFw, ToPeer
 from dsp_side.core_engine import CoreEngine
 from dsp_side.firmware import Firmware
 from dsp_side.firmware_src.stock import firmware as stock
@@ -38,7 +38,7 @@ from dsp_side.intake import Intake
 from dsp_side.remoteproc import Device
 from protocol import errors, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS
-from relay_server.effects import CloseFw, OpenFw, ToClient, ToCtl, ToFw
+from relay_server.effects import CloseFwLink, OpenFwLink, ToClient, ToCtl, ToFw
 from relay_server.engine import CREDIT, RelayEngine
 from vdsp_board import ddr
 from vdsp_board.ownership import Claim, Ownership
@@ -130,7 +130,7 @@ class _Core:
         while engine.out:
             effect = engine.out.pop(0)
             match effect:
-                case Send(identity, frames):
+                case ToPeer(identity, frames):
                     self.loop.to_peer(self, identity, frames)
                 case KmsgLine(line):
                     self.kmsg.append(line)
@@ -302,9 +302,9 @@ class LoopbackTransport(Transport):
                 case ToFw(index, frames):
                     if self.fw_open[index]:
                         list(self.cores.values())[index].to_fw(RELAY_FW, frames)
-                case OpenFw(index):
+                case OpenFwLink(index):
                     self.fw_open[index] = True
-                case CloseFw(index):
+                case CloseFwLink(index):
                     self.fw_open[index] = False
                 case _:
                     assert_never(effect)
