@@ -2,7 +2,8 @@
 sequence, which a driver performs and answers, and the actions it asks for as messages arrive
 and the clock ticks.
 
-Each is a frozen, slotted dataclass; :data:`Step` and :data:`Action` are their unions. A driver
+Each is a frozen, slotted dataclass (those that add no field to their base's are its
+subclasses, with its fields, equality and repr); :data:`Step` and :data:`Action` are their unions. A driver
 dispatches with ``match`` and ends with ``case _: assert_never(x)``, so a step or an action
 added here that a driver does not handle is a mypy error (tests/test_effects_typed.py). The
 steps but :class:`Wait` and :class:`Pause` are performed alike by both drivers
@@ -18,55 +19,58 @@ if TYPE_CHECKING:
     from protocol.wire import Message
 
 
-# --- actions: Session.receive / tick / connected ... -> the driver carries them out ---------------
 @dataclass(frozen=True, slots=True)
-class Send:
-    """Send ``frames`` on ``peer``'s link (a heartbeat; HELLO on a control link connected again)."""
+class _Of:
+    """A step or an action about ``peer``."""
     peer: PeerState
-    frames: list
 
 
 @dataclass(frozen=True, slots=True)
-class OpenFw:
-    """Direct mode: open a link to ``peer``'s firmware at ``endpoint`` and say HELLO there."""
-    peer: PeerState
+class _At(_Of):
+    """... and ``endpoint``, where a link of it goes."""
     endpoint: str
 
 
+# --- actions: Session.receive / tick / connected ... -> the driver carries them out ---------------
 @dataclass(frozen=True, slots=True)
-class CloseFw:
+class Send(_Of):
+    """Send ``frames`` on ``peer``'s link (a heartbeat; HELLO on a control link connected again)."""
+    frames: list
+
+
+class OpenFw(_At):
+    """Direct mode: open a link to ``peer``'s firmware at ``endpoint`` and say HELLO there."""
+    __slots__ = ()
+
+
+class CloseFw(_Of):
     """Direct mode: close ``peer``'s firmware link (its firmware went away)."""
-    peer: PeerState
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class HelloFw:
+class HelloFw(_Of):
     """Direct mode: say HELLO again on ``peer``'s firmware link (answered HB_DSP_BUSY, or forgotten)."""
-    peer: PeerState
+    __slots__ = ()
 
 
 Action: TypeAlias = Send | OpenFw | CloseFw | HelloFw
 
 
 # --- steps of the connect sequence (Session.connect): what each is answered with -----------------
-@dataclass(frozen=True, slots=True)
-class Open:
+class Open(_At):
     """Open a watched link for ``peer`` to ``endpoint``, keyed by its name. -> None"""
-    peer: PeerState
-    endpoint: str
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
-class Hello:
+class Hello(_Of):
     """Send ``msg`` on ``peer``'s link, tracked. -> its Request"""
-    peer: PeerState
     msg: Message
 
 
-@dataclass(frozen=True, slots=True)
-class Refused:
+class Refused(_Of):
     """Did ``peer``'s server refuse our key? -> why, or None"""
-    peer: PeerState
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,35 +81,30 @@ class Wait:
 
 
 @dataclass(frozen=True, slots=True)
-class Pause:
+class Pause(_Of):
     """Sleep ``seconds`` (``peer``: whose connect sequence pauses). -> None"""
-    peer: PeerState
     seconds: float
 
 
-@dataclass(frozen=True, slots=True)
-class Release:
+class Release(_Of):
     """Close ``peer``'s links. -> None"""
-    peer: PeerState
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Forget:
+class Forget(_Of):
     """Forget that ``peer``'s connection closed before now. -> None"""
-    peer: PeerState
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Dead:
+class Dead(_Of):
     """Will ``peer``'s link never carry a message again (ipc: connected once, and its attempt
     failed or its connection closed)? -> bool"""
-    peer: PeerState
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
-class Act:
+class Act(_Of):
     """Carry out the session's ``actions`` for ``peer``. -> None"""
-    peer: PeerState
     actions: list[Action]
 
 

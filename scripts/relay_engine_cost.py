@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from types import SimpleNamespace
 
 from protocol import header, messages, wire
 from relay_server import engine as engine_module
@@ -24,17 +25,12 @@ except ImportError:
     effects = None  # type: ignore[assignment]
 
 
-class TrustAll:
-    def claim(self, body, meta=None, peer=""):
-        return body.get("owner")
-
-    def check_task(self, owner, body):
-        pass
-
-
 def relay() -> RelayEngine:
-    e = RelayEngine({"vdsp0": "ipc:///x/vdsp0.sock", "vdsp1": "ipc:///x/vdsp1.sock"}, 100.0,
-                    ownership=TrustAll(), pid=1)
+    """Both cores running, one client that said HELLO; every claim and handle taken (the ownership
+    checks have their own costs and tests)."""
+    trust_all = SimpleNamespace(claim=lambda body, meta=None, peer="": body.get("owner"),
+                                check_task=lambda owner, body: None)
+    e = RelayEngine({"vdsp0": "ipc:///x/vdsp0.sock", "vdsp1": "ipc:///x/vdsp1.sock"}, 100.0, ownership=trust_all)
     for i, name in enumerate(("vdsp0", "vdsp1")):
         e.on_ctl(i, wire.encode(messages.ready(1, name, "core", state="running", pid=10 + i, fw_pid=20 + i,
                                                fw_endpoint=f"ipc:///x/{name}.fw.sock")), 100.0)
