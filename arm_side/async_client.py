@@ -26,9 +26,9 @@ from protocol.cancel import CancelOutcome
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from protocol.task_options import DEFAULT, TaskOptions
 from arm_side import tracing
-from arm_side.links import Links
+from arm_side.links import Links, resume
 from arm_side.session import PeerState, Session
-from arm_side.steps import Pause, Steps, Wait, thrown as _thrown
+from arm_side.steps import Pause, Steps, Wait
 from arm_side.task import Request, Task
 
 log = logging.getLogger("vdsp.sdk")
@@ -94,8 +94,9 @@ class AsyncClient:
         """Carry out a connect sequence of the session (``Session.connect``), awaiting: the
         shared runner (``Links.run``) does every step but the waits, done here."""
         runner = self.links.run(steps)
-        step = next(runner, None)
+        step = resume(runner)
         while step is not None:
+            failed: BaseException | None = None
             try:
                 match step:
                     case Wait(request, seconds):
@@ -105,9 +106,8 @@ class AsyncClient:
                     case _:
                         assert_never(step)
             except BaseException as exc:
-                step = _thrown(runner, exc)
-            else:
-                step = next(runner, None)
+                failed = exc        # the session's to handle: thrown in through the runner
+            step = resume(runner, failed)
 
     # --- links ------------------------------------------------------------------------------
     def _open_link(self, endpoint: str, name: str, watch: bool, server_key: str = ""):

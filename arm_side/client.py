@@ -23,9 +23,9 @@ from protocol import errors, messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from protocol.task_options import DEFAULT, TaskOptions
 from arm_side import tracing
-from arm_side.links import Links
+from arm_side.links import Links, resume
 from arm_side.session import PeerState, Session
-from arm_side.steps import Pause, Steps, Wait, thrown as _thrown
+from arm_side.steps import Pause, Steps, Wait
 from arm_side.task import Request, Task, defer_wakes, wake_deferred
 
 log = logging.getLogger("vdsp.sdk")
@@ -80,8 +80,9 @@ class Client:
         """Carry out a connect sequence of the session (``Session.connect``), blocking: the
         shared runner (``Links.run``) does every step but the waits, done here."""
         runner = self.links.run(steps)
-        step = next(runner, None)
+        step = resume(runner)
         while step is not None:
+            failed: BaseException | None = None
             try:
                 match step:
                     case Wait(request, seconds):
@@ -94,9 +95,8 @@ class Client:
                     case _:
                         assert_never(step)
             except BaseException as exc:
-                step = _thrown(runner, exc)
-            else:
-                step = next(runner, None)
+                failed = exc        # the session's to handle: thrown in through the runner
+            step = resume(runner, failed)
 
     def _relay_link(self):
         """The relay's link, connected again if it died (a restarted relay answers at the same

@@ -3,10 +3,10 @@
 A connection's links are keyed as the session routes (``arm_side.session``): ``relay`` in relay
 mode; in direct mode each core's control link by the core's name and its firmware's as
 ``<core>.fw``. :class:`Links` sends a request on the link the session chose, feeds the session
-what a link brought and the clock's ticks, and carries out the session's actions (heartbeats,
-a firmware link to open or close), and performs the session's connect sequence (:meth:`Links.run`:
-one step runner, the waits left to each driver). The blocking client (``arm_side.client``) and the asyncio
-one (``arm_side.async_client``) each hold one, with their own way to open and release a link
+what a link brought and the clock's ticks, carries out the session's actions (heartbeats, a
+firmware link to open or close) and the steps of its connect sequence (:meth:`Links.run`: one
+step runner, the waits left to each driver). The blocking client (``arm_side.client``) and the
+asyncio one (``arm_side.async_client``) each hold one, with their own way to open and release a link
 (the asyncio driver starts a reader coroutine per link) and to reach the relay (connected again
 after it died: by blocking, or by keeping what is sent meanwhile).
 """
@@ -277,6 +277,15 @@ class Links:
                         session.fw_hello_sent(peer, self.request(link, session.hello()))
                 case _:
                     assert_never(action)
+
+
+def resume(runner: Generator[Waiting, None, None], failed: BaseException | None = None) -> Waiting | None:
+    """Resume the step runner (:meth:`Links.run`) after a driver's wait, throwing in what the wait
+    raised (``failed``): its next wait, or None once the connect sequence ended."""
+    try:
+        return runner.throw(failed) if failed is not None else next(runner)
+    except StopIteration:
+        return None
 
 
 def _tcp(link: Any) -> bool:

@@ -112,11 +112,3 @@ Step: TypeAlias = Open | Hello | Refused | Wait | Pause | Release | Forget | Dea
 Waiting: TypeAlias = Wait | Pause       # the steps each driver performs in its own way
 Steps: TypeAlias = Generator[Step, Any, None]
 
-
-def thrown(runner: Generator[Waiting, None, None], exc: BaseException) -> Waiting | None:
-    """Throw what a driver's wait raised into the step runner (``Links.run``): its next wait, or
-    None once the sequence ended."""
-    try:
-        return runner.throw(exc)
-    except StopIteration:
-        return None
