@@ -19,15 +19,16 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, assert_never
 
 from protocol import errors, header, messages, wire
 from protocol.cancel import CancelOutcome
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from protocol.task_options import DEFAULT, TaskOptions
 from arm_side import tracing
-from arm_side.links import Links
-from arm_side.session import PAUSE, WAIT, PeerState, Session, Steps
+from arm_side.links import Links, resume
+from arm_side.session import PeerState, Session
+from arm_side.steps import Pause, Steps, Wait
 from arm_side.task import Request, Task
 
 log = logging.getLogger("vdsp.sdk")
@@ -90,30 +91,23 @@ class AsyncClient:
             raise
 
     async def _run(self, steps: Steps) -> None:
-        """Carry out a connect sequence of the session (``Session.connect``), awaiting."""
-        try:
-            step = next(steps)
-        except StopIteration:
-            return
-        while True:
-            kind, subject, arg = step
+        """Carry out a connect sequence of the session (``Session.connect``), awaiting: the
+        shared runner (``Links.run``) does every step but the waits, done here."""
+        runner = self.links.run(steps)
+        step = resume(runner)
+        while step is not None:
+            failed: BaseException | None = None
             try:
-                if kind == WAIT:
-                    await asyncio.wait({subject._as_future()}, timeout=arg)
-                    sent = None
-                elif kind == PAUSE:
-                    await asyncio.sleep(arg)
-                    sent = None
-                else:
-                    sent = self.links.step(kind, subject, arg)
+                match step:
+                    case Wait(request, seconds):
+                        await asyncio.wait({request._as_future()}, timeout=seconds)
+                    case Pause(_, seconds):
+                        await asyncio.sleep(seconds)
+                    case _:
+                        assert_never(step)
             except BaseException as exc:
-                failed: BaseException | None = exc
-            else:
-                failed = None
-            try:
-                step = steps.throw(failed) if failed is not None else steps.send(sent)
-            except StopIteration:
-                return
+                failed = exc        # the session's to handle: thrown in through the runner
+            step = resume(runner, failed)
 
     # --- links ------------------------------------------------------------------------------
     def _open_link(self, endpoint: str, name: str, watch: bool, server_key: str = ""):

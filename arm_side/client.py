@@ -17,14 +17,15 @@ import os
 import select
 import threading
 import time
-from typing import Any
+from typing import Any, assert_never
 
 from protocol import errors, messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS
 from protocol.task_options import DEFAULT, TaskOptions
 from arm_side import tracing
-from arm_side.links import Links
-from arm_side.session import PAUSE, WAIT, PeerState, Session, Steps
+from arm_side.links import Links, resume
+from arm_side.session import PeerState, Session
+from arm_side.steps import Pause, Steps, Wait
 from arm_side.task import Request, Task, defer_wakes, wake_deferred
 
 log = logging.getLogger("vdsp.sdk")
@@ -76,33 +77,26 @@ class Client:
 
     # --- connecting -----------------------------------------------------------------------
     def _run(self, steps: Steps) -> None:
-        """Carry out a connect sequence of the session (``Session.connect``), blocking."""
-        try:
-            step = next(steps)
-        except StopIteration:
-            return
-        while True:
-            kind, subject, arg = step
+        """Carry out a connect sequence of the session (``Session.connect``), blocking: the
+        shared runner (``Links.run``) does every step but the waits, done here."""
+        runner = self.links.run(steps)
+        step = resume(runner)
+        while step is not None:
+            failed: BaseException | None = None
             try:
-                if kind == WAIT:
-                    try:
-                        self.wait_for(subject, arg)
-                    except errors.TaskTimeout:
-                        pass
-                    sent = None
-                elif kind == PAUSE:
-                    time.sleep(arg)
-                    sent = None
-                else:
-                    sent = self.links.step(kind, subject, arg)
+                match step:
+                    case Wait(request, seconds):
+                        try:
+                            self.wait_for(request, seconds)
+                        except errors.TaskTimeout:
+                            pass
+                    case Pause(_, seconds):
+                        time.sleep(seconds)
+                    case _:
+                        assert_never(step)
             except BaseException as exc:
-                failed: BaseException | None = exc
-            else:
-                failed = None
-            try:
-                step = steps.throw(failed) if failed is not None else steps.send(sent)
-            except StopIteration:
-                return
+                failed = exc        # the session's to handle: thrown in through the runner
+            step = resume(runner, failed)
 
     def _relay_link(self):
         """The relay's link, connected again if it died (a restarted relay answers at the same

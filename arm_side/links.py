@@ -3,21 +3,23 @@
 A connection's links are keyed as the session routes (``arm_side.session``): ``relay`` in relay
 mode; in direct mode each core's control link by the core's name and its firmware's as
 ``<core>.fw``. :class:`Links` sends a request on the link the session chose, feeds the session
-what a link brought and the clock's ticks, and carries out the session's actions (heartbeats,
-a firmware link to open or close). The blocking client (``arm_side.client``) and the asyncio
-one (``arm_side.async_client``) each hold one, with their own way to open and release a link
+what a link brought and the clock's ticks, carries out the session's actions (heartbeats, a
+firmware link to open or close) and the steps of its connect sequence (:meth:`Links.run`: one
+step runner, the waits left to each driver). The blocking client (``arm_side.client``) and the
+asyncio one (``arm_side.async_client``) each hold one, with their own way to open and release a link
 (the asyncio driver starts a reader coroutine per link) and to reach the relay (connected again
 after it died: by blocking, or by keeping what is sent meanwhile).
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Generator, assert_never
 
 from protocol import errors, wire
 from protocol.task_options import DEFAULT, TaskOptions
-from arm_side.session import (ACT, CLOSE_FW, DEAD, FORGET, HELLO, HELLO_FW, OPEN, OPEN_FW, REFUSED, RELEASE,
-                              SEND, PeerState, Session, fw_key)
+from arm_side.session import PeerState, Session, fw_key
+from arm_side.steps import (Act, Action, CloseFw, Dead, Forget, Hello, HelloFw, Open, OpenFw, Pause, Refused, Release,
+                            Send, Step, Steps, Wait, Waiting)
 from arm_side.task import Request, Task
 from vdsp_board.procfacts import ProcFacts
 
@@ -147,25 +149,54 @@ class Links:
         self.send(link, frames, task, live=True)
         return task
 
-    # --- the connect sequence's steps that do not wait -----------------------------------
-    def step(self, kind: str, peer: PeerState, arg: Any) -> Any:
-        """Carry out a step of ``Session.connect`` other than WAIT and PAUSE (the driver's)."""
-        if kind == HELLO:
-            return self.request(self.by_key[peer.name], arg)
-        if kind == REFUSED:
-            return self.transport.refused(self.by_key[peer.name])
-        if kind == DEAD:
-            return self.transport.dead(self.by_key[peer.name])
-        if kind == OPEN:
-            self.open(peer.name, arg, peer, watch=True)     # watched: a server that exits is known at once
-        elif kind == RELEASE:
-            self.release_peer(peer)
-        elif kind == FORGET:
-            self.transport.lost(self.by_key[peer.name])
-        elif kind == ACT:
-            self.carry_out(arg)
-        else:
-            raise ValueError(f"not a connect step: {kind!r}")
+    # --- the connect sequence: one step runner for both drivers ---------------------------
+    def run(self, steps: Steps) -> Generator[Waiting, None, None]:
+        """Carry out a connect sequence of the session (``Session.connect``) but its waits: each
+        :class:`Wait` and :class:`Pause` is yielded to the driver, which performs it its own way
+        (blocking, or awaiting) and resumes this, or throws in what the wait raised. What each
+        step gave goes back to the session; what it raised is thrown into the session."""
+        sent: Any = None
+        failed: BaseException | None = None
+        while True:
+            try:
+                step = steps.throw(failed) if failed is not None else steps.send(sent)
+            except StopIteration:
+                return
+            sent, failed = None, None
+            try:
+                match step:
+                    case Wait() | Pause():
+                        yield step          # the driver's: what its wait raises is thrown in here
+                    case _:
+                        sent = self.step(step)
+            except GeneratorExit:           # the driver dropped the sequence: so does the session
+                steps.close()
+                raise
+            except BaseException as exc:
+                failed = exc
+
+    def step(self, step: Step) -> Any:
+        """Carry out a step of ``Session.connect`` other than Wait and Pause (the driver's);
+        returns what the session is told."""
+        match step:
+            case Hello(peer, msg):
+                return self.request(self.by_key[peer.name], msg)
+            case Refused(peer):
+                return self.transport.refused(self.by_key[peer.name])
+            case Dead(peer):
+                return self.transport.dead(self.by_key[peer.name])
+            case Open(peer, endpoint):
+                self.open(peer.name, endpoint, peer, watch=True)     # watched: a server that exits is known at once
+            case Release(peer):
+                self.release_peer(peer)
+            case Forget(peer):
+                self.transport.lost(self.by_key[peer.name])
+            case Act(_, actions):
+                self.carry_out(actions)
+            case Wait() | Pause():
+                raise ValueError(f"{step!r} is the driver's to perform (Links.run yields it)")
+            case _:
+                assert_never(step)
         return None
 
     # --- what arrives, the clock ----------------------------------------------------------
@@ -220,29 +251,41 @@ class Links:
         local = link is not None and str(getattr(link, "endpoint", "")).startswith("ipc://")
         return self._facts.fact(peer.pid if local else None, time.monotonic())
 
-    def carry_out(self, actions: list) -> None:
+    def carry_out(self, actions: list[Action]) -> None:
         """Do what the session asked: send, open or close a firmware link (direct mode)."""
         session = self.session
-        for kind, peer, data in actions:
-            if kind == SEND:
-                link = self.by_key.get(peer.name)
-                if link is not None:
-                    try:
-                        if link.send(data) and self._wake is not None:
-                            self._wake()
-                    except Exception:      # a heartbeat that cannot go: liveness will tell
-                        pass
-            elif kind == CLOSE_FW:
-                self.release(fw_key(peer.name))
-            elif kind == OPEN_FW:
-                endpoint = self.discovery.firmware_endpoint(data, self.by_key[peer.name].endpoint)
-                link = self.open(fw_key(peer.name), endpoint, peer, watch=endpoint.startswith("tcp://"),
-                                 server_key=peer.info.get("fw_server_key", ""))
-                session.fw_hello_sent(peer, self.request(link, session.hello()))
-            elif kind == HELLO_FW:      # the firmware answered our HELLO HB_DSP_BUSY, or forgot it: again
-                link = self.by_key.get(fw_key(peer.name))
-                if link is not None:
+        for action in actions:
+            match action:
+                case Send(peer, frames):
+                    link = self.by_key.get(peer.name)
+                    if link is not None:
+                        try:
+                            if link.send(frames) and self._wake is not None:
+                                self._wake()
+                        except Exception:      # a heartbeat that cannot go: liveness will tell
+                            pass
+                case CloseFw(peer):
+                    self.release(fw_key(peer.name))
+                case OpenFw(peer, announced):
+                    endpoint = self.discovery.firmware_endpoint(announced, self.by_key[peer.name].endpoint)
+                    link = self.open(fw_key(peer.name), endpoint, peer, watch=endpoint.startswith("tcp://"),
+                                     server_key=peer.info.get("fw_server_key", ""))
                     session.fw_hello_sent(peer, self.request(link, session.hello()))
+                case HelloFw(peer):      # the firmware answered our HELLO HB_DSP_BUSY, or forgot it: again
+                    link = self.by_key.get(fw_key(peer.name))
+                    if link is not None:
+                        session.fw_hello_sent(peer, self.request(link, session.hello()))
+                case _:
+                    assert_never(action)
+
+
+def resume(runner: Generator[Waiting, None, None], failed: BaseException | None = None) -> Waiting | None:
+    """Resume the step runner (:meth:`Links.run`) after a driver's wait, throwing in what the wait
+    raised (``failed``): its next wait, or None once the connect sequence ended."""
+    try:
+        return runner.throw(failed) if failed is not None else next(runner)
+    except StopIteration:
+        return None
 
 
 def _tcp(link: Any) -> bool:

@@ -8,16 +8,16 @@ class hierarchy): the blocking client (``arm_side.client``: one reader thread) a
 one (``arm_side.async_client``: coroutines of the event loop). A transport (``arm_side.transport``)
 owns the sockets. The drivers feed the session what arrives and carry out what it returns:
 
-- :meth:`connect` (opening) → the connect sequence as steps ``(kind, subject, arg)``: open a
-  link, say HELLO, wait for its READY so long, pause after HB_DSP_BUSY... (the step kinds below);
-  the driver sends back what each step gave;
+- :meth:`connect` (opening) → the connect sequence as steps (``arm_side.steps``): open a
+  link, say HELLO, wait for its READY so long, pause after HB_DSP_BUSY...; the driver sends
+  back what each step gave;
 - :meth:`task_link` / :meth:`request_link` / :meth:`cancel_link` → which link (by key: ``relay``,
   a core's name, ``<core>.fw``) a request goes on;
-- :meth:`receive` (a message from a peer) → actions ``(OPEN_FW, peer, endpoint)`` and
-  ``(CLOSE_FW, peer, None)`` (direct mode: a core's firmware came up or went away);
-- :meth:`tick` (the clock) → ``(SEND, peer, frames)`` heartbeats; peers that fell silent, or
-  whose connection closed, are declared dead and their requests fail; ``(HELLO_FW, peer, None)``
-  (direct mode): say HELLO again to a firmware that answered the last one HB_DSP_BUSY.
+- :meth:`receive` (a message from a peer) → actions (``arm_side.steps``) ``OpenFw`` and
+  ``CloseFw`` (direct mode: a core's firmware came up or went away);
+- :meth:`tick` (the clock) → ``Send`` heartbeats; peers that fell silent, or whose connection
+  closed, are declared dead and their requests fail; ``HelloFw`` (direct mode): say HELLO again
+  to a firmware that answered the last one HB_DSP_BUSY.
 """
 from __future__ import annotations
 
@@ -29,26 +29,16 @@ from typing import Any, Callable, Generator
 
 from protocol import errors, header, messages, wire
 from protocol.cancel import CancelOutcome
-from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_TASKS_PER_CLIENT, Command, Core
+from protocol.constants import MAX_TASKS_PER_CLIENT, Command, Core
 from protocol.core_state import CoreState, error_for
-from protocol.liveness import Liveness, ProcFact
+from protocol.liveness import ProcFact
 from protocol.task_options import TaskOptions
 from arm_side.busy_retry import BusyRetry
+from arm_side.peer import PeerState
+from arm_side.steps import (Act, Action, CloseFw, Dead, Forget, Hello, HelloFw, Open, OpenFw, Pause, Refused, Release,
+                            Send, Step, Steps, Wait)
 
 log = logging.getLogger("vdsp.sdk")
-SEND, OPEN_FW, CLOSE_FW, HELLO_FW = "send", "open_fw", "close_fw", "hello_fw"
-# The steps of the connect sequence (Session.connect): (kind, subject, arg) -> what the driver sends back
-OPEN = "open"          # (OPEN, peer, endpoint): open a watched link for peer, keyed by its name -> None
-HELLO = "hello"        # (HELLO, peer, msg): send msg on peer's link, tracked -> its Request
-REFUSED = "refused"    # (REFUSED, peer, None): did peer's server refuse our key? -> why, or None
-WAIT = "wait"          # (WAIT, request, seconds): wait so long for the request to end -> None
-PAUSE = "pause"        # (PAUSE, peer, seconds): sleep so long -> None
-RELEASE = "release"    # (RELEASE, peer, None): close peer's links -> None
-FORGET = "forget"      # (FORGET, peer, None): forget that peer's connection closed before now -> None
-DEAD = "dead"          # (DEAD, peer, None): will peer's link never carry a message again (ipc: connected
-#                        once, its attempt failed or its connection closed)? -> bool
-ACT = "act"            # (ACT, peer, actions): carry out the session's actions (SEND, OPEN_FW...) -> None
-Steps = Generator[tuple, Any, None]
 REFUSAL_GRACE_S = 1.0   # a HELLO that could not be sent: how long the link's monitor may take to tell a refusal
 
 
@@ -61,37 +51,6 @@ def _where(discovery, name: str) -> str:
 def fw_key(name: str) -> str:
     """The key of a core's firmware link (direct mode); its control link's is its name."""
     return f"{name}.fw"
-
-
-class PeerState:
-    """A server we heartbeat: the relay, or a core's control link (direct mode)."""
-
-    def __init__(self, name: str, now: float) -> None:
-        self.name = name
-        self.liveness = Liveness(now, HEARTBEAT_INTERVAL_MS)
-        self.alive = True
-        self.connected = False                  # READY received: liveness applies from then on
-        self.info: dict = {}
-        self.fw_endpoint: str | None = None     # direct mode: where the core's firmware link goes
-        self.fw_hello: Any = None               # direct mode: our HELLO on that link (proves our owner)
-        self.fw_refused: errors.VdspError | None = None     # direct mode: the firmware refused that HELLO
-        self.fw_busy: BusyRetry | None = None   # direct mode: that HELLO was answered HB_DSP_BUSY: the pauses
-        self.fw_again_at: float | None = None   # ... and when to say it again (None: not due, or not yet set)
-        self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
-
-    def connect(self, info: dict, now: float) -> None:
-        """READY received: liveness starts now, at the interval and hung deadline the peer announced."""
-        self.info = info
-        interval, hung = info.get("heartbeat_ms"), info.get("hung_ms")
-        self.liveness = Liveness(now, interval if isinstance(interval, int) and interval > 0 else HEARTBEAT_INTERVAL_MS,
-                                 hung if isinstance(hung, int) and hung > 0 else HUNG_AFTER_MS)
-        self.connected = True
-
-    @property
-    def pid(self) -> int | None:
-        """The server's process as its READY announced it (a relay's or a core's pid)."""
-        pid = self.info.get("pid")
-        return pid if isinstance(pid, int) and pid > 0 else None
 
 
 class Session:
@@ -156,7 +115,7 @@ class Session:
         for name, endpoint in discovery.servers().items():
             peer = PeerState(name, clock())
             self.peers.append(peer)
-            yield OPEN, peer, endpoint            # watched: a core that exits is known at once
+            yield Open(peer, endpoint)            # watched: a core that exits is known at once
             try:
                 info = yield from self._ready(peer, discovery.ready_wait(name, endpoint, timeout_s, clock()),
                                               functools.partial(_where, discovery, name), timeout_s, clock)
@@ -167,9 +126,9 @@ class Session:
                 log.warning("core %s does not answer at %s: %s", name, endpoint, exc.message)
                 peer.alive = False
                 self.core_states[name] = "unreachable"
-                yield RELEASE, peer, None
+                yield Release(peer)
                 continue
-            yield ACT, peer, self.connected(peer, info, clock())
+            yield Act(peer, self.connected(peer, info, clock()))
         if not any(p.alive for p in self.peers):
             raise errors.CoreOffline("no DSP core answers: is the SoC up? (vdsp up -d)")
 
@@ -180,18 +139,18 @@ class Session:
         endpoint = discovery.servers()["relay"]
         peer = PeerState("relay", clock())
         self.peers[:] = [peer]
-        yield OPEN, peer, endpoint
+        yield Open(peer, endpoint)
         try:
             info = yield from self._ready(peer, discovery.ready_wait("relay", endpoint, timeout_s, clock()),
                                           functools.partial(_where, discovery, "relay"), timeout_s, clock)
         except BaseException:
             peer.alive = False
             raise
-        yield FORGET, peer, None        # a connection that closed before this READY came
-        yield ACT, peer, self.connected(peer, info, clock())
+        yield Forget(peer)        # a connection that closed before this READY came
+        yield Act(peer, self.connected(peer, info, clock()))
 
     def _ready(self, peer: PeerState, wait, where: Callable[[], str], timeout_s: float,
-               clock: Callable[[], float]) -> Generator[tuple, Any, dict]:
+               clock: Callable[[], float]) -> Generator[Step, Any, dict]:
         """Say HELLO to ``peer`` (on its open link); its READY body, waited for in the slices ``wait``
         (``arm_side.connect_wait``) gives until it raises. A HELLO answered HB_DSP_BUSY is said again
         after a pause (``arm_side.busy_retry``) within ``timeout_s``. A link that will carry nothing
@@ -203,10 +162,10 @@ class Session:
         unsent = 0
         while True:
             try:
-                req = yield HELLO, peer, self.hello()
+                req = yield Hello(peer, self.hello())
             except errors.RelayUnavailable as exc:
                 unsent += 1
-                dead = yield DEAD, peer, None       # ipc: no key to refuse, no grace to wait
+                dead = yield Dead(peer)       # ipc: no key to refuse, no grace to wait
                 refusal = None if dead else (yield from self._refusal(peer, clock))
                 if refusal:
                     raise errors.KeyRefused(refusal) from None
@@ -215,17 +174,17 @@ class Session:
                 (log.warning if unsent == 1 else log.debug)("%s: a HELLO could not be sent (%s); connecting again",
                                                             peer.name, exc.message)
                 if dead:        # the server closed it at once (it is full, say): a pause, the wait's own
-                    yield PAUSE, peer, wait.next_slice(clock())
+                    yield Pause(peer, wait.next_slice(clock()))
                 yield from self._relink(peer, where)
                 continue
             relink = False
             try:
                 while not req.done():
-                    refusal = yield REFUSED, peer, None
+                    refusal = yield Refused(peer)
                     if refusal:
                         raise errors.KeyRefused(refusal)
-                    yield WAIT, req, wait.next_slice(clock())
-                    if not req.done() and (yield DEAD, peer, None):
+                    yield Wait(req, wait.next_slice(clock()))
+                    if not req.done() and (yield Dead(peer)):
                         relink = True       # the HELLO waits on a link that will never carry it
                         break
                 if not relink:
@@ -234,7 +193,7 @@ class Session:
                     return req.body
             except errors.CoreBusy as exc:
                 wait.answered()
-                yield PAUSE, peer, busy.pause(exc, clock())
+                yield Pause(peer, busy.pause(exc, clock()))
             finally:
                 self.forget(req.msg_id)
             if relink:
@@ -243,18 +202,18 @@ class Session:
     @staticmethod
     def _relink(peer: PeerState, where: Callable[[], str]) -> Steps:
         """Close ``peer``'s link and open a new one to where ``where()`` names it now."""
-        yield RELEASE, peer, None
-        yield OPEN, peer, where()
+        yield Release(peer)
+        yield Open(peer, where())
 
-    def _refusal(self, peer: PeerState, clock: Callable[[], float]) -> Generator[tuple, Any, str | None]:
+    def _refusal(self, peer: PeerState, clock: Callable[[], float]) -> Generator[Step, Any, str | None]:
         """Why ``peer``'s server refused our key, or None. The link's monitor tells a refusal a
         moment after the connection ended: it is looked at for REFUSAL_GRACE_S."""
         deadline = clock() + REFUSAL_GRACE_S
         while True:
-            refusal = yield REFUSED, peer, None
+            refusal = yield Refused(peer)
             if refusal or clock() >= deadline:
                 return refusal
-            yield PAUSE, peer, 0.02
+            yield Pause(peer, 0.02)
 
     # --- which link a request goes on -----------------------------------------------------
     def task_link(self, msg_id: int, options: TaskOptions, has_buffers: bool) -> tuple[str, str]:
@@ -342,7 +301,7 @@ class Session:
             req._complete({}, None)
 
     # --- what arrives ---------------------------------------------------------------------
-    def connected(self, peer: PeerState, info: dict, now: float) -> list:
+    def connected(self, peer: PeerState, info: dict, now: float) -> list[Action]:
         """``peer`` answered our HELLO with READY ``info``."""
         peer.connect(info, now)
         if self.mode == "relay":
@@ -351,7 +310,7 @@ class Session:
             return []
         return self.core_state(peer, info.get("state", "offline"), info)
 
-    def receive(self, peer: PeerState | None, frames: list, now: float) -> list:
+    def receive(self, peer: PeerState | None, frames: list, now: float) -> list[Action]:
         """One message from ``peer``'s links (completes the request it answers). Returns actions."""
         if peer is not None:
             peer.liveness.last_heard = now
@@ -398,7 +357,7 @@ class Session:
         hello = peer.fw_hello
         return hello is not None and hello.done() and hello.error is None and peer.fw_refused is None
 
-    def _binding_lost(self, peer: PeerState, req, error: errors.ForeignHandle) -> list:
+    def _binding_lost(self, peer: PeerState, req, error: errors.ForeignHandle) -> list[Action]:
         """``peer`` answered READY to our HELLO, yet says this connection has no verified owner:
         the process that verified it is gone and our link reached its successor (ZeroMQ
         reconnects a tcp link on its own, never an ipc one (``vdsp_board.ipclink``); a task sent
@@ -414,10 +373,10 @@ class Session:
         log.warning("core %s: its firmware %s; saying HELLO to it again", peer.name, why)
         req._complete(None, errors.CoreBusy(f"{peer.name}: its firmware {why}; our HELLO is said again: send the "
                                             "task again"))
-        return [(HELLO_FW, peer, None)] if peer.fw_endpoint is not None else []
+        return [HelloFw(peer)] if peer.fw_endpoint is not None else []
 
-    def _on_event(self, peer: PeerState | None, body: dict) -> list:
-        actions = []
+    def _on_event(self, peer: PeerState | None, body: dict) -> list[Action]:
+        actions: list[Action] = []
         if self.mode == "direct" and peer is not None:
             actions = self.core_state(peer, body.get("state", "?"), body)
         else:
@@ -429,28 +388,28 @@ class Session:
                 log.exception("event callback raised")
         return actions
 
-    def core_state(self, peer: PeerState, state: str, body: dict) -> list:
+    def core_state(self, peer: PeerState, state: str, body: dict) -> list[Action]:
         """Direct mode: follow a core's state; tasks in flight on a core that stops fail."""
         self.core_states[peer.name] = state
         if state == "running":
             endpoint = body.get("fw_endpoint", "")
-            actions = []
+            actions: list[Action] = []
             # a new firmware on tcp has a key of its own (fw_server_key): a new link
             if peer.fw_endpoint != endpoint or peer.info.get("fw_server_key", "") != body.get("fw_server_key", ""):
                 self._forget_fw_hello(peer)
                 peer.fw_endpoint = endpoint
-                actions = [(OPEN_FW, peer, endpoint)]
+                actions = [OpenFw(peer, endpoint)]
             peer.info.update({k: v for k, v in body.items() if k != "state"})
             return actions
         actions = []
         if peer.fw_endpoint is not None:
             peer.fw_endpoint = None
             self._forget_fw_hello(peer)
-            actions = [(CLOSE_FW, peer, None)]
+            actions = [CloseFw(peer)]
         self._fail_inflight(peer, lambda: error_for(CoreState.of(state), peer.name, str(body.get("reason", ""))))
         return actions
 
-    def fw_link_dead(self, peer: PeerState, why: str, endpoint: str) -> list:
+    def fw_link_dead(self, peer: PeerState, why: str, endpoint: str) -> list[Action]:
         """Direct mode: ``peer``'s firmware link (to ``endpoint``) will carry nothing more (an ipc
         link is connected once): ``why`` ``failed`` (no connection was made: the tasks sent on it
         never arrived, they fail with CoreOffline) or ``ended`` (the firmware's connection closed:
@@ -462,7 +421,7 @@ class Session:
         if not peer.alive or peer.fw_endpoint is None:
             return []
         self._forget_fw_hello(peer)
-        return [(OPEN_FW, peer, peer.fw_endpoint)]
+        return [OpenFw(peer, peer.fw_endpoint)]
 
     def _fail_inflight(self, peer: PeerState, error: Callable[[], errors.VdspError]) -> None:
         """Every task in flight to ``peer`` fails with an ``error()`` of its own."""
@@ -486,11 +445,11 @@ class Session:
 
     # --- the clock ------------------------------------------------------------------------
     def tick(self, now: float, closed: Callable[[PeerState], bool] = lambda p: False,
-             facts: Callable[[PeerState], ProcFact] = lambda p: ProcFact.UNKNOWN) -> list:
+             facts: Callable[[PeerState], ProcFact] = lambda p: ProcFact.UNKNOWN) -> list[Action]:
         """Heartbeats due; a peer whose connection ``closed`` (the transport heard it: its process
         exited) is dead at once; one silent past its hung deadline is dead unless ``facts`` (what the
         kernel says of its process, where we can see it) shows progress (``protocol.liveness``)."""
-        actions = []
+        actions: list[Action] = []
         for peer in list(self.peers):
             if not peer.alive or not peer.connected:
                 continue
@@ -502,10 +461,10 @@ class Session:
             elif live.overdue(now) and live.hung(now, fact := facts(peer)):
                 actions += self.peer_dead(peer, f"hung: silent for {live.silent(now):.1f} s (process {fact.value})")
             elif live.send_due(now):
-                actions.append((SEND, peer, wire.encode(messages.heartbeat())))
+                actions.append(Send(peer, wire.encode(messages.heartbeat())))
         return actions
 
-    def _fw_hello_again(self, peer: PeerState, now: float) -> list:
+    def _fw_hello_again(self, peer: PeerState, now: float) -> list[Action]:
         """Direct mode: the firmware answered our HELLO HB_DSP_BUSY: say it again once the pause is over."""
         busy, refusal = peer.fw_busy, peer.fw_refused
         if busy is None or not isinstance(refusal, errors.CoreBusy):   # said again meanwhile (another thread)
@@ -516,9 +475,9 @@ class Session:
         if now < peer.fw_again_at or peer.fw_endpoint is None:
             return []
         peer.fw_again_at = None
-        return [(HELLO_FW, peer, None)]
+        return [HelloFw(peer)]
 
-    def fw_closed(self, peer: PeerState) -> list:
+    def fw_closed(self, peer: PeerState) -> list[Action]:
         """Direct mode, tcp: the connection of ``peer``'s firmware link closed after its handshake
         had succeeded (ZeroMQ connects again by itself; the core may well be alive). The firmware's
         replies to the tasks in flight there went to the closed connection: each fails now,
@@ -533,17 +492,17 @@ class Session:
         peer.inflight.clear()
         self._forget_fw_hello(peer)
         log.warning("core %s: the connection to its firmware closed; connected again, saying HELLO", peer.name)
-        return [(HELLO_FW, peer, None)] if peer.fw_endpoint is not None else []
+        return [HelloFw(peer)] if peer.fw_endpoint is not None else []
 
-    def control_closed(self, peer: PeerState) -> list:
+    def control_closed(self, peer: PeerState) -> list[Action]:
         """Direct mode, tcp: ``peer``'s control connection closed after its handshake had succeeded
         (ZeroMQ connects again by itself). Over tcp that is no proof the core died: HELLO goes
         again on the new connection (the core sends EVENTs and heartbeats to peers that said it),
         and the heartbeats judge its liveness."""
         log.warning("core %s: its control connection closed; connected again, saying HELLO", peer.name)
-        return [(SEND, peer, wire.encode(self.hello()))]
+        return [Send(peer, wire.encode(self.hello()))]
 
-    def peer_dead(self, peer: PeerState, why: str) -> list:
+    def peer_dead(self, peer: PeerState, why: str) -> list[Action]:
         peer.alive = False
         if self.mode == "direct":
             log.error("core %s: %s: declared dead", peer.name, why)

@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import assert_never
 
 import zmq
 
@@ -21,7 +22,8 @@ from protocol import errors
 from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME
 from protocol.remoteproc import Action
 from dsp_side import fw_image, signing
-from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
+from dsp_side.core_effects import Boot, Coredump, KillFw, KmsgLine, StopFw, ToPeer
+from dsp_side.core_engine import CoreEngine
 from dsp_side.fwproc import FirmwareProcess
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
@@ -73,23 +75,28 @@ class CoreServer:
     def flush(self) -> None:
         engine = self.engine
         while engine.out:       # carrying one out (a boot) may add more
-            kind, where, data = engine.out.pop(0)
-            if kind == SEND:
-                try:
-                    self.sock.send_multipart([where, *data], zmq.NOBLOCK)
-                except zmq.Again:
-                    engine.warn.warn(("slow", where), "%s: peer %r not reading; dropped a message", self.name, where)
-            elif kind == KMSG:
-                self.kmsg.write(data)
-            elif kind == BOOT:
-                self.boot(data)
-            elif kind == STOP_FW:
-                self._drop_fw().stop()
-            elif kind == KILL_FW and self.fw is not None:
-                self.fw.kill(data)
-            elif kind == COREDUMP:
-                Path(where).parent.mkdir(exist_ok=True)
-                Path(where).write_text(json.dumps(data, indent=1))
+            effect = engine.out.pop(0)
+            match effect:
+                case ToPeer(identity, frames):
+                    try:
+                        self.sock.send_multipart([identity, *frames], zmq.NOBLOCK)
+                    except zmq.Again:
+                        engine.warn.warn(("slow", identity), "%s: peer %r not reading; dropped a message",
+                                         self.name, identity)
+                case KmsgLine(line):
+                    self.kmsg.write(line)
+                case Boot(action):
+                    self.boot(action)
+                case StopFw():
+                    self._drop_fw().stop()
+                case KillFw(reason):
+                    if self.fw is not None:
+                        self.fw.kill(reason)
+                case Coredump(path, dump):
+                    Path(path).parent.mkdir(exist_ok=True)
+                    Path(path).write_text(json.dumps(dump, indent=1))
+                case _:
+                    assert_never(effect)
 
     def boot(self, action: Action) -> None:
         """Find and verify the image, start the firmware process (it reports READY later). A

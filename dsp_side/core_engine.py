@@ -5,8 +5,8 @@ firmware (booted, ready, crashed, watchdog, recovery, coredump).
 Inputs: :meth:`on_message` (a peer's message), :meth:`tick` (the clock, with the firmware's
 watchdog word), :meth:`fw_booted` / :meth:`boot_failed` (what the adapter's boot did),
 :meth:`fw_ready`, :meth:`fw_died`. Outputs, in :attr:`out` for the adapter to carry out in
-order: ``(SEND, identity, frames)``, ``(KMSG, None, line)``, ``(BOOT, None, action)``,
-``(STOP_FW, None, None)``, ``(KILL_FW, None, reason)``, ``(COREDUMP, file name, dump)``.
+order: the effects of ``dsp_side.core_effects`` — ``ToPeer``, ``KmsgLine``, ``Boot``, ``StopFw``,
+``KillFw``, ``Coredump``.
 Lifecycle instants (boot, boot failed, stop, crash, recovery, watchdog) go to the injected
 trace sink :attr:`trace` while it is on (``vdsp_board.trace``; off by default).
 """
@@ -19,12 +19,12 @@ from protocol import errors, messages, wire
 from protocol.constants import HUNG_AFTER_MS, HUNG_HARD_FACTOR, MAX_SLEEP_MS, SLEEP_SHARE_OF_WATCHDOG, Command
 from protocol.liveness import Liveness, ProcFact
 from protocol.remoteproc import Action
+from dsp_side.core_effects import Boot, Coredump, CoreEffect, KillFw, KmsgLine, StopFw, ToPeer
 from dsp_side.remoteproc import Device
 from vdsp_board.log import RateLimited
 from vdsp_board.trace import NullRecorder, Recorder
 
 log = logging.getLogger("vdsp.core")
-SEND, KMSG, BOOT, STOP_FW, KILL_FW, COREDUMP = "send", "kmsg", "boot", "stop_fw", "kill_fw", "coredump"
 BOOT_TIMEOUT_S = 60.0
 
 
@@ -66,7 +66,7 @@ class CoreEngine:
         self.peers: dict[bytes, Peer] = {}
         self.names: dict[bytes, str] = {}           # peer identity -> CURVE name (tcp only)
         self.warn = RateLimited(log)                # one line per peer per 10 s, however bad the flood
-        self.out: list[tuple] = []
+        self.out: list[CoreEffect] = []
         self.trace: Recorder | NullRecorder = NullRecorder()     # the adapter injects its trace recorder
         self.reason = ""        # why the core is in its state: the reason of its last EVENT
         self.identity = ""      # how its firmware proves ipc peers (vdsp_board.peerproof.describe; the adapter's)
@@ -78,10 +78,10 @@ class CoreEngine:
 
     # --- outputs --------------------------------------------------------------------------
     def send(self, identity: bytes, msg: wire.Message) -> None:
-        self.out.append((SEND, identity, wire.encode(msg)))
+        self.out.append(ToPeer(identity, wire.encode(msg)))
 
     def kmsg(self, line: str) -> None:
-        self.out.append((KMSG, None, line))
+        self.out.append(KmsgLine(line))
 
     def ready_body(self) -> dict:
         snap = self.device.snapshot()
@@ -170,13 +170,13 @@ class CoreEngine:
             self.shutdown_firmware()
             return self.send(identity, messages.result(msg.msg_id, {"value": self.device.state.value}))
         self.pending.append((identity, msg.msg_id))
-        self.out.append((BOOT, None, action))
+        self.out.append(Boot(action))
 
     # --- the firmware ---------------------------------------------------------------------
     def start(self) -> None:
         """Autostart: boot the firmware named by the device."""
         self.device.begin(Action.BOOT)
-        self.out.append((BOOT, None, Action.BOOT))
+        self.out.append(Boot(Action.BOOT))
 
     def fw_booted(self, pid: int, signer: str, now: float) -> None:
         """The adapter started the firmware process (its READY comes later: :meth:`fw_ready`)."""
@@ -233,7 +233,7 @@ class CoreEngine:
             self.kmsg(f"handling crash #{self.device.crash_count} in {self.name}")
             self.instant("recovery", crash=self.device.crash_count)
             self.device.begin(Action.RECOVER)
-            self.out.append((BOOT, None, Action.RECOVER))
+            self.out.append(Boot(Action.RECOVER))
 
     def _crash_details(self, kind: str, report: dict) -> dict:
         """What a crash's reason adds to its type: for an exception (or an ASan image's stop), what
@@ -257,14 +257,14 @@ class CoreEngine:
                 "task": report.get("task"), "traceback": report.get("traceback", ""),
                 "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
         path = f"{self.coredump_dir}/{self.name}-crash{self.device.crash_count}.json"
-        self.out.append((COREDUMP, path, dump))
+        self.out.append(Coredump(path, dump))
         self.kmsg(f"{self.name}: coredump written to {path}")
         return {"coredump": path, **({"dump": dump} if mode == "inline" else {})}
 
     def shutdown_firmware(self) -> None:
         if self.fw is not None:
             self.fw = None
-            self.out.append((STOP_FW, None, None))
+            self.out.append(StopFw())
         self.device.finish(True)
         self.instant("stop")
         self.kmsg(f"stopped remote processor {self.name}")
@@ -289,7 +289,7 @@ class CoreEngine:
             booting = now - fw.started
             if booting > BOOT_TIMEOUT_S and (booting > BOOT_TIMEOUT_S * HUNG_HARD_FACTOR or self.facts(fw.pid, now)
                                              not in (ProcFact.PROGRESSING, ProcFact.PENDING)):
-                self.out.append((KILL_FW, None, "boot-timeout"))
+                self.out.append(KillFw("boot-timeout"))
             return
         if watchdog is None:
             return
@@ -304,12 +304,12 @@ class CoreEngine:
             log.error("%s: watchdog: firmware %s for %.1fs", self.name,
                       f"stuck in task {msg_id}" if task_s > self.watchdog_s else "silent", max(since_beat, task_s))
             self.instant("watchdog", task=msg_id, since_beat_s=round(since_beat, 3), task_s=round(task_s, 3))
-            self.out.append((KILL_FW, None, "watchdog"))
+            self.out.append(KillFw("watchdog"))
 
     def exiting(self) -> None:
         """The core process ends: stop the firmware, tell every peer."""
         if self.fw is not None:
             self.fw = None
-            self.out.append((STOP_FW, None, None))
+            self.out.append(StopFw())
         for identity in list(self.peers):
             self.send(identity, messages.event(self.name, "offline", reason="core exiting"))

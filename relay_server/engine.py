@@ -3,9 +3,8 @@
 Inputs (each with the time ``now``): a message from a client (:meth:`on_client`), from a
 core's firmware link (:meth:`on_fw`) or control link (:meth:`on_ctl`), a clock tick
 (:meth:`tick`), and a reply the adapter could not deliver (:meth:`reply_dropped`).
-Outputs: :attr:`out`, a list the adapter sends in order and then clears —
-``(TO_CLIENT, identity, frames)``, ``(TO_CTL, index, frames)``, ``(TO_FW, index, frames)``,
-``(OPEN_FW, index, endpoint)`` and ``(CLOSE_FW, index, None)``.
+Outputs: :attr:`out`, a list the adapter carries out in order and then clears — the effects
+of ``relay_server.effects``: ``ToClient``, ``ToCtl``, ``ToFw``, ``OpenFwLink`` and ``CloseFwLink``.
 
 A TASK is scheduled by its fixed header (priority, core, custom_id, msg_id) and its body
 is unpacked once, to check that every handle belongs to the owner the client proved in
@@ -34,13 +33,13 @@ from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, LIVENESS, M
 from protocol.core_state import CoreState, error_for
 from protocol.liveness import Liveness, ProcFact
 from relay_server.cores import CoreView
+from relay_server.effects import CloseFwLink, Effect, OpenFwLink, ToClient, ToCtl, ToFw
 from relay_server.observe import RelayObserver
 from relay_server.scheduler import Job, Scheduler
 from vdsp_board.log import RateLimited
 from vdsp_board.ownership import PassedBodies
 
 log = logging.getLogger("vdsp.relay")
-TO_CLIENT, TO_CTL, TO_FW, OPEN_FW, CLOSE_FW = "client", "ctl", "fw", "open_fw", "close_fw"
 _CORE_INDEX = {int(Core.ANY): None, int(Core.CORE_0): 0, int(Core.CORE_1): 1}  # header core -> index
 MAX_CLIENT_BYTES = 256 << 20    # bytes of one client's tasks the relay holds (queued, not yet sent)
 MAX_QUEUED_BYTES = 1 << 30      # the same, all clients together
@@ -113,19 +112,19 @@ class RelayEngine:
         self.held_bytes = 0                      # payload bytes of queued tasks, all clients
         self.warn = RateLimited(log)
         self.passed = PassedBodies()             # TASK bodies whose verdict cannot change (ownership)
-        self.out: list[tuple] = []
+        self.out: list[Effect] = []
         self.obs = observer if observer is not None else RelayObserver()
         self.obs.bind(self)
 
     # --- outputs --------------------------------------------------------------------------
     def to_client(self, identity: bytes, frames: list) -> None:
-        self.out.append((TO_CLIENT, identity, frames))
+        self.out.append(ToClient(identity, frames))
 
     def _reply(self, identity: bytes, msg: wire.Message) -> None:
-        self.out.append((TO_CLIENT, identity, wire.encode(msg)))
+        self.out.append(ToClient(identity, wire.encode(msg)))
 
     def to_ctl(self, core: CoreView, msg: wire.Message) -> None:
-        self.out.append((TO_CTL, core.index, wire.encode(msg)))
+        self.out.append(ToCtl(core.index, wire.encode(msg)))
 
     def reply_dropped(self, identity: bytes) -> None:
         """The adapter could not deliver a message to ``identity`` (it does not read)."""
@@ -317,7 +316,7 @@ class RelayEngine:
                       due: float = float("inf")) -> None:
         relay_id = next(self.ids)
         self.cancels[relay_id] = (identity, msg_id, core.index, job.relay_id, due)
-        self.out.append((TO_FW, core.index, wire.encode(messages.cancel(relay_id, job.relay_id))))
+        self.out.append(ToFw(core.index, wire.encode(messages.cancel(relay_id, job.relay_id))))
 
     def drop_client(self, client: ClientConn, why: str) -> None:
         """Forget a departed client: its queued tasks never run, tasks sent ahead to a firmware
@@ -397,7 +396,7 @@ class RelayEngine:
                 job.core_name, job.started = core.name, now
                 inflight[job.relay_id] = job
                 frames = job.payload
-                out.append((TO_FW, core.index, [header.retag(frames[0], job.relay_id), *frames[1:]]))
+                out.append(ToFw(core.index, [header.retag(frames[0], job.relay_id), *frames[1:]]))
                 self._release(job)
                 self.obs.dispatched(job, core, now)
             if not sched.queued:
@@ -436,7 +435,7 @@ class RelayEngine:
         self.fw_hellos[relay_id] = core.name
         if len(self.fw_hellos) > MAX_FW_HELLOS:     # unanswered greetings of firmwares long gone
             del self.fw_hellos[next(iter(self.fw_hellos))]
-        self.out.append((TO_FW, core.index, wire.encode(
+        self.out.append(ToFw(core.index, wire.encode(
             messages.hello(relay_id, "relay", pid=self.pid, name="dsp_relay_server"))))
 
     def _fw_greeted(self, core_name: str, core: CoreView, frames: list) -> None:
@@ -532,7 +531,7 @@ class RelayEngine:
                                                or core.announced_key != core.fw_key):
                 self._close_fw(core)
                 core.open_fw(endpoint)
-                self.out.append((OPEN_FW, core.index, endpoint))
+                self.out.append(OpenFwLink(core.index, endpoint))
                 log.info("Connect to vdsp core%d success!", core.index)
             elif state is not CoreState.RUNNING:
                 self._close_fw(core)
@@ -545,7 +544,7 @@ class RelayEngine:
         """Close the firmware link with linger 0: no stale task can reach a restarted firmware."""
         if core.fw_open:
             core.fw_open = False
-            self.out.append((CLOSE_FW, core.index, None))
+            self.out.append(CloseFwLink(core.index))
 
     def fw_link_stuck(self, index: int, now: float) -> None:
         """A message for core ``index``'s firmware could not be queued on its link: that link has no
@@ -566,7 +565,7 @@ class RelayEngine:
         self._close_fw(core)
         if core.state is CoreState.RUNNING and endpoint is not None:
             core.open_fw(endpoint)
-            self.out.append((OPEN_FW, core.index, endpoint))
+            self.out.append(OpenFwLink(core.index, endpoint))
             self._greet_fw(core)
         self.dispatch(now)
 

@@ -13,13 +13,15 @@ import logging
 import os
 import math
 import time
+from typing import assert_never
 
 import zmq
 from zmq.backend import zmq_poll
 
 from protocol import errors, messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
-from relay_server.engine import CLOSE_FW, CREDIT, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
+from relay_server.effects import CloseFwLink, Effect, OpenFwLink, ToClient, ToCtl, ToFw
+from relay_server.engine import CREDIT, RelayEngine
 from relay_server.observe import RelayObserver
 from vdsp_board import curve, ddr, ipclink, peercred, peerproof, rundir, trace
 from vdsp_board.admission import Admission
@@ -111,7 +113,7 @@ class RelayServer:
         self._items: list[tuple] = []
         self._handlers: dict = {}
         self._rebuild_poll()
-        self._spare: list = []            # the engine's other output list (two, swapped: none allocated per turn)
+        self._spare: list[Effect] = []         # the engine's other output list (two, swapped: none allocated per turn)
         self.running = True
 
     def _find_quiet(self) -> None:
@@ -256,35 +258,42 @@ class RelayServer:
             return
         engine.out = self._spare
         stuck: set[int] = set()     # firmware links found taking no messages in this flush
-        for kind, where, data in out:
-            if kind == TO_CLIENT:
-                self._to_client(where, data)
-            elif kind == TO_FW:
-                sock = self.fw[where]
-                if sock is not None and where not in stuck:
-                    try:        # never blocks: a link whose firmware denied our key takes no message, ever
-                        send_frames(sock, data, _NOBLOCK)
-                    except zmq.Again:       # its tasks fail; the link opens afresh at the next flush
-                        stuck.add(where)
-                        engine.fw_link_stuck(where, time.monotonic())
-            elif kind == TO_CTL:
-                # a send takes in the socket's pending commands: a message announced by one
-                # no longer wakes the control link's fd, so the quiet sockets are looked at
-                self._quiet_due = True
-                if self.ctl_state[where].dead:      # HELLO is said on the new link that replaces it
-                    continue
-                try:
-                    self.ctl[where].send_multipart(data, _NOBLOCK)
-                except zmq.Again:
-                    log.warning("%s: control queue full, dropped a message", self.cores[where].name)
-            elif kind == OPEN_FW:
-                stuck.discard(where)
-                self._close_fw(where)
-                self._open_fw(where, data)
-                self._rebuild_poll()
-            elif kind == CLOSE_FW:
-                stuck.discard(where)
-                self._close_fw(where)
+        # The common ones first (a match tries its cases in order), each a bare class pattern and
+        # its fields read in the case: a positional capture costs a lookup of __match_args__ more.
+        for effect in out:
+            match effect:
+                case ToClient():
+                    self._to_client(effect.identity, effect.frames)
+                case ToFw():
+                    index = effect.index
+                    sock = self.fw[index]
+                    if sock is not None and index not in stuck:
+                        try:        # never blocks: a link whose firmware denied our key takes no message, ever
+                            send_frames(sock, effect.frames, _NOBLOCK)
+                        except zmq.Again:       # its tasks fail; the link opens afresh at the next flush
+                            stuck.add(index)
+                            engine.fw_link_stuck(index, time.monotonic())
+                case ToCtl():
+                    index = effect.index
+                    # a send takes in the socket's pending commands: a message announced by one
+                    # no longer wakes the control link's fd, so the quiet sockets are looked at
+                    self._quiet_due = True
+                    if self.ctl_state[index].dead:      # HELLO is said on the new link that replaces it
+                        continue
+                    try:
+                        self.ctl[index].send_multipart(effect.frames, _NOBLOCK)
+                    except zmq.Again:
+                        log.warning("%s: control queue full, dropped a message", self.cores[index].name)
+                case OpenFwLink(index, endpoint):
+                    stuck.discard(index)
+                    self._close_fw(index)
+                    self._open_fw(index, endpoint)
+                    self._rebuild_poll()
+                case CloseFwLink(index):
+                    stuck.discard(index)
+                    self._close_fw(index)
+                case _:
+                    assert_never(effect)
         out.clear()
         self._spare = out
         if stuck and engine.out:    # the failed tasks' errors and the new link: now, not at the next turn

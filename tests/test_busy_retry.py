@@ -15,7 +15,8 @@ from arm_side import autostart, busy_retry
 from arm_side.async_client import AsyncClient
 from arm_side.busy_retry import BusyRetry
 from arm_side.client import Client
-from arm_side.session import HELLO_FW, PeerState, Session
+from arm_side.session import PeerState, Session
+from arm_side.steps import HelloFw
 from arm_side.task import Request
 from arm_side.transport import ZmqTransport
 from protocol import errors, messages, wire
@@ -149,12 +150,12 @@ def test_direct_mode_says_hello_again_to_a_firmware_that_answered_busy():
         session.route(0, has_buffers=True)
     assert "vdsp0" in info.value.message and "send the task again" in info.value.message
     assert session.route(0, has_buffers=False) is peer
-    assert not [a for a in session.tick(0.1) if a[0] == HELLO_FW]       # the pause starts
-    again = [a for a in session.tick(1.0) if a[0] == HELLO_FW]          # and is over (at most MOST_S)
-    assert again == [(HELLO_FW, peer, None)]
+    assert not [a for a in session.tick(0.1) if isinstance(a, HelloFw)]       # the pause starts
+    again = [a for a in session.tick(1.0) if isinstance(a, HelloFw)]          # and is over (at most MOST_S)
+    assert again == [HelloFw(peer)]
     second = Request(None, 2)
     session.fw_hello_sent(peer, second)
     assert session.route(0, has_buffers=True) is peer                    # its tasks wait behind it there
     second._complete({"name": "vdsp0"}, None)
     assert peer.fw_busy is None and peer.fw_refused is None
-    assert not [a for a in session.tick(5.0) if a[0] == HELLO_FW]
+    assert not [a for a in session.tick(5.0) if isinstance(a, HelloFw)]

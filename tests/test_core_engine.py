@@ -5,7 +5,8 @@ from __future__ import annotations
 from protocol import errors, messages, wire
 from protocol.constants import Command
 from protocol.remoteproc import Action
-from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
+from dsp_side.core_effects import Boot, Coredump, KillFw, KmsgLine, StopFw, ToPeer
+from dsp_side.core_engine import CoreEngine
 from dsp_side.remoteproc import Device
 
 PEER = b"\x00relay"
@@ -28,17 +29,17 @@ class Core:
     def boot(self) -> None:
         """Autostart, the adapter's successful boot and the firmware's READY."""
         self.e.start()
-        assert self.take() == [(BOOT, None, Action.BOOT)]
+        assert self.take() == [Boot(Action.BOOT)]
         self.e.fw_booted(999, "install (ed25519:ab)", self.now)
         self.e.fw_ready(INFO)
 
 
 def sent(out, peer: bytes = PEER) -> list[wire.Message]:
-    return [wire.decode(f) for k, who, f in out if k == SEND and who == peer]
+    return [wire.decode(o.frames) for o in out if isinstance(o, ToPeer) and o.identity == peer]
 
 
 def kmsgs(out) -> list[str]:
-    return [line for k, _, line in out if k == KMSG]
+    return [o.line for o in out if isinstance(o, KmsgLine)]
 
 
 def test_hello_gets_ready_with_the_firmware_endpoint_and_state():
@@ -70,12 +71,12 @@ def test_stop_then_start_through_control_events_before_replies():
     c.take()
     c.send(messages.control(2, "vdsp0", "state", "stop"))
     out = c.take()
-    assert (STOP_FW, None, None) in out and "stopped remote processor vdsp0" in kmsgs(out)
+    assert StopFw() in out and "stopped remote processor vdsp0" in kmsgs(out)
     event, result = sent(out)
     assert event.command is Command.EVENT and event.body["state"] == "offline"
     assert result.msg_id == 2 and result.body == {"value": "offline"}
     c.send(messages.control(3, "vdsp0", "state", "start"))
-    assert c.take() == [(BOOT, None, Action.BOOT)]           # answered when the firmware is up
+    assert c.take() == [Boot(Action.BOOT)]           # answered when the firmware is up
     c.e.fw_booted(1000, "install", c.now)
     c.e.fw_ready(INFO)
     event, result = sent(c.take())
@@ -126,14 +127,14 @@ def test_a_crash_is_counted_dumped_broadcast_and_recovered():
     c.e.fw_died("exception", report)
     out = c.take()
     assert kmsgs(out)[:1] == ["crash detected in vdsp0: type exception"]
-    (dump,) = [(where, data) for k, where, data in out if k == COREDUMP]
+    (dump,) = [(o.path, o.dump) for o in out if isinstance(o, Coredump)]
     assert dump[0] == "/rt/coredump/vdsp0-crash1.json" and dump[1]["traceback"] == "RuntimeError: bug"
     (event,) = sent(out)
     assert event.body["state"] == "crashed" and event.body["crash"]["type"] == "exception"
     assert event.body["crash"]["coredump"] == dump[0] and event.body["crash_count"] == 1
-    assert out[-1] == (BOOT, None, Action.RECOVER)
+    assert out[-1] == Boot(Action.RECOVER)
     c.e.fw_died("exception", {})           # only the first crash is handled (no firmware now)
-    assert BOOT not in [k for k, *_ in c.take()]
+    assert not any(isinstance(o, Boot) for o in c.take())
 
 
 def test_recovery_disabled_stays_crashed():
@@ -142,7 +143,7 @@ def test_recovery_disabled_stays_crashed():
     c.send(messages.control(2, "vdsp0", "recovery", "disabled"))
     c.take()
     c.e.fw_died("killed by SIGKILL", {})
-    assert BOOT not in [k for k, *_ in c.take()] and c.e.device.state.value == "crashed"
+    assert not any(isinstance(o, Boot) for o in c.take()) and c.e.device.state.value == "crashed"
 
 
 def test_the_watchdog_kills_a_stuck_or_silent_firmware_and_a_boot_that_never_ends():
@@ -150,17 +151,17 @@ def test_the_watchdog_kills_a_stuck_or_silent_firmware_and_a_boot_that_never_end
     c.boot()
     c.take()
     c.e.tick(c.now, (0.1, 0, 0.5))
-    assert KILL_FW not in [k for k, *_ in c.take()]
+    assert not any(isinstance(o, KillFw) for o in c.take())
     c.e.tick(c.now, (0.1, 44, 2.5))               # one task for 2.5 s, the watchdog is 2 s
-    assert (KILL_FW, None, "watchdog") in c.take()
+    assert KillFw("watchdog") in c.take()
     c.e.tick(c.now, (3.0, 0, 0.0))                # silent
-    assert (KILL_FW, None, "watchdog") in c.take()
+    assert KillFw("watchdog") in c.take()
     c2 = Core()
     c2.e.start()
     c2.e.fw_booted(5, "x", c2.now)
     c2.take()
     c2.e.tick(c2.now + 61)                        # no READY within the boot timeout
-    assert (KILL_FW, None, "boot-timeout") in c2.take()
+    assert KillFw("boot-timeout") in c2.take()
 
 
 def test_peers_get_heartbeats_and_a_silent_one_is_dropped():
@@ -213,12 +214,12 @@ def test_a_firmware_whose_beat_is_late_is_killed_only_if_its_process_is_stopped_
     c.boot()
     c.take()
     c.e.tick(c.now, (3.0, 0, 0.0))                # no beat for 3 s (watchdog 2 s), but it runs: starved
-    assert KILL_FW not in [k for k, *_ in c.take()]
+    assert not any(isinstance(o, KillFw) for o in c.take())
     c.e.tick(c.now, (1.0, 44, 2.5))               # a task past the watchdog is killed, starved or not
-    assert (KILL_FW, None, "watchdog") in c.take()
+    assert KillFw("watchdog") in c.take()
     facts[999] = ProcFact.STOPPED
     c.e.tick(c.now, (3.0, 0, 0.0))
-    assert (KILL_FW, None, "watchdog") in c.take()
+    assert KillFw("watchdog") in c.take()
 
 
 def test_a_slow_boot_goes_on_while_the_firmware_process_progresses():
@@ -229,10 +230,10 @@ def test_a_slow_boot_goes_on_while_the_firmware_process_progresses():
     c.e.fw_booted(5, "x", c.now)
     c.take()
     c.e.tick(c.now + 61)                          # past the boot timeout, but it imports and unpacks
-    assert (KILL_FW, None, "boot-timeout") not in c.take()
+    assert KillFw("boot-timeout") not in c.take()
     facts[5] = ProcFact.STOPPED
     c.e.tick(c.now + 62)
-    assert (KILL_FW, None, "boot-timeout") in c.take()
+    assert KillFw("boot-timeout") in c.take()
     READY_HUNG = Core(hung_ms=7000)
     READY_HUNG.send(messages.hello(1, "client"))
     (ready,) = sent(READY_HUNG.take())

@@ -13,7 +13,8 @@ import zmq.asyncio
 
 from arm_side import errors
 from arm_side.channel import AsyncChannel, Channel
-from arm_side.session import DEAD, HELLO, OPEN, PAUSE, REFUSED, RELEASE, WAIT, Session
+from arm_side.session import Session
+from arm_side.steps import Dead, Hello, Open, Pause, Refused, Release, Wait
 from relay_server.server import RelayServer
 from vdsp_board import ipclink
 from tests.conftest import wait_until
@@ -172,23 +173,23 @@ def test_a_hello_on_a_dead_link_goes_again_on_a_new_link_to_where_the_discovery_
     discovery = _Moving()
     steps = Session("relay", owner=1).connect(discovery, 5.0, time.monotonic)
     step = next(steps)
-    assert step[0] == OPEN and step[2] == "ipc:///first/relay.sock"
+    assert isinstance(step, Open) and step.endpoint == "ipc:///first/relay.sock"
     step = steps.send(None)
-    assert step[0] == HELLO
+    assert isinstance(step, Hello)
 
     class Req:
         msg_id = 1
 
         def done(self):
             return False
-    assert steps.send(Req())[0] == REFUSED
-    assert steps.send(None)[0] == WAIT
-    assert steps.send(None)[0] == DEAD
+    assert isinstance(steps.send(Req()), Refused)
+    assert isinstance(steps.send(None), Wait)
+    assert isinstance(steps.send(None), Dead)
     discovery.where.pop(0)
-    assert steps.send("failed")[0] == RELEASE
+    assert isinstance(steps.send("failed"), Release)
     step = steps.send(None)
-    assert step[0] == OPEN and step[2] == "ipc:///second/relay.sock"
-    assert steps.send(None)[0] == HELLO
+    assert isinstance(step, Open) and step.endpoint == "ipc:///second/relay.sock"
+    assert isinstance(steps.send(None), Hello)
     steps.close()
 
 
@@ -196,12 +197,12 @@ def test_a_hello_that_cannot_be_sent_on_a_dead_link_waits_a_slice_before_a_new_l
     """A server that closes each new connection at once (full): no loop without a pause."""
     discovery = _Moving()
     steps = Session("relay", owner=1).connect(discovery, 5.0, time.monotonic)
-    assert next(steps)[0] == OPEN
-    assert steps.send(None)[0] == HELLO
-    assert steps.throw(errors.RelayUnavailable("cannot send to relay: takes no messages"))[0] == DEAD
+    assert isinstance(next(steps), Open)
+    assert isinstance(steps.send(None), Hello)
+    assert isinstance(steps.throw(errors.RelayUnavailable("cannot send to relay: takes no messages")), Dead)
     step = steps.send("ended")
-    assert step[0] == PAUSE and step[2] > 0
-    assert steps.send(None)[0] == RELEASE
-    assert steps.send(None)[0] == OPEN
-    assert steps.send(None)[0] == HELLO
+    assert isinstance(step, Pause) and step.seconds > 0
+    assert isinstance(steps.send(None), Release)
+    assert isinstance(steps.send(None), Open)
+    assert isinstance(steps.send(None), Hello)
     steps.close()

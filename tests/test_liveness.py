@@ -106,7 +106,8 @@ def test_a_direct_client_whose_tcp_firmware_connection_closed_fails_its_tasks_th
     the core stays alive, HELLO goes to the firmware again; the control connection: HELLO again."""
     from protocol import errors, wire
     from protocol.constants import Command
-    from arm_side.session import HELLO_FW, SEND, PeerState, Session
+    from arm_side.session import PeerState, Session
+    from arm_side.steps import HelloFw, Send
     session = Session("direct", 0)
     peer = PeerState("vdsp0", 0.0)
     session.peers.append(peer)
@@ -115,10 +116,10 @@ def test_a_direct_client_whose_tcp_firmware_connection_closed_fails_its_tasks_th
     for task in tasks:
         session.track(task)
         peer.inflight.add(task.msg_id)
-    assert session.fw_closed(peer) == [(HELLO_FW, peer, None)]
+    assert session.fw_closed(peer) == [HelloFw(peer)]
     assert all(isinstance(t.error, errors.CoreOffline) and "closed with task" in t.error.message for t in tasks)
     assert not session.pending and not peer.inflight and peer.alive
-    assert session.fw_closed(peer) == [(HELLO_FW, peer, None)]      # nothing in flight: nothing more fails
-    [(kind, who, frames)] = session.control_closed(peer)
-    assert (kind, who) == (SEND, peer) and wire.decode(frames).command == Command.HELLO
+    assert session.fw_closed(peer) == [HelloFw(peer)]      # nothing in flight: nothing more fails
+    [send] = session.control_closed(peer)
+    assert isinstance(send, Send) and send.peer is peer and wire.decode(send.frames).command == Command.HELLO
     assert peer.alive

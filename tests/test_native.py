@@ -190,6 +190,12 @@ def body(value) -> bytes:
     return msgpack.packb(value, use_bin_type=True)
 
 
+def _fields(effect) -> list:
+    """An engine effect's subject and data (a core's index or a client's identity; frames, an
+    endpoint, or None), by the fields its class matches on."""
+    return ([getattr(effect, name) for name in type(effect).__match_args__] + [None])[:2]
+
+
 def malformed_frames() -> dict[str, list]:
     """Frame lists of every shape a peer may send, well-formed and not (also fed to the native
     wire layer: tests/test_capi_wire.py)."""
@@ -244,7 +250,8 @@ def outcomes() -> dict[str, list]:
     def said(e: RelayEngine) -> list:
         """The engine's outputs, decoded (their order and every field of every body)."""
         seen = []
-        for kind, who, frames in e.out:
+        for effect in e.out:
+            kind, (who, frames) = type(effect).__name__, _fields(effect)
             if not isinstance(frames, list):
                 seen.append([kind, who, frames])
                 continue

@@ -20,7 +20,8 @@ import zmq
 
 from arm_side import errors
 from arm_side.channel import Channel
-from arm_side.session import DEAD, HELLO, OPEN, PAUSE, REFUSED, RELEASE, Session
+from arm_side.session import Session
+from arm_side.steps import Dead, Hello, Open, Pause, Refused, Release
 from tests.conftest import wait_until
 
 SEND_WITHIN_S = 5.0     # a send that has not returned by then is blocked (today's sends return in µs)
@@ -84,10 +85,10 @@ class _Discovery:
 def _hello_not_sent(clock):
     """A relay-mode connect whose HELLO's send raised RelayUnavailable; returns the steps and the next one."""
     steps = Session("relay", owner=1).connect(_Discovery(), 5.0, clock)
-    assert next(steps)[0] == OPEN
-    assert steps.send(None)[0] == HELLO
+    assert isinstance(next(steps), Open)
+    assert isinstance(steps.send(None), Hello)
     step = steps.throw(errors.RelayUnavailable("cannot send to relay: the connection takes no messages"))
-    assert step[0] == DEAD      # an ipc link would be: no key to refuse there, a new link at once
+    assert isinstance(step, Dead)      # an ipc link would be: no key to refuse there, a new link at once
     return steps, steps.send("")
 
 
@@ -95,7 +96,7 @@ def test_a_hello_that_cannot_be_sent_is_told_as_the_refusal_of_our_key():
     """The connect sequence: the HELLO's send raised RelayUnavailable (nowhere to queue it); the
     session asks whether the server refused our key, and says so (KeyRefused), not "unavailable"."""
     steps, step = _hello_not_sent(time.monotonic)
-    assert step[0] == REFUSED
+    assert isinstance(step, Refused)
     with pytest.raises(errors.KeyRefused) as exc:
         steps.send("the server did not accept this client key (ZAP status 400)")
     assert "did not accept this client key" in exc.value.message
@@ -104,11 +105,11 @@ def test_a_hello_that_cannot_be_sent_is_told_as_the_refusal_of_our_key():
 def test_a_refusal_the_monitor_tells_a_moment_after_the_failed_hello_is_still_key_refused():
     now = [100.0]
     steps, step = _hello_not_sent(lambda: now[0])
-    assert step[0] == REFUSED
+    assert isinstance(step, Refused)
     step = steps.send(None)                     # not told yet
-    assert step[0] == PAUSE
-    now[0] += step[2]
-    assert steps.send(None)[0] == REFUSED
+    assert isinstance(step, Pause)
+    now[0] += step.seconds
+    assert isinstance(steps.send(None), Refused)
     with pytest.raises(errors.KeyRefused, match="did not accept this client key"):
         steps.send("the server did not accept this client key (ZAP status 400)")
 
@@ -118,17 +119,17 @@ def test_a_hello_that_cannot_be_sent_to_a_server_that_refused_nothing_goes_again
     until the connect timeout (5 s here); then RelayUnavailable."""
     now = [100.0]
     steps, step = _hello_not_sent(lambda: now[0])
-    seen: list[str] = []
+    seen: list[type] = []
     with pytest.raises(errors.RelayUnavailable, match="takes no messages"):
         while True:
-            seen.append(step[0])
-            if step[0] == PAUSE:
-                now[0] += step[2]
+            seen.append(type(step))
+            if isinstance(step, Pause):
+                now[0] += step.seconds
                 step = steps.send(None)
-            elif step[0] == HELLO:
+            elif isinstance(step, Hello):
                 step = steps.throw(errors.RelayUnavailable("cannot send to relay: the connection takes no messages"))
             else:
                 step = steps.send(None)
-    assert seen.count(HELLO) >= 3 and seen.count(OPEN) == seen.count(RELEASE) == seen.count(HELLO)
-    assert [k for k in seen if k in (RELEASE, OPEN, HELLO)][:3] == [RELEASE, OPEN, HELLO]
+    assert seen.count(Hello) >= 3 and seen.count(Open) == seen.count(Release) == seen.count(Hello)
+    assert [k for k in seen if k in (Release, Open, Hello)][:3] == [Release, Open, Hello]
     assert now[0] >= 105.0      # it gave up at the connect timeout, not before

@@ -11,7 +11,8 @@ from protocol import acl, errors, header, messages, opids, wire
 from protocol.constants import Command, Core
 from protocol.core_state import CoreState
 from protocol.liveness import ProcFact
-from relay_server.engine import CLOSE_FW, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
+from relay_server.effects import CloseFwLink, OpenFwLink, ToClient, ToCtl, ToFw
+from relay_server.engine import RelayEngine
 from vdsp_board.ownership import Ownership
 
 CORES = {"vdsp0": "ipc:///x/vdsp0.sock", "vdsp1": "ipc:///x/vdsp1.sock"}
@@ -39,9 +40,9 @@ class Relay:
         self.asked.append(pid)
         return self.facts.get(pid, ProcFact.UNKNOWN)
 
-    def take(self, kind=None) -> list:
+    def take(self, kind: type | None = None) -> list:
         out, self.e.out = self.e.out, []
-        return [o for o in out if kind is None or o[0] == kind]
+        return [o for o in out if kind is None or isinstance(o, kind)]
 
     def core_up(self, index: int, state: str = "running") -> None:
         name = list(CORES)[index]
@@ -72,30 +73,30 @@ def decode(frames) -> wire.Message:
 
 
 def replies(outs, client=None) -> list[wire.Message]:
-    return [decode(f) for kind, who, f in outs if kind == TO_CLIENT and (client is None or who == client)]
+    return [decode(o.frames) for o in outs if isinstance(o, ToClient) and (client is None or o.identity == client)]
 
 
 def tasks_sent(outs, index=None) -> list[wire.Message]:
-    return [decode(f) for kind, i, f in outs if kind == TO_FW and (index is None or i == index)
-            and header.command_of(f[0]) == Command.TASK]
+    return [decode(o.frames) for o in outs if isinstance(o, ToFw) and (index is None or o.index == index)
+            and header.command_of(o.frames[0]) == Command.TASK]
 
 
 def test_cores_are_greeted_and_a_running_core_gets_a_firmware_link_and_the_relays_hello():
     r = Relay()
     r.e.tick(r.now)
-    hellos = [decode(f) for k, i, f in r.take(TO_CTL)]
+    hellos = [decode(o.frames) for o in r.take(ToCtl)]
     assert [m.command for m in hellos] == [Command.HELLO, Command.HELLO] and hellos[0].body["role"] == "relay"
     r.core_up(0)
     out = r.take()
-    assert out[0] == (OPEN_FW, 0, "ipc:///x/vdsp0.fw.sock")
-    greet = decode(out[1][2])
-    assert out[1][:2] == (TO_FW, 0) and greet.command is Command.HELLO and greet.body["pid"] == 4242
+    assert out[0] == OpenFwLink(0, "ipc:///x/vdsp0.fw.sock")
+    greet = decode(out[1].frames)
+    assert isinstance(out[1], ToFw) and out[1].index == 0 and greet.command is Command.HELLO and greet.body["pid"] == 4242
     r.now += 0.2
     r.e.tick(r.now)          # vdsp1 has not answered: HELLO again, only to it, every 0.5 s
-    assert [i for k, i, f in r.take(TO_CTL) if decode(f).command is Command.HELLO] == []
+    assert [o.index for o in r.take(ToCtl) if decode(o.frames).command is Command.HELLO] == []
     r.now += 0.4
     r.e.tick(r.now)
-    assert [i for k, i, f in r.take(TO_CTL) if decode(f).command is Command.HELLO] == [1]
+    assert [o.index for o in r.take(ToCtl) if decode(o.frames).command is Command.HELLO] == [1]
 
 
 def test_a_firmware_that_answers_the_relays_hello_busy_is_greeted_again_at_the_next_tick():
@@ -104,18 +105,18 @@ def test_a_firmware_that_answers_the_relays_hello_busy_is_greeted_again_at_the_n
     r = Relay()
     r.e.tick(r.now)
     r.core_up(0)
-    (greet,) = [decode(f) for k, i, f in r.take(TO_FW)]
+    (greet,) = [decode(o.frames) for o in r.take(ToFw)]
     busy = errors.CoreBusy("256 HELLOs are being verified; send HELLO again later")
     r.e.on_fw(0, wire.encode(messages.error(greet.msg_id, busy)), r.now)
-    assert r.take(TO_FW) == []
+    assert r.take(ToFw) == []
     r.now += 0.1
     r.e.tick(r.now)
-    (again,) = [decode(f) for k, i, f in r.take(TO_FW)]
+    (again,) = [decode(o.frames) for o in r.take(ToFw)]
     assert again.command is Command.HELLO and again.body["role"] == "relay" and again.msg_id != greet.msg_id
     r.e.on_fw(0, wire.encode(messages.ready(again.msg_id, "vdsp0", "firmware")), r.now)
     r.now += 0.1
     r.e.tick(r.now)
-    assert r.take(TO_FW) == []                   # answered READY: greeted once and for all
+    assert r.take(ToFw) == []                   # answered READY: greeted once and for all
 
 
 def test_the_firmwares_answer_to_the_relays_hello_is_in_the_core_description():
@@ -127,7 +128,7 @@ def test_the_firmwares_answer_to_the_relays_hello_is_in_the_core_description():
     r.take()
     assert r.e.query("cores")["cores"][0]["fw_link"] == "closed"
     r.core_up(0)
-    greet = decode([f for k, i, f in r.take(TO_FW)][0])
+    greet = decode(r.take(ToFw)[0].frames)
     assert r.e.query("cores")["cores"][0]["fw_link"] == "greeting"
     why = "process 4242 claims the role relay, but /rt/relay.pid names no live process"
     r.e.on_fw(0, wire.encode(messages.error(greet.msg_id, errors.ClaimRefused(why))), r.now)
@@ -138,7 +139,7 @@ def test_the_firmwares_answer_to_the_relays_hello_is_in_the_core_description():
     assert r.e.query("cores")["cores"][0]["reason"] == "crash: exception"
     assert r.e.query("cores")["cores"][0]["fw_link"] == "closed"
     r.core_up(0)
-    greet = decode([f for k, i, f in r.take(TO_FW)][0])
+    greet = decode(r.take(ToFw)[0].frames)
     r.e.on_fw(0, wire.encode(messages.ready(greet.msg_id, "vdsp0", "firmware", state="running")), r.now)
     desc = r.e.query("cores")["cores"][0]
     assert (desc["fw_link"], desc["fw_refused"]) == ("ready", "")
@@ -216,7 +217,7 @@ def test_cancel_of_a_queued_task_removes_it_and_of_a_task_sent_ahead_asks_the_fi
     assert answer.msg_id == 10 and answer.body == {"state": "cancelled", "target": 2}
     r.send(A, messages.cancel(11, 1))            # in the firmware's hands: it decides
     out = r.take()
-    (cancel,) = [decode(f) for k, i, f in out if k == TO_FW]
+    (cancel,) = [decode(o.frames) for o in out if isinstance(o, ToFw)]
     assert cancel.command is Command.CANCEL and cancel.body["target"] == ahead.msg_id and replies(out) == []
     r.e.on_fw(0, wire.encode(messages.result(cancel.msg_id, {"state": "unknown", "target": ahead.msg_id})), r.now)
     (answer,) = replies(r.take(), A)
@@ -236,10 +237,10 @@ def test_a_cancel_the_firmware_does_not_answer_is_answered_running_at_its_deadli
     r.task(A, 1, core=Core.CORE_0)
     (ahead,) = tasks_sent(r.take(), 0)
     r.send(A, messages.cancel(11, 1))
-    (cancel,) = [decode(f) for k, i, f in r.take() if k == TO_FW]
+    (cancel,) = [decode(o.frames) for o in r.take(ToFw)]
     r.send(A, messages.cancel(12, 1))           # asked again meanwhile: one question per task, answered at once
     out = r.take()
-    assert [k for k, *_ in out if k == TO_FW] == []
+    assert [o for o in out if isinstance(o, ToFw)] == []
     (again,) = replies(out, A)
     assert again.msg_id == 12 and again.body["state"] == "running"
     r.now += CANCEL_WAIT_S * 0.9
@@ -265,10 +266,10 @@ def test_a_core_that_crashes_fails_its_tasks_with_its_code_and_any_tasks_move_on
     r.take()
     r.e.on_ctl(0, wire.encode(messages.event("vdsp0", "crashed", reason="crash: exception")), r.now)
     out = r.take()
-    assert (CLOSE_FW, 0, None) in out
+    assert CloseFwLink(0) in out
     failed = {m.msg_id: m.body["code"] for m in replies(out, A) if m.command is Command.ERROR}
     assert failed == {1: errors.CoreCrashed.code, 2: errors.CoreCrashed.code}
-    assert any(decode(f).command is Command.EVENT for k, who, f in out if k == TO_CLIENT)   # relayed
+    assert any(decode(o.frames).command is Command.EVENT for o in out if isinstance(o, ToClient))   # relayed
     r.task(A, 5, core=Core.CORE_0)
     (refused,) = replies(r.take(), A)
     assert refused.body["code"] == errors.CoreCrashed.code
@@ -288,7 +289,7 @@ def test_a_silent_core_is_declared_dead_and_no_core_left_fails_the_waiting_tasks
     assert r.e.cores[0].state is CoreState.DEAD
     codes = {m.msg_id: m.body["code"] for m in replies(out, A) if m.command is Command.ERROR}
     assert codes == {1: errors.CoreDead.code, 2: errors.CoreOffline.code}
-    events = [decode(f) for k, who, f in out if k == TO_CLIENT and header.command_of(f[0]) == Command.EVENT]
+    events = [decode(o.frames) for o in out if isinstance(o, ToClient) and header.command_of(o.frames[0]) == Command.EVENT]
     assert events and events[0].body["state"] == "dead"
 
 
@@ -322,7 +323,7 @@ def test_a_departed_client_s_queued_tasks_never_run_and_those_sent_ahead_are_can
     (ahead,) = tasks_sent(r.take(), 0)
     r.send(A, messages.disconnect())
     out = r.take()
-    (cancel,) = [decode(f) for k, i, f in out if k == TO_FW]
+    (cancel,) = [decode(o.frames) for o in out if isinstance(o, ToFw)]
     assert cancel.command is Command.CANCEL and cancel.body["target"] == ahead.msg_id
     assert A not in r.e.clients and r.e.query("stats")["queued"] == 0
     r.fw_reply(0, wire.encode(ahead))
@@ -358,9 +359,9 @@ def test_a_core_replaced_between_two_heartbeats_fails_what_the_old_one_had_and_i
     out = r.take()
     (failed,) = [m for m in replies(out, A) if m.command is Command.ERROR]
     assert failed.msg_id == 1 and failed.body["code"] == errors.CoreDead.code and "restarted" in failed.body["message"]
-    kinds = [(k, i) for k, i, f in out if k in (CLOSE_FW, OPEN_FW, TO_FW)]
-    assert kinds[:3] == [(CLOSE_FW, 0), (OPEN_FW, 0), (TO_FW, 0)]   # the new link's first message: our HELLO
-    assert decode(out[[k for k, i, f in out].index(TO_FW)][2]).command is Command.HELLO
+    kinds = [(type(o), o.index) for o in out if isinstance(o, (CloseFwLink, OpenFwLink, ToFw))]
+    assert kinds[:3] == [(CloseFwLink, 0), (OpenFwLink, 0), (ToFw, 0)]   # the new link's first message: our HELLO
+    assert decode(next(o for o in out if isinstance(o, ToFw)).frames).command is Command.HELLO
 
 
 def up_with_pids(r: Relay) -> None:
@@ -428,10 +429,10 @@ def test_a_core_whose_control_connection_closes_is_dead_at_once_and_its_tasks_fa
     assert r.e.cores[0].state is CoreState.DEAD
     codes = {m.msg_id: m.body["code"] for m in replies(out, A) if m.command is Command.ERROR}
     assert codes == {1: errors.CoreDead.code, 2: errors.CoreDead.code}
-    events = [decode(f) for k, who, f in out if k == TO_CLIENT and header.command_of(f[0]) == Command.EVENT]
+    events = [decode(o.frames) for o in out if isinstance(o, ToClient) and header.command_of(o.frames[0]) == Command.EVENT]
     assert events[0].body["state"] == "dead" and "pid 100" in events[0].body["reason"]
-    assert (CLOSE_FW, 0, None) in out
-    assert [decode(f).command for k, i, f in out if k == TO_CTL] == [Command.HELLO]   # for its successor
+    assert CloseFwLink(0) in out
+    assert [decode(o.frames).command for o in out if isinstance(o, ToCtl)] == [Command.HELLO]   # for its successor
 
 
 def test_a_client_is_dropped_when_its_connection_closes_not_when_it_is_silent_for_a_while():
@@ -515,9 +516,9 @@ def outcome(r: Relay, msg_id: int, body_frames: list) -> int:
     r.e.on_client(A, [header.pack(Command.TASK, msg_id, opids.CHECKSUM), *body_frames[1:]], r.now)
     out = r.take()
     if tasks_sent(out):
-        for kind, index, frames in out:          # answer it: the client's slots free again
-            if kind == TO_FW:
-                r.fw_reply(index, frames)
+        for o in out:          # answer it: the client's slots free again
+            if isinstance(o, ToFw):
+                r.fw_reply(o.index, o.frames)
         r.take()
         return 0
     (reply,) = replies(out, A)
@@ -567,9 +568,9 @@ def test_a_firmware_link_that_takes_no_messages_fails_its_tasks_and_is_opened_af
     (reply,) = replies(out, A)
     assert (reply.command, reply.msg_id, reply.body["code"]) == (Command.ERROR, 7, errors.CoreOffline.code)
     assert "takes no messages" in reply.body["message"]
-    links = [(k, i) for k, i, _ in out if k in (CLOSE_FW, OPEN_FW)]
-    assert links == [(CLOSE_FW, 1), (OPEN_FW, 1)]
-    assert [decode(f).command for k, i, f in out if k == TO_FW and i == 1] == [Command.HELLO]
+    links = [(type(o), o.index) for o in out if isinstance(o, (CloseFwLink, OpenFwLink))]
+    assert links == [(CloseFwLink, 1), (OpenFwLink, 1)]
+    assert [decode(o.frames).command for o in out if isinstance(o, ToFw) and o.index == 1] == [Command.HELLO]
     r.task(A, 8, core=Core.CORE_1)
     (sent,) = tasks_sent(r.take(), 1)
     r.fw_reply(1, wire.encode(sent), {"core": "vdsp1"})
@@ -577,4 +578,5 @@ def test_a_firmware_link_that_takes_no_messages_fails_its_tasks_and_is_opened_af
     assert (reply.command, reply.msg_id) == (Command.RESULT, 8)
     r.e.fw_link_stuck(0, r.now)     # vdsp0's link, nothing in flight there: opened afresh, nobody failed
     out = r.take()
-    assert replies(out) == [] and [(k, i) for k, i, _ in out if k in (CLOSE_FW, OPEN_FW)] == [(CLOSE_FW, 0), (OPEN_FW, 0)]
+    links = [(type(o), o.index) for o in out if isinstance(o, (CloseFwLink, OpenFwLink))]
+    assert replies(out) == [] and links == [(CloseFwLink, 0), (OpenFwLink, 0)]

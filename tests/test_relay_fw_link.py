@@ -17,7 +17,7 @@ import threading
 import zmq
 
 from protocol import messages, wire
-from relay_server.engine import TO_FW
+from relay_server.effects import ToFw
 from relay_server.server import RelayServer
 from tests.conftest import wait_until
 from vdsp_sim.private_soc import fresh_runtime_dir
@@ -58,7 +58,7 @@ def test_a_task_for_a_firmware_that_refused_the_relay_does_not_stop_its_loop(ref
         stuck = _refused_dealer(relay.ctx, endpoint, server_key)
         relay.fw[1].close(0)
         relay.fw[1] = stuck
-        engine.out.append((TO_FW, 1, wire.encode(messages.task(9, 1, inputs=[], outputs=[]))))
+        engine.out.append(ToFw(1, wire.encode(messages.task(9, 1, inputs=[], outputs=[]))))
         flusher = threading.Thread(target=relay.flush, daemon=True)     # daemon: a blocked flush must not hang pytest
         flusher.start()
         flusher.join(FLUSH_WITHIN_S)

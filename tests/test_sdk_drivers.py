@@ -14,6 +14,7 @@ link factory and a discovery policy (point 4).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import threading
 import time
@@ -21,9 +22,10 @@ import time
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, opids
-from arm_side import async_client, client, discovery, session as session_mod, transport
+from arm_side import async_client, client, discovery, peer as peer_mod, session as session_mod, steps as steps_mod, transport
 from arm_side.connect_wait import CoreWait, RelayWait
-from arm_side.session import ACT, FORGET, HELLO, OPEN, PAUSE, REFUSED, RELEASE, WAIT, Session
+from arm_side.session import Session
+from arm_side.steps import Act, Forget, Hello, HelloFw, Open, Pause, Refused, Release, Wait
 from arm_side.task import Request
 from protocol import errors
 
@@ -38,15 +40,21 @@ class Clock:
         return self.now
 
 
+def _fields(step) -> list:
+    """A step's first two fields (None for a missing one)."""
+    return ([getattr(step, f.name) for f in dataclasses.fields(step)] + [None, None])[:2]
+
+
 def drive(steps, answer):
-    """Carry out ``steps`` as a driver does, ``answer(kind, subject, arg)`` standing for the I/O;
-    the steps seen (kind, subject's name or msg_id)."""
+    """Carry out ``steps`` as a driver does, ``answer(kind, subject, arg)`` standing for the I/O
+    (``kind``: the step's class, ``subject`` and ``arg``: its fields); the steps seen (kind,
+    subject's name or msg_id)."""
     seen = []
     sent = None
     try:
         step = next(steps)
         while True:
-            kind, subject, arg = step
+            kind, (subject, arg) = type(step), _fields(step)
             seen.append((kind, getattr(subject, "name", None) or getattr(subject, "msg_id", None)))
             sent = answer(kind, subject, arg)
             step = steps.send(sent)
@@ -59,21 +67,21 @@ def test_the_session_connects_to_the_relay_by_steps_and_says_hello_again_after_b
     hellos: list[Request] = []
 
     def answer(kind, subject, arg):
-        if kind == HELLO:
+        if kind is Hello:
             hellos.append(Request(None, arg.msg_id))
             sess.pending[arg.msg_id] = hellos[-1]       # tracked, as a driver's send does
             return hellos[-1]
-        if kind == WAIT:
+        if kind is Wait:
             clock.now += arg
             if len(hellos) == 1:
                 subject._complete(None, BUSY)
             else:
                 subject._complete({"cores": [{"name": "vdsp0", "state": "running"}], "heartbeat_ms": 500}, None)
-        if kind == PAUSE:
+        if kind is Pause:
             clock.now += arg
         return None
     seen = drive(sess.connect(discovery.Servers("relay", {"relay": "ipc:///nowhere/relay"}), 20.0, clock), answer)
-    assert [k for k, _ in seen] == [OPEN, HELLO, REFUSED, WAIT, PAUSE, HELLO, REFUSED, WAIT, FORGET, ACT]
+    assert [k for k, _ in seen] == [Open, Hello, Refused, Wait, Pause, Hello, Refused, Wait, Forget, Act]
     assert sess.peers[0].connected and sess.core_states == {"vdsp0": "running"}
     assert not sess.pending                        # both HELLOs forgotten once answered
 
@@ -82,9 +90,9 @@ def test_a_refused_key_ends_the_connect_sequence_at_once():
     sess = Session("relay", owner=0x1234)
 
     def answer(kind, subject, arg):
-        if kind == HELLO:
+        if kind is Hello:
             return Request(None, arg.msg_id)
-        return "the server did not accept this client key" if kind == REFUSED else None
+        return "the server did not accept this client key" if kind is Refused else None
     with pytest.raises(errors.KeyRefused, match="did not accept"):
         drive(sess.connect(discovery.Servers("relay", {"relay": "tcp://10.0.0.1:1"}), 20.0, Clock()), answer)
     assert not sess.peers[0].alive
@@ -95,15 +103,15 @@ def test_direct_mode_marks_a_core_that_does_not_answer_unreachable_and_goes_on()
     servers = discovery.Servers("direct", {"vdsp0": "ipc:///x/vdsp0.sock", "vdsp1": "ipc:///x/vdsp1.sock"})
 
     def answer(kind, subject, arg):
-        if kind == HELLO:
+        if kind is Hello:
             return Request(None, arg.msg_id)
-        if kind == WAIT:
+        if kind is Wait:
             clock.now += arg
             if subject.msg_id > 1:       # vdsp0's HELLOs are never answered; vdsp1's READY comes
                 subject._complete({"state": "offline", "heartbeat_ms": 500}, None)
         return None
     seen = drive(sess.connect(servers, 2.0, clock), answer)
-    assert (RELEASE, "vdsp0") in seen and seen[-1] == (ACT, "vdsp1")
+    assert (Release, "vdsp0") in seen and seen[-1] == (Act, "vdsp1")
     assert sess.core_states["vdsp0"] == "unreachable" and [p.alive for p in sess.peers] == [False, True]
 
 
@@ -111,9 +119,9 @@ def test_no_core_answering_is_core_offline():
     clock, sess = Clock(), Session("direct", owner=0x1234)
 
     def answer(kind, subject, arg):
-        if kind == WAIT:
+        if kind is Wait:
             clock.now += arg
-        return Request(None, arg.msg_id) if kind == HELLO else None
+        return Request(None, arg.msg_id) if kind is Hello else None
     with pytest.raises(errors.CoreOffline, match="no DSP core answers"):
         drive(sess.connect(discovery.Servers("direct", {"vdsp0": "ipc:///x/0"}), 1.0, clock), answer)
 
@@ -235,9 +243,11 @@ def test_a_done_callback_that_waits_is_told_why_it_cannot(shared_soc):
 
 
 def test_session_module_does_no_io():
-    source = inspect.getsource(session_mod)
-    for word in ("import zmq", "import asyncio", "import threading", "import socket", "time.sleep", "open("):
-        assert word not in source, word
+    """Nor do its vocabulary (the steps and actions) and its peers' state."""
+    for module in (session_mod, steps_mod, peer_mod):
+        source = inspect.getsource(module)
+        for word in ("import zmq", "import asyncio", "import threading", "import socket", "time.sleep", "open("):
+            assert word not in source, (module.__name__, word)
 
 
 def _reply_error(msg_id: int, exc: errors.VdspError) -> list:
@@ -252,8 +262,8 @@ def test_a_server_that_forgot_our_hello_is_a_lost_relay_not_a_foreign_handle():
     (memory not granted) is the caller's own error and changes nothing."""
     sess = Session("relay", owner=0x1234)
     drive(sess.connect(discovery.Servers("relay", {"relay": "ipc:///x/relay"}), 20.0, Clock()),
-          lambda kind, subject, arg: (Request(None, arg.msg_id) if kind == HELLO else
-                                      subject._complete({"cores": [], "heartbeat_ms": 500}, None) if kind == WAIT
+          lambda kind, subject, arg: (Request(None, arg.msg_id) if kind is Hello else
+                                      subject._complete({"cores": [], "heartbeat_ms": 500}, None) if kind is Wait
                                       else None))
     relay = sess.peers[0]
     granted, lost, other = (Request(None, i) for i in (100, 101, 102))
@@ -273,9 +283,9 @@ def _direct_session():
     sess = Session("direct", owner=0x1234)
     servers = discovery.Servers("direct", {"vdsp0": "ipc:///x/vdsp0.sock"})
     drive(sess.connect(servers, 2.0, Clock()),
-          lambda kind, subject, arg: (Request(None, arg.msg_id) if kind == HELLO else
+          lambda kind, subject, arg: (Request(None, arg.msg_id) if kind is Hello else
                                       subject._complete({"state": "running", "fw_endpoint": "ipc:///x/fw0",
-                                                         "heartbeat_ms": 500}, None) if kind == WAIT else None))
+                                                         "heartbeat_ms": 500}, None) if kind is Wait else None))
     return sess, sess.peers[0]
 
 
@@ -291,7 +301,7 @@ def test_a_firmware_that_forgot_our_hello_is_greeted_again():
     hello._complete({"name": "vdsp0"}, None)    # READY: bound from now on
     task = Request(None, 50)
     sess.track(task)
-    assert sess.receive(core, _reply_error(50, unbound), 1.0) == [(session_mod.HELLO_FW, core, None)]
+    assert sess.receive(core, _reply_error(50, unbound), 1.0) == [HelloFw(core)]
     assert isinstance(task.error, errors.CoreBusy) and "send the task again" in task.error.message and core.alive
 
 

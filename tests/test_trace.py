@@ -10,11 +10,12 @@ import pytest
 
 from protocol import errors, header, messages, opids, wire
 from protocol.constants import Command, Core
+from dsp_side.core_effects import Boot
 from protocol.remoteproc import Action
+from relay_server.effects import ToFw
 from relay_server.observe import RelayObserver
 from vdsp_board import trace, tracefmt
 from vdsp_board.trace import ListRecorder
-from relay_server.engine import TO_FW
 from tests import privilege
 from tests.test_relay_engine import A, Relay, tasks_sent
 from vdsp_sim import otheruser
@@ -185,9 +186,9 @@ def test_tracing_off_records_nothing_and_the_stats_view_still_counts():
     assert r.e.obs.trace.on is False
     for i in range(5):
         r.task(A, i + 1, op=opids.PING)
-    for kind, index, frames in r.take(TO_FW):
-        if header.command_of(frames[0]) == Command.TASK:
-            r.fw_reply(index, frames)
+    for sent in r.take(ToFw):
+        if header.command_of(sent.frames[0]) == Command.TASK:
+            r.fw_reply(sent.index, sent.frames)
     stats = r.e.query("stats")
     assert stats["completed"] == 5
     assert stats["operators"]["0x0000"]["completed"] == 5 and stats["operators"]["0x0000"]["p50_us"] is not None
@@ -209,7 +210,7 @@ def test_core_lifecycle_instants_boot_crash_recovery_watchdog_stop():
     e.fw_booted(100, "install", 0.0)
     e.fw_ready({"version": "1.0", "operators": []})
     e.fw_died("exception", {"task": {"msg_id": 9}})
-    assert e.out[-1][2] is Action.RECOVER
+    assert e.out[-1] == Boot(Action.RECOVER)
     e.fw_booted(101, "install", 1.0)
     e.fw_ready({"version": "1.0", "operators": []})
     e.tick(2.0, (5.0, 3, 0.0))              # silent for 5 s > watchdog 1 s

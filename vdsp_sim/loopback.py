@@ -25,18 +25,21 @@ import itertools
 import os
 import threading
 import time
+from typing import assert_never
 
 from arm_side.discovery import Servers
 from arm_side.transport import Transport
 from dsp_side import fw_image
-from dsp_side.core_engine import BOOT, COREDUMP, KILL_FW, KMSG, SEND, STOP_FW, CoreEngine
+from dsp_side.core_effects import Boot, Coredump, KillFw, KmsgLine, StopFw, ToPeer
+from dsp_side.core_engine import CoreEngine
 from dsp_side.firmware import Firmware
 from dsp_side.firmware_src.stock import firmware as stock
 from dsp_side.intake import Intake
 from dsp_side.remoteproc import Device
 from protocol import errors, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS
-from relay_server.engine import CLOSE_FW, CREDIT, OPEN_FW, TO_CLIENT, TO_CTL, TO_FW, RelayEngine
+from relay_server.effects import CloseFwLink, OpenFwLink, ToClient, ToCtl, ToFw
+from relay_server.engine import CREDIT, RelayEngine
 from vdsp_board import ddr
 from vdsp_board.ownership import Claim, Ownership
 
@@ -125,20 +128,23 @@ class _Core:
     def flush(self) -> None:
         engine = self.engine
         while engine.out:
-            kind, where, data = engine.out.pop(0)
-            if kind == SEND:
-                self.loop.to_peer(self, where, data)
-            elif kind == KMSG:
-                self.kmsg.append(data)
-            elif kind == BOOT:
-                self._boot()
-            elif kind == STOP_FW:
-                self._drop()
-            elif kind == KILL_FW:
-                self._drop()
-                engine.fw_died(data, {})
-            elif kind == COREDUMP:
-                pass
+            effect = engine.out.pop(0)
+            match effect:
+                case ToPeer(identity, frames):
+                    self.loop.to_peer(self, identity, frames)
+                case KmsgLine(line):
+                    self.kmsg.append(line)
+                case Boot():
+                    self._boot()
+                case StopFw():
+                    self._drop()
+                case KillFw(reason):
+                    self._drop()
+                    engine.fw_died(reason, {})
+                case Coredump():
+                    pass
+                case _:
+                    assert_never(effect)
 
     def _boot(self) -> None:
         version, registry = fw_image.registry_of_source(stock, "stock")
@@ -284,21 +290,24 @@ class LoopbackTransport(Transport):
     def _relay_out(self) -> None:
         relay = self.relay
         while relay.out:
-            kind, where, data = relay.out.pop(0)
-            if kind == TO_CLIENT:
-                if where in self.links:
-                    self.links[where].push(data)
-            elif kind == TO_CTL:
-                core = list(self.cores.values())[where]
-                core.engine.on_message(RELAY_CTL, data, self.now())
-                core.flush()
-            elif kind == TO_FW:
-                if self.fw_open[where]:
-                    list(self.cores.values())[where].to_fw(RELAY_FW, data)
-            elif kind == OPEN_FW:
-                self.fw_open[where] = True
-            elif kind == CLOSE_FW:
-                self.fw_open[where] = False
+            effect = relay.out.pop(0)
+            match effect:
+                case ToClient(identity, frames):
+                    if identity in self.links:
+                        self.links[identity].push(frames)
+                case ToCtl(index, frames):
+                    core = list(self.cores.values())[index]
+                    core.engine.on_message(RELAY_CTL, frames, self.now())
+                    core.flush()
+                case ToFw(index, frames):
+                    if self.fw_open[index]:
+                        list(self.cores.values())[index].to_fw(RELAY_FW, frames)
+                case OpenFwLink(index):
+                    self.fw_open[index] = True
+                case CloseFwLink(index):
+                    self.fw_open[index] = False
+                case _:
+                    assert_never(effect)
 
     def _tick(self, force: bool = False) -> None:
         now = self.now()

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent      # where the packages' sources
 #: the compiled modules, as paths from ROOT (mypy-clean, no monkeypatched names; the functions
 #: facing peers take what the pure ones take: tests/test_native.py feeds both the same values)
 MODULES = ("protocol/header.py", "protocol/wire.py", "protocol/ordering.py",
-           "relay_server/scheduler.py", "relay_server/engine.py",
+           "relay_server/scheduler.py", "relay_server/effects.py", "relay_server/engine.py",
            "dsp_side/inbox.py", "vdsp_board/zsock.py")
 # Not the SDK's (arm_side): compiled, its session saved under 1 µs of the client's ~17 µs per task.
 #: the C extensions of the build: module -> its source (vdsp_board/zio.c: the frame calls of
