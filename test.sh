@@ -13,4 +13,11 @@ cd "$(dirname "$0")"
 bash scripts/venv.sh
 venv=$(bash scripts/venv.sh --dir)
 export PATH="$PWD/$venv/bin:$PATH"
+# Bytecode is cached (as for a user by default) even where PYTHONDONTWRITEBYTECODE is set: else
+# each worker compiles and assert-rewrites every test module again (collection 8.7 s of CPU
+# instead of 2.9 on the 2-CPU VM), and every process a test starts (each SoC's, each `vdsp`
+# command) compiles each module of the checkout it imports again. The __pycache__ directories
+# are ignored by git. (Not PYTHONPYCACHEPREFIX: a firmware unpacks each image into the same
+# directory again, and a cache outside it served the code of the image booted a second earlier.)
+unset PYTHONDONTWRITEBYTECODE
 exec "$venv/bin/python" -m pytest -q -n "${VDSP_TEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder "$@"

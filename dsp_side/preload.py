@@ -19,8 +19,9 @@ idle SoC ~155 MB PSS instead of ~345; ``VDSP_SOC_TEMPLATE=0`` starts each core a
 a fresh interpreter again). Whoever preloads then lets go of the library pages importing mapped
 (``vdsp_board.filepages``): a fork does not inherit a file mapping's pages, so they were the
 preloading process's alone (111 MB of numba's LLVM in the supervisor on Linux 6.18; an idle SoC
-273 -> 155 MB PSS). A core started alone (``vdsp core``, tests, containers) is a fresh
-interpreter with a starter of its own.
+273 -> 155 MB PSS). A private SoC (tests, benchmarks, samples: ``vdsp_sim.private_soc``) gets
+the same from a SoC's starter that is a fresh interpreter (``python -m vdsp_sim.entries``). A core
+started alone (``vdsp core``, containers) is a fresh interpreter with a starter of its own.
 """
 from __future__ import annotations
 

@@ -145,3 +145,60 @@ def test_a_single_threaded_owner_gets_a_template_whose_forks_run_the_entry(pidfd
     assert doc["code"] == 5                                  # the entry's return value, as the exit status
     assert doc["said"]["ppid"] == doc["starter"]             # the starter's child, not a grandchild
     assert doc["said"]["argv"] == ["5", "x"] and "raise SystemExit(99)" not in doc["said"]["cmdline"]
+
+
+def _template_starter(monkeypatch, preload_s: float) -> Starter:
+    from tests.template_entries import ENTRIES
+    monkeypatch.setenv("TEMPLATE_PRELOAD_S", str(preload_s))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    return Starter("tmpl", ENTRIES, templates=True, pidfds=starter_mod.pidfds_available(),
+                   template_command=("-m", "tests.template_entries"))
+
+
+def test_a_template_starter_of_a_threaded_owner_imports_once_and_forks_its_entries(monkeypatch):
+    """A process with threads (this one) cannot fork a starter of its own; its template starter is
+    a fresh interpreter that imports first, then forks each entry (what ``vdsp up`` does, for a
+    test's private SoC): every child inherits that one import, done by the starter."""
+    import json
+    s = _template_starter(monkeypatch, 0.0)
+    try:
+        assert s.templates and not s.forked
+        for n in range(2):
+            child = s.start("report", [str(n)], pipe_stdout=True)
+            said = json.loads(child.stdout.readline())
+            assert child.wait(30) == 0
+            child.stdout.close()
+            assert said == {"preloaded_by": s.pid, "ppid": s.pid, "argv": [str(n)]}
+    finally:
+        s.close()
+
+
+def test_a_starter_slow_to_answer_but_at_work_is_waited_for(monkeypatch):
+    """A template starter importing on a starved host answers late: the owner waits while the
+    starter uses CPU (a slow process is not a dead one), not a fixed REPLY_TIMEOUT_S."""
+    import json
+    monkeypatch.setattr(starter_mod, "REPLY_TIMEOUT_S", 0.5)
+    s = _template_starter(monkeypatch, 2.0)     # busy 2 s before it serves: four times the timeout
+    try:
+        child = s.start("report", [], pipe_stdout=True)
+        assert json.loads(child.stdout.readline())["preloaded_by"] == s.pid
+        assert child.wait(30) == 0
+        child.stdout.close()
+    finally:
+        s.close()
+
+
+def test_a_stopped_starter_fails_the_request_after_the_timeout(monkeypatch):
+    """A starter that uses no CPU (stopped) is not waited for past REPLY_TIMEOUT_S."""
+    monkeypatch.setattr(starter_mod, "REPLY_TIMEOUT_S", 0.5)
+    s = _template_starter(monkeypatch, 0.0)
+    try:
+        time.sleep(0.2)
+        os.kill(s.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(OSError, match="no answer within"):
+                s.start("report", [])
+        finally:
+            os.kill(s.pid, signal.SIGCONT)
+    finally:
+        s.close()

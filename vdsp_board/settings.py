@@ -161,9 +161,10 @@ class Settings:
         "starts each firmware as a fresh interpreter", (CORE,), _flag, True)
     soc_template = Variable[bool](
         "VDSP_SOC_TEMPLATE", "`0` to turn off", "on",
-        "`vdsp up` imports numpy, cv2 and the operators once, then forks the cores and the relay from "
-        "the SoC's starter (`vdsp: soc starter`), so they are in memory once per SoC (an idle SoC ~155 MB PSS "
-        "instead of ~345); `0` starts each core and the relay as a fresh interpreter", (CLI, CORE), _flag, True)
+        "`vdsp up` (and a private SoC's starter: tests, benchmarks, samples) imports numpy, cv2 and the "
+        "operators once, then forks the cores and the relay from the SoC's starter (`vdsp: soc starter`), so they "
+        "are in memory once per SoC (an idle SoC ~155 MB PSS instead of ~345); `0` starts each core and the relay "
+        "as a fresh interpreter", (CLI, CORE), _flag, True)
     native = Variable[bool](
         "VDSP_NATIVE", "`0` to turn off", "on",
         "the compiled build of the hot modules (mypyc, and `vdsp_board/zio.c`; `scripts/venv.sh` builds and "

@@ -16,7 +16,10 @@ own). Without templates (``VDSP_FW_TEMPLATE=0``, ``VDSP_SOC_TEMPLATE=0``), or wh
 threads (a test process), the starter executes each entry as a fresh interpreter instead
 (``python *command *argv``); a starter made by a process with threads is itself a fresh
 interpreter (``python -m vdsp_board.starter``): a fork of a process with threads is not safe, nor
-one of a process that did not prepare for it (it would hold all of its fds).
+one of a process that did not prepare for it (it would hold all of its fds). Such an owner may
+name a template starter instead (``template_command``: a module whose main is
+:func:`serve_templates`, such as ``vdsp_sim.entries``): a fresh interpreter that imports first and
+then forks its entries, as a forked starter does (a private SoC's cores and relay).
 
 Parentage and exits. The starter stays the parent of what it starts (no double fork, no
 adoption): it reaps each child and reports its exit status over its socket, so an exit is the
@@ -58,7 +61,7 @@ import time
 import traceback
 from typing import Callable
 
-from vdsp_board import proc, settings
+from vdsp_board import proc, procfacts, settings
 
 MAX_MESSAGE = 1 << 16
 MAX_FDS = 3                 # fds a request may carry (the child's stdout and stderr)
@@ -150,12 +153,17 @@ class Starter:
     that is a fresh interpreter."""
 
     def __init__(self, name: str, entries: dict[str, Entry], *, templates: bool = True,
-                 prepare: Callable[[], object] | None = None, pidfds: bool = True, env: dict | None = None) -> None:
+                 prepare: Callable[[], object] | None = None, pidfds: bool = True, env: dict | None = None,
+                 template_command: tuple[str, ...] | None = None) -> None:
         self.name, self.entries = name, entries
         # a fork of a process whose Python threads may hold locks is not safe (the native pools
         # numpy and OpenCV start at import are: they prepare for fork); and a fork would hold
-        # every fd of an owner that did not prepare for it (a test process): a fresh starter then
-        self.forked = self.templates = templates and threading.active_count() == 1
+        # every fd of an owner that did not prepare for it (a test process): a fresh starter then.
+        # ``template_command``: that fresh starter is ``python *template_command`` (a module whose
+        # main is :func:`serve_templates`: it imports what its entries import, then forks them),
+        # never a fork of the owner, however many threads the owner has
+        self.forked = templates and template_command is None and threading.active_count() == 1
+        self.templates = self.forked or (templates and template_command is not None)
         self.lock = threading.RLock()
         self.children: dict[int, Started] = {}
         self._replies: dict[int, dict] = {}     # seq -> the starter's reply
@@ -179,9 +187,10 @@ class Starter:
             self.pid = pid
         else:
             theirs.set_inheritable(True)
+            command = list(template_command) if self.templates and template_command else [
+                "-m", "vdsp_board.starter", "--entries", json.dumps({k: list(e.command) for k, e in entries.items()})]
             self._popen = subprocess.Popen(
-                [sys.executable, "-m", "vdsp_board.starter", "--fd", str(theirs.fileno()), "--owner", str(owner),
-                 "--name", name, "--entries", json.dumps({k: list(e.command) for k, e in entries.items()}),
+                [sys.executable, *command, "--fd", str(theirs.fileno()), "--owner", str(owner), "--name", name,
                  *([] if use_pidfds else ["--no-pidfds"])],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=settings.child_env(env))
             self.pid = self._popen.pid
@@ -257,14 +266,25 @@ class Starter:
             except OSError as exc:
                 raise StarterGone(f"the starter {self.name} is gone ({exc})") from None
             deadline = time.monotonic() + REPLY_TIMEOUT_S
+            cpu = self._cpu()
             while seq not in self._replies:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise OSError(f"starter {self.name}: no answer within {REPLY_TIMEOUT_S:.0f} s")
+                    # a starter still at work (a template starter importing on a starved host)
+                    # is slow, not stuck: only REPLY_TIMEOUT_S without any CPU of its own fails
+                    now_cpu = self._cpu()
+                    if now_cpu is None or now_cpu <= (cpu or 0):
+                        raise OSError(f"starter {self.name}: no answer within {REPLY_TIMEOUT_S:.0f} s")
+                    cpu, deadline = now_cpu, time.monotonic() + REPLY_TIMEOUT_S
+                    continue
                 self._collect(left)
                 if self.gone and seq not in self._replies:
                     raise StarterGone(f"the starter {self.name} is gone")
             return self._replies.pop(seq), self._passed.pop(seq, [])
+
+    def _cpu(self) -> int | None:
+        """The starter's CPU time so far (clock ticks), None once it is gone."""
+        return None if procfacts.exited(self.pid) else (procfacts.stat(self.pid) or ("", 0))[1]
 
     def collect(self, timeout: float | None = 0) -> None:
         """Take in what the starter said (exits), waiting up to ``timeout`` seconds (None: no
@@ -534,16 +554,35 @@ def _serve(sock: socket.socket, name: str, owner: int, entries: dict[str, Entry]
             server.handle(data, fds, (wake_r, wake_w))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m vdsp_board.starter --fd N --owner PID --name NAME``: a starter made by a process
-    with threads; it starts fresh interpreters only."""
-    ap = argparse.ArgumentParser(prog="python -m vdsp_board.starter", description=__doc__.split("\n")[0])
+def _arguments(prog: str) -> argparse.ArgumentParser:
+    """The command line of a fresh starter (its owner's socket, pid and the starter's name)."""
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     ap.add_argument("--fd", type=int, required=True, help="the owner's socket (SOCK_SEQPACKET)")
     ap.add_argument("--owner", type=int, required=True, help="the owner's pid: the starter dies with it")
     ap.add_argument("--name", required=True)
+    ap.add_argument("--no-pidfds", action="store_true", help="hand out no pidfds (as on a kernel without)")
+    return ap
+
+
+def serve_templates(prog: str, entries: dict[str, Entry], preload: Callable[[], object],
+                    argv: list[str] | None = None) -> int:
+    """The main of a fresh starter that forks its entries (``Starter(template_command=...)``): the
+    module that calls it names ``entries`` (their code, imported by that module: nothing by a name
+    sent to it), ``preload()`` imports what they import, once, here, while this process has one
+    thread and has read no key; then each entry runs in a fork of it, as under ``vdsp up``."""
+    args = _arguments(prog).parse_args(argv)
+    sock = socket.socket(fileno=args.fd)
+    proc.die_with(args.owner)       # also while it imports
+    preload()
+    return _serve(sock, args.name, args.owner, entries, None, not args.no_pidfds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m vdsp_board.starter --fd N --owner PID --name NAME``: a starter made by a process
+    with threads; it starts fresh interpreters only."""
+    ap = _arguments("python -m vdsp_board.starter")
     ap.add_argument("--entries", default="{}",
                     help="JSON {name: [args of python]}: the only entries it runs, as `python *args *argv`")
-    ap.add_argument("--no-pidfds", action="store_true", help="hand out no pidfds (as on a kernel without)")
     args = ap.parse_args(argv)
     commands = json.loads(args.entries)
     if not (isinstance(commands, dict) and all(isinstance(c, list) and all(isinstance(a, str) for a in c)

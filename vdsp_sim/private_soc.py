@@ -100,6 +100,10 @@ class PrivateSocConfig:
     strict_cache: bool | None = False       # VDSP_STRICT_CACHE of clients; None: the environment's
     env: Mapping[str, str | None] = dataclasses.field(default_factory=dict)   # more variables (None: unset)
     log_dir: Path | None = None             # one log file per process; None: <runtime dir>/log
+    # the cores and the relay forked from a SoC's starter that imported what they import once
+    # (Supervisor template_starter), unless VDSP_SOC_TEMPLATE=0 or VDSP_FW_TEMPLATE=0 (in ``env``
+    # or the environment) ask for fresh interpreters; False: fresh interpreters
+    templates: bool = True
     # the start timeout (Supervisor.wait_ready), VDSP_START_TIMEOUT's by default; None: no limit
     ready_timeout_s: float | None = dataclasses.field(default_factory=start_timeout_s)
 
@@ -195,8 +199,10 @@ class PrivateSoc:
                 self._made.append(self.ddr_dir)
             self._export()
             c = self.config
+            now = settings.current()        # with this SoC's environment exported
             self.sup = Supervisor(self.rt, cores=c.cores, relay=c.relay, log_dir=c.log_dir or self.rt / "log",
-                                  core_args=list(c.core_args), relay_args=list(c.relay_args))
+                                  core_args=list(c.core_args), relay_args=list(c.relay_args),
+                                  template_starter=c.templates and now.soc_template and now.fw_template)
             self.sup.start()
             if wait:
                 self.status = self.sup.wait_ready(c.ready_timeout_s)

@@ -160,12 +160,16 @@ class Supervisor:
 
     def __init__(self, rt: Path, *, cores: tuple[str, ...] = CORE_NAMES, relay: bool = True,
                  log_dir: Path | None = None, core_args: list[str] | None = None,
-                 relay_args: list[str] | None = None, restart: bool = False, templates: bool = False) -> None:
+                 relay_args: list[str] | None = None, restart: bool = False, templates: bool = False,
+                 template_starter: bool = False) -> None:
         """``templates`` (``vdsp up``, which imported what they import first): the cores and the
-        relay are forked from the SoC's starter, so what they and their firmwares import is in
-        memory once; else each is a fresh interpreter."""
+        relay are forked from the SoC's starter, a fork of this process, so what they and their
+        firmwares import is in memory once. ``template_starter`` (a private SoC, whose supervisor
+        runs in a process with threads that it cannot fork): they are forked from a SoC's starter
+        that is a fresh interpreter which imported that first (``python -m vdsp_sim.entries``).
+        Neither: each is a fresh interpreter."""
         self.rt, self.cores, self.relay, self.log_dir = rt, cores, relay, log_dir
-        self.templates = templates
+        self.templates, self.template_starter = templates, template_starter
         self.starter: Starter | None = None
         self.read_key = False       # our start-up client read a CURVE key (a tcp SoC): see _starter
         self.core_args, self.relay_args = core_args or [], relay_args or []
@@ -183,13 +187,16 @@ class Supervisor:
     def _starter(self) -> Starter:
         """The SoC's starter; made again if it was killed (its processes died with it). Once our
         start-up client has read a key (the client key of a tcp SoC), a new starter starts fresh
-        interpreters: a fork of ours would hand that key to every process of the SoC."""
+        interpreters: a fork of ours would hand that key to every process of the SoC. (A template
+        starter, a fresh interpreter, holds none of ours; it is not made again after a key all the same.)"""
         if self.starter is None or not self.starter.alive():
             if self.starter is not None:
                 log.error("the SoC's starter (pid %d) is gone: starting a new one", self.starter.pid)
                 self.starter.close()
-            from vdsp_sim.entries import ENTRIES
-            self.starter = Starter("soc", ENTRIES, templates=self.templates and not self.read_key, env=_env(self.rt))
+            from vdsp_sim.entries import ENTRIES, TEMPLATE_COMMAND
+            fresh_templates = self.template_starter and not self.templates and not self.read_key
+            self.starter = Starter("soc", ENTRIES, templates=(self.templates or fresh_templates) and not self.read_key,
+                                   env=_env(self.rt), template_command=TEMPLATE_COMMAND if fresh_templates else None)
         return self.starter
 
     def _spawn(self, child: Child) -> None:

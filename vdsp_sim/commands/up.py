@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import gc
-import logging
 import os
 import signal
 import subprocess
@@ -128,18 +127,12 @@ def _serve(rt: Path, args: argparse.Namespace, ready: int | None = None) -> int:
 
 
 def _preload() -> None:
-    """What every core, firmware and the relay import, imported here before the supervisor makes
-    the SoC's starter (while this process has one thread): the cores and the relay are forked
-    from it (the cores' starters and firmwares from them), so those imports are in memory once for
-    the whole SoC, this process included. The collector leaves them be (``gc.freeze``): its
-    visits would write to, and so copy, the pages they share."""
-    from arm_side import soc  # noqa: F401  -- the start-up's client (Supervisor.wait_ready), shared too
-    from vdsp_sim import entries  # noqa: F401  -- the core and relay entry points the starter forks
-    from dsp_side import preload
-    try:
-        preload.preload("soc")
-    except Exception as exc:    # as in a starter: the firmwares import them again and report what fails
-        logging.getLogger("vdsp.launcher").warning("soc: could not preload: %s: %s", type(exc).__name__, exc)
+    """What every core, firmware and the relay import (``vdsp_sim.entries.preload``), imported here
+    before the supervisor makes the SoC's starter (while this process has one thread): the cores
+    and the relay are forked from it, so those imports are in memory once for the whole SoC, this
+    process included."""
+    from vdsp_sim import entries
+    entries.preload()
     gc.freeze()
 
 
