@@ -200,6 +200,26 @@ def test_the_params_header_is_the_entrys_struct():
     assert "HB_DSP_INITIALIZE_AFFINE_U8_PARAM" in text
 
 
+def test_the_sample_kernels_struct_name_reads_the_stage_1_parameters(tmp_path):
+    """The J5 sample's gen_feature_kernel reads hbDSPPointPillarPreProcessParam: the kernel headers
+    give it as the name of pointcloud_encode's struct (the entry's J5 name), and code of the
+    sample's kind compiles against it as C++ (its main.cc) with the build's warnings."""
+    from protocol.contract import pointcloud_ops     # noqa: PLC0415
+    (tmp_path / ckernel.PARAMS_HEADER).write_text(cparams.header([pointcloud_ops.ENCODE]))
+    assert "typedef hbDSPPointcloudEncodeParam hbDSPPointPillarPreProcessParam;" in \
+        (tmp_path / ckernel.PARAMS_HEADER).read_text()
+    src = tmp_path / "sample_kind.cc"
+    src.write_text('#include "vdsp_kernel_params.h"\n'
+                   "float span(vdsp_task_t const *task) {\n"
+                   "  auto const *p = VDSP_PARAM(task, hbDSPPointPillarPreProcessParam);\n"
+                   "  float const x = (float)((p->front - p->back) / p->x_scale);\n"
+                   "  float const y = (float)((p->left - p->right) / p->y_scale);\n"
+                   "  return x * y + (float)(p->top - p->bottom) / (float)p->scale;\n}\n")
+    res = subprocess.run(["c++", "-std=c++17", *ckbuild.WARNINGS, f"-I{tmp_path}", f"-I{ckernel.INCLUDE}", "-c",
+                          str(src), "-o", str(tmp_path / "sample_kind.o")], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+
+
 def test_a_kernel_that_does_not_compile_is_refused_with_the_compilers_message(tmp_path):
     tree = tmp_path / "tree"
     tree.mkdir()

@@ -81,6 +81,9 @@ def header(entries: Iterable[OperatorEntry]) -> str:
         if cls is None:
             continue
         lines += struct_lines(entry, op, comments=True)
+        alias = f"hbDSP{entry.j5[:1].upper()}{entry.j5[1:]}Param" if entry.j5 else ""
+        if alias and alias != op.struct:     # the J5 sample's name of the struct, for its kernels' code
+            lines.append(f"typedef {op.struct} {alias};")
         lines.append(f'VDSP_STATIC_ASSERT(sizeof({op.struct}) == {ctypes.sizeof(cls)}, "{op.struct}: size");')
         for name, *_ in cls._fields_:
             offset = getattr(cls, name).offset

@@ -19,7 +19,8 @@ ENCODE = OperatorEntry.declare(0x0600, "pointcloud_encode", {
         ("lower", "intensity lower bound"), ("upper", "intensity upper bound"),
         ("x_scale", "cell size along x"), ("y_scale", "cell size along y"),
         ("scale", "input quantisation scale"))},
-}, inputs=1, outputs=(2, 3), doc="pillar preprocessing stage 1: packed cell index and quantised features per point")
+}, inputs=1, outputs=(2, 3), doc="pillar preprocessing stage 1: packed cell index and quantised features per point",
+    j5="PointPillarPreProcess")     # the J5 sample's kernel reads hbDSPPointPillarPreProcessParam
 
 TRANSPOSE = OperatorEntry.declare(0x0601, "pointcloud_transpose", {
     "dim": {"type": "int", "choices": [4, 5]},
