@@ -202,3 +202,15 @@ def test_a_stopped_starter_fails_the_request_after_the_timeout(monkeypatch):
             os.kill(s.pid, signal.SIGCONT)
     finally:
         s.close()
+
+
+def test_a_starter_at_work_is_waited_for_at_most_reply_most_s(monkeypatch):
+    """A starter that keeps using CPU and never answers (it spins) is given up at REPLY_MOST_S."""
+    monkeypatch.setattr(starter_mod, "REPLY_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(starter_mod, "REPLY_MOST_S", 1.5)
+    s = _template_starter(monkeypatch, 60.0)    # busy for a minute before it would serve
+    try:
+        with pytest.raises(OSError, match="busy but no answer within"):
+            s.start("report", [])
+    finally:
+        s.close()

@@ -66,6 +66,7 @@ from vdsp_board import proc, procfacts, settings
 MAX_MESSAGE = 1 << 16
 MAX_FDS = 3                 # fds a request may carry (the child's stdout and stderr)
 REPLY_TIMEOUT_S = 60.0      # a starter answers a request in a fork's time; 60 s on a starved host
+REPLY_MOST_S = 180.0        # ... and a starter still at work (using CPU) at most this long in all
 CLOSE_WAIT_S = 1.0          # a starter whose owner closed its end exits at once; SIGKILL after this
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -266,15 +267,19 @@ class Starter:
             except OSError as exc:
                 raise StarterGone(f"the starter {self.name} is gone ({exc})") from None
             deadline = time.monotonic() + REPLY_TIMEOUT_S
+            most = time.monotonic() + REPLY_MOST_S
             cpu = self._cpu()
             while seq not in self._replies:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     # a starter still at work (a template starter importing on a starved host)
-                    # is slow, not stuck: only REPLY_TIMEOUT_S without any CPU of its own fails
+                    # is slow, not stuck: only REPLY_TIMEOUT_S without any CPU of its own fails,
+                    # or REPLY_MOST_S in all (a starter that spins answers nothing)
                     now_cpu = self._cpu()
                     if now_cpu is None or now_cpu <= (cpu or 0):
                         raise OSError(f"starter {self.name}: no answer within {REPLY_TIMEOUT_S:.0f} s")
+                    if time.monotonic() >= most:
+                        raise OSError(f"starter {self.name}: busy but no answer within {REPLY_MOST_S:.0f} s")
                     cpu, deadline = now_cpu, time.monotonic() + REPLY_TIMEOUT_S
                     continue
                 self._collect(left)
