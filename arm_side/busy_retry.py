@@ -25,6 +25,7 @@ class BusyRetry:
         self.deadline, self.rand = deadline, rand
         self.step = FIRST_S
         self.times = 0          # HELLOs answered HB_DSP_BUSY so far
+        self.last: errors.CoreBusy | None = None     # the last such answer
 
     def pause(self, exc: errors.CoreBusy, now: float) -> float:
         """Seconds to wait before saying HELLO again after ``exc``. Raises CoreBusy (``exc``'s
@@ -32,7 +33,13 @@ class BusyRetry:
         pause = self.step * (0.5 + 0.5 * self.rand())
         self.step = min(self.step * 2, MOST_S)
         self.times += 1
+        self.last = exc
         if self.deadline is not None and now + pause >= self.deadline:
-            raise errors.CoreBusy(f"{exc.message} (answered so to {self.times} HELLO(s) within the connect "
-                                  "timeout)") from exc
+            raise self.expired() from exc
         return pause
+
+    def expired(self) -> errors.CoreBusy:
+        """The error of a connect whose deadline passed after the server answered BUSY (``last``)."""
+        assert self.last is not None
+        return errors.CoreBusy(f"{self.last.message} (answered so to {self.times} HELLO(s) within the connect "
+                               "timeout)")

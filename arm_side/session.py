@@ -183,7 +183,15 @@ class Session:
                     refusal = yield Refused(peer)
                     if refusal:
                         raise errors.KeyRefused(refusal)
-                    yield Wait(req, wait.next_slice(clock()))
+                    try:
+                        slice_s = wait.next_slice(clock())
+                    except (errors.RelayUnavailable, errors.CoreOffline):
+                        # the deadline passed while a HELLO said again after BUSY answers waited:
+                        # the server runs and is busy, not absent
+                        if busy.last is None or busy.deadline is None or clock() < busy.deadline:
+                            raise
+                        raise busy.expired() from None
+                    yield Wait(req, slice_s)
                     if not req.done() and (yield Dead(peer)):
                         relink = True       # the HELLO waits on a link that will never carry it
                         break
