@@ -228,12 +228,15 @@ def operator_table(src: Path) -> tuple[str, list[dict]]:
 INSTALL_KEY = "install"
 
 
-def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY, sanitize: bool | str | None = None) -> dict:
+def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY, sanitize: bool | str | None = None,
+          sources: str | None = None) -> dict:
     """Build an image of ``src`` into ``out``; returns its header. ``key``: an Ed25519 private
     key, INSTALL_KEY (this install's signing key, see :func:`signing.install_key`) or None
     (an unsigned image, which only a core started with --allow-unsigned boots). ``sanitize``:
     C kernels compiled with a sanitizer, ``"undefined"`` (or True) or ``"address"``
     (:mod:`dsp_side.ckernel.build`), recorded in the header when the image has C kernels.
+    ``sources``: a digest of the tree the builder recorded (``vdsp firmware install-stock``
+    records the stock tree's, to know an image built by an earlier vdsp-sim), in the header.
     Raises FileNotFound (no source tree, no signing key), ImageError, InvalidArgument (a bad key)."""
     if key == INSTALL_KEY:
         key = signing.install_key()
@@ -251,7 +254,8 @@ def build(src: Path, out: Path, name: str | None = None, *, key=INSTALL_KEY, san
               "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "operators": registry.table(), "payload_size": len(payload),
               "payload_sha256": hashlib.sha256(payload).hexdigest(),
-              **({"sanitize": sanitizer} if sanitizer and built else {})}
+              **({"sanitize": sanitizer} if sanitizer and built else {}),
+              **({"sources": sources} if sources is not None else {})}
     blob = json.dumps(header, sort_keys=True).encode()
     signed = MAGIC + _LEN.pack(len(blob)) + blob
     seal = signing.sign(signed, key) if key is not None else b""
@@ -425,6 +429,8 @@ def _check_header(header, where: str) -> None:
            "64 lowercase hex digits", at)
     if "sanitize" in header:
         _field(header, "sanitize", lambda v: v in ckbuild.SANITIZERS, f"one of {', '.join(ckbuild.SANITIZERS)}", at)
+    if "sources" in header:
+        _field(header, "sources", lambda v: isinstance(v, str) and _SHA256_RE.match(v), "64 lowercase hex digits", at)
     operators = _field(header, "operators", lambda v: isinstance(v, list), "a list", at)
     ids = set()
     for i, op in enumerate(operators):

@@ -266,6 +266,22 @@ def test_install_stock_replaces_images_the_cores_would_refuse(runtime_env, marke
         live.stop_and_check()
 
 
+def test_install_stock_rebuilds_a_stock_image_an_earlier_version_built(runtime_env, marked):
+    """After an upgrade, the stock image of the old sources (this install's key, named "stock")
+    is built again from today's; an image of another name, the user's, is kept."""
+    fwdir = rundir.firmware_dir(runtime_env)
+    firmware_cli.install_stock(runtime_env)
+    stock_ops = fw_image.read(fwdir / "vdsp0")[0]["operators"]
+    marked.build(fwdir / "vdsp0", name="stock")        # what an earlier vdsp-sim's stock image is to it
+    mine = marked.build(fwdir / "vdsp1", name="mine")
+    replaced = [(p.name, why) for p, why in firmware_cli.install_stock(runtime_env)]
+    assert [name for name, _ in replaced] == ["vdsp0"] and "other sources" in replaced[0][1], replaced
+    header, _, signer = fw_image.read(fwdir / "vdsp0")
+    assert header["name"] == "stock" and header["operators"] == stock_ops and signer.name == signing.INSTALL_NAME
+    assert (fwdir / "vdsp1").read_bytes() == mine
+    assert firmware_cli.install_stock(runtime_env) == []                    # today's stock image is kept
+
+
 # --- development: --allow-unsigned -----------------------------------------------------------
 
 def test_allow_unsigned_boots_an_unsigned_image_and_says_so(runtime_env, marked):
