@@ -110,11 +110,17 @@ def wake_deferred() -> None:
         deferred.pop().wake()
 
 
-def _waker() -> _Waker:
-    waker = _THREAD.__dict__.get("waker")
-    if waker is None:
-        waker = _THREAD.waker = _Waker()
-    return waker
+def undefer_wakes() -> None:
+    """This thread no longer reads: it wakes the threads whose requests it completes at once."""
+    _THREAD.__dict__.pop("deferred", None)
+
+
+def waker() -> _Waker:
+    """This thread's waker (made at its first blocking wait)."""
+    made = _THREAD.__dict__.get("waker")
+    if made is None:
+        made = _THREAD.waker = _Waker()
+    return made
 
 
 class Request:
@@ -179,11 +185,11 @@ class Request:
         """Block this thread until the request ends; the thread that reads its reply wakes it
         (``timeout_s`` None: no limit). Raises TaskTimeout (the request stays in flight), or
         ApiUseError if ``closed()`` says its connection was closed meanwhile."""
-        waker = _waker()
+        sleeper = waker()
         with self._cb_lock:
             if self._done:
                 return
-            self._callbacks.append(waker)
+            self._callbacks.append(sleeper)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             while not self._done:
@@ -193,12 +199,12 @@ class Request:
                 if remaining is not None and remaining <= 0:
                     raise errors.TaskTimeout(f"request {self.msg_id} not done after {(timeout_s or 0) * 1000:.0f} "
                                              "ms; it is still in flight, wait again to collect it")
-                waker.sleep(remaining)
+                sleeper.sleep(remaining)
         finally:
             if not self._done:
                 with self._cb_lock:
-                    if waker in self._callbacks:
-                        self._callbacks.remove(waker)
+                    if sleeper in self._callbacks:
+                        self._callbacks.remove(sleeper)
 
     def wait(self, timeout_ms: float = 0) -> dict:
         """Block until done; ``timeout_ms <= 0`` waits forever.
