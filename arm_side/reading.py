@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from protocol import errors
 from protocol.constants import HEARTBEAT_INTERVAL_MS
+from arm_side.peer import PeerState
 from arm_side.task import Request, defer_wakes, undefer_wakes, wake_deferred, waker
 
 log = logging.getLogger("vdsp.sdk")
@@ -91,12 +92,12 @@ class Reading:
 
     def _sync(self) -> list:
         """The links to read, their fds in ``on_links``: made again when the links changed (one
-        opened or released, a peer died). Under the session's owner (the links' table)."""
+        opened or released, a peer died), under the session's owner (the links' table)."""
         links = self.links
+        version = (links.version, PeerState.generation)    # a link closes only as it is released (version)
+        if version == self._version:
+            return self._live
         with links.owned:
-            version = (links.version, [link.peer.alive and not link.closed for link in links.by_key.values()])
-            if version == self._version:
-                return self._live
             live = [link for link in links.by_key.values() if not link.closed and link.peer.alive]
             want = {link.fd: link for link in live}
             for fd, link in list(self._fds.items()):
@@ -169,10 +170,10 @@ class Reading:
                         raise errors.ApiUseError("the SoC connection was closed while waiting")
                     self._lead(req, deadline)
                 elif sleeper is None:       # a follower: woken when req ends, or the turn is free
-                    sleeper = waker()
                     with req._cb_lock:
                         if req._done:
                             return
+                        sleeper = waker()
                         req._callbacks.append(sleeper)
                     self.followers.append(sleeper)      # then the turn is tried again: it may be free now
                 else:

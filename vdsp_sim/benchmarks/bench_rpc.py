@@ -217,6 +217,29 @@ def role_baseline_worker(directory: str) -> int:
             sock.send_multipart(frames)
 
 
+def role_direct_worker(directory: str) -> int:
+    """The direct floor's worker: a ROUTER the client connects to with no relay between (as a
+    direct-mode client reaches a core's firmware); echoes every message."""
+    parent = os.getppid()
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.linger = 0
+    sock.sndhwm = sock.rcvhwm = 100000
+    sock.bind(f"ipc://{directory}/front.sock")
+    print("ready", flush=True)
+    while True:
+        if not sock.poll(200):
+            if _orphaned(parent):
+                return 0
+            continue
+        while True:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            sock.send_multipart(frames)
+
+
 class Baseline:
     """The two baseline processes plus a client socket in this process."""
 
@@ -253,6 +276,10 @@ class Baseline:
         self._spawn("baseline-worker")
         self._connect()
         self.call()   # end-to-end check (waits for the connections)
+
+    def labels(self) -> dict[int, str]:
+        """pid -> role of its processes, for ``measure_cpu``."""
+        return {self.procs[0].pid: "relay", self.procs[1].pid: "worker"}
 
     def _header(self) -> bytes:
         self.seq += 1
@@ -328,6 +355,19 @@ class Baseline:
                 p.stdout.close()
         self.procs.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class DirectBaseline(Baseline):
+    """The direct floor: a client socket in this process and one echo worker process it connects
+    to, no relay (the topology of ``Soc(mode="direct")``, nothing of vdsp-sim in it)."""
+
+    def start(self) -> None:
+        self._spawn("direct-worker")
+        self._connect()
+        self.call()
+
+    def labels(self) -> dict[int, str]:
+        return {self.procs[0].pid: "worker"}
 
 
 # =========================================================================================
@@ -840,7 +880,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--fail-on-miss", action="store_true",
                     help="the CI mode: exit 3 when a ratio misses its target (else 0 once the run completes)")
     # internal: the child processes of the benchmark
-    ap.add_argument("--role", choices=("baseline-relay", "baseline-worker", "soc-client"), help=argparse.SUPPRESS)
+    ap.add_argument("--role", choices=("baseline-relay", "baseline-worker", "direct-worker", "soc-client"),
+                    help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="relay", help=argparse.SUPPRESS)
     ap.add_argument("--window", type=int, default=PER_CLIENT, help=argparse.SUPPRESS)
@@ -856,6 +897,8 @@ def main(argv: list[str] | None = None) -> int:
         return role_baseline_relay(args.dir)
     if args.role == "baseline-worker":
         return role_baseline_worker(args.dir)
+    if args.role == "direct-worker":
+        return role_direct_worker(args.dir)
     if args.role == "soc-client":
         return role_soc_client(args.mode, args.window)
 
