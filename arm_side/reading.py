@@ -83,10 +83,11 @@ class Reading:
 
     def forget(self, link: Any) -> None:
         """``link`` closes: out of the epoll set first (its fd number may be a new link's soon)."""
-        if self._fds.get(link.fd) is link:
-            del self._fds[link.fd]
+        fd = link.fd
+        if self._fds.get(fd) is link:
+            del self._fds[fd]
             try:
-                self.on_links.unregister(link.fd)
+                self.on_links.unregister(fd)
             except (OSError, ValueError):
                 pass
 
