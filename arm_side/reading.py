@@ -188,29 +188,30 @@ class Reading:
                             req._callbacks.remove(sleeper)
 
     def _lead(self, req: Request, deadline: float | None) -> None:
-        """Holding the turn: read until ``req`` ends, ``deadline`` passes or the client closes."""
+        """Holding the turn: read until ``req`` ends, ``deadline`` passes or the client closes.
+        It sleeps first: a message waiting now has its fd's signal pending (nobody read the socket
+        since it came), or a send took that signal in and kicked (``wake``), or it was opened and
+        kicked: no drain is needed before the first sleep."""
         self.reader = threading.get_ident()
         defer_wakes()
         try:
             self._arm(False)
             leading, kick = self.leading, self.kick_lead
-            while True:
-                try:
-                    self._round()
-                except Exception:   # what a peer sent is not the waiting caller's error
-                    log.exception("SDK reader error")
-                if req._done or self.closed():
-                    return
+            while not (req._done or self.closed()):
                 now = time.monotonic()
                 timeout = self.next_tick - now
                 if deadline is not None:
-                    timeout = min(timeout, deadline - now)
-                    if timeout <= 0:
+                    if deadline <= now:
                         return
+                    timeout = min(timeout, deadline - now)
                 wake_deferred()
                 for fd, _ in leading.poll(max(0.0, timeout)):
                     if fd == kick:
                         _take(kick)
+                try:
+                    self._round()
+                except Exception:   # what a peer sent is not the waiting caller's error
+                    log.exception("SDK reader error")
         finally:
             try:
                 self._leave()
