@@ -54,10 +54,10 @@ def task_options(options: TaskOptions | None, loose: Mapping[str, Any],
 
 class _Waker:
     """What a thread blocked in ``Request.wait`` sleeps on: an eventfd, written by the thread that
-    completes the request (the reader). ``os.eventfd_write`` lets go of the GIL before it wakes the
-    sleeper, so the woken thread seldom has to wait for the GIL as well (a ``threading.Lock``
-    released by the reader wakes it while the reader still holds the GIL: a second wake-up, one
-    more voluntary switch per task measured, and no less CPU)."""
+    completes the request (the thread that reads, ``arm_side.reading``). ``os.eventfd_write``
+    lets go of the GIL before it wakes the sleeper, so the woken thread seldom has to wait for the
+    GIL as well (a ``threading.Lock`` released by the reader wakes it while the reader still holds
+    the GIL: a second wake-up, one more voluntary switch per task measured, and no less CPU)."""
 
     def __init__(self) -> None:
         self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -125,7 +125,7 @@ def waker() -> _Waker:
 
 class Request:
     """A request in flight, keyed by msg_id; completed exactly once by the reader (the blocking
-    client's reader thread, or the asyncio client's reader coroutine). ``client``: the driver it
+    client's thread that reads at the time, or the asyncio client's reader coroutine). ``client``: the driver it
     was sent by, which blocks in :meth:`wait` (``client.wait_for``) as it can."""
 
     def __init__(self, client: Any, msg_id: int) -> None:
@@ -174,7 +174,9 @@ class Request:
 
     def add_done_callback(self, cb: Callable[["Request"], None]) -> None:
         """Call ``cb(task)`` when the task ends (at once if it already has), in the thread that
-        reads its reply (the reader, as soon as the reply arrives, whoever waits or not)."""
+        reads its reply (as soon as the reply arrives, whoever waits or not: the thread waiting for
+        it, another waiting one, or the SDK's reader thread; the asyncio client's reader
+        coroutine), which owns the session then (``arm_side.links``): it may submit, not wait."""
         with self._cb_lock:
             if not self._done:
                 self._callbacks.append(cb)
