@@ -229,6 +229,42 @@ def test_the_blocking_client_reads_by_turns_a_waiting_thread_its_own_reply(share
 
 @pytest.mark.live
 @pytest.mark.parametrize("mode", ["relay", "direct"])
+def test_the_blocking_clients_session_is_changed_by_its_one_owner_only(shared_soc, mode, monkeypatch):
+    """Callers' threads submit while a thread reads: each call that changes the session (track,
+    route, a reply, the clock, a release) happens under ``Links.owned``, one owner at a time
+    (before: none; the order of a caller's ``track`` and the reader's ``receive`` rested on
+    argument)."""
+    from arm_side.session import Session
+    outside: list[str] = []
+    watched: dict[int, object] = {}
+    for name in ("track", "unsent", "task_frames", "task_link", "receive", "tick", "cancelled", "fail_all",
+                 "cancel_link"):
+        def spy(self, *args, _orig=getattr(Session, name), _name=name, **kwargs):
+            owner = watched.get(id(self))
+            if owner is not None and not owner._is_owned():
+                outside.append(_name)
+            return _orig(self, *args, **kwargs)
+        monkeypatch.setattr(Session, name, spy)
+    with Soc(mode=mode) as soc:
+        watched[id(soc.client.session)] = soc.client.links.owned
+
+        def work():
+            for _ in range(20):
+                soc.rpc(opids.PING, core=CORE_0).wait(10000)
+        threads = [threading.Thread(target=work) for _ in range(3)]
+        for t in threads:
+            t.start()
+        fired = _done(soc.rpc(opids.SLEEP, params={"ms": 5}, core=CORE_1))
+        slow = soc.rpc(opids.SLEEP, params={"ms": 300}, core=CORE_1)
+        slow.release()
+        for t in threads:
+            t.join()
+        assert fired.result(timeout=10) == {"slept_ms": 5.0}
+    assert not outside, sorted(set(outside))
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("mode", ["relay", "direct"])
 def test_a_reply_no_thread_waits_for_completes_its_task_at_once(shared_soc, mode, monkeypatch):
     """Nobody waits and no callback asks: the task is done as soon as its reply is in (before, only
     when the background thread next looked, a quarter heartbeat later: with the heartbeat made
