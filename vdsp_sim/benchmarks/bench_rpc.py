@@ -195,14 +195,15 @@ def role_baseline_relay(directory: str) -> int:
                 other.send_multipart(frames)
 
 
-def role_baseline_worker(directory: str) -> int:
-    """DEALER connected to the relay's back end: echoes every message."""
+def _echo_worker(kind: int, endpoint: str, bind: bool) -> int:
+    """A socket of ``kind`` bound or connected at ``endpoint`` that echoes every message, until
+    its parent exits."""
     parent = os.getppid()
     ctx = zmq.Context()
-    sock = ctx.socket(zmq.DEALER)
+    sock = ctx.socket(kind)
     sock.linger = 0
     sock.sndhwm = sock.rcvhwm = 100000
-    sock.connect(f"ipc://{directory}/back.sock")
+    (sock.bind if bind else sock.connect)(endpoint)
     print("ready", flush=True)
     while True:
         if not sock.poll(200):
@@ -215,29 +216,17 @@ def role_baseline_worker(directory: str) -> int:
             except zmq.Again:
                 break
             sock.send_multipart(frames)
+
+
+def role_baseline_worker(directory: str) -> int:
+    """DEALER connected to the relay's back end: echoes every message."""
+    return _echo_worker(zmq.DEALER, f"ipc://{directory}/back.sock", bind=False)
 
 
 def role_direct_worker(directory: str) -> int:
     """The direct floor's worker: a ROUTER the client connects to with no relay between (as a
     direct-mode client reaches a core's firmware); echoes every message."""
-    parent = os.getppid()
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
-    sock.linger = 0
-    sock.sndhwm = sock.rcvhwm = 100000
-    sock.bind(f"ipc://{directory}/front.sock")
-    print("ready", flush=True)
-    while True:
-        if not sock.poll(200):
-            if _orphaned(parent):
-                return 0
-            continue
-        while True:
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                break
-            sock.send_multipart(frames)
+    return _echo_worker(zmq.ROUTER, f"ipc://{directory}/front.sock", bind=True)
 
 
 class Baseline:
