@@ -21,6 +21,9 @@ not wait (ApiUseError: the reply would never be read).
 ZeroMQ's FD is edge-triggered (``arm_side.channel``): a send may take in the signal of a message
 that waits. Every live link is ``watched``: such a send says so, and the sender kicks the sleeper
 (``wake``) on both kick fds (the leader's and the background thread's), whoever sleeps.
+
+So a link's socket is read by one thread at a time, not by one thread for good: the turn passes
+with the waits, which is what keeps a sequential task to one thread woken, as the raw socket's.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from arm_side.peer import PeerState
 from arm_side.task import Request, defer_wakes, undefer_wakes, wake_deferred, waker
 
 log = logging.getLogger("vdsp.sdk")
+
 
 def _eventfd() -> int:
     return os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
