@@ -2,12 +2,13 @@
 link table (``arm_side.links``) as the blocking :class:`~arm_side.client.Client`, composed the
 same way (no class of one derives from the other), over pyzmq's asyncio sockets, with no thread.
 
-Everything runs on the event loop that opened it: one reader coroutine per link feeds the
-session what arrives (which completes the requests keyed by msg_id, and so the futures that
-``await`` them), one ticker coroutine sends heartbeats and judges liveness, a monitor coroutine
-per watched link hears a server's exit. Timeouts are on those futures, never by cancelling a
-receive. Submitting sends at once (pyzmq's asyncio send does not wait short of the high-water
-mark), so ``rpc`` stays a plain call that raises submission errors where ``Soc.rpc`` does.
+Everything runs on the event loop that opened it, the session's one owner (``arm_side.links``):
+one reader coroutine per link feeds the session what arrives (which completes the requests
+keyed by msg_id, and so the futures that ``await`` them), one ticker coroutine sends heartbeats
+and judges liveness, a monitor coroutine per watched link hears a server's exit. Timeouts are on
+those futures, never by cancelling a receive. Submitting sends at once (pyzmq's asyncio send does
+not wait short of the high-water mark), so ``rpc`` stays a plain call that raises submission
+errors where ``Soc.rpc`` does.
 
 In relay mode, a relay that died is connected again on the next request, as ``Soc`` does; the
 requests sent meanwhile wait in order for the new relay and fail with its RelayUnavailable if

@@ -1,11 +1,12 @@
 """The SDK's ZeroMQ links: one DEALER socket each, for the blocking client (:class:`Channel`:
-its one reader thread receives, any thread sends) or owned by an event loop (:class:`AsyncChannel`).
+one thread at a time receives, ``arm_side.reading``; any thread sends) or owned by an event loop
+(:class:`AsyncChannel`).
 
 ZeroMQ sockets are not thread-safe, so every call on a :class:`Channel`'s socket (and on its
-monitor) happens under ``lock``; the reader thread only sleeps on ``fd`` outside it. That FD is
+monitor) happens under ``lock``; the thread that reads only sleeps on ``fd`` outside it. That FD is
 edge-triggered: any socket call (a send too) may take in the signal of a message that arrived
 meanwhile, and a thread sleeping on the FD then misses it. ``send`` therefore says when a message
-waits while the reader sleeps (``watched``), and the sender wakes the reader.
+waits while a reader may sleep on it (``watched``), and the sender wakes the reader.
 """
 from __future__ import annotations
 
@@ -120,13 +121,13 @@ class Channel:
         self.fd = sock.getsockopt(zmq.FD)
         self.closed = False
         self.state = Watch(watch, endpoint)
-        # the reader sleeps on ``fd`` (set around its last drain and the sleep): a send may take in
+        # a reader may sleep on ``fd`` (set once the reading takes the link in): a send may take in
         # the FD's edge for a message that came meanwhile, and then says so (the sender wakes it)
         self.watched = False
 
     def send(self, frames: list) -> bool:
-        """Send a multipart message. True if a message waits that the reader, asleep on ``fd``,
-        would miss (wake it); checked only while it sleeps (an EVENTS read costs ~1 µs).
+        """Send a multipart message. True if a message waits that a reader, asleep on ``fd``,
+        would miss (wake it); checked only while ``watched`` (an EVENTS read costs ~1 µs).
 
         Never blocks: a DEALER whose connection ended in a refused handshake (its server denied
         our key) has nowhere to queue a message, and a blocking send would wait forever, under

@@ -9,11 +9,19 @@ step runner, the waits left to each driver). The blocking client (``arm_side.cli
 asyncio one (``arm_side.async_client``) each hold one, with their own way to open and release a link
 (the asyncio driver starts a reader coroutine per link) and to reach the relay (connected again
 after it died: by blocking, or by keeping what is sent meanwhile).
+
+One owner: the session, the link table and the requests' completion change only under ``owned``,
+held by one thread at a time: the blocking driver's is a reentrant lock (its callers' threads
+submit while a thread reads: ``arm_side.reading``), the asyncio driver's is a no-op (everything
+runs on its event loop's thread, the one owner). Every method here takes it where it touches the
+session; nothing waits under it (a wait needs the thread that reads to take it), so a connect
+sequence (:meth:`Links.run`) holds it for each step and lets go of it for the driver's waits.
 """
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Any, Callable, Generator, assert_never
+from typing import Any, Callable, ContextManager, Generator, assert_never
 
 from protocol import errors, wire
 from protocol.task_options import DEFAULT, TaskOptions
@@ -28,13 +36,16 @@ class Links:
     """``client``: the driver (what its Requests wait through); ``opener(endpoint, name, watch)`` /
     ``releaser(link)``: the driver's link life; ``relay()``: the relay's link to send on;
     ``wake()``: the blocking reader must look again (a send found a message it sleeps past, the
-    links changed)."""
+    links changed); ``owned``: the session's owner (module docstring; default: none needed, one
+    thread)."""
 
     def __init__(self, client: Any, session: Session, transport: Any, discovery: Any,
                  opener: Callable[[str, str, bool, str], Any], releaser: Callable[[Any], None],
-                 relay: Callable[[], Any], wake: Callable[[], None] | None = None) -> None:
+                 relay: Callable[[], Any], wake: Callable[[], None] | None = None,
+                 owned: ContextManager[Any] | None = None) -> None:
         self.client, self.session, self.transport, self.discovery = client, session, transport, discovery
         self._opener, self._releaser, self._relay, self._wake = opener, releaser, relay, wake
+        self.owned: ContextManager[Any] = owned if owned is not None else contextlib.nullcontext()
         self.by_key: dict[str, Any] = {}
         self.version = 0        # changes when a link opens or is released
         self._facts = ProcFacts()    # what the kernel says of a local server's process (liveness)
@@ -84,30 +95,35 @@ class Links:
     def send(self, link: Any, frames: list, req: Request, live: bool = False) -> None:
         """Track ``req`` and send its ``frames`` on ``link``. Raises RelayUnavailable if the
         transport cannot send (the request is then not in flight). ``live``: first make sure the
-        link's peer was not declared dead since the caller chose the link (the reader fails every
-        request tracked by then; one tracked after would go out on a dead link, never answered):
-        RelayUnavailable / CoreOffline then. The check follows the tracking, as the reader's
-        failing follows its ``alive = False``: one of the two always sees the other."""
+        link's peer was not declared dead since the caller chose the link (declaring it dead fails
+        every request tracked by then; one tracked after would go out on a dead link, never
+        answered): RelayUnavailable / CoreOffline then. Tracking and check are one step of the
+        session's owner, and so wholly before or after a declaration."""
         msg_id = req.msg_id
-        self.session.track(req)
-        peer = link.peer
-        if live and peer is not None and not peer.alive:
-            self.session.unsent(msg_id)
-            if peer.name == "relay":
-                raise errors.RelayUnavailable(f"the relay's connection closed as task {msg_id} was sent; send it again")
-            raise errors.CoreOffline(f"{peer.name} was declared dead as task {msg_id} was sent")
+        with self.owned:
+            self.session.track(req)
+            peer = link.peer
+            if live and peer is not None and not peer.alive:
+                self.session.unsent(msg_id)
+                if peer.name == "relay":
+                    raise errors.RelayUnavailable(f"the relay's connection closed as task {msg_id} was sent; send "
+                                                  "it again")
+                raise errors.CoreOffline(f"{peer.name} was declared dead as task {msg_id} was sent")
         try:
             missed = link.send(frames)
         except errors.VdspError:
-            self.session.unsent(msg_id)
-            self._gone(link)
+            self._unsent(msg_id, link)
             raise
         except Exception as exc:      # the transport's own failure (a ZMQError)
-            self.session.unsent(msg_id)
-            self._gone(link)
+            self._unsent(msg_id, link)
             raise errors.RelayUnavailable(f"cannot send to {link.name}: {exc}") from exc
         if missed and self._wake is not None:
             self._wake()
+
+    def _unsent(self, msg_id: int, link: Any) -> None:
+        with self.owned:
+            self.session.unsent(msg_id)
+            self._gone(link)
 
     def _gone(self, link: Any) -> None:
         """A send found ``link`` taking no messages. The relay's link whose connection closed (an
@@ -137,14 +153,16 @@ class Links:
         """Send a TASK. Raises InvalidArgument / InvalidCore / TaskNumExceedLimit / CoreOffline /
         RelayUnavailable."""
         session = self.session
-        msg_id, frames = session.task_frames(op, inputs, outputs, params, options, raw=raw)
-        key, core = session.task_link(msg_id, options, bool(inputs or outputs))
+        with self.owned:
+            msg_id, frames = session.task_frames(op, inputs, outputs, params, options, raw=raw)
+            key, core = session.task_link(msg_id, options, bool(inputs or outputs))
         task = Task(self.client, msg_id, op, out_mems or [], core, options=options)
         self.client.tracer.submit_task(msg_id, op, options, inputs, outputs)
         try:
-            link = self.link(key)
+            link = self.link(key)       # not owned: the relay's may be connected again (it waits)
         except BaseException:
-            session.unsent(msg_id)
+            with self.owned:
+                session.unsent(msg_id)
             raise
         self.send(link, frames, task, live=True)
         return task
@@ -154,12 +172,14 @@ class Links:
         """Carry out a connect sequence of the session (``Session.connect``) but its waits: each
         :class:`Wait` and :class:`Pause` is yielded to the driver, which performs it its own way
         (blocking, or awaiting) and resumes this, or throws in what the wait raised. What each
-        step gave goes back to the session; what it raised is thrown into the session."""
+        step gave goes back to the session; what it raised is thrown into the session. The
+        session is owned while it runs and a step is carried out, not during a wait."""
         sent: Any = None
         failed: BaseException | None = None
         while True:
             try:
-                step = steps.throw(failed) if failed is not None else steps.send(sent)
+                with self.owned:
+                    step = steps.throw(failed) if failed is not None else steps.send(sent)
             except StopIteration:
                 return
             sent, failed = None, None
@@ -168,9 +188,11 @@ class Links:
                     case Wait() | Pause():
                         yield step          # the driver's: what its wait raises is thrown in here
                     case _:
-                        sent = self.step(step)
+                        with self.owned:
+                            sent = self.step(step)
             except GeneratorExit:           # the driver dropped the sequence: so does the session
-                steps.close()
+                with self.owned:
+                    steps.close()
                 raise
             except BaseException as exc:
                 failed = exc
@@ -201,13 +223,20 @@ class Links:
 
     # --- what arrives, the clock ----------------------------------------------------------
     def dispatch(self, link: Any, incoming: list) -> None:
+        """What ``link`` brought, to the session (owned: its requests complete here, their
+        done-callbacks run here)."""
         receive, peer, now = self.session.receive, link.peer, time.monotonic()
-        for frames in incoming:
-            actions = receive(peer, frames, now)
-            if actions:
-                self.carry_out(actions)
+        with self.owned:
+            for frames in incoming:
+                actions = receive(peer, frames, now)
+                if actions:
+                    self.carry_out(actions)
 
     def tick(self, now: float) -> None:
+        with self.owned:
+            self._tick(now)
+
+    def _tick(self, now: float) -> None:
         session = self.session
         direct = session.mode == "direct"
 

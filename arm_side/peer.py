@@ -14,10 +14,13 @@ from arm_side.busy_retry import BusyRetry
 class PeerState:
     """A server we heartbeat: the relay, or a core's control link (direct mode)."""
 
+    generation = 0      # changes whenever a peer (of any session) is declared dead or alive: links to read again
+
     def __init__(self, name: str, now: float) -> None:
         self.name = name
         self.liveness = Liveness(now, HEARTBEAT_INTERVAL_MS)
-        self.alive = True
+        self._alive = True
+        PeerState.generation += 1
         self.connected = False                  # READY received: liveness applies from then on
         self.info: dict = {}
         self.fw_endpoint: str | None = None     # direct mode: where the core's firmware link goes
@@ -26,6 +29,16 @@ class PeerState:
         self.fw_busy: BusyRetry | None = None   # direct mode: that HELLO was answered HB_DSP_BUSY: the pauses
         self.fw_again_at: float | None = None   # ... and when to say it again (None: not due, or not yet set)
         self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    @alive.setter
+    def alive(self, alive: bool) -> None:
+        if alive != self._alive:
+            self._alive = alive
+            PeerState.generation += 1
 
     def connect(self, info: dict, now: float) -> None:
         """READY received: liveness starts now, at the interval and hung deadline the peer announced."""

@@ -4,8 +4,13 @@ Like h11's ``Connection``: :class:`Session` knows the requests in flight (msg_id
 the servers it talks to (the relay, or each core's control link and firmware link in direct
 mode), their liveness and the cores' states, and how a reply becomes a result or one of the
 exception tree's errors. Two drivers carry it out, each holding a session (composition, not a
-class hierarchy): the blocking client (``arm_side.client``: one reader thread) and the asyncio
-one (``arm_side.async_client``: coroutines of the event loop). A transport (``arm_side.transport``)
+class hierarchy): the blocking client (``arm_side.client``: threads that read by turns) and the
+asyncio one (``arm_side.async_client``: coroutines of the event loop).
+
+Invariant: a session has one owner at a time, and only its owner calls it or completes its
+requests: the holder of the driver's ``Links.owned`` (``arm_side.links``: the blocking driver's
+lock, taken by the thread that submits as by the one that reads; the asyncio driver's event
+loop thread). Its requests' done-callbacks run in its owner's hands. A transport (``arm_side.transport``)
 owns the sockets. The drivers feed the session what arrives and carry out what it returns:
 
 - :meth:`connect` (opening) → the connect sequence as steps (``arm_side.steps``): open a

@@ -54,10 +54,10 @@ def task_options(options: TaskOptions | None, loose: Mapping[str, Any],
 
 class _Waker:
     """What a thread blocked in ``Request.wait`` sleeps on: an eventfd, written by the thread that
-    completes the request (the reader). ``os.eventfd_write`` lets go of the GIL before it wakes the
-    sleeper, so the woken thread seldom has to wait for the GIL as well (a ``threading.Lock``
-    released by the reader wakes it while the reader still holds the GIL: a second wake-up, one
-    more voluntary switch per task measured, and no less CPU)."""
+    completes the request (the thread that reads, ``arm_side.reading``). ``os.eventfd_write``
+    lets go of the GIL before it wakes the sleeper, so the woken thread seldom has to wait for the
+    GIL as well (a ``threading.Lock`` released by the reader wakes it while the reader still holds
+    the GIL: a second wake-up, one more voluntary switch per task measured, and no less CPU)."""
 
     def __init__(self) -> None:
         self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -110,16 +110,22 @@ def wake_deferred() -> None:
         deferred.pop().wake()
 
 
-def _waker() -> _Waker:
-    waker = _THREAD.__dict__.get("waker")
-    if waker is None:
-        waker = _THREAD.waker = _Waker()
-    return waker
+def undefer_wakes() -> None:
+    """This thread no longer reads: it wakes the threads whose requests it completes at once."""
+    _THREAD.__dict__.pop("deferred", None)
+
+
+def waker() -> _Waker:
+    """This thread's waker (made at its first blocking wait)."""
+    made = _THREAD.__dict__.get("waker")
+    if made is None:
+        made = _THREAD.waker = _Waker()
+    return made
 
 
 class Request:
     """A request in flight, keyed by msg_id; completed exactly once by the reader (the blocking
-    client's reader thread, or the asyncio client's reader coroutine). ``client``: the driver it
+    client's thread that reads at the time, or the asyncio client's reader coroutine). ``client``: the driver it
     was sent by, which blocks in :meth:`wait` (``client.wait_for``) as it can."""
 
     def __init__(self, client: Any, msg_id: int) -> None:
@@ -168,7 +174,9 @@ class Request:
 
     def add_done_callback(self, cb: Callable[["Request"], None]) -> None:
         """Call ``cb(task)`` when the task ends (at once if it already has), in the thread that
-        reads its reply (the reader, as soon as the reply arrives, whoever waits or not)."""
+        reads its reply (as soon as the reply arrives, whoever waits or not: the thread waiting for
+        it, another waiting one, or the SDK's reader thread; the asyncio client's reader
+        coroutine), which owns the session then (``arm_side.links``): it may submit, not wait."""
         with self._cb_lock:
             if not self._done:
                 self._callbacks.append(cb)
@@ -179,11 +187,11 @@ class Request:
         """Block this thread until the request ends; the thread that reads its reply wakes it
         (``timeout_s`` None: no limit). Raises TaskTimeout (the request stays in flight), or
         ApiUseError if ``closed()`` says its connection was closed meanwhile."""
-        waker = _waker()
+        sleeper = waker()
         with self._cb_lock:
             if self._done:
                 return
-            self._callbacks.append(waker)
+            self._callbacks.append(sleeper)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             while not self._done:
@@ -193,12 +201,12 @@ class Request:
                 if remaining is not None and remaining <= 0:
                     raise errors.TaskTimeout(f"request {self.msg_id} not done after {(timeout_s or 0) * 1000:.0f} "
                                              "ms; it is still in flight, wait again to collect it")
-                waker.sleep(remaining)
+                sleeper.sleep(remaining)
         finally:
             if not self._done:
                 with self._cb_lock:
-                    if waker in self._callbacks:
-                        self._callbacks.remove(waker)
+                    if sleeper in self._callbacks:
+                        self._callbacks.remove(sleeper)
 
     def wait(self, timeout_ms: float = 0) -> dict:
         """Block until done; ``timeout_ms <= 0`` waits forever.

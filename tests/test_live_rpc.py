@@ -206,8 +206,8 @@ def test_close_ends_the_background_reader_rather_than_waiting_out_its_nap(shared
     """Soc.close() kicked a pipe the idle reader was not watching: each close waited out the
     reader's nap (up to a quarter heartbeat, ~125 ms). With the nap made 15 s, an unwoken reader
     would outlive close()'s 2 s join."""
-    import arm_side.client as client_mod
-    monkeypatch.setattr(client_mod, "HEARTBEAT_INTERVAL_MS", 60000)
+    import arm_side.reading as reading_mod
+    monkeypatch.setattr(reading_mod, "HEARTBEAT_INTERVAL_MS", 60000)
     soc = Soc(mode=mode)
     assert soc.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
     time.sleep(0.3)                                     # the reader is idle, napping

@@ -5,9 +5,10 @@ link factory and a discovery policy (point 4).
   socket, as both drivers drive it (HELLO, READY, HB_DSP_BUSY then HELLO again, a refused key, a
   core that does not answer).
 - The asyncio driver is no subclass of the blocking one; both hold a Session.
-- The blocking client reads its links from one thread, its reader, whatever threads wait; and a
-  reply that arrives while no thread waits completes its task at once (before: only when the
-  background thread next took a look, up to a quarter heartbeat later).
+- The blocking client reads its links from one thread at a time: a waiting thread reads its own
+  reply when no other reads, the background thread while none waits; and a reply that arrives
+  while no thread waits completes its task at once (before: only when the background thread next
+  took a look, up to a quarter heartbeat later).
 - A transport is a link factory (open, release, lost, refused); where the servers are and how to
   wait for them is its ``discovery``; the loopback SoC keeps working as a user's testing aid.
 """
@@ -182,21 +183,40 @@ def _done(task):
 # --- live: the blocking client's one reader ---------------------------------------------------------
 
 @pytest.mark.live
-def test_the_blocking_client_reads_its_links_from_one_thread_whoever_waits(shared_soc, monkeypatch):
-    from arm_side.channel import Channel
+def test_the_blocking_client_reads_by_turns_a_waiting_thread_its_own_reply(shared_soc, monkeypatch):
+    """One thread at a time reads the links (``arm_side.reading``): a thread that waits while no
+    other reads reads its own reply (before: the background thread read every reply and woke the
+    waiter, a second thread woken per task); several waiters take turns; a reply nobody waits for
+    still fires its callback at once."""
+    from arm_side.links import Links
+    from arm_side.reading import Reading
     readers: set[str] = set()
-    drain = Channel.drain
+    inside, most, count = [0], [0], threading.Lock()
+    dispatch, round_ = Links.dispatch, Reading._round
 
-    def spy(self):
-        got = drain(self)
-        if got:
-            readers.add(threading.current_thread().name)
-        return got
-    monkeypatch.setattr(Channel, "drain", spy)
+    def spy_dispatch(self, link, incoming):
+        readers.add(threading.current_thread().name)
+        return dispatch(self, link, incoming)
+
+    def spy_round(self):
+        with count:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        try:
+            return round_(self)
+        finally:
+            with count:
+                inside[0] -= 1
+    monkeypatch.setattr(Links, "dispatch", spy_dispatch)
+    monkeypatch.setattr(Reading, "_round", spy_round)
     with Soc() as soc:
         def work():
             for _ in range(40):
                 soc.rpc(opids.PING).wait(10000)
+        solo = threading.Thread(target=work, name="solo")
+        solo.start()
+        solo.join()
+        assert "solo" in readers, readers
         threads = [threading.Thread(target=work, name=f"waiter{i}") for i in range(3)]
         for t in threads:
             t.start()
@@ -204,8 +224,43 @@ def test_the_blocking_client_reads_its_links_from_one_thread_whoever_waits(share
         for t in threads:
             t.join()
         assert fired.result(timeout=10) == {"slept_ms": 5.0}
-        assert len(readers) == 1, readers               # before: each waiter read for itself (leader/follower)
-        assert readers == {soc.client.reader.name}
+        assert most[0] == 1, most                   # never two threads reading at once
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("mode", ["relay", "direct"])
+def test_the_blocking_clients_session_is_changed_by_its_one_owner_only(shared_soc, mode, monkeypatch):
+    """Callers' threads submit while a thread reads: each call that changes the session (track,
+    route, a reply, the clock, a release) happens under ``Links.owned``, one owner at a time
+    (before: none; the order of a caller's ``track`` and the reader's ``receive`` rested on
+    argument)."""
+    from arm_side.session import Session
+    outside: list[str] = []
+    watched: dict[int, object] = {}
+    for name in ("track", "unsent", "task_frames", "task_link", "receive", "tick", "cancelled", "fail_all",
+                 "cancel_link"):
+        def spy(self, *args, _orig=getattr(Session, name), _name=name, **kwargs):
+            owner = watched.get(id(self))
+            if owner is not None and not owner._is_owned():
+                outside.append(_name)
+            return _orig(self, *args, **kwargs)
+        monkeypatch.setattr(Session, name, spy)
+    with Soc(mode=mode) as soc:
+        watched[id(soc.client.session)] = soc.client.links.owned
+
+        def work():
+            for _ in range(20):
+                soc.rpc(opids.PING, core=CORE_0).wait(10000)
+        threads = [threading.Thread(target=work) for _ in range(3)]
+        for t in threads:
+            t.start()
+        fired = _done(soc.rpc(opids.SLEEP, params={"ms": 5}, core=CORE_1))
+        slow = soc.rpc(opids.SLEEP, params={"ms": 300}, core=CORE_1)
+        slow.release()
+        for t in threads:
+            t.join()
+        assert fired.result(timeout=10) == {"slept_ms": 5.0}
+    assert not outside, sorted(set(outside))
 
 
 @pytest.mark.live
@@ -214,7 +269,8 @@ def test_a_reply_no_thread_waits_for_completes_its_task_at_once(shared_soc, mode
     """Nobody waits and no callback asks: the task is done as soon as its reply is in (before, only
     when the background thread next looked, a quarter heartbeat later: with the heartbeat made
     10 minutes here, 150 s)."""
-    monkeypatch.setattr(client, "HEARTBEAT_INTERVAL_MS", 600_000)
+    from arm_side import reading
+    monkeypatch.setattr(reading, "HEARTBEAT_INTERVAL_MS", 600_000)
     with Soc(mode=mode) as soc:
         assert soc.rpc(opids.PING, core=CORE_0).wait(10000) == {"core": "vdsp0"}
         task = soc.rpc(opids.SLEEP, params={"ms": 5}, core=CORE_0)

@@ -173,8 +173,9 @@ class Settings:
         "(`vdsp_sim/native_finder.py`), which runs before any package loads", ALL, _flag, True)
     busy_poll_us = Variable[int](
         "VDSP_BUSY_POLL_US", "µs", "0",
-        "accepted and ignored (it made a waiting thread spin before it slept): the SDK's one reader thread "
-        "reads every reply, and a thread spinning beside it would hold the GIL the reader needs", (CLIENT,), int, 0)
+        "accepted and ignored (it made a waiting thread spin before it slept): a waiting thread sleeps on "
+        "the links and reads its own reply, and a thread spinning would hold the GIL another thread needs",
+        (CLIENT,), int, 0)
     log_level = Variable[str](
         "VDSP_LOG_LEVEL", "name or number", "`info`",
         "`debug`, `info`, `warning`, `error`, or the DSP logger's number (its `Init logger, level:3`): "

@@ -195,14 +195,15 @@ def role_baseline_relay(directory: str) -> int:
                 other.send_multipart(frames)
 
 
-def role_baseline_worker(directory: str) -> int:
-    """DEALER connected to the relay's back end: echoes every message."""
+def _echo_worker(kind: int, endpoint: str, bind: bool) -> int:
+    """A socket of ``kind`` bound or connected at ``endpoint`` that echoes every message, until
+    its parent exits."""
     parent = os.getppid()
     ctx = zmq.Context()
-    sock = ctx.socket(zmq.DEALER)
+    sock = ctx.socket(kind)
     sock.linger = 0
     sock.sndhwm = sock.rcvhwm = 100000
-    sock.connect(f"ipc://{directory}/back.sock")
+    (sock.bind if bind else sock.connect)(endpoint)
     print("ready", flush=True)
     while True:
         if not sock.poll(200):
@@ -215,6 +216,17 @@ def role_baseline_worker(directory: str) -> int:
             except zmq.Again:
                 break
             sock.send_multipart(frames)
+
+
+def role_baseline_worker(directory: str) -> int:
+    """DEALER connected to the relay's back end: echoes every message."""
+    return _echo_worker(zmq.DEALER, f"ipc://{directory}/back.sock", bind=False)
+
+
+def role_direct_worker(directory: str) -> int:
+    """The direct floor's worker: a ROUTER the client connects to with no relay between (as a
+    direct-mode client reaches a core's firmware); echoes every message."""
+    return _echo_worker(zmq.ROUTER, f"ipc://{directory}/front.sock", bind=True)
 
 
 class Baseline:
@@ -253,6 +265,10 @@ class Baseline:
         self._spawn("baseline-worker")
         self._connect()
         self.call()   # end-to-end check (waits for the connections)
+
+    def labels(self) -> dict[int, str]:
+        """pid -> role of its processes, for ``measure_cpu``."""
+        return {self.procs[0].pid: "relay", self.procs[1].pid: "worker"}
 
     def _header(self) -> bytes:
         self.seq += 1
@@ -328,6 +344,19 @@ class Baseline:
                 p.stdout.close()
         self.procs.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class DirectBaseline(Baseline):
+    """The direct floor: a client socket in this process and one echo worker process it connects
+    to, no relay (the topology of ``Soc(mode="direct")``, nothing of vdsp-sim in it)."""
+
+    def start(self) -> None:
+        self._spawn("direct-worker")
+        self._connect()
+        self.call()
+
+    def labels(self) -> dict[int, str]:
+        return {self.procs[0].pid: "worker"}
 
 
 # =========================================================================================
@@ -840,7 +869,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--fail-on-miss", action="store_true",
                     help="the CI mode: exit 3 when a ratio misses its target (else 0 once the run completes)")
     # internal: the child processes of the benchmark
-    ap.add_argument("--role", choices=("baseline-relay", "baseline-worker", "soc-client"), help=argparse.SUPPRESS)
+    ap.add_argument("--role", choices=("baseline-relay", "baseline-worker", "direct-worker", "soc-client"),
+                    help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="relay", help=argparse.SUPPRESS)
     ap.add_argument("--window", type=int, default=PER_CLIENT, help=argparse.SUPPRESS)
@@ -856,6 +886,8 @@ def main(argv: list[str] | None = None) -> int:
         return role_baseline_relay(args.dir)
     if args.role == "baseline-worker":
         return role_baseline_worker(args.dir)
+    if args.role == "direct-worker":
+        return role_direct_worker(args.dir)
     if args.role == "soc-client":
         return role_soc_client(args.mode, args.window)
 

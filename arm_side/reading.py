@@ -1,0 +1,272 @@
+"""Whose turn it is to read the blocking client's links (leader/follower), and the reading itself.
+
+Invariant: at most one thread reads the links at a time, the holder of ``turn``; it feeds the
+session what arrives (``Links.dispatch``, under the session's owner lock) and keeps the clock
+(``Links.tick``). Which thread that is:
+
+- a thread blocked in ``Request.wait`` that finds the turn free takes it and reads until its own
+  request ends: its reply wakes the thread that waits for it, as a raw socket's ``recv`` does, with
+  no second thread woken in between;
+- a thread that finds the turn taken sleeps on its own eventfd (``arm_side.task``) until its
+  request ends or the turn is handed to it (the reader that leaves wakes the first follower);
+- while no thread waits, the background thread reads: it sleeps on the links, so a reply nobody
+  waits for completes its task and runs its done-callbacks at once, and on the clock's ticks.
+
+The live links' fds are in one epoll set (``on_links``), which is in the background thread's set
+only while no waiting thread reads ("armed"): a waiting thread takes the turn from the sleeping
+background thread with one epoll_ctl (disarm) and hands it back with one more (arm), neither of
+which wakes it. A done-callback runs in the thread that reads (it holds the turn): it may submit,
+not wait (ApiUseError: the reply would never be read).
+
+ZeroMQ's FD is edge-triggered (``arm_side.channel``): a send may take in the signal of a message
+that waits. Every live link is ``watched``: such a send says so, and the sender kicks the sleeper
+(``wake``) on both kick fds (the leader's and the background thread's), whoever sleeps.
+
+So a link's socket is read by one thread at a time, not by one thread for good: the turn passes
+with the waits, which is what keeps a sequential task to one thread woken, as the raw socket's.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+from typing import Any, Callable
+
+from protocol import errors
+from protocol.constants import HEARTBEAT_INTERVAL_MS
+from arm_side.peer import PeerState
+from arm_side.task import Request, defer_wakes, undefer_wakes, wake_deferred, waker
+
+log = logging.getLogger("vdsp.sdk")
+
+
+def _eventfd() -> int:
+    return os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+
+
+def _take(fd: int) -> None:
+    try:
+        os.eventfd_read(fd)
+    except BlockingIOError:
+        pass
+
+
+class Reading:
+    """The reading of ``links`` (``arm_side.links.Links``) by turns; ``closed()``: the client closed."""
+
+    def __init__(self, links: Any, closed: Callable[[], bool]) -> None:
+        self.links, self.closed = links, closed
+        self.turn = threading.Lock()
+        self._kicks = threading.Lock()      # writing a kick fd vs closing it
+        self.reader = 0                     # the thread that holds the turn (its ident), 0: none
+        self.followers: list = []           # the wakers of the threads waiting for the turn, in order
+        self.next_tick = 0.0
+        self.kick_lead, self.kick_idle = _eventfd(), _eventfd()
+        self.on_links = select.epoll()      # the live links' fds
+        self.leading = select.epoll()       # a waiting thread that reads sleeps on the links and its kick
+        self.leading.register(self.on_links.fileno(), select.EPOLLIN)
+        self.leading.register(self.kick_lead, select.EPOLLIN)
+        self.idle = select.epoll()          # the background thread: its kick, the links while armed
+        self.idle.register(self.kick_idle, select.EPOLLIN)
+        self.armed = False
+        self.shut = False                   # closed: the fds above go with the turn's last holder
+        self._version: Any = None
+        self._live: list = []               # the links read: open, their peer alive
+        self._fds: dict[int, Any] = {}      # fd in on_links -> its link
+
+    # --- the links read -------------------------------------------------------------------
+    def wake(self) -> None:
+        """The thread that sleeps on the links (a leader or the background) must look again: a
+        send took in the signal of a message, the links changed, the client closes."""
+        with self._kicks:
+            for fd in (self.kick_lead, self.kick_idle):
+                if fd >= 0:
+                    os.eventfd_write(fd, 1)
+
+    def forget(self, link: Any) -> None:
+        """``link`` closes: out of the epoll set first (its fd number may be a new link's soon)."""
+        fd = link.fd
+        if self._fds.get(fd) is link:
+            del self._fds[fd]
+            try:
+                self.on_links.unregister(fd)
+            except (OSError, ValueError):
+                pass
+
+    def _sync(self) -> list:
+        """The links to read, their fds in ``on_links``: made again when the links changed (one
+        opened or released, a peer died), under the session's owner (the links' table)."""
+        links = self.links
+        version = (links.version, PeerState.generation)    # a link closes only as it is released (version)
+        if version == self._version:
+            return self._live
+        with links.owned:
+            live = [link for link in links.by_key.values() if not link.closed and link.peer.alive]
+            want = {link.fd: link for link in live}
+            for fd, link in list(self._fds.items()):
+                if want.get(fd) is not link:
+                    self.forget(link)
+            for fd, link in want.items():
+                if fd not in self._fds:
+                    self.on_links.register(fd, select.EPOLLIN)
+                    self._fds[fd] = link
+                link.watched = True     # a send that takes in a message's signal says so
+            self._version, self._live = version, live
+        return live
+
+    def _round(self) -> None:
+        """Dispatch what waits on the links; tick the clock when due. The drain ends when a socket's
+        EVENTS say nothing waits, which re-arms its edge-triggered fd."""
+        dispatch = self.links.dispatch
+        for link in self._sync():
+            incoming = link.drain()
+            if incoming:
+                dispatch(link, incoming)
+        now = time.monotonic()
+        if now >= self.next_tick:
+            self.links.tick(now)
+            self.next_tick = now + HEARTBEAT_INTERVAL_MS / 4000
+
+    def _arm(self, on: bool) -> None:
+        if on != self.armed:
+            if on:
+                self.idle.register(self.on_links.fileno(), select.EPOLLIN)
+            else:
+                self.idle.unregister(self.on_links.fileno())
+            self.armed = on
+
+    def _leave(self) -> None:
+        """Give the turn up: the background thread sleeps on the links again, the waiters of what
+        completed wake, and the first follower is told the turn is free."""
+        if self.shut:
+            self._close_fds()
+        else:
+            self._arm(True)
+        self.reader = 0
+        self.turn.release()
+        wake_deferred()
+        followers = self.followers
+        if followers:
+            followers[0].wake()
+
+    # --- a waiting thread -----------------------------------------------------------------
+    def mine(self) -> bool:
+        """This thread reads (a done-callback runs in it)."""
+        return self.reader == threading.get_ident()
+
+    def wait(self, req: Request, timeout_s: float | None) -> None:
+        """Block until ``req`` ends, reading the links while no other thread does. Raises
+        TaskTimeout (the request stays in flight), ApiUseError once the client is closed."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        sleeper = None
+        try:
+            while not req._done:
+                if self.closed():
+                    raise errors.ApiUseError("the SoC connection was closed while waiting")
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise errors.TaskTimeout(f"request {req.msg_id} not done after {(timeout_s or 0) * 1000:.0f} "
+                                             "ms; it is still in flight, wait again to collect it")
+                if self.turn.acquire(blocking=False):
+                    if self.shut:
+                        self.turn.release()
+                        raise errors.ApiUseError("the SoC connection was closed while waiting")
+                    self._lead(req, deadline)
+                elif sleeper is None:       # a follower: woken when req ends, or the turn is free
+                    with req._cb_lock:
+                        if req._done:
+                            return
+                        sleeper = waker()
+                        req._callbacks.append(sleeper)
+                    self.followers.append(sleeper)      # then the turn is tried again: it may be free now
+                else:
+                    sleeper.sleep(remaining)
+        finally:
+            if sleeper is not None:
+                self.followers.remove(sleeper)
+                if not req._done:
+                    with req._cb_lock:
+                        if sleeper in req._callbacks:
+                            req._callbacks.remove(sleeper)
+
+    def _lead(self, req: Request, deadline: float | None) -> None:
+        """Holding the turn: read until ``req`` ends, ``deadline`` passes or the client closes.
+        It sleeps first: a message waiting now has its fd's signal pending (nobody read the socket
+        since it came), or a send took that signal in and kicked (``wake``), or it was opened and
+        kicked: no drain is needed before the first sleep."""
+        self.reader = threading.get_ident()
+        defer_wakes()
+        try:
+            self._arm(False)
+            leading, kick = self.leading, self.kick_lead
+            while not (req._done or self.closed()):
+                now = time.monotonic()
+                timeout = self.next_tick - now
+                if deadline is not None:
+                    if deadline <= now:
+                        return
+                    timeout = min(timeout, deadline - now)
+                wake_deferred()
+                for fd, _ in leading.poll(max(0.0, timeout)):
+                    if fd == kick:
+                        _take(kick)
+                try:
+                    self._round()
+                except Exception:   # what a peer sent is not the waiting caller's error
+                    log.exception("SDK reader error")
+        finally:
+            try:
+                self._leave()
+            finally:
+                undefer_wakes()
+
+    # --- the background thread ------------------------------------------------------------
+    def background(self) -> None:
+        """The background thread: reads while no waiting thread does, until the client closes."""
+        defer_wakes()
+        idle, kick = self.idle, self.kick_idle
+        while not self.closed():
+            try:
+                if self.turn.acquire(timeout=max(0.001, self.next_tick - time.monotonic())):
+                    if self.shut:
+                        self.turn.release()
+                        return
+                    self.reader = threading.get_ident()
+                    try:
+                        self._round()
+                    finally:
+                        self._leave()
+                if self.closed():
+                    return
+                for fd, _ in idle.poll(max(0.0, self.next_tick - time.monotonic())):
+                    if fd == kick:
+                        _take(kick)
+            except Exception:  # the reader must survive anything a peer sends
+                if not self.closed():
+                    log.exception("SDK reader error")
+                    time.sleep(0.05)
+                wake_deferred()
+
+    def close(self) -> None:
+        """The client closed: the epoll sets and kick fds close now, or (closed from a
+        done-callback, which holds the turn) when the turn is given up."""
+        self.shut = True
+        if self.mine():
+            return
+        if self.turn.acquire(timeout=2):
+            try:
+                self._close_fds()
+            finally:
+                self.turn.release()
+
+    def _close_fds(self) -> None:
+        if self.kick_lead < 0:
+            return
+        for ep in (self.idle, self.leading, self.on_links):
+            ep.close()
+        with self._kicks:
+            fds, self.kick_lead, self.kick_idle = (self.kick_lead, self.kick_idle), -1, -1
+        for fd in fds:
+            os.close(fd)
