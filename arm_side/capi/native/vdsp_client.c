@@ -521,6 +521,76 @@ int vdsp_client_call(vdsp_client *c, const vdsp_task *task, int timeout_ms, vdsp
   return rc != 0 ? rc : vdsp_client_wait(c, msg_id, timeout_ms, reply, err);
 }
 
+static size_t done_count(const vdsp_client *c) {
+  size_t n = 0;
+  for (size_t i = 0; i < VDSP_CLIENT_MAX_INFLIGHT; i++) n += c->slots[i].state == DONE;
+  return n;
+}
+
+int vdsp_client_pump(vdsp_client *c, int timeout_ms, int wake_fd) {
+  if (c->pid != getpid()) return 0;
+  int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+  size_t before = done_count(c);
+  for (;;) {
+    while (receive(c)) {
+    }
+    if (done_count(c) != before) return 1;
+    if (vdsp_link_poll_events(&c->link)) {
+      while (receive(c)) {
+      }
+      vdsp_err lost;
+      link_lost(c, &lost);
+      for (size_t i = 0; i < VDSP_CLIENT_MAX_INFLIGHT; i++)
+        if (c->slots[i].state == WAITING) fail_slot(&c->slots[i], &lost);
+      return 1;
+    }
+    int64_t now = now_ms();
+    if (now - c->last_sent_ms >= c->heartbeat_ms) send_empty(c, VDSP_CMD_HEARTBEAT, NULL);
+    if (deadline >= 0 && now >= deadline) return 0;
+    int64_t wake = c->last_sent_ms + c->heartbeat_ms;
+    if (deadline >= 0 && deadline < wake) wake = deadline;
+    zmq_pollitem_t items[3] = {{c->link.sock, 0, ZMQ_POLLIN, 0}, {c->link.monitor, 0, ZMQ_POLLIN, 0},
+                               {NULL, wake_fd, ZMQ_POLLIN, 0}};
+    int rc = zmq_poll(items, wake_fd >= 0 ? 3 : 2, (long)(wake > now ? wake - now : 0));
+    if (rc < 0 && zmq_errno() != EINTR) return 0;
+    if (rc > 0 && wake_fd >= 0 && (items[2].revents & ZMQ_POLLIN)) return 0;
+  }
+}
+
+int vdsp_client_done(const vdsp_client *c, uint64_t msg_id) {
+  for (size_t i = 0; msg_id != 0 && i < VDSP_CLIENT_MAX_INFLIGHT; i++)
+    if (c->slots[i].state != FREE && c->slots[i].msg_id == msg_id) return c->slots[i].state == DONE;
+  return -1;
+}
+
+int vdsp_client_cancel(vdsp_client *c, uint64_t msg_id, int timeout_ms, vdsp_err *err) {
+  int rc = not_ours(c, err);
+  if (rc != 0) return rc;
+  slot *target = find(c, msg_id);
+  if (target == NULL)
+    return vdsp_fail(err, VDSP_E_INVALID_ARGUMENT, "no request with msg_id %llu is in flight",
+                     (unsigned long long)msg_id);
+  if (target->state == DONE) {
+    release(target);
+    return 0;
+  }
+  vdsp_wire_writer *w = c->writer;
+  vdsp_wire_writer_reset(w);
+  vdsp_wire_put_map(w, 1);
+  vdsp_wire_put_cstr(w, "target");
+  vdsp_wire_put_uint(w, msg_id);
+  slot *s;
+  rc = request(c, VDSP_CMD_CANCEL, NULL, &s, err);
+  if (rc == 0) {
+    rc = wait_slot(c, s, timeout_ms < 0 ? -1 : now_ms() + timeout_ms, err);
+    if (rc == 0) rc = collect(s, NULL, err);
+    else release(s);   /* its late answer is passed over */
+  }
+  target = find(c, msg_id);   /* no reply of the target comes after the CANCEL's answer (§5.5) */
+  if (target != NULL) release(target);
+  return rc;
+}
+
 void vdsp_reply_free(vdsp_reply *reply) {
   if (reply == NULL) return;
   vdsp_wire_body_free(reply->body);

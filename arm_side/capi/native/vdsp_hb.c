@@ -1,0 +1,1042 @@
+/*
+ * vdsp_hb.c: the hbSys and hbDSP functions of hb_sys.h and hb_dsp.h, and hbDNNGetErrorDesc, in C
+ * on the native client core (vdsp_client.h), with no Python in the process (issue 42). What
+ * arm_side/capi/bridge.py does for the embedded library, the same codes, limits and semantics:
+ *
+ * - One client per process, opened by the first call that needs the SoC (relay mode, ipc); its
+ *   DDR owner allocates every buffer. Nothing runs before that call: no thread, no signal handler
+ *   (the program's signals stay its own: SIGINT ends it as it would without the library).
+ * - Memory: a table of this process's live buffers, each known by (phyAddr, virAddr); virAddr is
+ *   the DDR mapping for uncached memory, the private CPU cache (a copy the library allocates) for
+ *   cached and registered memory. A struct naming a range inside a live buffer is that range;
+ *   other owners' memory goes to the SoC as (phyAddr, memSize), which checks it.
+ *   VDSP_STRICT_CACHE=1 (1, true, yes) reports a CLEAN forgotten before a task and a read of
+ *   cached memory the DSP wrote without an INVALIDATE (HB_SYS_CACHE_NOT_FLUSHED).
+ * - Tasks: handles are numbers from 0x10010 up in steps of 16, handed out once; parameters of
+ *   a struct of hb_dsp_ops.h become the operator's msgpack map by the table generated from the
+ *   contract (vdsp_hb_tables.h: arm_side.capi.opsgen.param_table), as the bridge maps them.
+ * - Threads: one mutex guards the state. A thread waiting for a task reads the link for every
+ *   waiter (vdsp_client_pump) while the others sleep on a condition; a thread that needs the
+ *   client while one reads wakes it through an eventfd, so a submission never waits for a reply.
+ * - fork(): a child of a process that used the library gets HB_DNN_MULTI_PROGRESS_USE_ERROR from
+ *   every call, at once (its sockets and DDR owner are the parent's).
+ * - Exit: an atexit handler frees this process's buffers and closes the client (DISCONNECT, the
+ *   DDR owner's files unlinked); SIGKILL leaves nothing either (the SoC reclaims a dead owner).
+ *
+ * Not here yet (the embedded library has them): tcp and CURVE, direct mode, relay autostart,
+ * hbDSPRpcV2Json, tensor descriptors in parameter structs, and registering memory another owner
+ * granted (grants are not read).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hb_dnn.h"
+#include "hb_dsp.h"
+#include "hb_sys.h"
+#include "vdsp_client.h"
+
+struct vdsp_error_text {
+  int32_t code;
+  const char *text;
+};
+struct vdsp_param_member {
+  int32_t cmd;
+  size_t size;          /* sizeof the struct */
+  const char *strct;    /* its name */
+  const char *op;       /* the operator's name */
+  const char *param;    /* the parameter's name */
+  const char *cname;    /* the member's name */
+  int kind;             /* arm_side.capi.opsgen.PARAM_KINDS */
+  size_t offset;
+  int length;           /* a fixed list's length (0: a pointer list, with a count) */
+  size_t count_offset;  /* a pointer list's int32_t count */
+};
+enum { K_INT = 1, K_FLOAT, K_BOOL, K_INT_LIST, K_FLOAT_LIST, K_STR, K_IMAGE, K_TENSOR };
+#include "vdsp_hb_tables.h"
+
+#define MULTI_PROGRESS (-6000016)   /* HB_DNN_MULTI_PROGRESS_USE_ERROR */
+#define MAX_BUFFERS 64              /* buffers of one task */
+#define MAX_TASKS (1 << 16)         /* live task handles */
+#define MAX_TEXT (1 << 16)          /* bytes of a string parameter or a value's name */
+#define MAX_LIST (1 << 20)          /* values of a list parameter */
+#define TEXTS_KEPT 1024             /* error descriptions returned that stay valid */
+#define CANCEL_WAIT_MS 5000         /* for a CANCEL's answer, as the Python SDK */
+#define FIRST_HANDLE 0x10010u
+
+/* --- state --------------------------------------------------------------------------------- */
+
+typedef struct {
+  uint64_t phys;
+  uint32_t size;
+  void *vir;             /* what the program sees: cache, else ddr */
+  uint8_t *ddr;          /* the DDR bytes */
+  uint8_t *cache;        /* the private CPU cache (cached, registered); NULL: uncached */
+  int registered;
+  int device_written;    /* strict mode: the DSP wrote the DDR since the last whole INVALIDATE */
+  vdsp_ddr_segment seg;  /* allocated memory's segment */
+  void *map;             /* registered memory's own mapping of the segment, and its length */
+  size_t map_len;
+} buffer;
+
+typedef struct {
+  uintptr_t number;
+  uint64_t msg_id;
+  int done, code;
+  char message[VDSP_ERR_MAX];
+  vdsp_wire_body *body;               /* a RESULT's */
+  size_t n_out;
+  uint64_t out_phys[MAX_BUFFERS];     /* whole buffers written (strict mode: then device_written) */
+  void *out_vir[MAX_BUFFERS];
+} task;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t read_done = PTHREAD_COND_INITIALIZER;
+static vdsp_client *client;            /* guarded by lock */
+static pid_t client_pid;
+static int strict, reading, wake_fd = -1, exit_set;
+static int pending;                    /* threads waiting for the lock while one reads (atomic) */
+static buffer **buffers;
+static size_t n_buffers, cap_buffers;
+static task **tasks;
+static size_t n_tasks, cap_tasks;
+static uintptr_t next_handle = FIRST_HANDLE;
+static char *texts[TEXTS_KEPT];
+static size_t next_text;
+
+static __thread int last_code;
+static __thread char last_message[VDSP_ERR_MAX];
+
+static int fail(int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static int fail(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_message, sizeof last_message, fmt, ap);
+  va_end(ap);
+  last_code = code;
+  return code;
+}
+
+static int fail_err(const vdsp_err *e) { return fail(e->code, "%s", e->message); }
+
+static void enter(void) {
+  if (pthread_mutex_trylock(&lock) == 0) return;
+  __atomic_add_fetch(&pending, 1, __ATOMIC_SEQ_CST);
+  if (wake_fd >= 0) eventfd_write(wake_fd, 1);   /* the reader returns and lets us in */
+  pthread_mutex_lock(&lock);
+  __atomic_sub_fetch(&pending, 1, __ATOMIC_SEQ_CST);
+}
+
+static int leave(int rc) {
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+static void before_fork(void) { pthread_mutex_lock(&lock); }
+static void after_fork(void) { pthread_mutex_unlock(&lock); }
+
+static void on_exit_close(void);
+
+static int strict_setting(void) {
+  const char *v = getenv("VDSP_STRICT_CACHE");
+  if (v == NULL) return 0;
+  while (*v == ' ' || *v == '\t') v++;
+  char word[8] = {0};
+  size_t n = 0;
+  while (v[n] && v[n] != ' ' && v[n] != '\t' && v[n] != '\n' && n < sizeof word - 1) {
+    word[n] = (char)(v[n] >= 'A' && v[n] <= 'Z' ? v[n] + 32 : v[n]);
+    n++;
+  }
+  return strcmp(word, "1") == 0 || strcmp(word, "true") == 0 || strcmp(word, "yes") == 0;
+}
+
+static void at_exit_once(void) {   /* under lock */
+  if (exit_set) return;
+  exit_set = 1;
+  pthread_atfork(before_fork, after_fork, after_fork);
+  atexit(on_exit_close);
+}
+
+/* The client, opened by the first call that needs it (under lock). */
+static int connected(void) {
+  if (client != NULL) {
+    if (client_pid == getpid()) return 0;
+    return fail(MULTI_PROGRESS, "libvdsp_hb was used by process %ld, whose child made by fork() this process is: "
+                "its connection and DDR owner are the parent's (call the library only in the parent, or exec a "
+                "program in the child)", (long)client_pid);
+  }
+  at_exit_once();
+  vdsp_err e;
+  if (vdsp_client_open(NULL, &client, &e) != 0) return fail_err(&e);
+  client_pid = getpid();
+  strict = strict_setting();
+  if (wake_fd < 0) wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  return 0;
+}
+
+static uint32_t my_owner(void) { return vdsp_ddr_owner_id(vdsp_client_ddr(client)); }
+
+static void drop_task(task *t) {
+  vdsp_wire_body_free(t->body);
+  free(t);
+}
+
+static void free_buffer(buffer *b) {
+  free(b->cache);
+  if (b->map != NULL) munmap(b->map, b->map_len);
+  free(b);
+}
+
+static void on_exit_close(void) {
+  pthread_mutex_lock(&lock);
+  if (client != NULL && client_pid == getpid()) {
+    for (size_t i = 0; i < n_tasks; i++) drop_task(tasks[i]);
+    for (size_t i = 0; i < n_buffers; i++) free_buffer(buffers[i]);   /* segments: closing the owner */
+    n_tasks = n_buffers = 0;
+    vdsp_client_close(client);
+    client = NULL;
+  }
+  free(tasks), free(buffers);
+  tasks = NULL, buffers = NULL, cap_tasks = cap_buffers = 0;
+  for (size_t i = 0; i < TEXTS_KEPT; i++) free(texts[i]), texts[i] = NULL;
+  if (wake_fd >= 0) close(wake_fd), wake_fd = -1;
+  pthread_mutex_unlock(&lock);
+}
+
+static int grow(void ***array, size_t *cap, size_t n) {
+  if (n < *cap) return 0;
+  size_t want = *cap ? *cap * 2 : 16;
+  void **p = realloc(*array, want * sizeof *p);
+  if (p == NULL) return -1;
+  *array = p;
+  *cap = want;
+  return 0;
+}
+
+/* --- memory -------------------------------------------------------------------------------- */
+
+static buffer *exact(uint64_t phys, void *vir) {
+  for (size_t i = 0; i < n_buffers; i++)
+    if (buffers[i]->phys == phys && buffers[i]->vir == vir) return buffers[i];
+  return NULL;
+}
+
+/* The live buffer of this process holding the struct's range (*b NULL: another owner's), the
+ * range's offset in it; SYS_INVALID_ARGUMENT for memory of this process that is not live. */
+static int lookup(const hbSysMem *m, const char *what, buffer **out, uint32_t *offset) {
+  uint64_t phys = m->phyAddr, size = m->memSize;
+  buffer *b = exact(phys, m->virAddr);
+  *offset = 0;
+  if (b != NULL && size <= b->size) {
+    *out = b;
+    return 0;
+  }
+  buffer *best = NULL, *around = NULL;
+  int best_rank = 4;
+  for (size_t i = 0; i < n_buffers; i++) {
+    buffer *c = buffers[i];
+    if (c->phys <= phys && phys < c->phys + c->size) around = c;
+    if (!(c->phys <= phys && phys + size <= c->phys + c->size)) continue;
+    int rank = 2 * c->registered + ((uint8_t *)c->vir + (phys - c->phys) != (uint8_t *)m->virAddr);
+    if (rank < best_rank) best = c, best_rank = rank;
+  }
+  if (best != NULL) {
+    *out = best;
+    *offset = (uint32_t)(phys - best->phys);
+    return 0;
+  }
+  *out = NULL;
+  if ((phys >> VDSP_DDR_OFFSET_BITS) != my_owner()) return 0;
+  if (around != NULL)
+    return fail(HB_SYS_INVALID_ARGUMENT, "%s (hbSysMem at 0x%llx, %llu bytes) runs past the end of its buffer "
+                "(0x%llx, %u bytes): its memSize is too large", what, (unsigned long long)phys,
+                (unsigned long long)size, (unsigned long long)around->phys, around->size);
+  return fail(HB_SYS_INVALID_ARGUMENT, "%s (hbSysMem at 0x%llx, %llu bytes) is not allocated or registered in this "
+              "process (or was freed)", what, (unsigned long long)phys, (unsigned long long)size);
+}
+
+static int live(const hbSysMem *m, const char *what, buffer **b, uint32_t *offset) {
+  if (m == NULL) return fail(HB_SYS_INVALID_ARGUMENT, "%s is NULL", what);
+  int rc = lookup(m, what, b, offset);
+  if (rc == 0 && *b == NULL)
+    return fail(HB_SYS_INVALID_ARGUMENT, "%s (hbSysMem at 0x%llx) is not memory of this process: register it first "
+                "(hbSysRegisterMem)", what, (unsigned long long)m->phyAddr);
+  return rc;
+}
+
+static int track(buffer *b, hbSysMem *m) {
+  if (grow((void ***)&buffers, &cap_buffers, n_buffers) != 0) return -1;
+  buffers[n_buffers++] = b;
+  m->phyAddr = b->phys;
+  m->virAddr = b->vir;
+  m->memSize = b->size;
+  return 0;
+}
+
+static int alloc(hbSysMem *mem, uint32_t size, int cached) {
+  if (mem == NULL) return fail(HB_SYS_INVALID_ARGUMENT, "mem is NULL");
+  enter();
+  int rc = connected();
+  if (rc != 0) return leave(rc);
+  buffer *b = calloc(1, sizeof *b);
+  vdsp_err e;
+  if (b == NULL) return leave(fail(HB_SYS_OUT_OF_MEMORY, "out of memory"));
+  rc = vdsp_ddr_alloc(vdsp_client_ddr(client), size, &b->seg, &e);
+  if (rc != 0) {
+    free(b);
+    return leave(fail_err(&e));
+  }
+  b->phys = b->seg.phys;
+  b->size = size;
+  b->ddr = b->seg.addr;
+  if (cached && (b->cache = calloc(1, size)) == NULL) rc = fail(HB_SYS_OUT_OF_MEMORY, "out of memory for the cache");
+  b->vir = cached ? (void *)b->cache : (void *)b->ddr;
+  if (rc == 0 && track(b, mem) != 0) rc = fail(HB_SYS_OUT_OF_MEMORY, "out of memory");
+  if (rc != 0) {
+    vdsp_ddr_free(vdsp_client_ddr(client), &b->seg, NULL);
+    free_buffer(b);
+  }
+  return leave(rc);
+}
+
+int32_t hbSysAllocMem(hbSysMem *mem, uint32_t size) { return alloc(mem, size, 0); }
+int32_t hbSysAllocCachedMem(hbSysMem *mem, uint32_t size) { return alloc(mem, size, 1); }
+
+int32_t hbSysFlushMem(hbSysMem *mem, int32_t flag) {
+  enter();
+  int rc = connected();
+  buffer *b;
+  uint32_t off;
+  if (rc == 0) rc = live(mem, "mem", &b, &off);
+  if (rc != 0) return leave(rc);
+  if (flag != HB_SYS_MEM_CACHE_INVALIDATE && flag != HB_SYS_MEM_CACHE_CLEAN)
+    return leave(fail(HB_SYS_INVALID_ARGUMENT, "flag %d must be HB_SYS_MEM_CACHE_INVALIDATE (1) or "
+                      "HB_SYS_MEM_CACHE_CLEAN (2)", (int)flag));
+  uint32_t size = mem->memSize;
+  if (b->cache != NULL) {
+    if (flag == HB_SYS_MEM_CACHE_CLEAN) {
+      memcpy(b->ddr + off, b->cache + off, size);
+    } else {
+      memcpy(b->cache + off, b->ddr + off, size);
+      if (off == 0 && size == b->size) b->device_written = 0;
+    }
+  }
+  return leave(0);
+}
+
+static void untrack(buffer *b) {
+  for (size_t i = 0; i < n_buffers; i++)
+    if (buffers[i] == b) {
+      buffers[i] = buffers[--n_buffers];
+      return;
+    }
+}
+
+static int release_mem(hbSysMem *mem, int registered) {
+  if (mem == NULL) return fail(HB_SYS_INVALID_ARGUMENT, "mem is NULL");
+  enter();
+  int rc = connected();
+  if (rc != 0) return leave(rc);
+  buffer *b = exact(mem->phyAddr, mem->virAddr);
+  if (b == NULL)
+    return leave(fail(HB_SYS_INVALID_ARGUMENT, "hbSysMem at 0x%llx is not a buffer this process allocated or "
+                      "registered (freed already, or a copy naming part of one)", (unsigned long long)mem->phyAddr));
+  if (registered && !b->registered)
+    return leave(fail(HB_SYS_INVALID_ARGUMENT, "memory 0x%llx was allocated, not registered: free it "
+                      "(hbSysFreeMem)", (unsigned long long)b->phys));
+  untrack(b);
+  if (!b->registered) vdsp_ddr_free(vdsp_client_ddr(client), &b->seg, NULL);
+  free_buffer(b);
+  mem->virAddr = NULL;
+  return leave(0);
+}
+
+int32_t hbSysFreeMem(hbSysMem *mem) { return release_mem(mem, 0); }
+int32_t hbSysUnregisterMem(hbSysMem *mem) { return release_mem(mem, 1); }
+
+int32_t hbSysWriteMem(hbSysMem *dest, char *src, uint32_t size) {
+  enter();
+  int rc = connected();
+  buffer *b;
+  uint32_t off;
+  if (rc == 0) rc = live(dest, "dest", &b, &off);
+  if (rc != 0) return leave(rc);
+  if (src == NULL) return leave(fail(HB_SYS_INVALID_ARGUMENT, "src is NULL"));
+  if (size > dest->memSize)
+    return leave(fail(HB_SYS_INVALID_ARGUMENT, "size %u is larger than dest's memSize %u", size, dest->memSize));
+  memcpy((uint8_t *)b->vir + off, src, size);
+  return leave(0);
+}
+
+int32_t hbSysReadMem(char *dest, hbSysMem *src, uint32_t size) {
+  enter();
+  int rc = connected();
+  buffer *b;
+  uint32_t off;
+  if (rc == 0) rc = live(src, "src", &b, &off);
+  if (rc != 0) return leave(rc);
+  if (dest == NULL) return leave(fail(HB_SYS_INVALID_ARGUMENT, "dest is NULL"));
+  if (size > src->memSize)
+    return leave(fail(HB_SYS_INVALID_ARGUMENT, "size %u is larger than src's memSize %u", size, src->memSize));
+  if (strict && b->device_written)
+    return leave(fail(HB_SYS_CACHE_NOT_FLUSHED, "memory 0x%llx (%u bytes) was written by the DSP; call "
+                      "hbSysFlushMem(HB_SYS_MEM_CACHE_INVALIDATE) before reading", (unsigned long long)b->phys,
+                      b->size));
+  memcpy(dest, (uint8_t *)b->vir + off, size);
+  return leave(0);
+}
+
+/* This process's own memory only: the segment holding the range is mapped again, its cache a
+ * copy of the DDR. */
+int32_t hbSysRegisterMem(hbSysMem *mem) {
+  if (mem == NULL) return fail(HB_SYS_INVALID_ARGUMENT, "mem is NULL");
+  enter();
+  int rc = connected();
+  if (rc != 0) return leave(rc);
+  uint64_t phys = mem->phyAddr, size = mem->memSize;
+  uint32_t me = my_owner(), owner = (uint32_t)(phys >> VDSP_DDR_OFFSET_BITS);
+  if (size == 0) return leave(fail(HB_SYS_INVALID_ARGUMENT, "memSize 0: a size must be in 1..4294967295"));
+  if (owner != me)
+    return leave(fail(HB_SYS_REGISTER_MEM_FAILED, "0x%llx size %llu: memory of owner 0x%06x is not granted to this "
+                      "process's owner 0x%06x (the native library reads no grants yet)", (unsigned long long)phys,
+                      (unsigned long long)size, owner, me));
+  buffer *base = NULL;
+  for (size_t i = 0; i < n_buffers && base == NULL; i++)
+    if (!buffers[i]->registered && buffers[i]->phys <= phys && phys + size <= buffers[i]->phys + buffers[i]->size)
+      base = buffers[i];
+  if (base == NULL)
+    return leave(fail(HB_SYS_REGISTER_MEM_FAILED, "no DDR at 0x%llx size %llu", (unsigned long long)phys,
+                      (unsigned long long)size));
+  char path[4096];
+  snprintf(path, sizeof path, "%s/vdsp-%06x-%010llx", vdsp_ddr_directory(vdsp_client_ddr(client)), me,
+           (unsigned long long)base->seg.offset);
+  buffer *b = calloc(1, sizeof *b);
+  int fd = b != NULL ? open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC) : -1;
+  size_t len = base->size;
+  void *map = fd >= 0 ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  int saved = errno;
+  if (fd >= 0) close(fd);
+  if (b == NULL || map == MAP_FAILED) {
+    free(b);
+    return leave(fail(HB_SYS_REGISTER_MEM_FAILED, "cannot map DDR at 0x%llx size %llu: %s", (unsigned long long)phys,
+                      (unsigned long long)size, strerror(saved)));
+  }
+  b->map = map;
+  b->map_len = len;
+  b->phys = phys;
+  b->size = (uint32_t)size;
+  b->registered = 1;
+  b->ddr = (uint8_t *)map + (phys - base->phys);
+  b->cache = malloc(size);
+  if (b->cache == NULL || (memcpy(b->cache, b->ddr, size), b->vir = b->cache, track(b, mem)) != 0) {
+    free_buffer(b);
+    return leave(fail(HB_SYS_OUT_OF_MEMORY, "out of memory"));
+  }
+  return leave(0);
+}
+
+/* --- parameters ---------------------------------------------------------------------------- */
+
+/* 1 if the member is sent (a NULL pointer, an image of format 0 and a tensor of no dimensions are not). */
+static int sent(const struct vdsp_param_member *m, const uint8_t *p) {
+  if (m->kind == K_STR || ((m->kind == K_INT_LIST || m->kind == K_FLOAT_LIST) && m->length == 0)) {
+    const void *ptr;
+    memcpy(&ptr, p + m->offset, sizeof ptr);
+    return ptr != NULL;
+  }
+  if (m->kind == K_IMAGE) return ((const hbDSPImage *)(const void *)(p + m->offset))->format != 0;
+  if (m->kind == K_TENSOR)
+    return ((const hbDNNTensorProperties *)(const void *)(p + m->offset))->validShape.numDimensions != 0;
+  return 1;
+}
+
+static int put_member(vdsp_wire_writer *w, const struct vdsp_param_member *m, const uint8_t *p) {
+  const uint8_t *at = p + m->offset;
+  int64_t i64;
+  double f64;
+  int32_t i32;
+  vdsp_wire_put_cstr(w, m->param);
+  switch (m->kind) {
+    case K_INT:
+      memcpy(&i64, at, sizeof i64);
+      return vdsp_wire_put_int(w, i64);
+    case K_FLOAT:
+      memcpy(&f64, at, sizeof f64);
+      return vdsp_wire_put_double(w, f64);
+    case K_BOOL:
+      memcpy(&i32, at, sizeof i32);
+      return vdsp_wire_put_bool(w, i32 != 0);
+    case K_STR: {
+      const char *s;
+      memcpy(&s, at, sizeof s);
+      size_t n = strnlen(s, MAX_TEXT + 1);
+      if (n > MAX_TEXT)
+        return fail(HB_DNN_INVALID_ARGUMENT, "%s.%s is longer than %d bytes (or not NUL-terminated)", m->strct,
+                    m->cname, MAX_TEXT);
+      return vdsp_wire_put_str(w, s, n);
+    }
+    case K_INT_LIST:
+    case K_FLOAT_LIST: {
+      const uint8_t *values = at;
+      int32_t count = m->length;
+      if (m->length == 0) {
+        memcpy(&values, at, sizeof values);
+        memcpy(&count, p + m->count_offset, sizeof count);
+        if (count < 0 || count > MAX_LIST)
+          return fail(HB_DNN_INVALID_ARGUMENT, "%s.%s_count %d must be in 0..%d", m->strct, m->cname, (int)count,
+                      MAX_LIST);
+      }
+      vdsp_wire_put_array(w, (uint32_t)count);
+      for (int32_t i = 0; i < count; i++) {
+        if (m->kind == K_INT_LIST) {
+          memcpy(&i64, values + 8 * (size_t)i, sizeof i64);
+          vdsp_wire_put_int(w, i64);
+        } else {
+          memcpy(&f64, values + 8 * (size_t)i, sizeof f64);
+          vdsp_wire_put_double(w, f64);
+        }
+      }
+      return 0;
+    }
+    case K_IMAGE: {
+      hbDSPImage img;
+      memcpy(&img, at, sizeof img);
+      int n_formats = (int)(sizeof vdsp_image_formats / sizeof *vdsp_image_formats);
+      if (img.format < 1 || img.format >= n_formats)
+        return fail(HB_DNN_INVALID_ARGUMENT, "%s.%s.format %d is not an hbDSPImageFormat", m->strct, m->cname,
+                    (int)img.format);
+      vdsp_wire_put_map(w, 3u + (img.stride != 0) + (img.hasRoi != 0));
+      vdsp_wire_put_cstr(w, "format");
+      vdsp_wire_put_cstr(w, vdsp_image_formats[img.format]);
+      vdsp_wire_put_cstr(w, "width");
+      vdsp_wire_put_int(w, img.width);
+      vdsp_wire_put_cstr(w, "height");
+      vdsp_wire_put_int(w, img.height);
+      if (img.stride) {
+        vdsp_wire_put_cstr(w, "stride");
+        vdsp_wire_put_int(w, img.stride);
+      }
+      if (img.hasRoi) {
+        vdsp_wire_put_cstr(w, "roi");
+        vdsp_wire_put_array(w, 4);
+        vdsp_wire_put_int(w, img.roi.left);
+        vdsp_wire_put_int(w, img.roi.top);
+        vdsp_wire_put_int(w, img.roi.right);
+        vdsp_wire_put_int(w, img.roi.bottom);
+      }
+      return 0;
+    }
+    default:
+      return fail(HB_DNN_INVALID_ARGUMENT, "%s.%s: the native library does not send tensor descriptors yet (the "
+                  "embedded library does)", m->strct, m->cname);
+  }
+}
+
+/* The parameters of `param` (a struct of `cmd`) into `w`, an encoded msgpack map. */
+static int struct_params(vdsp_wire_writer *w, int32_t cmd, const void *param, uint32_t size) {
+  const struct vdsp_param_member *first = NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof vdsp_param_members / sizeof *vdsp_param_members; i++)
+    if (vdsp_param_members[i].cmd == cmd) {
+      if (first == NULL) first = &vdsp_param_members[i];
+      n++;
+    }
+  if (first == NULL)
+    return fail(HB_DNN_INVALID_ARGUMENT, "operator 0x%04x has no parameter struct in hb_dsp_ops.h: pass its "
+                "parameters with hbDSPRpcV2Json", (unsigned)cmd & 0xffffffffu);
+  if (size != first->size)
+    return fail(HB_DNN_INVALID_ARGUMENT, "paramSize %u is not sizeof(%s) = %zu: pass the struct of operator 0x%04x "
+                "(%s)", size, first->strct, first->size, (unsigned)cmd, first->op);
+  const uint8_t *p = param;
+  uint32_t count = 0;
+  for (size_t i = 0; i < n; i++) count += (uint32_t)sent(&first[i], p);
+  vdsp_wire_put_map(w, count);
+  for (size_t i = 0; i < n; i++) {
+    if (!sent(&first[i], p)) continue;
+    int rc = put_member(w, &first[i], p);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* --- tasks --------------------------------------------------------------------------------- */
+
+static task *find_task(uintptr_t number) {
+  for (size_t i = 0; i < n_tasks; i++)
+    if (tasks[i]->number == number) return tasks[i];
+  return NULL;
+}
+
+static int not_a_task(uintptr_t number, const char *when) {
+  if (number == 0)
+    return fail(HB_DNN_INVALID_TASK_HANDLE, "NULL is not a live DSP task handle of this process (never handed out, "
+                "or released%s)", when);
+  return fail(HB_DNN_INVALID_TASK_HANDLE, "handle 0x%lx is not a live DSP task handle of this process (never handed "
+              "out, or released%s)", (unsigned long)number, when);
+}
+
+static int task_handles(const hbSysMem *array, int32_t count, const char *what, vdsp_handle *out, task *t,
+                        int outputs) {
+  if (count < 0 || count > MAX_BUFFERS)
+    return fail(HB_DNN_INVALID_ARGUMENT, "%sCount %d must be in 0..%d", what, (int)count, MAX_BUFFERS);
+  if (count && array == NULL)
+    return fail(HB_DNN_INVALID_ARGUMENT, "%ss is NULL but %sCount is %d", what, what, (int)count);
+  for (int32_t i = 0; i < count; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "%s[%d]", what, (int)i);
+    buffer *b;
+    uint32_t off;
+    int rc = lookup(&array[i], name, &b, &off);
+    if (rc != 0) return rc;
+    out[i].phys = array[i].phyAddr;
+    out[i].size = array[i].memSize;
+    out[i].flags = 0;
+    if (b == NULL || off != 0 || array[i].memSize != b->size) continue;
+    out[i].flags = (uint64_t)b->registered;
+    if (strict && b->cache != NULL && !b->device_written && memcmp(b->cache, b->ddr, b->size) != 0)
+      return fail(HB_SYS_CACHE_NOT_FLUSHED, "memory 0x%llx (%u bytes) was written by the CPU but not cleaned: call "
+                  "hbSysFlushMem(HB_SYS_MEM_CACHE_CLEAN) before the task", (unsigned long long)b->phys, b->size);
+    if (outputs && b->cache != NULL) {
+      t->out_phys[t->n_out] = b->phys;
+      t->out_vir[t->n_out++] = b->vir;
+    }
+  }
+  return 0;
+}
+
+static int rpc(hbDSPTask_t *handle, hbSysMem *inputs, int32_t n_in, hbSysMem *outputs, int32_t n_out, int32_t cmd,
+               const void *param, uint32_t size, const char *json, const hbDSPRpcCtrlParam *ctrl) {
+  if (handle == NULL) return fail(HB_DNN_INVALID_ARGUMENT, "task is NULL: pass the address of an hbDSPTask_t");
+  if (json != NULL)
+    return fail(HB_DNN_INVALID_ARGUMENT, "hbDSPRpcV2Json: the native library takes no JSON parameters yet (pass the "
+                "operator's struct with hbDSPRpcV2Param)");
+  if (cmd < 0 || cmd > 0xfffe)
+    return fail(HB_DNN_INVALID_ARGUMENT, "rpcCmd 0x%x must be an operator id in 0x0000..0xfffe", (unsigned)cmd);
+  if (ctrl != NULL && (ctrl->dspCoreId < 0 || ctrl->dspCoreId > 2))
+    return fail(HB_DSP_INVALID_CORE, "dspCoreId %d must be HB_DSP_CORE_ANY (0), HB_DSP_CORE_0 (1) or HB_DSP_CORE_1 "
+                "(2)", (int)ctrl->dspCoreId);
+  if (ctrl != NULL && (ctrl->priority < 0 || ctrl->priority > 255))
+    return fail(HB_DNN_INVALID_ARGUMENT, "priority %d must be in 0..255", (int)ctrl->priority);
+  enter();
+  int rc = connected();
+  if (rc != 0) return leave(rc);
+  task *t = calloc(1, sizeof *t);
+  vdsp_wire_writer *w = vdsp_wire_writer_new();
+  vdsp_handle ins[MAX_BUFFERS], outs[MAX_BUFFERS];
+  if (t == NULL || w == NULL) rc = fail(HB_DNN_OUT_OF_MEMORY, "out of memory");
+  if (rc == 0) rc = task_handles(inputs, n_in, "input", ins, t, 0);
+  if (rc == 0) rc = task_handles(outputs, n_out, "output", outs, t, 1);
+  const uint8_t *params = NULL;
+  size_t params_len = 0;
+  if (rc == 0 && param != NULL) {
+    vdsp_wire_error werr;
+    rc = struct_params(w, cmd, param, size);
+    if (rc == 0 && vdsp_wire_writer_finish(w, &params, &params_len, &werr) != 0)
+      rc = fail(werr.code, "%s", werr.message);
+  }
+  if (rc == 0 && n_tasks >= MAX_TASKS)
+    rc = fail(HB_DNN_TASK_NUM_EXCEED_LIMIT, "%d DSP task handles are alive: release some", MAX_TASKS);
+  if (rc == 0 && grow((void ***)&tasks, &cap_tasks, n_tasks) != 0) rc = fail(HB_DNN_OUT_OF_MEMORY, "out of memory");
+  if (rc == 0) {
+    vdsp_task vt = {(uint16_t)cmd, ctrl ? (uint8_t)ctrl->priority : 0, ctrl ? (uint8_t)ctrl->dspCoreId : 0,
+                    ctrl ? ctrl->customId : 0, ins, (size_t)n_in, outs, (size_t)n_out, params, params_len};
+    vdsp_err e;
+    if (vdsp_client_submit(client, &vt, &t->msg_id, &e) != 0) rc = fail_err(&e);
+  }
+  vdsp_wire_writer_free(w);
+  if (rc != 0) {
+    free(t);
+    return leave(rc);
+  }
+  t->number = next_handle;
+  next_handle += 16;
+  tasks[n_tasks++] = t;
+  *handle = (hbDSPTask_t)t->number;
+  return leave(0);
+}
+
+int32_t hbDSPRpcV2(hbDSPTask_t *task, hbSysMem *input, hbSysMem *output, int32_t rpcCmd, hbDSPRpcCtrlParam *ctrl) {
+  return rpc(task, input, input != NULL, output, output != NULL, rpcCmd, NULL, 0, NULL, ctrl);
+}
+int32_t hbDSPRpcV2Param(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
+                        int32_t outputCount, int32_t rpcCmd, void const *param, uint32_t paramSize,
+                        hbDSPRpcCtrlParam *ctrl) {
+  return rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, param, paramSize, NULL, ctrl);
+}
+int32_t hbDSPRpcV2Json(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
+                       int32_t outputCount, int32_t rpcCmd, char const *paramJson, hbDSPRpcCtrlParam *ctrl) {
+  return rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, NULL, 0, paramJson ? paramJson : "", ctrl);
+}
+
+/* Take the outcome of a task whose reply is in (vdsp_client_done 1). */
+static void finish(task *t) {
+  vdsp_reply reply;
+  vdsp_err e;
+  t->code = vdsp_client_wait(client, t->msg_id, 0, &reply, &e);
+  t->done = 1;
+  if (t->code != 0) {
+    snprintf(t->message, sizeof t->message, "%s", e.message);
+    return;
+  }
+  t->body = reply.body;
+  for (size_t i = 0; strict && i < t->n_out; i++) {
+    buffer *b = exact(t->out_phys[i], t->out_vir[i]);
+    if (b != NULL) b->device_written = 1;
+  }
+}
+
+/* Whether the task has ended, taking its outcome if it is in (no waiting). */
+static int ended(task *t) {
+  if (!t->done && vdsp_client_done(client, t->msg_id) == 1) finish(t);
+  return t->done;
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int32_t hbDSPWaitTaskDone(hbDSPTask_t handle, int32_t timeout_ms) {
+  uintptr_t number = (uintptr_t)handle;
+  int64_t deadline = timeout_ms > 0 ? now_ms() + timeout_ms : -1;
+  enter();
+  int rc = connected();
+  if (rc != 0) return leave(rc);
+  for (;;) {
+    task *t = find_task(number);
+    if (t == NULL) return leave(not_a_task(number, ""));
+    if (ended(t)) return leave(t->code ? fail(t->code, "%s", t->message) : 0);
+    int64_t now = now_ms();
+    if (deadline >= 0 && now >= deadline)
+      return leave(fail(HB_DNN_TIMEOUT, "the task did not end within %d ms (it goes on: wait again, or release it)",
+                        (int)timeout_ms));
+    if (reading) {   /* another thread reads for us: sleep until it has read something */
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      int64_t ms = deadline >= 0 ? deadline - now : 1000;
+      until.tv_sec += (time_t)(ms / 1000);
+      until.tv_nsec += (long)(ms % 1000) * 1000000L;
+      if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+      pthread_cond_timedwait(&read_done, &lock, &until);
+      continue;
+    }
+    reading = 1;
+    vdsp_client_pump(client, deadline >= 0 ? (int)(deadline - now) : -1, wake_fd);
+    reading = 0;
+    pthread_cond_broadcast(&read_done);
+    eventfd_t drained;
+    eventfd_read(wake_fd, &drained);
+    if (__atomic_load_n(&pending, __ATOMIC_SEQ_CST) > 0) {   /* let the thread that woke us in */
+      pthread_mutex_unlock(&lock);
+      while (__atomic_load_n(&pending, __ATOMIC_SEQ_CST) > 0) sched_yield();
+      pthread_mutex_lock(&lock);
+    }
+  }
+}
+
+int32_t hbDSPReleaseTask(hbDSPTask_t handle) {
+  uintptr_t number = (uintptr_t)handle;
+  enter();
+  int rc = connected();
+  if (rc != 0) return leave(rc);
+  task *t = find_task(number);
+  if (t == NULL) return leave(not_a_task(number, " before"));
+  for (size_t i = 0; i < n_tasks; i++)
+    if (tasks[i] == t) tasks[i] = tasks[--n_tasks];
+  if (!t->done) {   /* a queued task never runs; a running one's result is dropped */
+    vdsp_err e;
+    vdsp_client_cancel(client, t->msg_id, CANCEL_WAIT_MS, &e);
+  }
+  drop_task(t);
+  return leave(0);
+}
+
+/* The ended task of `number` that has values (under lock). */
+static int with_values(uintptr_t number, const char *what, task **out) {
+  int rc = connected();
+  if (rc != 0) return rc;
+  task *t = find_task(number);
+  if (t == NULL) return not_a_task(number, "");
+  if (!ended(t) || t->code != 0)
+    return fail(HB_DNN_INVALID_ARGUMENT, "the task has no %s: it has not ended, or it failed (hbDSPWaitTaskDone "
+                "returns its code)", what);
+  *out = t;
+  return 0;
+}
+
+static const vdsp_wire_value *values_of(const task *t) {
+  const vdsp_wire_value *v = vdsp_wire_map_get(vdsp_wire_body_root(t->body), "values");
+  return v != NULL && v->kind == VDSP_WIRE_MAP ? v : NULL;
+}
+
+static int value_named(uintptr_t number, const char *name, const vdsp_wire_value **out) {
+  task *t;
+  int rc = with_values(number, "values", &t);
+  if (rc != 0) return rc;
+  if (name == NULL) return fail(HB_DNN_INVALID_ARGUMENT, "name is NULL");
+  size_t len = strnlen(name, MAX_TEXT + 1);
+  if (len > MAX_TEXT)
+    return fail(HB_DNN_INVALID_ARGUMENT, "name is longer than %d bytes (or not NUL-terminated)", MAX_TEXT);
+  const vdsp_wire_value *values = values_of(t);
+  *out = values ? vdsp_wire_map_get_n(values, name, len) : NULL;
+  if (*out == NULL) return fail(HB_DNN_INVALID_ARGUMENT, "the task has no value '%.200s'", name);
+  return 0;
+}
+
+int32_t hbDSPGetTaskValueInt(hbDSPTask_t task, char const *name, int64_t *value) {
+  enter();
+  const vdsp_wire_value *v;
+  int rc = value_named((uintptr_t)task, name, &v);
+  if (rc != 0) return leave(rc);
+  if (value == NULL) return leave(fail(HB_DNN_INVALID_ARGUMENT, "value is NULL"));
+  if (v->kind == VDSP_WIRE_UINT && v->v.u > (uint64_t)INT64_MAX) rc = -1;
+  else if (v->kind != VDSP_WIRE_INT && v->kind != VDSP_WIRE_UINT) rc = -1;
+  if (rc != 0) return leave(fail(HB_DNN_INVALID_ARGUMENT, "value '%.200s' is not a 64-bit integer", name));
+  *value = v->kind == VDSP_WIRE_INT ? v->v.i : (int64_t)v->v.u;
+  return leave(0);
+}
+
+int32_t hbDSPGetTaskValueDouble(hbDSPTask_t task, char const *name, double *value) {
+  enter();
+  const vdsp_wire_value *v;
+  int rc = value_named((uintptr_t)task, name, &v);
+  if (rc != 0) return leave(rc);
+  if (value == NULL) return leave(fail(HB_DNN_INVALID_ARGUMENT, "value is NULL"));
+  if (v->kind == VDSP_WIRE_INT) *value = (double)v->v.i;
+  else if (v->kind == VDSP_WIRE_UINT) *value = (double)v->v.u;
+  else if (v->kind == VDSP_WIRE_FLOAT) *value = v->v.f;
+  else return leave(fail(HB_DNN_INVALID_ARGUMENT, "value '%.200s' is not a number", name));
+  return leave(0);
+}
+
+/* --- values as JSON (json.dumps(values, sort_keys=True), bytes as hex) --------------------- */
+
+typedef struct {
+  char *buf;
+  size_t cap, len;   /* len may pass cap: the bytes needed */
+} text_out;
+
+static void emit(text_out *o, const char *s, size_t n) {
+  if (o->len < o->cap) memcpy(o->buf + o->len, s, o->len + n <= o->cap ? n : o->cap - o->len);
+  o->len += n;
+}
+
+static void emitf(text_out *o, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void emitf(text_out *o, const char *fmt, ...) {
+  char tmp[64];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  emit(o, tmp, n > 0 ? (size_t)n : 0);
+}
+
+static void emit_string(text_out *o, const char *s, size_t n) {
+  emit(o, "\"", 1);
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch == '"' || ch == '\\') emitf(o, "\\%c", ch);
+    else if (ch == '\n') emit(o, "\\n", 2);
+    else if (ch < 0x20 || ch >= 0x7f) emitf(o, "\\u%04x", ch);   /* bytes past ASCII: Latin-1, as a code point */
+    else emit(o, (const char *)&ch, 1);
+  }
+  emit(o, "\"", 1);
+}
+
+static void emit_double(text_out *o, double d) {
+  if (isnan(d) || isinf(d)) {
+    const char *word = isnan(d) ? "NaN" : d > 0 ? "Infinity" : "-Infinity";
+    emit(o, word, strlen(word));
+    return;
+  }
+  char tmp[40];
+  for (int prec = 1; prec <= 17; prec++) {   /* the shortest text that reads back, as Python's repr */
+    snprintf(tmp, sizeof tmp, "%.*g", prec, d);
+    if (strtod(tmp, NULL) == d) break;
+  }
+  emit(o, tmp, strlen(tmp));
+  if (strpbrk(tmp, ".en") == NULL) emit(o, ".0", 2);
+}
+
+static int key_less(const vdsp_wire_value *a, const vdsp_wire_value *b) {
+  size_t la, lb;
+  const char *sa = vdsp_wire_get_str(a, &la), *sb = vdsp_wire_get_str(b, &lb);
+  if (sa == NULL || sb == NULL) return sa == NULL && sb != NULL;
+  int c = memcmp(sa, sb, la < lb ? la : lb);
+  return c < 0 || (c == 0 && la < lb);
+}
+
+/* Iterative over an explicit stack: no recursion on a peer's nesting (the decoder bounds it). */
+static void emit_value(text_out *o, const vdsp_wire_value *root) {
+  typedef struct {
+    const vdsp_wire_value *v;
+    size_t next;
+    const vdsp_wire_value *last_key;
+  } frame;
+  frame stack[VDSP_WIRE_MAX_DEPTH + 2];
+  size_t depth = 0;
+  const vdsp_wire_value *v = root;
+  for (;;) {
+    if (v != NULL) {
+      switch (v->kind) {
+        case VDSP_WIRE_NIL: emit(o, "null", 4); break;
+        case VDSP_WIRE_BOOL: v->v.b ? emit(o, "true", 4) : emit(o, "false", 5); break;
+        case VDSP_WIRE_INT: emitf(o, "%lld", (long long)v->v.i); break;
+        case VDSP_WIRE_UINT: emitf(o, "%llu", (unsigned long long)v->v.u); break;
+        case VDSP_WIRE_FLOAT: emit_double(o, v->v.f); break;
+        case VDSP_WIRE_STR: emit_string(o, v->v.s, v->len); break;
+        case VDSP_WIRE_BIN:
+          emit(o, "\"", 1);
+          for (size_t i = 0; i < v->len; i++) emitf(o, "%02x", (unsigned char)v->v.s[i]);
+          emit(o, "\"", 1);
+          break;
+        case VDSP_WIRE_ARRAY:
+        case VDSP_WIRE_MAP:
+          emit(o, v->kind == VDSP_WIRE_MAP ? "{" : "[", 1);
+          if (depth < sizeof stack / sizeof *stack) stack[depth++] = (frame){v, 0, NULL};
+          break;
+      }
+    }
+    v = NULL;
+    if (depth == 0) return;
+    frame *f = &stack[depth - 1];
+    if (f->v->kind == VDSP_WIRE_ARRAY) {
+      if (f->next < f->v->len) {
+        if (f->next) emit(o, ", ", 2);
+        v = &f->v->v.items[f->next++];
+        continue;
+      }
+      emit(o, "]", 1);
+    } else {
+      /* the next key in sorted order: the smallest greater than the last */
+      const vdsp_wire_value *pick = NULL, *pick_value = NULL;
+      for (size_t i = 0; i < f->v->len; i++) {
+        const vdsp_wire_value *k = &f->v->v.items[2 * i];
+        if (f->last_key != NULL && !key_less(f->last_key, k)) continue;
+        if (pick == NULL || key_less(k, pick)) pick = k, pick_value = &f->v->v.items[2 * i + 1];
+      }
+      if (pick != NULL) {
+        if (f->last_key != NULL) emit(o, ", ", 2);
+        size_t n;
+        const char *s = vdsp_wire_get_str(pick, &n);
+        if (s != NULL) emit_string(o, s, n);
+        else emit(o, "\"?\"", 3);
+        emit(o, ": ", 2);
+        f->last_key = pick;
+        v = pick_value;
+        continue;
+      }
+      emit(o, "}", 1);
+    }
+    depth--;
+  }
+}
+
+int32_t hbDSPGetTaskValuesJson(hbDSPTask_t handle, char *buf, uint32_t bufSize) {
+  enter();
+  task *t;
+  int rc = with_values((uintptr_t)handle, "values", &t);
+  if (rc != 0) return leave(rc);
+  if (buf == NULL) return leave(fail(HB_DNN_INVALID_ARGUMENT, "buf is NULL"));
+  text_out o = {buf, bufSize, 0};
+  const vdsp_wire_value *values = values_of(t);
+  if (values != NULL) emit_value(&o, values);
+  else emit(&o, "{}", 2);
+  if (o.len + 1 > bufSize)
+    return leave(fail(HB_DNN_INVALID_ARGUMENT, "bufSize %u is too small: the values take %zu bytes", bufSize,
+                      o.len + 1));
+  buf[o.len] = '\0';
+  return leave(0);
+}
+
+int32_t hbDSPGetTaskCore(hbDSPTask_t handle, int32_t *dspCoreId) {
+  enter();
+  int rc = connected();
+  if (rc != 0) return leave(rc);
+  if (dspCoreId == NULL) return leave(fail(HB_DNN_INVALID_ARGUMENT, "dspCoreId is NULL"));
+  task *t = find_task((uintptr_t)handle);
+  if (t == NULL) return leave(not_a_task((uintptr_t)handle, ""));
+  if (!ended(t)) return leave(fail(HB_DNN_INVALID_ARGUMENT, "the task has not ended: wait for it first"));
+  const char *core = t->body ? vdsp_wire_get_str(vdsp_wire_map_get(vdsp_wire_body_root(t->body), "core"), NULL) : NULL;
+  *dspCoreId = core == NULL                ? 0
+               : strcmp(core, "vdsp0") == 0 ? HB_DSP_CORE_0
+               : strcmp(core, "vdsp1") == 0 ? HB_DSP_CORE_1
+                                            : 0;
+  return leave(0);
+}
+
+int32_t hbDSPGetTaskBoardTime(hbDSPTask_t handle, double *boardUs, int32_t *counted) {
+  enter();
+  if (boardUs == NULL) return leave(fail(HB_DNN_INVALID_ARGUMENT, "boardUs is NULL"));
+  task *t;
+  int rc = with_values((uintptr_t)handle, "board time", &t);
+  if (rc != 0) return leave(rc);
+  const vdsp_wire_value *root = vdsp_wire_body_root(t->body);
+  const vdsp_wire_value *us = vdsp_wire_map_get(root, "board_us");
+  const char *model = vdsp_wire_get_str(vdsp_wire_map_get(root, "board_model"), NULL);
+  double value;
+  if (us != NULL && us->kind == VDSP_WIRE_FLOAT) value = us->v.f;
+  else if (us != NULL && us->kind == VDSP_WIRE_INT) value = (double)us->v.i;
+  else if (us != NULL && us->kind == VDSP_WIRE_UINT) value = (double)us->v.u;
+  else us = NULL;
+  if (us == NULL || model == NULL || (strcmp(model, "cycles") != 0 && strcmp(model, "table") != 0))
+    return leave(fail(HB_DNN_INVALID_ARGUMENT, "the task has no board-time estimate (its operator has no table "
+                      "entry)"));
+  *boardUs = value;
+  if (counted != NULL) *counted = strcmp(model, "cycles") == 0;
+  return leave(0);
+}
+
+/* --- texts --------------------------------------------------------------------------------- */
+
+char const *hbDNNGetErrorDesc(int32_t errorCode) {
+  char text[VDSP_ERR_MAX + 256];
+  const char *base = NULL;
+  for (size_t i = 0; i < sizeof vdsp_error_texts / sizeof *vdsp_error_texts && base == NULL; i++)
+    if (vdsp_error_texts[i].code == errorCode) base = vdsp_error_texts[i].text;
+  if (base != NULL) snprintf(text, sizeof text, "%s", base);
+  else snprintf(text, sizeof text, "unknown error code %d", (int)errorCode);
+  if (last_code == errorCode && errorCode != 0 && last_message[0]) {
+    size_t n = strlen(text);
+    snprintf(text + n, sizeof text - n, " (%s)", last_message);
+  }
+  pthread_mutex_lock(&lock);   /* not enter(): no client is needed */
+  at_exit_once();
+  for (size_t i = 0; i < TEXTS_KEPT; i++)   /* the same text again: the same pointer */
+    if (texts[i] != NULL && strcmp(texts[i], text) == 0) {
+      char const *same = texts[i];
+      pthread_mutex_unlock(&lock);
+      return same;
+    }
+  char *kept = strdup(text);
+  if (kept != NULL) {
+    free(texts[next_text]);
+    texts[next_text] = kept;
+    next_text = (next_text + 1) % TEXTS_KEPT;
+  }
+  pthread_mutex_unlock(&lock);
+  return kept != NULL ? kept : "out of memory";
+}
