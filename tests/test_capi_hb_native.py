@@ -1,0 +1,136 @@
+"""The hbSys and hbDSP functions in C on the native client core (arm_side/capi/native/vdsp_hb.c,
+built into libvdsp_client.so by vdsp_sim/capi_native.py; issue 42), as a C program that calls
+only them sees them, against a live SoC:
+
+- tests/capi_hb_native_check.c: no libpython mapped and one thread before the first call, no
+  libpython after it, SIGINT/SIGTERM dispositions unchanged; a memcpy and a checksum through
+  cached memory with their bytes, values (as JSON too), core; the codes and descriptions of a
+  double free and a double release; a wait that times out; a released task;
+- the same under valgrind memcheck with no suppression file;
+- a fork() child's first call is HB_DNN_MULTI_PROGRESS_USE_ERROR at once, the parent goes on;
+- raise(SIGINT) ends the program as it would without the library, and the SoC reclaims its DDR;
+- the J5-style examples of hbSys/hbDSP only (examples/capi/threads.c, pointcloud.c), unchanged,
+  give on the native library what they give on the embedded one (tests/test_capi.py).
+"""
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import tempfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arm_side import hb
+from protocol import errors
+from tests import privilege
+from tests.conftest import wait_until
+from tests.live import shm_entries
+from tests.test_capi_native import clean_env, run
+from vdsp_sim import capi_native
+
+pytestmark = pytest.mark.live
+ROOT = Path(__file__).resolve().parent.parent
+CHECK = ROOT / "tests" / "capi_hb_native_check.c"
+EXAMPLES = ROOT / "examples" / "capi"
+
+
+@pytest.fixture(scope="module")
+def programs():
+    """The native library and the programs linked with it, built once into a private directory."""
+    if shutil.which(capi_native.cc()[0]) is None:
+        privilege.require(f"no C compiler ({' '.join(capi_native.cc())})")
+    out = Path(tempfile.mkdtemp(prefix="vhbnative-"))
+    try:
+        capi_native.build(out)
+        for source, name in ((CHECK, "check"), (EXAMPLES / "threads.c", "threads"),
+                             (EXAMPLES / "pointcloud.c", "pointcloud")):
+            cmd = [*capi_native.cc(), "-std=c99", "-Wall", "-Wextra", "-Werror", "-pthread",
+                   f"-I{capi_native.HB_INCLUDE}", str(source), f"-L{out}", "-lvdsp_client", "-Wl,-rpath,$ORIGIN",
+                   "-lm", "-o", str(out / name)]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stderr
+        yield out
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def assert_flow(out: dict[str, str]) -> None:
+    assert out["python_before"] == "0" and out["python_after"] == "0", out
+    assert out["threads_before"] == "1", out
+    assert out["signals_unchanged"] == "1", out
+    assert out["copied"] == "1" and out["memcpy_core"] == "2", out
+    data = bytes((i * 7 + 3) & 0xff for i in range(65536))
+    assert out["crc32"] == str(zlib.crc32(data)), out
+    assert out["values"] == f'{{"bytes": 65536, "crc32": {zlib.crc32(data)}, "sum": {sum(data)}}}', out  # json.dumps'
+    assert out["missing_value"] == str(errors.InvalidArgument.code), out
+    assert out["release_twice"] == str(errors.InvalidTaskHandle.code), out
+    assert out["release_twice_desc"].startswith("HB_DNN_INVALID_TASK_HANDLE: invalid task handle (handle 0x"), out
+    assert out["short_wait"] == str(errors.TaskTimeout.code), out
+    assert out["free_twice"] == str(errors.SysInvalidArgument.code), out
+    assert "is not a buffer this process allocated or registered" in out["free_twice_desc"], out
+
+
+def test_an_hbsys_hbdsp_program_has_no_python_no_thread_before_and_no_signal_handler(programs, shared_soc):
+    before = shm_entries()
+    out = run([programs / "check", "flow"])
+    assert_flow(out)
+    assert shm_entries() == before
+
+
+def test_valgrind_finds_no_error_and_no_leak(programs, shared_soc):
+    if shutil.which("valgrind") is None:
+        privilege.require("no valgrind here (apt-get install valgrind)")
+    memcheck = ["valgrind", "--error-exitcode=1", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect"]
+    assert_flow(run([*memcheck, programs / "check", "flow"], timeout=300))
+    assert run([*memcheck, programs / "threads", "3", "4"], timeout=300) is not None
+
+
+def test_a_fork_child_gets_the_multi_process_error_at_once_and_the_parent_goes_on(programs, shared_soc):
+    out = run([programs / "check", "fork"])
+    assert out["child_rc"] == "-6000016" and out["child_rpc"] == "-6000016", out
+    assert out["child_desc"].startswith("HB_DNN_MULTI_PROGRESS_USE_ERROR: multi-process use error ("), out
+    assert out["child_exit"] == "0" and out["parent_ok"] == "1", out
+
+
+def test_raise_sigint_ends_the_program_and_its_ddr_is_reclaimed(programs, shared_soc):
+    before = shm_entries()
+    done = subprocess.run([str(programs / "check"), "sigint"], env=clean_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == -signal.SIGINT, (done.returncode, done.stdout, done.stderr)
+    assert "raising 1" in done.stdout and "survived" not in done.stdout
+    assert wait_until(lambda: shm_entries() == before, timeout_s=60), shm_entries() - before
+
+
+def test_the_examples_of_hbsys_and_hbdsp_run_unchanged_on_the_native_library(programs, shared_soc, tmp_path):
+    res = subprocess.run([str(programs / "threads"), "4", "25"], env=clean_env(), capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0 and res.stdout.count("25 tasks ok") == 4, res.stdout + res.stderr
+    from arm_side.pointcloud import preset, reference, synthetic
+    from arm_side.pointcloud.binfile import write_bin
+    p = preset("pointpillars")
+    points = synthetic.generate(2500, 4, seed=5)
+    write_bin(str(tmp_path / "cloud.bin"), points)
+    coords, features = reference.preprocess(points, p)
+    valid_pillars = int((coords[0, 0, :, 0] == 0).sum())
+    for flush in (True, False):
+        out = tmp_path / ("flushed" if flush else "stale")
+        res = subprocess.run([str(programs / "pointcloud"), str(tmp_path / "cloud.bin"), str(out),
+                              *(() if flush else ("--no-flush",))], env=clean_env(), capture_output=True, text=True,
+                             timeout=300)
+        assert res.returncode == 0, res.stderr
+        got_features = np.fromfile(f"{out}_features.bin", np.int8).reshape(features.shape)
+        if flush:
+            assert res.stdout.split()[-1] == str(valid_pillars) and valid_pillars > 50, res.stdout
+            np.testing.assert_array_equal(np.fromfile(f"{out}_coords.bin", np.int32).reshape(coords.shape), coords)
+            np.testing.assert_array_equal(got_features, features)
+        else:
+            assert res.stdout.strip() == "valid points 0, pillars 0", res.stdout
+    res = subprocess.run([str(programs / "pointcloud"), str(tmp_path / "cloud.bin"), str(tmp_path / "strict"),
+                          "--no-flush"], env=clean_env(VDSP_STRICT_CACHE="1"), capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 1 and f"failed: {hb.HB_SYS_CACHE_NOT_FLUSHED} HB_SYS_CACHE_NOT_FLUSHED" in res.stderr
+    assert "hbSysFlushMem(HB_SYS_MEM_CACHE_CLEAN)" in res.stderr, res.stderr     # a C function, not flush(CLEAN)
