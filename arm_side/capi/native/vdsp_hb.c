@@ -854,14 +854,32 @@ static void emitf(text_out *o, const char *fmt, ...) {
   emit(o, tmp, n > 0 ? (size_t)n : 0);
 }
 
+/* A str (UTF-8, checked by the decoder) as json.dumps writes it: ASCII, the rest \\u-escaped. */
 static void emit_string(text_out *o, const char *s, size_t n) {
+  static const char named[] = "b\bf\fn\nr\rt\t";
   emit(o, "\"", 1);
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n;) {
     unsigned char ch = (unsigned char)s[i];
-    if (ch == '"' || ch == '\\') emitf(o, "\\%c", ch);
-    else if (ch == '\n') emit(o, "\\n", 2);
-    else if (ch < 0x20 || ch >= 0x7f) emitf(o, "\\u%04x", ch);   /* bytes past ASCII: Latin-1, as a code point */
-    else emit(o, (const char *)&ch, 1);
+    uint32_t cp = ch;
+    size_t extra = ch >= 0xf0 ? 3 : ch >= 0xe0 ? 2 : ch >= 0xc0 ? 1 : 0;
+    if (extra) cp = ch & (0x3fu >> extra);
+    for (size_t k = 1; k <= extra && i + k < n; k++) cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3fu);
+    i += 1 + extra;
+    const char *name = cp < 0x20 ? strchr(named + 1, (int)cp) : NULL;
+    if (cp == '"' || cp == '\\') {
+      emitf(o, "\\%c", (char)cp);
+    } else if (name != NULL && cp != 0 && (name - named) % 2 == 1) {
+      emitf(o, "\\%c", name[-1]);
+    } else if (cp < 0x20 || cp >= 0x7f) {
+      if (cp > 0xffff) {   /* a surrogate pair */
+        cp -= 0x10000;
+        emitf(o, "\\u%04x\\u%04x", (unsigned)(0xd800 + (cp >> 10)), (unsigned)(0xdc00 + (cp & 0x3ff)));
+      } else {
+        emitf(o, "\\u%04x", (unsigned)cp);
+      }
+    } else {
+      emit(o, (const char *)&ch, 1);
+    }
   }
   emit(o, "\"", 1);
 }
