@@ -109,17 +109,24 @@ def cflags(out: Path) -> list[str]:
     return [*WARNINGS, f"-I{NATIVE}", f"-I{HB_INCLUDE}", f"-I{include_dir(out)}"]
 
 
-def build(out: Path) -> Path:
-    """Build :data:`LIBRARY` into ``out`` (made if missing); its path. Raises RuntimeError with
-    the compiler's output if it fails."""
+def compile_library(out: Path, name: str, sources: list[Path], generated: Path, extra: tuple[str, ...] = ()) -> Path:
+    """Compile ``sources`` with the core's flags (the generated headers into ``generated``) into
+    ``out/name``, linked with libzmq (put beside it) with a RUNPATH of ``$ORIGIN``; its path.
+    Raises RuntimeError with the compiler's output if it fails."""
     out.mkdir(parents=True, exist_ok=True)
-    lib = out / LIBRARY
-    cmd = [*cc(), "-shared", "-fPIC", "-O2", "-pthread", *cflags(out), *(str(NATIVE / s) for s in SOURCES), "-o", str(lib),
-           *link_flags(out)]
+    lib = out / name
+    cmd = [*cc(), "-shared", "-fPIC", "-O2", "-pthread", *cflags(generated), *extra, *(str(s) for s in sources),
+           "-o", str(lib), *link_flags(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)}\n{done.stdout}{done.stderr}")
     return lib
+
+
+def build(out: Path) -> Path:
+    """Build :data:`LIBRARY` into ``out`` (made if missing); its path. Raises RuntimeError with
+    the compiler's output if it fails."""
+    return compile_library(out, LIBRARY, [NATIVE / s for s in SOURCES], out)
 
 
 def main(argv: list[str] | None = None) -> int:

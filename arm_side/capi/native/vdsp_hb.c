@@ -49,6 +49,7 @@
 #include "hb_dsp.h"
 #include "hb_sys.h"
 #include "vdsp_client.h"
+#include "vdsp_hb.h"
 
 struct vdsp_error_text {
   int32_t code;
@@ -317,10 +318,10 @@ static int alloc(hbSysMem *mem, uint32_t size, int cached) {
   return leave(rc);
 }
 
-int32_t hbSysAllocMem(hbSysMem *mem, uint32_t size) { return alloc(mem, size, 0); }
-int32_t hbSysAllocCachedMem(hbSysMem *mem, uint32_t size) { return alloc(mem, size, 1); }
+int32_t VDSP_HB(hbSysAllocMem)(hbSysMem *mem, uint32_t size) { return alloc(mem, size, 0); }
+int32_t VDSP_HB(hbSysAllocCachedMem)(hbSysMem *mem, uint32_t size) { return alloc(mem, size, 1); }
 
-int32_t hbSysFlushMem(hbSysMem *mem, int32_t flag) {
+int32_t VDSP_HB(hbSysFlushMem)(hbSysMem *mem, int32_t flag) {
   enter();
   int rc = connected();
   buffer *b;
@@ -369,10 +370,10 @@ static int release_mem(hbSysMem *mem, int registered) {
   return leave(0);
 }
 
-int32_t hbSysFreeMem(hbSysMem *mem) { return release_mem(mem, 0); }
-int32_t hbSysUnregisterMem(hbSysMem *mem) { return release_mem(mem, 1); }
+int32_t VDSP_HB(hbSysFreeMem)(hbSysMem *mem) { return release_mem(mem, 0); }
+int32_t VDSP_HB(hbSysUnregisterMem)(hbSysMem *mem) { return release_mem(mem, 1); }
 
-int32_t hbSysWriteMem(hbSysMem *dest, char *src, uint32_t size) {
+int32_t VDSP_HB(hbSysWriteMem)(hbSysMem *dest, char *src, uint32_t size) {
   enter();
   int rc = connected();
   buffer *b;
@@ -386,7 +387,7 @@ int32_t hbSysWriteMem(hbSysMem *dest, char *src, uint32_t size) {
   return leave(0);
 }
 
-int32_t hbSysReadMem(char *dest, hbSysMem *src, uint32_t size) {
+int32_t VDSP_HB(hbSysReadMem)(char *dest, hbSysMem *src, uint32_t size) {
   enter();
   int rc = connected();
   buffer *b;
@@ -406,7 +407,7 @@ int32_t hbSysReadMem(char *dest, hbSysMem *src, uint32_t size) {
 
 /* This process's own memory only: the segment holding the range is mapped again, its cache a
  * copy of the DDR. */
-int32_t hbSysRegisterMem(hbSysMem *mem) {
+int32_t VDSP_HB(hbSysRegisterMem)(hbSysMem *mem) {
   if (mem == NULL) return fail(HB_SYS_INVALID_ARGUMENT, "mem is NULL");
   enter();
   int rc = connected();
@@ -673,15 +674,15 @@ static int rpc(hbDSPTask_t *handle, hbSysMem *inputs, int32_t n_in, hbSysMem *ou
   return leave(0);
 }
 
-int32_t hbDSPRpcV2(hbDSPTask_t *task, hbSysMem *input, hbSysMem *output, int32_t rpcCmd, hbDSPRpcCtrlParam *ctrl) {
+int32_t VDSP_HB(hbDSPRpcV2)(hbDSPTask_t *task, hbSysMem *input, hbSysMem *output, int32_t rpcCmd, hbDSPRpcCtrlParam *ctrl) {
   return rpc(task, input, input != NULL, output, output != NULL, rpcCmd, NULL, 0, NULL, ctrl);
 }
-int32_t hbDSPRpcV2Param(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
+int32_t VDSP_HB(hbDSPRpcV2Param)(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
                         int32_t outputCount, int32_t rpcCmd, void const *param, uint32_t paramSize,
                         hbDSPRpcCtrlParam *ctrl) {
   return rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, param, paramSize, NULL, ctrl);
 }
-int32_t hbDSPRpcV2Json(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
+int32_t VDSP_HB(hbDSPRpcV2Json)(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
                        int32_t outputCount, int32_t rpcCmd, char const *paramJson, hbDSPRpcCtrlParam *ctrl) {
   return rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, NULL, 0, paramJson ? paramJson : "", ctrl);
 }
@@ -715,7 +716,7 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int32_t hbDSPWaitTaskDone(hbDSPTask_t handle, int32_t timeout_ms) {
+int32_t VDSP_HB(hbDSPWaitTaskDone)(hbDSPTask_t handle, int32_t timeout_ms) {
   uintptr_t number = (uintptr_t)handle;
   int64_t deadline = timeout_ms > 0 ? now_ms() + timeout_ms : -1;
   enter();
@@ -753,7 +754,7 @@ int32_t hbDSPWaitTaskDone(hbDSPTask_t handle, int32_t timeout_ms) {
   }
 }
 
-int32_t hbDSPReleaseTask(hbDSPTask_t handle) {
+int32_t VDSP_HB(hbDSPReleaseTask)(hbDSPTask_t handle) {
   uintptr_t number = (uintptr_t)handle;
   enter();
   int rc = connected();
@@ -802,7 +803,7 @@ static int value_named(uintptr_t number, const char *name, const vdsp_wire_value
   return 0;
 }
 
-int32_t hbDSPGetTaskValueInt(hbDSPTask_t task, char const *name, int64_t *value) {
+int32_t VDSP_HB(hbDSPGetTaskValueInt)(hbDSPTask_t task, char const *name, int64_t *value) {
   enter();
   const vdsp_wire_value *v;
   int rc = value_named((uintptr_t)task, name, &v);
@@ -815,7 +816,7 @@ int32_t hbDSPGetTaskValueInt(hbDSPTask_t task, char const *name, int64_t *value)
   return leave(0);
 }
 
-int32_t hbDSPGetTaskValueDouble(hbDSPTask_t task, char const *name, double *value) {
+int32_t VDSP_HB(hbDSPGetTaskValueDouble)(hbDSPTask_t task, char const *name, double *value) {
   enter();
   const vdsp_wire_value *v;
   int rc = value_named((uintptr_t)task, name, &v);
@@ -973,7 +974,7 @@ static void emit_value(text_out *o, const vdsp_wire_value *root) {
   }
 }
 
-int32_t hbDSPGetTaskValuesJson(hbDSPTask_t handle, char *buf, uint32_t bufSize) {
+int32_t VDSP_HB(hbDSPGetTaskValuesJson)(hbDSPTask_t handle, char *buf, uint32_t bufSize) {
   enter();
   task *t;
   int rc = with_values((uintptr_t)handle, "values", &t);
@@ -990,7 +991,7 @@ int32_t hbDSPGetTaskValuesJson(hbDSPTask_t handle, char *buf, uint32_t bufSize) 
   return leave(0);
 }
 
-int32_t hbDSPGetTaskCore(hbDSPTask_t handle, int32_t *dspCoreId) {
+int32_t VDSP_HB(hbDSPGetTaskCore)(hbDSPTask_t handle, int32_t *dspCoreId) {
   enter();
   int rc = connected();
   if (rc != 0) return leave(rc);
@@ -1006,7 +1007,7 @@ int32_t hbDSPGetTaskCore(hbDSPTask_t handle, int32_t *dspCoreId) {
   return leave(0);
 }
 
-int32_t hbDSPGetTaskBoardTime(hbDSPTask_t handle, double *boardUs, int32_t *counted) {
+int32_t VDSP_HB(hbDSPGetTaskBoardTime)(hbDSPTask_t handle, double *boardUs, int32_t *counted) {
   enter();
   if (boardUs == NULL) return leave(fail(HB_DNN_INVALID_ARGUMENT, "boardUs is NULL"));
   task *t;
@@ -1028,9 +1029,55 @@ int32_t hbDSPGetTaskBoardTime(hbDSPTask_t handle, double *boardUs, int32_t *coun
   return leave(0);
 }
 
+/* --- for libvdsp_hb's front (vdsp_hb.h) ---------------------------------------------------- */
+
+int vdsp_hb_native_open(void) {
+  enter();
+  return leave(connected());
+}
+
+int vdsp_hb_native_owner(uint32_t *id, int *lock_fd, char *dir, size_t len) {
+  enter();
+  int rc = client != NULL && client_pid == getpid() ? 0 : -1;
+  if (rc == 0) {
+    vdsp_ddr_owner *o = vdsp_client_ddr(client);
+    *id = vdsp_ddr_owner_id(o);
+    *lock_fd = vdsp_ddr_lock_fd(o);
+    snprintf(dir, len, "%s", vdsp_ddr_directory(o));
+  }
+  return leave(rc);
+}
+
+int vdsp_hb_native_find(uint64_t phys, void *vir, uint32_t size, const char *what, vdsp_hb_native_buffer *out) {
+  enter();
+  int rc = connected();
+  buffer *b = NULL;
+  uint32_t off = 0;
+  hbSysMem m = {phys, vir, size};
+  if (rc == 0) rc = lookup(&m, what, &b, &off);
+  if (rc == 0 && b == NULL) rc = 1;
+  if (rc == 0) {
+    out->phys = b->phys;
+    out->size = b->size;
+    out->offset = off;
+    out->ddr = b->ddr;
+    out->cache = b->cache;
+    out->vir = b->vir;
+    out->registered = b->registered;
+  }
+  return leave(rc);
+}
+
+int vdsp_hb_native_say(int code, const char *message) { return fail(code, "%s", message); }
+
+int vdsp_hb_native_last(char *message, size_t len) {
+  snprintf(message, len, "%s", last_message);
+  return last_code;
+}
+
 /* --- texts --------------------------------------------------------------------------------- */
 
-char const *hbDNNGetErrorDesc(int32_t errorCode) {
+char const *VDSP_HB(hbDNNGetErrorDesc)(int32_t errorCode) {
   char text[VDSP_ERR_MAX + 256];
   const char *base = NULL;
   for (size_t i = 0; i < sizeof vdsp_error_texts / sizeof *vdsp_error_texts && base == NULL; i++)
