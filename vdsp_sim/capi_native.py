@@ -29,7 +29,7 @@ from pathlib import Path
 import zmq
 
 NATIVE = Path(__file__).resolve().parent.parent / "arm_side" / "capi" / "native"
-SOURCES = ("vdsp_wire.c", "vdsp_err.c", "vdsp_ddr.c", "vdsp_link.c", "vdsp_client.c", "vdsp_hb.c")
+SOURCES = ("vdsp_wire.c", "vdsp_err.c", "vdsp_ddr.c", "vdsp_link.c", "vdsp_client.c", "vdsp_json.c", "vdsp_hb.c")
 HB_INCLUDE = NATIVE.parent / "include"      # hb_sys.h, hb_dsp.h, hb_dnn.h (vdsp_hb.c implements them)
 LIBRARY = "libvdsp_client.so"
 # the libzmq constants the core uses: ZMQ_<name> = zmq.<name>

@@ -23,9 +23,9 @@
  * - Exit: an atexit handler frees this process's buffers and closes the client (DISCONNECT, the
  *   DDR owner's files unlinked); SIGKILL leaves nothing either (the SoC reclaims a dead owner).
  *
- * Not here yet (the embedded library has them): tcp and CURVE, direct mode, relay autostart,
- * hbDSPRpcV2Json, tensor descriptors in parameter structs, and registering memory another owner
- * granted (grants are not read).
+ * Not here (libvdsp_hb's front gives those processes the embedded SDK): tcp and CURVE, direct
+ * mode, relay autostart. Not yet: tensor descriptors in parameter structs, and registering
+ * memory another owner granted (grants are not read).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -50,6 +50,7 @@
 #include "hb_sys.h"
 #include "vdsp_client.h"
 #include "vdsp_hb.h"
+#include "vdsp_json.h"
 
 struct vdsp_error_text {
   int32_t code;
@@ -75,6 +76,7 @@ enum { K_INT = 1, K_FLOAT, K_BOOL, K_INT_LIST, K_FLOAT_LIST, K_STR, K_IMAGE, K_T
 #define MAX_TASKS (1 << 16)         /* live task handles */
 #define MAX_TEXT (1 << 16)          /* bytes of a string parameter or a value's name */
 #define MAX_LIST (1 << 20)          /* values of a list parameter */
+#define MAX_JSON (1 << 20)          /* bytes of JSON parameters */
 #define TEXTS_KEPT 1024             /* error descriptions returned that stay valid */
 #define CANCEL_WAIT_MS 5000         /* for a CANCEL's answer, as the Python SDK */
 #define FIRST_HANDLE 0x10010u
@@ -626,9 +628,6 @@ static int task_handles(const hbSysMem *array, int32_t count, const char *what, 
 static int rpc(hbDSPTask_t *handle, hbSysMem *inputs, int32_t n_in, hbSysMem *outputs, int32_t n_out, int32_t cmd,
                const void *param, uint32_t size, const char *json, const hbDSPRpcCtrlParam *ctrl) {
   if (handle == NULL) return fail(HB_DNN_INVALID_ARGUMENT, "task is NULL: pass the address of an hbDSPTask_t");
-  if (json != NULL)
-    return fail(HB_DNN_INVALID_ARGUMENT, "hbDSPRpcV2Json: the native library takes no JSON parameters yet (pass the "
-                "operator's struct with hbDSPRpcV2Param)");
   if (cmd < 0 || cmd > 0xfffe)
     return fail(HB_DNN_INVALID_ARGUMENT, "rpcCmd 0x%x must be an operator id in 0x0000..0xfffe", (unsigned)cmd);
   if (ctrl != NULL && (ctrl->dspCoreId < 0 || ctrl->dspCoreId > 2))
@@ -647,7 +646,14 @@ static int rpc(hbDSPTask_t *handle, hbSysMem *inputs, int32_t n_in, hbSysMem *ou
   if (rc == 0) rc = task_handles(outputs, n_out, "output", outs, t, 1);
   const uint8_t *params = NULL;
   size_t params_len = 0;
-  if (rc == 0 && param != NULL) {
+  if (rc == 0 && json != NULL) {
+    vdsp_wire_error werr;
+    size_t len = strnlen(json, MAX_JSON + 1);
+    char why[VDSP_ERR_MAX];
+    if (len > MAX_JSON) rc = fail(HB_DNN_INVALID_ARGUMENT, "paramJson is longer than %d bytes", MAX_JSON);
+    else if (vdsp_json_to_msgpack(json, len, w, why, sizeof why) != 0) rc = fail(HB_DNN_INVALID_ARGUMENT, "%s", why);
+    else if (vdsp_wire_writer_finish(w, &params, &params_len, &werr) != 0) rc = fail(werr.code, "%s", werr.message);
+  } else if (rc == 0 && param != NULL) {
     vdsp_wire_error werr;
     rc = struct_params(w, cmd, param, size);
     if (rc == 0 && vdsp_wire_writer_finish(w, &params, &params_len, &werr) != 0)
