@@ -9,6 +9,7 @@
  *                  a double free and a released handle with their descriptions, first_call_us
  *   check fork     the first call in a child made by fork() after the parent's: its code and ms
  *   check sigint   raise(SIGINT) after a first call (the program's default disposition ends it)
+ *   check softmax  an NN operator whose parameter struct holds tensor descriptors
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -156,6 +157,40 @@ static int forked(void) {
   return 0;
 }
 
+/* softmax of 0, 1 ... 9 (an NN operator: tensor descriptors in its parameter struct) */
+static int softmax(void) {
+  hbSysMem in, out;
+  CHECK(hbSysAllocMem(&in, 40));
+  CHECK(hbSysAllocMem(&out, 40));
+  for (int i = 0; i < 10; i++) ((float *)in.virAddr)[i] = (float)i;
+  hbDSPSoftmaxParam p;
+  HB_DSP_INITIALIZE_SOFTMAX_PARAM(&p);
+  hbDNNTensorProperties t;
+  memset(&t, 0, sizeof t);
+  t.validShape.numDimensions = t.alignedShape.numDimensions = 2;
+  t.validShape.dimensionSize[0] = t.alignedShape.dimensionSize[0] = 1;
+  t.validShape.dimensionSize[1] = t.alignedShape.dimensionSize[1] = 10;
+  t.stride[0] = 40;
+  t.stride[1] = 4;
+  t.tensorLayout = HB_DNN_LAYOUT_NONE;
+  t.tensorType = HB_DNN_TENSOR_TYPE_F32;
+  p.input = p.output = t;
+  hbDSPTask_t task = NULL;
+  CHECK(hbDSPRpcV2Param(&task, &in, 1, &out, 1, HB_DSP_OP_SOFTMAX, &p, sizeof p, NULL));
+  CHECK(hbDSPWaitTaskDone(task, 0));
+  CHECK(hbDSPReleaseTask(task));
+  printf("softmax");
+  for (int i = 0; i < 10; i++) printf(" %.9g", ((float *)out.virAddr)[i]);
+  printf("\n");
+  p.input.validShape.numDimensions = 9;
+  task = NULL;
+  int32_t rc = hbDSPRpcV2Param(&task, &in, 1, &out, 1, HB_DSP_OP_SOFTMAX, &p, sizeof p, NULL);
+  printf("bad_dims %d\nbad_dims_desc %s\n", (int)rc, hbDNNGetErrorDesc(rc));
+  CHECK(hbSysFreeMem(&in));
+  CHECK(hbSysFreeMem(&out));
+  return 0;
+}
+
 static int sigint(void) {
   hbSysMem m;
   CHECK(hbSysAllocMem(&m, 4096));
@@ -168,7 +203,10 @@ static int sigint(void) {
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "flow";
-  int rc = strcmp(mode, "fork") == 0 ? forked() : strcmp(mode, "sigint") == 0 ? sigint() : flow();
+  int rc = strcmp(mode, "fork") == 0     ? forked()
+           : strcmp(mode, "sigint") == 0 ? sigint()
+           : strcmp(mode, "softmax") == 0 ? softmax()
+                                          : flow();
   fflush(stdout);
   return rc;
 }

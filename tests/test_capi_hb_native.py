@@ -10,7 +10,8 @@ only them sees them, against a live SoC:
 - a fork() child's first call is HB_DNN_MULTI_PROGRESS_USE_ERROR at once, the parent goes on;
 - raise(SIGINT) ends the program as it would without the library, and the SoC reclaims its DDR;
 - the J5-style examples of hbSys/hbDSP only (examples/capi/threads.c, pointcloud.c), unchanged,
-  give on the native library what they give on the embedded one (tests/test_capi.py).
+  give on the native library what they give on the embedded one (tests/test_capi.py);
+- an NN operator (softmax) takes the tensor descriptors of its parameter struct.
 """
 from __future__ import annotations
 
@@ -134,3 +135,12 @@ def test_the_examples_of_hbsys_and_hbdsp_run_unchanged_on_the_native_library(pro
                          timeout=300)
     assert res.returncode == 1 and f"failed: {hb.HB_SYS_CACHE_NOT_FLUSHED} HB_SYS_CACHE_NOT_FLUSHED" in res.stderr
     assert "hbSysFlushMem(HB_SYS_MEM_CACHE_CLEAN)" in res.stderr, res.stderr     # a C function, not flush(CLEAN)
+
+
+def test_an_nn_operator_takes_the_tensor_descriptors_of_its_struct(programs, shared_soc):
+    out = run([programs / "check", "softmax"])
+    x = np.arange(10, dtype=np.float32)
+    want = np.exp(x - x.max()) / np.exp(x - x.max()).sum()
+    np.testing.assert_allclose(np.array(out["softmax"].split(), dtype=np.float32), want, rtol=1e-5)
+    assert out["bad_dims"] == str(errors.InvalidArgument.code), out
+    assert out["bad_dims_desc"].endswith("(hbDSPSoftmaxParam.input.validShape.numDimensions 9 must be in 1..8)"), out

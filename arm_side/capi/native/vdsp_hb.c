@@ -24,8 +24,7 @@
  *   DDR owner's files unlinked); SIGKILL leaves nothing either (the SoC reclaims a dead owner).
  *
  * Not here (libvdsp_hb's front gives those processes the embedded SDK): tcp and CURVE, direct
- * mode, relay autostart. Not yet: tensor descriptors in parameter structs, and registering
- * memory another owner granted (grants are not read).
+ * mode, relay autostart. Not yet: registering memory another owner granted (grants are not read).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -68,6 +67,10 @@ struct vdsp_param_member {
   int length;           /* a fixed list's length (0: a pointer list, with a count) */
   size_t count_offset;  /* a pointer list's int32_t count */
 };
+struct vdsp_name {
+  int value;
+  const char *name;
+};
 enum { K_INT = 1, K_FLOAT, K_BOOL, K_INT_LIST, K_FLOAT_LIST, K_STR, K_IMAGE, K_TENSOR };
 #include "vdsp_hb_tables.h"
 
@@ -77,6 +80,7 @@ enum { K_INT = 1, K_FLOAT, K_BOOL, K_INT_LIST, K_FLOAT_LIST, K_STR, K_IMAGE, K_T
 #define MAX_TEXT (1 << 16)          /* bytes of a string parameter or a value's name */
 #define MAX_LIST (1 << 20)          /* values of a list parameter */
 #define MAX_JSON (1 << 20)          /* bytes of JSON parameters */
+#define MAX_QUANT (1 << 16)         /* quantisation values of one tensor descriptor */
 #define TEXTS_KEPT 1024             /* error descriptions returned that stay valid */
 #define CANCEL_WAIT_MS 5000         /* for a CANCEL's answer, as the Python SDK */
 #define FIRST_HANDLE 0x10010u
@@ -471,6 +475,90 @@ static int sent(const struct vdsp_param_member *m, const uint8_t *p) {
   return 1;
 }
 
+static const char *name_of(const struct vdsp_name *table, size_t n, int value) {
+  for (size_t i = 0; i < n; i++)
+    if (table[i].value == value) return table[i].name;
+  return NULL;
+}
+#define NAME_OF(table, value) name_of(table, sizeof table / sizeof *table, value)
+
+static int quant_array(const struct vdsp_param_member *m, const char *what, const void *data, int32_t count) {
+  if (count < 0 || count > MAX_QUANT)
+    return fail(HB_DNN_INVALID_ARGUMENT, "%s.%s.%s length %d must be in 0..%d", m->strct, m->cname, what, (int)count,
+                MAX_QUANT);
+  if (count && data == NULL)
+    return fail(HB_DNN_INVALID_ARGUMENT, "%s.%s.%s data is NULL but its length is %d", m->strct, m->cname, what,
+                (int)count);
+  return 0;
+}
+
+/* A tensor descriptor as arm_side.nn.tensor.TensorProperties.to_wire (an image input's as
+ * arm_side.dnn.props.ImageProperties's) writes it; the firmware checks the rest. */
+static int put_tensor(vdsp_wire_writer *w, const struct vdsp_param_member *m, const hbDNNTensorProperties *cp) {
+  int32_t n = cp->validShape.numDimensions, na = cp->alignedShape.numDimensions;
+  if (n < 1 || n > VDSP_MAX_DIMS)
+    return fail(HB_DNN_INVALID_ARGUMENT, "%s.%s.validShape.numDimensions %d must be in 1..%d", m->strct, m->cname,
+                (int)n, VDSP_MAX_DIMS);
+  if (na != n)
+    return fail(HB_DNN_INVALID_ARGUMENT, "%s.%s.alignedShape.numDimensions %d differs from validShape's %d", m->strct,
+                m->cname, (int)na, (int)n);
+  const char *layout = NAME_OF(vdsp_layouts, cp->tensorLayout);
+  if (layout == NULL)
+    return fail(HB_DNN_INVALID_ARGUMENT, "%s.%s: %d is not a valid Layout", m->strct, m->cname, (int)cp->tensorLayout);
+  int image = cp->tensorType >= 0 && cp->tensorType <= VDSP_MAX_IMAGE_TYPE;
+  const char *dtype = image ? NAME_OF(vdsp_image_types, cp->tensorType) : NAME_OF(vdsp_data_types, cp->tensorType);
+  if (dtype == NULL)
+    return fail(HB_DNN_INVALID_ARGUMENT, "%s.%s: %d is not a valid DataType", m->strct, m->cname, (int)cp->tensorType);
+  if (image && n < 4)
+    return fail(HB_DNN_INVALID_ARGUMENT, "%s.%s: an image descriptor has 4 dimensions (NCHW), not %d", m->strct,
+                m->cname, (int)n);
+  int quant = image ? 0 : (int)cp->quantiType;
+  if (quant < 0 || quant > 2)
+    return fail(HB_DNN_INVALID_ARGUMENT, "%s.%s: %d is not a valid QuantiType", m->strct, m->cname, quant);
+  int rc = quant == 1 ? quant_array(m, "shift", cp->shift.shiftData, cp->shift.shiftLen) : 0;
+  if (rc == 0 && quant == 2) rc = quant_array(m, "scale", cp->scale.scaleData, cp->scale.scaleLen);
+  if (rc == 0 && quant == 2) rc = quant_array(m, "scale.zeroPoint", cp->scale.zeroPointData, cp->scale.zeroPointLen);
+  if (rc != 0) return rc;
+  const int32_t *shapes[3] = {cp->validShape.dimensionSize, cp->alignedShape.dimensionSize, cp->stride};
+  const char *keys[3] = {"valid_shape", "aligned_shape", "stride"};
+  vdsp_wire_put_map(w, 7);
+  vdsp_wire_put_cstr(w, "dtype");
+  vdsp_wire_put_cstr(w, dtype);
+  vdsp_wire_put_cstr(w, "layout");
+  vdsp_wire_put_cstr(w, layout);
+  for (int k = 0; k < 3; k++) {
+    vdsp_wire_put_cstr(w, keys[k]);
+    vdsp_wire_put_array(w, (uint32_t)n);
+    for (int32_t i = 0; i < n; i++) vdsp_wire_put_int(w, shapes[k][i]);
+  }
+  vdsp_wire_put_cstr(w, "aligned_byte_size");
+  vdsp_wire_put_int(w, image ? (int64_t)cp->alignedShape.dimensionSize[3] * cp->validShape.dimensionSize[2] * 3 / 2
+                             : (int64_t)cp->stride[0] * cp->alignedShape.dimensionSize[0]);
+  vdsp_wire_put_cstr(w, "quant");
+  vdsp_wire_put_map(w, quant == 0 ? 1 : quant == 1 ? 3 : 4);
+  vdsp_wire_put_cstr(w, "type");
+  vdsp_wire_put_cstr(w, quant == 0 ? "NONE" : quant == 1 ? "SHIFT" : "SCALE");
+  if (quant == 1) {
+    vdsp_wire_put_cstr(w, "shift");
+    vdsp_wire_put_array(w, (uint32_t)cp->shift.shiftLen);
+    for (int32_t i = 0; i < cp->shift.shiftLen; i++) vdsp_wire_put_int(w, cp->shift.shiftData[i]);
+  } else if (quant == 2) {
+    int32_t count = cp->scale.scaleLen;
+    vdsp_wire_put_cstr(w, "scale");
+    vdsp_wire_put_array(w, (uint32_t)count);
+    for (int32_t i = 0; i < count; i++) vdsp_wire_put_double(w, cp->scale.scaleData[i]);
+    vdsp_wire_put_cstr(w, "zero_point");   /* none given: zeros, one per scale */
+    int32_t zp = cp->scale.zeroPointLen ? cp->scale.zeroPointLen : count;
+    vdsp_wire_put_array(w, (uint32_t)zp);
+    for (int32_t i = 0; i < zp; i++) vdsp_wire_put_int(w, cp->scale.zeroPointLen ? cp->scale.zeroPointData[i] : 0);
+  }
+  if (quant != 0) {
+    vdsp_wire_put_cstr(w, "axis");
+    vdsp_wire_put_int(w, cp->quantizeAxis);
+  }
+  return 0;
+}
+
 static int put_member(vdsp_wire_writer *w, const struct vdsp_param_member *m, const uint8_t *p) {
   const uint8_t *at = p + m->offset;
   int64_t i64;
@@ -547,9 +635,11 @@ static int put_member(vdsp_wire_writer *w, const struct vdsp_param_member *m, co
       }
       return 0;
     }
-    default:
-      return fail(HB_DNN_INVALID_ARGUMENT, "%s.%s: the native library does not send tensor descriptors yet (the "
-                  "embedded library does)", m->strct, m->cname);
+    default: {
+      hbDNNTensorProperties props;
+      memcpy(&props, at, sizeof props);
+      return put_tensor(w, m, &props);
+    }
   }
 }
 
