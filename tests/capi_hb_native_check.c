@@ -10,6 +10,7 @@
  *   check fork     the first call in a child made by fork() after the parent's: its code and ms
  *   check sigint   raise(SIGINT) after a first call (the program's default disposition ends it)
  *   check softmax  an NN operator whose parameter struct holds tensor descriptors
+ *   check register PHYS SIZE GRANTED   another process's memory, granted for its first GRANTED bytes
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -191,6 +192,22 @@ static int softmax(void) {
   return 0;
 }
 
+/* memory of another process (PHYS, SIZE bytes; granted to any owner beyond GRANTED bytes not) */
+static int registered(const char *phys, const char *size, const char *granted) {
+  hbSysMem m = {strtoull(phys, NULL, 16), NULL, (uint32_t)strtoul(granted, NULL, 10)};
+  CHECK(hbSysRegisterMem(&m));
+  unsigned sum = 0;
+  for (uint32_t i = 0; i < m.memSize; i++) sum += ((unsigned char *)m.virAddr)[i];
+  ((unsigned char *)m.virAddr)[0] = 0xab;
+  CHECK(hbSysFlushMem(&m, HB_SYS_MEM_CACHE_CLEAN));
+  printf("registered_sum %u\n", sum);
+  CHECK(hbSysUnregisterMem(&m));
+  hbSysMem all = {m.phyAddr, NULL, (uint32_t)strtoul(size, NULL, 10)};
+  int32_t rc = hbSysRegisterMem(&all);
+  printf("past_grant %d\npast_grant_desc %s\n", (int)rc, hbDNNGetErrorDesc(rc));
+  return 0;
+}
+
 static int sigint(void) {
   hbSysMem m;
   CHECK(hbSysAllocMem(&m, 4096));
@@ -206,6 +223,7 @@ int main(int argc, char **argv) {
   int rc = strcmp(mode, "fork") == 0     ? forked()
            : strcmp(mode, "sigint") == 0 ? sigint()
            : strcmp(mode, "softmax") == 0 ? softmax()
+           : strcmp(mode, "register") == 0 && argc == 5 ? registered(argv[2], argv[3], argv[4])
                                           : flow();
   fflush(stdout);
   return rc;

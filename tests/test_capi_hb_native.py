@@ -1,6 +1,7 @@
-"""The hbSys and hbDSP functions in C on the native client core (arm_side/capi/native/vdsp_hb.c,
-built into libvdsp_client.so by vdsp_sim/capi_native.py; issue 42), as a C program that calls
-only them sees them, against a live SoC:
+"""The hbSys and hbDSP functions in C on the native client core (arm_side/capi/native/vdsp_hb.c;
+issue 42), as a C program that calls only them sees them, against a live SoC, on libvdsp_hb (the
+library of `vdsp capi`: its native side serves such a program) and on libvdsp_client.so (the
+core's own build, vdsp_sim/capi_native.py):
 
 - tests/capi_hb_native_check.c: no libpython mapped and one thread before the first call, no
   libpython after it, SIGINT/SIGTERM dispositions unchanged; a memcpy and a checksum through
@@ -11,7 +12,8 @@ only them sees them, against a live SoC:
 - raise(SIGINT) ends the program as it would without the library, and the SoC reclaims its DDR;
 - the J5-style examples of hbSys/hbDSP only (examples/capi/threads.c, pointcloud.c), unchanged,
   give on the native library what they give on the embedded one (tests/test_capi.py);
-- an NN operator (softmax) takes the tensor descriptors of its parameter struct.
+- an NN operator (softmax) takes the tensor descriptors of its parameter struct;
+- memory another process granted is registered, read and cleaned; past the grant it is refused.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from tests import privilege
 from tests.conftest import wait_until
 from tests.live import shm_entries
 from tests.test_capi_native import clean_env, run
-from vdsp_sim import capi_native
+from vdsp_sim import capi_build, capi_native
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,19 +41,26 @@ CHECK = ROOT / "tests" / "capi_hb_native_check.c"
 EXAMPLES = ROOT / "examples" / "capi"
 
 
-@pytest.fixture(scope="module")
-def programs():
-    """The native library and the programs linked with it, built once into a private directory."""
+@pytest.fixture(scope="module", params=["libvdsp_hb", "libvdsp_client"])
+def programs(request):
+    """The programs, linked with libvdsp_hb (built as `vdsp capi --build` builds it) or with the
+    core's own libvdsp_client.so, built once into a private directory."""
     if shutil.which(capi_native.cc()[0]) is None:
         privilege.require(f"no C compiler ({' '.join(capi_native.cc())})")
     out = Path(tempfile.mkdtemp(prefix="vhbnative-"))
     try:
-        capi_native.build(out)
+        if request.param == "libvdsp_hb":
+            why = capi_build.ensure(log=lambda _: None)
+            if why:
+                privilege.require(f"no libvdsp_hb: {why}")
+            link = [f"-L{capi_build.libdir()}", "-lvdsp_hb", f"-Wl,-rpath,{capi_build.libdir()}"]
+        else:
+            capi_native.build(out)
+            link = [f"-L{out}", "-lvdsp_client", "-Wl,-rpath,$ORIGIN"]
         for source, name in ((CHECK, "check"), (EXAMPLES / "threads.c", "threads"),
                              (EXAMPLES / "pointcloud.c", "pointcloud")):
             cmd = [*capi_native.cc(), "-std=c99", "-Wall", "-Wextra", "-Werror", "-pthread",
-                   f"-I{capi_native.HB_INCLUDE}", str(source), f"-L{out}", "-lvdsp_client", "-Wl,-rpath,$ORIGIN",
-                   "-lm", "-o", str(out / name)]
+                   f"-I{capi_native.HB_INCLUDE}", str(source), *link, "-lm", "-o", str(out / name)]
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             assert done.returncode == 0, done.stderr
         yield out
@@ -144,3 +153,16 @@ def test_an_nn_operator_takes_the_tensor_descriptors_of_its_struct(programs, sha
     np.testing.assert_allclose(np.array(out["softmax"].split(), dtype=np.float32), want, rtol=1e-5)
     assert out["bad_dims"] == str(errors.InvalidArgument.code), out
     assert out["bad_dims_desc"].endswith("(hbDSPSoftmaxParam.input.validShape.numDimensions 9 must be in 1..8)"), out
+
+
+def test_memory_another_process_granted_is_registered_and_past_the_grant_refused(programs, shared_soc):
+    from arm_side import Soc
+    with Soc() as soc:
+        theirs = soc.mem.alloc(8192)
+        theirs.write(bytes(range(256)) * 32)
+        theirs.share(offset=0, size=4096)
+        out = run([programs / "check", "register", f"{theirs.phys_addr:x}", "8192", "4096"])
+        assert theirs.read(1) == b"\xab"          # the program's CLEAN reached our DDR
+    assert out["registered_sum"] == str(sum(range(256)) * 16), out
+    assert out["past_grant"] == str(errors.SysRegisterMemFailed.code), out
+    assert "is not granted to this process's owner" in out["past_grant_desc"], out

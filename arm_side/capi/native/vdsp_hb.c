@@ -24,11 +24,12 @@
  *   DDR owner's files unlinked); SIGKILL leaves nothing either (the SoC reclaims a dead owner).
  *
  * Not here (libvdsp_hb's front gives those processes the embedded SDK): tcp and CURVE, direct
- * mode, relay autostart. Not yet: registering memory another owner granted (grants are not read).
+ * mode, relay autostart.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -39,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -411,47 +413,132 @@ int32_t VDSP_HB(hbSysReadMem)(char *dest, hbSysMem *src, uint32_t size) {
   return leave(0);
 }
 
-/* This process's own memory only: the segment holding the range is mapped again, its cache a
- * copy of the DDR. */
+/* --- another owner's memory: its grants (PROTOCOL.md §6.4, vdsp_board/acl.py) ---------------- */
+
+#define MAX_ACL_BYTES (16 << 10)
+#define ANY_OWNER 0
+
+/* 1 if the lock file at `path` is inode `inode` and held (its owner lives), else 0. */
+static int lock_alive(const char *path, uint64_t inode) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st;
+  int alive = 0;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_ino == inode)
+    alive = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;   /* held exclusively */
+  close(fd);
+  return alive;
+}
+
+/* 1 if `owner`'s access list in `dir` grants [offset, offset + size) to `me` (or to any owner). */
+static int granted(const char *dir, uint32_t owner, uint32_t me, uint64_t offset, uint64_t size) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/vdsp-%06x.acl", dir, owner);
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st;
+  uint8_t data[MAX_ACL_BYTES + 1];
+  ssize_t n = -1;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()) n = read(fd, data, sizeof data);
+  close(fd);
+  vdsp_wire_body *body = NULL;
+  vdsp_wire_error werr;
+  if (n <= 0 || n > MAX_ACL_BYTES || vdsp_wire_body_decode(data, (size_t)n, &body, &werr) != 0) return 0;
+  const vdsp_wire_value *root = vdsp_wire_body_root(body), *grants = vdsp_wire_map_get(root, "grants");
+  int64_t lock = -1;
+  int ok = 0;
+  snprintf(path, sizeof path, "%s/vdsp-%06x.lock", dir, owner);
+  if (vdsp_wire_get_int(vdsp_wire_map_get(root, "lock"), &lock) && lock >= 0 && grants != NULL &&
+      grants->kind == VDSP_WIRE_ARRAY && lock_alive(path, (uint64_t)lock)) {
+    for (uint32_t i = 0; i < grants->len && !ok; i++) {
+      const vdsp_wire_value *g = &grants->v.items[i];
+      int64_t f[3];
+      if (g->kind != VDSP_WIRE_ARRAY || g->len != 3) break;   /* a malformed list grants nothing */
+      int good = 1;
+      for (int k = 0; k < 3; k++) good &= vdsp_wire_get_int(&g->v.items[k], &f[k]);
+      if (!good || f[0] <= 0 || f[1] <= 0 || f[2] < 0) break;
+      ok = (f[2] == ANY_OWNER || f[2] == me) && (uint64_t)f[0] <= offset && offset + size <= (uint64_t)(f[0] + f[1]);
+    }
+  }
+  vdsp_wire_body_free(body);
+  return ok;
+}
+
+/* The base offset of `owner`'s segment with the largest base <= `offset` (it may not hold it:
+ * the caller checks its size); 0 if there is one. */
+static int find_segment(const char *dir, uint32_t owner, uint64_t offset, uint64_t *base) {
+  DIR *d = opendir(dir);
+  if (d == NULL) return -1;
+  char prefix[16];
+  snprintf(prefix, sizeof prefix, "vdsp-%06x-", owner);
+  struct dirent *e;
+  int found = -1;
+  while ((e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, prefix, 12) != 0 || strlen(e->d_name) != 22) continue;
+    char *end;
+    unsigned long long b = strtoull(e->d_name + 12, &end, 16);
+    if (*end != '\0' || b > offset || (found == 0 && b <= *base)) continue;
+    *base = b;
+    found = 0;
+  }
+  closedir(d);
+  return found;
+}
+
+/* The segment holding the range (this process's, or another owner's within a grant to this
+ * process's owner) mapped again; its cache a copy of the DDR. */
 int32_t VDSP_HB(hbSysRegisterMem)(hbSysMem *mem) {
   if (mem == NULL) return fail(HB_SYS_INVALID_ARGUMENT, "mem is NULL");
   enter();
   int rc = connected();
   if (rc != 0) return leave(rc);
-  uint64_t phys = mem->phyAddr, size = mem->memSize;
+  uint64_t phys = mem->phyAddr, size = mem->memSize, offset = phys & (((uint64_t)1 << VDSP_DDR_OFFSET_BITS) - 1);
   uint32_t me = my_owner(), owner = (uint32_t)(phys >> VDSP_DDR_OFFSET_BITS);
+  const char *dir = vdsp_ddr_directory(vdsp_client_ddr(client));
   if (size == 0) return leave(fail(HB_SYS_INVALID_ARGUMENT, "memSize 0: a size must be in 1..4294967295"));
-  if (owner != me)
+  if (owner == 0 || owner >= VDSP_DDR_MAX_OWNER || offset == 0)
+    return leave(fail(HB_SYS_INVALID_ARGUMENT, "phyAddr 0x%llx is not a DDR address", (unsigned long long)phys));
+  if (owner != me && !granted(dir, owner, me, offset, size))
     return leave(fail(HB_SYS_REGISTER_MEM_FAILED, "0x%llx size %llu: memory of owner 0x%06x is not granted to this "
-                      "process's owner 0x%06x (the native library reads no grants yet)", (unsigned long long)phys,
+                      "process's owner 0x%06x (its owner must grant it first)", (unsigned long long)phys,
                       (unsigned long long)size, owner, me));
-  buffer *base = NULL;
-  for (size_t i = 0; i < n_buffers && base == NULL; i++)
-    if (!buffers[i]->registered && buffers[i]->phys <= phys && phys + size <= buffers[i]->phys + buffers[i]->size)
-      base = buffers[i];
-  if (base == NULL)
+  uint64_t base = 0;
+  if (find_segment(dir, owner, offset, &base) != 0)
     return leave(fail(HB_SYS_REGISTER_MEM_FAILED, "no DDR at 0x%llx size %llu", (unsigned long long)phys,
                       (unsigned long long)size));
   char path[4096];
-  snprintf(path, sizeof path, "%s/vdsp-%06x-%010llx", vdsp_ddr_directory(vdsp_client_ddr(client)), me,
-           (unsigned long long)base->seg.offset);
-  buffer *b = calloc(1, sizeof *b);
-  int fd = b != NULL ? open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC) : -1;
-  size_t len = base->size;
-  void *map = fd >= 0 ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  snprintf(path, sizeof path, "%s/vdsp-%06x-%010llx", dir, owner, (unsigned long long)base);
+  int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+    if (fd >= 0) close(fd);
+    return leave(fail(HB_SYS_REGISTER_MEM_FAILED, "no DDR at 0x%llx size %llu", (unsigned long long)phys,
+                      (unsigned long long)size));
+  }
+  if (offset + size > base + (uint64_t)st.st_size) {
+    close(fd);
+    return leave(fail(HB_SYS_REGISTER_MEM_FAILED, "0x%llx size %llu exceeds segment 0x%llx of %lld bytes",
+                      (unsigned long long)phys, (unsigned long long)size,
+                      (unsigned long long)(((uint64_t)owner << VDSP_DDR_OFFSET_BITS) | base), (long long)st.st_size));
+  }
+  size_t len = (size_t)st.st_size;
+  void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int saved = errno;
-  if (fd >= 0) close(fd);
-  if (b == NULL || map == MAP_FAILED) {
-    free(b);
+  close(fd);
+  if (map == MAP_FAILED)
     return leave(fail(HB_SYS_REGISTER_MEM_FAILED, "cannot map DDR at 0x%llx size %llu: %s", (unsigned long long)phys,
                       (unsigned long long)size, strerror(saved)));
+  buffer *b = calloc(1, sizeof *b);
+  if (b == NULL) {
+    munmap(map, len);
+    return leave(fail(HB_SYS_OUT_OF_MEMORY, "out of memory"));
   }
   b->map = map;
   b->map_len = len;
   b->phys = phys;
   b->size = (uint32_t)size;
   b->registered = 1;
-  b->ddr = (uint8_t *)map + (phys - base->phys);
+  b->ddr = (uint8_t *)map + (offset - base);
   b->cache = malloc(size);
   if (b->cache == NULL || (memcpy(b->cache, b->ddr, size), b->vir = b->cache, track(b, mem)) != 0) {
     free_buffer(b);
