@@ -166,3 +166,29 @@ def test_memory_another_process_granted_is_registered_and_past_the_grant_refused
     assert out["registered_sum"] == str(sum(range(256)) * 16), out
     assert out["past_grant"] == str(errors.SysRegisterMemFailed.code), out
     assert "is not granted to this process's owner" in out["past_grant_desc"], out
+
+
+def test_libvdsp_hb_moves_with_its_directory_and_names_no_checkout(shared_soc, tmp_path):
+    """The library needs libzmq beside it ($ORIGIN) and no libpython; its pkg-config file finds it
+    from its own place: a copy of lib/ elsewhere builds and runs an hbSys/hbDSP program."""
+    if shutil.which(capi_native.cc()[0]) is None or shutil.which("pkg-config") is None:
+        privilege.require("no C compiler or no pkg-config")
+    why = capi_build.ensure(log=lambda _: None)
+    if why:
+        privilege.require(f"no libvdsp_hb: {why}")
+    dynamic = subprocess.run(["readelf", "-d", str(capi_build.library())], capture_output=True, text=True).stdout
+    assert "Library runpath: [$ORIGIN]" in dynamic and "libpython" not in dynamic, dynamic
+    lib = tmp_path / "moved" / "lib"
+    shutil.copytree(capi_build.libdir(), lib, ignore=shutil.ignore_patterns("python3*", ".*"))
+    for text in (lib / "pkgconfig" / "vdsp-hb.pc", *(lib / "cmake" / "vdsp-hb").iterdir()):
+        assert str(capi_build.prefix()) not in text.read_text(), text
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "vdsp-hb"], capture_output=True, text=True,
+                           env={**clean_env(), "PKG_CONFIG_PATH": str(lib / "pkgconfig")}, check=True).stdout.split()
+    assert f"-L{lib}" in flags or f"-L{lib}/pkgconfig/.." in flags, flags
+    program = tmp_path / "threads"
+    subprocess.run([*capi_native.cc(), "-std=c99", str(EXAMPLES / "threads.c"), *flags, "-pthread", "-o",
+                    str(program)], check=True, timeout=300)
+    res = subprocess.run([str(program), "2", "5"], env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and res.stdout.count("5 tasks ok") == 2, res.stdout + res.stderr
+    maps = subprocess.run(["ldd", str(program)], capture_output=True, text=True).stdout
+    assert str(lib) in maps.replace("/pkgconfig/..", ""), maps
