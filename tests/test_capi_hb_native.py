@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arm_side import hb
 from protocol import errors
 from tests import privilege
 from tests.conftest import wait_until
 from tests.live import shm_entries
+from tests.test_capi import assert_point_cloud_pattern
 from tests.test_capi_native import clean_env, run
 from vdsp_sim import capi_build, capi_native
 
@@ -119,31 +119,8 @@ def test_the_examples_of_hbsys_and_hbdsp_run_unchanged_on_the_native_library(pro
     res = subprocess.run([str(programs / "threads"), "4", "25"], env=clean_env(), capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0 and res.stdout.count("25 tasks ok") == 4, res.stdout + res.stderr
-    from arm_side.pointcloud import preset, reference, synthetic
-    from arm_side.pointcloud.binfile import write_bin
-    p = preset("pointpillars")
-    points = synthetic.generate(2500, 4, seed=5)
-    write_bin(str(tmp_path / "cloud.bin"), points)
-    coords, features = reference.preprocess(points, p)
-    valid_pillars = int((coords[0, 0, :, 0] == 0).sum())
-    for flush in (True, False):
-        out = tmp_path / ("flushed" if flush else "stale")
-        res = subprocess.run([str(programs / "pointcloud"), str(tmp_path / "cloud.bin"), str(out),
-                              *(() if flush else ("--no-flush",))], env=clean_env(), capture_output=True, text=True,
-                             timeout=300)
-        assert res.returncode == 0, res.stderr
-        got_features = np.fromfile(f"{out}_features.bin", np.int8).reshape(features.shape)
-        if flush:
-            assert res.stdout.split()[-1] == str(valid_pillars) and valid_pillars > 50, res.stdout
-            np.testing.assert_array_equal(np.fromfile(f"{out}_coords.bin", np.int32).reshape(coords.shape), coords)
-            np.testing.assert_array_equal(got_features, features)
-        else:
-            assert res.stdout.strip() == "valid points 0, pillars 0", res.stdout
-    res = subprocess.run([str(programs / "pointcloud"), str(tmp_path / "cloud.bin"), str(tmp_path / "strict"),
-                          "--no-flush"], env=clean_env(VDSP_STRICT_CACHE="1"), capture_output=True, text=True,
-                         timeout=300)
-    assert res.returncode == 1 and f"failed: {hb.HB_SYS_CACHE_NOT_FLUSHED} HB_SYS_CACHE_NOT_FLUSHED" in res.stderr
-    assert "hbSysFlushMem(HB_SYS_MEM_CACHE_CLEAN)" in res.stderr, res.stderr     # a C function, not flush(CLEAN)
+    strict = assert_point_cloud_pattern(programs / "pointcloud", tmp_path)
+    assert "hbSysFlushMem(HB_SYS_MEM_CACHE_CLEAN)" in strict, strict     # a C function, not flush(CLEAN)
 
 
 def test_an_nn_operator_takes_the_tensor_descriptors_of_its_struct(programs, shared_soc):

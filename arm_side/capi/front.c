@@ -13,9 +13,10 @@
  *   when no relay answers, and a C library inside a Python program sharing its Soc.
  * The hbDNN functions (but hbDNNGetErrorDesc and hbDNNRoiInfer) are always the embedded SDK's:
  * libvdsp_hb_python.so is loaded (dlopen, RTLD_GLOBAL: extension modules need libpython's
- * symbols) and the interpreter started at the first call that needs it, not before; where the native side serves the process, it is first handed
- * the native side (vdsp_embedded_attach): its DDR owner, which the SDK adopts, and its buffers,
- * which the SDK's hbDNN functions read and write in place.
+ * symbols) and the interpreter started at the first call that needs it, not before; where the
+ * native side serves the process, the SDK is first handed the native side (vdsp_embedded_attach):
+ * its DDR owner, which the SDK adopts, and its buffers, which the SDK's hbDNN functions read and
+ * write in place.
  *
  * hbDNNGetErrorDesc describes a code with this thread's last failure's message, from the side
  * that failed last.

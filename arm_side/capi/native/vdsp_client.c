@@ -285,30 +285,37 @@ static int receive(vdsp_client *c) {
   return 1;
 }
 
+/* If the link ended: what arrived before its end is read, then every request still waiting fails
+ * (RELAY_UNAVAILABLE); 1 if so. */
+static int end_of_link(vdsp_client *c) {
+  if (!vdsp_link_poll_events(&c->link)) return 0;
+  while (receive(c)) {   /* what arrived before the connection ended */
+  }
+  vdsp_err lost;
+  link_lost(c, &lost);
+  for (size_t i = 0; i < VDSP_CLIENT_MAX_INFLIGHT; i++)
+    if (c->slots[i].state == WAITING) fail_slot(&c->slots[i], &lost);
+  return 1;
+}
+
+/* Send a HEARTBEAT if one is due; when to wake at the latest (the next one, or `deadline`). */
+static int64_t beat(vdsp_client *c, int64_t now, int64_t deadline) {
+  if (now - c->last_sent_ms >= c->heartbeat_ms) send_empty(c, VDSP_CMD_HEARTBEAT, NULL);
+  int64_t wake = c->last_sent_ms + c->heartbeat_ms;
+  return deadline >= 0 && deadline < wake ? deadline : wake;
+}
+
 /* Read until `s` is DONE, the link is dead (every waiting slot then fails) or `deadline` (-1: none)
  * passes (TASK_TIMEOUT); HEARTBEATs go out meanwhile. */
 static int wait_slot(vdsp_client *c, slot *s, int64_t deadline, vdsp_err *err) {
   for (;;) {
     while (s->state != DONE && receive(c)) {
     }
-    if (s->state == DONE) return 0;
-    if (vdsp_link_poll_events(&c->link)) {
-      while (receive(c)) {   /* what arrived before the connection ended */
-      }
-      if (s->state == DONE) return 0;
-      vdsp_err lost;
-      link_lost(c, &lost);
-      for (size_t i = 0; i < VDSP_CLIENT_MAX_INFLIGHT; i++)
-        if (c->slots[i].state == WAITING) fail_slot(&c->slots[i], &lost);
-      return 0;
-    }
-    int64_t now = now_ms();
-    if (now - c->last_sent_ms >= c->heartbeat_ms) send_empty(c, VDSP_CMD_HEARTBEAT, NULL);
+    if (s->state == DONE || end_of_link(c)) return 0;
+    int64_t now = now_ms(), wake = beat(c, now, deadline);
     if (deadline >= 0 && now >= deadline)
       return vdsp_fail(err, VDSP_E_TASK_TIMEOUT, "no reply within the wait (msg_id %llu is still in flight)",
                        (unsigned long long)s->msg_id);
-    int64_t wake = c->last_sent_ms + c->heartbeat_ms;
-    if (deadline >= 0 && deadline < wake) wake = deadline;
     zmq_pollitem_t items[2] = {{c->link.sock, 0, ZMQ_POLLIN, 0}, {c->link.monitor, 0, ZMQ_POLLIN, 0}};
     if (zmq_poll(items, 2, (long)(wake > now ? wake - now : 0)) < 0 && zmq_errno() != EINTR)
       return vdsp_fail(err, VDSP_E_RELAY_UNAVAILABLE, "relay server is not reachable: %s", zmq_strerror(zmq_errno()));
@@ -534,21 +541,9 @@ int vdsp_client_pump(vdsp_client *c, int timeout_ms, int wake_fd) {
   for (;;) {
     while (receive(c)) {
     }
-    if (done_count(c) != before) return 1;
-    if (vdsp_link_poll_events(&c->link)) {
-      while (receive(c)) {
-      }
-      vdsp_err lost;
-      link_lost(c, &lost);
-      for (size_t i = 0; i < VDSP_CLIENT_MAX_INFLIGHT; i++)
-        if (c->slots[i].state == WAITING) fail_slot(&c->slots[i], &lost);
-      return 1;
-    }
-    int64_t now = now_ms();
-    if (now - c->last_sent_ms >= c->heartbeat_ms) send_empty(c, VDSP_CMD_HEARTBEAT, NULL);
+    if (done_count(c) != before || end_of_link(c)) return 1;
+    int64_t now = now_ms(), wake = beat(c, now, deadline);
     if (deadline >= 0 && now >= deadline) return 0;
-    int64_t wake = c->last_sent_ms + c->heartbeat_ms;
-    if (deadline >= 0 && deadline < wake) wake = deadline;
     zmq_pollitem_t items[3] = {{c->link.sock, 0, ZMQ_POLLIN, 0}, {c->link.monitor, 0, ZMQ_POLLIN, 0},
                                {NULL, wake_fd, ZMQ_POLLIN, 0}};
     int rc = zmq_poll(items, wake_fd >= 0 ? 3 : 2, (long)(wake > now ? wake - now : 0));

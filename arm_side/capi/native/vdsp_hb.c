@@ -119,6 +119,7 @@ static vdsp_client *client;            /* guarded by lock */
 static pid_t client_pid;
 static int strict, reading, wake_fd = -1, exit_set;
 static int pending;                    /* threads waiting for the lock while one reads (atomic) */
+static int open_failed;                /* vdsp_hb_native_open's failure, the next call's answer (once) */
 static buffer **buffers;
 static size_t n_buffers, cap_buffers;
 static task **tasks;
@@ -193,6 +194,11 @@ static int connected(void) {
                 "program in the child)", (long)client_pid);
   }
   at_exit_once();
+  if (open_failed != 0) {   /* the front's open just failed (its message is this thread's): not again at once */
+    int code = open_failed;
+    open_failed = 0;
+    return code;
+  }
   vdsp_err e;
   if (vdsp_client_open(NULL, &client, &e) != 0) return fail_err(&e);
   client_pid = getpid();
@@ -381,36 +387,31 @@ static int release_mem(hbSysMem *mem, int registered) {
 int32_t VDSP_HB(hbSysFreeMem)(hbSysMem *mem) { return release_mem(mem, 0); }
 int32_t VDSP_HB(hbSysUnregisterMem)(hbSysMem *mem) { return release_mem(mem, 1); }
 
-int32_t VDSP_HB(hbSysWriteMem)(hbSysMem *dest, char *src, uint32_t size) {
+/* hbSysWriteMem (into 1) / hbSysReadMem: `size` bytes between `ptr` and `m`'s range, through the CPU's view. */
+static int cpu_copy(hbSysMem *m, const char *m_name, char *ptr, const char *ptr_name, uint32_t size, int into) {
   enter();
   int rc = connected();
   buffer *b;
   uint32_t off;
-  if (rc == 0) rc = live(dest, "dest", &b, &off);
+  if (rc == 0) rc = live(m, m_name, &b, &off);
   if (rc != 0) return leave(rc);
-  if (src == NULL) return leave(fail(HB_SYS_INVALID_ARGUMENT, "src is NULL"));
-  if (size > dest->memSize)
-    return leave(fail(HB_SYS_INVALID_ARGUMENT, "size %u is larger than dest's memSize %u", size, dest->memSize));
-  memcpy((uint8_t *)b->vir + off, src, size);
-  return leave(0);
-}
-
-int32_t VDSP_HB(hbSysReadMem)(char *dest, hbSysMem *src, uint32_t size) {
-  enter();
-  int rc = connected();
-  buffer *b;
-  uint32_t off;
-  if (rc == 0) rc = live(src, "src", &b, &off);
-  if (rc != 0) return leave(rc);
-  if (dest == NULL) return leave(fail(HB_SYS_INVALID_ARGUMENT, "dest is NULL"));
-  if (size > src->memSize)
-    return leave(fail(HB_SYS_INVALID_ARGUMENT, "size %u is larger than src's memSize %u", size, src->memSize));
-  if (strict && b->device_written)
+  if (ptr == NULL) return leave(fail(HB_SYS_INVALID_ARGUMENT, "%s is NULL", ptr_name));
+  if (size > m->memSize)
+    return leave(fail(HB_SYS_INVALID_ARGUMENT, "size %u is larger than %s's memSize %u", size, m_name, m->memSize));
+  if (!into && strict && b->device_written)
     return leave(fail(HB_SYS_CACHE_NOT_FLUSHED, "memory 0x%llx (%u bytes) was written by the DSP; call "
                       "hbSysFlushMem(HB_SYS_MEM_CACHE_INVALIDATE) before reading", (unsigned long long)b->phys,
                       b->size));
-  memcpy(dest, (uint8_t *)b->vir + off, size);
+  if (into) memcpy((uint8_t *)b->vir + off, ptr, size);
+  else memcpy(ptr, (uint8_t *)b->vir + off, size);
   return leave(0);
+}
+
+int32_t VDSP_HB(hbSysWriteMem)(hbSysMem *dest, char *src, uint32_t size) {
+  return cpu_copy(dest, "dest", src, "src", size, 1);
+}
+int32_t VDSP_HB(hbSysReadMem)(char *dest, hbSysMem *src, uint32_t size) {
+  return cpu_copy(src, "src", dest, "dest", size, 0);
 }
 
 /* --- another owner's memory: its grants (PROTOCOL.md §6.4, vdsp_board/acl.py) ---------------- */
@@ -857,7 +858,8 @@ static int rpc(hbDSPTask_t *handle, hbSysMem *inputs, int32_t n_in, hbSysMem *ou
   return leave(0);
 }
 
-int32_t VDSP_HB(hbDSPRpcV2)(hbDSPTask_t *task, hbSysMem *input, hbSysMem *output, int32_t rpcCmd, hbDSPRpcCtrlParam *ctrl) {
+int32_t VDSP_HB(hbDSPRpcV2)(hbDSPTask_t *task, hbSysMem *input, hbSysMem *output, int32_t rpcCmd,
+                            hbDSPRpcCtrlParam *ctrl) {
   return rpc(task, input, input != NULL, output, output != NULL, rpcCmd, NULL, 0, NULL, ctrl);
 }
 int32_t VDSP_HB(hbDSPRpcV2Param)(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
@@ -1216,7 +1218,9 @@ int32_t VDSP_HB(hbDSPGetTaskBoardTime)(hbDSPTask_t handle, double *boardUs, int3
 
 int vdsp_hb_native_open(void) {
   enter();
-  return leave(connected());
+  int rc = connected();
+  open_failed = rc != 0 && client == NULL ? rc : 0;
+  return leave(rc);
 }
 
 int vdsp_hb_native_owner(uint32_t *id, int *lock_fd, char *dir, size_t len) {

@@ -39,7 +39,8 @@ typedef struct {
   int (*last)(char *message, size_t len);
 } vdsp_hb_native_api;
 
-/* Open the process's client (the first call's connection): 0 or the code (its text: vdsp_hb_native_last). */
+/* Open the process's client (the first call's connection): 0 or the code (its text: vdsp_hb_native_last),
+ * which the next call that needs the client returns once instead of connecting again. */
 int vdsp_hb_native_open(void);
 /* The open client's DDR owner: 0 with its id, lock fd and directory; -1 if none is open here. */
 int vdsp_hb_native_owner(uint32_t *id, int *lock_fd, char *dir, size_t len);
