@@ -7,7 +7,8 @@ core's own build, vdsp_sim/capi_native.py):
   libpython after it, SIGINT/SIGTERM dispositions unchanged; a memcpy and a checksum through
   cached memory with their bytes, values (as JSON too), core; the codes and descriptions of a
   double free and a double release; a wait that times out; a released task;
-- the same under valgrind memcheck with no suppression file;
+- the same under valgrind memcheck, and built with -fsanitize=address,undefined (LeakSanitizer
+  on), with no suppression file;
 - a fork() child's first call is HB_DNN_MULTI_PROGRESS_USE_ERROR at once, the parent goes on;
 - raise(SIGINT) ends the program as it would without the library, and the SoC reclaims its DDR;
 - the J5-style examples of hbSys/hbDSP only (examples/capi/threads.c, pointcloud.c), unchanged,
@@ -32,7 +33,8 @@ from tests import privilege
 from tests.conftest import wait_until
 from tests.live import shm_entries
 from tests.test_capi import assert_point_cloud_pattern
-from tests.test_capi_native import clean_env, run
+from tests.test_capi_native import SANITIZE, clean_env, run
+from tests.test_capi_wire import _sanitizers_here
 from vdsp_sim import capi_build, capi_native
 
 pytestmark = pytest.mark.live
@@ -169,3 +171,32 @@ def test_libvdsp_hb_moves_with_its_directory_and_names_no_checkout(shared_soc, t
     assert res.returncode == 0 and res.stdout.count("5 tasks ok") == 2, res.stdout + res.stderr
     maps = subprocess.run(["ldd", str(program)], capture_output=True, text=True).stdout
     assert str(lib) in maps.replace("/pkgconfig/..", ""), maps
+
+
+@pytest.fixture(scope="module")
+def sanitized():
+    """(the check program built with the native side's sources under ASan, UBSan and LeakSanitizer,
+    the ASAN_OPTIONS that run it so); skipped (failed under VDSP_TEST_STRICT) where they cannot run."""
+    with tempfile.TemporaryDirectory(prefix="vsan") as probe:
+        why, options = _sanitizers_here(Path(probe))
+    privilege.require(why)
+    if "detect_leaks=1" not in options:
+        privilege.require("LeakSanitizer cannot run here (it needs ptrace)")
+    out = Path(tempfile.mkdtemp(prefix="vhbsan-"))
+    try:
+        cmd = [*capi_native.cc(), *SANITIZE, *capi_native.cflags(out), "-pthread", str(CHECK),
+               *(str(capi_native.NATIVE / s) for s in capi_native.SOURCES), *capi_native.link_flags(out), "-lm",
+               "-o", str(out / "check")]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        yield out / "check", options
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def test_address_undefined_and_leak_sanitizers_find_nothing(sanitized, shared_soc):
+    program, options = sanitized
+    env = clean_env(ASAN_OPTIONS=options, UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")   # names the SoC
+    assert_flow(run([program, "flow"], env=env, timeout=300))
+    assert run([program, "softmax"], env=env, timeout=300)["bad_dims"] == str(errors.InvalidArgument.code)
+    assert run([program, "fork"], env=env, timeout=300)["child_rc"] == "-6000016"
