@@ -509,15 +509,24 @@ int vdsp_client_submit(vdsp_client *c, const vdsp_task *t, uint64_t *msg_id, vds
   return rc;
 }
 
-int vdsp_client_wait(vdsp_client *c, uint64_t msg_id, int timeout_ms, vdsp_reply *reply, vdsp_err *err) {
-  if (reply != NULL) memset(reply, 0, sizeof *reply);
-  int rc = not_ours(c, err);
-  if (rc != 0) return rc;
+/* The slot of `msg_id` in flight of this process's client; NULL with `err` filled if none. */
+static slot *in_flight(vdsp_client *c, uint64_t msg_id, vdsp_err *err) {
+  if (not_ours(c, err) != 0) return NULL;
   slot *s = find(c, msg_id);
   if (s == NULL)
-    return vdsp_fail(err, VDSP_E_INVALID_ARGUMENT, "no request with msg_id %llu is in flight",
-                     (unsigned long long)msg_id);
-  rc = wait_slot(c, s, timeout_ms < 0 ? -1 : now_ms() + timeout_ms, err);
+    vdsp_fail(err, VDSP_E_INVALID_ARGUMENT, "no request with msg_id %llu is in flight", (unsigned long long)msg_id);
+  return s;
+}
+
+int vdsp_client_wait(vdsp_client *c, uint64_t msg_id, int timeout_ms, vdsp_reply *reply, vdsp_err *err) {
+  if (reply != NULL) memset(reply, 0, sizeof *reply);
+  vdsp_err e;
+  slot *s = in_flight(c, msg_id, &e);
+  if (s == NULL) {
+    if (err != NULL) *err = e;
+    return e.code;
+  }
+  int rc = wait_slot(c, s, timeout_ms < 0 ? -1 : now_ms() + timeout_ms, err);
   if (rc != 0) return rc;   /* TASK_TIMEOUT: still in flight */
   return collect(s, reply, err);
 }
@@ -559,12 +568,13 @@ int vdsp_client_done(const vdsp_client *c, uint64_t msg_id) {
 }
 
 int vdsp_client_cancel(vdsp_client *c, uint64_t msg_id, int timeout_ms, vdsp_err *err) {
-  int rc = not_ours(c, err);
-  if (rc != 0) return rc;
-  slot *target = find(c, msg_id);
-  if (target == NULL)
-    return vdsp_fail(err, VDSP_E_INVALID_ARGUMENT, "no request with msg_id %llu is in flight",
-                     (unsigned long long)msg_id);
+  vdsp_err e;
+  slot *target = in_flight(c, msg_id, &e);
+  if (target == NULL) {
+    if (err != NULL) *err = e;
+    return e.code;
+  }
+  int rc;
   if (target->state == DONE) {
     release(target);
     return 0;

@@ -974,10 +974,12 @@ static const vdsp_wire_value *values_of(const task *t) {
   return v != NULL && v->kind == VDSP_WIRE_MAP ? v : NULL;
 }
 
-static int value_named(uintptr_t number, const char *name, const vdsp_wire_value **out) {
+/* The value `name` of an ended task's values, for a `dest` that must not be NULL. */
+static int value_named(uintptr_t number, const char *name, const void *dest, const vdsp_wire_value **out) {
   task *t;
   int rc = with_values(number, "values", &t);
   if (rc != 0) return rc;
+  if (dest == NULL) return fail(HB_DNN_INVALID_ARGUMENT, "value is NULL");
   if (name == NULL) return fail(HB_DNN_INVALID_ARGUMENT, "name is NULL");
   size_t len = strnlen(name, MAX_TEXT + 1);
   if (len > MAX_TEXT)
@@ -991,22 +993,19 @@ static int value_named(uintptr_t number, const char *name, const vdsp_wire_value
 int32_t VDSP_HB(hbDSPGetTaskValueInt)(hbDSPTask_t task, char const *name, int64_t *value) {
   enter();
   const vdsp_wire_value *v;
-  int rc = value_named((uintptr_t)task, name, &v);
+  int rc = value_named((uintptr_t)task, name, value, &v);
   if (rc != 0) return leave(rc);
-  if (value == NULL) return leave(fail(HB_DNN_INVALID_ARGUMENT, "value is NULL"));
-  if (v->kind == VDSP_WIRE_UINT && v->v.u > (uint64_t)INT64_MAX) rc = -1;
-  else if (v->kind != VDSP_WIRE_INT && v->kind != VDSP_WIRE_UINT) rc = -1;
-  if (rc != 0) return leave(fail(HB_DNN_INVALID_ARGUMENT, "value '%.200s' is not a 64-bit integer", name));
-  *value = v->kind == VDSP_WIRE_INT ? v->v.i : (int64_t)v->v.u;
+  if (v->kind == VDSP_WIRE_BOOL) *value = v->v.b != 0;   /* Python's int() of a bool, as the embedded SDK */
+  else if (v->kind == VDSP_WIRE_INT) *value = v->v.i;
+  else return leave(fail(HB_DNN_INVALID_ARGUMENT, "value '%.200s' is not a 64-bit integer", name));
   return leave(0);
 }
 
 int32_t VDSP_HB(hbDSPGetTaskValueDouble)(hbDSPTask_t task, char const *name, double *value) {
   enter();
   const vdsp_wire_value *v;
-  int rc = value_named((uintptr_t)task, name, &v);
+  int rc = value_named((uintptr_t)task, name, value, &v);
   if (rc != 0) return leave(rc);
-  if (value == NULL) return leave(fail(HB_DNN_INVALID_ARGUMENT, "value is NULL"));
   if (v->kind == VDSP_WIRE_INT) *value = (double)v->v.i;
   else if (v->kind == VDSP_WIRE_UINT) *value = (double)v->v.u;
   else if (v->kind == VDSP_WIRE_FLOAT) *value = v->v.f;
