@@ -14,10 +14,13 @@ core's own build, vdsp_sim/capi_native.py):
 - the J5-style examples of hbSys/hbDSP only (examples/capi/threads.c, pointcloud.c), unchanged,
   give on the native library what they give on the embedded one (tests/test_capi.py);
 - an NN operator (softmax) takes the tensor descriptors of its parameter struct;
-- memory another process granted is registered, read and cleaned; past the grant it is refused.
+- memory another process granted is registered, read and cleaned; past the grant it is refused;
+- parameter structs and JSON text make the body the embedded SDK's bridge makes.
 """
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import signal
 import subprocess
@@ -25,9 +28,12 @@ import tempfile
 import zlib
 from pathlib import Path
 
+import msgpack
 import numpy as np
 import pytest
 
+from arm_side import capi
+from arm_side.capi import opsgen
 from protocol import errors
 from tests import privilege
 from tests.conftest import wait_until
@@ -200,3 +206,82 @@ def test_address_undefined_and_leak_sanitizers_find_nothing(sanitized, shared_so
     assert_flow(run([program, "flow"], env=env, timeout=300))
     assert run([program, "softmax"], env=env, timeout=300)["bad_dims"] == str(errors.InvalidArgument.code)
     assert run([program, "fork"], env=env, timeout=300)["child_rc"] == "-6000016"
+
+
+@pytest.fixture(scope="module")
+def native_params():
+    """(cffi's ffi with the C API's types, the built libvdsp_client.so's vdsp_hb_native_params)."""
+    cffi = pytest.importorskip("cffi")
+    if shutil.which(capi_native.cc()[0]) is None:
+        privilege.require(f"no C compiler ({' '.join(capi_native.cc())})")
+    out = Path(tempfile.mkdtemp(prefix="vhbparams-"))
+    try:
+        capi_native.build(out)
+        ffi = cffi.FFI()
+        types = re.sub(r'extern "Python"[^;]*;', "", (capi.DIR / "capi.cdef").read_text())
+        ffi.cdef(types + opsgen.cdef() + "int vdsp_hb_native_params(int32_t cmd, const void *param, uint32_t size, "
+                 "const char *json, void *out, size_t cap, size_t *len);")
+        lib = ffi.dlopen(str(out / capi_native.LIBRARY))
+
+        def params(cmd: int, struct=None, json_text: bytes | None = None):
+            buf, n = ffi.new("char[]", 1 << 20), ffi.new("size_t *")
+            size = ffi.sizeof(struct[0]) if struct is not None else 0
+            code = lib.vdsp_hb_native_params(cmd, struct if struct is not None else ffi.NULL, size,
+                                             json_text if json_text is not None else ffi.NULL, buf, 1 << 20, n)
+            return code if code else ffi.buffer(buf, n[0])[:]
+        yield ffi, params
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def test_a_struct_and_json_make_the_params_the_embedded_sdk_makes(native_params):
+    """The native side's mapping of parameter structs (the table generated from the contract) and
+    of JSON text gives the body the embedded SDK's bridge gives: the structs of
+    tests/test_capi_gen.py, images, lists, strings, tensor descriptors with quantisation."""
+    from arm_side.capi.bridge import Bridge
+    from arm_side.nn import DataType, Layout, dense
+    from arm_side.nn.tensor import Quantization, QuantiType
+    ffi, params = native_params
+    bridge = Bridge(ffi)
+
+    def same(cmd: int, struct) -> None:
+        assert msgpack.unpackb(params(cmd, struct)) == bridge.struct_params(opsgen.OPERATORS[cmd], struct)
+
+    blur = ffi.new("hbDSPGaussianBlurParam *")
+    blur.src.format, blur.src.width, blur.src.height, blur.src.stride = opsgen.IMAGE_FORMATS["Y"], 64, 48, 80
+    blur.dst.format, blur.dst.width, blur.dst.height = opsgen.IMAGE_FORMATS["Y"], 64, 48
+    blur.dst.hasRoi, blur.dst.roi.left, blur.dst.roi.top, blur.dst.roi.right, blur.dst.roi.bottom = 1, 2, 3, 40, 30
+    blur.ksize, blur.sigma_x, blur.sigma_y = [7, 3], 1.25, 0.5
+    border = ffi.new("char[]", "réplicate".encode())
+    blur.border = border
+    same(0x0809, blur)
+    fill = ffi.new("hbDSPFillParam *")
+    fill.value, fill.size = 9, -1
+    same(0x0002, fill)
+    resize = ffi.new("hbDSPRoiResizeParam *")
+    resize.src.format, resize.src.width, resize.src.height = opsgen.IMAGE_FORMATS["NV12"], 32, 32
+    resize.dst.format, resize.dst.width, resize.dst.height = opsgen.IMAGE_FORMATS["Y"], 16, 16
+    resize.roi = [0, 0, 15, 15]
+    same(0x080f, resize)
+    pad = ffi.new("int64_t[]", [7, -3])
+    resize.pad_value, resize.pad_value_count = pad, 2
+    same(0x080f, resize)
+    encode = ffi.new("hbDSPPointcloudEncodeParam *")
+    for name, value in dict(dim=4, num_points=10, front=69.12, right=-39.68, scale=1 / 128).items():
+        setattr(encode, name, value)
+    same(0x0600, encode)
+    softmax, keep = ffi.new("hbDSPSoftmaxParam *"), []
+    bridge.props_to_c(dense((1, 10), DataType.F32, Layout.NONE), softmax.input, keep)
+    quant = Quantization(QuantiType.SCALE, scale=(0.5, 0.25), zero_point=(1, -2), axis=1)
+    bridge.props_to_c(dense((2, 5), DataType.S8, Layout.NHWC, quant=quant), softmax.output, keep)
+    softmax.axis = 1
+    same(0x0402, softmax)
+    bridge.props_to_c(dense((2, 5), DataType.S8, Layout.NHWC, quant=Quantization(QuantiType.SHIFT, shift=(3, 4),
+                                                                                 axis=1)), softmax.output, keep)
+    same(0x0402, softmax)
+    assert params(0x0002, ffi.new("hbDSPMemcpyParam *")) == errors.InvalidArgument.code      # not its struct
+    for text in ('{"size": 4096}', '{"a": [1, 2.5, -9223372036854775808, 18446744073709551615, null, true], '
+                 '"s": "\\u00e9\\ud83d\\ude00\\n", "o": {}, "e": 1e300}', ' {"x" : { "y" : [ ] } } '):
+        assert params(1, json_text=text.encode()) == msgpack.packb(json.loads(text)), text
+    for text in ("{value: 1", "[1]", "{} x", '{"a": 01}', '{"a": "\\q"}'):
+        assert params(1, json_text=text.encode()) == errors.InvalidArgument.code, text

@@ -758,6 +758,38 @@ static int struct_params(vdsp_wire_writer *w, int32_t cmd, const void *param, ui
   return 0;
 }
 
+/* The parameters of a submission (JSON text, or a struct of `cmd`, or none) into `w`: 0 with
+ * *params (NULL: none) and *len, else the code. */
+static int encode_params(vdsp_wire_writer *w, int32_t cmd, const void *param, uint32_t size, const char *json,
+                         const uint8_t **params, size_t *len) {
+  vdsp_wire_error werr;
+  char why[VDSP_ERR_MAX];
+  *params = NULL;
+  *len = 0;
+  if (json != NULL) {
+    size_t n = strnlen(json, MAX_JSON + 1);
+    if (n > MAX_JSON) return fail(HB_DNN_INVALID_ARGUMENT, "paramJson is longer than %d bytes", MAX_JSON);
+    if (vdsp_json_to_msgpack(json, n, w, why, sizeof why) != 0) return fail(HB_DNN_INVALID_ARGUMENT, "%s", why);
+  } else if (param != NULL) {
+    int rc = struct_params(w, cmd, param, size);
+    if (rc != 0) return rc;
+  } else {
+    return 0;
+  }
+  return vdsp_wire_writer_finish(w, params, len, &werr) != 0 ? fail(werr.code, "%s", werr.message) : 0;
+}
+
+int vdsp_hb_native_params(int32_t cmd, const void *param, uint32_t size, const char *json, void *out, size_t cap,
+                          size_t *len) {
+  vdsp_wire_writer *w = vdsp_wire_writer_new();
+  const uint8_t *params;
+  int rc = w != NULL ? encode_params(w, cmd, param, size, json, &params, len) : HB_DNN_OUT_OF_MEMORY;
+  if (rc == 0 && *len > cap) rc = fail(HB_DNN_INVALID_ARGUMENT, "%zu bytes do not fit in %zu", *len, cap);
+  if (rc == 0 && *len) memcpy(out, params, *len);
+  vdsp_wire_writer_free(w);
+  return rc;
+}
+
 /* --- tasks --------------------------------------------------------------------------------- */
 
 static task *find_task(uintptr_t number) {
@@ -824,19 +856,7 @@ static int rpc(hbDSPTask_t *handle, hbSysMem *inputs, int32_t n_in, hbSysMem *ou
   if (rc == 0) rc = task_handles(outputs, n_out, "output", outs, t, 1);
   const uint8_t *params = NULL;
   size_t params_len = 0;
-  if (rc == 0 && json != NULL) {
-    vdsp_wire_error werr;
-    size_t len = strnlen(json, MAX_JSON + 1);
-    char why[VDSP_ERR_MAX];
-    if (len > MAX_JSON) rc = fail(HB_DNN_INVALID_ARGUMENT, "paramJson is longer than %d bytes", MAX_JSON);
-    else if (vdsp_json_to_msgpack(json, len, w, why, sizeof why) != 0) rc = fail(HB_DNN_INVALID_ARGUMENT, "%s", why);
-    else if (vdsp_wire_writer_finish(w, &params, &params_len, &werr) != 0) rc = fail(werr.code, "%s", werr.message);
-  } else if (rc == 0 && param != NULL) {
-    vdsp_wire_error werr;
-    rc = struct_params(w, cmd, param, size);
-    if (rc == 0 && vdsp_wire_writer_finish(w, &params, &params_len, &werr) != 0)
-      rc = fail(werr.code, "%s", werr.message);
-  }
+  if (rc == 0) rc = encode_params(w, cmd, param, size, json, &params, &params_len);
   if (rc == 0 && n_tasks >= MAX_TASKS)
     rc = fail(HB_DNN_TASK_NUM_EXCEED_LIMIT, "%d DSP task handles are alive: release some", MAX_TASKS);
   if (rc == 0 && grow((void ***)&tasks, &cap_tasks, n_tasks) != 0) rc = fail(HB_DNN_OUT_OF_MEMORY, "out of memory");

@@ -47,6 +47,11 @@ int vdsp_hb_native_owner(uint32_t *id, int *lock_fd, char *dir, size_t len);
 /* The live buffer holding (phys, memSize size) named by vir: 0 with *out; 1 for another owner's
  * memory; a negative code (HB_SYS_INVALID_ARGUMENT: memory of this process that is not live). */
 int vdsp_hb_native_find(uint64_t phys, void *vir, uint32_t size, const char *what, vdsp_hb_native_buffer *out);
+/* What a submission with these parameters sends as `params` (JSON text, or the struct `param` of
+ * `size` bytes of operator `cmd`): 0 with the encoded msgpack map (*len bytes, 0: none) in `out`,
+ * else the code (its text: vdsp_hb_native_last). For tests of the mapping (tests/test_capi_hb_native.py). */
+int vdsp_hb_native_params(int32_t cmd, const void *param, uint32_t size, const char *json, void *out, size_t cap,
+                          size_t *len);
 /* Make `code` with `message` this thread's last failure; returns `code`. */
 int vdsp_hb_native_say(int code, const char *message);
 /* This thread's last failure on the native side: its code (0: none) and message. */
