@@ -463,6 +463,11 @@ def error_class(code: int) -> type[VdspError]:
     return _BY_CODE.get(code, VdspError)
 
 
+def known_codes() -> list[int]:
+    """Every code :func:`describe` knows by name, from 0 down (the C library's table of them)."""
+    return sorted({*_BY_CODE, *_DNN_ONLY}, reverse=True)
+
+
 def describe(code: int) -> str:
     """Natural-language description of an error code (like hbDNNGetErrorDesc)."""
     cls = _BY_CODE.get(code)

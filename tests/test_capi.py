@@ -141,6 +141,13 @@ def test_a_j5_cv_sample_in_cxx_gives_what_opencv_gives(programs, shared_soc, tmp
 
 
 def test_the_point_cloud_pattern_and_the_stale_cache_without_a_flush(programs, shared_soc, tmp_path):
+    assert_point_cloud_pattern(programs / "pointcloud", tmp_path)
+
+
+def assert_point_cloud_pattern(program: Path, tmp_path: Path) -> str:
+    """examples/capi/pointcloud.c (``program``) gives the CPU reference bit for bit; without its
+    flushes the DSP reads stale DDR; strict cache mode names the forgotten flush (its stderr is
+    returned)."""
     from arm_side.pointcloud import preset, reference, synthetic
     from arm_side.pointcloud.binfile import write_bin
     p = preset("pointpillars")
@@ -150,7 +157,7 @@ def test_the_point_cloud_pattern_and_the_stale_cache_without_a_flush(programs, s
     valid_pillars = int((coords[0, 0, :, 0] == 0).sum())
     for flush in (True, False):
         out = tmp_path / ("flushed" if flush else "stale")
-        res = run(programs / "pointcloud", str(tmp_path / "cloud.bin"), str(out), *(() if flush else ("--no-flush",)))
+        res = run(program, str(tmp_path / "cloud.bin"), str(out), *(() if flush else ("--no-flush",)))
         assert res.returncode == 0, res.stderr
         got_coords = np.fromfile(f"{out}_coords.bin", np.int32).reshape(coords.shape)
         got_features = np.fromfile(f"{out}_features.bin", np.int8).reshape(features.shape)
@@ -162,10 +169,11 @@ def test_the_point_cloud_pattern_and_the_stale_cache_without_a_flush(programs, s
             assert res.stdout.strip() == "valid points 0, pillars 0", res.stdout
             assert not np.array_equal(got_features, features)
     # strict cache mode names the forgotten flush when the task is submitted
-    res = run(programs / "pointcloud", str(tmp_path / "cloud.bin"), str(tmp_path / "strict"), "--no-flush",
+    res = run(program, str(tmp_path / "cloud.bin"), str(tmp_path / "strict"), "--no-flush",
               env=clean_env(VDSP_STRICT_CACHE="1"))
     assert res.returncode == 1 and f"failed: {hb.HB_SYS_CACHE_NOT_FLUSHED} HB_SYS_CACHE_NOT_FLUSHED" in res.stderr, \
         res.stderr
+    return res.stderr
 
 
 def test_the_mobilenet_flow_from_threads_with_callbacks_and_a_c_layer(programs, shared_soc, tmp_path):

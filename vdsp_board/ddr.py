@@ -48,6 +48,7 @@ OFFSET_BITS = 40
 OFFSET_MASK = (1 << OFFSET_BITS) - 1
 MAX_OWNER = 1 << 22                 # owner ids are in [1, MAX_OWNER)
 FIRST_OFFSET = 0x1000               # offset 0 is never a valid address
+ADOPTED_FIRST_OFFSET = 1 << 39      # an adopted owner's allocations (adopt_owner): the upper half of its addresses
 ORPHAN_AGE = 2.0                    # seconds before a lock-less file may be reaped
 SIDECARS = (".acl", ".acl.tmp")     # files an owner keeps beside its lock (vdsp_board.acl); they go before the lock
 LISTING_MAX_AGE = 60.0              # seconds a directory listing is reused at most, whatever the mtime says
@@ -447,16 +448,17 @@ class Owner:
     segment this owner created and did not unlink is in ``_live``.
     """
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, claimed: tuple[int, int] | None = None) -> None:
         self.dir = directory
         self.pid = os.getpid()
         self.closed = False
+        self.adopted = claimed is not None  # the lock is another part of this process's (adopt_owner)
         self._mutex = threading.Lock()
-        self._next = FIRST_OFFSET
+        self._next = ADOPTED_FIRST_OFFSET if self.adopted else FIRST_OFFSET
         self._live: dict[int, str] = {}     # offset -> segment file name
         self._sizes: dict[int, int] = {}    # offset -> bytes of a live segment
         self.held = 0                       # bytes of the live segments and those being made
-        self.id, self.lock_fd = _claim_owner_id(directory)
+        self.id, self.lock_fd = claimed if claimed is not None else _claim_owner_id(directory)
 
     @property
     def lock_path(self) -> str:
@@ -502,7 +504,8 @@ class Owner:
             self.held -= self._sizes.pop(offset, 0)
 
     def close(self) -> None:
-        """Unlink every live segment and the lock; a no-op in a forked child or when closed."""
+        """Unlink every live segment and the lock (an adopted owner: its segments only, the lock
+        and its fd are its claimant's); a no-op in a forked child or when closed."""
         if self.closed or self.pid != os.getpid():
             return
         with self._mutex:
@@ -510,6 +513,8 @@ class Owner:
             names, self._live = list(self._live.values()), {}
         for name in names:
             _unlink_quiet(os.path.join(self.dir, name))
+        if self.adopted:
+            return
         for suffix in SIDECARS:
             _unlink_quiet(os.path.join(self.dir, f"vdsp-{self.id:06x}{suffix}"))
         _unlink_quiet(self.lock_path)   # segments first: a lock-less segment looks orphaned
@@ -519,6 +524,8 @@ class Owner:
         """In a forked child: drop the inherited lock fd without touching the parent's files."""
         if not self.closed:
             self.closed = True
+            if self.adopted:
+                return
             try:
                 os.close(self.lock_fd)
             except OSError:
@@ -576,6 +583,20 @@ def current_owner() -> Owner:
         owner = _owners.get(directory)
         if owner is None or owner.closed or owner.pid != os.getpid():
             owner = _owners[directory] = Owner(directory)
+        return owner
+
+
+def adopt_owner(directory: str, owner_id: int, lock_fd: int) -> Owner:
+    """Make this process's owner in ``directory`` one another part of the process claimed and
+    holds (``owner_id``, its ``lock_fd``): the C library's, when a program's first hbDNN call
+    starts the embedded SDK (arm_side.capi.bridge), so that both allocate under one owner and
+    every buffer of the process is its own to the SoC. Its allocations take the offsets from
+    ADOPTED_FIRST_OFFSET (the claimant's start at FIRST_OFFSET: no address is made twice), its
+    quota is counted apart, and closing it unlinks only its segments."""
+    if not 1 <= owner_id < MAX_OWNER or lock_fd < 0:
+        raise SysInvalidArgument(f"owner 0x{owner_id:x} with lock fd {lock_fd} cannot be adopted")
+    with _registry_mutex:
+        owner = _owners[directory] = Owner(directory, (owner_id, lock_fd))
         return owner
 
 

@@ -1,16 +1,24 @@
 """Build (or check) libvdsp_hb, the C face of the SDK: ``python -m vdsp_sim.capi_build``.
 
-cffi's embedding mode compiles ``arm_side/capi/glue.c`` with the declarations of
-``arm_side/capi/capi.cdef`` and of the operators (``arm_side.capi.opsgen.cdef()``) into a shared
-library that links this interpreter's ``libpython`` and runs the SDK in the calling process
-(``arm_side.capi.bridge``). What it writes, under this environment's prefix (``sys.prefix``:
-the virtual environment's directory):
+Two libraries (docs/capi.md, *How it is built*):
 
-- ``lib/libvdsp_hb.so``: the library (its RUNPATH finds ``libpython``; the Python executable of
-  this environment is built in, so the program needs no environment variable);
-- ``lib/pkgconfig/vdsp-hb.pc``: ``pkg-config --cflags --libs vdsp-hb`` (with ``-Wl,-rpath``);
+- ``libvdsp_hb.so``, what programs link: ``arm_side/capi/front.c`` with the native client core
+  and its hbSys/hbDSP functions (``arm_side/capi/native``, as ``vdsp_sim.capi_native`` builds
+  them), linked with libzmq (pyzmq's copy, put beside it) and no libpython, RUNPATH ``$ORIGIN``;
+- ``libvdsp_hb_python.so``, the embedded SDK the front loads at the first call that needs it:
+  cffi's embedding mode compiles ``arm_side/capi/glue.c`` with the declarations of
+  ``arm_side/capi/capi.cdef`` and of the operators (``arm_side.capi.opsgen.cdef()``); it links
+  this interpreter's ``libpython`` (its RUNPATH) and runs the SDK (``arm_side.capi.bridge``) in
+  the calling process, with the Python executable of this environment built in.
+
+What it writes, under this environment's prefix (``sys.prefix``: the virtual environment's
+directory):
+
+- ``lib/libvdsp_hb.so``, ``lib/libvdsp_hb_python.so`` and libzmq with its libsodium;
+- ``lib/pkgconfig/vdsp-hb.pc``: ``pkg-config --cflags --libs vdsp-hb`` (with ``-Wl,-rpath``;
+  the library directory found from the .pc file's own place, ``${pcfiledir}``);
 - ``lib/cmake/vdsp-hb/vdsp-hbConfig.cmake`` (+ ``...ConfigVersion.cmake``): ``find_package(vdsp-hb)``,
-  target ``vdsp-hb::hb``;
+  target ``vdsp-hb::hb`` (the library found from the file's own place);
 - ``lib/vdsp-hb.json``: what was built from (the sources' sha256, the interpreter), so that a
   stale build is rebuilt by :func:`ensure`.
 
@@ -37,13 +45,17 @@ from pathlib import Path
 from typing import Iterator
 
 from arm_side import capi
-from vdsp_sim import ctoolchain
+from vdsp_sim import capi_native, ctoolchain
 
 NAME = "vdsp-hb"
 LIB = "libvdsp_hb.so"
-MODULE = "_vdsp_hb"         # the cffi module inside the library
-SOURCES = ("glue.c", "capi.cdef", "include/hb_sys.h", "include/hb_dnn.h", "include/hb_dsp.h",
-           "include/hb_dsp_ops.h", "include/dnn/hb_sys.h", "include/dnn/hb_dnn.h")
+PY_LIB = "libvdsp_hb_python.so"     # the embedded SDK (front.c's EMBEDDED_LIB)
+MODULE = "_vdsp_hb"         # the cffi module inside libvdsp_hb_python.so
+SOURCES = ("glue.c", "front.c", "capi.cdef", "include/hb_sys.h", "include/hb_dnn.h", "include/hb_dsp.h",
+           "include/hb_dsp_ops.h", "include/dnn/hb_sys.h", "include/dnn/hb_dnn.h",
+           *(f"native/{n}" for n in ("vdsp_wire.c", "vdsp_wire.h", "vdsp_err.c", "vdsp_err.h", "vdsp_ddr.c",
+                                     "vdsp_ddr.h", "vdsp_link.c", "vdsp_link.h", "vdsp_client.c", "vdsp_client.h",
+                                     "vdsp_json.c", "vdsp_json.h", "vdsp_hb.c", "vdsp_hb.h", "vdsp_zmq.h")))
 
 _INIT_CODE = """\
 import sys
@@ -52,9 +64,9 @@ try:
         sys.argv = [a.decode(errors="replace") for a in f.read(1 << 16).split(b"\\0") if a][:64] or [""]
 except OSError:
     sys.argv = [""]
-from _vdsp_hb import ffi
+from _vdsp_hb import ffi, lib
 from arm_side.capi import bridge
-bridge.install(ffi)
+bridge.install(ffi, lib)
 """
 
 
@@ -140,6 +152,7 @@ def fingerprint() -> dict:
             digests[rel] = ""
     digests["cdef"] = hashlib.sha256(_cdef().encode()).hexdigest()
     digests["glue"] = hashlib.sha256(_source().encode()).hexdigest()
+    digests["tables"] = hashlib.sha256(capi_native.tables_header().encode()).hexdigest()
     return {"python": python(), "cache_tag": sys.implementation.cache_tag, "include": str(capi.INCLUDE),
             "sources": digests}
 
@@ -167,7 +180,7 @@ def _locked() -> Iterator[None]:
 
 
 def _pc_file(version: str) -> str:
-    return (f"prefix={prefix()}\nlibdir=${{prefix}}/lib\nincludedir={capi.INCLUDE}\n\n"
+    return (f"prefix=${{pcfiledir}}/../..\nlibdir=${{pcfiledir}}/..\nincludedir={capi.INCLUDE}\n\n"
             f"Name: {NAME}\nDescription: vdsp-sim: the J5 hbSys/hbDSP/hbDNN C API on the simulated SoC\n"
             f"Version: {version}\nCflags: -I${{includedir}}\n"
             "Libs: -L${libdir} -Wl,-rpath,${libdir} -lvdsp_hb\n")
@@ -179,7 +192,7 @@ def _cmake_files(version: str) -> dict[str, str]:
 if(NOT TARGET {NAME}::hb)
   add_library({NAME}::hb SHARED IMPORTED)
   set_target_properties({NAME}::hb PROPERTIES
-    IMPORTED_LOCATION "{library()}"
+    IMPORTED_LOCATION "${{CMAKE_CURRENT_LIST_DIR}}/../../{LIB}"
     IMPORTED_SONAME "{LIB}"
     INTERFACE_INCLUDE_DIRECTORIES "{capi.INCLUDE}")
 endif()
@@ -218,12 +231,13 @@ def build(log=print) -> str:
     ffi = cffi.FFI()
     ffi.embedding_api("")
     ffi.cdef(cdef)
-    ffi.set_source(MODULE, source, include_dirs=[str(capi.INCLUDE)], libraries=[lib_name], library_dirs=[lib_dir],
+    ffi.set_source(MODULE, source, include_dirs=[str(capi.INCLUDE), str(capi.DIR / "native")], libraries=[lib_name],
+                   library_dirs=[lib_dir],
                    define_macros=[("CAPI_SDK_PYTHON", json.dumps(python()))],
                    # cffi's generated code has unused parameters and partly initialized tables
                    extra_compile_args=["-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
                                        "-Wno-missing-field-initializers"],
-                   extra_link_args=[f"-Wl,-rpath,{lib_dir}", f"-Wl,-soname,{LIB}", "-pthread"])
+                   extra_link_args=[f"-Wl,-rpath,{lib_dir}", f"-Wl,-soname,{PY_LIB}", "-pthread"])
     ffi.embedding_init_code(_INIT_CODE)
     t0 = time.monotonic()
     try:
@@ -242,21 +256,31 @@ def _build(ffi, version_text: str) -> None:
     with _locked(), tempfile.TemporaryDirectory(prefix="vdsp-capi-") as tmp:
         try:
             with open(os.path.join(tmp, "build.log"), "w") as out, contextlib.redirect_stdout(out):
-                built = ffi.compile(tmpdir=tmp, target=LIB)
+                built = ffi.compile(tmpdir=tmp, target=PY_LIB)
         except Exception as exc:         # a compiler error: say what it printed
             tail = "\n".join(Path(tmp, "build.log").read_text().splitlines()[-15:])
             raise RuntimeError(f"the build failed: {exc}\n{tail}") from exc
-        os.chmod(built, 0o755)
-        tmp_lib = libdir() / f".{LIB}.new"
-        shutil.copyfile(built, tmp_lib)
-        os.chmod(tmp_lib, 0o755)
-        os.replace(tmp_lib, library())      # a program running the old one keeps its mapping
+        front = Path(tmp, "front")
+        capi_native.compile_library(front, LIB, [capi.DIR / "front.c",
+                                                 *(capi_native.NATIVE / s for s in capi_native.SOURCES)],
+                                    Path(tmp, "generated"), ("-DVDSP_HB_PREFIXED", f"-Wl,-soname,{LIB}", "-ldl"))
+        # libzmq first, the front last: a program running an old one keeps its mapping
+        for lib in sorted(front.glob("lib*.so*"), key=lambda p: p.name == LIB):
+            _install(lib, libdir() / lib.name)
+        _install(Path(built), libdir() / PY_LIB)
         pkgconfig_dir().mkdir(parents=True, exist_ok=True)
         _write(pkgconfig_dir() / f"{NAME}.pc", _pc_file(version_text))
         cmake_dir().mkdir(parents=True, exist_ok=True)
         for name, text in _cmake_files(version_text).items():
             _write(cmake_dir() / name, text)
         _write(manifest_path(), json.dumps(fingerprint(), indent=1) + "\n")
+
+
+def _install(built: Path, target: Path) -> None:
+    tmp = target.with_name(f".{target.name}.new")
+    shutil.copyfile(built, tmp)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, target)
 
 
 def _write(path: Path, text: str) -> None:

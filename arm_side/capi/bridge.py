@@ -23,6 +23,13 @@ are the Python SDK's. What C adds is kept here:
 
 Every function returns 0 (``rpc``: the new task's handle, which glue.c stores) or a negative
 code, and never raises into C; each thread's last failure is kept for ``hbDNNGetErrorDesc``.
+
+**Beside the native side.** Where libvdsp_hb's native side serves the hbSys/hbDSP functions
+(front.c), this SDK starts at the first hbDNN call and is handed the native side first: it adopts
+its DDR owner (``vdsp_board.ddr.adopt_owner``: one owner per process, whose every buffer the SoC
+takes as this process's), and a struct it does not know is looked up in the native side's table
+(``vdsp_native_find``) and used in place, as a Mem over the native side's DDR mapping and CPU
+cache (:meth:`Bridge.native_buffer`).
 """
 from __future__ import annotations
 
@@ -55,6 +62,7 @@ MAX_QUANT = 1 << 16         # quantisation values of one tensor
 TEXTS_KEPT = 1024           # error texts returned to C that stay valid
 MAX_THREADS_KEPT = 4096     # threads whose last error is remembered
 CALL_MEMO = 256             # submissions whose buffers, parameters and options are remembered (by their bytes)
+NATIVE_MEMS = 4096          # Mems kept over the native side's buffers
 _CORE_IDS = {"vdsp0": int(Core.CORE_0), "vdsp1": int(Core.CORE_1)}
 _IMAGE_FORMAT_NAMES = {v: k for k, v in opsgen.IMAGE_FORMATS.items()}
 
@@ -139,6 +147,8 @@ class Bridge:
         self._options: dict[tuple, TaskOptions] = {}
         self._calls: dict[bytes, tuple] = {}        # see rpc()
         self._version: Any = None
+        self.native: Any = None                     # the library's lib where the native side is attached
+        self._native_mems: collections.OrderedDict[tuple[int, int], _Buffer] = collections.OrderedDict()
 
     # --- codes and texts ------------------------------------------------------------------------------
     def failed(self, exc: BaseException, invalid: int) -> int:
@@ -217,10 +227,38 @@ class Bridge:
         if inside:
             inside.sort(key=lambda b: (b.mem.registered, vir != b.vir + phys - b.mem.phys_addr))
             return inside[0], phys - inside[0].mem.phys_addr, size
+        if self.native is not None:
+            return self.native_buffer(cmem, what)
         if ddr.parse_phys(phys)[0] == ddr.current_owner().id:
             raise errors.SysInvalidArgument(f"{what} (hbSysMem at 0x{phys:x}, {size} bytes) is not allocated or "
                                             "registered in this process (or was freed)")
         return None, 0, size
+
+    def native_buffer(self, cmem: Any, what: str) -> tuple[_Buffer | None, int, int]:
+        """:meth:`lookup` in the native side's table: its buffer as a Mem over the same bytes
+        (made once per buffer, kept for the last NATIVE_MEMS used)."""
+        ffi, out = self.ffi, self.ffi.new("vdsp_hb_native_buffer *")
+        code = self.native.vdsp_native_find(cmem.phyAddr, cmem.virAddr, cmem.memSize, what.encode(), out)
+        if code == 1:
+            return None, 0, int(cmem.memSize)
+        if code != 0:
+            text = ffi.new("char[]", 1024)
+            self.native.vdsp_native_last(text, 1024)
+            raise errors.error_class(code)(ffi.string(text).decode("utf-8", "replace"))
+        key = (int(out.phys), int(ffi.cast("uintptr_t", out.vir)))
+        with self._lock:
+            buf = self._native_mems.get(key)
+            if buf is None or buf.mem.freed:
+                size = int(out.size)
+                ddr_view: Any = memoryview(ffi.buffer(out.ddr, size))
+                cache: Any = memoryview(ffi.buffer(out.cache, size)) if out.cache else None
+                mem = Mem(hb.soc().mem, key[0], ddr_view, cache=cache, registered=bool(out.registered),
+                          on_free=lambda: None)
+                buf = self._native_mems[key] = _Buffer(mem, None, key[1], out.vir)
+                while len(self._native_mems) > NATIVE_MEMS:
+                    self._native_mems.popitem(last=False)
+            self._native_mems.move_to_end(key)
+        return buf, int(out.offset), int(cmem.memSize)
 
     def live(self, cmem: Any, what: str = "mem") -> tuple[_Buffer, int, int]:
         buf, offset, size = self.lookup(self._struct(cmem, what), what)
@@ -797,9 +835,20 @@ def _install_task_path(ffi: Any, bridge: Bridge) -> None:
         ffi.def_extern(name="vdsp_py_" + fn.__name__, error=invalid)(fn)
 
 
-def install(ffi: Any) -> Bridge:
-    """Bind the ``extern "Python"`` functions of capi.cdef to a new :class:`Bridge`."""
+def _attach_native(ffi: Any, lib: Any, bridge: Bridge) -> None:
+    """Adopt the native side's DDR owner and look buffers up there, if the front attached it."""
+    owner, lock_fd, directory = ffi.new("uint32_t *"), ffi.new("int *"), ffi.new("char[]", 4096)
+    if lib is None or lib.vdsp_native_attached(owner, lock_fd, directory, 4096) != 0:
+        return
+    ddr.adopt_owner(ffi.string(directory).decode(), int(owner[0]), int(lock_fd[0]))
+    bridge.native = lib
+
+
+def install(ffi: Any, lib: Any = None) -> Bridge:
+    """Bind the ``extern "Python"`` functions of capi.cdef to a new :class:`Bridge` (``lib``:
+    the library's, to find the native side where the front attached it)."""
     bridge = Bridge(ffi)
+    _attach_native(ffi, lib, bridge)
     sys_invalid, dnn_invalid = errors.SysInvalidArgument.code, errors.InvalidArgument.code
 
     def code(name: str, fn: Callable[..., int], invalid: int) -> None:

@@ -1,6 +1,10 @@
 /*
- * libvdsp_hb: the public functions of hb_sys.h, hb_dsp.h and hb_dnn.h (vdsp_sim.capi_build
- * compiles this file with cffi's embedding mode).
+ * libvdsp_hb_python: the embedded Python SDK of libvdsp_hb (vdsp_sim.capi_build compiles this
+ * file with cffi's embedding mode). libvdsp_hb's front (front.c) loads it at the first call that
+ * needs it (an hbDNN function, or every call where the native side does not serve the process)
+ * and calls vdsp_embedded_<name> for the public function <name> of hb_sys.h, hb_dsp.h, hb_dnn.h;
+ * where the native side serves hbSys/hbDSP, the front first hands it the native side
+ * (vdsp_embedded_attach), whose DDR owner and buffers the SDK then uses (arm_side.capi.bridge).
  *
  * Each function starts the embedded Python SDK once (vdsp_ready), then calls its Python half
  * (arm_side.capi.bridge, declared in capi.cdef as extern "Python"), which does the work with the
@@ -21,6 +25,7 @@
 #include "hb_dsp.h"
 #include "hb_dnn.h"
 #include "hb_sys.h"
+#include "vdsp_hb.h"
 
 #ifndef CAPI_SDK_PYTHON
 #error "CAPI_SDK_PYTHON (the python executable of the SDK's environment) must be defined"
@@ -74,15 +79,33 @@ static int vdsp_ready(void) {
 
 #define VDSP_CALL(call) (vdsp_ready() ? (call) : HB_DNN_API_USE_ERROR)
 
+/* --- the native side, where the front hands it over (before the first call) ------------------- */
+static vdsp_hb_native_api vdsp_native_api;
+static int vdsp_native_attached_flag;
+
+void vdsp_embedded_attach(vdsp_hb_native_api const *api) {
+  vdsp_native_api = *api;
+  vdsp_native_attached_flag = 1;
+}
+int vdsp_native_attached(uint32_t *id, int *lockFd, char *dir, size_t len) {
+  return vdsp_native_attached_flag ? vdsp_native_api.owner(id, lockFd, dir, len) : -1;
+}
+int vdsp_native_find(uint64_t phys, void *vir, uint32_t size, char const *what, vdsp_hb_native_buffer *out) {
+  return vdsp_native_attached_flag ? vdsp_native_api.find(phys, vir, size, what, out) : 1;
+}
+int vdsp_native_last(char *message, size_t len) {
+  return vdsp_native_attached_flag ? vdsp_native_api.last(message, len) : 0;
+}
+
 /* --- hb_sys.h ------------------------------------------------------------------------------- */
-int32_t hbSysAllocMem(hbSysMem *mem, uint32_t size) { return VDSP_CALL(vdsp_py_alloc(mem, size, 0)); }
-int32_t hbSysAllocCachedMem(hbSysMem *mem, uint32_t size) { return VDSP_CALL(vdsp_py_alloc(mem, size, 1)); }
-int32_t hbSysFlushMem(hbSysMem *mem, int32_t flag) { return VDSP_CALL(vdsp_py_flush(mem, flag)); }
-int32_t hbSysFreeMem(hbSysMem *mem) { return VDSP_CALL(vdsp_py_free(mem, 0)); }
-int32_t hbSysWriteMem(hbSysMem *dest, char *src, uint32_t size) { return VDSP_CALL(vdsp_py_write(dest, src, size)); }
-int32_t hbSysReadMem(char *dest, hbSysMem *src, uint32_t size) { return VDSP_CALL(vdsp_py_read(dest, src, size)); }
-int32_t hbSysRegisterMem(hbSysMem *mem) { return VDSP_CALL(vdsp_py_register(mem)); }
-int32_t hbSysUnregisterMem(hbSysMem *mem) { return VDSP_CALL(vdsp_py_free(mem, 1)); }
+int32_t vdsp_embedded_hbSysAllocMem(hbSysMem *mem, uint32_t size) { return VDSP_CALL(vdsp_py_alloc(mem, size, 0)); }
+int32_t vdsp_embedded_hbSysAllocCachedMem(hbSysMem *mem, uint32_t size) { return VDSP_CALL(vdsp_py_alloc(mem, size, 1)); }
+int32_t vdsp_embedded_hbSysFlushMem(hbSysMem *mem, int32_t flag) { return VDSP_CALL(vdsp_py_flush(mem, flag)); }
+int32_t vdsp_embedded_hbSysFreeMem(hbSysMem *mem) { return VDSP_CALL(vdsp_py_free(mem, 0)); }
+int32_t vdsp_embedded_hbSysWriteMem(hbSysMem *dest, char *src, uint32_t size) { return VDSP_CALL(vdsp_py_write(dest, src, size)); }
+int32_t vdsp_embedded_hbSysReadMem(char *dest, hbSysMem *src, uint32_t size) { return VDSP_CALL(vdsp_py_read(dest, src, size)); }
+int32_t vdsp_embedded_hbSysRegisterMem(hbSysMem *mem) { return VDSP_CALL(vdsp_py_register(mem)); }
+int32_t vdsp_embedded_hbSysUnregisterMem(hbSysMem *mem) { return VDSP_CALL(vdsp_py_free(mem, 1)); }
 
 /* --- hb_dsp.h ------------------------------------------------------------------------------- */
 #define VDSP_KEY_MAX 4096
@@ -153,103 +176,103 @@ static int32_t vdsp_rpc(hbDSPTask_t *task, hbSysMem *inputs, int32_t n_in, hbSys
   return 0;
 }
 
-int32_t hbDSPRpcV2(hbDSPTask_t *task, hbSysMem *input, hbSysMem *output, int32_t rpcCmd, hbDSPRpcCtrlParam *ctrl) {
+int32_t vdsp_embedded_hbDSPRpcV2(hbDSPTask_t *task, hbSysMem *input, hbSysMem *output, int32_t rpcCmd, hbDSPRpcCtrlParam *ctrl) {
   return VDSP_CALL(vdsp_rpc(task, input, input != NULL, output, output != NULL, rpcCmd, NULL, 0, NULL, ctrl));
 }
-int32_t hbDSPRpcV2Param(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
+int32_t vdsp_embedded_hbDSPRpcV2Param(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
                         int32_t outputCount, int32_t rpcCmd, void const *param, uint32_t paramSize,
                         hbDSPRpcCtrlParam *ctrl) {
   return VDSP_CALL(vdsp_rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, param, paramSize, NULL, ctrl));
 }
-int32_t hbDSPRpcV2Json(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
+int32_t vdsp_embedded_hbDSPRpcV2Json(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
                        int32_t outputCount, int32_t rpcCmd, char const *paramJson, hbDSPRpcCtrlParam *ctrl) {
   return VDSP_CALL(vdsp_rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, NULL, 0, paramJson, ctrl));
 }
 #define VDSP_TASK(task) ((uintptr_t)(task))
-int32_t hbDSPWaitTaskDone(hbDSPTask_t task, int32_t timeout_ms) {
+int32_t vdsp_embedded_hbDSPWaitTaskDone(hbDSPTask_t task, int32_t timeout_ms) {
   return VDSP_CALL(vdsp_py_dsp_wait(VDSP_TASK(task), timeout_ms));
 }
-int32_t hbDSPReleaseTask(hbDSPTask_t task) { return VDSP_CALL(vdsp_py_dsp_release(VDSP_TASK(task))); }
-int32_t hbDSPGetTaskValueInt(hbDSPTask_t task, char const *name, int64_t *value) {
+int32_t vdsp_embedded_hbDSPReleaseTask(hbDSPTask_t task) { return VDSP_CALL(vdsp_py_dsp_release(VDSP_TASK(task))); }
+int32_t vdsp_embedded_hbDSPGetTaskValueInt(hbDSPTask_t task, char const *name, int64_t *value) {
   return VDSP_CALL(vdsp_py_dsp_value(VDSP_TASK(task), name, value, NULL));
 }
-int32_t hbDSPGetTaskValueDouble(hbDSPTask_t task, char const *name, double *value) {
+int32_t vdsp_embedded_hbDSPGetTaskValueDouble(hbDSPTask_t task, char const *name, double *value) {
   return VDSP_CALL(vdsp_py_dsp_value(VDSP_TASK(task), name, NULL, value));
 }
-int32_t hbDSPGetTaskValuesJson(hbDSPTask_t task, char *buf, uint32_t bufSize) {
+int32_t vdsp_embedded_hbDSPGetTaskValuesJson(hbDSPTask_t task, char *buf, uint32_t bufSize) {
   return VDSP_CALL(vdsp_py_dsp_values_json(VDSP_TASK(task), buf, bufSize));
 }
-int32_t hbDSPGetTaskCore(hbDSPTask_t task, int32_t *dspCoreId) {
+int32_t vdsp_embedded_hbDSPGetTaskCore(hbDSPTask_t task, int32_t *dspCoreId) {
   return VDSP_CALL(vdsp_py_dsp_core(VDSP_TASK(task), dspCoreId));
 }
-int32_t hbDSPGetTaskBoardTime(hbDSPTask_t task, double *boardUs, int32_t *counted) {
+int32_t vdsp_embedded_hbDSPGetTaskBoardTime(hbDSPTask_t task, double *boardUs, int32_t *counted) {
   return VDSP_CALL(vdsp_py_dsp_board(VDSP_TASK(task), boardUs, counted));
 }
 
 /* --- hb_dnn.h ------------------------------------------------------------------------------- */
-char const *hbDNNGetVersion(void) {
+char const *vdsp_embedded_hbDNNGetVersion(void) {
   char const *text = vdsp_ready() ? vdsp_py_version() : NULL;
   return text != NULL ? text : "unknown (libvdsp_hb could not start)";
 }
-char const *hbDNNGetErrorDesc(int32_t errorCode) {
+char const *vdsp_embedded_hbDNNGetErrorDesc(int32_t errorCode) {
   char const *text = vdsp_ready() ? vdsp_py_error_desc(errorCode) : NULL;
   return text != NULL ? text : vdsp_unavailable;
 }
-int32_t hbDNNInitializeFromFiles(hbPackedDNNHandle_t *packedDNNHandle, char const **modelFileNames,
+int32_t vdsp_embedded_hbDNNInitializeFromFiles(hbPackedDNNHandle_t *packedDNNHandle, char const **modelFileNames,
                                  int32_t modelFileCount) {
   return VDSP_CALL(vdsp_py_dnn_from_files(packedDNNHandle, modelFileNames, modelFileCount));
 }
-int32_t hbDNNInitializeFromDDR(hbPackedDNNHandle_t *packedDNNHandle, const void **modelData,
+int32_t vdsp_embedded_hbDNNInitializeFromDDR(hbPackedDNNHandle_t *packedDNNHandle, const void **modelData,
                                int32_t *modelDataLengths, int32_t modelDataCount) {
   return VDSP_CALL(vdsp_py_dnn_from_ddr(packedDNNHandle, modelData, modelDataLengths, modelDataCount));
 }
-int32_t hbDNNRelease(hbPackedDNNHandle_t packedDNNHandle) { return VDSP_CALL(vdsp_py_dnn_release(packedDNNHandle)); }
-int32_t hbDNNGetModelNameList(char const ***modelNameList, int32_t *modelNameCount,
+int32_t vdsp_embedded_hbDNNRelease(hbPackedDNNHandle_t packedDNNHandle) { return VDSP_CALL(vdsp_py_dnn_release(packedDNNHandle)); }
+int32_t vdsp_embedded_hbDNNGetModelNameList(char const ***modelNameList, int32_t *modelNameCount,
                               hbPackedDNNHandle_t packedDNNHandle) {
   return VDSP_CALL(vdsp_py_dnn_model_names(modelNameList, modelNameCount, packedDNNHandle));
 }
-int32_t hbDNNGetModelHandle(hbDNNHandle_t *dnnHandle, hbPackedDNNHandle_t packedDNNHandle, char const *modelName) {
+int32_t vdsp_embedded_hbDNNGetModelHandle(hbDNNHandle_t *dnnHandle, hbPackedDNNHandle_t packedDNNHandle, char const *modelName) {
   return VDSP_CALL(vdsp_py_dnn_model_handle(dnnHandle, packedDNNHandle, modelName));
 }
-int32_t hbDNNGetInputCount(int32_t *inputCount, hbDNNHandle_t dnnHandle) {
+int32_t vdsp_embedded_hbDNNGetInputCount(int32_t *inputCount, hbDNNHandle_t dnnHandle) {
   return VDSP_CALL(vdsp_py_dnn_count(inputCount, dnnHandle, 0));
 }
-int32_t hbDNNGetOutputCount(int32_t *outputCount, hbDNNHandle_t dnnHandle) {
+int32_t vdsp_embedded_hbDNNGetOutputCount(int32_t *outputCount, hbDNNHandle_t dnnHandle) {
   return VDSP_CALL(vdsp_py_dnn_count(outputCount, dnnHandle, 1));
 }
-int32_t hbDNNGetInputName(char const **name, hbDNNHandle_t dnnHandle, int32_t inputIndex) {
+int32_t vdsp_embedded_hbDNNGetInputName(char const **name, hbDNNHandle_t dnnHandle, int32_t inputIndex) {
   return VDSP_CALL(vdsp_py_dnn_name(name, dnnHandle, inputIndex, 0));
 }
-int32_t hbDNNGetOutputName(char const **name, hbDNNHandle_t dnnHandle, int32_t outputIndex) {
+int32_t vdsp_embedded_hbDNNGetOutputName(char const **name, hbDNNHandle_t dnnHandle, int32_t outputIndex) {
   return VDSP_CALL(vdsp_py_dnn_name(name, dnnHandle, outputIndex, 1));
 }
-int32_t hbDNNGetInputTensorProperties(hbDNNTensorProperties *properties, hbDNNHandle_t dnnHandle,
+int32_t vdsp_embedded_hbDNNGetInputTensorProperties(hbDNNTensorProperties *properties, hbDNNHandle_t dnnHandle,
                                       int32_t inputIndex) {
   return VDSP_CALL(vdsp_py_dnn_properties(properties, dnnHandle, inputIndex, 0));
 }
-int32_t hbDNNGetOutputTensorProperties(hbDNNTensorProperties *properties, hbDNNHandle_t dnnHandle,
+int32_t vdsp_embedded_hbDNNGetOutputTensorProperties(hbDNNTensorProperties *properties, hbDNNHandle_t dnnHandle,
                                        int32_t outputIndex) {
   return VDSP_CALL(vdsp_py_dnn_properties(properties, dnnHandle, outputIndex, 1));
 }
-int32_t hbDNNInfer(hbDNNTaskHandle_t *taskHandle, hbDNNTensor **output, hbDNNTensor const *input,
+int32_t vdsp_embedded_hbDNNInfer(hbDNNTaskHandle_t *taskHandle, hbDNNTensor **output, hbDNNTensor const *input,
                    hbDNNHandle_t dnnHandle, hbDNNInferCtrlParam *inferCtrlParam) {
   return VDSP_CALL(vdsp_py_dnn_infer(taskHandle, output, input, dnnHandle, inferCtrlParam));
 }
-int32_t hbDNNRoiInfer(hbDNNTaskHandle_t *taskHandle, hbDNNTensor **output, hbDNNTensor const *input, hbDNNRoi *rois,
+int32_t vdsp_embedded_hbDNNRoiInfer(hbDNNTaskHandle_t *taskHandle, hbDNNTensor **output, hbDNNTensor const *input, hbDNNRoi *rois,
                       int32_t roiCount, hbDNNHandle_t dnnHandle, hbDNNInferCtrlParam *inferCtrlParam) {
   (void)taskHandle, (void)output, (void)input, (void)rois, (void)roiCount, (void)dnnHandle, (void)inferCtrlParam;
   return HB_DNN_API_USE_ERROR;
 }
-int32_t hbDNNWaitTaskDone(hbDNNTaskHandle_t taskHandle, int32_t timeout) {
+int32_t vdsp_embedded_hbDNNWaitTaskDone(hbDNNTaskHandle_t taskHandle, int32_t timeout) {
   return VDSP_CALL(vdsp_py_dnn_wait(taskHandle, timeout));
 }
-int32_t hbDNNReleaseTask(hbDNNTaskHandle_t taskHandle) { return VDSP_CALL(vdsp_py_dnn_release_task(taskHandle)); }
-int32_t hbDNNSetTaskDoneCb(hbDNNTaskHandle_t taskHandle, hbDNNTaskDoneCb cb, void *userdata) {
+int32_t vdsp_embedded_hbDNNReleaseTask(hbDNNTaskHandle_t taskHandle) { return VDSP_CALL(vdsp_py_dnn_release_task(taskHandle)); }
+int32_t vdsp_embedded_hbDNNSetTaskDoneCb(hbDNNTaskHandle_t taskHandle, hbDNNTaskDoneCb cb, void *userdata) {
   return VDSP_CALL(vdsp_py_dnn_set_done_cb(taskHandle, cb, userdata));
 }
-int32_t hbDNNRegisterLayerCreator(char const *layerType, hbDNNLayerCreator layerCreator) {
+int32_t vdsp_embedded_hbDNNRegisterLayerCreator(char const *layerType, hbDNNLayerCreator layerCreator) {
   return VDSP_CALL(vdsp_py_dnn_register_layer(layerType, layerCreator));
 }
-int32_t hbDNNUnregisterLayerCreator(char const *layerType) {
+int32_t vdsp_embedded_hbDNNUnregisterLayerCreator(char const *layerType) {
   return VDSP_CALL(vdsp_py_dnn_unregister_layer(layerType));
 }

@@ -285,30 +285,37 @@ static int receive(vdsp_client *c) {
   return 1;
 }
 
+/* If the link ended: what arrived before its end is read, then every request still waiting fails
+ * (RELAY_UNAVAILABLE); 1 if so. */
+static int end_of_link(vdsp_client *c) {
+  if (!vdsp_link_poll_events(&c->link)) return 0;
+  while (receive(c)) {   /* what arrived before the connection ended */
+  }
+  vdsp_err lost;
+  link_lost(c, &lost);
+  for (size_t i = 0; i < VDSP_CLIENT_MAX_INFLIGHT; i++)
+    if (c->slots[i].state == WAITING) fail_slot(&c->slots[i], &lost);
+  return 1;
+}
+
+/* Send a HEARTBEAT if one is due; when to wake at the latest (the next one, or `deadline`). */
+static int64_t beat(vdsp_client *c, int64_t now, int64_t deadline) {
+  if (now - c->last_sent_ms >= c->heartbeat_ms) send_empty(c, VDSP_CMD_HEARTBEAT, NULL);
+  int64_t wake = c->last_sent_ms + c->heartbeat_ms;
+  return deadline >= 0 && deadline < wake ? deadline : wake;
+}
+
 /* Read until `s` is DONE, the link is dead (every waiting slot then fails) or `deadline` (-1: none)
  * passes (TASK_TIMEOUT); HEARTBEATs go out meanwhile. */
 static int wait_slot(vdsp_client *c, slot *s, int64_t deadline, vdsp_err *err) {
   for (;;) {
     while (s->state != DONE && receive(c)) {
     }
-    if (s->state == DONE) return 0;
-    if (vdsp_link_poll_events(&c->link)) {
-      while (receive(c)) {   /* what arrived before the connection ended */
-      }
-      if (s->state == DONE) return 0;
-      vdsp_err lost;
-      link_lost(c, &lost);
-      for (size_t i = 0; i < VDSP_CLIENT_MAX_INFLIGHT; i++)
-        if (c->slots[i].state == WAITING) fail_slot(&c->slots[i], &lost);
-      return 0;
-    }
-    int64_t now = now_ms();
-    if (now - c->last_sent_ms >= c->heartbeat_ms) send_empty(c, VDSP_CMD_HEARTBEAT, NULL);
+    if (s->state == DONE || end_of_link(c)) return 0;
+    int64_t now = now_ms(), wake = beat(c, now, deadline);
     if (deadline >= 0 && now >= deadline)
       return vdsp_fail(err, VDSP_E_TASK_TIMEOUT, "no reply within the wait (msg_id %llu is still in flight)",
                        (unsigned long long)s->msg_id);
-    int64_t wake = c->last_sent_ms + c->heartbeat_ms;
-    if (deadline >= 0 && deadline < wake) wake = deadline;
     zmq_pollitem_t items[2] = {{c->link.sock, 0, ZMQ_POLLIN, 0}, {c->link.monitor, 0, ZMQ_POLLIN, 0}};
     if (zmq_poll(items, 2, (long)(wake > now ? wake - now : 0)) < 0 && zmq_errno() != EINTR)
       return vdsp_fail(err, VDSP_E_RELAY_UNAVAILABLE, "relay server is not reachable: %s", zmq_strerror(zmq_errno()));
@@ -502,15 +509,24 @@ int vdsp_client_submit(vdsp_client *c, const vdsp_task *t, uint64_t *msg_id, vds
   return rc;
 }
 
-int vdsp_client_wait(vdsp_client *c, uint64_t msg_id, int timeout_ms, vdsp_reply *reply, vdsp_err *err) {
-  if (reply != NULL) memset(reply, 0, sizeof *reply);
-  int rc = not_ours(c, err);
-  if (rc != 0) return rc;
+/* The slot of `msg_id` in flight of this process's client; NULL with `err` filled if none. */
+static slot *in_flight(vdsp_client *c, uint64_t msg_id, vdsp_err *err) {
+  if (not_ours(c, err) != 0) return NULL;
   slot *s = find(c, msg_id);
   if (s == NULL)
-    return vdsp_fail(err, VDSP_E_INVALID_ARGUMENT, "no request with msg_id %llu is in flight",
-                     (unsigned long long)msg_id);
-  rc = wait_slot(c, s, timeout_ms < 0 ? -1 : now_ms() + timeout_ms, err);
+    vdsp_fail(err, VDSP_E_INVALID_ARGUMENT, "no request with msg_id %llu is in flight", (unsigned long long)msg_id);
+  return s;
+}
+
+int vdsp_client_wait(vdsp_client *c, uint64_t msg_id, int timeout_ms, vdsp_reply *reply, vdsp_err *err) {
+  if (reply != NULL) memset(reply, 0, sizeof *reply);
+  vdsp_err e;
+  slot *s = in_flight(c, msg_id, &e);
+  if (s == NULL) {
+    if (err != NULL) *err = e;
+    return e.code;
+  }
+  int rc = wait_slot(c, s, timeout_ms < 0 ? -1 : now_ms() + timeout_ms, err);
   if (rc != 0) return rc;   /* TASK_TIMEOUT: still in flight */
   return collect(s, reply, err);
 }
@@ -519,6 +535,65 @@ int vdsp_client_call(vdsp_client *c, const vdsp_task *task, int timeout_ms, vdsp
   uint64_t msg_id;
   int rc = vdsp_client_submit(c, task, &msg_id, err);
   return rc != 0 ? rc : vdsp_client_wait(c, msg_id, timeout_ms, reply, err);
+}
+
+static size_t done_count(const vdsp_client *c) {
+  size_t n = 0;
+  for (size_t i = 0; i < VDSP_CLIENT_MAX_INFLIGHT; i++) n += c->slots[i].state == DONE;
+  return n;
+}
+
+int vdsp_client_pump(vdsp_client *c, int timeout_ms, int wake_fd) {
+  if (c->pid != getpid()) return 0;
+  int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+  size_t before = done_count(c);
+  for (;;) {
+    while (receive(c)) {
+    }
+    if (done_count(c) != before || end_of_link(c)) return 1;
+    int64_t now = now_ms(), wake = beat(c, now, deadline);
+    if (deadline >= 0 && now >= deadline) return 0;
+    zmq_pollitem_t items[3] = {{c->link.sock, 0, ZMQ_POLLIN, 0}, {c->link.monitor, 0, ZMQ_POLLIN, 0},
+                               {NULL, wake_fd, ZMQ_POLLIN, 0}};
+    int rc = zmq_poll(items, wake_fd >= 0 ? 3 : 2, (long)(wake > now ? wake - now : 0));
+    if (rc < 0 && zmq_errno() != EINTR) return 0;
+    if (rc > 0 && wake_fd >= 0 && (items[2].revents & ZMQ_POLLIN)) return 0;
+  }
+}
+
+int vdsp_client_done(const vdsp_client *c, uint64_t msg_id) {
+  for (size_t i = 0; msg_id != 0 && i < VDSP_CLIENT_MAX_INFLIGHT; i++)
+    if (c->slots[i].state != FREE && c->slots[i].msg_id == msg_id) return c->slots[i].state == DONE;
+  return -1;
+}
+
+int vdsp_client_cancel(vdsp_client *c, uint64_t msg_id, int timeout_ms, vdsp_err *err) {
+  vdsp_err e;
+  slot *target = in_flight(c, msg_id, &e);
+  if (target == NULL) {
+    if (err != NULL) *err = e;
+    return e.code;
+  }
+  int rc;
+  if (target->state == DONE) {
+    release(target);
+    return 0;
+  }
+  vdsp_wire_writer *w = c->writer;
+  vdsp_wire_writer_reset(w);
+  vdsp_wire_put_map(w, 1);
+  vdsp_wire_put_cstr(w, "target");
+  vdsp_wire_put_uint(w, msg_id);
+  slot *s;
+  rc = request(c, VDSP_CMD_CANCEL, NULL, &s, err);
+  if (rc == 0) {
+    rc = wait_slot(c, s, timeout_ms < 0 ? -1 : now_ms() + timeout_ms, err);
+    if (rc == 0) rc = collect(s, NULL, err);
+    else release(s);   /* its late answer is passed over */
+  }
+  target = find(c, msg_id);   /* no reply of the target comes after the CANCEL's answer (§5.5) */
+  if (target != NULL) release(target);
+  return rc;
 }
 
 void vdsp_reply_free(vdsp_reply *reply) {

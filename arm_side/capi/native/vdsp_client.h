@@ -17,7 +17,7 @@
  * or body are malformed, or whose known fields have the wrong type (§3.3, §5), fails its request
  * with the wire's code (HB_DSP_PROTOCOL_ERROR, _BAD_MAGIC, _MESSAGE_TOO_LARGE ...).
  *
- * Not yet: tcp (CURVE), direct mode, relay autostart, CANCEL, CONTROL/QUERY, grants, heartbeats
+ * Not yet: tcp (CURVE), direct mode, relay autostart, CONTROL/QUERY, grants, heartbeats
  * between calls (a client idle in its own code for the relay's hung deadline, 20 s, while its
  * process sleeps, is dropped by the relay).
  *
@@ -102,6 +102,22 @@ int vdsp_client_wait(vdsp_client *c, uint64_t msg_id, int timeout_ms, vdsp_reply
 int vdsp_client_call(vdsp_client *c, const vdsp_task *task, int timeout_ms, vdsp_reply *reply, vdsp_err *err);
 
 void vdsp_reply_free(vdsp_reply *reply);
+
+/* Read what arrives for up to `timeout_ms` (-1: no limit), sending HEARTBEATs: 1 as soon as a
+ * request in flight has its outcome (a reply, or the link's end), 0 when the time passed or the
+ * fd `wake_fd` (-1: none) became readable first. For a client shared by threads: one thread
+ * reads while the others sleep, and a thread that needs the client makes the reader return. */
+int vdsp_client_pump(vdsp_client *c, int timeout_ms, int wake_fd);
+
+/* 1 if the request `msg_id` has its outcome (vdsp_client_wait takes it at once), 0 while it is in
+ * flight, -1 if no such request is in flight. */
+int vdsp_client_done(const vdsp_client *c, uint64_t msg_id);
+
+/* Give the request `msg_id` up: a TASK not yet answered is CANCELled (§5.5: its answer waited
+ * for up to `timeout_ms`; no reply of the task comes after it), an answered one's outcome is
+ * dropped. 0, or the CANCEL's failure (the task is given up all the same); INVALID_ARGUMENT for
+ * an msg_id not in flight. */
+int vdsp_client_cancel(vdsp_client *c, uint64_t msg_id, int timeout_ms, vdsp_err *err);
 
 #ifdef __cplusplus
 }
