@@ -276,14 +276,16 @@ void vdsp_ivp_refused(int what, void const *a, uint32_t b, uint32_t c) {
   vdsp_ivp_fault(name, "an operand refused (%d)", what); /* (not reached: a lane is bad) */
 }
 
+uint32_t vdsp_ivp_refused_lanes[VDSP_IVP_N_2];
+
 void vdsp_ivp_refuse_if(uint32_t bad, int what, void const *a, uint32_t b, uint32_t c) {
   if (bad) vdsp_ivp_refused(what, a, b, c);
 }
 
 #if defined(__x86_64__)
-/* Where VDSP_IVP_REQUIRE's conditional jump lands (the refused operand's arguments in the
- * registers of a call to vdsp_ivp_refused, which never returns): below the jumping code's red
- * zone, on a 16-byte aligned stack, the call. */
+/* Where VDSP_IVP_REQUIRE's code for a refused operand jumps (the arguments in the registers of a
+ * call to vdsp_ivp_refused, which never returns): below the jumping code's red zone, on a 16-byte
+ * aligned stack, the call. */
 __asm__(".text\n"
         ".globl vdsp_ivp_refuse_jump\n"
         ".hidden vdsp_ivp_refuse_jump\n"

@@ -74,7 +74,7 @@ enum { VDSP_IVP_BAD_WINDOW = 1, VDSP_IVP_BAD_FRACTION = 2, VDSP_IVP_BAD_SELECTOR
  *   and its body has no branch and no loop left when the coverage pass runs: whole-vector
  *   operations (GCC's vector extensions), lane loops that are copies only, fully unrolled
  *   (VDSP_IVP_LANES), selections by masks, and a refused operand (a gather offset beyond the
- *   window, ...) reported by VDSP_IVP_REQUIRE(_AT), which hides its branch from the compiler (x86-64:
+ *   window, ...) reported by VDSP_IVP_REQUIRE(_LANES), which hides its branch from the compiler (x86-64:
  *   a conditional jump in an asm statement to the runtime's vdsp_ivp_refuse_jump; elsewhere a
  *   call of vdsp_ivp_refuse_if). The aligning stores, whose work is data-dependent, are calls
  *   (VDSP_IVP_OUTLINE: not inlined, not instrumented).
@@ -95,26 +95,44 @@ enum { VDSP_IVP_BAD_WINDOW = 1, VDSP_IVP_BAD_FRACTION = 2, VDSP_IVP_BAD_SELECTOR
 #if defined(__clang__) && !defined(VDSP_IVP_CALLS)
 #define VDSP_IVP_CALLS 1
 #endif
+/* VDSP_IVP_REQUIRE(bad, what, b): refuse a scalar operand b when bad != 0 (vdsp_ivp_refused);
+ * VDSP_IVP_REQUIRE_LANES(bad, what, lanes, b, c): the same for 16 32-bit lanes (a vdsp_ivp_u32,
+ * read only when bad != 0); `what`, b and c of the latter are constants. */
 #ifdef VDSP_IVP_CALLS
 #define VDSP_IVP_INLINE VDSP_IVP_OUTLINE
 #define VDSP_IVP_MEMBER VDSP_IVP_NO_COV /* a vector type's constructor or conversion */
-#define VDSP_IVP_REQUIRE_AT(bad, what, a, b, c) \
-  do { if (bad) vdsp_ivp_refused(what, a, b, c); } while (0)
-#define VDSP_IVP_REQUIRE(bad, what, b) VDSP_IVP_REQUIRE_AT(bad, what, 0, b, 0)
+#define VDSP_IVP_REQUIRE(bad, what, b) \
+  do { if (bad) vdsp_ivp_refused(what, 0, b, 0); } while (0)
+#define VDSP_IVP_REQUIRE_LANES(bad, what, lanes, b, c) \
+  do { if (bad) vdsp_ivp_refused(what, &(lanes), b, c); } while (0)
 #else
 #define VDSP_IVP_INLINE static inline __attribute__((always_inline, unused))
 #define VDSP_IVP_MEMBER VDSP_IVP_ALWAYS_INLINE
 #if defined(__x86_64__)
-#define VDSP_IVP_REQUIRE(bad, what, b)                                                       \
-  __asm__ volatile("testl %k0, %k0\n\tjnz vdsp_ivp_refuse_jump@PLT"                       \
-                   : : "r"((uint32_t)(bad)), "D"((int)(what)), "S"((void const *)0), "d"((uint32_t)(b)))
-#define VDSP_IVP_REQUIRE_AT(bad, what, a, b, c)                                              \
-  __asm__ volatile("testl %k0, %k0\n\tjnz vdsp_ivp_refuse_jump@PLT"                       \
-                   : : "r"((uint32_t)(bad)), "D"((int)(what)), "S"((void const *)(a)), "d"((uint32_t)(b)), \
-                     "c"((uint32_t)(c)), "m"(*(char const(*)[64])(a)))
+/* The test and a conditional jump to code in a section of its own, which puts the operands where
+ * vdsp_ivp_refused takes them (the lanes: in vdsp_ivp_refused_lanes) and jumps to the runtime's
+ * vdsp_ivp_refuse_jump: no branch for the compiler, nothing but the test and the jump on the
+ * path taken, and the operands' computation the compiler's to hoist out of a loop. */
+#define VDSP_IVP_REQUIRE(bad, what, b)                                                   \
+  __asm__ volatile("testl %k0, %k0\n\tjnz 9f\n\t.pushsection .text.unlikely\n"          \
+                   "9:\tmovl %k1, %%edx\n\tmovl %2, %%edi\n\tjmp vdsp_ivp_refuse_jump@PLT\n" \
+                   "\t.popsection"                                                      \
+                   : : "r"((uint32_t)(bad)), "r"((uint32_t)(b)), "i"(what))
+#define VDSP_IVP_REQUIRE_LANES(bad, what, lanes, b, c)                                                  \
+  do {                                                                                                 \
+    vdsp_ivp_u32q q_[4];                                                                               \
+    memcpy(q_, &(lanes), 64);                                                                          \
+    __asm__ volatile("testl %k0, %k0\n\tjnz 9f\n\t.pushsection .text.unlikely\n"                       \
+                     "9:\tmovups %1, vdsp_ivp_refused_lanes(%%rip)\n\tmovups %2, vdsp_ivp_refused_lanes+16(%%rip)\n" \
+                     "\tmovups %3, vdsp_ivp_refused_lanes+32(%%rip)\n\tmovups %4, vdsp_ivp_refused_lanes+48(%%rip)\n" \
+                     "\tleaq vdsp_ivp_refused_lanes(%%rip), %%rsi\n\tmovl %5, %%edi\n\tmovl %6, %%edx\n"          \
+                     "\tmovl %7, %%ecx\n\tjmp vdsp_ivp_refuse_jump@PLT\n\t.popsection"                        \
+                     : : "r"((uint32_t)(bad)), "x"(q_[0]), "x"(q_[1]), "x"(q_[2]), "x"(q_[3]), "i"(what), "i"(b),   \
+                       "i"(c));                                                                        \
+  } while (0)
 #else
 #define VDSP_IVP_REQUIRE(bad, what, b) vdsp_ivp_refuse_if(bad, what, 0, b, 0)
-#define VDSP_IVP_REQUIRE_AT(bad, what, a, b, c) vdsp_ivp_refuse_if(bad, what, a, b, c)
+#define VDSP_IVP_REQUIRE_LANES(bad, what, lanes, b, c) vdsp_ivp_refuse_if(bad, what, &(lanes), b, c)
 #endif
 #endif
 #if defined(__clang__)
@@ -178,6 +196,7 @@ extern VDSP_IVP_HIDDEN uint64_t vdsp_ivp_count[VDSP_IVP_IDS];   /* uses of each 
 extern VDSP_IVP_HIDDEN uint64_t vdsp_ivp_outside[VDSP_IVP_IDS]; /* of them, gathers/scatters/stores outside TCM */
 extern VDSP_IVP_HIDDEN uintptr_t vdsp_ivp_tcm[2];     /* the TCM banks' first bytes (the runtime; 0 before its init) */
 extern VDSP_IVP_HIDDEN uintptr_t vdsp_ivp_tcm_bytes;  /* the bytes of each bank's span */
+extern VDSP_IVP_HIDDEN uint32_t vdsp_ivp_refused_lanes[VDSP_IVP_N_2]; /* VDSP_IVP_REQUIRE_LANES' lanes */
 #ifdef __cplusplus
 }
 #endif
@@ -270,27 +289,29 @@ VDSP_IVP_INLINE xb_vecN_2x32Uv vdsp_ivp_u32_id(xb_vecN_2x32Uv v) { return v; }
 
 /* --- gather / scatter --------------------------------------------------------------------- */
 /* Every lane's byte offset inside the window and aligned to the element's `size` (a power of
- * two), else the task ends naming the intrinsic `id` and the first bad lane (vdsp_ivp_refused). */
+ * two, a constant), else the task ends naming the intrinsic `id` (a constant) and the first bad
+ * lane (vdsp_ivp_refused). */
 #define VDSP_IVP_WINDOW_BITS 16 /* VDSP_IVP_WINDOW_BYTES is 1 << this */
-VDSP_IVP_INLINE void vdsp_ivp_check_window(int id, xb_vecN_2x32Uv const *off, uint32_t size) {
-  vdsp_ivp_u32 o;
-  vdsp_ivp_u32h lo, hi;
-  vdsp_ivp_u32q q0, q1;
-  VDSP_IVP_GET(o, off->s);
-  /* bad lanes: an offset of 2^16 or more, or one whose element reaches past 2^16 (an offset
-   * below 2^16 plus size - 1 does not wrap), or misaligned; no comparisons (any vector width) */
-  o = ((o | (o + (size - 1u))) >> VDSP_IVP_WINDOW_BITS) | (o & (size - 1u));
-  memcpy(&lo, &o, 32), memcpy(&hi, (char const *)&o + 32, 32), lo |= hi;
-  memcpy(&q0, &lo, 16), memcpy(&q1, (char const *)&lo + 16, 16), q0 |= q1;
-  VDSP_IVP_REQUIRE_AT(q0[0] | q0[1] | q0[2] | q0[3], VDSP_IVP_BAD_WINDOW, off->s, size, id);
-}
+#define VDSP_IVP_CHECK_WINDOW(id, off, size)                                                      \
+  do {                                                                                           \
+    vdsp_ivp_u32 o_, bad_;                                                                       \
+    vdsp_ivp_u32h lo_, hi_;                                                                      \
+    vdsp_ivp_u32q q0_, q1_;                                                                      \
+    VDSP_IVP_GET(o_, (off).s);                                                                   \
+    /* bad lanes: an offset of 2^16 or more, or one whose element reaches past 2^16 (an offset    \
+     * below 2^16 plus size - 1 does not wrap), or misaligned; no comparisons (any width) */      \
+    bad_ = ((o_ | (o_ + ((size) - 1u))) >> VDSP_IVP_WINDOW_BITS) | (o_ & ((size) - 1u));          \
+    memcpy(&lo_, &bad_, 32), memcpy(&hi_, (char const *)&bad_ + 32, 32), lo_ |= hi_;            \
+    memcpy(&q0_, &lo_, 16), memcpy(&q1_, (char const *)&lo_ + 16, 16), q0_ |= q1_;              \
+    VDSP_IVP_REQUIRE_LANES(q0_[0] | q0_[1] | q0_[2] | q0_[3], VDSP_IVP_BAD_WINDOW, o_, size, id); \
+  } while (0)
 
 /* IVP_GATHERAN_2XF32(base, offsets): lane i of the gather register gets the 32-bit float at
  * (char *)base + offsets[i] (a byte offset, 4-byte aligned, inside the 64 kB window). */
 VDSP_IVP_INLINE xb_gsr vdsp_ivp_gathera_32(void const *base, xb_vecN_2x32Uv off) {
   xb_gsr g;
   VDSP_IVP_WHERE(GATHERAN_2XF32, base);
-  vdsp_ivp_check_window(VDSP_IVP_ID_GATHERAN_2XF32, &off, 4);
+  VDSP_IVP_CHECK_WINDOW(VDSP_IVP_ID_GATHERAN_2XF32, off, 4);
   VDSP_IVP_LANES for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy(&g.u.w[i], (char const *)base + off.s[i], 4);
   return g;
 }
@@ -336,7 +357,7 @@ VDSP_IVP_INLINE void vdsp_ivp_gatherd_2nx8_h(xb_vec2Nx8 *v, xb_gsr g) { vdsp_ivp
  * IVP_SCATTERW, which a kernel must issue before it (or a DMA) reads them. */
 VDSP_IVP_INLINE void vdsp_ivp_scatter_32(xb_vecN_2x32v v, void *base, xb_vecN_2x32Uv off) {
   VDSP_IVP_WHERE(SCATTERN_2X32, base);
-  vdsp_ivp_check_window(VDSP_IVP_ID_SCATTERN_2X32, &off, 4);
+  VDSP_IVP_CHECK_WINDOW(VDSP_IVP_ID_SCATTERN_2X32, off, 4);
   VDSP_IVP_LANES for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy((char *)base + off.s[i], &v.s[i], 4);
 }
 #define IVP_SCATTERN_2X32(v, base, offsets) (VDSP_IVP_COUNT(SCATTERN_2X32), vdsp_ivp_scatter_32(VDSP_IVP_I32(v), (void *)(base), VDSP_IVP_U32(offsets)))
