@@ -69,14 +69,16 @@ enum { VDSP_IVP_BAD_WINDOW = 1, VDSP_IVP_BAD_FRACTION = 2, VDSP_IVP_BAD_SELECTOR
  * Invariant: the basic blocks the runtime counts for the board-time estimate (the kernel's
  * sources are compiled with -fsanitize-coverage=trace-pc) are the kernel's own: the emulation
  * of an intrinsic adds none, so the same kernel on the same input gets the same counts in
- * either mode below.
+ * either mode below (but where the compiler hoists an inlined intrinsic's loop-invariant work
+ * out of a loop, or leaves the loop's result to a block after it: at most two blocks per entry
+ * of a loop, never per iteration; docs/dsp_kernels.md, "Board time").
  * - inline (GCC): every intrinsic is inlined into the kernel (VDSP_IVP_INLINE: always_inline)
  *   and its body has no branch and no loop left when the coverage pass runs: whole-vector
  *   operations (GCC's vector extensions), lane loops that are copies only, fully unrolled
  *   (VDSP_IVP_LANES), selections by masks, and a refused operand (a gather offset beyond the
  *   window, ...) reported by VDSP_IVP_REQUIRE(_LANES), which hides its branch from the compiler (x86-64:
- *   a conditional jump in an asm statement to the runtime's vdsp_ivp_refuse_jump; elsewhere a
- *   call of vdsp_ivp_refuse_if). The aligning stores, whose work is data-dependent, are calls
+ *   a conditional jump in an asm statement, to code that jumps to the runtime's
+ *   vdsp_ivp_refuse_jump; elsewhere a call of vdsp_ivp_refuse_if). The aligning stores, whose work is data-dependent, are calls
  *   (VDSP_IVP_OUTLINE: not inlined, not instrumented).
  * - calls (VDSP_IVP_CALLS defined, or Clang): every intrinsic is a call of a function that is not
  *   instrumented (VDSP_IVP_OUTLINE). tests/test_board_time.py builds kernels both ways and
