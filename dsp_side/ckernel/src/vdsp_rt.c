@@ -258,6 +258,46 @@ void vdsp_ivp_fault(char const *intrinsic, char const *fmt, ...) {
   abort();
 }
 
+static void check_offset(char const *name, int lane, uint32_t offset, uint32_t size) {
+  if (offset > VDSP_IVP_WINDOW_BYTES - size)
+    vdsp_ivp_fault(name, "lane %d: byte offset %u (%u bytes) is beyond the %u-byte gather/scatter window of its base",
+                   lane, offset, size, VDSP_IVP_WINDOW_BYTES);
+  if (offset % size)
+    vdsp_ivp_fault(name, "lane %d: byte offset %u is not a multiple of the element's %u bytes", lane, offset, size);
+}
+
+void vdsp_ivp_refused(int what, void const *a, uint32_t b, uint32_t c) {
+  if (what == VDSP_IVP_BAD_FRACTION) vdsp_ivp_fault("IVP_TRUNCN_2XF32", "fraction bits %d outside 0..31", (int)b);
+  if (what == VDSP_IVP_BAD_SELECTOR) vdsp_ivp_fault("IVP_SELN_2X32I", "selector 0x%x is not in the subset", b);
+  char const *name = c < VDSP_IVP_IDS ? vdsp_ivp_names[c] : "IVP_?";
+  uint32_t lanes[VDSP_IVP_N_2];
+  memcpy(lanes, a, sizeof lanes);
+  for (int i = 0; what == VDSP_IVP_BAD_WINDOW && i < VDSP_IVP_N_2; i++) check_offset(name, i, lanes[i], b);
+  vdsp_ivp_fault(name, "an operand refused (%d)", what); /* (not reached: a lane is bad) */
+}
+
+uint32_t vdsp_ivp_refused_lanes[VDSP_IVP_N_2];
+
+void vdsp_ivp_refuse_if(uint32_t bad, int what, void const *a, uint32_t b, uint32_t c) {
+  if (bad) vdsp_ivp_refused(what, a, b, c);
+}
+
+#if defined(__x86_64__)
+/* Where VDSP_IVP_REQUIRE's code for a refused operand jumps (the arguments in the registers of a
+ * call to vdsp_ivp_refused, which never returns): below the jumping code's red zone, on a 16-byte
+ * aligned stack, the call. */
+__asm__(".text\n"
+        ".globl vdsp_ivp_refuse_jump\n"
+        ".hidden vdsp_ivp_refuse_jump\n"
+        ".type vdsp_ivp_refuse_jump, @function\n"
+        "vdsp_ivp_refuse_jump:\n"
+        "\tlea -128(%rsp), %rsp\n"
+        "\tand $-16, %rsp\n"
+        "\tcall vdsp_ivp_refused@PLT\n"
+        "\tud2\n"
+        ".size vdsp_ivp_refuse_jump, .-vdsp_ivp_refuse_jump\n");
+#endif
+
 /* --- logging -------------------------------------------------------------------------------- */
 void vdsp_log(char level, char const *file, int line, char const *fmt, ...) {
   char text[1024];
@@ -568,7 +608,9 @@ int vdsp_rt_init(vdsp_rt_log_fn log) {
     void *m = mmap(NULL, VDSP_RT_BANK_SPAN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return -1;
     rt.banks[i].base = (uint8_t *)m;
+    vdsp_ivp_tcm[i] = (uintptr_t)m; /* the intrinsics' inside/outside TCM count */
   }
+  vdsp_ivp_tcm_bytes = VDSP_RT_BANK_SPAN;
   return 0;
 }
 

@@ -58,18 +58,21 @@ VDSP_KERNEL_INLINE xb_vecN_2x32v encode(xb_vecN_2xf32 v, xb_vecN_2xf32 sub, xb_v
  * as int32 in t32 then as bytes in t8. */
 VDSP_IVP_HOST_CLONES void encode_tile(float const *in, uint32_t len, uint32_t dim, Params const &f, int32_t *cells, int32_t *xyzr,
                  int32_t *t32, int8_t *t8) {
-  xb_vecN_2x32Uv offset[5], out_offset;
+  xb_vecN_2x32Uv offset[5] = {}, out_offset; /* (offset[4] unused but copied for dim 4) */
   for (uint32_t i = 0; i < kLanes; i++) {
     for (uint32_t c = 0; c < dim; c++) offset[c].s[i] = 4 * (dim * i + c);
     out_offset.s[i] = 4 * i;
   }
+  /* the loop's offsets as values of their own (the host compiler keeps them in registers) */
+  xb_vecN_2x32Uv const o0 = offset[0], o1 = offset[1], o2 = offset[2], o3 = offset[3], o4 = offset[4];
+  xb_vecN_2x32Uv const oo = out_offset;
   uint32_t const steps = (len + kLanes - 1) / kLanes;
   for (uint32_t j = 0; j < steps; j++, in += kLanes * dim) {
     uint32_t const at = j * kLanes;
-    xb_vecN_2xf32 const x = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, offset[0]));
-    xb_vecN_2xf32 const y = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, offset[1]));
-    xb_vecN_2xf32 const z = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, offset[2]));
-    xb_vecN_2xf32 const r = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, offset[3]));
+    xb_vecN_2xf32 const x = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o0));
+    xb_vecN_2xf32 const y = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o1));
+    xb_vecN_2xf32 const z = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o2));
+    xb_vecN_2xf32 const r = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o3));
 
     /* the cell: truncation of the float32 quotients; -1 unless strictly inside every range */
     xb_vecN_2x32v const idx = IVP_TRUNCN_2XF32(IVP_DIVN_2XF32(IVP_SUBN_2XF32(x, f.back), f.x_scale), 0);
@@ -81,17 +84,17 @@ VDSP_IVP_HOST_CLONES void encode_tile(float const *in, uint32_t len, uint32_t di
     skip = IVP_ORBN_2(skip, IVP_ULEN_2XF32(z, f.bottom));
     skip = IVP_ORBN_2(skip, IVP_ULEN_2XF32(f.top, z));
     cell = IVP_MOVN_2X32T(-1, cell, skip);
-    IVP_SCATTERN_2X32(cell, cells + at, out_offset);
+    IVP_SCATTERN_2X32(cell, cells + at, oo);
 
     /* the features, four int8 packed into one int32 (byte 0 = x) */
     xb_vecN_2x32v const qx = encode(x, f.sub[0], f.div[0], f.scale), qy = encode(y, f.sub[1], f.div[1], f.scale);
     xb_vecN_2x32v const qz = encode(z, f.sub[2], f.div[2], f.scale), qr = encode(r, f.sub[3], f.div[3], f.scale);
     xb_vecN_2x32v const xy = IVP_SELN_2X32I(qy, qx, IVP_SELI_8B_INTERLEAVE_1_EVEN);
     xb_vecN_2x32v const zr = IVP_SELN_2X32I(qr, qz, IVP_SELI_8B_INTERLEAVE_1_EVEN);
-    IVP_SCATTERN_2X32(IVP_SELN_2X32I(zr, xy, IVP_SELI_INTERLEAVE_1_EVEN), xyzr + at, out_offset);
+    IVP_SCATTERN_2X32(IVP_SELN_2X32I(zr, xy, IVP_SELI_INTERLEAVE_1_EVEN), xyzr + at, oo);
     if (dim == 5) {
-      xb_vecN_2xf32 const t = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, offset[4]));
-      IVP_SCATTERN_2X32(quantize(IVP_DIVN_2XF32(t, f.scale)), t32 + at, out_offset);
+      xb_vecN_2xf32 const t = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o4));
+      IVP_SCATTERN_2X32(quantize(IVP_DIVN_2XF32(t, f.scale)), t32 + at, oo);
     }
   }
   IVP_SCATTERW();
@@ -102,11 +105,17 @@ VDSP_IVP_HOST_CLONES void encode_tile(float const *in, uint32_t len, uint32_t di
   int8_t const *src = (int8_t const *)t32;
   xb_vec2Nx8 *p_out = (xb_vec2Nx8 *)t8;
   valign a_store = IVP_ZALIGN();
-  for (uint32_t j = 0; j < (len + kPack - 1) / kPack; j++, src += 4 * kPack) {
+  /* len >= 1 (a tile has points): a loop without a guard, whose basic blocks are the same
+   * whether the compiler hoists the intrinsics' loop-invariant work (the byte offsets) out of it
+   * or not (docs/dsp_kernels.md, "Board time") */
+  uint32_t const packs = (len + kPack - 1) / kPack;
+  uint32_t j = 0;
+  do {
     xb_vec2Nx8 packed = IVP_GATHERD2NX8_L(IVP_GATHERANX8S(src, byte_offset));
     IVP_GATHERD2NX8_H(packed, IVP_GATHERANX8S(src + 4 * VDSP_IVP_N, byte_offset));
     IVP_SA2NX8_IP(packed, a_store, p_out);
-  }
+    src += 4 * kPack;
+  } while (++j < packs);
   IVP_SAPOS2NX8U_FP(a_store, p_out);
 }
 

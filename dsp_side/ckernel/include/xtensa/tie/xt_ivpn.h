@@ -8,8 +8,10 @@
  * - a vector is a plain struct of lanes, lane 0 first; its bytes are the lanes' bytes in memory
  *   order (little-endian, as the board's Xtensa core), sizeof is 64 bytes (512 bits) for every
  *   vector type, so `*(xb_vecN_2xf32 const *)p` loads 16 floats at p as on the board;
- * - every intrinsic is a VDSP_IVP_INLINE function or a macro over one; it reads and writes only
- *   its operands and the memory its semantics (the comment above it) names;
+ * - every intrinsic is a VDSP_IVP_INLINE (or VDSP_IVP_OUTLINE) function or a macro over one; it
+ *   reads and writes only its operands and the memory its semantics (the comment above it) names;
+ *   its emulation adds none of the kernel's counted basic blocks ("how the intrinsics run on the
+ *   host", below);
  * - gather/scatter take BYTE offsets from a base; every lane's element must lie inside the
  *   VDSP_IVP_WINDOW_BYTES (64 kB) window that starts at the base and be aligned to the
  *   element's size: otherwise vdsp_ivp_fault (the kernel runtime, src/vdsp_rt.c) ends the task
@@ -42,21 +44,109 @@
 
 typedef float float32_t;
 
+#if !defined(__GNUC__)
+#error "<xtensa/tie/xt_ivpn.h> needs GCC or Clang (their vector extensions and attributes)"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 /* Reports an intrinsic used against its rules (the runtime: a trap of the running task, or
  * stderr and abort() outside a task). Never returns. */
-void vdsp_ivp_fault(char const *intrinsic, char const *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((noreturn, format(printf, 2, 3)))
-#endif
-    ;
+void vdsp_ivp_fault(char const *intrinsic, char const *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+/* An operand an intrinsic refuses (VDSP_IVP_REQUIRE): `what` is VDSP_IVP_BAD_WINDOW (a: the 16
+ * byte offsets, b: the element's bytes, c: the intrinsic's id; the message names the first bad
+ * lane), VDSP_IVP_BAD_FRACTION (b: the fraction bits) or VDSP_IVP_BAD_SELECTOR (b: the
+ * selector). Calls vdsp_ivp_fault; never returns. vdsp_ivp_refuse_if: the same when bad != 0. */
+void vdsp_ivp_refused(int what, void const *a, uint32_t b, uint32_t c) __attribute__((noreturn));
+void vdsp_ivp_refuse_if(uint32_t bad, int what, void const *a, uint32_t b, uint32_t c) __attribute__((nothrow));
 #ifdef __cplusplus
 }
-#define VDSP_IVP_VEC_CTORS(T, E, L)                               \
-  T() = default;                                                  \
-  VDSP_IVP_NO_COV T(E x) { for (int i = 0; i < (L); i++) s[i] = x; }
+#endif
+enum { VDSP_IVP_BAD_WINDOW = 1, VDSP_IVP_BAD_FRACTION = 2, VDSP_IVP_BAD_SELECTOR = 3 };
+
+/* --- how the intrinsics run on the host ---------------------------------------------------
+ * Invariant: the basic blocks the runtime counts for the board-time estimate (the kernel's
+ * sources are compiled with -fsanitize-coverage=trace-pc) are the kernel's own: the emulation
+ * of an intrinsic adds none, so the same kernel on the same input gets the same counts in
+ * either mode below (but where the compiler hoists an inlined intrinsic's loop-invariant work
+ * out of a loop, or leaves the loop's result to a block after it: at most two blocks per entry
+ * of a loop, never per iteration; docs/dsp_kernels.md, "Board time").
+ * - inline (GCC): every intrinsic is inlined into the kernel (VDSP_IVP_INLINE: always_inline)
+ *   and its body has no branch and no loop left when the coverage pass runs: whole-vector
+ *   operations (GCC's vector extensions), lane loops that are copies only, fully unrolled
+ *   (VDSP_IVP_LANES), selections by masks, and a refused operand (a gather offset beyond the
+ *   window, ...) reported by VDSP_IVP_REQUIRE(_LANES), which hides its branch from the compiler (x86-64:
+ *   a conditional jump in an asm statement, to code that jumps to the runtime's
+ *   vdsp_ivp_refuse_jump; elsewhere a call of vdsp_ivp_refuse_if). The aligning stores, whose work is data-dependent, are calls
+ *   (VDSP_IVP_OUTLINE: not inlined, not instrumented).
+ * - calls (VDSP_IVP_CALLS defined, or Clang): every intrinsic is a call of a function that is not
+ *   instrumented (VDSP_IVP_OUTLINE). tests/test_board_time.py builds kernels both ways and
+ *   checks that their counts are equal. */
+#if defined(VDSP_IVP_NO_COV)
+/* given on the command line (e.g. empty, to measure what the counting costs) */
+#elif (defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12)
+#define VDSP_IVP_NO_COV __attribute__((no_sanitize_coverage))
+#elif defined(__clang__)
+#define VDSP_IVP_NO_COV __attribute__((no_sanitize("coverage")))
+#else
+#define VDSP_IVP_NO_COV
+#endif
+#define VDSP_IVP_ALWAYS_INLINE __attribute__((always_inline))
+#define VDSP_IVP_OUTLINE static VDSP_IVP_NO_COV __attribute__((noinline, unused))
+#if defined(__clang__) && !defined(VDSP_IVP_CALLS)
+#define VDSP_IVP_CALLS 1
+#endif
+/* VDSP_IVP_REQUIRE(bad, what, b): refuse a scalar operand b when bad != 0 (vdsp_ivp_refused);
+ * VDSP_IVP_REQUIRE_LANES(bad, what, lanes, b, c): the same for 16 32-bit lanes (a vdsp_ivp_u32,
+ * read only when bad != 0); `what`, b and c of the latter are constants. */
+#ifdef VDSP_IVP_CALLS
+#define VDSP_IVP_INLINE VDSP_IVP_OUTLINE
+#define VDSP_IVP_MEMBER VDSP_IVP_NO_COV /* a vector type's constructor or conversion */
+#define VDSP_IVP_REQUIRE(bad, what, b) \
+  do { if (bad) vdsp_ivp_refused(what, 0, b, 0); } while (0)
+#define VDSP_IVP_REQUIRE_LANES(bad, what, lanes, b, c) \
+  do { if (bad) vdsp_ivp_refused(what, &(lanes), b, c); } while (0)
+#else
+#define VDSP_IVP_INLINE static inline __attribute__((always_inline, unused))
+#define VDSP_IVP_MEMBER VDSP_IVP_ALWAYS_INLINE
+#if defined(__x86_64__)
+/* The test and a conditional jump to code in a section of its own, which puts the operands where
+ * vdsp_ivp_refused takes them (the lanes: in vdsp_ivp_refused_lanes) and jumps to the runtime's
+ * vdsp_ivp_refuse_jump: no branch for the compiler, nothing but the test and the jump on the
+ * path taken, and the operands' computation the compiler's to hoist out of a loop. */
+#define VDSP_IVP_REQUIRE(bad, what, b)                                                   \
+  __asm__ volatile("testl %k0, %k0\n\tjnz 9f\n\t.pushsection .text.unlikely\n"          \
+                   "9:\tmovl %k1, %%edx\n\tmovl %2, %%edi\n\tjmp vdsp_ivp_refuse_jump@PLT\n" \
+                   "\t.popsection"                                                      \
+                   : : "r"((uint32_t)(bad)), "r"((uint32_t)(b)), "i"(what))
+#define VDSP_IVP_REQUIRE_LANES(bad, what, lanes, b, c)                                                  \
+  do {                                                                                                 \
+    vdsp_ivp_u32q q_[4];                                                                               \
+    memcpy(q_, &(lanes), 64);                                                                          \
+    __asm__ volatile("testl %k0, %k0\n\tjnz 9f\n\t.pushsection .text.unlikely\n"                       \
+                     "9:\tmovups %1, vdsp_ivp_refused_lanes(%%rip)\n\tmovups %2, vdsp_ivp_refused_lanes+16(%%rip)\n" \
+                     "\tmovups %3, vdsp_ivp_refused_lanes+32(%%rip)\n\tmovups %4, vdsp_ivp_refused_lanes+48(%%rip)\n" \
+                     "\tleaq vdsp_ivp_refused_lanes(%%rip), %%rsi\n\tmovl %5, %%edi\n\tmovl %6, %%edx\n"          \
+                     "\tmovl %7, %%ecx\n\tjmp vdsp_ivp_refuse_jump@PLT\n\t.popsection"                        \
+                     : : "r"((uint32_t)(bad)), "x"(q_[0]), "x"(q_[1]), "x"(q_[2]), "x"(q_[3]), "i"(what), "i"(b),   \
+                       "i"(c));                                                                        \
+  } while (0)
+#else
+#define VDSP_IVP_REQUIRE(bad, what, b) vdsp_ivp_refuse_if(bad, what, 0, b, 0)
+#define VDSP_IVP_REQUIRE_LANES(bad, what, lanes, b, c) vdsp_ivp_refuse_if(bad, what, &(lanes), b, c)
+#endif
+#endif
+#if defined(__clang__)
+#define VDSP_IVP_LANES _Pragma("unroll")
+#else
+#define VDSP_IVP_LANES _Pragma("GCC unroll 64") /* a copy loop over lanes: fully unrolled */
+#endif
+
+#ifdef __cplusplus
+#define VDSP_IVP_VEC_CTORS(T, E, L)                                                 \
+  T() = default;                                                                    \
+  VDSP_IVP_MEMBER T(E x) { VDSP_IVP_LANES for (int i = 0; i < (L); i++) s[i] = x; }
 #else
 #define VDSP_IVP_VEC_CTORS(T, E, L)
 #endif
@@ -67,10 +157,9 @@ void vdsp_ivp_fault(char const *intrinsic, char const *fmt, ...)
  * error), and the ones that touch memory add, in their function, whether it was outside TCM
  * (VDSP_IVP_WHERE). The kernel runtime (src/vdsp_board.c) owns the counters, zeroes them before a
  * task and reads them after it; dsp_side/ckernel/board_model.py prices each id (a test fails for
- * an id without a price). The functions are VDSP_IVP_INLINE: not instrumented when the kernel is
- * compiled with -fsanitize-coverage=trace-pc (the runtime counts the kernel's own basic blocks,
- * not the emulation's). Adding an intrinsic: X(NAME) here, VDSP_IVP_COUNT(NAME) in its macro,
- * VDSP_IVP_INLINE on its functions, its price in board_model.py. */
+ * an id without a price). The emulation adds none of the kernel's counted basic blocks (above).
+ * Adding an intrinsic: X(NAME) here, VDSP_IVP_COUNT(NAME) in its macro, VDSP_IVP_INLINE on its
+ * functions (branch-free bodies, or VDSP_IVP_OUTLINE), its price in board_model.py. */
 #define VDSP_IVP_INTRINSICS(X) \
   X(GATHERAN_2XF32) \
   X(GATHERDN_2XF32) \
@@ -101,48 +190,34 @@ enum {
 #undef VDSP_IVP_ID
   VDSP_IVP_IDS
 };
+#define VDSP_IVP_HIDDEN __attribute__((visibility("hidden"))) /* inside the kernel library: no GOT */
 #ifdef __cplusplus
 extern "C" {
 #endif
-extern uint64_t vdsp_ivp_count[VDSP_IVP_IDS];     /* uses of each intrinsic in the running task */
-extern uint64_t vdsp_ivp_outside[VDSP_IVP_IDS];   /* of them, gathers/scatters/stores outside TCM */
-int vdsp_board_outside_tcm(void const *p);        /* 1 when p is in no TCM bank (the runtime) */
+extern VDSP_IVP_HIDDEN uint64_t vdsp_ivp_count[VDSP_IVP_IDS];   /* uses of each intrinsic in the running task */
+extern VDSP_IVP_HIDDEN uint64_t vdsp_ivp_outside[VDSP_IVP_IDS]; /* of them, gathers/scatters/stores outside TCM */
+extern VDSP_IVP_HIDDEN uintptr_t vdsp_ivp_tcm[2];     /* the TCM banks' first bytes (the runtime; 0 before its init) */
+extern VDSP_IVP_HIDDEN uintptr_t vdsp_ivp_tcm_bytes;  /* the bytes of each bank's span */
+extern VDSP_IVP_HIDDEN uint32_t vdsp_ivp_refused_lanes[VDSP_IVP_N_2]; /* VDSP_IVP_REQUIRE_LANES' lanes */
 #ifdef __cplusplus
 }
 #endif
-/* a call, not a bare ++: two intrinsics of one expression (IVP_ORBN_2(IVP_ULEN_2XF32(..),
- * IVP_ULEN_2XF32(..))) would otherwise modify one counter unsequenced */
+/* a function call, not a bare ++ in the macro: two intrinsics of one expression
+ * (IVP_ORBN_2(IVP_ULEN_2XF32(..), IVP_ULEN_2XF32(..))) would otherwise modify one counter
+ * unsequenced; inlined, it is the increment */
 #define VDSP_IVP_COUNT(name) vdsp_ivp_tally(VDSP_IVP_ID_##name)
-#define VDSP_IVP_WHERE(name, p) (vdsp_ivp_outside[VDSP_IVP_ID_##name] += (uint64_t)vdsp_board_outside_tcm(p))
-#if defined(VDSP_IVP_NO_COV)
-/* given on the command line (e.g. empty, to measure what the counting costs) */
-#elif defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-#define VDSP_IVP_NO_COV __attribute__((no_sanitize_coverage))
-#elif defined(__clang__)
-#define VDSP_IVP_NO_COV __attribute__((no_sanitize("coverage")))
+#ifdef VDSP_IVP_CALLS
+#define VDSP_IVP_COUNTER static inline VDSP_IVP_NO_COV
 #else
-#define VDSP_IVP_NO_COV
+#define VDSP_IVP_COUNTER static inline VDSP_IVP_ALWAYS_INLINE
 #endif
-#if defined(__GNUC__)
-#define VDSP_IVP_ALWAYS_INLINE __attribute__((always_inline))
-#else
-#define VDSP_IVP_ALWAYS_INLINE
-#endif
-/* the emulation's functions: not instrumented, and not inlined into a kernel (GCC inlines no
- * function whose sanitizer attributes differ): an intrinsic is a call, and the kernel's counted
- * basic blocks are its own, not its intrinsics' lane loops. With GCC on x86-64 each is compiled
- * for AVX-512, AVX2 and the baseline (target_clones: the loader picks what the host runs), as a
- * kernel's hot loop is (VDSP_IVP_HOST_CLONES): CenterPoint stage 1 took 23.9 ms of CPU instead of
- * 50.9 (vdsp bench ckernel); the same bytes in any width (exact IEEE or integer lanes). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_UNDEFINED__) && \
-    !defined(__SANITIZE_ADDRESS__)
-#define VDSP_IVP_INLINE \
-  static VDSP_IVP_NO_COV __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), noinline, unused))
-#else
-#define VDSP_IVP_INLINE static inline VDSP_IVP_NO_COV
-#endif
-#define VDSP_IVP_COUNTER static inline VDSP_IVP_NO_COV /* the counter: a call, inlined */
 VDSP_IVP_COUNTER int vdsp_ivp_tally(int id) { ++vdsp_ivp_count[id]; return 0; }
+/* 1 when p is in no TCM bank (no branch: two unsigned comparisons) */
+VDSP_IVP_COUNTER uint64_t vdsp_ivp_outside_tcm(void const *p) {
+  uintptr_t const a = (uintptr_t)p;
+  return (uint64_t)((a - vdsp_ivp_tcm[0] >= vdsp_ivp_tcm_bytes) & (a - vdsp_ivp_tcm[1] >= vdsp_ivp_tcm_bytes));
+}
+#define VDSP_IVP_WHERE(name, p) (vdsp_ivp_outside[VDSP_IVP_ID_##name] += vdsp_ivp_outside_tcm(p))
 
 /* --- vector types --------------------------------------------------------------------------- */
 typedef struct xb_vecN_2xf32 { float s[VDSP_IVP_N_2]; VDSP_IVP_VEC_CTORS(xb_vecN_2xf32, float, VDSP_IVP_N_2) } xb_vecN_2xf32;
@@ -152,8 +227,8 @@ typedef struct xb_vecN_2x32Uv {
   VDSP_IVP_VEC_CTORS(xb_vecN_2x32Uv, uint32_t, VDSP_IVP_N_2)
 #ifdef __cplusplus
   /* signed and unsigned 32-bit vectors convert into each other, bits unchanged */
-  VDSP_IVP_NO_COV xb_vecN_2x32Uv(xb_vecN_2x32v const &v) { memcpy(s, v.s, sizeof s); }
-  VDSP_IVP_NO_COV operator xb_vecN_2x32v() const { xb_vecN_2x32v v; memcpy(v.s, s, sizeof s); return v; }
+  VDSP_IVP_MEMBER xb_vecN_2x32Uv(xb_vecN_2x32v const &v) { memcpy(s, v.s, sizeof s); }
+  VDSP_IVP_MEMBER operator xb_vecN_2x32v() const { xb_vecN_2x32v v; memcpy(v.s, s, sizeof s); return v; }
 #endif
 } xb_vecN_2x32Uv;
 typedef struct xb_vec2Nx8 { int8_t s[VDSP_IVP_2N]; VDSP_IVP_VEC_CTORS(xb_vec2Nx8, int8_t, VDSP_IVP_2N) } xb_vec2Nx8;
@@ -165,12 +240,7 @@ typedef struct vboolN_2 { uint8_t b[VDSP_IVP_N_2]; } vboolN_2;
 typedef struct xb_gsr { union { uint32_t w[VDSP_IVP_N_2]; int16_t h[VDSP_IVP_N]; } u; } xb_gsr;
 /* An alignment register of the aligning stores: bytes stored but not yet written, and where.
  * A kernel may set one up and not use it (the J5 sample's gen_feature_kernel does): no warning. */
-#if defined(__GNUC__)
-#define VDSP_IVP_MAY_BE_UNUSED __attribute__((unused))
-#else
-#define VDSP_IVP_MAY_BE_UNUSED
-#endif
-typedef struct VDSP_IVP_MAY_BE_UNUSED valign { uint8_t bytes[VDSP_IVP_2N]; uint8_t *at; uint32_t count; } valign;
+typedef struct __attribute__((unused)) valign { uint8_t bytes[VDSP_IVP_2N]; uint8_t *at; uint32_t count; } valign;
 
 #ifdef __cplusplus
 static_assert(sizeof(xb_vecN_2xf32) == 64 && sizeof(xb_vecN_2x32v) == 64 && sizeof(xb_vecN_2x32Uv) == 64 &&
@@ -180,9 +250,25 @@ _Static_assert(sizeof(xb_vecN_2xf32) == 64 && sizeof(xb_vecN_2x32v) == 64 && siz
                sizeof(xb_vec2Nx8) == 64 && sizeof(xb_vecNx16U) == 64, "a vector is 512 bits");
 #endif
 
+/* The lanes as GCC/Clang vectors, for whole-vector arithmetic in the intrinsics' bodies (never in
+ * a function's signature: the x86-64 ABI of a 64-byte vector argument depends on the ISA).
+ * VDSP_IVP_GET/PUT copy a vector type's bytes in and out (the same 64 bytes, lane i to lane i);
+ * VDSP_IVP_PICK(m, a, b): a where the integer mask m is all ones, else b. */
+typedef float vdsp_ivp_f32 __attribute__((vector_size(64)));
+typedef int32_t vdsp_ivp_i32 __attribute__((vector_size(64)));
+typedef uint32_t vdsp_ivp_u32 __attribute__((vector_size(64)));
+typedef int16_t vdsp_ivp_i16 __attribute__((vector_size(64)));
+typedef int8_t vdsp_ivp_i8h __attribute__((vector_size(32)));  /* 32 bytes: half a vector */
+typedef uint8_t vdsp_ivp_u8b __attribute__((vector_size(16)));  /* the 16 predicates of a vboolN_2 */
+typedef uint32_t vdsp_ivp_u32h __attribute__((vector_size(32)));
+typedef uint32_t vdsp_ivp_u32q __attribute__((vector_size(16)));
+#define VDSP_IVP_GET(vec, from) memcpy(&(vec), (from), sizeof(vec))
+#define VDSP_IVP_PUT(to, vec) memcpy((to), &(vec), sizeof(vec))
+#define VDSP_IVP_PICK(m, a, b) (((a) & (m)) | ((b) & ~(m)))
+
 /* --- scalar broadcast (see the invariants) -------------------------------------------------- */
-VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_f32_bcast(float x) { xb_vecN_2xf32 v; for (int i = 0; i < VDSP_IVP_N_2; i++) v.s[i] = x; return v; }
-VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_i32_bcast(int32_t x) { xb_vecN_2x32v v; for (int i = 0; i < VDSP_IVP_N_2; i++) v.s[i] = x; return v; }
+VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_f32_bcast(float x) { xb_vecN_2xf32 v; VDSP_IVP_LANES for (int i = 0; i < VDSP_IVP_N_2; i++) v.s[i] = x; return v; }
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_i32_bcast(int32_t x) { xb_vecN_2x32v v; VDSP_IVP_LANES for (int i = 0; i < VDSP_IVP_N_2; i++) v.s[i] = x; return v; }
 VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_f32_id(xb_vecN_2xf32 v) { return v; }
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_i32_id(xb_vecN_2x32v v) { return v; }
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_i32_of_u(xb_vecN_2x32Uv u) { xb_vecN_2x32v v; memcpy(v.s, u.s, sizeof v.s); return v; }
@@ -204,32 +290,34 @@ VDSP_IVP_INLINE xb_vecN_2x32Uv vdsp_ivp_u32_id(xb_vecN_2x32Uv v) { return v; }
 #endif
 
 /* --- gather / scatter --------------------------------------------------------------------- */
-VDSP_IVP_INLINE void vdsp_ivp_check_offset(char const *name, int lane, uint32_t offset, uint32_t size) {
-  if (offset > VDSP_IVP_WINDOW_BYTES - size)
-    vdsp_ivp_fault(name, "lane %d: byte offset %u (%u bytes) is beyond the %u-byte gather/scatter window of its base",
-                   lane, offset, size, VDSP_IVP_WINDOW_BYTES);
-  if (offset % size)
-    vdsp_ivp_fault(name, "lane %d: byte offset %u is not a multiple of the element's %u bytes", lane, offset, size);
-}
-
-/* Every lane's offset checked in one pass (vectorised); the rare fault names the first bad lane. */
-VDSP_IVP_INLINE void vdsp_ivp_check_offsets(char const *name, uint32_t const *off, uint32_t size) {
-  uint32_t bad = 0;
-  for (int i = 0; i < VDSP_IVP_N_2; i++) bad |= (uint32_t)(off[i] > VDSP_IVP_WINDOW_BYTES - size) | (off[i] & (size - 1));
-  if (bad)
-    for (int i = 0; i < VDSP_IVP_N_2; i++) vdsp_ivp_check_offset(name, i, off[i], size);
-}
+/* Every lane's byte offset inside the window and aligned to the element's `size` (a power of
+ * two, a constant), else the task ends naming the intrinsic `id` (a constant) and the first bad
+ * lane (vdsp_ivp_refused). */
+#define VDSP_IVP_WINDOW_BITS 16 /* VDSP_IVP_WINDOW_BYTES is 1 << this */
+#define VDSP_IVP_CHECK_WINDOW(id, off, size)                                                      \
+  do {                                                                                           \
+    vdsp_ivp_u32 o_, bad_;                                                                       \
+    vdsp_ivp_u32h lo_, hi_;                                                                      \
+    vdsp_ivp_u32q q0_, q1_;                                                                      \
+    VDSP_IVP_GET(o_, (off).s);                                                                   \
+    /* bad lanes: an offset of 2^16 or more, or one whose element reaches past 2^16 (an offset    \
+     * below 2^16 plus size - 1 does not wrap), or misaligned; no comparisons (any width) */      \
+    bad_ = ((o_ | (o_ + ((size) - 1u))) >> VDSP_IVP_WINDOW_BITS) | (o_ & ((size) - 1u));          \
+    memcpy(&lo_, &bad_, 32), memcpy(&hi_, (char const *)&bad_ + 32, 32), lo_ |= hi_;            \
+    memcpy(&q0_, &lo_, 16), memcpy(&q1_, (char const *)&lo_ + 16, 16), q0_ |= q1_;              \
+    VDSP_IVP_REQUIRE_LANES(q0_[0] | q0_[1] | q0_[2] | q0_[3], VDSP_IVP_BAD_WINDOW, o_, size, id); \
+  } while (0)
 
 /* IVP_GATHERAN_2XF32(base, offsets): lane i of the gather register gets the 32-bit float at
  * (char *)base + offsets[i] (a byte offset, 4-byte aligned, inside the 64 kB window). */
-VDSP_IVP_INLINE xb_gsr vdsp_ivp_gathera_32(char const *name, void const *base, xb_vecN_2x32Uv off) {
+VDSP_IVP_INLINE xb_gsr vdsp_ivp_gathera_32(void const *base, xb_vecN_2x32Uv off) {
   xb_gsr g;
   VDSP_IVP_WHERE(GATHERAN_2XF32, base);
-  vdsp_ivp_check_offsets(name, off.s, 4); /* (size 4: a power of two, as the check's mask needs) */
-  for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy(&g.u.w[i], (char const *)base + off.s[i], 4);
+  VDSP_IVP_CHECK_WINDOW(VDSP_IVP_ID_GATHERAN_2XF32, off, 4);
+  VDSP_IVP_LANES for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy(&g.u.w[i], (char const *)base + off.s[i], 4);
   return g;
 }
-#define IVP_GATHERAN_2XF32(base, offsets) (VDSP_IVP_COUNT(GATHERAN_2XF32), vdsp_ivp_gathera_32("IVP_GATHERAN_2XF32", (void const *)(base), VDSP_IVP_U32(offsets)))
+#define IVP_GATHERAN_2XF32(base, offsets) (VDSP_IVP_COUNT(GATHERAN_2XF32), vdsp_ivp_gathera_32((void const *)(base), VDSP_IVP_U32(offsets)))
 
 /* IVP_GATHERDN_2XF32(gsr): the 16 floats a 32-bit gather fetched, lane i from lane i. */
 VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_gatherd_f32(xb_gsr g) { xb_vecN_2xf32 v; memcpy(v.s, g.u.w, sizeof v.s); return v; }
@@ -240,25 +328,29 @@ VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_gatherd_f32(xb_gsr g) { xb_vecN_2xf32 v; 
 VDSP_IVP_INLINE xb_gsr vdsp_ivp_gathera_8s(void const *base, xb_vecNx16U off) {
   xb_gsr g;
   VDSP_IVP_WHERE(GATHERANX8S, base);
-  for (int i = 0; i < VDSP_IVP_N; i++) g.u.h[i] = ((int8_t const *)base)[off.s[i]];
+  VDSP_IVP_LANES for (int i = 0; i < VDSP_IVP_N; i++) g.u.h[i] = ((int8_t const *)base)[off.s[i]];
   return g;
 }
 #define IVP_GATHERANX8S(base, offsets) (VDSP_IVP_COUNT(GATHERANX8S), vdsp_ivp_gathera_8s((void const *)(base), offsets))
+
+/* the 32 bytes an 8-bit gather fetched (lane i from lane i), into 32 bytes at `to` */
+VDSP_IVP_INLINE void vdsp_ivp_gatherd_bytes(int8_t *to, xb_gsr const *g) {
+  VDSP_IVP_LANES for (int i = 0; i < VDSP_IVP_N; i++) to[i] = (int8_t)g->u.h[i]; /* a sign-extended byte: exact */
+}
 
 /* IVP_GATHERD2NX8_L(gsr): a 64-byte vector whose lanes 0..31 are the 32 bytes an 8-bit gather
  * fetched (lane i from lane i) and whose lanes 32..63 are 0 (this emulation's choice). */
 VDSP_IVP_INLINE xb_vec2Nx8 vdsp_ivp_gatherd_2nx8_l(xb_gsr g) {
   xb_vec2Nx8 v;
-  for (int i = 0; i < VDSP_IVP_N; i++) { v.s[i] = (int8_t)g.u.h[i]; v.s[VDSP_IVP_N + i] = 0; }
+  vdsp_ivp_gatherd_bytes(v.s, &g);
+  memset(v.s + VDSP_IVP_N, 0, VDSP_IVP_N);
   return v;
 }
 #define IVP_GATHERD2NX8_L(gsr) (VDSP_IVP_COUNT(GATHERD2NX8_L), vdsp_ivp_gatherd_2nx8_l(gsr))
 
 /* IVP_GATHERD2NX8_H(v, gsr): sets lanes 32..63 of the vector variable v to the 32 bytes an 8-bit
  * gather fetched (lane 32 + i from lane i); lanes 0..31 of v are kept. */
-VDSP_IVP_INLINE void vdsp_ivp_gatherd_2nx8_h(xb_vec2Nx8 *v, xb_gsr g) {
-  for (int i = 0; i < VDSP_IVP_N; i++) v->s[VDSP_IVP_N + i] = (int8_t)g.u.h[i];
-}
+VDSP_IVP_INLINE void vdsp_ivp_gatherd_2nx8_h(xb_vec2Nx8 *v, xb_gsr g) { vdsp_ivp_gatherd_bytes(v->s + VDSP_IVP_N, &g); }
 #define IVP_GATHERD2NX8_H(v, gsr) (VDSP_IVP_COUNT(GATHERD2NX8_H), vdsp_ivp_gatherd_2nx8_h(&(v), gsr))
 
 /* IVP_SCATTERN_2X32(v, base, offsets): stores lane i of v (32 bits) at (char *)base + offsets[i]
@@ -266,15 +358,9 @@ VDSP_IVP_INLINE void vdsp_ivp_gatherd_2nx8_h(xb_vec2Nx8 *v, xb_gsr g) {
  * one offset the highest wins. Here the stores land at once; on the board they land by the next
  * IVP_SCATTERW, which a kernel must issue before it (or a DMA) reads them. */
 VDSP_IVP_INLINE void vdsp_ivp_scatter_32(xb_vecN_2x32v v, void *base, xb_vecN_2x32Uv off) {
-  uint32_t apart = 0;
   VDSP_IVP_WHERE(SCATTERN_2X32, base);
-  vdsp_ivp_check_offsets("IVP_SCATTERN_2X32", off.s, 4);
-  for (int i = 0; i < VDSP_IVP_N_2; i++) apart |= off.s[i] ^ (off.s[0] + 4u * (uint32_t)i);
-  if (!apart) { /* consecutive words (a contiguous store, as often): one copy, the same bytes */
-    memcpy((char *)base + off.s[0], v.s, sizeof v.s);
-    return;
-  }
-  for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy((char *)base + off.s[i], &v.s[i], 4);
+  VDSP_IVP_CHECK_WINDOW(VDSP_IVP_ID_SCATTERN_2X32, off, 4);
+  VDSP_IVP_LANES for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy((char *)base + off.s[i], &v.s[i], 4);
 }
 #define IVP_SCATTERN_2X32(v, base, offsets) (VDSP_IVP_COUNT(SCATTERN_2X32), vdsp_ivp_scatter_32(VDSP_IVP_I32(v), (void *)(base), VDSP_IVP_U32(offsets)))
 
@@ -284,14 +370,16 @@ VDSP_IVP_INLINE void vdsp_ivp_scatter_32(xb_vecN_2x32v v, void *base, xb_vecN_2x
 /* --- arithmetic ------------------------------------------------------------------------------ */
 /* IVP_SUBN_2XF32(a, b): lane i = a[i] - b[i], IEEE single, round to nearest even. */
 VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_subf(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
-  for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = a.s[i] - b.s[i];
+  vdsp_ivp_f32 x, y;
+  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s), x -= y, VDSP_IVP_PUT(a.s, x);
   return a;
 }
 #define IVP_SUBN_2XF32(a, b) (VDSP_IVP_COUNT(SUBN_2XF32), vdsp_ivp_subf(VDSP_IVP_F32(a), VDSP_IVP_F32(b)))
 
 /* IVP_DIVN_2XF32(a, b): lane i = a[i] / b[i], IEEE single, correctly rounded (nearest even). */
 VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_divf(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
-  for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = a.s[i] / b.s[i];
+  vdsp_ivp_f32 x, y;
+  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s), x /= y, VDSP_IVP_PUT(a.s, x);
   return a;
 }
 #define IVP_DIVN_2XF32(a, b) (VDSP_IVP_COUNT(DIVN_2XF32), vdsp_ivp_divf(VDSP_IVP_F32(a), VDSP_IVP_F32(b)))
@@ -300,13 +388,17 @@ VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_divf(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
  * 0 <= q <= 31), saturated to [INT32_MIN, INT32_MAX]; NaN gives 0 (assumed). */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
   xb_vecN_2x32v r;
-  if (q < 0 || q > 31) vdsp_ivp_fault("IVP_TRUNCN_2XF32", "fraction bits %d outside 0..31", q);
-  float const scale = (float)(1u << q); /* a power of two: the product is exact, or infinite (saturated) */
-  for (int i = 0; i < VDSP_IVP_N_2; i++) { /* branch-free, so that it vectorises */
-    float const x = a.s[i] * scale;
-    int32_t const t = (int32_t)(x >= -2147483648.0f && x < 2147483648.0f ? x : 0.0f); /* NaN: 0 */
-    r.s[i] = x >= 2147483648.0f ? INT32_MAX : x < -2147483648.0f ? INT32_MIN : t;
-  }
+  vdsp_ivp_f32 x;
+  VDSP_IVP_REQUIRE((uint32_t)q > 31u, VDSP_IVP_BAD_FRACTION, (uint32_t)q);
+  VDSP_IVP_GET(x, a.s);
+  x *= (float)(1u << (q & 31)); /* a power of two: the product is exact, or infinite (saturated) */
+  /* one comparison per mask (GCC scalarises a combination of two in a host clone) */
+  vdsp_ivp_i32 const in = (vdsp_ivp_f32)((vdsp_ivp_i32)x & 0x7fffffff) < 2147483648.0f; /* |x| < 2^31; false for NaN */
+  vdsp_ivp_f32 const safe = (vdsp_ivp_f32)((vdsp_ivp_i32)x & in);                      /* +0 where not */
+  vdsp_ivp_i32 t = __builtin_convertvector(safe, vdsp_ivp_i32);
+  t = VDSP_IVP_PICK(x >= 2147483648.0f, INT32_MAX, t);
+  t = VDSP_IVP_PICK(x <= -2147483648.0f, INT32_MIN, t); /* -2^31 itself is INT32_MIN */
+  VDSP_IVP_PUT(r.s, t);
   return r;
 }
 #define IVP_TRUNCN_2XF32(a, q) (VDSP_IVP_COUNT(TRUNCN_2XF32), vdsp_ivp_truncf(VDSP_IVP_F32(a), q))
@@ -314,28 +406,21 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
 /* IVP_SLLN_2X32(a, s): lane i = a[i] shifted left by s[i] bits, logically, modulo 2^32; s[i] of
  * 32 or more gives 0; a negative s[i] shifts right logically by -s[i] (assumed). */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sll(xb_vecN_2x32v a, xb_vecN_2x32v s) {
-  int same = 1;
-  for (int i = 1; i < VDSP_IVP_N_2; i++) same &= s.s[i] == s.s[0];
-  if (same && s.s[0] >= 0 && s.s[0] < 32) { /* one amount in every lane (a broadcast scalar): vectorised */
-    for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = (int32_t)((uint32_t)a.s[i] << s.s[0]);
-    return a;
-  }
-  for (int i = 0; i < VDSP_IVP_N_2; i++) {
-    uint32_t u = (uint32_t)a.s[i];
-    int32_t k = s.s[i];
-    u = k >= 32 || k <= -32 ? 0u : k >= 0 ? u << k : u >> -k;
-    memcpy(&a.s[i], &u, 4);
-  }
+  vdsp_ivp_u32 u;
+  vdsp_ivp_i32 k;
+  VDSP_IVP_GET(u, a.s), VDSP_IVP_GET(k, s.s);
+  vdsp_ivp_u32 const left = u << ((vdsp_ivp_u32)k & 31u), right = u >> ((0u - (vdsp_ivp_u32)k) & 31u);
+  vdsp_ivp_i32 const none = (k >= 32) | (k <= -32); /* every bit shifted out */
+  u = VDSP_IVP_PICK((vdsp_ivp_u32)(k >= 0), left, right) & ~(vdsp_ivp_u32)none;
+  VDSP_IVP_PUT(a.s, u);
   return a;
 }
 #define IVP_SLLN_2X32(a, s) (VDSP_IVP_COUNT(SLLN_2X32), vdsp_ivp_sll(VDSP_IVP_I32(a), VDSP_IVP_I32(s)))
 
 /* IVP_ADDN_2X32(a, b): lane i = a[i] + b[i] modulo 2^32 (wraps, no saturation). */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_add32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
-  for (int i = 0; i < VDSP_IVP_N_2; i++) {
-    uint32_t u = (uint32_t)a.s[i] + (uint32_t)b.s[i];
-    memcpy(&a.s[i], &u, 4);
-  }
+  vdsp_ivp_u32 x, y;
+  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s), x += y, VDSP_IVP_PUT(a.s, x);
   return a;
 }
 #define IVP_ADDN_2X32(a, b) (VDSP_IVP_COUNT(ADDN_2X32), vdsp_ivp_add32(VDSP_IVP_I32(a), VDSP_IVP_I32(b)))
@@ -344,21 +429,30 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_add32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
 /* IVP_ULEN_2XF32(a, b): lane i true when a[i] <= b[i] or either is NaN (unordered or less-equal). */
 VDSP_IVP_INLINE vboolN_2 vdsp_ivp_ule(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
   vboolN_2 r;
-  for (int i = 0; i < VDSP_IVP_N_2; i++) r.b[i] = !(a.s[i] > b.s[i]);
+  vdsp_ivp_f32 x, y;
+  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s);
+  vdsp_ivp_u8b const t = __builtin_convertvector(~(x > y) & 1, vdsp_ivp_u8b);
+  VDSP_IVP_PUT(r.b, t);
   return r;
 }
 #define IVP_ULEN_2XF32(a, b) (VDSP_IVP_COUNT(ULEN_2XF32), vdsp_ivp_ule(VDSP_IVP_F32(a), VDSP_IVP_F32(b)))
 
 /* IVP_ORBN_2(a, b): lane i true when a[i] or b[i] is. */
 VDSP_IVP_INLINE vboolN_2 vdsp_ivp_orb(vboolN_2 a, vboolN_2 b) {
-  for (int i = 0; i < VDSP_IVP_N_2; i++) a.b[i] = (uint8_t)(a.b[i] | b.b[i]);
+  vdsp_ivp_u8b x, y;
+  VDSP_IVP_GET(x, a.b), VDSP_IVP_GET(y, b.b), x |= y, VDSP_IVP_PUT(a.b, x);
   return a;
 }
 #define IVP_ORBN_2(a, b) (VDSP_IVP_COUNT(ORBN_2), vdsp_ivp_orb(a, b))
 
 /* IVP_MOVN_2X32T(a, b, t): lane i = a[i] where t[i] is true, else b[i]. */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_movt(xb_vecN_2x32v a, xb_vecN_2x32v b, vboolN_2 t) {
-  for (int i = 0; i < VDSP_IVP_N_2; i++) b.s[i] = t.b[i] ? a.s[i] : b.s[i];
+  vdsp_ivp_i32 x, y;
+  vdsp_ivp_u8b p;
+  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s), VDSP_IVP_GET(p, t.b);
+  vdsp_ivp_i32 const m = __builtin_convertvector(p != 0, vdsp_ivp_i32); /* all ones where true */
+  x = VDSP_IVP_PICK(m, x, y);
+  VDSP_IVP_PUT(b.s, x);
   return b;
 }
 #define IVP_MOVN_2X32T(a, b, t) (VDSP_IVP_COUNT(MOVN_2X32T), vdsp_ivp_movt(VDSP_IVP_I32(a), VDSP_IVP_I32(b), t))
@@ -376,22 +470,17 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_movt(xb_vecN_2x32v a, xb_vecN_2x32v b, vb
 /* IVP_SELN_2X32I(hi, lo, sel): the 16 32-bit lanes of the bytes that selector `sel` picks from
  * hi and lo (above); another selector value is a fault naming it. */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo, int sel) {
-  uint8_t h[64], l[64], out[64];
-  xb_vecN_2x32v r;
-  uint32_t e = (uint32_t)sel >> 4, odd = (uint32_t)sel & 15;
-  if ((e != 1 && e != 2) || odd > 1) vdsp_ivp_fault("IVP_SELN_2X32I", "selector 0x%x is not in the subset", (unsigned)sel);
-  memcpy(h, hi.s, 64);
-  memcpy(l, lo.s, 64);
-  if (e == 1) {
-    for (uint32_t k = 0; k < 32; k++) out[2 * k] = l[2 * k + odd], out[2 * k + 1] = h[2 * k + odd];
-  } else {
-    for (uint32_t k = 0; k < 16; k++) {
-      memcpy(out + 4 * k, l + (2 * k + odd) * 2, 2);
-      memcpy(out + 4 * k + 2, h + (2 * k + odd) * 2, 2);
-    }
-  }
-  memcpy(r.s, out, 64);
-  return r;
+  uint32_t const e = (uint32_t)sel >> 4, odd = (uint32_t)sel & 15u;
+  VDSP_IVP_REQUIRE((e - 1u > 1u) | (odd > 1u), VDSP_IVP_BAD_SELECTOR, (uint32_t)sel);
+  vdsp_ivp_u32 h, l;
+  VDSP_IVP_GET(h, hi.s), VDSP_IVP_GET(l, lo.s);
+  /* each 32-bit lane holds 4 bytes (E = 1) or 2 halfwords (E = 2): picks within the lane */
+  vdsp_ivp_u32 const bytes = ((l >> (8u * (odd & 1u))) & 0x00ff00ffu) | (((h >> (8u * (odd & 1u))) & 0x00ff00ffu) << 8);
+  vdsp_ivp_u32 const halves = ((l >> (16u * (odd & 1u))) & 0xffffu) | (((h >> (16u * (odd & 1u))) & 0xffffu) << 16);
+  uint32_t const m = 0u - (uint32_t)(e == 1u);
+  l = VDSP_IVP_PICK(m, bytes, halves);
+  VDSP_IVP_PUT(hi.s, l);
+  return hi;
 }
 #define IVP_SELN_2X32I(hi, lo, sel) (VDSP_IVP_COUNT(SELN_2X32I), vdsp_ivp_sel32i(VDSP_IVP_I32(hi), VDSP_IVP_I32(lo), sel))
 
@@ -400,7 +489,7 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo
 VDSP_IVP_INLINE valign vdsp_ivp_zalign(void) { valign a; memset(&a, 0, sizeof a); return a; }
 #define IVP_ZALIGN() (VDSP_IVP_COUNT(ZALIGN), vdsp_ivp_zalign())
 
-VDSP_IVP_INLINE void vdsp_ivp_align_drain(valign *a) {
+VDSP_IVP_OUTLINE void vdsp_ivp_align_drain(valign *a) {
   if (a->count) memcpy(a->at, a->bytes, a->count);
   a->count = 0;
 }
@@ -408,10 +497,14 @@ VDSP_IVP_INLINE void vdsp_ivp_align_drain(valign *a) {
 /* IVP_SA2NX8_IP(v, a, p): stores the 64 bytes of v at p (any alignment) and advances p by 64
  * bytes. The bytes past the last 64-byte boundary of p + 64 stay in the alignment register a
  * until its next store or IVP_SAPOS2NX8U_FP: a kernel that omits the flush loses them. */
-VDSP_IVP_INLINE void *vdsp_ivp_sa2nx8_ip(xb_vec2Nx8 v, valign *a, void *p) {
+VDSP_IVP_OUTLINE void *vdsp_ivp_sa2nx8_ip(xb_vec2Nx8 v, valign *a, void *p) {
   uint8_t *d = (uint8_t *)p;
   uint32_t keep = (uint32_t)(((uintptr_t)d + 64u) % 64u);
   VDSP_IVP_WHERE(SA2NX8_IP, p);
+  if (!keep && !a->count) { /* aligned, nothing held (a stream of aligned stores, as often): one copy */
+    memcpy(d, v.s, 64);
+    return d + 64;
+  }
   vdsp_ivp_align_drain(a);
   memcpy(d, v.s, 64u - keep);
   memcpy(a->bytes, (uint8_t const *)v.s + (64u - keep), keep);
@@ -431,8 +524,8 @@ VDSP_IVP_INLINE void *vdsp_ivp_sa2nx8_ip(xb_vec2Nx8 v, valign *a, void *p) {
 #define IVP_SAPOS2NX8U_FP(a, p) (VDSP_IVP_COUNT(SAPOS2NX8U_FP), ((void)(p), vdsp_ivp_align_drain(&(a))))
 
 /* --- emulation speed (added for the stock point-cloud kernels) ---------------------------- */
-/* VDSP_IVP_HOST_CLONES before a kernel's hot function: on x86-64 (GCC, Clang) the function (not the
- * intrinsics it calls) is compiled for AVX-512, AVX2 and the baseline, the loader picking
+/* VDSP_IVP_HOST_CLONES before a kernel's hot function: on x86-64 (GCC, Clang) the function, and the
+ * intrinsics inlined into it, is compiled for AVX-512, AVX2 and the baseline, the loader picking
  * the widest the host runs (ifunc). Only the emulation's speed changes: every intrinsic is exact
  * IEEE or integer arithmetic, the same bytes in any vector width (ISO C/C++ modes do not contract
  * a * b + c into an FMA). Elsewhere, and in sanitizer builds, it is empty.
@@ -450,26 +543,31 @@ VDSP_IVP_INLINE void *vdsp_ivp_sa2nx8_ip(xb_vec2Nx8 v, valign *a, void *p) {
  * (FCR), which is round to nearest, ties to even, the default and the only mode of this
  * emulation (rint/nearbyint); -0.5 gives -0, NaN stays NaN, infinities and zeros are kept. */
 VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_firint(xb_vecN_2xf32 a) {
-  float const big = 8388608.0f; /* 2^23: every float from here on is an integer */
-  for (int i = 0; i < VDSP_IVP_N_2; i++) {
-    float const x = a.s[i], ax = __builtin_fabsf(x);
-    float const r = __builtin_copysignf((ax + big) - big, x); /* the addition rounds, ties to even; -0.3 gives -0 */
-    a.s[i] = ax < big ? r : x;                                  /* NaN, infinities, |x| >= 2^23 are kept */
-  }
+  vdsp_ivp_f32 x;
+  vdsp_ivp_u32 bits;
+  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(bits, a.s);
+  vdsp_ivp_f32 const big = (vdsp_ivp_f32){} + 8388608.0f; /* 2^23: every float from here on is an integer */
+  vdsp_ivp_f32 const ax = (vdsp_ivp_f32)(bits & 0x7fffffffu);
+  vdsp_ivp_u32 const r = (vdsp_ivp_u32)((ax + big) - big) | (bits & 0x80000000u); /* the addition rounds, ties to
+                                                                                    even; +0 or more: x's sign */
+  bits = VDSP_IVP_PICK((vdsp_ivp_u32)(ax < big), r, bits); /* NaN, infinities, |x| >= 2^23 are kept */
+  VDSP_IVP_PUT(a.s, bits);
   return a;
 }
 #define IVP_FIRINTN_2XF32(a) (VDSP_IVP_COUNT(FIRINTN_2XF32), vdsp_ivp_firint(VDSP_IVP_F32(a)))
 
 /* IVP_MAXN_2X32(a, b): lane i = the greater of a[i] and b[i], signed. */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_max32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
-  for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = a.s[i] > b.s[i] ? a.s[i] : b.s[i];
+  vdsp_ivp_i32 x, y;
+  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s), x = VDSP_IVP_PICK(x > y, x, y), VDSP_IVP_PUT(a.s, x);
   return a;
 }
 #define IVP_MAXN_2X32(a, b) (VDSP_IVP_COUNT(MAXN_2X32), vdsp_ivp_max32(VDSP_IVP_I32(a), VDSP_IVP_I32(b)))
 
 /* IVP_MINN_2X32(a, b): lane i = the smaller of a[i] and b[i], signed. */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_min32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
-  for (int i = 0; i < VDSP_IVP_N_2; i++) a.s[i] = a.s[i] < b.s[i] ? a.s[i] : b.s[i];
+  vdsp_ivp_i32 x, y;
+  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s), x = VDSP_IVP_PICK(x < y, x, y), VDSP_IVP_PUT(a.s, x);
   return a;
 }
 #define IVP_MINN_2X32(a, b) (VDSP_IVP_COUNT(MINN_2X32), vdsp_ivp_min32(VDSP_IVP_I32(a), VDSP_IVP_I32(b)))
