@@ -8,7 +8,7 @@ from arm_side.memory import ANY_OWNER, CLEAN, INVALIDATE, Grant, Mem, MemoryMana
 from arm_side.soc import AsyncSoc, Soc
 from arm_side.task import Task
 from protocol.task_options import TaskOptions
-from vdsp_board.version import __version__
+from vdsp_board.config.version import __version__
 
 CORE_ANY, CORE_0, CORE_1 = Core.ANY, Core.CORE_0, Core.CORE_1
 

@@ -27,9 +27,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from protocol import errors
-from vdsp_board import rundir, settings
-from vdsp_board.pidfile import PidFile, supervisor_state
-from vdsp_board.procfacts import exited
+from vdsp_board.config import settings
+from vdsp_board.processes import rundir
+from vdsp_board.processes.pidfile import PidFile, supervisor_state
+from vdsp_board.processes.procfacts import exited
 
 RELAY_EXIT_WITHOUT_CORES_S = 5.0   # a relay the SDK started exits after this long without a core
 PROBE_S = 0.5                      # a relay that runs answers HELLO well within this

@@ -19,8 +19,9 @@ import zmq
 import zmq.asyncio
 
 from protocol import errors
-from vdsp_board import curve, ipclink
-from vdsp_board.zsock import NOBLOCK as _NOBLOCK, readable, recv_frames, send_frames
+from vdsp_board.identity import curve
+from vdsp_board.sockets import ipclink
+from vdsp_board.sockets.zsock import NOBLOCK as _NOBLOCK, readable, recv_frames, send_frames
 
 HANDSHAKE_FAILURES = 5      # handshakes failed without a word (a wrong server key) before we say so,
 HANDSHAKE_FAILING_S = 5.0   # over so long at least: a server closes handshakes when many open at once
@@ -30,7 +31,7 @@ _HANDSHAKE = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | 
 
 def _dealer(ctx, endpoint: str, name: str, server_key: str, events: int):
     """A DEALER toward ``endpoint`` (blocking or asyncio, as ``ctx`` makes them), connected as
-    ``vdsp_board.ipclink`` says (over ipc: once, through its checked directory); the LinkDir to
+    ``vdsp_board.sockets.ipclink`` says (over ipc: once, through its checked directory); the LinkDir to
     close with it; its monitor of ``events`` (None for 0), made before it connects, so that it
     hears how the connection attempt ended. ``server_key``: the server's own CURVE key on tcp
     (a firmware's), else the SoC's. Raises RelayUnavailable (the relay's link) / CoreOffline (a
@@ -56,7 +57,7 @@ class Watch:
     """What a link's socket monitor told: ``gone`` once its connection closed (a watched link: its
     server exited; over tcp: a connection whose handshake had succeeded), ``refusal`` once a server
     refused our CURVE handshake (tcp), ``link``: whether an ipc link, connected once, is ``dead``
-    (``vdsp_board.ipclink.LinkState``).
+    (``vdsp_board.sockets.ipclink.LinkState``).
 
     Over tcp a connection closed before its handshake succeeded is neither: a server closes
     handshakes beyond those it keeps at once (PROTOCOL.md §3.4), nothing we sent went on it (it
@@ -180,7 +181,7 @@ class Channel:
         return self._look().take_gone()
 
     def dead(self) -> str:
-        """Why this ipc link will never carry a message again (``vdsp_board.ipclink.LinkState``):
+        """Why this ipc link will never carry a message again (``vdsp_board.sockets.ipclink.LinkState``):
         ``failed`` (its one connection attempt failed), ``ended`` (its connection closed); ''
         while it may. A new link must be made."""
         return self._look().link.dead

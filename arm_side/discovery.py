@@ -8,7 +8,7 @@ before a HELLO can prove our owner) and :meth:`Servers.ready_wait` (how to wait 
 READY: an ``arm_side.connect_wait`` policy).
 
 - :class:`Servers`: fixed endpoints, nothing to start, a plain deadline (an in-process SoC such
-  as ``vdsp_sim.loopback``, a test's stand-in server).
+  as ``vdsp_sim.soc.loopback``, a test's stand-in server).
 - :class:`RuntimeDir`: the SoC of a runtime directory (``vdsp up``): its endpoints, a local relay
   that does not answer handled as ``arm_side.autostart`` says, our CURVE key named before HELLO
   over tcp.
@@ -21,7 +21,9 @@ from typing import Mapping
 from protocol import errors
 from arm_side import autostart
 from arm_side.connect_wait import CoreWait, RelayWait
-from vdsp_board import acl, curve, ddr, rundir
+from vdsp_board.processes import rundir
+from vdsp_board.memory import acl, ddr
+from vdsp_board.identity import curve
 
 
 class Servers:

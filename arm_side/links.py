@@ -29,7 +29,7 @@ from arm_side.session import PeerState, Session, fw_key
 from arm_side.steps import (Act, Action, CloseFw, Dead, Forget, Hello, HelloFw, Open, OpenFw, Pause, Refused, Release,
                             Send, Step, Steps, Wait, Waiting)
 from arm_side.task import Request, Task
-from vdsp_board.procfacts import ProcFacts
+from vdsp_board.processes.procfacts import ProcFacts
 
 
 class Links:

@@ -10,7 +10,7 @@ Sharing: a task may use only its own process's memory and memory another owner
 granted it. ``mem.share(to=owner_id)`` (or ``to=ANY_OWNER``) grants a range of a
 buffer; ``grant.revoke()`` ends it; freeing the buffer or exiting ends its grants.
 ``register(phys, size)`` maps another owner's memory only within such a grant.
-Grants live in the owner's access list in the DDR directory (``vdsp_board.acl``), where
+Grants live in the owner's access list in the DDR directory (``vdsp_board.memory.acl``), where
 the relay and every firmware read them.
 """
 from __future__ import annotations
@@ -26,7 +26,8 @@ import numpy as np
 from protocol import acl as aclrule
 from protocol.constants import HANDLE_REGISTERED
 from protocol.errors import CacheCoherencyError, SysInvalidArgument, SysRegisterMemFailed
-from vdsp_board import acl, ddr, settings
+from vdsp_board.config import settings
+from vdsp_board.memory import acl, ddr
 
 INVALIDATE = 1      # HB_SYS_MEM_CACHE_INVALIDATE: DDR -> cache
 CLEAN = 2           # HB_SYS_MEM_CACHE_CLEAN: cache -> DDR

@@ -49,7 +49,7 @@ REFUSAL_GRACE_S = 1.0   # a HELLO that could not be sent: how long the link's mo
 
 def _where(discovery, name: str) -> str:
     """Where server ``name`` is now, as ``discovery`` finds it (a runtime dir's checks its
-    sockets' directory again: ``vdsp_board.rundir``)."""
+    sockets' directory again: ``vdsp_board.processes.rundir``)."""
     return discovery.servers()[name]
 
 
@@ -373,7 +373,7 @@ class Session:
     def _binding_lost(self, peer: PeerState, req, error: errors.ForeignHandle) -> list[Action]:
         """``peer`` answered READY to our HELLO, yet says this connection has no verified owner:
         the process that verified it is gone and our link reached its successor (ZeroMQ
-        reconnects a tcp link on its own, never an ipc one (``vdsp_board.ipclink``); a task sent
+        reconnects a tcp link on its own, never an ipc one (``vdsp_board.sockets.ipclink``); a task sent
         before we heard of the close went to the new one),
         or it forgot the binding (PROTOCOL.md §5.2). Relay mode: the relay is declared gone, its
         requests fail with RelayUnavailable and the next one says HELLO again. Direct mode: HELLO

@@ -27,7 +27,8 @@ from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
 from arm_side.task import Task, default_wait_ms, task_options
 from arm_side.transport import Transport, ZmqTransport
-from vdsp_board import ddr, settings
+from vdsp_board.config import settings
+from vdsp_board.memory import ddr
 
 
 _NO_BUFFERS: tuple = ()      # the default of ``inputs`` / ``outputs``: no buffer to look at

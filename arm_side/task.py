@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from protocol import errors
 from protocol.cancel import CancelOutcome
 from protocol.task_options import DEFAULT, TaskOptions
-from vdsp_board import settings
+from vdsp_board.config import settings
 
 DEFAULT_WAIT_MS = 10000.0
 

@@ -11,7 +11,7 @@ Each call is a no-op costing one attribute read (and, in ``submit``, a clock rea
 call and one ``os.stat`` every 0.25 s) unless tracing is on: ``vdsp trace``, or
 ``Soc(trace=PATH)`` through :class:`SocTrace`, which turns it on for the whole SoC and writes
 the merged Chrome/Perfetto trace to PATH when the Soc closes. Stamps are ``time.time_ns()``
-like every other process's (see ``vdsp_board.trace``); the client is known to the
+like every other process's (see ``vdsp_board.observability.trace``); the client is known to the
 other processes by its DDR owner and pid, which the SDK's trace file header carries.
 """
 from __future__ import annotations
@@ -21,7 +21,8 @@ import os
 import threading
 from pathlib import Path
 
-from vdsp_board import ddr, trace, tracefmt
+from vdsp_board.observability import trace, tracefmt
+from vdsp_board.memory import ddr
 
 _lock = threading.Lock()
 _tracer: "SdkTracer | None" = None

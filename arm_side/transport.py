@@ -11,7 +11,7 @@ while one does not answer is not the links' business: that is the transport's ``
 
 - :class:`ZmqTransport` (``relay`` or ``direct``): ZeroMQ DEALER sockets, CURVE over tcp, the
   runtime dir's endpoints (``discovery.RuntimeDir``). ``Soc(mode="relay")`` is a shorthand for it.
-- ``vdsp_sim.loopback.LoopbackTransport``: the relay engine, the core engines and the firmware
+- ``vdsp_sim.soc.loopback.LoopbackTransport``: the relay engine, the core engines and the firmware
   in this process, for tests without processes (its discovery: ``discovery.Servers``).
 """
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Transport:
 
     def dead(self, link) -> str:
         """Why ``link`` will never carry a message again, '' while it may. An ipc link is connected
-        once (``vdsp_board.ipclink``): ``failed`` (its attempt failed: nothing sent on it arrived)
+        once (``vdsp_board.sockets.ipclink``): ``failed`` (its attempt failed: nothing sent on it arrived)
         or ``ended`` (its connection closed). Make a new one then."""
         return ""
 

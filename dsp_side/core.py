@@ -27,10 +27,13 @@ from dsp_side.core_engine import CoreEngine
 from dsp_side.fwproc import FirmwareProcess
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
-from vdsp_board import curve, ddr, log as soclog, peerproof, rundir, trace
-from vdsp_board.admission import Admission
-from vdsp_board.procfacts import ProcFacts
-from vdsp_board.starter import Starter
+from vdsp_board.processes import rundir
+from vdsp_board.observability import log as soclog, trace
+from vdsp_board.memory import ddr
+from vdsp_board.identity import curve, peerproof
+from vdsp_board.identity.admission import Admission
+from vdsp_board.processes.procfacts import ProcFacts
+from vdsp_board.processes.starter import Starter
 
 log = logging.getLogger("vdsp.core")
 REAP_EVERY_S = 1.0

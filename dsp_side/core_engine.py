@@ -8,7 +8,7 @@ watchdog word), :meth:`fw_booted` / :meth:`boot_failed` (what the adapter's boot
 order: the effects of ``dsp_side.core_effects`` — ``ToPeer``, ``KmsgLine``, ``Boot``, ``StopFw``,
 ``KillFw``, ``Coredump``.
 Lifecycle instants (boot, boot failed, stop, crash, recovery, watchdog) go to the injected
-trace sink :attr:`trace` while it is on (``vdsp_board.trace``; off by default).
+trace sink :attr:`trace` while it is on (``vdsp_board.observability.trace``; off by default).
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from protocol.liveness import Liveness, ProcFact
 from protocol.remoteproc import Action
 from dsp_side.core_effects import Boot, Coredump, CoreEffect, KillFw, KmsgLine, StopFw, ToPeer
 from dsp_side.remoteproc import Device
-from vdsp_board.log import RateLimited
-from vdsp_board.trace import NullRecorder, Recorder
+from vdsp_board.observability.log import RateLimited
+from vdsp_board.observability.trace import NullRecorder, Recorder
 
 log = logging.getLogger("vdsp.core")
 BOOT_TIMEOUT_S = 60.0
@@ -69,7 +69,7 @@ class CoreEngine:
         self.out: list[CoreEffect] = []
         self.trace: Recorder | NullRecorder = NullRecorder()     # the adapter injects its trace recorder
         self.reason = ""        # why the core is in its state: the reason of its last EVENT
-        self.identity = ""      # how its firmware proves ipc peers (vdsp_board.peerproof.describe; the adapter's)
+        self.identity = ""      # how its firmware proves ipc peers (vdsp_board.identity.peerproof.describe; the adapter's)
 
     def instant(self, what: str, **fields) -> None:
         """A lifecycle instant on this core's trace track (while tracing is on)."""

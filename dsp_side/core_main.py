@@ -8,8 +8,10 @@ import signal
 from protocol.constants import DEFAULT_WATCHDOG_MS, HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS
 from dsp_side import firmware, heap, preload
 from dsp_side.core import CoreServer
-from vdsp_board import clihelp, log as soclog, proc, rundir, settings
-from vdsp_board.starter import Entry, Starter
+from vdsp_board.config import clihelp, settings
+from vdsp_board.processes import proc, rundir
+from vdsp_board.observability import log as soclog
+from vdsp_board.processes.starter import Entry, Starter
 
 log = logging.getLogger("vdsp.core")
 

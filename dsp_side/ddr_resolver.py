@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from protocol.errors import FreedHandle, HandleOutOfBounds, UnknownHandle
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 
 MAX_FREED = 4096        # freed ranges remembered to tell "freed" from "unknown"
 MAX_CACHED = 1024       # mapped segments kept (each costs a mapping, no fd)

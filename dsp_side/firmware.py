@@ -32,7 +32,7 @@ word is written around each task by the thread that runs it, beaten by a thread 
 and judged by the core from outside.
 
 Whose memory a task may touch is decided first: each connection is bound to the
-owner its HELLO proved, or to the relay once it proved itself (``vdsp_board.ownership``);
+owner its HELLO proved, or to the relay once it proved itself (``vdsp_board.identity.ownership``);
 a direct client's handles must be its own or granted to it, the relay's were
 checked by the relay.
 """
@@ -62,9 +62,11 @@ from dsp_side.fwtrace import TaskTrace
 from dsp_side.intake import Intake
 from dsp_side.registry import Registry
 from dsp_side.watchdog import WatchdogWord
-from vdsp_board import curve, log as soclog, peerproof, proc, rundir
-from vdsp_board.admission import Admission
-from vdsp_board.ownership import Ownership
+from vdsp_board.processes import proc, rundir
+from vdsp_board.observability import log as soclog
+from vdsp_board.identity import curve, peerproof
+from vdsp_board.identity.admission import Admission
+from vdsp_board.identity.ownership import Ownership
 
 CRASH_EXIT = 70
 PURGE_EVERY_S = 1.0
@@ -126,7 +128,7 @@ class Firmware:
         self.warn = soclog.RateLimited(log)
         # Judges HELLOs (the intake's, on the I/O thread and the HELLO gate's worker) and checks
         # each task's handles against its connection's binding (here): ownership.check_task reads
-        # only the access lists, whose reader is thread-safe (vdsp_board.acl.Reader)
+        # only the access lists, whose reader is thread-safe (vdsp_board.memory.acl.Reader)
         self.ownership = Ownership(f"{core} firmware", accept_relay=True, accepted=peerproof.accept_records())
         self.board: float | None = None     # the last task's board_us (its trace event's), None: no estimate
         self.unloading = False      # set by SIGUSR1 (the core stops us): serve returns, destroy hooks run
@@ -403,7 +405,7 @@ def compute(fw: Firmware, io: FirmwareIO, waiter: select.poll, wake_r: int) -> N
 
 
 def main(argv: list[str] | None = None, forked: bool = False) -> None:
-    """``forked``: this process was forked from the core's starter (``vdsp_board.starter``),
+    """``forked``: this process was forked from the core's starter (``vdsp_board.processes.starter``),
     which already made it die with the starter, and so with the core."""
     ap = argparse.ArgumentParser(prog="python -m dsp_side.firmware",
                                  description="Firmware process of one simulated DSP core (started by the core).")

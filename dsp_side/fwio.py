@@ -3,7 +3,7 @@
 The socket is made and bound by the main thread, then passed once to this thread
 (``Thread.start`` is the full memory barrier ZeroMQ asks for when a socket changes threads);
 from then on no other thread touches it or what it feeds: the HELLO gate's intake side
-(``vdsp_board.hellogate``), the :class:`~dsp_side.intake.Intake` (inbox, bindings, CANCEL,
+(``vdsp_board.identity.hellogate``), the :class:`~dsp_side.intake.Intake` (inbox, bindings, CANCEL,
 refusals) and the :class:`~dsp_side.replybatch.ReplyBatch`. It hands the compute thread tasks
 over :attr:`FirmwareIO.jobs` (the intake's run queue: a few ahead, taken back when the order
 or a CANCEL asks) and takes the replies back over :attr:`FirmwareIO.done` (``dsp_side.handoff``:
@@ -33,11 +33,11 @@ import zmq
 from dsp_side.handoff import Mailbox
 from dsp_side.intake import Intake
 from dsp_side.replybatch import ReplyBatch
-from vdsp_board import curve
-from vdsp_board.admission import Admission
-from vdsp_board.hellogate import HelloGate
-from vdsp_board.zsock import NOBLOCK, readable, recv_frames, send_frames
-from vdsp_board.zsock import _recv as recv_frame     # the backend's recv (no sugar wrapper)
+from vdsp_board.identity import curve
+from vdsp_board.identity.admission import Admission
+from vdsp_board.identity.hellogate import HelloGate
+from vdsp_board.sockets.zsock import NOBLOCK, readable, recv_frames, send_frames
+from vdsp_board.sockets.zsock import _recv as recv_frame     # the backend's recv (no sugar wrapper)
 
 log = logging.getLogger("vdsp.firmware")
 INTAKE_MAX = 256        # messages taken in per turn, at most

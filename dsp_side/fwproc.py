@@ -21,7 +21,7 @@ from pathlib import Path
 from dsp_side.firmware import CRASH_EXIT
 from dsp_side.signing import Signer
 from dsp_side.watchdog import WatchdogWord
-from vdsp_board.starter import Starter
+from vdsp_board.processes.starter import Starter
 
 log = logging.getLogger("vdsp.core")
 UNLOAD_GRACE_S = 2.0    # a stopped firmware's destroy hooks get this long before SIGKILL
@@ -38,7 +38,7 @@ class FirmwareProcess:
         """``signer``: who signed the image, as the core verified it; the firmware process
         verifies the image again against exactly that key (or, for an unsigned image the core
         allowed, against none) before it unpacks or runs anything. ``starter``: the core's
-        starter, which starts the process (``vdsp_board.starter``). ``sanitize``: the image's
+        starter, which starts the process (``vdsp_board.processes.starter``). ``sanitize``: the image's
         header's (``"address"``: started with ASan, see the module). Raises OSError when it
         cannot (``StarterGone`` once the starter is gone; no ASan runtime for an ASan image)."""
         self.core, self.endpoint, self.image_path, self.signer = core, endpoint, image_path, signer

@@ -1,11 +1,11 @@
-"""The firmware's task slices in the SoC trace (``vdsp_board.trace``).
+"""The firmware's task slices in the SoC trace (``vdsp_board.observability.trace``).
 
 Tasks are recorded as tuples (``trace.SCHEMAS["task"]``); each operator's name once per file
 (an ``opname`` event).
 
 While tracing is on, each task the firmware runs becomes one ``task`` event stamped at its
 end with its start: the msg_id and operator from the header, the connection's binding (the
-relay, or the direct client's DDR owner: ``vdsp_board.ownership``), which is how the
+relay, or the direct client's DDR owner: ``vdsp_board.identity.ownership``), which is how the
 merge finds the task's other slices, and the error code (0: RESULT; ``crash`` when the
 operator took the firmware down, written out before the process exits) and the task's
 board-time estimate in µs (``board_us``: RESULT's, None when it has none; PROTOCOL.md §5.3).
@@ -20,7 +20,7 @@ import time
 
 from protocol import errors, header, wire
 from protocol.constants import Command
-from vdsp_board import trace
+from vdsp_board.observability import trace
 
 IDLE_FLUSH_S = 0.05
 

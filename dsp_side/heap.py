@@ -53,7 +53,7 @@ def prefault(nbytes: int | None = None, chunk: int = 8 << 20) -> int:
     first task's large temporaries do not page-fault (a 1920x1080 cornerHarris: ~75 MiB of
     them, 66 ms first vs 16 ms after on a 2-CPU VM), as a DSP's working memory is there when
     it boots. Returns the bytes touched (0 without glibc or when disabled)."""
-    from vdsp_board import settings
+    from vdsp_board.config import settings
     if nbytes is None:
         try:
             mb = settings.current().fw_heap_mb

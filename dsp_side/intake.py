@@ -1,7 +1,7 @@
 """What a firmware makes of each message it takes in, without sockets or threads.
 
 Inputs: :meth:`Intake.take` (a message of connection ``identity``, past the HELLO gate:
-``vdsp_board.hellogate``), :meth:`Intake.take_items` (what the gate hands back), and
+``vdsp_board.identity.hellogate``), :meth:`Intake.take_items` (what the gate hands back), and
 :meth:`Intake.hand_out` (fill the run queue). Outputs: :attr:`Intake.out`, the answers to send
 now, in order, each ``[identity, *frames]`` (the caller sends and clears it), and
 :attr:`Intake.runq`, the tasks handed to the compute side, ``(identity, frames, binding)``.
@@ -20,7 +20,7 @@ queue still counts in the inbox's bounds (``Inbox.lend``) until it is seen start
 - A TASK joins the inbox (``dsp_side.inbox``: scheduling order, bounds), or is refused
   HB_DSP_BUSY past the inbox's limits: every TASK gets exactly one answer, here or from the task.
 - A HELLO is answered READY and binds its connection to what it proved (its owner, the relay),
-  or ERROR ClaimRefused, binding nothing (``vdsp_board.ownership``).
+  or ERROR ClaimRefused, binding nothing (``vdsp_board.identity.ownership``).
 - A CANCEL of a task still waiting releases it (its ERROR TaskCancelled, then the CANCEL's
   RESULT ``cancelled``); of any other (running, done, unknown): RESULT ``unknown``.
 - HEARTBEAT and DISCONNECT get no answer; any other command an ERROR; a malformed message an
@@ -38,9 +38,9 @@ from protocol import errors, header, messages, wire
 from protocol.cancel import CancelOutcome
 from protocol.constants import Command
 from dsp_side.inbox import Inbox
-from vdsp_board.hellogate import Item
-from vdsp_board.log import RateLimited
-from vdsp_board.ownership import Bindings, Ownership
+from vdsp_board.identity.hellogate import Item
+from vdsp_board.observability.log import RateLimited
+from vdsp_board.identity.ownership import Bindings, Ownership
 
 log = logging.getLogger("vdsp.firmware")
 RUN_AHEAD = 8       # tasks in the run queue, not started, at most
@@ -60,7 +60,7 @@ class Intake:
         self.lent: collections.deque[tuple] = collections.deque()
         self.running = 0        # tasks handed out whose reply has not come back (:meth:`replied`)
         # Which owner each connection proved in its HELLO (or RELAY): its tasks may use that
-        # owner's memory and what other owners granted it, nothing else (vdsp_board.ownership).
+        # owner's memory and what other owners granted it, nothing else (vdsp_board.identity.ownership).
         self.bindings = Bindings()
         self.out: list[list] = []
         self.warn = RateLimited(log)        # one line per peer per 10 s, however bad the flood

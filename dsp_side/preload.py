@@ -1,4 +1,4 @@
-"""What every firmware imports, imported once by whoever makes a starter (``vdsp_board.starter``):
+"""What every firmware imports, imported once by whoever makes a starter (``vdsp_board.processes.starter``):
 numpy, cv2, ZeroMQ and the stock operators (and numba with the compiled point-cloud kernels loaded
 where the stock image runs them: no C compiler for its C kernels).
 
@@ -17,10 +17,10 @@ once per core. ``vdsp up`` imports them itself, then makes the SoC's starter, wh
 cores and the relay: the imports are then in memory once per SoC, the supervisor's included (an
 idle SoC ~155 MB PSS instead of ~345; ``VDSP_SOC_TEMPLATE=0`` starts each core and the relay as
 a fresh interpreter again). Whoever preloads then lets go of the library pages importing mapped
-(``vdsp_board.filepages``): a fork does not inherit a file mapping's pages, so they were the
+(``vdsp_board.processes.filepages``): a fork does not inherit a file mapping's pages, so they were the
 preloading process's alone (111 MB of numba's LLVM in the supervisor on Linux 6.18; an idle SoC
-273 -> 155 MB PSS). A private SoC (tests, benchmarks, samples: ``vdsp_sim.private_soc``) gets
-the same from a SoC's starter that is a fresh interpreter (``python -m vdsp_sim.entries``). A core
+273 -> 155 MB PSS). A private SoC (tests, benchmarks, samples: ``vdsp_sim.soc.private_soc``) gets
+the same from a SoC's starter that is a fresh interpreter (``python -m vdsp_sim.soc.entries``). A core
 started alone (``vdsp core``, containers) is a fresh interpreter with a starter of its own.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ def preload(who: str) -> None:
             gc.enable()
     # what importing mapped and this process does not run again (LLVM's constructors touch
     # libllvmlite all over: 111 MB of it resident); a forked process maps only what it runs
-    from vdsp_board import filepages
+    from vdsp_board.processes import filepages
     before = filepages.resident()
     filepages.drop()
     log.info("%s: library pages the imports mapped let go: resident %.0f -> %.0f MB", who, before / 2**20,

@@ -8,7 +8,7 @@ boots an image that carries no signature at all, and says so at every boot and i
 is refused in every mode.
 
 The key directory is the CURVE key directory (``VDSP_KEYS_DIR``, else
-``<runtime dir>/keys``, see ``vdsp_board.curve``)::
+``<runtime dir>/keys``, see ``vdsp_board.identity.curve``)::
 
     firmware-signing.pem          this install's signing key (PKCS#8 PEM, mode 0600), made by
                                   'vdsp firmware keygen' or the first 'vdsp up'; never committed
@@ -359,7 +359,7 @@ def verify(signed: bytes, seal: bytes | None, trust: Trust, where: str) -> Signe
 
 def default_dir() -> Path:
     """The key directory of this SoC (``VDSP_KEYS_DIR``, else ``<runtime dir>/keys``)."""
-    from vdsp_board import curve
+    from vdsp_board.identity import curve
     return curve.keys_dir()
 
 

@@ -1,7 +1,7 @@
 """Who may use a buffer: an owner's access list and the rule a TASK's handles must follow.
 
 A connection to the relay or to a firmware has at most one *verified owner* (the DDR
-owner its HELLO claimed and the server verified, see ``vdsp_board.ownership``). A handle whose
+owner its HELLO claimed and the server verified, see ``vdsp_board.identity.ownership``). A handle whose
 memory belongs to that owner is allowed; a handle of another owner is allowed only
 within a *grant* that owner made: a range of its address space, to one owner id or to
 any verified owner (``ANY``). Anything else is ForeignHandle, decided from the handle's
@@ -9,7 +9,7 @@ address alone, before its memory is looked up: a refused address never tells whe
 memory exists there.
 
 An owner publishes its grants in an *access list*: one small msgpack map, kept as the
-file ``vdsp-{owner:06x}.acl`` next to its segments (the file I/O is ``vdsp_board.acl``)::
+file ``vdsp-{owner:06x}.acl`` next to its segments (the file I/O is ``vdsp_board.memory.acl``)::
 
     {"lock": INODE, "grants": [[offset, size, grantee], ...], "key": Z85}
 

@@ -11,7 +11,7 @@ from typing import Any
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS
 from protocol.core_state import CoreState
 from protocol.liveness import Liveness
-from vdsp_board import rundir
+from vdsp_board.processes import rundir
 
 HELLO_RETRY_S = 0.5
 MAX_REASON = 2000       # characters of a core's or firmware's reason kept

@@ -36,8 +36,8 @@ from relay_server.cores import CoreView
 from relay_server.effects import CloseFwLink, Effect, OpenFwLink, ToClient, ToCtl, ToFw
 from relay_server.observe import RelayObserver
 from relay_server.scheduler import Job, Scheduler
-from vdsp_board.log import RateLimited
-from vdsp_board.ownership import PassedBodies
+from vdsp_board.observability.log import RateLimited
+from vdsp_board.identity.ownership import PassedBodies
 
 log = logging.getLogger("vdsp.relay")
 _CORE_INDEX = {int(Core.ANY): None, int(Core.CORE_0): 0, int(Core.CORE_1): 1}  # header core -> index
@@ -78,7 +78,7 @@ def _inflight_count(core: CoreView) -> int:
 
 
 class RelayEngine:
-    """``ownership``: judge of HELLO claims and TASK handles (``vdsp_board.ownership.Ownership``);
+    """``ownership``: judge of HELLO claims and TASK handles (``vdsp_board.identity.ownership.Ownership``);
     ``admin_only_writes``: CONTROL writes need an admin peer (tcp); ``hung_ms``: silence after
     which a peer may be hung (``protocol.liveness``); ``facts(pid, now) -> ProcFact``: what the
     kernel says of a local peer's process (the adapter reads /proc; default: nothing known)."""
@@ -90,7 +90,7 @@ class RelayEngine:
                  observer: RelayObserver | None = None, facts=lambda pid, now: ProcFact.UNKNOWN) -> None:
         self.heartbeat_ms, self.hung_ms, self.credit, self.pid = heartbeat_ms, hung_ms, credit, pid
         self.facts = facts
-        self.identity = ""      # how this relay proves its ipc clients (vdsp_board.peerproof.describe; the adapter's)
+        self.identity = ""    # how this relay proves its ipc clients (vdsp_board.identity.peerproof.describe; the adapter's)
         self._recheck_until = 0.0        # clients are looked at on ticks until then (a disconnect)
         self._next_recheck = 0.0
         self.max_tasks_per_client = max_tasks_per_client
@@ -550,7 +550,7 @@ class RelayEngine:
         """A message for core ``index``'s firmware could not be queued on its link: that link has no
         connection that takes messages (libzmq ended it when the firmware denied our CURVE key, and
         does not connect again; an ipc link is connected once, and its attempt failed or its
-        connection closed: ``vdsp_board.ipclink``), or a full queue. What was sent ahead there will not arrive: those
+        connection closed: ``vdsp_board.sockets.ipclink``), or a full queue. What was sent ahead there will not arrive: those
         tasks fail (HB_DSP_CORE_OFFLINE), and the link is opened afresh and greeted again, so that
         the next tasks try a new connection instead of waiting behind a dead one."""
         core = self.cores[index]
@@ -611,7 +611,7 @@ class RelayEngine:
 
     def ctl_relinked(self, index: int) -> None:
         """A new control link to core ``index`` (the last one's ipc connection attempt failed or its
-        connection closed; ``vdsp_board.ipclink``): say HELLO on it, which goes out once it connects."""
+        connection closed; ``vdsp_board.sockets.ipclink``): say HELLO on it, which goes out once it connects."""
         self.to_ctl(self.cores[index], messages.hello(next(self.ids), "relay", name="dsp_relay_server"))
 
     def client_disconnected(self, now: float) -> None:

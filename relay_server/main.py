@@ -13,8 +13,10 @@ from protocol import errors
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_TASKS_PER_CLIENT
 from relay_server.engine import CREDIT
 from relay_server.server import RelayServer
-from vdsp_board import clihelp, log as soclog, proc, rundir, settings
-from vdsp_board.pidfile import PidFile
+from vdsp_board.config import clihelp, settings
+from vdsp_board.processes import proc, rundir
+from vdsp_board.observability import log as soclog
+from vdsp_board.processes.pidfile import PidFile
 
 log = logging.getLogger("vdsp.relay")
 
@@ -117,5 +119,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_board import proc
+    from vdsp_board.processes import proc
     proc.fast_exit(main())     # what a normal exit does for us, without the interpreter's teardown

@@ -23,7 +23,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from protocol import errors
 from relay_server.observe import priority_class
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 
 LATENCY_BUCKETS = (50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 20e-3, 50e-3, 0.1, 0.2, 0.5, 1.0,
                    2.0, 5.0, 10.0)

@@ -4,7 +4,7 @@ The engine calls one :class:`RelayObserver` at each step of a task (``enqueued``
 ``dispatched``, ``replied``, ``failed``, ``rejected``, ``cancelled``) and at each change of
 a core's state, with its clock ``now``. The observer keeps the figures of the ``stats``
 QUERY (always: a few dict and deque operations per task), and passes each step on to the
-trace recorder while tracing is on (an injected sink: see ``vdsp_board.trace``) and to a
+trace recorder while tracing is on (an injected sink: see ``vdsp_board.observability.trace``) and to a
 metrics sink if one is attached (``relay_server.metrics``). No sockets, files or clock here.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from protocol import errors, header, wire
 from protocol.constants import Command
-from vdsp_board.trace import NullRecorder
+from vdsp_board.observability.trace import NullRecorder
 
 SAMPLES = 512          # latencies kept per operator for p50/p99 (the most recent ones)
 TOP_CLIENTS = 8

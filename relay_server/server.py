@@ -23,12 +23,16 @@ from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRA
 from relay_server.effects import CloseFwLink, Effect, OpenFwLink, ToClient, ToCtl, ToFw
 from relay_server.engine import CREDIT, RelayEngine
 from relay_server.observe import RelayObserver
-from vdsp_board import curve, ddr, ipclink, peercred, peerproof, rundir, trace
-from vdsp_board.admission import Admission
-from vdsp_board.hellogate import HelloGate
-from vdsp_board.ownership import Ownership
-from vdsp_board.procfacts import ProcFacts
-from vdsp_board.zsock import readable, recv_frames, send_frames, send_routed
+from vdsp_board.processes import rundir
+from vdsp_board.observability import trace
+from vdsp_board.memory import ddr
+from vdsp_board.identity import curve, peercred, peerproof
+from vdsp_board.sockets import ipclink
+from vdsp_board.identity.admission import Admission
+from vdsp_board.identity.hellogate import HelloGate
+from vdsp_board.identity.ownership import Ownership
+from vdsp_board.processes.procfacts import ProcFacts
+from vdsp_board.sockets.zsock import readable, recv_frames, send_frames, send_routed
 
 log = logging.getLogger("vdsp.relay")
 REAP_EVERY_S = 1.0
@@ -68,7 +72,7 @@ class RelayServer:
         curve.secure_server(self.front, bind)
         self.front.bind(bind)
         self.bind = bind
-        # on while `vdsp trace` (or Soc(trace=...)) runs: see vdsp_board.trace
+        # on while `vdsp trace` (or Soc(trace=...)) runs: see vdsp_board.observability.trace
         self.trace = trace.Recorder("relay", "relay", meta={"cores": list(cores)})
         self.metrics = metrics
         ownership = Ownership("relay", gate=self.gate, accepted=accepted)
@@ -82,7 +86,7 @@ class RelayServer:
         self.cores = self.engine.cores            # read by main's --exit-without-cores watch
         for core in self.cores:
             log.info("Connect to vdsp core%d...", core.index)
-        # Links to the cores are connected as vdsp_board.ipclink says: over ipc once, through their
+        # Links to the cores are connected as vdsp_board.sockets.ipclink says: over ipc once, through their
         # checked directory (the LinkDirs, closed with their sockets), and made again by us when dead.
         self._pins: dict[zmq.Socket, ipclink.LinkDir] = {}
         # a core process that dies closes our control connection: we hear it at once (the monitor)
@@ -138,7 +142,7 @@ class RelayServer:
         """A DEALER connected to ``endpoint``: a core's control endpoint, or a firmware's, whose own
         CURVE key (``server_key``, announced by its core) it authenticates on tcp; and its monitor
         of ``events`` (None for 0), made before it connects so that it hears how the attempt ended.
-        Over ipc it is connected once, through its directory checked (``vdsp_board.ipclink``):
+        Over ipc it is connected once, through its directory checked (``vdsp_board.sockets.ipclink``):
         CoreOffline when that directory is gone or refused."""
         sock = self.ctx.socket(zmq.DEALER)
         monitor = None

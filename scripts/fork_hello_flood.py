@@ -146,8 +146,8 @@ def main() -> int:
     ap.add_argument("--gap-ms", type=float, default=5.0, help="pause between PINGs")
     args = ap.parse_args()
     from arm_side import Soc
-    from vdsp_board import ddr
-    from vdsp_sim.private_soc import PrivateSoc, PrivateSocConfig
+    from vdsp_board.memory import ddr
+    from vdsp_sim.soc.private_soc import PrivateSoc, PrivateSocConfig
     with PrivateSoc(PrivateSocConfig(env={"VDSP_KEYS_DIR": None})) as private:
         relay_pid = int((Path(private.rt) / "relay.pid").read_text().split()[0])
         owner = ddr.current_owner()

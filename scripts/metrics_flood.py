@@ -31,7 +31,7 @@ def main() -> int:
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, args.conns + 256)), hard))
-    from vdsp_sim.private_soc import free_tcp_ports, private_soc
+    from vdsp_sim.soc.private_soc import free_tcp_ports, private_soc
     port = free_tcp_ports(1)[0]
     with private_soc(relay_args=("--metrics-port", str(port))) as private:
         pid = private.relay_pid()

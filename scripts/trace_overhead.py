@@ -2,7 +2,7 @@
 """Tracing overhead on one SoC: RPC throughput with tracing off and on, interleaved rounds.
 
 Starts a private SoC (relay + vdsp0 + vdsp1), then alternates tracing off / on (the flag
-file every process watches: ``vdsp_board.trace``) and measures, in each state, the
+file every process watches: ``vdsp_board.observability.trace``) and measures, in each state, the
 throughput of the RPC benchmark's pipelined run: two relay-mode clients (threads), 32 PING
 tasks outstanding each, for ``--seconds`` after a warm-up. The SDK's stamps are made the way
 client.py will make them (``arm_side.tracing``: submit before the send, complete at the
@@ -77,8 +77,8 @@ def main() -> int:
     args = ap.parse_args()
     from arm_side import Soc
     from arm_side.tracing import sdk_tracer
-    from vdsp_board import trace
-    from vdsp_sim.private_soc import PrivateSoc, PrivateSocConfig
+    from vdsp_board.observability import trace
+    from vdsp_sim.soc.private_soc import PrivateSoc, PrivateSocConfig
     private = PrivateSoc(PrivateSocConfig(strict_cache=None, env={"VDSP_TRACE_DIR": None}))
     results = {"off": [], "on": []}
     cpu = {"off": [], "on": []}      # CPU µs per task, every process of the SoC and the clients

@@ -1,5 +1,5 @@
 """Shared fixtures. Live fixtures start a real SoC (relay + vdsp0 + vdsp1 processes) with
-private runtime and DDR directories (vdsp_sim.private_soc) and, on teardown, fail the test
+private runtime and DDR directories (vdsp_sim.soc.private_soc) and, on teardown, fail the test
 if any of its processes, socket files or DDR files are left behind.
 
 The suite runs in parallel (``./test.sh``: pytest-xdist, ``--dist loadfile``). What keeps
@@ -40,7 +40,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.live import LiveSoc  # noqa: E402
-from vdsp_sim.private_soc import fresh_ddr_dir, fresh_runtime_dir  # noqa: E402
+from vdsp_sim.soc.private_soc import fresh_ddr_dir, fresh_runtime_dir  # noqa: E402
 
 LOCK_DIR_VAR = "VDSP_TEST_LOCK_DIR"     # the run-wide lock directory, set by the xdist controller
 
@@ -148,7 +148,7 @@ def _private_defaults():
     """A runtime and a DDR directory of this pytest process's own, named by the environment for
     the whole session: whatever names none uses these, never the host's defaults, which other
     workers (and other users' SoCs) share."""
-    from vdsp_board import ddr
+    from vdsp_board.memory import ddr
     tag = f"v{worker_id()}-"
     rt, shm = fresh_runtime_dir(tag), fresh_ddr_dir(f"vt-ddr-{tag}")
     saved = {k: os.environ.get(k) for k in ("VDSP_RUNTIME_DIR", "VDSP_SHM_DIR")}
@@ -169,7 +169,7 @@ def _private_defaults():
 @pytest.fixture
 def shm(tmp_path, monkeypatch):
     """A private DDR directory (not /dev/shm); this process's owner there is closed afterwards."""
-    from vdsp_board import ddr
+    from vdsp_board.memory import ddr
     directory = tmp_path / "shm"
     directory.mkdir()
     monkeypatch.setenv("VDSP_SHM_DIR", str(directory))
@@ -201,7 +201,7 @@ def mode_soc(request, shared_soc):
 def runtime_env(monkeypatch):
     """A fresh, short runtime directory (ipc paths are limited to 107 characters) and a
     private DDR directory, named by the environment (for SoCs the test starts itself)."""
-    from vdsp_board import ddr
+    from vdsp_board.memory import ddr
     rt, shm = fresh_runtime_dir(), fresh_ddr_dir()
     monkeypatch.setenv("VDSP_RUNTIME_DIR", str(rt))
     monkeypatch.setenv("VDSP_SHM_DIR", str(shm))
@@ -268,7 +268,7 @@ def refusing_server(tmp_path, monkeypatch):
     import zmq
     import zmq.auth
     from zmq.auth.thread import ThreadAuthenticator
-    from vdsp_board import curve
+    from vdsp_board.identity import curve
     keys = tmp_path / "keys"
     _, secret = curve.create(keys, "client", role=None)
     monkeypatch.setenv("VDSP_CLIENT_KEY", str(secret))

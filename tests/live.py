@@ -1,10 +1,10 @@
-"""A real SoC for integration tests (vdsp_sim.private_soc), and the leak checks run when it stops."""
+"""A real SoC for integration tests (vdsp_sim.soc.private_soc), and the leak checks run when it stops."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from vdsp_board import ddr
-from vdsp_sim.private_soc import PrivateSoc, PrivateSocConfig, ddr_names
+from vdsp_board.memory import ddr
+from vdsp_sim.soc.private_soc import PrivateSoc, PrivateSocConfig, ddr_names
 
 
 def shm_entries() -> set[str]:

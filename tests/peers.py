@@ -103,7 +103,7 @@ def orphan_connection(path: str) -> tuple[socket.socket, int]:
 FORKER = textwrap.dedent("""
     import os, socket, sys
     if sys.argv[1] == "victim":
-        from vdsp_board import ddr
+        from vdsp_board.memory import ddr
         me = ddr.current_owner()
         held = os.dup(me.lock_fd)       # its children keep this one (the SDK closes the owner's own fd in a child)
         print(me.id, flush=True)

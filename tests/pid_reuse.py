@@ -31,10 +31,12 @@ import zmq
 
 from protocol import messages, wire
 from tests.peers import Forker, Victim, Zmtp
-from vdsp_board import ddr, peerproof, settings
-from vdsp_board.peerproof import start_time
-from vdsp_board.admission import Admission
-from vdsp_board.ownership import Ownership
+from vdsp_board.config import settings
+from vdsp_board.memory import ddr
+from vdsp_board.identity import peerproof
+from vdsp_board.identity.peerproof import start_time
+from vdsp_board.identity.admission import Admission
+from vdsp_board.identity.ownership import Ownership
 
 
 class Server:

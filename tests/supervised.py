@@ -12,8 +12,9 @@ from pathlib import Path
 
 
 from arm_side import Soc, errors, opids, CORE_0
-from vdsp_board import ddr, rundir
-from vdsp_board.pidfile import alive
+from vdsp_board.processes import rundir
+from vdsp_board.memory import ddr
+from vdsp_board.processes.pidfile import alive
 from tests.conftest import wait_until
 from tests.live import own_shm_prefix, shm_entries
 

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from vdsp_board import starter
+from vdsp_board.processes import starter
 
 PRELOADED: dict = {}
 

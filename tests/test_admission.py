@@ -1,4 +1,4 @@
-"""vdsp_board.admission on real ZeroMQ sockets in this process: connection counts and limits."""
+"""vdsp_board.identity.admission on real ZeroMQ sockets in this process: connection counts and limits."""
 from __future__ import annotations
 
 import threading
@@ -6,7 +6,7 @@ import threading
 import zmq
 
 from tests.conftest import wait_until
-from vdsp_board.admission import PREAUTH_BUDGET, Admission, max_pending_for
+from vdsp_board.identity.admission import PREAUTH_BUDGET, Admission, max_pending_for
 
 
 def test_pending_handshakes_times_the_largest_frame_stay_within_the_budget():
@@ -44,7 +44,7 @@ def test_connections_beyond_the_limit_are_shut_down(tmp_path):
 def test_stop_ends_the_idle_monitor_thread_at_once_not_at_its_next_poll(tmp_path, monkeypatch):
     # An idle server's monitor thread sleeps long between looks (it costs CPU every wake-up):
     # stop() must wake it, or every server's close would wait for that sleep.
-    from vdsp_board import admission as mod
+    from vdsp_board.identity import admission as mod
     monkeypatch.setattr(mod, "IDLE_POLL_MS", 60_000)
     ctx = zmq.Context()
     server = ctx.socket(zmq.ROUTER)
@@ -65,8 +65,8 @@ def test_connections_opened_at_once_over_tcp_lose_nothing_to_the_handshake_limit
     is answered: the admission closes only connections whose handshake has not succeeded (their
     client connects again, what it sent waiting in its queue), never one that has (issue 40:
     handshake, then disconnect within 1 ms, and the messages sent on it lost)."""
-    from vdsp_board import curve
-    from vdsp_sim.private_soc import free_tcp_ports
+    from vdsp_board.identity import curve
+    from vdsp_sim.soc.private_soc import free_tcp_ports
     curve.init(tmp_path)
     ctx = zmq.Context()
     server = ctx.socket(zmq.ROUTER)
@@ -125,7 +125,7 @@ def test_a_connection_with_a_whole_handshake_is_kept_while_a_yes_is_in_flight(mo
     found no connection where its own could be."""
     from types import SimpleNamespace
 
-    from vdsp_board import admission as mod
+    from vdsp_board.identity import admission as mod
     ledger = mod._Ledger()
     monkeypatch.setattr(mod, "_LEDGER", ledger)
     a, b = SimpleNamespace(looked_at=-1, whole=0), SimpleNamespace(looked_at=-1, whole=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from arm_side.memory import BufferPool, MemoryManager
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 
 
 def segments(directory) -> set[str]:

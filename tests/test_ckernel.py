@@ -331,7 +331,7 @@ def test_the_example_kernel_has_no_bank_conflict(example, caplog):
 def mapped(tmp_path):
     """``mapped(size)``: a uint8 array over a file mapped as the firmware maps DDR (a PROT_NONE
     page after it)."""
-    from vdsp_board import ddr      # noqa: PLC0415
+    from vdsp_board.memory import ddr      # noqa: PLC0415
     maps = []
 
     def make(size: int, fill: int = 0) -> np.ndarray:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vdsp_board.pidfile import PidFile, alive
+from vdsp_board.processes.pidfile import PidFile, alive
 from tests.conftest import wait_until
 from tests.live import shm_entries
 

@@ -19,7 +19,7 @@ import arm_side
 import vdsp_sim
 from vdsp_sim import benchmarks, cli
 from vdsp_sim.benchmarks import report
-from vdsp_board import log as soclog
+from vdsp_board.observability import log as soclog
 
 ROOT = Path(__file__).resolve().parent.parent
 VDSP = [sys.executable, "-m", "vdsp_sim.cli"]

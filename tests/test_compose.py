@@ -35,8 +35,8 @@ import yaml
 
 from relay_server import main as relay_main
 from vdsp_sim import cli
-from vdsp_board import rundir
-from vdsp_sim.private_soc import free_tcp_ports as free_ports
+from vdsp_board.processes import rundir
+from vdsp_sim.soc.private_soc import free_tcp_ports as free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"

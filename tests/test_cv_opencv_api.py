@@ -11,7 +11,7 @@ import pytest
 
 from arm_side import Soc, cv, errors
 from tests.cv_cases import SEP_X, SEP_Y, remap_maps, source, per_plane
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 
 pytestmark = pytest.mark.live
 

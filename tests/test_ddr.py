@@ -1,4 +1,4 @@
-"""vdsp_board.ddr (segments, owners, reaping) and dsp_side.ddr_resolver."""
+"""vdsp_board.memory.ddr (segments, owners, reaping) and dsp_side.ddr_resolver."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,7 @@ import pytest
 from dsp_side.ddr_resolver import Resolver
 from protocol.errors import (FreedHandle, HandleOutOfBounds, SysInvalidArgument,
                              UnknownHandle)
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -138,7 +138,7 @@ def test_fork_child_gets_its_own_owner_and_leaves_parent_files(shm):
 
 CHILD_DIES = """
 import os, signal
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 segs = [ddr.Segment.create(4096 * (i + 1)) for i in range(3)]
 print(ddr.current_owner().id, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
@@ -146,7 +146,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 CHILD_WAITS = """
 import sys
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 seg = ddr.Segment.create(100)
 print(ddr.current_owner().id, flush=True)
 sys.stdin.read()

@@ -1,6 +1,6 @@
 """Nothing another user can open or lock stops an allocation (issue 34, point 1).
 
-The reserve check of an allocation (``vdsp_board.ddr``) took a blocking ``flock(LOCK_EX)`` on the
+The reserve check of an allocation (``vdsp_board.memory.ddr``) took a blocking ``flock(LOCK_EX)`` on the
 DDR directory itself (``/dev/shm`` by default), which any user can open and lock:
 ``flock -x /dev/shm sleep 1e6`` run by uid 65534 made every ``soc.mem.alloc`` of every client
 wait with no end. Now the lock is a mode-0600 file of the allocating user's own, and no wait on
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests import privilege
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 from vdsp_sim import otheruser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,7 +173,7 @@ def test_a_lock_held_by_a_stopped_process_of_ours_delays_an_alloc_by_a_deadline_
     """A process of the same user stopped while it holds the lock: the others wait LOCK_WAIT_S, not forever."""
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import os, signal, sys
-        from vdsp_board import ddr
+        from vdsp_board.memory import ddr
         with ddr._reserve_lock(sys.argv[1]) as locked:
             print("held" if locked else "not held", flush=True)
             os.kill(os.getpid(), signal.SIGSTOP)
@@ -194,7 +194,7 @@ def test_allocations_of_one_user_are_serialised_by_the_lock(shared_ddr):
         assert locked
         out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
             import sys
-            from vdsp_board import ddr
+            from vdsp_board.memory import ddr
             ddr.LOCK_WAIT_S = 0.2
             with ddr._reserve_lock(sys.argv[1]) as locked:
                 print(locked)

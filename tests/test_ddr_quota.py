@@ -15,7 +15,7 @@ from arm_side.memory import MemoryManager
 from protocol import errors
 from tests import privilege
 from tests.privilege import require
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20

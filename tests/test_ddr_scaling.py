@@ -17,7 +17,7 @@ import pytest
 
 from dsp_side.ddr_resolver import Resolver
 from protocol.errors import UnknownHandle
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 
 ROOT = Path(__file__).resolve().parent.parent
 CROWD = 20_000
@@ -73,7 +73,7 @@ def crowded(shm):
 
 CHILD_DIES = """
 import os, signal
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 segs = [ddr.Segment.create(4096) for i in range(3)]
 print(ddr.current_owner().id, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
@@ -151,7 +151,7 @@ def test_reap_and_resolve_do_not_scan_a_crowded_directory(crowded, monkeypatch):
 
 MANY_MAPPINGS = """
 import os, resource
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 from arm_side.memory import MemoryManager
 from dsp_side.ddr_resolver import Resolver
 

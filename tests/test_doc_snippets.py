@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from vdsp_board.pidfile import alive
-from vdsp_sim.private_soc import ddr_names, fresh_ddr_dir, fresh_runtime_dir
+from vdsp_board.processes.pidfile import alive
+from vdsp_sim.soc.private_soc import ddr_names, fresh_ddr_dir, fresh_runtime_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", ROOT / "PROTOCOL.md", ROOT / "vdsp_sim" / "benchmarks" / "README.md",

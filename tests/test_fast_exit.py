@@ -1,4 +1,4 @@
-"""A SoC process's fast exit (vdsp_board.proc.fast_exit): what a normal exit does for it, no teardown."""
+"""A SoC process's fast exit (vdsp_board.processes.proc.fast_exit): what a normal exit does for it, no teardown."""
 from __future__ import annotations
 
 import subprocess
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = textwrap.dedent("""
     import atexit, sys, threading, time
-    from vdsp_board import proc
+    from vdsp_board.processes import proc
     out = sys.argv[1]
 
     def note(what):

@@ -1,4 +1,4 @@
-"""vdsp_board.fdwait: waits on fds above 1023, which select() refuses (FD_SETSIZE)."""
+"""vdsp_board.processes.fdwait: waits on fds above 1023, which select() refuses (FD_SETSIZE)."""
 from __future__ import annotations
 
 import os
@@ -7,8 +7,8 @@ import select
 
 import pytest
 
-from vdsp_board import fdwait
-from vdsp_board.fdwait import PollSet
+from vdsp_board.processes import fdwait
+from vdsp_board.processes.fdwait import PollSet
 
 
 @pytest.fixture

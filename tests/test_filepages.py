@@ -1,4 +1,4 @@
-"""The library pages a preloading process lets go of (``vdsp_board.filepages``)."""
+"""The library pages a preloading process lets go of (``vdsp_board.processes.filepages``)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from vdsp_board import filepages
+from vdsp_board.processes import filepages
 
 SMAPS = b"""\
 55d0c0000000-55d0c0001000 r--p 00000000 fe:00 101 /usr/bin/python3.11

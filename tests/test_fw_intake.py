@@ -180,7 +180,7 @@ def test_what_is_not_a_task_is_answered_now():
 
 
 def test_the_gate_s_refusals_are_answered_and_its_messages_taken():
-    from vdsp_board.hellogate import Item
+    from vdsp_board.identity.hellogate import Item
     refused = Item(A, task(5), None, "")
     refused.refuse(errors.CoreBusy("too many HELLOs"))
     intake = make()

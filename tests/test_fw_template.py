@@ -1,4 +1,4 @@
-"""Firmwares forked from the core's starter (vdsp_board/starter.py, a template that imported what
+"""Firmwares forked from the core's starter (vdsp_board/processes/starter.py, a template that imported what
 firmwares run): each firmware is a separate process and the starter's own child, a recovery
 reuses the starter, nothing outlives the core, ``VDSP_FW_TEMPLATE=0`` boots ``python -m
 dsp_side.firmware`` as before, and each process says its role in ``ps`` (its command line)."""
@@ -13,7 +13,7 @@ import pytest
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
 from tests.conftest import wait_until
 from tests.live import LiveSoc
-from vdsp_sim.private_soc import children
+from vdsp_sim.soc.private_soc import children
 
 pytestmark = pytest.mark.live
 
@@ -131,8 +131,8 @@ def test_vdsp_up_forks_the_cores_from_one_soc_starter_and_down_leaves_nothing(ru
     nine identical ``... vdsp up -d`` lines. A killed core is forked again; ``vdsp down`` ends them all."""
     from tests.supervised import VDSP, down_and_check, run, rt_processes
     from tests.live import shm_entries
-    from vdsp_board.pidfile import PidFile
-    monkeypatch.delenv("VDSP_SOC_TEMPLATE", raising=False)     # the default (see vdsp_board/starter.py)
+    from vdsp_board.processes.pidfile import PidFile
+    monkeypatch.delenv("VDSP_SOC_TEMPLATE", raising=False)     # the default (see vdsp_board/processes/starter.py)
     before = shm_entries()
     res = run(VDSP + ["up", "-d"], runtime_env)
     try:

@@ -17,8 +17,8 @@ from dsp_side.inbox import Inbox
 from dsp_side.intake import Intake
 from protocol import errors, messages, opids, wire
 from protocol.constants import MAX_RAW_FRAME, Command
-from vdsp_board.admission import Admission
-from vdsp_board.ownership import Ownership
+from vdsp_board.identity.admission import Admission
+from vdsp_board.identity.ownership import Ownership
 
 PER_PEER = 4
 WAIT_MS = 30_000        # a bound on waiting for what must come (a loaded host is slow, not dead)

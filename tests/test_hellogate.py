@@ -1,4 +1,4 @@
-"""vdsp_board.hellogate: HELLO claims judged off the loop; the claiming connection's later
+"""vdsp_board.identity.hellogate: HELLO claims judged off the loop; the claiming connection's later
 messages wait for the verdict in order, others pass; what waits is bounded and refused, not dropped.
 The judge is a stand-in that blocks until the test lets it answer (one layer under test)."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ import threading
 import time
 
 from protocol import errors, messages, wire
-from vdsp_board import hellogate
-from vdsp_board.hellogate import HelloGate
-from vdsp_board.ownership import Claim, Ownership, Verdict
+from vdsp_board.identity import hellogate
+from vdsp_board.identity.hellogate import HelloGate
+from vdsp_board.identity.ownership import Claim, Ownership, Verdict
 
 A, B = b"\x00A", b"\x00B"
 

@@ -3,7 +3,7 @@
 Every import counts, function-level and by name (``importlib``) included (see
 ``tests/test_layers.py``). A cycle made a module impossible to read alone: ``dsp_side.core_main ->
 core -> fwproc -> fwtemplate -> core_main`` was the last, until one process starter
-(``vdsp_board.starter``) took entry points from the layers above it instead of importing them.
+(``vdsp_board.processes.starter``) took entry points from the layers above it instead of importing them.
 ``python -m tests.test_import_graph`` prints the counts (modules, arrows, cycles, upward arrows).
 """
 from __future__ import annotations

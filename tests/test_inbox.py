@@ -8,7 +8,7 @@ import pytest
 
 from dsp_side.inbox import Inbox
 from protocol import errors
-from vdsp_board.log import RateLimited
+from vdsp_board.observability.log import RateLimited
 
 
 def task(msg_id: int, priority: int = 0, custom_id: int = 0) -> list:

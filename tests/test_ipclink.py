@@ -1,5 +1,5 @@
 """Client ipc links connect once, through their checked directory (issue 40, point 2;
-``vdsp_board.ipclink``): libzmq's own reconnects sent a live client's queued TASK to another
+``vdsp_board.sockets.ipclink``): libzmq's own reconnects sent a live client's queued TASK to another
 user's socket made at the old path. The live attack: tests/test_live_squat.py."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from arm_side.channel import AsyncChannel, Channel
 from arm_side.session import Session
 from arm_side.steps import Dead, Hello, Open, Pause, Refused, Release, Wait
 from relay_server.server import RelayServer
-from vdsp_board import ipclink
+from vdsp_board.sockets import ipclink
 from tests.conftest import wait_until
 
 

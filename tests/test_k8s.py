@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vdsp_board import rundir
+from vdsp_board.processes import rundir
 
 ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "deploy" / "k8s"

@@ -11,7 +11,7 @@ import zmq
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
 from protocol import messages, wire
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 
 pytestmark = pytest.mark.live
 

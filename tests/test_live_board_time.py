@@ -11,7 +11,7 @@ import pytest
 
 from arm_side import CORE_0, CORE_1, AsyncSoc, Soc, opids
 from dsp_side.ckernel import board_model as bm
-from vdsp_board import trace, tracefmt
+from vdsp_board.observability import trace, tracefmt
 from vdsp_sim import capi_build, ctoolchain
 from tests import privilege
 from tests.test_board_time import BOARD_SRC

@@ -14,7 +14,8 @@ import pytest
 
 from arm_side import CLEAN, CORE_0, CORE_1, INVALIDATE, Soc, errors, opids
 from dsp_side import fw_image
-from vdsp_board import rundir, trace, tracefmt
+from vdsp_board.processes import rundir
+from vdsp_board.observability import trace, tracefmt
 from vdsp_sim import ctoolchain
 from tests.conftest import wait_until
 from tests.live import LiveSoc

@@ -22,10 +22,10 @@ import pytest
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
 from tests.conftest import wait_until
 from tests.privilege import require
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 from vdsp_sim import otheruser
-from vdsp_sim.private_soc import fresh_ddr_dir
-from vdsp_sim.private_soc import free_tcp_ports as free_ports
+from vdsp_sim.soc.private_soc import fresh_ddr_dir
+from vdsp_sim.soc.private_soc import free_tcp_ports as free_ports
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,7 +209,7 @@ STRANGER = textwrap.dedent("""
 
 
 def test_a_peer_without_an_allowed_key_from_another_uid_gets_nothing_at_all(tcp_soc):
-    from vdsp_board import curve
+    from vdsp_board.identity import curve
     require(otheruser.unavailable())
     endpoints = {"relay": tcp_soc.relay, "vdsp0 control": tcp_soc.ctl["vdsp0"], "vdsp0 firmware": tcp_soc.fw["vdsp0"]}
     server_public = curve.load_public(tcp_soc.keys / "server.key").decode()
@@ -304,7 +304,7 @@ def test_vdsp_up_with_tcp_endpoints_starts_a_tcp_soc_with_its_keys(tmp_path):
     """`vdsp up` with VDSP_RELAY_ENDPOINT / VDSP_CORE_ENDPOINTS on tcp binds the cores there
     (it bound ipc, and the relay waited 60 s for cores that never came), makes its keys,
     serves clients with an allowed key only, and `vdsp down` leaves nothing behind."""
-    from vdsp_board import curve
+    from vdsp_board.identity import curve
     env = {k: v for k, v in os.environ.items() if not k.startswith("VDSP_")}
     rt = tmp_path / "rt"
     relay, c0, c1 = free_ports(3, with_next=True)   # each firmware: the next port

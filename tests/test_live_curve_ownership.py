@@ -13,7 +13,7 @@ import zlib
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, opids
-from vdsp_board import curve
+from vdsp_board.identity import curve
 from tests.test_live_curve import running_tcp_soc
 from tests.test_live_ownership import CLAIM_REFUSED, FOREIGN, SECRET, OwnerA, claim_owner, refused
 
@@ -71,7 +71,7 @@ def test_lock_fd_plays_no_part_over_tcp(tcp_soc, mode, lock_fd, monkeypatch):
     from arm_side.client import Client
     from arm_side.transport import ZmqTransport
     from protocol.task_options import TaskOptions
-    from vdsp_board import ddr
+    from vdsp_board.memory import ddr
     if mode == "direct":
         monkeypatch.setenv("VDSP_CORE_ENDPOINTS", ",".join(f"{n}={e}" for n, e in tcp_soc.ctl.items()))
     me = ddr.current_owner()

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from arm_side import CORE_1, Soc, errors
 from dsp_side import fw_image, signing
 from vdsp_sim import firmware_cli
-from vdsp_board import rundir
+from vdsp_board.processes import rundir
 from tests.live import LiveSoc
 
 pytestmark = pytest.mark.live
@@ -146,7 +146,7 @@ def test_an_image_signed_by_an_unknown_key_is_refused_and_none_of_it_runs(shared
 def test_an_image_built_under_another_runtime_directory_is_refused(shared_soc, soc, fwdir, marked):
     """The tutorial: `vdsp firmware build` signs with the key of the runtime directory it runs under;
     a SoC under another runtime directory does not trust that key."""
-    from vdsp_sim.private_soc import fresh_runtime_dir
+    from vdsp_sim.soc.private_soc import fresh_runtime_dir
     other = fresh_runtime_dir()
     try:
         env = {k: v for k, v in os.environ.items() if k not in ("VDSP_KEYS_DIR", "VDSP_RUNTIME_DIR")}

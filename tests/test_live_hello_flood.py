@@ -1,6 +1,6 @@
 """A flood of HELLO claims from one peer does not keep another client out.
 
-Before, the HELLO claims a server judges off its loop (``vdsp_board.hellogate``) were bounded
+Before, the HELLO claims a server judges off its loop (``vdsp_board.identity.hellogate``) were bounded
 in all only: 600 owner claims sent at once by one process of the same user filled the 256
 places, and a ``Soc()`` opened meanwhile failed at once with HB_DSP_BUSY, which the SDK did not
 retry; under a sustained flood a legitimate open took up to 9.7 s or failed. Now each peer (an
@@ -27,8 +27,10 @@ import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, opids
 from tests.live import LiveSoc
-from vdsp_board import curve, ddr, rundir
-from vdsp_board.admission import MAX_CONNECTIONS
+from vdsp_board.processes import rundir
+from vdsp_board.memory import ddr
+from vdsp_board.identity import curve
+from vdsp_board.identity.admission import MAX_CONNECTIONS
 
 pytestmark = [
     pytest.mark.live,
@@ -44,7 +46,7 @@ FLOOD = textwrap.dedent("""
     import json, resource, sys, threading, time
     import zmq
     from protocol import messages, wire
-    from vdsp_board import curve
+    from vdsp_board.identity import curve
     endpoints, conns, owner, style = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     stop = threading.Event()     # set when the test closes our stdin
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
@@ -183,7 +185,7 @@ def test_a_soc_opens_beside_a_flood_that_holds_every_connection_the_relay_takes(
     MAX_CONNECTIONS (1,024) connections, and every further one was shut down at once: the flood
     with the SoC's other connections reached that, and the new client's connection (and each
     made again) was cut until its connect timeout. Now the connection of a peer holding fewer
-    connections takes the place of the newest of the peer holding the most (vdsp_board.admission):
+    connections takes the place of the newest of the peer holding the most (vdsp_board.identity.admission):
     an open during such a flood is slow at worst, never refused as unreachable."""
     flood = Flood(targets(soc, "relay"), MAX_CONNECTIONS, ddr.current_owner().id, "flood")
     took = []

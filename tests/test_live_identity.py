@@ -29,7 +29,8 @@ from arm_side import CORE_0, Soc, opids
 from tests import privilege
 from tests.peers import CLAIM_REFUSED, RAW_CLIENT, raw_client
 from tests.privilege import require
-from vdsp_board import ddr, peerproof
+from vdsp_board.memory import ddr
+from vdsp_board.identity import peerproof
 from vdsp_sim import otheruser
 from vdsp_sim.lockflood import LockFlood
 
@@ -164,7 +165,7 @@ HELLO_AGENT = textwrap.dedent("""
     import os, sys, time
     import zmq
     from protocol import messages, wire
-    from vdsp_board import ddr
+    from vdsp_board.memory import ddr
     cpus = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {max(cpus)})    # its lock is listed last in /proc/locks (per-CPU lists, newest first)
     me = ddr.current_owner()

@@ -26,7 +26,7 @@ import pytest
 from arm_side import CORE_1, Soc, errors, opids
 from dsp_side import fw_image, signing
 from protocol.constants import HEARTBEAT_INTERVAL_MS
-from vdsp_board import rundir
+from vdsp_board.processes import rundir
 from tests.conftest import wait_until
 from tests.live import bytes_read
 

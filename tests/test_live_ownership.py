@@ -25,7 +25,7 @@ from arm_side.client import Client
 from arm_side.transport import ZmqTransport
 from protocol import messages, wire
 from protocol.task_options import TaskOptions
-from vdsp_board import acl, ddr
+from vdsp_board.memory import acl, ddr
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.live

@@ -28,7 +28,7 @@ from arm_side import CLEAN, CORE_1, CORE_ANY, INVALIDATE, Soc, opids
 from tests.conftest import wait_until
 from tests.live import LiveSoc
 from tests.peers import CLAIM_REFUSED, Zmtp, orphan_connection, raw_client
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent

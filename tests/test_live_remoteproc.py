@@ -11,7 +11,7 @@ import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
 from dsp_side import fw_image
-from vdsp_board import rundir
+from vdsp_board.processes import rundir
 from tests.conftest import wait_until
 from tests.live import LiveSoc
 

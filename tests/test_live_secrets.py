@@ -3,7 +3,7 @@
 A firmware runs image code (any signed image): it held the SoC's CURVE server secret (6-14 copies),
 so any signed image could impersonate the whole SoC over tcp. Now it makes a key pair of its own
 at boot and its core announces the public key (PROTOCOL.md §16); the starters are made before
-anything reads a key and the keys and stock images are made by a job that exits (vdsp_sim.prepare),
+anything reads a key and the keys and stock images are made by a job that exits (vdsp_sim.soc.prepare),
 so nothing is inherited. Every anonymous mapping of every process (heap, stacks, arenas: where a
 key read or made would lie) is read through /proc/PID/mem and searched for each secret, as its
 Z85 text and its raw 32 bytes, and for the firmware-signing key (raw, and its PEM text)."""
@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import serialization
 
 from arm_side import CORE_0, CORE_1, Soc, opids
 from tests.supervised import VDSP
-from vdsp_sim.private_soc import children, free_tcp_ports
+from vdsp_sim.soc.private_soc import children, free_tcp_ports
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,11 +1,11 @@
 """A squatted short sockets directory receives nothing of a live client (issue 40, point 2).
 
 Under a runtime dir longer than 90 characters a SoC's sockets live in ``/tmp/vdsp-sock-XXXXXXXX``
-(``vdsp_board.rundir``). Once the SoC is down and that directory removed, another user may make
+(``vdsp_board.processes.rundir``). Once the SoC is down and that directory removed, another user may make
 the same name at once and bind ``relay.sock`` there. libzmq connected an ipc DEALER again by
 itself, every 50 ms, to the old path: a TASK a client had queued when the relay went away
 (owner id, physical addresses, parameters) reached the other user's socket. Every client ipc
-link now connects once, through its directory checked (``vdsp_board.ipclink``), and a new link
+link now connects once, through its directory checked (``vdsp_board.sockets.ipclink``), and a new link
 checks again.
 
 The client here is one live ``Soc`` across every round: its relay is stopped with tasks queued
@@ -30,7 +30,8 @@ import pytest
 
 from arm_side import Soc
 from protocol import errors
-from vdsp_board import ddr, rundir
+from vdsp_board.processes import rundir
+from vdsp_board.memory import ddr
 from tests.conftest import wait_until
 from tests.privilege import other_user_process
 
@@ -103,7 +104,7 @@ while True:
 def long_rt(monkeypatch):
     """A runtime dir of 120 characters (its sockets go to a short directory in /tmp) and a private
     DDR directory, named by the environment."""
-    from vdsp_sim.private_soc import fresh_ddr_dir
+    from vdsp_sim.soc.private_soc import fresh_ddr_dir
     top = Path(tempfile.mkdtemp(prefix="vsq", dir="/tmp"))
     rt = top / ("r" * (120 - len(str(top)) - 1))
     shm = fresh_ddr_dir()

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
-from vdsp_board.pidfile import PidFile, alive
+from vdsp_board.processes.pidfile import PidFile, alive
 from tests.conftest import wait_until
 from tests.live import LiveSoc, shm_entries
 from tests.supervised import VDSP, core_pids, down_and_check, ping, rt_processes, run, status_json, supervisor_of

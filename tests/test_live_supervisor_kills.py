@@ -12,7 +12,7 @@ import time
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
-from vdsp_board.pidfile import PidFile
+from vdsp_board.processes.pidfile import PidFile
 from tests.conftest import wait_until
 from tests.supervised import FAULT_CODES, RECOVERY_LIMIT_S, VDSP, core_pids, ping, run, status_json, supervisor_of
 
@@ -94,7 +94,7 @@ def test_a_task_that_reaches_the_restarted_relay_before_the_sdk_heard_of_the_kil
     which had no HELLO from that connection: they failed HB_DSP_FOREIGN_HANDLE ("memory ... not
     granted") as if the caller had used another owner's memory. They must fail as the relay's
     loss (HB_DSP_RELAY_UNAVAILABLE), and the next task must say HELLO again and run. (Over ipc
-    the SDK's link is no longer connected again by ZeroMQ (issue 40, vdsp_board.ipclink): such a
+    the SDK's link is no longer connected again by ZeroMQ (issue 40, vdsp_board.sockets.ipclink): such a
     task now finds the link closed at once; over tcp the HELLO check below still applies.)"""
     rt = up_soc
     with Soc(connect_timeout_s=10) as soc:

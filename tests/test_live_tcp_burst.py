@@ -6,7 +6,7 @@ at once, 100-256 PINGs each: in 6 of about 35 bursts the server closed a connect
 its handshake succeeded, and the PINGs already sent on it were lost without a reply or an error
 (the relay: 4 of 12 bursts). Eight SDK processes opening a ``Soc()`` at once on a tcp SoC met it
 too: "no relay answers", "its connection closed: declared dead", tasks that timed out after 300 s.
-A server's admission (``vdsp_board.admission``) closes only connections whose handshake has
+A server's admission (``vdsp_board.identity.admission``) closes only connections whose handshake has
 not succeeded, and a client loses nothing to such a close (its messages wait in its queue).
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from arm_side import CORE_0, Soc, errors, opids
 from protocol import messages, wire
 from protocol.constants import Command
 from tests.test_live_curve import ROOT, running_tcp_soc
-from vdsp_board import curve
+from vdsp_board.identity import curve
 
 pytestmark = pytest.mark.live
 CONNS, BURSTS = 8, 8

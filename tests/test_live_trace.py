@@ -13,7 +13,7 @@ import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
 from arm_side.tracing import sdk_tracer
-from vdsp_board import trace, tracefmt
+from vdsp_board.observability import trace, tracefmt
 from tests.conftest import wait_until
 from tests.test_trace import REQUIRED
 

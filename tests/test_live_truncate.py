@@ -6,7 +6,7 @@ import os
 import pytest
 
 from arm_side import CORE_0, Soc, errors, opids
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 
 pytestmark = pytest.mark.live
 

@@ -1,6 +1,6 @@
 """The liveness rule (``protocol.liveness``: silence makes a peer hung only past a deadline, and
 then only if its process makes no progress) and the kernel facts it rests on
-(``vdsp_board.procfacts``, read from real processes: running, stopped, busy, exited)."""
+(``vdsp_board.processes.procfacts``, read from real processes: running, stopped, busy, exited)."""
 from __future__ import annotations
 
 import os
@@ -12,7 +12,7 @@ import pytest
 
 from protocol.liveness import Liveness, ProcFact
 from tests.conftest import wait_until
-from vdsp_board.procfacts import ProcFacts, exited
+from vdsp_board.processes.procfacts import ProcFacts, exited
 
 
 @pytest.mark.parametrize("silent, fact, hung", [

@@ -23,7 +23,7 @@ def test_a_python_warning_is_one_line_of_the_log_format_at_its_source(tmp_path, 
         import sys
         sys.path.insert(0, {str(ROOT)!r})
         import numpy as np
-        from vdsp_board import log
+        from vdsp_board.observability import log
         log.setup({kind!r})
         big = np.full(4, 3e38, np.float32)
         for _ in range(3):
@@ -44,7 +44,7 @@ def test_a_python_warning_is_one_line_of_the_log_format_at_its_source(tmp_path, 
 def test_warnings_follow_the_log_level(tmp_path):
     """VDSP_LOG_LEVEL=error: a warning is not shown (it was, whatever the level)."""
     kernel = tmp_path / "kernel.py"
-    kernel.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom vdsp_board import log\n"
+    kernel.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom vdsp_board.observability import log\n"
                       "log.setup('dsp')\nimport warnings\nwarnings.warn('hidden', UserWarning)\n")
     import os
     res = subprocess.run([sys.executable, str(kernel)], capture_output=True, text=True, timeout=60,

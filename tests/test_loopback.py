@@ -1,4 +1,4 @@
-"""The SDK against a whole SoC in this process (``vdsp_sim.loopback``): the relay engine, the core
+"""The SDK against a whole SoC in this process (``vdsp_sim.soc.loopback``): the relay engine, the core
 engines and the firmware executors, without processes or sockets. Scheduling, credit, cancel,
 core failure, strict cache and the errors a user sees, in relay and direct mode, with exact
 event order and no sleeps."""
@@ -10,7 +10,7 @@ from arm_side import Soc
 from arm_side.memory import CLEAN
 from protocol import errors, opids
 from protocol.constants import MAX_TASKS_PER_CLIENT, Core
-from vdsp_sim.loopback import LoopbackTransport
+from vdsp_sim.soc.loopback import LoopbackTransport
 
 MODES = ["relay", "direct"]
 

@@ -13,7 +13,7 @@ from arm_side.memory import CLEAN, INVALIDATE, Mem, MemoryManager
 from dsp_side.ddr_resolver import Resolver
 from protocol.constants import HANDLE_REGISTERED
 from protocol.errors import (CacheCoherencyError, SysInvalidArgument, SysRegisterMemFailed)
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -303,7 +303,7 @@ def test_register_foreign_memory_only_within_a_grant(mm, dsp, shm):
 
 def test_grants_of_own_memory(mm, shm):
     from protocol import acl as aclrule
-    from vdsp_board import acl
+    from vdsp_board.memory import acl
     mem, other = mm.alloc(4096), mm.alloc(64)
     whole = mem.share()
     part = mm.grant(mem, to=0x123, offset=100, size=50)

@@ -26,7 +26,7 @@ import pytest   # noqa: E402
 
 from tests import privilege   # noqa: E402
 
-from vdsp_board import settings   # noqa: E402
+from vdsp_board.config import settings   # noqa: E402
 from vdsp_sim import native_build, native_finder   # noqa: E402
 
 
@@ -116,7 +116,7 @@ def test_this_checkout_runs_what_its_setup_built():
         from vdsp_sim import native_build
         names = {[_module_name(rel) for rel in native_build.MODULES]!r}
         active = [native_build.active(importlib.import_module(n)) for n in names]
-        active.append(importlib.import_module("vdsp_board.zsock")._ZIO is not None)      # vdsp_board/zio.c
+        active.append(importlib.import_module("vdsp_board.sockets.zsock")._ZIO is not None)      # vdsp_board/sockets/zio.c
         print(json.dumps([native_build.status(), active]))
     """
     lacking = native_build.missing()
@@ -370,12 +370,12 @@ def outcomes() -> dict[str, list]:
 
 
 def socket_cases(shapes: dict[str, list], kinds: dict[str, Callable]) -> dict[str, Callable[[], object]]:
-    """``vdsp_board.zsock``'s frame calls (pyzmq's, or the compiled build's ``_zio``) on real
+    """``vdsp_board.sockets.zsock``'s frame calls (pyzmq's, or the compiled build's ``_zio``) on real
     inproc sockets: each shape of frames, as each buffer type, sent and received; and the calls
     that must fail (a closed socket, nothing to read, a frame that is no buffer, bad flags)."""
     import zmq
 
-    from vdsp_board import zsock
+    from vdsp_board.sockets import zsock
 
     ctx = zmq.Context.instance()
     serial = iter(range(10**9))
@@ -454,7 +454,7 @@ def socket_cases(shapes: dict[str, list], kinds: dict[str, Callable]) -> dict[st
 WAITING_CALLS = """if True:
     import json, os, signal, threading, time
     import zmq
-    from vdsp_board import zsock
+    from vdsp_board.sockets import zsock
     ctx = zmq.Context.instance()
     a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
     a.bind("inproc://waiting")
@@ -527,5 +527,5 @@ if __name__ == "__main__":
     logging.disable()       # the relay's warnings about each malformed input (not compared)
     found = outcomes()
     found["compiled"] = [native_build.active(importlib.import_module(_module_name(rel))) for rel in native_build.MODULES]
-    found["compiled"] += [importlib.import_module("vdsp_board.zsock")._ZIO is not None]      # vdsp_board/zio.c
+    found["compiled"] += [importlib.import_module("vdsp_board.sockets.zsock")._ZIO is not None]    # vdsp_board/sockets/zio.c
     json.dump(found, sys.stdout, default=repr)

@@ -1,7 +1,7 @@
 """Ownership without processes of the SoC: the access-list format and rule (protocol.acl), owner
 proofs from the connecting process alone, pinned by each proof this kernel offers, and its
-/proc/PID/fdinfo (vdsp_board.peercred, vdsp_board.peerproof, vdsp_board.ownership), access-list
-files (vdsp_board.acl) and reserved handle flags."""
+/proc/PID/fdinfo (vdsp_board.identity.peercred, vdsp_board.identity.peerproof, vdsp_board.identity.ownership), access-list
+files (vdsp_board.memory.acl) and reserved handle flags."""
 from __future__ import annotations
 
 import fcntl
@@ -16,9 +16,10 @@ import pytest
 import zmq
 
 from protocol import acl as rule, errors, messages, wire
-from vdsp_board import acl, ddr, peercred, peerproof
-from vdsp_board.admission import Admission
-from vdsp_board.ownership import RELAY, Bindings, Ownership
+from vdsp_board.memory import acl, ddr
+from vdsp_board.identity import peercred, peerproof
+from vdsp_board.identity.admission import Admission
+from vdsp_board.identity.ownership import RELAY, Bindings, Ownership
 
 ROOT = Path(__file__).resolve().parent.parent
 ME, OTHER, THIRD = 0x0000a1, 0x0000b2, 0x0000c3
@@ -102,7 +103,7 @@ def test_reserved_handle_flags_are_invalid_arguments(flags):
         messages.check_body(wire.decode(wire.encode(msg)))
 
 
-# --- vdsp_board.peercred ------------------------------------------------------------------------------------
+# --- vdsp_board.identity.peercred ------------------------------------------------------------------------------------
 
 def test_peer_pid_parses_ipc_addresses_only():
     assert peercred.peer_pid("localhost:0:0:4242") == 4242
@@ -148,7 +149,7 @@ def test_holds_exclusive_flock_on_the_real_fdinfo(tmp_path):
     assert peercred.lock_identity(str(tmp_path / "link")) is None       # never through a symlink
 
 
-# --- vdsp_board.ownership: HELLO claims over a real ipc connection ------------------------------------------
+# --- vdsp_board.identity.ownership: HELLO claims over a real ipc connection ------------------------------------------
 
 PROOFS = [p.value for p in peerproof.Proof if p.rank >= peerproof.kernel_proof().rank]
 
@@ -190,7 +191,7 @@ def ipc(request, tmp_path, monkeypatch):
 
 HOLDER = textwrap.dedent("""
     import sys
-    from vdsp_board import ddr
+    from vdsp_board.memory import ddr
     print(ddr.current_owner().id, flush=True)
     sys.stdin.read()
 """)
@@ -243,7 +244,7 @@ def test_bindings_are_bounded_least_recently_used_first():
     assert b.get(b"\x00") is None and len(b) == 2
 
 
-# --- vdsp_board.acl: files ----------------------------------------------------------------------------------
+# --- vdsp_board.memory.acl: files ----------------------------------------------------------------------------------
 
 def test_reader_ignores_unusable_lists(shm):
     me = ddr.current_owner()
@@ -266,7 +267,7 @@ def test_reader_ignores_unusable_lists(shm):
 
 DYING = textwrap.dedent("""
     import os, sys
-    from vdsp_board import acl, ddr
+    from vdsp_board.memory import acl, ddr
     owner = ddr.current_owner()
     acl.own_list(owner).grant(0x1000, 4096, 0)
     print(owner.id, flush=True)

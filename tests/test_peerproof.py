@@ -1,8 +1,8 @@
-"""The pieces of the identity proofs (vdsp_board.peerproof) on real processes and sockets: a
+"""The pieces of the identity proofs (vdsp_board.identity.peerproof) on real processes and sockets: a
 process's start time, a pin that tells the pinned process from a later holder of its pid, the
 accept records an admission thread writes (on a path and an abstract ipc endpoint) and the pins
 taken from them (a pidfd taken at accept; a start time waited out, with the connection's client
-end found by sock_diag among the process's fds: vdsp_board.sockdiag), and which proof a host uses
+end found by sock_diag among the process's fds: vdsp_board.identity.sockdiag), and which proof a host uses
 (VDSP_IDENTITY_PROOF)."""
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import zmq
 from protocol import errors
 from tests.peers import Forker
 from tests.privilege import require
-from vdsp_board import peercred, peerproof, sockdiag
-from vdsp_board.admission import Admission
-from vdsp_board.peerproof import Accepted, Gone, Pin, Proof, start_time
+from vdsp_board.identity import peercred, peerproof, sockdiag
+from vdsp_board.identity.admission import Admission
+from vdsp_board.identity.peerproof import Accepted, Gone, Pin, Proof, start_time
 
 PIN_PROOFS = [p for p in (Proof.PIDFD, Proof.START_TIME) if p.rank >= peerproof.kernel_proof().rank]
 

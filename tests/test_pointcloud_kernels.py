@@ -236,7 +236,7 @@ print(after_setup == {k: len(getattr(jit, k).signatures) for k in KERNELS}, afte
 """
 
 
-@pytest.mark.skipif(not __import__("vdsp_board.jit").jit.AVAILABLE, reason="numba is disabled (VDSP_NO_NUMBA)")
+@pytest.mark.skipif(not __import__("vdsp_board.config.jit").config.jit.AVAILABLE, reason="numba is disabled (VDSP_NO_NUMBA)")
 def test_a_firmware_task_after_the_install_step_compiles_nothing(shm):
     """The install step (``python -m vdsp_sim.pointcloud_inprocess``) compiles the very signatures
     a firmware task calls: the first point-cloud task after an install stalled ~10 s in numba."""

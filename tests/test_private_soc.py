@@ -1,4 +1,4 @@
-"""vdsp_sim.private_soc: the one way tests, benchmarks and samples start a SoC of their own.
+"""vdsp_sim.soc.private_soc: the one way tests, benchmarks and samples start a SoC of their own.
 It gets its own runtime and DDR directories, names them to this process only while it runs,
 and leaves nothing behind; what it had to clean up is reported."""
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, opids
-from vdsp_sim import private_soc as ps
-from vdsp_board import ddr
-from vdsp_board.pidfile import alive
+from vdsp_sim.soc import private_soc as ps
+from vdsp_board.memory import ddr
+from vdsp_board.processes.pidfile import alive
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,7 +1,7 @@
 """PROTOCOL.md §7.5 (image descriptors of the CV operators) against the contract, the descriptor
 parser and the firmware: the images each operator has, the descriptor's fields and limits, the
 formats and their buffers, the minimum buffer sizes, and the worked TASK body, which a SoC in this
-process (``vdsp_sim.loopback``) runs as printed (with handles of its own)."""
+process (``vdsp_sim.soc.loopback``) runs as printed (with handles of its own)."""
 from __future__ import annotations
 
 import ast
@@ -15,7 +15,7 @@ import pytest
 from arm_side import Soc
 from protocol import errors, messages, wire
 from protocol.contract import cv_ops, image_formats
-from vdsp_sim.loopback import LoopbackTransport
+from vdsp_sim.soc.loopback import LoopbackTransport
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)

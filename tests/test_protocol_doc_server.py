@@ -29,7 +29,7 @@ from protocol import acl as aclrule, messages, opids, wire
 from protocol.constants import HUNG_AFTER_MS, HUNG_HARD_FACTOR, Command
 from relay_server import server as relay_server
 from tests import privilege
-from vdsp_board import acl, ddr
+from vdsp_board.memory import acl, ddr
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAIM_REFUSED = -6000284
@@ -133,7 +133,7 @@ MANY_FDS = textwrap.dedent("""
     import os, resource, sys, time
     import zmq
     from protocol import messages, wire
-    from vdsp_board import ddr
+    from vdsp_board.memory import ddr
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
     spare = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]     # before the lock: it comes later

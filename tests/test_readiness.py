@@ -1,4 +1,4 @@
-"""What a start waits for and when it gives up, without processes (vdsp_sim/readiness.py): the
+"""What a start waits for and when it gives up, without processes (vdsp_sim/soc/readiness.py): the
 verdict on the cores' status, and the start clock that does not count time starved of CPU.
 The live side: tests/test_start_deadline.py."""
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from arm_side import autostart
-from vdsp_sim import readiness
-from vdsp_sim.readiness import StartClock, verdict
-from vdsp_sim.supervisor import last_error
+from vdsp_sim.soc import readiness
+from vdsp_sim.soc.readiness import StartClock, verdict
+from vdsp_sim.soc.supervisor import last_error
 
 
 def core(name="vdsp0", state="running", reason="", fw_link="ready", fw_refused=""):
@@ -134,7 +134,7 @@ def test_the_sdk_says_why_a_supervised_start_failed(tmp_path, monkeypatch):
 def test_the_start_timeout_is_the_environments(monkeypatch):
     """VDSP_START_TIMEOUT sets `vdsp up`'s and a private SoC's start timeout (a slow host raises
     it: an emulated CPU took 109 s to start a SoC); 0 is no limit; unset, 60 s."""
-    from vdsp_sim import private_soc
+    from vdsp_sim.soc import private_soc
     monkeypatch.delenv("VDSP_START_TIMEOUT", raising=False)
     assert readiness.start_timeout_s() == 60.0
     monkeypatch.setenv("VDSP_START_TIMEOUT", "240")

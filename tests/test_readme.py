@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from vdsp_board.pidfile import alive
+from vdsp_board.processes.pidfile import alive
 from tests.conftest import wait_until
 from tests.live import shm_entries
-from vdsp_sim.private_soc import fresh_ddr_dir, fresh_runtime_dir
+from vdsp_sim.soc.private_soc import fresh_ddr_dir, fresh_runtime_dir
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,7 @@ from protocol.core_state import CoreState
 from protocol.liveness import ProcFact
 from relay_server.effects import CloseFwLink, OpenFwLink, ToClient, ToCtl, ToFw
 from relay_server.engine import RelayEngine
-from vdsp_board.ownership import Ownership
+from vdsp_board.identity.ownership import Ownership
 
 CORES = {"vdsp0": "ipc:///x/vdsp0.sock", "vdsp1": "ipc:///x/vdsp1.sock"}
 A, B = b"\x00client-a", b"\x00client-b"
@@ -499,7 +499,7 @@ class Grants:
 
 
 def judged_relay() -> tuple[Relay, Grants]:
-    """A relay whose tasks the real judge (``vdsp_board.ownership.Ownership``) checks, its client
+    """A relay whose tasks the real judge (``vdsp_board.identity.ownership.Ownership``) checks, its client
     A bound to owner ME by HELLO."""
     r = Relay()
     lists = Grants()

@@ -16,7 +16,7 @@ from protocol import messages, wire
 from relay_server import server as server_mod
 from relay_server.server import RelayServer
 from tests.conftest import wait_until
-from vdsp_sim.private_soc import fresh_runtime_dir
+from vdsp_sim.soc.private_soc import fresh_runtime_dir
 
 
 def test_a_turn_reads_the_front_for_its_time_budget_only_and_leaves_the_rest_for_the_next(monkeypatch):

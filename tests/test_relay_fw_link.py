@@ -20,14 +20,14 @@ from protocol import messages, wire
 from relay_server.effects import ToFw
 from relay_server.server import RelayServer
 from tests.conftest import wait_until
-from vdsp_sim.private_soc import fresh_runtime_dir
+from vdsp_sim.soc.private_soc import fresh_runtime_dir
 
 FLUSH_WITHIN_S = 5.0
 
 
 def _refused_dealer(ctx: zmq.Context, endpoint: str, server_key: str) -> zmq.Socket:
     """A DEALER whose connection the server refused: it takes no message any more."""
-    from vdsp_board import curve
+    from vdsp_board.identity import curve
     sock = ctx.socket(zmq.DEALER)
     sock.linger = 0
     curve.secure_client(sock, endpoint, server_key=server_key)

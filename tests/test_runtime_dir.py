@@ -17,7 +17,7 @@ import pytest
 
 from protocol import errors
 from tests import privilege
-from vdsp_board import rundir
+from vdsp_board.processes import rundir
 from vdsp_sim import otheruser
 
 VDSP = str(Path(sys.executable).parent / "vdsp")

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from vdsp_board.version import __version__
+from vdsp_board.config.version import __version__
 
 pytestmark = pytest.mark.live
 VDSP = [sys.executable, "-m", "vdsp_sim.cli"]

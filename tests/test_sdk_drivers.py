@@ -155,7 +155,7 @@ def test_a_transport_is_a_link_factory_and_its_discovery_a_separate_policy(short
 
 
 def test_the_loopback_soc_still_serves_a_users_tests():
-    from vdsp_sim.loopback import LoopbackTransport
+    from vdsp_sim.soc.loopback import LoopbackTransport
     for mode in ("relay", "direct"):
         loop = LoopbackTransport(mode)
         try:
@@ -398,7 +398,7 @@ def test_a_task_sent_as_its_relay_is_declared_dead_fails_instead_of_being_lost()
     a caller chose the relay's link and the moment it tracks its task: that task was then sent on
     the dead link, tracked after the failing, and never answered (a loadtest with the relay
     killed under load counted it lost). Now the caller finds the relay dead and raises."""
-    from vdsp_sim.loopback import LoopbackTransport
+    from vdsp_sim.soc.loopback import LoopbackTransport
     loop = LoopbackTransport("relay")
     try:
         with Soc(transport=loop) as soc:

@@ -1,4 +1,4 @@
-"""Every ``VDSP_*`` variable is declared once (vdsp_board/settings.py) and read there only;
+"""Every ``VDSP_*`` variable is declared once (vdsp_board/config/settings.py) and read there only;
 nothing writes ``os.environ`` but its one writer; the README's table is the declarations'; a
 value is read when a process asks for it."""
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from vdsp_board import settings
+from vdsp_board.config import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("arm_side", "dsp_side", "relay_server", "protocol", "vdsp_board", "vdsp_sim")
-SETTINGS = ROOT / "vdsp_board" / "settings.py"
+SETTINGS = ROOT / "vdsp_board" / "config" / "settings.py"
 # the compiled build's import hook reads VDSP_NATIVE itself: it runs when the interpreter starts,
 # before any package (vdsp_board included) is imported
 NATIVE = ROOT / "vdsp_sim" / "native_finder.py"
@@ -81,7 +81,7 @@ def test_no_module_but_settings_reads_or_writes_vdsp_variables():
         r, w = env_uses(path.read_text(), str(path.relative_to(ROOT)))
         reads += r
         writes += w
-    assert reads == [], "read VDSP_* through vdsp_board.settings:\n" + "\n".join(reads)
+    assert reads == [], "read VDSP_* through vdsp_board.config.settings:\n" + "\n".join(reads)
     assert writes == [], "children get env= dicts (settings.child_env); nothing writes os.environ:\n" + "\n".join(writes)
 
 

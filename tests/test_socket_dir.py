@@ -24,7 +24,7 @@ import pytest
 
 from arm_side import CORE_0, CORE_1, Soc
 from protocol import errors
-from vdsp_board import rundir
+from vdsp_board.processes import rundir
 from tests.conftest import wait_until
 from tests.live import shm_entries
 from tests.supervised import VDSP, down_and_check, ping, rt_processes, run
@@ -43,8 +43,8 @@ def runtime_dir_of(base: Path, length: int) -> Path:
 def base(monkeypatch):
     """A private directory under /tmp to put runtime dirs of chosen lengths in, and a private
     DDR directory (named by the environment)."""
-    from vdsp_board import ddr
-    from vdsp_sim.private_soc import fresh_ddr_dir
+    from vdsp_board.memory import ddr
+    from vdsp_sim.soc.private_soc import fresh_ddr_dir
     top = Path(tempfile.mkdtemp(prefix="vl", dir="/tmp"))
     shm = fresh_ddr_dir()
     monkeypatch.setenv("VDSP_SHM_DIR", str(shm))

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from dsp_side import fw_image
-from vdsp_board import rundir
-from vdsp_sim.readiness import START_TIMEOUT_S
+from vdsp_board.processes import rundir
+from vdsp_sim.soc.readiness import START_TIMEOUT_S
 from tests.conftest import wait_until
 from tests.live import LiveSoc, shm_entries
 from tests.supervised import VDSP, down_and_check, rt_processes, run

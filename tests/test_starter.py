@@ -1,4 +1,4 @@
-"""The process starter (``vdsp_board.starter``): it stays the parent of what it starts, reports
+"""The process starter (``vdsp_board.processes.starter``): it stays the parent of what it starts, reports
 each exit over its socket (its own ``waitpid``), hands out pidfds where the kernel has them (and
 signals for its owner where not), ends what it started when it dies, and forks entry points (a
 template) or runs them as fresh interpreters. Each path with and without pidfds."""
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
-from vdsp_board import starter as starter_mod
-from vdsp_board.starter import Entry, Starter, StarterGone
+from vdsp_board.processes import starter as starter_mod
+from vdsp_board.processes.starter import Entry, Starter, StarterGone
 
 ROOT = Path(__file__).resolve().parent.parent
 CHILD = Entry(lambda argv: 0, ("-c", "import sys, time; time.sleep(float(sys.argv[1])); sys.exit(int(sys.argv[2]))"))
@@ -116,7 +116,7 @@ def test_a_command_sent_to_the_starter_is_not_run(starter, tmp_path):
 
 FORKED = textwrap.dedent("""
     import json, os, sys
-    from vdsp_board.starter import Entry, Starter
+    from vdsp_board.processes.starter import Entry, Starter
 
     def run(argv):
         print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "argv": argv,

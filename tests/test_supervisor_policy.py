@@ -7,10 +7,10 @@ import stat
 
 import pytest
 
-from vdsp_sim import supervisor
+from vdsp_sim.soc import supervisor
 from vdsp_sim.commands import status as status_cmd
-from vdsp_board.pidfile import SUPERVISOR_STATE, StateFile, supervisor_state
-from vdsp_sim.supervisor import Child, Supervisor
+from vdsp_board.processes.pidfile import SUPERVISOR_STATE, StateFile, supervisor_state
+from vdsp_sim.soc.supervisor import Child, Supervisor
 
 
 class FakeProc:
@@ -136,7 +136,7 @@ def test_supervise_wakes_when_a_child_exits_not_at_its_idle_period(tmp_path, mon
     # `vdsp up` sleeps between ticks; a child's exit (reported by the starter on its socket) must
     # end the sleep at once
     import time
-    from vdsp_board.starter import Entry, Starter
+    from vdsp_board.processes.starter import Entry, Starter
     monkeypatch.setattr(supervisor, "IDLE_TICK_S", 30.0)
     s = Supervisor(tmp_path, restart=True)
     s.starter = Starter("test", {"sleep": Entry(lambda argv: 0, ("-c", "import time; time.sleep(0.5)"))},

@@ -9,7 +9,7 @@ from arm_side import CORE_0, CORE_1, Soc, TaskOptions, cv, errors, hb, opids
 from arm_side.stubs import framework
 from protocol import header, messages, wire
 from protocol.constants import Command, Core
-from vdsp_sim.loopback import LoopbackTransport
+from vdsp_sim.soc.loopback import LoopbackTransport
 
 
 def test_defaults_and_bad_values():

@@ -14,8 +14,8 @@ from dsp_side.core_effects import Boot
 from protocol.remoteproc import Action
 from relay_server.effects import ToFw
 from relay_server.observe import RelayObserver
-from vdsp_board import trace, tracefmt
-from vdsp_board.trace import ListRecorder
+from vdsp_board.observability import trace, tracefmt
+from vdsp_board.observability.trace import ListRecorder
 from tests import privilege
 from tests.test_relay_engine import A, Relay, tasks_sent
 from vdsp_sim import otheruser

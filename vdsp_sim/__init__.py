@@ -5,6 +5,6 @@ supervisor, samples, load test, fuzzer, benchmarks).
 Imports go down only: protocol <- vdsp_board <- arm_side | dsp_side | relay_server <- the
 rest of vdsp_sim (tests/test_layers.py enforces it).
 """
-from vdsp_board.version import __version__
+from vdsp_board.config.version import __version__
 
 __all__ = ["__version__"]

@@ -12,7 +12,7 @@ from types import ModuleType
 
 from protocol import errors
 from vdsp_sim import commands
-from vdsp_board import clihelp
+from vdsp_board.config import clihelp
 
 
 def command_modules(only: str | None = None) -> dict[str, ModuleType]:
@@ -49,7 +49,7 @@ def _main(argv: list[str]) -> int:
             sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
         args.rest = extra + args.rest
     if getattr(module, "PRIVATE_FILES", False):   # SoC processes and what they install: private files
-        from vdsp_board import proc
+        from vdsp_board.processes import proc
         proc.private_umask()
     try:
         return args.run(args) or 0
@@ -67,6 +67,6 @@ def _fast_exit(argv: list[str]) -> bool:
 if __name__ == "__main__":
     code = main()
     if _fast_exit(sys.argv[1:]):
-        from vdsp_board import proc
+        from vdsp_board.processes import proc
         proc.fast_exit(code)
     sys.exit(code)

@@ -32,7 +32,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from arm_side import nn
 from arm_side.dnn import container, props as tprops
-from vdsp_board import settings
+from vdsp_board.config import settings
 
 BUILDER = "vdsp_sim.dnn_models 1"
 OPSET = 17

@@ -11,7 +11,8 @@ from pathlib import Path
 from protocol import errors
 from protocol.constants import CORE_NAMES
 from dsp_side import fw_image, signing
-from vdsp_board import curve, rundir
+from vdsp_board.processes import rundir
+from vdsp_board.identity import curve
 
 log = logging.getLogger("vdsp.firmware")
 STOCK_SRC = Path(__file__).resolve().parent.parent / "dsp_side" / "firmware_src" / "stock"

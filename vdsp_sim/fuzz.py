@@ -39,7 +39,9 @@ import msgpack
 
 from protocol import errors, header, opids
 from protocol.constants import MAX_HANDLES, Command
-from vdsp_board import clihelp, ipclink, rundir
+from vdsp_board.config import clihelp
+from vdsp_board.processes import rundir
+from vdsp_board.sockets import ipclink
 
 _FORMATS = ("Y", "U8", "U16", "S16", "S32", "F32", "RGB", "BGR", "YUV444", "NV12", "NV12_SEPARATE")
 _DTYPES = ("S8", "U8", "S16", "U16", "S32", "U32", "S64", "U64", "F32", "F64", "S4", "U4", "F16")
@@ -410,7 +412,7 @@ def _run_in_process(messages, seed, limit_findings, outcomes, crash, _Crashed):
 
 
 def _owner_id() -> int:
-    from vdsp_board import ddr
+    from vdsp_board.memory import ddr
     return ddr.current_owner().id
 
 
@@ -604,7 +606,7 @@ def run_args(args: argparse.Namespace) -> int:
 def _live(args: argparse.Namespace) -> int:
     import contextlib
 
-    from vdsp_sim.private_soc import private_soc
+    from vdsp_sim.soc.private_soc import private_soc
 
     def progress(rep: SocReport) -> None:
         print(f"fuzz: {rep.sent}/{args.messages} sent, {rep.replies} replies, all processes serving",

@@ -25,7 +25,7 @@ import zlib
 
 from protocol import errors
 from protocol.constants import Core
-from vdsp_board import clihelp
+from vdsp_board.config import clihelp
 
 NOT_REACHABLE, WRONG = 3, 1
 DEADLINE_S = 8.0        # the whole check: under the 10 s timeout of the compose and k8s probes

@@ -28,7 +28,7 @@ import numpy as np
 from protocol import errors
 from protocol.constants import MAX_TASKS_PER_CLIENT, Core
 from protocol.task_options import TaskOptions
-from vdsp_board import clihelp
+from vdsp_board.config import clihelp
 
 CLASSES = {"high": 200, "normal": 100, "low": 10}
 FAULT_CODES = frozenset(e.code for e in (errors.RelayUnavailable, errors.CoreCrashed, errors.CoreDead,
@@ -138,8 +138,8 @@ def run(clients: int, tasks: int, *, classes: dict | None = None, cores: dict | 
     plus the tasks' work, less the time the clients waited for a CPU (``readiness.StartClock``:
     a starved client is slow, not hung — on an emulated CPU beside 24 hogs, two clients took
     over a minute just to start), and at most 3 times that in all."""
-    from vdsp_board import rundir
-    from vdsp_sim.readiness import StartClock
+    from vdsp_board.processes import rundir
+    from vdsp_sim.soc.readiness import StartClock
     rt = str(rundir.runtime_dir())
     ctx = mp.get_context("spawn")
     out = ctx.Queue()

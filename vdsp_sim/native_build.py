@@ -39,11 +39,11 @@ ROOT = Path(__file__).resolve().parent.parent      # where the packages' sources
 #: facing peers take what the pure ones take: tests/test_native.py feeds both the same values)
 MODULES = ("protocol/header.py", "protocol/wire.py", "protocol/ordering.py",
            "relay_server/scheduler.py", "relay_server/effects.py", "relay_server/engine.py",
-           "dsp_side/inbox.py", "vdsp_board/zsock.py")
+           "dsp_side/inbox.py", "vdsp_board/sockets/zsock.py")
 # Not the SDK's (arm_side): compiled, its session saved under 1 µs of the client's ~17 µs per task.
-#: the C extensions of the build: module -> its source (vdsp_board/zio.c: the frame calls of
+#: the C extensions of the build: module -> its source (vdsp_board/sockets/zio.c: the frame calls of
 #: zsock that keep the GIL when they cannot wait; zsock uses it whenever the build is used)
-C_MODULES = {"vdsp_board._zio": "vdsp_board/zio.c"}
+C_MODULES = {"vdsp_board.sockets._zio": "vdsp_board/sockets/zio.c"}
 SOURCES = MODULES + tuple(C_MODULES.values())      # what a build is compiled from
 C_FLAGS = ["-Wall", "-Wextra", "-Werror"]
 PACKAGE = "_vdsp_native"        # the installed build (a directory of site-packages) and its .pth

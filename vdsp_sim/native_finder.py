@@ -16,7 +16,7 @@ one ``stat`` per module, once per process), so an edited module runs as written 
 call each other directly.
 
 This module imports nothing of the project (it runs at interpreter start-up, before any
-package is imported) and reads ``VDSP_NATIVE`` itself; ``vdsp_board.settings`` declares it.
+package is imported) and reads ``VDSP_NATIVE`` itself; ``vdsp_board.config.settings`` declares it.
 """
 from __future__ import annotations
 

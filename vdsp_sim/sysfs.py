@@ -20,8 +20,9 @@ from typing import Iterator
 from protocol import errors
 from protocol.constants import CORE_NAMES
 from protocol.remoteproc import ATTRIBUTES
-from vdsp_board import rundir, settings
-from vdsp_board.pidfile import PidFile
+from vdsp_board.config import settings
+from vdsp_board.processes import rundir
+from vdsp_board.processes.pidfile import PidFile
 
 FW_PATH = "/sys/module/firmware_class/parameters/path"
 _RPROC = re.compile(r"^/sys/(?:class|kernel/debug)/remoteproc/remoteproc(\d+)/(\w+)$")

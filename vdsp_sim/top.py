@@ -109,7 +109,8 @@ def run_args(args: argparse.Namespace) -> int:
     from rich.live import Live
     from arm_side import Soc
     from protocol import errors
-    from vdsp_board import rundir, settings
+    from vdsp_board.config import settings
+    from vdsp_board.processes import rundir
     console = Console()
     where = settings.current().relay_endpoint or str(rundir.runtime_dir(create=False))
     try:

@@ -7,7 +7,7 @@
 
 Tracing is switched on for every process of the SoC of ``$VDSP_RUNTIME_DIR`` (relay,
 cores, firmwares, and SDK clients) by a flag file they check every 0.25 s
-(``vdsp_board.trace``); nothing else changes on the SoC. The JSON opens in
+(``vdsp_board.observability.trace``); nothing else changes on the SoC. The JSON opens in
 https://ui.perfetto.dev (or chrome://tracing).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from protocol import errors
-from vdsp_board import trace, tracefmt
+from vdsp_board.observability import trace, tracefmt
 
 PICKUP_S = 2.0      # how long we wait for the relay, cores and firmwares to open their files (an idle
                     # firmware looks at the switch when its 1 s poll ends)

@@ -1,6 +1,6 @@
 """The SoC timeline as a picture (matplotlib): ``vdsp trace --png``.
 
-Drawn from a merged trace (``vdsp_board.tracefmt``): one row per core with a bar per
+Drawn from a merged trace (``vdsp_board.observability.tracefmt``): one row per core with a bar per
 task it ran, coloured by client, and its lifecycle instants (crash, watchdog: red; boot,
 recovery: green; stop: grey); the relay's queue depth and each core's tasks in flight; one
 row per client with its tasks from submit to completion (or from enqueue to reply when the

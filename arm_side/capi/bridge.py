@@ -26,7 +26,7 @@ code, and never raises into C; each thread's last failure is kept for ``hbDNNGet
 
 **Beside the native side.** Where libvdsp_hb's native side serves the hbSys/hbDSP functions
 (front.c), this SDK starts at the first hbDNN call and is handed the native side first: it adopts
-its DDR owner (``vdsp_board.ddr.adopt_owner``: one owner per process, whose every buffer the SoC
+its DDR owner (``vdsp_board.memory.ddr.adopt_owner``: one owner per process, whose every buffer the SoC
 takes as this process's), and a struct it does not know is looked up in the native side's table
 (``vdsp_native_find``) and used in place, as a Mem over the native side's DDR mapping and CPU
 cache (:meth:`Bridge.native_buffer`).
@@ -50,7 +50,7 @@ from arm_side.capi import opsgen
 from arm_side.memory import CLEAN, INVALIDATE, Mem
 from arm_side.nn.dtypes import DataType, Layout, QuantiType
 from arm_side.nn.tensor import MAX_DIMS, Quantization, TensorProperties
-from vdsp_board import ddr
+from vdsp_board.memory import ddr
 
 MAX_BUFFERS = 64            # buffers of one task
 MAX_HANDLES = 1 << 16       # live task handles of one kind

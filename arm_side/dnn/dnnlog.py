@@ -1,4 +1,4 @@
-"""The runtime's log: J5 DNN-style lines (``vdsp_board.log.DnnFormatter``) filtered by
+"""The runtime's log: J5 DNN-style lines (``vdsp_board.observability.log.DnnFormatter``) filtered by
 ``HB_DNN_LOG_LEVEL``: 0 shows nothing, otherwise a line shows when its level is at least
 the setting (1 debug, 2 info, 3 warning, 4 error, 5 fatal); ``always`` lines show at every
 level but 0.
@@ -11,7 +11,7 @@ import itertools
 import logging
 import sys
 
-from vdsp_board.log import ALWAYS, DnnFormatter
+from vdsp_board.observability.log import ALWAYS, DnnFormatter
 
 _THRESHOLD = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR, 5: logging.CRITICAL}
 _ids = itertools.count(1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from vdsp_board import settings
+from vdsp_board.config import settings
 
 TELEMETRY_VAR = "ORT_DISABLE_TELEMETRY"
 

@@ -9,7 +9,7 @@ file (``cache=True``).
 from __future__ import annotations
 
 
-from vdsp_board.jit import AVAILABLE, njit  # noqa: F401  (AVAILABLE is read by callers)
+from vdsp_board.config.jit import AVAILABLE, njit  # noqa: F401  (AVAILABLE is read by callers)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -26,7 +26,7 @@ import numpy as np
 
 from protocol import errors
 from protocol.contract.operator import OperatorEntry
-from vdsp_board import settings
+from vdsp_board.config import settings
 from dsp_side.ckernel import counters, params as cparams
 
 _LEVELS = {ord("E"): logging.ERROR, ord("W"): logging.WARNING, ord("I"): logging.INFO, ord("D"): logging.DEBUG}

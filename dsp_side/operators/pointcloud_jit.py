@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vdsp_board.jit import AVAILABLE, njit  # noqa: F401  (AVAILABLE is read by callers)
+from vdsp_board.config.jit import AVAILABLE, njit  # noqa: F401  (AVAILABLE is read by callers)
 
 #: order of the float32 parameter vector of :func:`encode`
 PARAMS = ("back", "front", "right", "left", "bottom", "top", "lower", "upper", "x_scale", "y_scale", "scale")

@@ -6,8 +6,8 @@ import importlib
 import sys
 
 from vdsp_sim.benchmarks import names, report
-from vdsp_board import proc
-from vdsp_board.clihelp import exit_quietly_on_broken_pipe
+from vdsp_board.processes import proc
+from vdsp_board.config.clihelp import exit_quietly_on_broken_pipe
 
 
 def main(argv: list[str]) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from vdsp_sim.benchmarks.bench_rpc import median, pct, progress
 from vdsp_sim.benchmarks.report import Report
-from vdsp_board import clihelp
+from vdsp_board.config import clihelp
 
 BOUND_MS = 100.0
 LONG_MS = 2000
@@ -46,7 +46,7 @@ def load_spin(rt: Path, core: str) -> None:
     """Build the spin image under the runtime directory's key and run it on ``core``."""
     from arm_side import Soc
     from dsp_side import fw_image
-    from vdsp_board import rundir
+    from vdsp_board.processes import rundir
     with tempfile.TemporaryDirectory(prefix="vdsp-spin-") as src:
         (Path(src) / "firmware.py").write_text(SPIN_FIRMWARE)
         fw_image.build(Path(src), rundir.firmware_dir(rt) / "spin")
@@ -83,7 +83,7 @@ def refusals_ms(url: str, op: int, extra: int) -> list[float]:
     import zmq
     from dsp_side.inbox import MAX_WAITING_PER_PEER
     from protocol import messages, opids, wire
-    from vdsp_board import ipclink
+    from vdsp_board.sockets import ipclink
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     sock.linger = 0
@@ -114,7 +114,7 @@ def refusals_ms(url: str, op: int, extra: int) -> list[float]:
 
 def run(args: argparse.Namespace) -> dict:
     from arm_side import CORE_0, CORE_1, Soc, opids
-    from vdsp_sim.private_soc import PrivateSoc, PrivateSocConfig
+    from vdsp_sim.soc.private_soc import PrivateSoc, PrivateSocConfig
     rows: dict = {}
     with PrivateSoc(PrivateSocConfig(ready_timeout_s=args.start_timeout)) as private:
         progress("loading the spin image on vdsp1")
@@ -169,6 +169,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_board import proc
+    from vdsp_board.processes import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoC it started
     sys.exit(main())

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from vdsp_sim.benchmarks.bench_rpc import progress
 from vdsp_sim.benchmarks.report import Report
-from vdsp_board import clihelp
+from vdsp_board.config import clihelp
 
 TARGET = 0.5        # C CPU per task / Python CPU per task, at most
 P50_TARGET = 1.0    # C p50 / Python p50, at most
@@ -129,7 +129,7 @@ def build_client(directory: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from vdsp_sim.private_soc import PrivateSoc, PrivateSocConfig
+    from vdsp_sim.soc.private_soc import PrivateSoc, PrivateSocConfig
     base = Path(tempfile.mkdtemp(prefix="vbc", dir="/tmp"))
     figures: dict = {}
     soc = PrivateSoc(PrivateSocConfig(mode="relay", strict_cache=False, ready_timeout_s=args.start_timeout))
@@ -211,6 +211,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_board import proc
+    from vdsp_board.processes import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoC it started
     sys.exit(main())

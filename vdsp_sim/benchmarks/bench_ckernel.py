@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vdsp_board import clihelp
+from vdsp_board.config import clihelp
 from vdsp_sim.benchmarks.report import Report
 
 C_SOURCE = Path(__file__).with_name("ivp_bench.c")

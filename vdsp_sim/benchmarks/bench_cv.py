@@ -35,10 +35,10 @@ import numpy as np
 from arm_side import CORE_0, Soc, cv, opids  # noqa: E402
 from vdsp_sim.samples import cv_inputs  # noqa: E402
 from vdsp_sim.benchmarks.awake import cpus_kept_awake  # noqa: E402
-from vdsp_sim.private_soc import fresh_runtime_dir, private_soc  # noqa: E402
+from vdsp_sim.soc.private_soc import fresh_runtime_dir, private_soc  # noqa: E402
 from vdsp_sim.benchmarks.floor import Floor  # noqa: E402
 from vdsp_sim.benchmarks.report import Report  # noqa: E402
-from vdsp_board import clihelp, settings  # noqa: E402
+from vdsp_board.config import clihelp, settings  # noqa: E402
 from dsp_side.heap import keep_heap  # noqa: E402
 
 W, H = 1920, 1080
@@ -241,6 +241,6 @@ def _run(soc, floor, args) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_board import proc
+    from vdsp_board.processes import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())

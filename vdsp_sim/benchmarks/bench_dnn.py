@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from vdsp_sim.benchmarks.report import Report
-from vdsp_board import clihelp
+from vdsp_board.config import clihelp
 
 
 def p50(values) -> float:
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     if not 1 <= rounds <= 100000:
         ap.error("--rounds must be in 1..100000")
     from arm_side import Soc
-    from vdsp_sim.private_soc import private_soc
+    from vdsp_sim.soc.private_soc import private_soc
     with private_soc() as private:
         print(f"dnn: {rounds} rounds ...", file=sys.stderr)
         with Soc() as soc:
@@ -132,6 +132,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_board import proc
+    from vdsp_board.processes import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     raise SystemExit(main())

@@ -1,5 +1,5 @@
 """The cost of proving a DDR owner over ipc beside another user's lock flood (issues 21, 35), in one
-run, for each identity proof this kernel offers (``vdsp_board.peerproof``: ``peer-pidfd``,
+run, for each identity proof this kernel offers (``vdsp_board.identity.peerproof``: ``peer-pidfd``,
 ``pidfd``, ``start-time``; the weaker ones forced with ``VDSP_IDENTITY_PROOF``): a private SoC
 (relay + vdsp0 + vdsp1) per proof and, in turn, 0, 200k and 1M flock locks held by another user
 (``vdsp_sim.lockflood``: nobody under root, a subordinate uid of a normal user). At each level:
@@ -28,7 +28,7 @@ import time
 
 from vdsp_sim.benchmarks.bench_rpc import median, pct, progress
 from vdsp_sim.benchmarks.report import Report
-from vdsp_board import clihelp
+from vdsp_board.config import clihelp
 
 OLD_LIMIT = 8 << 20         # bytes of /proc/locks the old check read at most
 PROOFS = ("peer-pidfd", "pidfd", "start-time")
@@ -40,9 +40,11 @@ def check_ms(n: int, proof: str) -> tuple[list[float], list[float]]:
     thread as a server's is (it records each connection's accept for the weaker proofs)."""
     import tempfile
     import zmq
-    from vdsp_board import ddr, peerproof, settings
-    from vdsp_board.admission import Admission
-    from vdsp_board.ownership import Ownership
+    from vdsp_board.config import settings
+    from vdsp_board.memory import ddr
+    from vdsp_board.identity import peerproof
+    from vdsp_board.identity.admission import Admission
+    from vdsp_board.identity.ownership import Ownership
     me = ddr.current_owner()
     saved = settings.export({"VDSP_IDENTITY_PROOF": proof})
     try:
@@ -80,7 +82,8 @@ def hello_ms(url: str, n: int) -> list[float]:
     """HELLO -> READY on ``n`` fresh connections of this process's owner."""
     import zmq
     from protocol import messages, wire
-    from vdsp_board import ddr, ipclink
+    from vdsp_board.memory import ddr
+    from vdsp_board.sockets import ipclink
     me = ddr.current_owner()
     ctx = zmq.Context()
     out = []
@@ -110,10 +113,10 @@ def hello_ms(url: str, n: int) -> list[float]:
 
 def sock_diag_ms(n: int) -> list[float]:
     """``n`` lookups of the client end of one of our unix sockets, as the ``start-time`` proof makes
-    once per claiming connection (``vdsp_board.sockdiag.peer_inode``: an exact ``unix_diag``
+    once per claiming connection (``vdsp_board.identity.sockdiag.peer_inode``: an exact ``unix_diag``
     lookup with ``UDIAG_SHOW_PEER``), ms each."""
     import socket
-    from vdsp_board import sockdiag
+    from vdsp_board.identity import sockdiag
     a, b = socket.socketpair()
     inode, peer = os.fstat(a.fileno()).st_ino, os.fstat(b.fileno()).st_ino
     out = []
@@ -172,8 +175,8 @@ def proc_locks_ms() -> float:
 def run(args: argparse.Namespace) -> dict:
     import contextlib
     import shutil
-    from vdsp_sim.private_soc import PrivateSoc, PrivateSocConfig, fresh_ddr_dir
-    from vdsp_board import ddr
+    from vdsp_sim.soc.private_soc import PrivateSoc, PrivateSocConfig, fresh_ddr_dir
+    from vdsp_board.memory import ddr
     rows: dict = {}
     shared = fresh_ddr_dir()                # one DDR for every SoC: our owner is proven to each
     try:
@@ -280,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     args = clihelp.finish(parser()).parse_args(argv)
     if args.quick:
         args.levels, args.n, args.hello_n = [0, 100_000], 100, 10
-    from vdsp_board import peerproof
+    from vdsp_board.identity import peerproof
     from vdsp_sim import otheruser
     if args.proofs is None:
         args.proofs = [p.value for p in peerproof.Proof if p.rank >= peerproof.kernel_proof().rank]
@@ -293,6 +296,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_board import proc
+    from vdsp_board.processes import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoC it started
     sys.exit(main())

@@ -34,8 +34,8 @@ import time
 from vdsp_sim.benchmarks.awake import cpus_kept_awake
 from vdsp_sim.benchmarks.floor import Floor
 from vdsp_sim.benchmarks.report import Report
-from vdsp_board import clihelp, settings
-from vdsp_sim.private_soc import private_soc
+from vdsp_board.config import clihelp, settings
+from vdsp_sim.soc.private_soc import private_soc
 
 from dsp_side.heap import keep_heap  # noqa: E402
 
@@ -218,6 +218,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_board import proc
+    from vdsp_board.processes import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())

@@ -57,7 +57,7 @@ from vdsp_sim.benchmarks.bench_rpc import (WINDOW, Baseline, DirectBaseline, Ful
                                            ping_body_size, progress)
 from vdsp_sim.benchmarks.floor import Floor
 from vdsp_sim.benchmarks.report import Report
-from vdsp_board import clihelp
+from vdsp_board.config import clihelp
 
 TARGETS = {      # key: (label, comparison, target)
     "cv_diff": ("CV: median of (SoC rpc - floor rpc), every operator (µs)", "<=", 100.0),
@@ -273,7 +273,8 @@ def first_tasks(timeout_s: float) -> dict:
     """Start a SoC with ``vdsp up -d`` in a private runtime dir, run each operator's first task
     on vdsp0 then vdsp1 (wall ms, submit to result), once more warm; ``vdsp down``."""
     from arm_side import CORE_0, CORE_1, Soc
-    from vdsp_board import ddr, settings
+    from vdsp_board.config import settings
+    from vdsp_board.memory import ddr
     rt = Path(tempfile.mkdtemp(prefix="vbp", dir="/tmp"))
     shm = tempfile.mkdtemp(prefix="vbp-shm-", dir="/dev/shm")
     # the in-process client and the 'vdsp up -d' children name this SoC (the one writer: settings.export)
@@ -690,6 +691,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_board import proc
+    from vdsp_board.processes import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())

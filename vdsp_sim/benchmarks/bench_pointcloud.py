@@ -21,7 +21,7 @@ import time
 import numpy as np  # noqa: E402
 
 from vdsp_sim.benchmarks.report import Report
-from vdsp_board import clihelp
+from vdsp_board.config import clihelp
 
 # J5 board figures (vendor sample log and AI Benchmark table), milliseconds
 J5 = {
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                          "1 if the DSP output is not bit-exact)")
     args = clihelp.finish(ap).parse_args(argv)
     from arm_side import Soc
-    from vdsp_sim.private_soc import private_soc
+    from vdsp_sim.soc.private_soc import private_soc
     results = {}
     with private_soc(ready_timeout_s=30), Soc(mode=args.mode, autostart_relay=False) as soc:
         for name in ("centerpoint", "pointpillars"):
@@ -137,6 +137,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_board import proc
+    from vdsp_board.processes import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())

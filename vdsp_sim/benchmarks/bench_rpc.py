@@ -58,7 +58,7 @@ import zmq  # noqa: E402
 from protocol.header import STRUCT as HDR  # the raw floor packs its headers itself
 from vdsp_sim.benchmarks import footprint
 from vdsp_sim.benchmarks.report import Report
-from vdsp_board import clihelp, settings
+from vdsp_board.config import clihelp, settings
 
 WINDOW = 64                 # outstanding requests in the throughput runs
 PER_CLIENT = 32             # MAX_TASKS_PER_CLIENT of the SDK / relay
@@ -405,7 +405,7 @@ def role_soc_client(mode: str, window: int) -> int:
 class FullStack:
     def __init__(self, clients: str) -> None:
         self.clients_kind = clients
-        self.private: Any = None                 # the SoC (vdsp_sim.private_soc.PrivateSoc)
+        self.private: Any = None                 # the SoC (vdsp_sim.soc.private_soc.PrivateSoc)
         self.socs: dict[str, list] = {}          # mode -> [Soc, Soc]
         self.procs: dict[str, list[Any]] = {}     # client processes (Popen, pipes open) per mode
 
@@ -419,7 +419,7 @@ class FullStack:
 
     def start(self, timeout_s: float) -> dict:
         """A private SoC; its DDR directory is VDSP_SHM_DIR if set, else a fresh one under /dev/shm."""
-        from vdsp_sim.private_soc import PrivateSoc, PrivateSocConfig
+        from vdsp_sim.soc.private_soc import PrivateSoc, PrivateSocConfig
         shm = settings.current().raw("VDSP_SHM_DIR")
         self.private = PrivateSoc(PrivateSocConfig(ddr_dir=Path(shm) if shm else None,
                                                    mode=settings.current().raw("VDSP_RPC_MODE"), ready_timeout_s=timeout_s))
@@ -607,7 +607,7 @@ class FullStack:
         self.socs.clear()
         if self.private is not None:
             try:
-                from vdsp_board import ddr
+                from vdsp_board.memory import ddr
                 ddr.close_owner()
             except Exception as exc:
                 errors_seen.append(exc)
@@ -906,6 +906,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_board import proc
+    from vdsp_board.processes import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())

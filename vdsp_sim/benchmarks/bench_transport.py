@@ -20,18 +20,18 @@ from pathlib import Path
 
 from vdsp_sim.benchmarks.bench_rpc import median, pct, progress, window_loop
 from vdsp_sim.benchmarks.report import Report
-from vdsp_board import clihelp, settings
-from vdsp_sim.private_soc import free_tcp_ports
+from vdsp_board.config import clihelp, settings
+from vdsp_sim.soc.private_soc import free_tcp_ports
 
 WINDOW = 32
 
 
 class TransportSoc:
-    """A private SoC (vdsp_sim.private_soc) on ipc, or on loopback tcp with CURVE, and one
+    """A private SoC (vdsp_sim.soc.private_soc) on ipc, or on loopback tcp with CURVE, and one
     relay-mode client. ``ddr_dir``: the DDR directory to share (None: a fresh one)."""
 
     def __init__(self, transport: str, base: Path, ddr_dir: Path | None, timeout_s: float) -> None:
-        from vdsp_sim.private_soc import PrivateSoc, PrivateSocConfig
+        from vdsp_sim.soc.private_soc import PrivateSoc, PrivateSocConfig
         self.transport, rt = transport, base / transport
         rt.mkdir(mode=0o700)
         endpoints: dict = {}
@@ -153,6 +153,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_board import proc
+    from vdsp_board.processes import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())

@@ -159,5 +159,5 @@ class Report:
 
 
 def _version() -> str:
-    from vdsp_board.version import __version__
+    from vdsp_board.config.version import __version__
     return __version__

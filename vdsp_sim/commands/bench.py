@@ -41,7 +41,7 @@ hits both sides alike; a MISS on a small shared VM is a figure to read, not nece
 def bench_help() -> str:
     import textwrap
     from vdsp_sim import benchmarks
-    from vdsp_board.clihelp import plain
+    from vdsp_board.config.clihelp import plain
     rows = [textwrap.fill(plain(benchmarks.summary(name)) or "", 96, initial_indent=f"  {name:11} ",
                           subsequent_indent=" " * 14) for name in BENCHES]
     return BENCH_HELP.format(table="\n".join(rows))

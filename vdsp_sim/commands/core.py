@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 PRIVATE_FILES = True
-FAST_EXIT = True    # `python -m vdsp_sim.cli core` ends with vdsp_board.proc.fast_exit once the core has stopped
+FAST_EXIT = True    # `python -m vdsp_sim.cli core` ends with vdsp_board.processes.proc.fast_exit once the core has stopped
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vdsp_board import rundir
+from vdsp_board.processes import rundir
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

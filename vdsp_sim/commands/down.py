@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vdsp_board import rundir
-from vdsp_board.pidfile import PidFile
+from vdsp_board.processes import rundir
+from vdsp_board.processes.pidfile import PidFile
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -16,7 +16,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vdsp_sim.supervisor import stop_pid
+    from vdsp_sim.soc.supervisor import stop_pid
     rt = rundir.runtime_dir()
     stopped = []
     for name in ("soc", "relay"):

@@ -1,5 +1,5 @@
 """``vdsp keys init|add|allow|revoke|list``: the CURVE keys of the SoC's tcp endpoints (the server
-pair, and the client and admin keys allowed to connect; vdsp_board/curve.py)."""
+pair, and the client and admin keys allowed to connect; vdsp_board/identity/curve.py)."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from protocol import errors
-from vdsp_board.curve import ADMIN, CLIENT, create, init, keys_dir, load_public
+from vdsp_board.identity.curve import ADMIN, CLIENT, create, init, keys_dir, load_public
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -5,8 +5,9 @@ import argparse
 import json
 
 from protocol import errors
-from vdsp_board import rundir, settings
-from vdsp_board.pidfile import PidFile, supervisor_state
+from vdsp_board.config import settings
+from vdsp_board.processes import rundir
+from vdsp_board.processes.pidfile import PidFile, supervisor_state
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -93,7 +94,7 @@ def identity_of(status: dict) -> str:
     texts = list(dict.fromkeys(str(s) for s in said if s))
     if texts:
         return "; ".join(texts)
-    from vdsp_board import peerproof
+    from vdsp_board.identity import peerproof
     return f"{peerproof.describe()} (this host's; no SoC said)"
 
 

@@ -13,9 +13,11 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import DEFAULT_WATCHDOG_MS
-from vdsp_board import log as soclog, rundir, settings
-from vdsp_board.pidfile import PidFile
-from vdsp_sim.readiness import HARD_FACTOR, START_TIMEOUT_S, start_timeout_s
+from vdsp_board.config import settings
+from vdsp_board.processes import rundir
+from vdsp_board.observability import log as soclog
+from vdsp_board.processes.pidfile import PidFile
+from vdsp_sim.soc.readiness import HARD_FACTOR, START_TIMEOUT_S, start_timeout_s
 
 PRIVATE_FILES = True
 MAX_FD = 1 << 16      # the descriptors a forked supervisor closes (all but its own)
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 def _ddr_dir_unusable() -> str | None:
     """Why the DDR files' directory cannot serve, or None: every process of the SoC creates its
     files there, so a wrong ``VDSP_SHM_DIR`` is said now, not after the whole start timeout."""
-    from vdsp_board import ddr
+    from vdsp_board.memory import ddr
     path = ddr.shm_dir()
     named = "VDSP_SHM_DIR " if settings.current().raw("VDSP_SHM_DIR") else ""
     if not os.path.lexists(path):
@@ -81,8 +83,8 @@ def _ddr_dir_unusable() -> str | None:
 def _serve(rt: Path, args: argparse.Namespace, ready: int | None = None) -> int:
     """Start the SoC, supervise it until SIGINT or SIGTERM, stop it. ``ready``: a pipe written
     one line ("SoC up in ...", or nothing if start-up fails) and closed once every core runs."""
-    from vdsp_sim.supervisor import Supervisor
-    from vdsp_board import proc
+    from vdsp_sim.soc.supervisor import Supervisor
+    from vdsp_board.processes import proc
     proc.title("supervisor")
     soclog.setup("dsp")
     config = settings.current()
@@ -127,11 +129,11 @@ def _serve(rt: Path, args: argparse.Namespace, ready: int | None = None) -> int:
 
 
 def _preload() -> None:
-    """What every core, firmware and the relay import (``vdsp_sim.entries.preload``), imported here
+    """What every core, firmware and the relay import (``vdsp_sim.soc.entries.preload``), imported here
     before the supervisor makes the SoC's starter (while this process has one thread): the cores
     and the relay are forked from it, so those imports are in memory once for the whole SoC, this
     process included."""
-    from vdsp_sim import entries
+    from vdsp_sim.soc import entries
     entries.preload()
     gc.freeze()
 
@@ -168,7 +170,7 @@ def _up_detached(rt: Path, args: argparse.Namespace) -> int:
     on a pipe (a forked one) or in the log. It decides (its start timeout, or a reason no wait
     mends), and we follow it; our own deadline is a backstop past its longest start (3 x the
     timeout, + BACKSTOP_S), at which we stop it."""
-    from vdsp_sim.supervisor import exit_text, stop_pid
+    from vdsp_sim.soc.supervisor import exit_text, stop_pid
     (rt / "log").mkdir(exist_ok=True)
     log_path = rt / "log" / "vdsp_board.log"
     start = log_path.stat().st_size if log_path.exists() else 0
@@ -235,7 +237,7 @@ class _Forked:
 
     def said(self, deadline: float | None) -> bool:
         """Wait for the line (True), the pipe's end without one or the deadline (False)."""
-        from vdsp_board import fdwait
+        from vdsp_board.processes import fdwait
         got = b""
         try:
             while True:

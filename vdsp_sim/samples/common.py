@@ -10,9 +10,12 @@ from typing import Iterator
 
 from arm_side import Soc
 from protocol import errors
-from vdsp_board import ddr, log as soclog, rundir, settings
-from vdsp_board.pidfile import PidFile
-from vdsp_board.version import __version__
+from vdsp_board.config import settings
+from vdsp_board.processes import rundir
+from vdsp_board.observability import log as soclog
+from vdsp_board.memory import ddr
+from vdsp_board.processes.pidfile import PidFile
+from vdsp_board.config.version import __version__
 
 log = logging.getLogger("vdsp.sample")
 
@@ -34,7 +37,7 @@ def soc_is_up(rt: Path) -> bool:
 def local_soc() -> Iterator[None]:
     """Use the SoC that is up in the runtime dir, or bring one up for the sample's duration
     (in that runtime dir and DDR directory, as ``vdsp up`` would; clients as configured)."""
-    from vdsp_sim.private_soc import private_soc
+    from vdsp_sim.soc.private_soc import private_soc
     rt = rundir.runtime_dir()
     if soc_is_up(rt):
         yield

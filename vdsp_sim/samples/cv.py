@@ -20,7 +20,8 @@ import numpy as np
 from arm_side import Soc, cv
 from vdsp_sim.samples import cv_inputs
 from vdsp_sim.samples.common import sample_soc, setup_logging
-from vdsp_board import clihelp, proc
+from vdsp_board.config import clihelp
+from vdsp_board.processes import proc
 
 log = logging.getLogger("vdsp.sample.cv")
 DATA, OUTPUT = Path("data"), Path("output")

@@ -23,7 +23,8 @@ import numpy as np
 
 from arm_side import CLEAN, INVALIDATE, Soc, dnn, nn
 from vdsp_sim import dnn_models
-from vdsp_board import clihelp, proc
+from vdsp_board.config import clihelp
+from vdsp_board.processes import proc
 from vdsp_sim.samples.common import sample_soc, setup_logging
 
 log = logging.getLogger("vdsp.sample.nn")

@@ -17,7 +17,8 @@ from arm_side import CORE_0, CORE_1, Soc
 from arm_side import nn
 from arm_side.nn import reference as ref
 from vdsp_sim.samples.common import sample_soc, setup_logging
-from vdsp_board import clihelp, proc
+from vdsp_board.config import clihelp
+from vdsp_board.processes import proc
 
 log = logging.getLogger("vdsp.sample.nn")
 DT = nn.DataType

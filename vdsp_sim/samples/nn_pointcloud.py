@@ -23,7 +23,8 @@ from arm_side.pointcloud.params import TYPICAL_POINTS, preset
 from arm_side.pointcloud.pipeline import DspPreprocessor
 from vdsp_sim.samples.common import sample_soc, setup_logging
 from protocol.errors import VdspError
-from vdsp_board import clihelp, proc
+from vdsp_board.config import clihelp
+from vdsp_board.processes import proc
 
 log = logging.getLogger("vdsp.sample.pointcloud")
 

@@ -10,7 +10,8 @@ import numpy as np
 
 from arm_side import CLEAN, CORE_0, CORE_1, INVALIDATE, Soc, opids
 from vdsp_sim.samples.common import sample_soc, setup_logging
-from vdsp_board import clihelp, proc
+from vdsp_board.config import clihelp
+from vdsp_board.processes import proc
 
 log = logging.getLogger("vdsp.sample.smoke")
 

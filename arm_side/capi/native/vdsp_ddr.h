@@ -1,6 +1,6 @@
 /*
  * vdsp_ddr.h: the shared "DDR" of PROTOCOL.md §6, as a client uses it, in C with nothing but
- * libc (what vdsp_board/ddr.py does for the Python SDK):
+ * libc (what vdsp_board/memory/ddr.py does for the Python SDK):
  *
  * - an owner (§6.3 step 1): a random id in [1, 2^22) claimed by the lock file
  *   vdsp-{id:06x}.lock in the DDR directory ($VDSP_SHM_DIR, else /dev/shm), made under a

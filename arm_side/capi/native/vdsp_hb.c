@@ -414,7 +414,7 @@ int32_t VDSP_HB(hbSysReadMem)(char *dest, hbSysMem *src, uint32_t size) {
   return cpu_copy(src, "src", dest, "dest", size, 0);
 }
 
-/* --- another owner's memory: its grants (PROTOCOL.md §6.4, vdsp_board/acl.py) ---------------- */
+/* --- another owner's memory: its grants (PROTOCOL.md §6.4, vdsp_board/memory/acl.py) ---------------- */
 
 #define MAX_ACL_BYTES (16 << 10)
 #define ANY_OWNER 0

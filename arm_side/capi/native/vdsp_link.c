@@ -1,5 +1,5 @@
-/* vdsp_link.c: see vdsp_link.h. The rules and messages are those of vdsp_board/rundir.py and
- * vdsp_board/ipclink.py. */
+/* vdsp_link.c: see vdsp_link.h. The rules and messages are those of vdsp_board/processes/rundir.py and
+ * vdsp_board/sockets/ipclink.py. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

@@ -1,6 +1,6 @@
 /*
  * vdsp_link.h: where a client finds the relay and how its ZeroMQ socket connects there, in C
- * (what vdsp_board/rundir.py and vdsp_board/ipclink.py do for the Python SDK; PROTOCOL.md §2).
+ * (what vdsp_board/processes/rundir.py and vdsp_board/sockets/ipclink.py do for the Python SDK; PROTOCOL.md §2).
  *
  * The endpoint: $VDSP_RELAY_ENDPOINT, else ipc://<sockets dir>/relay.sock of the runtime
  * directory ($VDSP_RUNTIME_DIR, else $XDG_RUNTIME_DIR/vdsp when $XDG_RUNTIME_DIR is an existing
