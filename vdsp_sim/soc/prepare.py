@@ -37,7 +37,7 @@ def keys(rt: Path, cores: tuple[str, ...], relay: bool) -> list[Path]:
 
 def prepare(rt: Path, cores: tuple[str, ...], relay: bool, allow_unsigned: bool) -> dict:
     """Keys and stock images: ``{"keys": [FILE...], "installed": [[IMAGE, WHY]...]}``. Raises VdspError."""
-    from vdsp_sim.firmware_cli import install_stock
+    from vdsp_sim.soc.stock import install_stock
     made = keys(rt, cores, relay)
     # an image the cores would refuse is replaced; the cores' own policy decides ("--allow-unsigned")
     installed = install_stock(rt, cores, allow_unsigned=allow_unsigned)
