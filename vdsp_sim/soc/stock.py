@@ -1,7 +1,7 @@
 """The stock firmware image a SoC boots, built from ``dsp_side/firmware_src/stock`` and signed with
 this install's key: :func:`install_stock` puts it wherever a core's image is missing or would be
-refused, or is a stock image of other sources. ``vdsp firmware install-stock`` calls it, and so does the SoC's preparation job
-(:mod:`vdsp_sim.soc.prepare`) before the cores start."""
+refused, or is a stock image of other sources. ``vdsp firmware install-stock`` calls it, and so
+does the SoC's preparation job (:mod:`vdsp_sim.soc.prepare`) before the cores start."""
 from __future__ import annotations
 
 import hashlib
