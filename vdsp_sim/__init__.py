@@ -1,9 +1,9 @@
-"""vdsp-sim, the product: the board layer (``vdsp_board``: DDR, runtime directory, logs,
-keys, ownership) under the SDK and both sides, and the tools above them (``vdsp`` CLI,
-supervisor, samples, load test, fuzzer, benchmarks).
+"""vdsp-sim, the product's top: the SoC's runtime (``vdsp_sim.soc``: supervisor, process
+entries, readiness, private SoCs, the in-process loopback SoC) and the tools above it: the
+``vdsp`` CLI (``cli``, ``commands/``), samples, load test, fuzzer, benchmarks, builds.
 
-Imports go down only: protocol <- vdsp_board <- arm_side | dsp_side | relay_server <- the
-rest of vdsp_sim (tests/test_layers.py enforces it).
+Imports go down only: protocol <- vdsp_board (its rooms) <- arm_side | dsp_side | relay_server
+<- vdsp_sim.soc <- the rest of vdsp_sim (tests/test_layers.py enforces it).
 """
 from vdsp_board.config.version import __version__
 
