@@ -31,20 +31,48 @@ def test_the_contract_is_pure():
 # count too: a late import is still an edge between the layers, and so does an import by name
 # (``importlib.import_module("relay_server.main")``, ``__import__``): it hid the arrow
 # dsp_side -> relay_server once.
+#
+# The board layer is six rooms, and the SoC's runtime one room of vdsp_sim (issue 44): a layer is
+# a package, or a room of one (``vdsp_board.memory``, ``vdsp_sim.soc``). The rooms of the board
+# import each other bottom up (configuration < processes < observability < memory < identity;
+# socket I/O stands alone). A module directly under ``vdsp_board`` (an old path, a deprecation
+# shim now: ``vdsp_board._moved``) is the layer ``vdsp_board`` itself, which only the shims' row and
+# vdsp_sim's (whose old paths' shims use ``vdsp_board._moved``) allow; tests/test_old_paths.py
+# keeps every module of ours off the old paths.
 OURS = ("protocol", "vdsp_board", "vdsp_sim", "arm_side", "dsp_side", "relay_server")
+ROOMS = {"vdsp_board": ("config", "processes", "observability", "memory", "identity", "sockets"),
+         "vdsp_sim": ("soc",)}
+BOARD = {f"vdsp_board.{room}" for room in ROOMS["vdsp_board"]}
 ALLOWED = {
     "protocol": {"protocol"},
-    "vdsp_board": {"protocol", "vdsp_board"},
-    "arm_side": {"protocol", "vdsp_board", "arm_side"},
-    "dsp_side": {"protocol", "vdsp_board", "dsp_side"},
-    "relay_server": {"protocol", "vdsp_board", "relay_server"},
+    "vdsp_board.config": {"protocol", "vdsp_board.config"},
+    "vdsp_board.processes": {"protocol", "vdsp_board.config", "vdsp_board.processes"},
+    "vdsp_board.observability": {"protocol", "vdsp_board.config", "vdsp_board.processes", "vdsp_board.observability"},
+    "vdsp_board.memory": {"protocol", "vdsp_board.config", "vdsp_board.observability", "vdsp_board.memory"},
+    "vdsp_board.identity": {"protocol", "vdsp_board.config", "vdsp_board.processes", "vdsp_board.observability",
+                            "vdsp_board.memory", "vdsp_board.identity"},
+    "vdsp_board.sockets": {"protocol", "vdsp_board.sockets"},
+    "vdsp_board": {"protocol", "vdsp_board", *BOARD},      # the package, its old paths' shims
+    "arm_side": {"protocol", *BOARD, "arm_side"},
+    "dsp_side": {"protocol", *BOARD, "dsp_side"},
+    "relay_server": {"protocol", *BOARD, "relay_server"},
+    "vdsp_sim.soc": {"protocol", *BOARD, "arm_side", "dsp_side", "relay_server", "vdsp_sim.soc"},
+    # the CLI, benchmarks, samples, fuzzer, and the shims of the SoC room's old paths
+    "vdsp_sim": {"protocol", "vdsp_board", *BOARD, "arm_side", "dsp_side", "relay_server", "vdsp_sim.soc", "vdsp_sim"},
 }
 
 
 def layer_of(module: str) -> str:
-    if module == "vdsp_board" or module.startswith("vdsp_board."):
-        return "vdsp_board"
-    return module.split(".")[0]
+    """The layer of a module: its package, or the room of its package it lives in."""
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in ROOMS.get(parts[0], ()):
+        return ".".join(parts[:2])
+    return parts[0]
+
+
+def module_name(path: Path, root: Path | None = None) -> str:
+    rel = path.relative_to(root or ROOT).with_suffix("")
+    return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
 
 
 def _imported_by_name(node: ast.Call) -> str | None:
@@ -82,16 +110,39 @@ def first_party_imports(path: Path, package: str) -> set[str]:
 
 
 def test_imports_only_go_down():
+    """Each module against its own layer's row (a room's module against its room's)."""
     bad = []
-    for layer, allowed in ALLOWED.items():
-        folder = ROOT / layer.replace(".", "/")
-        for path in sorted(folder.rglob("*.py")):
+    for package in OURS:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = module_name(path)
+            allowed = ALLOWED[layer_of(name)]
             rel = path.relative_to(ROOT).with_suffix("")
-            package = ".".join(rel.parts[:-1] if rel.name != "__init__" else rel.parts[:-1])
-            for module in first_party_imports(path, package):
+            home = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            for module in first_party_imports(path, home):
                 if layer_of(module) not in allowed:
                     bad.append(f"{rel}: imports {module}")
     assert not bad, "\n".join(bad)
+
+
+def test_every_layer_has_a_row():
+    """A room without a row would not be checked at all: each package and room is a layer."""
+    layers = {layer_of(module_name(path)) for package in OURS for path in (ROOT / package).rglob("*.py")}
+    assert layers == set(ALLOWED)
+    assert all(room == "__init__" or (ROOT / package / room / "__init__.py").is_file()
+               for package, rooms in ROOMS.items() for room in rooms)
+
+
+def test_a_rooms_module_is_held_to_its_rooms_row():
+    """``vdsp_board.config`` is the bottom room: an import of the identity room from it is an arrow up;
+    an old path (a shim) is the layer ``vdsp_board``, which no row of the sides allows."""
+    assert layer_of("vdsp_board.config.settings") == "vdsp_board.config"
+    assert layer_of("vdsp_board.identity.curve") not in ALLOWED["vdsp_board.config"]
+    assert layer_of("vdsp_sim.soc.supervisor") == "vdsp_sim.soc"
+    assert layer_of("vdsp_sim.cli") not in ALLOWED["vdsp_sim.soc"]
+    old = "vdsp_board.some_module"      # a module directly under the package, as an old path's shim is
+    assert layer_of(old) == "vdsp_board"
+    assert not [layer for layer in ALLOWED if layer_of(old) in ALLOWED[layer] and layer.startswith("vdsp_board.")]
+    assert layer_of(old) not in ALLOWED["arm_side"] | ALLOWED["dsp_side"] | ALLOWED["relay_server"] | ALLOWED["vdsp_sim.soc"]
 
 
 def test_the_layer_check_can_fail(tmp_path):
