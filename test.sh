@@ -6,7 +6,7 @@
 # own SoCs, runtime and DDR directories; `--dist loadfile` keeps each module (and the SoC it
 # shares) on one worker; the `exclusive` tests run alone, and the modules are handed out longest first
 # (tests/durations.json; --no-loadscope-reorder keeps that order: tests/conftest.py). Arguments go to pytest:
-# `./test.sh -k relay`, `./test.sh tests/test_ddr.py`, `./test.sh -n 0` (serially).
+# `./test.sh -k relay`, `./test.sh tests/board/test_ddr.py`, `./test.sh -n 0` (serially).
 # `PYTHON=python3.13 ./test.sh` runs it on that Python, in a venv of its own (scripts/venv.sh).
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -74,7 +74,7 @@ HB_DNN_PRIORITY_PREEMP = HB_DNN_PRIORITY_HIGHEST
 HB_DSP_PRIORITY_LOWEST, HB_DSP_PRIORITY_HIGHEST = 0, 255
 HB_DNN_SUCCESS = HB_SYS_SUCCESS = 0
 HB_DNN_MULTI_PROGRESS_USE_ERROR = -6000016
-# Every error code of protocol.errors by its C name (tests/test_hb.py checks that none is missing).
+# Every error code of protocol.errors by its C name (tests/integration/test_hb.py checks that none is missing).
 HB_DNN_INVALID_ARGUMENT: int = errors.InvalidArgument.code
 HB_DNN_INVALID_MODEL: int = errors.InvalidModel.code
 HB_DNN_MODEL_NUMBER_EXCEED_LIMIT: int = errors.ModelNumberExceedLimit.code

@@ -5,7 +5,7 @@ and the clock ticks.
 Each is a frozen, slotted dataclass (those that add no field to their base's are its
 subclasses, with its fields, equality and repr); :data:`Step` and :data:`Action` are their unions. A driver
 dispatches with ``match`` and ends with ``case _: assert_never(x)``, so a step or an action
-added here that a driver does not handle is a mypy error (tests/test_effects_typed.py). The
+added here that a driver does not handle is a mypy error (tests/project/test_effects_typed.py). The
 steps but :class:`Wait` and :class:`Pause` are performed alike by both drivers
 (``arm_side.links.Links.run``); those two are each driver's own (blocking, or awaiting).
 """

@@ -3,7 +3,7 @@
 
 Each is a frozen, slotted dataclass; :data:`CoreEffect` is their union. An adapter dispatches
 on it with ``match`` and ends with ``case _: assert_never(effect)``, so an effect added here
-that a driver does not handle is a mypy error (tests/test_effects_typed.py).
+that a driver does not handle is a mypy error (tests/project/test_effects_typed.py).
 """
 from __future__ import annotations
 

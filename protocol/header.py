@@ -43,7 +43,7 @@ class Frame(Protocol):
     """A frame as a transport hands it over: ``bytes``, or a buffer over bytes (``bytearray``,
     ``memoryview``, ``zmq.Frame``). The functions that read a peer's frames take any of them:
     compiled (mypyc), a parameter typed ``bytes`` refused the others with TypeError where the
-    pure module read them (tests/test_native.py feeds both builds the same frames)."""
+    pure module read them (tests/tools/test_native.py feeds both builds the same frames)."""
 
     def __len__(self) -> int: ...
 

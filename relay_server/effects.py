@@ -3,7 +3,7 @@
 
 :data:`Effect` is their union. An adapter dispatches on it with ``match`` and ends with
 ``case _: assert_never(effect)``, so an effect added here that a driver does not handle is a
-mypy error (tests/test_effects_typed.py).
+mypy error (tests/project/test_effects_typed.py).
 
 Frozen, slotted classes, not ``@dataclass(frozen=True, slots=True)``: this module is compiled
 with the engine (``vdsp_sim.native_build.MODULES``), and mypyc compiles a class's own

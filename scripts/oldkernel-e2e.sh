@@ -153,7 +153,7 @@ bounded $(t 180) .venv/bin/vdsp up -d
 bounded $(t 120) .venv/bin/python examples/first_task.py
 bounded $(t 90) .venv/bin/vdsp down"
 # pytest's own limit per test (pyproject: 300 s) scaled too, so that a slow emulator is not a hang
-for mod in test_live_identity test_live_ownership test_live_liveness test_busy_host test_ownership; do
+for mod in integration/test_live_identity integration/test_live_ownership integration/test_live_liveness integration/test_busy_host board/test_ownership; do
     guest_step_def "$mod" "$(t 660)" "pytest tests/$mod.py" \
 "bounded $(t 600) .venv/bin/python -m pytest -q -p no:cacheprovider -n 0 -o timeout=$(t 300) tests/$mod.py"
 done

@@ -1,6 +1,6 @@
 """Memory that peers which never authenticate can make the SoC's processes hold (issue 22).
 
-Starts a tcp + CURVE SoC (tests.test_live_curve.TcpSoc), then, for each tcp endpoint (the
+Starts a tcp + CURVE SoC (tests.integration.test_live_curve.TcpSoc), then, for each tcp endpoint (the
 relay's front, vdsp0's control endpoint, vdsp0's firmware endpoint), opens CONNS raw tcp
 connections that each send a ZMTP 3.0 greeting for CURVE and then the start of one huge
 command frame (declared FRAME bytes, FRAME - 1 sent), and keep them open. Prints the peak RSS
@@ -67,7 +67,7 @@ def main() -> int:
     ap.add_argument("--hold", type=float, default=5.0)
     args = ap.parse_args()
     from arm_side import Soc, opids
-    from tests.test_live_curve import running_tcp_soc
+    from tests.integration.test_live_curve import running_tcp_soc
     with running_tcp_soc() as soc:
         core = soc.procs["vdsp0"].pid
         # the core's firmware: a child of the core's starter, titled "vdsp: vdsp0 firmware"

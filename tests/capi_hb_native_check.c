@@ -1,6 +1,6 @@
 /*
  * A C program of the hbSys/hbDSP functions only, linked with the native library
- * (libvdsp_client.so: arm_side/capi/native/vdsp_hb.c), run by tests/test_capi_hb_native.py
+ * (libvdsp_client.so: arm_side/capi/native/vdsp_hb.c), run by tests/integration/test_capi_hb_native.py
  * against a live SoC. It prints "key value" lines:
  *
  *   check flow     what the process looks like before and after its first call (libpython

@@ -1,6 +1,6 @@
 /*
  * capi_native_check.c: a C program of the native client core alone (no Python in its process),
- * run by tests/test_capi_native.py against a live SoC.
+ * run by tests/integration/test_capi_native.py against a live SoC.
  *
  *   capi_native_check flow [SIZE]   HELLO, two buffers, memcpy through the relay, the bytes
  *                                   checked, a PING, the buffers freed; then that no libpython is

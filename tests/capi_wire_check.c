@@ -1,5 +1,5 @@
 /*
- * capi_wire_check.c: what tests/test_capi_wire.py asks of the native wire layer
+ * capi_wire_check.c: what tests/sdk/test_capi_wire.py asks of the native wire layer
  * (arm_side/capi/native/vdsp_wire.c), in one of two builds:
  *
  * - a shared library the test loads with ctypes: wire_check_body, wire_check_header, ... one
@@ -153,7 +153,7 @@ static void writer_line(FILE *f, const char *name, vdsp_wire_writer *w) {
 }
 
 /* Bodies a client builds (HELLO, TASK) and what the writer refuses, one line each into f.
- * tests/test_capi_wire.py knows the names and what each must give. */
+ * tests/sdk/test_capi_wire.py knows the names and what each must give. */
 static int writer_cases(FILE *f) {
   vdsp_wire_writer *w = vdsp_wire_writer_new();
   if (w == NULL) return -1;

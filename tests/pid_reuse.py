@@ -1,6 +1,6 @@
 """A reused pid against each identity proof, run as pid 1 of a pid namespace of its own (so that it
 may set the namespace's next pid as a normal user: tests/privilege.py), by
-tests/test_live_identity.py::test_a_connection_whose_process_exited_claims_nothing_when_its_pid_comes_back.
+tests/integration/test_live_identity.py::test_a_connection_whose_process_exited_claims_nothing_when_its_pid_comes_back.
 
     python -m tests.pid_reuse PROOF...        (PROOF: peer-pidfd, pidfd, start-time; or kernel: the
                                                host's own, VDSP_IDENTITY_PROOF unset; PROOF@before-record:

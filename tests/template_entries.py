@@ -1,4 +1,4 @@
-"""A fresh template starter for tests/test_starter.py (``python -m tests.template_entries``): it
+"""A fresh template starter for tests/board/test_starter.py (``python -m tests.template_entries``): it
 "imports" once (:func:`preload`, which takes ``TEMPLATE_PRELOAD_S`` seconds of CPU), then forks its
 one entry, which prints what it inherited."""
 from __future__ import annotations

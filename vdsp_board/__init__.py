@@ -8,7 +8,7 @@
 - ``sockets``: the ZeroMQ frame calls and client links.
 
 Imports only ``protocol`` (and third-party libraries); each room imports the rooms below it
-(tests/test_layers.py has a row per room). A module's path directly under ``vdsp_board`` (before
+(tests/project/test_layers.py has a row per room). A module's path directly under ``vdsp_board`` (before
 the rooms) still imports, as the same module, with a DeprecationWarning until the next release
 (``_moved``).
 """

@@ -5,7 +5,7 @@ Each old module (``vdsp_board/ddr.py``, ``vdsp_sim/supervisor.py``, ...) is a sh
 the new module: ``sys.modules`` names it under the old path too, so ``vdsp_board.ddr.Segment is
 vdsp_board.memory.ddr.Segment`` and a monkeypatch through either path is seen through both.
 ``python -m OLD`` runs the new module. The project's own code names only the new paths
-(tests/test_old_paths.py; the suite turns this warning into an error, pyproject.toml).
+(tests/board/test_old_paths.py; the suite turns this warning into an error, pyproject.toml).
 """
 # rooms: old paths on purpose
 from __future__ import annotations

@@ -3,7 +3,7 @@ entries, readiness, private SoCs, the in-process loopback SoC) and the tools abo
 ``vdsp`` CLI (``cli``, ``commands/``), samples, load test, fuzzer, benchmarks, builds.
 
 Imports go down only: protocol <- vdsp_board (its rooms) <- arm_side | dsp_side | relay_server
-<- vdsp_sim.soc <- the rest of vdsp_sim (tests/test_layers.py enforces it).
+<- vdsp_sim.soc <- the rest of vdsp_sim (tests/project/test_layers.py enforces it).
 """
 from vdsp_board.config.version import __version__
 

@@ -36,7 +36,7 @@ from vdsp_sim import ctoolchain
 
 ROOT = Path(__file__).resolve().parent.parent      # where the packages' sources are
 #: the compiled modules, as paths from ROOT (mypy-clean, no monkeypatched names; the functions
-#: facing peers take what the pure ones take: tests/test_native.py feeds both the same values)
+#: facing peers take what the pure ones take: tests/tools/test_native.py feeds both the same values)
 MODULES = ("protocol/header.py", "protocol/wire.py", "protocol/ordering.py",
            "relay_server/scheduler.py", "relay_server/effects.py", "relay_server/engine.py",
            "dsp_side/inbox.py", "vdsp_board/sockets/zsock.py")

@@ -15,7 +15,7 @@ else that names operators is derived from the entries and written by this one co
   docs/custom_ops.md's table of the ARM side's shape rules.
 
 ``--check`` writes nothing and lists what is stale (exit status 1 if anything is);
-``tests/test_regen.py`` fails the same way. This runs on a source checkout (the docs are not
+``tests/tools/test_regen.py`` fails the same way. This runs on a source checkout (the docs are not
 installed with the package).
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ in cycles at :data:`CLOCK_HZ` (docs/dsp_kernels.md, "Board time"):
 Every number of the model is a :class:`Constant` in this file with its source: ``source:`` a
 fact of a document (the J5 DSP sample, ``../shared/reference/000_…``, by section), ``derived:``
 computed here from other constants, or ``assumed:`` our choice where no document we have gives
-the figure (tests/test_board_time.py checks that no other module-level name is a bare number). Pure: no I/O.
+the figure (tests/dsp/test_board_time.py checks that no other module-level name is a bare number). Pure: no I/O.
 """
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ MESSAGE_MAX = 8000           # characters of the compiler's message kept in the 
 _UNDECLARED_IVP = re.compile(r"(?:implicit declaration of function|undeclared identifier)\W+(IVP_\w+)"
                              r"|\W(IVP_\w+)\W+ was not declared")
 IVP_HOW = ("{name} is not in the vdsp-sim IVP subset (<xtensa/tie/xt_ivpn.h>): add it to "
-           "dsp_side/ckernel/include/xtensa/tie/xt_ivpn.h with its semantics and a test in tests/test_ivp.py "
+           "dsp_side/ckernel/include/xtensa/tie/xt_ivpn.h with its semantics and a test in tests/dsp/test_ivp.py "
            "(docs/dsp_kernels.md, The IVP subset)")
 
 

@@ -9,7 +9,7 @@
  * image.nv12: 224 * 3/2 rows of 224 bytes (Y, then interleaved UV). The model's Softmax layer is
  * this file's C layer (hbDNNRegisterLayerCreator); its Quantize/Dequantize layers run on the DSP
  * cores when HB_DNN_ENABLE_DSP=1. The model of vdsp-sim has seeded weights: its class ids mean
- * nothing, they are compared with onnxruntime running the whole model (tests/test_capi.py).
+ * nothing, they are compared with onnxruntime running the whole model (tests/integration/test_capi.py).
  */
 #include <math.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /*
- * Test driver of <xtensa/tie/xt_ivpn.h> (tests/test_ivp.py): `ivp_driver OP` reads OP's operands
+ * Test driver of <xtensa/tie/xt_ivpn.h> (tests/dsp/test_ivp.py): `ivp_driver OP` reads OP's operands
  * from stdin as raw little-endian bytes, applies the one intrinsic under test and writes its
  * result to stdout as raw bytes; the test compares them with a numpy reference of its own.
  * Compiled as C11 and as C++17, -Wall -Wextra -Werror, linked with the kernel runtime.

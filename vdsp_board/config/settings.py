@@ -1,7 +1,7 @@
 """Every ``VDSP_*`` environment variable, declared once: name, type, default, meaning and the
 processes that read it.
 
-This is the one module that reads them (``tests/test_settings.py`` greps the others). Values
+This is the one module that reads them (``tests/board/test_settings.py`` greps the others). Values
 are read when a process asks, not frozen at import: tests set variables per test and spawn
 children with their own environments. ::
 

@@ -1,5 +1,5 @@
 /* vdsp_ddr.c: see vdsp_ddr.h. The names, modes and rules are those of PROTOCOL.md §6 and
- * vdsp_board/memory/ddr.py; tests/test_capi_native.py checks them against a live SoC. */
+ * vdsp_board/memory/ddr.py; tests/integration/test_capi_native.py checks them against a live SoC. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

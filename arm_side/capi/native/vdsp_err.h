@@ -1,6 +1,6 @@
 /*
  * vdsp_err.h: how the native client core (vdsp_ddr, vdsp_link, vdsp_client) says what failed:
- * a negative code of protocol/errors.py (tests/test_capi_native.py compares the values) and a
+ * a negative code of protocol/errors.py (tests/integration/test_capi_native.py compares the values) and a
  * message saying what is wrong and what to do. Every function that can fail returns 0 or such
  * a code and, given an error struct, fills it.
  */

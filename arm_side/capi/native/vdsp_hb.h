@@ -49,7 +49,7 @@ int vdsp_hb_native_owner(uint32_t *id, int *lock_fd, char *dir, size_t len);
 int vdsp_hb_native_find(uint64_t phys, void *vir, uint32_t size, const char *what, vdsp_hb_native_buffer *out);
 /* What a submission with these parameters sends as `params` (JSON text, or the struct `param` of
  * `size` bytes of operator `cmd`): 0 with the encoded msgpack map (*len bytes, 0: none) in `out`,
- * else the code (its text: vdsp_hb_native_last). For tests of the mapping (tests/test_capi_hb_native.py). */
+ * else the code (its text: vdsp_hb_native_last). For tests of the mapping (tests/integration/test_capi_hb_native.py). */
 int vdsp_hb_native_params(int32_t cmd, const void *param, uint32_t size, const char *json, void *out, size_t cap,
                           size_t *len);
 /* Make `code` with `message` this thread's last failure; returns `code`. */

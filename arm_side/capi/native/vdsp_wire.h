@@ -6,7 +6,7 @@
  *
  * It is the first part of the native libvdsp_hb (issue 42); the library does not use it yet.
  * It decides exactly what the Python decoder (protocol.wire.unpack_body, parse_header) decides,
- * on the same inputs: tests/test_capi_wire.py feeds both the same corpus and compares.
+ * on the same inputs: tests/sdk/test_capi_wire.py feeds both the same corpus and compares.
  *
  * Errors: every function that can fail returns 0 or a negative code of protocol/errors.py
  * (the VDSP_WIRE_E_* values below) and, when given an error struct, fills it with that code
@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-/* --- numbers shared with protocol/constants.py (tests/test_capi_wire.py compares them) --- */
+/* --- numbers shared with protocol/constants.py (tests/sdk/test_capi_wire.py compares them) --- */
 #define VDSP_WIRE_VERSION 2           /* the header's version byte (PROTOCOL.md §17) */
 #define VDSP_WIRE_EARLIER_VERSION 1   /* laid out as ours: refused, answered in its own header */
 #define VDSP_WIRE_HEADER_SIZE 24

@@ -1,4 +1,4 @@
-/* A kernel whose work is known by hand (tests/test_board_time.py):
+/* A kernel whose work is known by hand (tests/dsp/test_board_time.py):
  * - one IDMA transfer in of min(input bytes, 4096) bytes into bank 0, waited for after the loop;
  * - `reps` times IVP_ADDN_2X32 and IVP_DIVN_2XF32;
  * - two 32-bit gathers (address and data phase): one from the TCM tile, one from the input in DDR;

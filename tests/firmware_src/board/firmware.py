@@ -1,4 +1,4 @@
-"""A C kernel whose work is known by hand, for the board-time counters (tests/test_board_time.py)."""
+"""A C kernel whose work is known by hand, for the board-time counters (tests/dsp/test_board_time.py)."""
 from protocol.contract.operator import OperatorEntry
 from dsp_side import ckernel
 

@@ -1,4 +1,4 @@
-"""C kernels that break the board's rules, for tests/test_ckernel.py and the live tests."""
+"""C kernels that break the board's rules, for tests/dsp/test_ckernel.py and the live tests."""
 from protocol.contract.operator import OperatorEntry
 from dsp_side import ckernel
 

@@ -1,4 +1,4 @@
-"""IVP kernels for tests/test_ivp.py: a C++ kernel that gathers at an offset it is given (inside
+"""IVP kernels for tests/dsp/test_ivp.py: a C++ kernel that gathers at an offset it is given (inside
 the 64 kB window it runs, beyond it the task fails naming the intrinsic). (The project's own
 point-cloud kernels are the stock image's: dsp_side/firmware_src/stock.)"""
 from protocol.contract.operator import OperatorEntry

@@ -1,4 +1,4 @@
-// Gathers 16 floats at one byte offset of a 64 kB TCM tile filled from the input (tests/test_ivp.py).
+// Gathers 16 floats at one byte offset of a 64 kB TCM tile filled from the input (tests/dsp/test_ivp.py).
 #include <string.h>
 #include <xtensa/tie/xt_ivpn.h>
 

@@ -81,7 +81,7 @@ enum { VDSP_IVP_BAD_WINDOW = 1, VDSP_IVP_BAD_FRACTION = 2, VDSP_IVP_BAD_SELECTOR
  *   vdsp_ivp_refuse_jump; elsewhere a call of vdsp_ivp_refuse_if). The aligning stores, whose work is data-dependent, are calls
  *   (VDSP_IVP_OUTLINE: not inlined, not instrumented).
  * - calls (VDSP_IVP_CALLS defined, or Clang): every intrinsic is a call of a function that is not
- *   instrumented (VDSP_IVP_OUTLINE). tests/test_board_time.py builds kernels both ways and
+ *   instrumented (VDSP_IVP_OUTLINE). tests/dsp/test_board_time.py builds kernels both ways and
  *   checks that their counts are equal. */
 #if defined(VDSP_IVP_NO_COV)
 /* given on the command line (e.g. empty, to measure what the counting costs) */
@@ -574,7 +574,7 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_min32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
 
 /* --- names of the ISA outside the subset: a compile error naming the intrinsic ------------- */
 #define VDSP_IVP_HOW " is not in the vdsp-sim IVP subset: add it to dsp_side/ckernel/include/xtensa/tie/xt_ivpn.h " \
-                     "with its semantics and a test in tests/test_ivp.py (docs/dsp_kernels.md, The IVP subset)"
+                     "with its semantics and a test in tests/dsp/test_ivp.py (docs/dsp_kernels.md, The IVP subset)"
 #ifdef __cplusplus
 #define VDSP_IVP_MISSING(name) ([]() { static_assert(sizeof(char) == 0, #name VDSP_IVP_HOW); }(), 0)
 #else

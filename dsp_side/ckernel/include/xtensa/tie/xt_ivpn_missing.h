@@ -2,7 +2,7 @@
  * Part of <xtensa/tie/xt_ivpn.h>: intrinsics of the Vision P6 ISA that vdsp-sim's subset does not
  * have. Each is a macro whose use is a compile error naming it and saying how one is added
  * (VDSP_IVP_MISSING). Adding one: delete its line here, define it in xt_ivpn.h with its
- * semantics in a comment, test it in tests/test_ivp.py against a reference of its own.
+ * semantics in a comment, test it in tests/dsp/test_ivp.py against a reference of its own.
  */
 #ifndef VDSP_XT_IVPN_MISSING_H_
 #define VDSP_XT_IVPN_MISSING_H_

@@ -1,0 +1,71 @@
+"""The disk cache of kernel libraries (dsp_side.ckernel.cache): a library stored is read back by
+another process's build (no compile), and a cache directory or entry that is not this user's
+own private file is never used."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsp_side.ckernel import cache
+
+KEY = "ab" * 32
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "vdsp-sim" / "ckernels"
+
+
+def test_a_stored_library_is_read_back_from_a_private_directory(home):
+    cache.store(KEY, b"\x7fELF library")
+    assert cache.load(KEY) == b"\x7fELF library"
+    assert oct(home.stat().st_mode & 0o777) == "0o700" and oct((home / f"{KEY}.so").stat().st_mode & 0o777) == "0o600"
+    assert cache.load("cd" * 32) is None and cache.load("../x") is None
+
+
+def test_a_directory_others_can_write_or_a_symlink_is_no_cache(home, tmp_path):
+    cache.store(KEY, b"lib")
+    home.chmod(0o770)
+    assert cache.load(KEY) is None
+    home.chmod(0o700)
+    elsewhere = tmp_path / "planted"
+    home.rename(elsewhere)
+    home.symlink_to(elsewhere)                 # a planted link to a directory with the entry
+    assert cache.load(KEY) is None
+    cache.store("cd" * 32, b"x")
+    assert not (elsewhere / f"{'cd' * 32}.so").exists()
+
+
+def test_an_entry_that_is_a_symlink_or_writable_by_others_is_not_read(home, tmp_path):
+    cache.store(KEY, b"lib")
+    entry = home / f"{KEY}.so"
+    entry.chmod(0o666)
+    assert cache.load(KEY) is None
+    entry.unlink()
+    (tmp_path / "evil.so").write_bytes(b"evil")
+    entry.symlink_to(tmp_path / "evil.so")
+    assert cache.load(KEY) is None
+
+
+@pytest.mark.skipif(bool(__import__("vdsp_sim.ctoolchain", fromlist=["missing"]).missing()), reason="no C compiler")
+def test_a_second_process_builds_the_stock_image_without_compiling(home, tmp_path):
+    """As two `vdsp up` do: the second build's library comes from the disk cache, the same bytes."""
+    prog = ("import sys, hashlib; from pathlib import Path; from dsp_side.ckernel import build; "
+            "from protocol.contract import pointcloud_ops as p; "
+            "build._compile = (lambda *a: sys.exit('compiled')) if sys.argv[1] == 'cached' else build._compile; "
+            "print(hashlib.sha256(build.compile_tree(Path('dsp_side/firmware_src/stock'), [p.ENCODE, p.TRANSPOSE]))"
+            ".hexdigest())")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    first = subprocess.run([sys.executable, "-c", prog, "fresh"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run([sys.executable, "-c", prog, "cached"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout and len(list(home.glob("*.so"))) == 1

@@ -1,0 +1,287 @@
+"""The hbSys and hbDSP functions in C on the native client core (arm_side/capi/native/vdsp_hb.c;
+issue 42), as a C program that calls only them sees them, against a live SoC, on libvdsp_hb (the
+library of `vdsp capi`: its native side serves such a program) and on libvdsp_client.so (the
+core's own build, vdsp_sim/capi_native.py):
+
+- tests/capi_hb_native_check.c: no libpython mapped and one thread before the first call, no
+  libpython after it, SIGINT/SIGTERM dispositions unchanged; a memcpy and a checksum through
+  cached memory with their bytes, values (as JSON too), core; the codes and descriptions of a
+  double free and a double release; a wait that times out; a released task;
+- the same under valgrind memcheck, and built with -fsanitize=address,undefined (LeakSanitizer
+  on), with no suppression file;
+- a fork() child's first call is HB_DNN_MULTI_PROGRESS_USE_ERROR at once, the parent goes on;
+- raise(SIGINT) ends the program as it would without the library, and the SoC reclaims its DDR;
+- the J5-style examples of hbSys/hbDSP only (examples/capi/threads.c, pointcloud.c), unchanged,
+  give on the native library what they give on the embedded one (tests/integration/test_capi.py);
+- an NN operator (softmax) takes the tensor descriptors of its parameter struct;
+- memory another process granted is registered, read and cleaned; past the grant it is refused;
+- parameter structs and JSON text make the body the embedded SDK's bridge makes.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import zlib
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+
+from arm_side import capi
+from arm_side.capi import opsgen
+from protocol import errors
+from tests import privilege
+from tests.conftest import wait_until
+from tests.live import shm_entries
+from tests.integration.test_capi import assert_point_cloud_pattern
+from tests.integration.test_capi_native import SANITIZE, clean_env, run
+from tests.sdk.test_capi_wire import _sanitizers_here
+from vdsp_sim import capi_build, capi_native
+
+pytestmark = pytest.mark.live
+ROOT = Path(__file__).resolve().parents[2]
+CHECK = ROOT / "tests" / "capi_hb_native_check.c"
+EXAMPLES = ROOT / "examples" / "capi"
+
+
+@pytest.fixture(scope="module", params=["libvdsp_hb", "libvdsp_client"])
+def programs(request):
+    """The programs, linked with libvdsp_hb (built as `vdsp capi --build` builds it) or with the
+    core's own libvdsp_client.so, built once into a private directory."""
+    if shutil.which(capi_native.cc()[0]) is None:
+        privilege.require(f"no C compiler ({' '.join(capi_native.cc())})")
+    out = Path(tempfile.mkdtemp(prefix="vhbnative-"))
+    try:
+        if request.param == "libvdsp_hb":
+            why = capi_build.ensure(log=lambda _: None)
+            if why:
+                privilege.require(f"no libvdsp_hb: {why}")
+            link = [f"-L{capi_build.libdir()}", "-lvdsp_hb", f"-Wl,-rpath,{capi_build.libdir()}"]
+        else:
+            capi_native.build(out)
+            link = [f"-L{out}", "-lvdsp_client", "-Wl,-rpath,$ORIGIN"]
+        for source, name in ((CHECK, "check"), (EXAMPLES / "threads.c", "threads"),
+                             (EXAMPLES / "pointcloud.c", "pointcloud")):
+            cmd = [*capi_native.cc(), "-std=c99", "-Wall", "-Wextra", "-Werror", "-pthread",
+                   f"-I{capi_native.HB_INCLUDE}", str(source), *link, "-lm", "-o", str(out / name)]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stderr
+        yield out
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def assert_flow(out: dict[str, str]) -> None:
+    assert out["python_before"] == "0" and out["python_after"] == "0", out
+    assert out["threads_before"] == "1", out
+    assert out["signals_unchanged"] == "1", out
+    assert out["copied"] == "1" and out["memcpy_core"] == "2", out
+    data = bytes((i * 7 + 3) & 0xff for i in range(65536))
+    assert out["crc32"] == str(zlib.crc32(data)), out
+    assert out["values"] == f'{{"bytes": 65536, "crc32": {zlib.crc32(data)}, "sum": {sum(data)}}}', out  # json.dumps'
+    assert out["missing_value"] == str(errors.InvalidArgument.code), out
+    assert out["release_twice"] == str(errors.InvalidTaskHandle.code), out
+    assert out["release_twice_desc"].startswith("HB_DNN_INVALID_TASK_HANDLE: invalid task handle (handle 0x"), out
+    assert out["short_wait"] == str(errors.TaskTimeout.code), out
+    assert out["free_twice"] == str(errors.SysInvalidArgument.code), out
+    assert "is not a buffer this process allocated or registered" in out["free_twice_desc"], out
+
+
+def test_an_hbsys_hbdsp_program_has_no_python_no_thread_before_and_no_signal_handler(programs, shared_soc):
+    before = shm_entries()
+    out = run([programs / "check", "flow"])
+    assert_flow(out)
+    assert shm_entries() == before
+
+
+def test_valgrind_finds_no_error_and_no_leak(programs, shared_soc):
+    if shutil.which("valgrind") is None:
+        privilege.require("no valgrind here (apt-get install valgrind)")
+    memcheck = ["valgrind", "--error-exitcode=1", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect"]
+    assert_flow(run([*memcheck, programs / "check", "flow"], timeout=300))
+    assert run([*memcheck, programs / "threads", "3", "4"], timeout=300) is not None
+
+
+def test_a_fork_child_gets_the_multi_process_error_at_once_and_the_parent_goes_on(programs, shared_soc):
+    out = run([programs / "check", "fork"])
+    assert out["child_rc"] == "-6000016" and out["child_rpc"] == "-6000016", out
+    assert out["child_desc"].startswith("HB_DNN_MULTI_PROGRESS_USE_ERROR: multi-process use error ("), out
+    assert out["child_exit"] == "0" and out["parent_ok"] == "1", out
+
+
+def test_raise_sigint_ends_the_program_and_its_ddr_is_reclaimed(programs, shared_soc):
+    before = shm_entries()
+    done = subprocess.run([str(programs / "check"), "sigint"], env=clean_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == -signal.SIGINT, (done.returncode, done.stdout, done.stderr)
+    assert "raising 1" in done.stdout and "survived" not in done.stdout
+    assert wait_until(lambda: shm_entries() == before, timeout_s=60), shm_entries() - before
+
+
+def test_the_examples_of_hbsys_and_hbdsp_run_unchanged_on_the_native_library(programs, shared_soc, tmp_path):
+    res = subprocess.run([str(programs / "threads"), "4", "25"], env=clean_env(), capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0 and res.stdout.count("25 tasks ok") == 4, res.stdout + res.stderr
+    strict = assert_point_cloud_pattern(programs / "pointcloud", tmp_path)
+    assert "hbSysFlushMem(HB_SYS_MEM_CACHE_CLEAN)" in strict, strict     # a C function, not flush(CLEAN)
+
+
+def test_an_nn_operator_takes_the_tensor_descriptors_of_its_struct(programs, shared_soc):
+    out = run([programs / "check", "softmax"])
+    x = np.arange(10, dtype=np.float32)
+    want = np.exp(x - x.max()) / np.exp(x - x.max()).sum()
+    np.testing.assert_allclose(np.array(out["softmax"].split(), dtype=np.float32), want, rtol=1e-5)
+    assert out["bad_dims"] == str(errors.InvalidArgument.code), out
+    assert out["bad_dims_desc"].endswith("(hbDSPSoftmaxParam.input.validShape.numDimensions 9 must be in 1..8)"), out
+
+
+def test_memory_another_process_granted_is_registered_and_past_the_grant_refused(programs, shared_soc):
+    from arm_side import Soc
+    with Soc() as soc:
+        theirs = soc.mem.alloc(8192)
+        theirs.write(bytes(range(256)) * 32)
+        theirs.share(offset=0, size=4096)
+        out = run([programs / "check", "register", f"{theirs.phys_addr:x}", "8192", "4096"])
+        assert theirs.read(1) == b"\xab"          # the program's CLEAN reached our DDR
+    assert out["registered_sum"] == str(sum(range(256)) * 16), out
+    assert out["past_grant"] == str(errors.SysRegisterMemFailed.code), out
+    assert "is not granted to this process's owner" in out["past_grant_desc"], out
+
+
+def test_libvdsp_hb_moves_with_its_directory_and_names_no_checkout(shared_soc, tmp_path):
+    """The library needs libzmq beside it ($ORIGIN) and no libpython; its pkg-config file finds it
+    from its own place: a copy of lib/ elsewhere builds and runs an hbSys/hbDSP program."""
+    if shutil.which(capi_native.cc()[0]) is None or shutil.which("pkg-config") is None:
+        privilege.require("no C compiler or no pkg-config")
+    why = capi_build.ensure(log=lambda _: None)
+    if why:
+        privilege.require(f"no libvdsp_hb: {why}")
+    dynamic = subprocess.run(["readelf", "-d", str(capi_build.library())], capture_output=True, text=True).stdout
+    assert "Library runpath: [$ORIGIN]" in dynamic and "libpython" not in dynamic, dynamic
+    lib = tmp_path / "moved" / "lib"
+    shutil.copytree(capi_build.libdir(), lib, ignore=shutil.ignore_patterns("python3*", ".*"))
+    for text in (lib / "pkgconfig" / "vdsp-hb.pc", *(lib / "cmake" / "vdsp-hb").iterdir()):
+        assert str(capi_build.prefix()) not in text.read_text(), text
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "vdsp-hb"], capture_output=True, text=True,
+                           env={**clean_env(), "PKG_CONFIG_PATH": str(lib / "pkgconfig")}, check=True).stdout.split()
+    assert f"-L{lib}" in flags or f"-L{lib}/pkgconfig/.." in flags, flags
+    program = tmp_path / "threads"
+    subprocess.run([*capi_native.cc(), "-std=c99", str(EXAMPLES / "threads.c"), *flags, "-pthread", "-o",
+                    str(program)], check=True, timeout=300)
+    res = subprocess.run([str(program), "2", "5"], env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and res.stdout.count("5 tasks ok") == 2, res.stdout + res.stderr
+    maps = subprocess.run(["ldd", str(program)], capture_output=True, text=True).stdout
+    assert str(lib) in maps.replace("/pkgconfig/..", ""), maps
+
+
+@pytest.fixture(scope="module")
+def sanitized():
+    """(the check program built with the native side's sources under ASan, UBSan and LeakSanitizer,
+    the ASAN_OPTIONS that run it so); skipped (failed under VDSP_TEST_STRICT) where they cannot run."""
+    with tempfile.TemporaryDirectory(prefix="vsan") as probe:
+        why, options = _sanitizers_here(Path(probe))
+    privilege.require(why)
+    if "detect_leaks=1" not in options:
+        privilege.require("LeakSanitizer cannot run here (it needs ptrace)")
+    out = Path(tempfile.mkdtemp(prefix="vhbsan-"))
+    try:
+        cmd = [*capi_native.cc(), *SANITIZE, *capi_native.cflags(out), "-pthread", str(CHECK),
+               *(str(capi_native.NATIVE / s) for s in capi_native.SOURCES), *capi_native.link_flags(out), "-lm",
+               "-o", str(out / "check")]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        yield out / "check", options
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def test_address_undefined_and_leak_sanitizers_find_nothing(sanitized, shared_soc):
+    program, options = sanitized
+    env = clean_env(ASAN_OPTIONS=options, UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")   # names the SoC
+    assert_flow(run([program, "flow"], env=env, timeout=300))
+    assert run([program, "softmax"], env=env, timeout=300)["bad_dims"] == str(errors.InvalidArgument.code)
+    assert run([program, "fork"], env=env, timeout=300)["child_rc"] == "-6000016"
+
+
+@pytest.fixture(scope="module")
+def native_params():
+    """(cffi's ffi with the C API's types, the built libvdsp_client.so's vdsp_hb_native_params)."""
+    cffi = pytest.importorskip("cffi")
+    if shutil.which(capi_native.cc()[0]) is None:
+        privilege.require(f"no C compiler ({' '.join(capi_native.cc())})")
+    out = Path(tempfile.mkdtemp(prefix="vhbparams-"))
+    try:
+        capi_native.build(out)
+        ffi = cffi.FFI()
+        types = re.sub(r'extern "Python"[^;]*;', "", (capi.DIR / "capi.cdef").read_text())
+        ffi.cdef(types + opsgen.cdef() + "int vdsp_hb_native_params(int32_t cmd, const void *param, uint32_t size, "
+                 "const char *json, void *out, size_t cap, size_t *len);")
+        lib = ffi.dlopen(str(out / capi_native.LIBRARY))
+
+        def params(cmd: int, struct=None, json_text: bytes | None = None):
+            buf, n = ffi.new("char[]", 1 << 20), ffi.new("size_t *")
+            size = ffi.sizeof(struct[0]) if struct is not None else 0
+            code = lib.vdsp_hb_native_params(cmd, struct if struct is not None else ffi.NULL, size,
+                                             json_text if json_text is not None else ffi.NULL, buf, 1 << 20, n)
+            return code if code else ffi.buffer(buf, n[0])[:]
+        yield ffi, params
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def test_a_struct_and_json_make_the_params_the_embedded_sdk_makes(native_params):
+    """The native side's mapping of parameter structs (the table generated from the contract) and
+    of JSON text gives the body the embedded SDK's bridge gives: the structs of
+    tests/sdk/test_capi_gen.py, images, lists, strings, tensor descriptors with quantisation."""
+    from arm_side.capi.bridge import Bridge
+    from arm_side.nn import DataType, Layout, dense
+    from arm_side.nn.tensor import Quantization, QuantiType
+    ffi, params = native_params
+    bridge = Bridge(ffi)
+
+    def same(cmd: int, struct) -> None:
+        assert msgpack.unpackb(params(cmd, struct)) == bridge.struct_params(opsgen.OPERATORS[cmd], struct)
+
+    blur = ffi.new("hbDSPGaussianBlurParam *")
+    blur.src.format, blur.src.width, blur.src.height, blur.src.stride = opsgen.IMAGE_FORMATS["Y"], 64, 48, 80
+    blur.dst.format, blur.dst.width, blur.dst.height = opsgen.IMAGE_FORMATS["Y"], 64, 48
+    blur.dst.hasRoi, blur.dst.roi.left, blur.dst.roi.top, blur.dst.roi.right, blur.dst.roi.bottom = 1, 2, 3, 40, 30
+    blur.ksize, blur.sigma_x, blur.sigma_y = [7, 3], 1.25, 0.5
+    border = ffi.new("char[]", "réplicate".encode())
+    blur.border = border
+    same(0x0809, blur)
+    fill = ffi.new("hbDSPFillParam *")
+    fill.value, fill.size = 9, -1
+    same(0x0002, fill)
+    resize = ffi.new("hbDSPRoiResizeParam *")
+    resize.src.format, resize.src.width, resize.src.height = opsgen.IMAGE_FORMATS["NV12"], 32, 32
+    resize.dst.format, resize.dst.width, resize.dst.height = opsgen.IMAGE_FORMATS["Y"], 16, 16
+    resize.roi = [0, 0, 15, 15]
+    same(0x080f, resize)
+    pad = ffi.new("int64_t[]", [7, -3])
+    resize.pad_value, resize.pad_value_count = pad, 2
+    same(0x080f, resize)
+    encode = ffi.new("hbDSPPointcloudEncodeParam *")
+    for name, value in dict(dim=4, num_points=10, front=69.12, right=-39.68, scale=1 / 128).items():
+        setattr(encode, name, value)
+    same(0x0600, encode)
+    softmax, keep = ffi.new("hbDSPSoftmaxParam *"), []
+    bridge.props_to_c(dense((1, 10), DataType.F32, Layout.NONE), softmax.input, keep)
+    quant = Quantization(QuantiType.SCALE, scale=(0.5, 0.25), zero_point=(1, -2), axis=1)
+    bridge.props_to_c(dense((2, 5), DataType.S8, Layout.NHWC, quant=quant), softmax.output, keep)
+    softmax.axis = 1
+    same(0x0402, softmax)
+    bridge.props_to_c(dense((2, 5), DataType.S8, Layout.NHWC, quant=Quantization(QuantiType.SHIFT, shift=(3, 4),
+                                                                                 axis=1)), softmax.output, keep)
+    same(0x0402, softmax)
+    assert params(0x0002, ffi.new("hbDSPMemcpyParam *")) == errors.InvalidArgument.code      # not its struct
+    for text in ('{"size": 4096}', '{"a": [1, 2.5, -9223372036854775808, 18446744073709551615, null, true], '
+                 '"s": "\\u00e9\\ud83d\\ude00\\n", "o": {}, "e": 1e300}', ' {"x" : { "y" : [ ] } } '):
+        assert params(1, json_text=text.encode()) == msgpack.packb(json.loads(text)), text
+    for text in ("{value: 1", "[1]", "{} x", '{"a": 01}', '{"a": "\\q"}'):
+        assert params(1, json_text=text.encode()) == errors.InvalidArgument.code, text

@@ -1,0 +1,531 @@
+"""The compiled build of the hot modules (vdsp_sim/native_build.py, vdsp_sim/native_finder.py):
+decided when it is built and installed, not when a package is imported; used whole or not at
+all; and, facing peers, the same code as the pure modules: both builds are fed the same
+malformed frames and bodies and must answer alike.
+
+Run as a script (``python tests/tools/test_native.py``) it prints, as JSON, what this interpreter's
+modules make of those inputs (``VDSP_NATIVE`` chooses the build)."""
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+
+import pytest   # noqa: E402
+
+from tests import privilege   # noqa: E402
+
+from vdsp_board.config import settings   # noqa: E402
+from vdsp_sim import native_build, native_finder   # noqa: E402
+
+
+def _module_name(rel: str) -> str:
+    return rel.removesuffix(".py").replace("/", ".")
+
+
+def _run(code: str, **env: str | None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env=settings.child_env(**env))
+
+
+# --- deciding -------------------------------------------------------------------------------
+
+def test_importing_the_packages_reads_no_file_but_their_modules():
+    """``import protocol`` read a manifest and hashed seven sources of three other packages to
+    choose a build; now the build step chooses, and an import opens only what it imports."""
+    code = """if True:
+        import sys
+        opened = []
+        sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" else None)
+        import protocol, vdsp_board, relay_server, dsp_side
+        files = {getattr(m, "__file__", None) for m in list(sys.modules.values())}
+        cached = {getattr(m, "__cached__", None) for m in list(sys.modules.values())}
+        print("\\n".join(p for p in opened if p not in files and p not in cached and "__pycache__" not in p))
+    """
+    res = _run(code)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "", "opened on import:\n" + res.stdout
+
+
+@pytest.fixture
+def sources(tmp_path, monkeypatch):
+    """Two "compiled" sources and a finder for them (no extension behind it: only its verdict is used).
+    VDSP_NATIVE is unset: CI's pure run exports VDSP_NATIVE=0, which the finder reads when asked."""
+    monkeypatch.delenv("VDSP_NATIVE", raising=False)
+    paths = []
+    for name in ("a.py", "b.py"):
+        path = tmp_path / name
+        path.write_text(f"# {name}\n")
+        paths.append(path)
+    stats = {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in paths}
+    finder = native_finder.NativeFinder(str(tmp_path), {"pkg.a": "pkg/a.so", "pkg.a__mypyc": "pkg/a__mypyc.so"},
+                                        stats)
+    return finder, paths
+
+
+def test_a_build_whose_sources_are_unchanged_is_used(sources):
+    finder, _ = sources
+    assert finder.why_not(env="") == ""
+    spec = finder.find_spec("pkg.a__mypyc")
+    assert spec is not None and spec.origin == os.path.join(finder.directory, "pkg/a__mypyc.so")
+    assert isinstance(spec.loader, importlib.machinery.ExtensionFileLoader)
+    assert finder.find_spec("pkg.other") is None
+
+
+def test_an_edited_source_turns_the_whole_build_off(sources):
+    finder, paths = sources
+    paths[1].write_text("# edited, same size? no: longer\n")
+    assert "b.py changed since it was compiled" in finder.why_not(env="")
+    os.utime(paths[1], ns=(1, 1))
+    assert "changed since it was compiled" in finder.why_not(env="")
+    paths[1].unlink()
+    assert "is gone" in finder.why_not(env="")
+
+
+def test_the_verdict_is_taken_once_per_process(sources):
+    finder, paths = sources
+    assert finder.find_spec("pkg.a") is not None
+    paths[0].write_text("# edited after the first import of the build\n")
+    assert finder.find_spec("pkg.a__mypyc") is not None     # modules of one process are one build
+
+
+@pytest.mark.parametrize("text", ["0", "off", "false", "NO"])
+def test_vdsp_native_off_runs_the_pure_modules(sources, text):
+    finder, _ = sources
+    assert finder.why_not(env=text) == f"VDSP_NATIVE={text}"
+    assert settings.Settings({"VDSP_NATIVE": text}).native is False
+
+
+def test_this_checkout_runs_what_its_setup_built():
+    """``scripts/venv.sh`` builds the compiled modules into this venv wherever this machine can:
+    then every one of them is loaded from the build (not used: the set-up was not run since an
+    edit), and with ``VDSP_NATIVE=0`` none is."""
+    code = f"""if True:
+        import importlib, json
+        from vdsp_sim import native_build
+        names = {[_module_name(rel) for rel in native_build.MODULES]!r}
+        active = [native_build.active(importlib.import_module(n)) for n in names]
+        active.append(importlib.import_module("vdsp_board.sockets.zsock")._ZIO is not None)      # vdsp_board/sockets/zio.c
+        print(json.dumps([native_build.status(), active]))
+    """
+    lacking = native_build.missing()
+    for value in ("1", "0"):
+        res = _run(code, VDSP_NATIVE=value)
+        assert res.returncode == 0, res.stderr
+        why, active = json.loads(res.stdout)
+        if value == "0" or lacking:
+            assert not any(active) and why, (value, lacking, why)
+        else:
+            assert why == "" and all(active), f"{why}: run bash scripts/venv.sh"
+
+
+def test_the_status_command_says_what_runs():
+    def status(**env: str | None) -> str:
+        return subprocess.run([sys.executable, "-m", "vdsp_sim.native_build", "--status"], capture_output=True,
+                              text=True, check=True, env=settings.child_env(**env)).stdout.strip()
+    assert status(VDSP_NATIVE="0") == "compiled build: not used: VDSP_NATIVE=0"
+    here = status(VDSP_NATIVE="1")
+    assert here.startswith("compiled build: used (") if not native_build.missing() else "not used" in here
+
+
+def test_the_pure_python_modules_pass_their_tests_and_serve_a_soc():
+    """The fallback: with ``VDSP_NATIVE=0`` the unit tests of every compiled module pass on the
+    pure modules, and a SoC whose every process runs them answers tasks (the live SDK tests)."""
+    files = ["tests/tools/test_native.py::test_this_checkout_runs_what_its_setup_built", "tests/proto/test_protocol_wire.py",
+             "tests/relay/test_relay_engine.py", "tests/relay/test_scheduler.py", "tests/dsp/test_inbox.py",
+             "tests/sdk/test_sdk_fast_path.py", "tests/integration/test_live_rpc.py"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *files],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          # a run inside this test, under the lock this test holds (tests/conftest.py)
+                          env=settings.child_env(VDSP_NATIVE="0", VDSP_TEST_LOCK_DIR=None, PYTEST_XDIST_WORKER=None))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout.strip().splitlines()[-1]
+
+
+# --- the same answers from both builds --------------------------------------------------------
+
+#: values a peer can put into any field of a msgpack body
+PEER_VALUES = [None, True, False, 0, -1, 2**63, 2**64 + 5, -2**70, 1.5, math.nan, "", "x", "\x00" * 300, b"x",
+               [], [1, "a"], [[1, 2, 3]], {}, {"a": 1}, {"k": [None]}]
+#: fields of each command's body a client sends the relay (plus one nobody declared)
+CLIENT_BODIES = {"HELLO": {"role": "client", "pid": 77, "owner": 0, "name": "a", "lock_fd": 3},
+                 "QUERY": {"what": "stats"}, "CANCEL": {"target": 9},
+                 "CONTROL": {"core": "vdsp0", "attr": "state", "value": "stop"},
+                 "TASK": {"inputs": [], "outputs": [], "params": {}, "owner": 0},
+                 "DISCONNECT": {}, "HEARTBEAT": {}, "READY": {"name": "x", "role": "core"}, "RESULT": {}}
+#: what a core announces on its control link
+READY = {"name": "vdsp0", "role": "core", "state": "running", "fw_endpoint": "ipc:///x/vdsp0.fw.sock", "pid": 10,
+         "fw_pid": 20, "firmware_version": "1.0.0", "operators": [], "heartbeat_ms": 500, "crash_count": 0,
+         "watchdog_ms": 1000, "max_sleep_ms": 10}
+EVENT = {"core": "vdsp0", "state": "crashed", "reason": "r", "pid": 10, "fw_pid": 20}
+
+
+def _nested(depth: int) -> list:
+    value: list = [1]
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def hdr(cmd, msg_id=1, op=0, priority=0, core=0, custom_id=0, magic=None, version=None) -> bytes:
+    """A header packed field by field (PROTOCOL.md §3.2), whatever its fields hold."""
+    from protocol.constants import MAGIC, VERSION
+    return struct.pack("<2sBBHBBQq", MAGIC if magic is None else magic, VERSION if version is None else version,
+                       int(cmd), op, priority, core, msg_id, custom_id)
+
+
+def body(value) -> bytes:
+    import msgpack
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def _fields(effect) -> list:
+    """An engine effect's subject and data (a core's index or a client's identity; frames, an
+    endpoint, or None), by the fields its class matches on."""
+    return ([getattr(effect, name) for name in type(effect).__match_args__] + [None])[:2]
+
+
+def malformed_frames() -> dict[str, list]:
+    """Frame lists of every shape a peer may send, well-formed and not (also fed to the native
+    wire layer: tests/sdk/test_capi_wire.py)."""
+    from protocol.constants import Command
+
+    good_task = [hdr(Command.TASK, 11), body({"inputs": [], "outputs": []})]
+    shapes: dict[str, list] = {
+        "none": [], "one": [hdr(Command.QUERY)], "task": good_task,
+        "query": [hdr(Command.QUERY, 12), body({"what": "cores"})],
+        "short header": [b"VD\x01", body({})], "long header": [hdr(Command.TASK) + b"x", body({})],
+        "bad magic": [hdr(Command.TASK, magic=b"XX"), body({})], "bad version": [hdr(Command.TASK, version=9), body({})],
+        "unknown command": [hdr(0x7e), body({})], "not msgpack": [hdr(Command.TASK, 13), b"\xc1"],
+        "truncated": [hdr(Command.QUERY, 14), body({"what": "stats"})[:-2]],
+        "not a map": [hdr(Command.QUERY, 15), body([1])],
+        "int keys": [hdr(Command.QUERY, 16), body({1: 2})], "bin keys": [hdr(Command.QUERY, 17), b"\x81\xc4\x01a\x01"],
+        "deep": [hdr(Command.TASK, 18), body({"params": {"a": _nested(40)}})],
+        "ext type": [hdr(Command.QUERY, 19), b"\x81\xa4what\xd4\x01\x00"],
+        "raw frames": good_task + [b"abc", b""], "many frames": good_task + [b""] * 100,
+    }
+    return shapes
+
+
+def outcomes() -> dict[str, list]:
+    """Each malformed input, fed to this process's modules (pure or compiled): what came out, or
+    the type of the exception raised."""
+    import zmq
+
+    from dsp_side.inbox import Inbox
+    from protocol import header, messages, wire
+    from protocol.constants import Command
+    from relay_server.engine import RelayEngine
+
+    class TrustAll:
+        def claim(self, body, meta=None, peer=""):
+            return body.get("owner")
+
+        def check_task(self, owner, body):
+            pass
+
+    def relay() -> RelayEngine:
+        """A relay with both cores running, one client and one task in flight (msg_id 9)."""
+        e = RelayEngine({"vdsp0": "ipc:///x/vdsp0.sock", "vdsp1": "ipc:///x/vdsp1.sock"}, 100.0,
+                        ownership=TrustAll(), pid=1)
+        for i, name in enumerate(("vdsp0", "vdsp1")):
+            e.on_ctl(i, [hdr(Command.READY), body(dict(READY, name=name, pid=10 + i, fw_pid=20 + i,
+                                                       fw_endpoint=f"ipc:///x/{name}.fw.sock"))], 100.0)
+        e.on_client(b"A", wire.encode(messages.hello(5, "client", pid=77, name="a")), 100.0)
+        e.on_client(b"A", wire.encode(messages.task(9, 0, inputs=[], outputs=[])), 100.0)
+        e.out.clear()
+        return e
+
+    def said(e: RelayEngine) -> list:
+        """The engine's outputs, decoded (their order and every field of every body)."""
+        seen = []
+        for effect in e.out:
+            kind, (who, frames) = type(effect).__name__, _fields(effect)
+            if not isinstance(frames, list):
+                seen.append([kind, who, frames])
+                continue
+            try:
+                m = wire.decode(frames)
+                seen.append([kind, repr(who), m.command.name, m.msg_id, m.op, m.priority, m.core, m.custom_id,
+                             repr(m.body), [bytes(f) for f in m.raw]])
+            except Exception as exc:
+                seen.append([kind, repr(who), "undecodable", type(exc).__name__])
+        e.out.clear()
+        return seen + [e.query("stats", 102.0), [c.describe() for c in e.cores]]
+
+    def task_relay_id(e: RelayEngine) -> tuple[int, int]:
+        job = next(iter(e.jobs.values()))
+        return (0 if job.relay_id in e.cores[0].inflight else 1), job.relay_id
+
+    # frame lists of every shape, each frame as the buffer types pyzmq hands out
+    shapes = malformed_frames()
+    kinds = {"bytes": bytes, "bytearray": bytearray, "memoryview": memoryview, "zmq.Frame": zmq.Frame}
+    cases: dict[str, Callable[[], object]] = {}
+
+    for shape, frames in shapes.items():
+        for kind, make in kinds.items():
+            as_kind = [make(f) for f in frames]
+
+            def client(as_kind=as_kind) -> list:
+                e = relay()
+                e.on_client(b"A", list(as_kind), 101.0)
+                return said(e)
+
+            def firmware(as_kind=as_kind) -> list:
+                e = relay()
+                index, relay_id = task_relay_id(e)
+                e.on_fw(index, list(as_kind), 101.0)
+                if as_kind:     # the same, as the reply to the task in flight
+                    e.on_fw(index, [make(hdr(Command.RESULT, relay_id)), *as_kind[1:]], 101.0)
+                return said(e)
+
+            def control(as_kind=as_kind) -> list:
+                e = relay()
+                e.on_ctl(0, list(as_kind), 101.0)
+                e.tick(102.0)
+                return said(e)
+
+            def inbox(as_kind=as_kind) -> list:
+                box = Inbox(4, 2)
+                taken = [box.offer(b"p", list(as_kind)) for _ in range(2)]
+                return [taken, box.cancel(b"p", 11) is not None, len(box)]
+
+            def headers(as_kind=as_kind) -> list:
+                if not as_kind:
+                    return []
+                first = as_kind[0]
+                return [list(header.Header.parse(first)), header.msg_id_of(first), header.command_of(first),
+                        header.task_key(first, 1), header.retag(first, 3), header.retag(first, 3, core=1, custom_id=2)]
+
+            def decoded(as_kind=as_kind) -> list:
+                m = wire.decode(as_kind)
+                return [m.command.name, m.msg_id, repr(m.body), wire.unpack_body(as_kind[1])]
+
+            for name, fn in (("client", client), ("firmware", firmware), ("control", control), ("inbox", inbox),
+                             ("header", headers), ("wire", decoded)):
+                cases[f"{name} <- {shape} ({kind})"] = fn
+
+    for command, fields in CLIENT_BODIES.items():
+        for field in [*fields, "unknown"]:
+            for i, value in enumerate(PEER_VALUES):
+                def client_body(command=command, fields=fields, field=field, value=value) -> list:
+                    e = relay()
+                    e.on_client(b"A", [hdr(Command[command], 21), body(dict(fields, **{field: value}))], 101.0)
+                    e.on_client(b"A", [hdr(Command.QUERY, 22), body({"what": "stats"})], 101.0)
+                    return said(e)
+                cases[f"client {command} {field}={i}"] = client_body
+
+    for announcement, fields, command in (("READY", READY, Command.READY), ("EVENT", EVENT, Command.EVENT)):
+        for field in [*fields, "unknown"]:
+            for i, value in enumerate(PEER_VALUES):
+                def core_body(fields=fields, command=command, field=field, value=value) -> list:
+                    e = relay()
+                    e.on_ctl(0, [hdr(command, 0 if command is Command.EVENT else 1), body(dict(fields, **{field: value}))],
+                             101.0)
+                    e.tick(102.0)
+                    e.on_client(b"A", wire.encode(messages.task(23, 0, inputs=[], outputs=[], core=1)), 102.0)
+                    return said(e)
+                cases[f"core {announcement} {field}={i}"] = core_body
+
+    for i, value in enumerate(PEER_VALUES):
+        def replies(value=value) -> list:
+            e = relay()
+            index, relay_id = task_relay_id(e)
+            e.on_ctl(index, [hdr(Command.RESULT, 999), body({"value": value})], 101.0)
+            e.on_ctl(index, [hdr(Command.ERROR, 998), body({"code": value, "message": value})], 101.0)
+            e.on_client(b"A", wire.encode(messages.cancel(24, 9)), 101.0)
+            for cancel_id in list(e.cancels):
+                e.on_fw(index, [hdr(Command.RESULT, cancel_id), body({"state": value})], 101.0)
+            e.on_fw(index, [hdr(Command.ERROR, relay_id), body({"code": value, "message": value})], 101.0)
+            return said(e)
+        cases[f"replies carrying {i}"] = replies
+
+    for field in range(6):
+        for value in (-1, 256, 65536, 2**64, -2**63 - 1, 2**63):
+            def pack(field=field, value=value) -> bytes:
+                args = [int(Command.TASK), 1, 0, 0, 0, 0]
+                args[field] = value
+                return header.pack(*args)
+            cases[f"header.pack field {field}={value}"] = pack
+
+    cases.update(socket_cases(shapes, kinds))
+    seen: dict[str, list] = {}
+    for name, fn in cases.items():
+        try:
+            seen[name] = ["returned", repr(fn())]
+        except Exception as exc:
+            seen[name] = ["raised", type(exc).__name__]
+    return seen
+
+
+def socket_cases(shapes: dict[str, list], kinds: dict[str, Callable]) -> dict[str, Callable[[], object]]:
+    """``vdsp_board.sockets.zsock``'s frame calls (pyzmq's, or the compiled build's ``_zio``) on real
+    inproc sockets: each shape of frames, as each buffer type, sent and received; and the calls
+    that must fail (a closed socket, nothing to read, a frame that is no buffer, bad flags)."""
+    import zmq
+
+    from vdsp_board.sockets import zsock
+
+    ctx = zmq.Context.instance()
+    serial = iter(range(10**9))
+
+    def pair(kind_a: int = zmq.PAIR, kind_b: int = zmq.PAIR) -> tuple:
+        a, b = ctx.socket(kind_a), ctx.socket(kind_b)
+        a.linger = b.linger = 0
+        endpoint = f"inproc://zsock-{next(serial)}"
+        a.bind(endpoint)
+        b.connect(endpoint)
+        return a, b
+
+    def outcome(call: Callable[[], object]) -> object:
+        try:
+            return ["returned", call()]
+        except zmq.ZMQError as exc:
+            return ["raised", type(exc).__name__, exc.errno]
+        except Exception as exc:
+            return ["raised", type(exc).__name__]
+
+    def through(frames: list, routed: bool = False, flags: int = zsock.NOBLOCK) -> list:
+        a, b = pair(zmq.ROUTER, zmq.DEALER) if routed else pair()
+        try:
+            if routed:      # the DEALER speaks first: the ROUTER learns its identity
+                zsock.send_frames(b, [b"hi"], flags)
+                identity = zsock.recv_frames(a)[0]
+                sent = outcome(lambda: zsock.send_routed(a, identity, frames, flags))
+            else:
+                sent = outcome(lambda: zsock.send_frames(a, frames, flags))
+            before = zsock.readable(b) if sent[0] == "returned" else None
+            got = outcome(lambda: zsock.recv_frames(b, zsock.NOBLOCK)) if before else None
+            return [sent, before, got, zsock.readable(b), outcome(lambda: zsock.recv_frames(b, zsock.NOBLOCK))]
+        finally:
+            a.close(0)
+            b.close(0)
+
+    cases: dict[str, Callable[[], object]] = {}
+    for shape, frames in shapes.items():
+        for kind, make in kinds.items():
+            as_kind = [make(f) for f in frames]
+            cases[f"zsock send_frames <- {shape} ({kind})"] = lambda f=as_kind: through(f)
+            cases[f"zsock send_routed <- {shape} ({kind})"] = lambda f=as_kind: through(f, routed=True)
+    cases["zsock blocking send and recv"] = lambda: through([b"a", b"b"], flags=0)
+    cases["zsock frames as a tuple"] = lambda: through((b"a", memoryview(b"bc")))     # type: ignore[arg-type]
+    cases["zsock frames as a generator"] = lambda: through((f for f in [b"a"]))      # type: ignore[arg-type]
+    for i, bad in enumerate(["text", 7, None, 1.5, [b"x"], object()]):
+        cases[f"zsock a frame that is no buffer {i}"] = lambda bad=bad: through([b"a", bad])
+        cases[f"zsock frames that are no list {i}"] = lambda bad=bad: through(bad)
+        cases[f"zsock flags that are no int {i}"] = lambda bad=bad: through([b"a"], flags=bad)
+    cases["zsock flags out of range"] = lambda: through([b"a"], flags=2**40)
+
+    def closed(call: str) -> object:
+        a, b = pair()
+        a.close(0)
+        try:
+            return outcome({"send": lambda: zsock.send_frames(a, [b"a"], zsock.NOBLOCK),
+                            "routed": lambda: zsock.send_routed(a, b"id", [b"a"], zsock.NOBLOCK),
+                            "recv": lambda: zsock.recv_frames(a, zsock.NOBLOCK),
+                            "readable": lambda: zsock.readable(a)}[call])
+        finally:
+            b.close(0)
+    for call in ("send", "routed", "recv", "readable"):
+        cases[f"zsock {call} on a closed socket"] = lambda call=call: closed(call)
+
+    def full() -> object:       # a DEALER with no peer queues nothing: EAGAIN at once
+        d = ctx.socket(zmq.DEALER)
+        d.linger = 0
+        try:
+            return outcome(lambda: zsock.send_frames(d, [b"a"], zsock.NOBLOCK))
+        finally:
+            d.close(0)
+    cases["zsock send with no peer"] = full
+    return cases
+
+
+WAITING_CALLS = """if True:
+    import json, os, signal, threading, time
+    import zmq
+    from vdsp_board.sockets import zsock
+    ctx = zmq.Context.instance()
+    a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
+    a.bind("inproc://waiting")
+    b.connect("inproc://waiting")
+    got = []
+    reader = threading.Thread(target=lambda: got.append(zsock.recv_frames(b)))     # waits: no NOBLOCK
+    reader.start()
+    counted = 0
+    deadline = time.monotonic() + 0.3
+    while time.monotonic() < deadline:      # Python runs beside the waiting call
+        counted += 1
+    zsock.send_frames(a, [b"x", b"y"])
+    reader.join(10)
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    try:
+        zsock.recv_frames(b)        # nothing comes: only the signal ends it
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+    print(json.dumps({"zio": zsock._ZIO is not None, "counted": counted, "got": [f.decode() for f in got[0]],
+                      "interrupted": interrupted}))
+"""
+
+
+@pytest.mark.parametrize("native", ["0", "1"])
+def test_a_call_that_may_wait_lets_other_threads_run_and_signals_end_it(native):
+    """The compiled build's frame calls keep the GIL only for a call that cannot wait: one that
+    waits (no NOBLOCK) lets go of it, as pyzmq does (else the waiting thread would stop the whole
+    process: nothing could send it what it waits for), and a signal ends the wait."""
+    res = _run(WAITING_CALLS, VDSP_NATIVE=native)
+    assert res.returncode == 0, res.stderr[-3000:]
+    seen = json.loads(res.stdout)
+    assert seen["got"] == ["x", "y"] and seen["counted"] > 1000 and seen["interrupted"], seen
+    assert seen["zio"] == (native == "1" and not native_build.missing()), seen
+
+
+def test_both_builds_answer_malformed_frames_and_bodies_alike():
+    """Compiled code checks the annotated type of every argument and attribute it is handed and
+    raised TypeError (a crash of the relay's loop) where the pure module took the value; each
+    input here, run through both builds' relay engine, firmware inbox, header and wire
+    decoding, must give the same replies, state and errors in both."""
+    if native_build.missing():
+        privilege.require(f"this machine cannot build the compiled modules: {native_build.missing()}")
+    children = {value: subprocess.Popen([sys.executable, str(Path(__file__))], cwd=ROOT, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, env=settings.child_env(VDSP_NATIVE=value))
+                for value in ("0", "1")}     # side by side: about 1 s of CPU each
+    runs = {}
+    try:
+        for value, child in children.items():
+            out, err = child.communicate(timeout=240)
+            assert child.returncode == 0, err[-3000:]
+            runs[value] = json.loads(out)
+    finally:
+        for child in children.values():
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert runs["0"].pop("compiled") == [False] * len(native_build.SOURCES)
+    assert runs["1"].pop("compiled") == [True] * len(native_build.SOURCES), "the compiled build is not used here"
+    assert len(runs["0"]) > 1000 and runs["0"].keys() == runs["1"].keys()
+    differ = [f"{name}:\n  pure     {runs['0'][name]}\n  compiled {runs['1'][name]}"
+              for name in runs["0"] if runs["0"][name] != runs["1"][name]]
+    assert not differ, f"{len(differ)} of {len(runs['0'])} inputs differ:\n" + "\n".join(differ[:12])
+    raised = sum(v[0] == "raised" for v in runs["0"].values())
+    assert raised < len(runs["0"]) / 2, raised      # the inputs reach the code, not only the argument checks
+
+
+if __name__ == "__main__":
+    import logging
+    logging.disable()       # the relay's warnings about each malformed input (not compared)
+    found = outcomes()
+    found["compiled"] = [native_build.active(importlib.import_module(_module_name(rel))) for rel in native_build.MODULES]
+    found["compiled"] += [importlib.import_module("vdsp_board.sockets.zsock")._ZIO is not None]    # vdsp_board/sockets/zio.c
+    json.dump(found, sys.stdout, default=repr)
