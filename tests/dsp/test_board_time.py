@@ -3,7 +3,8 @@ states a source for every number; every intrinsic of the IVP subset is counted a
 kernel whose work is known by hand gets exactly those counts (built by the real compiler, run
 through the registry as the firmware runs it); a Python operator's estimate is its table
 entry's; the intrinsics inlined into a kernel add none of its counted basic blocks (the same
-counts as with every intrinsic a call). The live path (RESULT, the SDKs, the trace) is in tests/integration/test_live_board_time.py."""
+counts as with every intrinsic a call). The live path (RESULT, the SDKs, the trace) is in
+tests/integration/test_live_board_time.py."""
 from __future__ import annotations
 
 import ast
