@@ -9,8 +9,9 @@
  *
  * Both stream through TCM: tile t of the input comes into bank t % 2 by IDMA while tile t - 1
  * is computed, and drains by one 2-D transfer. A row of the output tile is built 64 bytes a
- * step: two 8-bit gathers of 32 elements `pitch` bytes apart (byte offsets pitch * i + first,
- * inside the 64 kB window) joined into one vector and stored by an aligning store. Invariants:
+ * step: two 8-bit gathers of 32 elements `pitch` bytes apart (based at the step's first byte
+ * wanted, byte offsets pitch * i: inside the 64 kB window; the offsets computed once per call)
+ * joined into one vector and stored by an aligning store. Invariants:
  * a tile's input is at most 64 kB and its element count a multiple of 64, so every gather is
  * inside the window and inside the tile's allocation; a step may read elements past the
  * tile's last one (stale TCM bytes), whose output bytes are never drained.
@@ -23,12 +24,20 @@
 
 #define STEP (2u * VDSP_IVP_N)  /* elements per vector step: 64 */
 
-/* row[e] = byte `first` of element e of `in` (elements `pitch` bytes apart), e < count rounded up to 64 */
-static void gather_row(int8_t const *in, uint32_t pitch, uint32_t first, int8_t *row, uint32_t count) {
+/* lanes i of a step's gathers: the byte offsets pitch * i (computed once per kernel call) */
+static xb_vecNx16U lane_offsets(uint32_t pitch) {
   xb_vecNx16U offset;
-  for (uint32_t i = 0; i < VDSP_IVP_N; i++) offset.s[i] = (uint16_t)(pitch * i + first);
+  for (uint32_t i = 0; i < VDSP_IVP_N; i++) offset.s[i] = (uint16_t)(pitch * i);
+  return offset;
+}
+
+/* row[e] = byte `first` of element e of `in` (elements `pitch` bytes apart; `offset`:
+ * lane_offsets(pitch)), e < count rounded up to 64: the gathers' base is the element's byte */
+static void gather_row(int8_t const *in, uint32_t pitch, xb_vecNx16U offset, uint32_t first, int8_t *row,
+                       uint32_t count) {
   xb_vec2Nx8 *p_out = (xb_vec2Nx8 *)row;
   valign a_store = IVP_ZALIGN();
+  in += first;
   for (uint32_t j = 0; j < (count + STEP - 1) / STEP; j++, in += STEP * pitch) {
     xb_gsr lo = IVP_GATHERANX8S(in, offset);
     xb_gsr hi = IVP_GATHERANX8S(in + VDSP_IVP_N * pitch, offset);
@@ -58,6 +67,7 @@ static void cpm(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
     out[k] = (int8_t *)vdsp_tcm_alloc(k, per * dim, k ? "planes_pong" : "planes_ping");
   }
   uint32_t const tiles = (uint32_t)((slots + per - 1) / per);
+  xb_vecNx16U const by4 = lane_offsets(4);
   vdsp_dma_t fill[2] = {0, 0}, drain[2] = {0, 0};
   if (tiles) fill[0] = vdsp_idma_copy(in[0], xyzr, min_u64(slots, per) * 4);
   for (uint32_t t = 0; t < tiles; t++) {
@@ -67,7 +77,7 @@ static void cpm(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
     vdsp_idma_wait(fill[k]);
     if (drain[k]) vdsp_idma_wait(drain[k]); /* out[k] still drains tile t - 2 */
     if (t5) vdsp_idma_wait(vdsp_idma_copy(out[k] + 4 * per, t5 + at, len)); /* plane 4 is a copy */
-    for (uint32_t c = 0; c < 4; c++) gather_row(in[k], 4, c, out[k] + c * per, len);
+    for (uint32_t c = 0; c < 4; c++) gather_row(in[k], 4, by4, c, out[k] + c * per, len);
     drain[k] = vdsp_idma_copy_2d(dst + at, out[k], len, dim, plane, per);
   }
   vdsp_idma_wait_all();
@@ -88,6 +98,7 @@ static void cmp(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
     out[k] = (int8_t *)vdsp_tcm_alloc(k, per * m * dim, k ? "rows_pong" : "rows_ping");
   }
   uint32_t const tiles = (used + per - 1) / per;
+  xb_vecNx16U const by_slot = lane_offsets(4 * m), by_t = lane_offsets(m);
   vdsp_dma_t fill[2] = {0, 0}, drain[2] = {0, 0};
   for (uint32_t t = 0; t <= tiles; t++) {
     uint32_t const k = t & 1;
@@ -102,13 +113,24 @@ static void cmp(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
     if (drain[b]) vdsp_idma_wait(drain[b]); /* out[b] still drains tile t - 3 */
     for (uint32_t c = 0; c < dim; c++)
       for (uint32_t s = 0; s < m; s++)
-        gather_row(c < 4 ? in[b] : tin[b], c < 4 ? 4 * m : m, c < 4 ? 4 * s + c : s, out[b] + (c * m + s) * per, len);
+        gather_row(c < 4 ? in[b] : tin[b], c < 4 ? 4 * m : m, c < 4 ? by_slot : by_t, c < 4 ? 4 * s + c : s,
+                   out[b] + (c * m + s) * per, len);
     drain[b] = vdsp_idma_copy_2d(dst + at, out[b], len, dim * m, stride, per);
   }
   vdsp_idma_wait_all();
-  memset(out[0], 0, per * m * dim);
-  for (uint32_t o = used; o < stride; o += per) /* the columns of unused pillars, every row */
-    vdsp_idma_copy_2d(dst + o, out[0], min_u64(stride - o, per), dim * m, stride, per);
+  /* the columns of unused pillars: in each of the dim * M rows, stride - used contiguous bytes,
+   * written row by row (long runs, as a DMA streams best) in pieces of at most the zeroed
+   * tile's bytes, as many rows a transfer as the tile holds; at most 128 transfers in flight */
+  uint32_t const zeros = per * m * dim, rows = dim * m;
+  memset(out[0], 0, zeros);
+  uint32_t issued = 0;
+  for (uint32_t o = used; o < stride; o += zeros) {
+    uint32_t const len = min_u64(stride - o, zeros), k = zeros / len; /* k >= 1 rows of len bytes */
+    for (uint32_t r = 0; r < rows; r += k) {
+      vdsp_idma_copy_2d(dst + (uint64_t)r * stride + o, out[0], len, min_u64(rows - r, k), stride, len);
+      if (++issued % 128 == 0) vdsp_idma_wait_all();
+    }
+  }
   vdsp_idma_wait_all();
 }
 
