@@ -40,7 +40,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.live import LiveSoc  # noqa: E402
-from vdsp_sim.soc.private_soc import fresh_ddr_dir, fresh_runtime_dir  # noqa: E402
+from vdsp_sim.soc.private_soc import fresh_ddr_dir, fresh_runtime_dir, shared_starter  # noqa: E402
 
 LOCK_DIR_VAR = "VDSP_TEST_LOCK_DIR"     # the run-wide lock directory, set by the xdist controller
 
@@ -147,14 +147,17 @@ def pytest_runtest_protocol(item, nextitem):
 def _private_defaults():
     """A runtime and a DDR directory of this pytest process's own, named by the environment for
     the whole session: whatever names none uses these, never the host's defaults, which other
-    workers (and other users' SoCs) share."""
+    workers (and other users' SoCs) share. The private SoCs of the session share one template
+    starter (``vdsp_sim.soc.private_soc.shared_starter``): what their cores and relays import is
+    imported once per pytest process, not once per SoC."""
     from vdsp_board.memory import ddr
     tag = f"v{worker_id()}-"
     rt, shm = fresh_runtime_dir(tag), fresh_ddr_dir(f"vt-ddr-{tag}")
     saved = {k: os.environ.get(k) for k in ("VDSP_RUNTIME_DIR", "VDSP_SHM_DIR")}
     os.environ.update(VDSP_RUNTIME_DIR=str(rt), VDSP_SHM_DIR=str(shm))
     try:
-        yield
+        with shared_starter(ignore=("PYTEST_CURRENT_TEST",)):     # pytest's, naming the test running
+            yield
     finally:
         ddr.close_owner(str(shm))
         for key, value in saved.items():

@@ -24,11 +24,16 @@ of dead owners, and returns what it had to clean up: a leak, for which tests fai
 (``tests.live.LiveSoc``) and tools log a warning. DDR files in a DDR directory the
 configuration names are only reaped, not reported: others may use that directory meanwhile.
 
+The cores and the relay are forked from a template starter (``python -m vdsp_sim.soc.entries``) made
+for the SoC, or, within ``with shared_starter():``, from one kept for the process's private SoCs
+in turn (:class:`SharedStarter`: each pytest process of the suite keeps one).
+
 Used by the tests' fixtures (``tests/live.py``, ``tests/conftest.py``), the benchmarks
 (``vdsp_sim.benchmarks``) and the samples (``vdsp_sim.samples.common.local_soc``).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -47,7 +52,8 @@ from vdsp_board.processes import rundir
 from vdsp_board.memory import ddr
 from vdsp_board.processes.pidfile import PidFile, alive
 from vdsp_sim.soc.readiness import start_timeout_s
-from vdsp_sim.soc.supervisor import Supervisor, stop_pid
+from vdsp_sim.soc.supervisor import Supervisor, shared_template_starter, stop_pid, template_starter_env
+from vdsp_board.processes.starter import Starter
 
 log = logging.getLogger("vdsp.launcher")
 
@@ -108,6 +114,61 @@ class PrivateSocConfig:
     templates: bool = True
     # the start timeout (Supervisor.wait_ready), VDSP_START_TIMEOUT's by default; None: no limit
     ready_timeout_s: float | None = dataclasses.field(default_factory=start_timeout_s)
+
+
+class SharedStarter:
+    """One template starter kept for the private SoCs this process starts in turn (a test run's
+    worker starts ~40): each SoC's cores and relay are forked from it, so its imports (~0.6 s of
+    CPU) are made once, not once per SoC. It serves a SoC whose template starter would have this
+    environment (the variables naming a SoC aside: each child gets those with its request);
+    any other SoC makes a starter of its own, as without it. Made at the first such SoC, made
+    again if it died; :meth:`close` ends it (and anything it still runs)."""
+
+    # OpenCV's import adds its library directory to this process's LD_LIBRARY_PATH (os.environ
+    # only: what is loaded stays), and the starter imports OpenCV too: that variable is no difference
+    IMPORTS_SET = ("LD_LIBRARY_PATH",)
+
+    def __init__(self, ignore: tuple[str, ...] = ()) -> None:
+        """``ignore``: more variables that may differ (set by the caller's framework, read by no SoC)."""
+        self.env = template_starter_env()       # this process's environment now, less a SoC's names
+        self.ignore = self.IMPORTS_SET + tuple(ignore)
+        self.starter: Starter | None = None
+        self.pid = os.getpid()                  # a forked child makes its own
+
+    def _key(self, env: dict) -> dict:
+        return {k: v for k, v in env.items() if k not in self.ignore}
+
+    def get(self) -> Starter | None:
+        """The starter for a SoC about to start with this process's environment, or None."""
+        if os.getpid() != self.pid or self._key(template_starter_env()) != self._key(self.env):
+            return None
+        if self.starter is None or not self.starter.alive():
+            if self.starter is not None:
+                self.starter.close()
+            self.starter = shared_template_starter(self.env)
+        return self.starter
+
+    def close(self) -> None:
+        if self.starter is not None and os.getpid() == self.pid:
+            self.starter.close()
+        self.starter = None
+
+
+_shared: SharedStarter | None = None
+
+
+@contextlib.contextmanager
+def shared_starter(ignore: tuple[str, ...] = ()):
+    """``with shared_starter():`` — the private SoCs started meanwhile in this process share one
+    template starter (:class:`SharedStarter`; ``ignore`` as there), ended when the block ends.
+    (The test suite's sessions do this: tests/conftest.py.)"""
+    global _shared
+    previous, _shared = _shared, SharedStarter(ignore)
+    try:
+        yield _shared
+    finally:
+        _shared.close()
+        _shared = previous
 
 
 def fresh_runtime_dir(prefix: str = "vt") -> Path:
@@ -202,9 +263,11 @@ class PrivateSoc:
             self._export()
             c = self.config
             now = settings.current()        # with this SoC's environment exported
+            templates = c.templates and now.soc_template and now.fw_template
             self.sup = Supervisor(self.rt, cores=c.cores, relay=c.relay, log_dir=c.log_dir or self.rt / "log",
                                   core_args=list(c.core_args), relay_args=list(c.relay_args),
-                                  template_starter=c.templates and now.soc_template and now.fw_template)
+                                  template_starter=templates,
+                                  shared_starter=_shared.get() if templates and _shared is not None else None)
             self.sup.start()
             if wait:
                 self.status = self.sup.wait_ready(c.ready_timeout_s)

@@ -64,8 +64,8 @@ LOG_TAIL = 64 << 10        # bytes read at the end of a process's log for its la
 PREPARE_TIMEOUT_S = 300.0  # the preparation job (keys, stock images: a build and a signature each)
 
 
-def _env(rt: Path) -> dict:
-    env = settings.child_env(VDSP_RUNTIME_DIR=str(rt))
+def _env(rt: Path, base: dict | None = None) -> dict:
+    env = settings.child_env(base, VDSP_RUNTIME_DIR=str(rt))
     root = str(Path(__file__).resolve().parents[2])
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     if root not in paths:
@@ -162,15 +162,18 @@ class Supervisor:
     def __init__(self, rt: Path, *, cores: tuple[str, ...] = CORE_NAMES, relay: bool = True,
                  log_dir: Path | None = None, core_args: list[str] | None = None,
                  relay_args: list[str] | None = None, restart: bool = False, templates: bool = False,
-                 template_starter: bool = False) -> None:
+                 template_starter: bool = False, shared_starter: Starter | None = None) -> None:
         """``templates`` (``vdsp up``, which imported what they import first): the cores and the
         relay are forked from the SoC's starter, a fork of this process, so what they and their
         firmwares import is in memory once. ``template_starter`` (a private SoC, whose supervisor
         runs in a process with threads that it cannot fork): they are forked from a SoC's starter
         that is a fresh interpreter which imported that first (``python -m vdsp_sim.soc.entries``).
-        Neither: each is a fresh interpreter."""
+        Neither: each is a fresh interpreter. ``shared_starter`` (with ``template_starter``): such
+        a template starter that the caller made and keeps for several SoCs in turn
+        (:func:`shared_template_starter`); used while it lives, never closed here."""
         self.rt, self.cores, self.relay, self.log_dir = rt, cores, relay, log_dir
         self.templates, self.template_starter = templates, template_starter
+        self.shared_starter = shared_starter if template_starter and not templates else None
         self.starter: Starter | None = None
         self.read_key = False       # our start-up client read a CURVE key (a tcp SoC): see _starter
         self.core_args, self.relay_args = core_args or [], relay_args or []
@@ -193,9 +196,14 @@ class Supervisor:
         if self.starter is None or not self.starter.alive():
             if self.starter is not None:
                 log.error("the SoC's starter (pid %d) is gone: starting a new one", self.starter.pid)
-                self.starter.close()
-            from vdsp_sim.soc.entries import ENTRIES, TEMPLATE_COMMAND
+                if self.starter is not self.shared_starter:
+                    self.starter.close()
             fresh_templates = self.template_starter and not self.templates and not self.read_key
+            shared = self.shared_starter
+            if fresh_templates and shared is not None and shared is not self.starter and shared.alive():
+                self.starter = shared
+                return shared
+            from vdsp_sim.soc.entries import ENTRIES, TEMPLATE_COMMAND
             self.starter = Starter("soc", ENTRIES, templates=(self.templates or fresh_templates) and not self.read_key,
                                    env=_env(self.rt), template_command=TEMPLATE_COMMAND if fresh_templates else None)
         return self.starter
@@ -540,9 +548,31 @@ class Supervisor:
         if self.state_file is not None:
             self.state_file.remove()
         self.children.clear()
-        if self.starter is not None:
+        if self.starter is not None and self.starter is not self.shared_starter:
             self.starter.close()
-            self.starter = None
+        self.starter = None
+
+
+# the variables that name one SoC to its processes (vdsp_sim.soc.private_soc's PrivateSoc.env): a child
+# gets them with its request (``settings.become``), never from its starter, which reads settings
+# when asked, never at import (vdsp_board/config/settings.py)
+SOC_NAMING = ("VDSP_RUNTIME_DIR", "VDSP_SHM_DIR", "VDSP_RELAY_ENDPOINT", "VDSP_CORE_ENDPOINTS", "VDSP_RPC_MODE",
+              "VDSP_STRICT_CACHE")
+
+
+def template_starter_env(env: dict | None = None) -> dict:
+    """The environment of a SoC's template starter that any SoC may share: that of a
+    supervisor's children (``env``: this process's now) without the variables naming a SoC."""
+    return {k: v for k, v in _env(Path("/"), env).items() if k not in SOC_NAMING}
+
+
+def shared_template_starter(env: dict) -> Starter:
+    """A template starter (``python -m vdsp_sim.soc.entries``) with environment ``env``
+    (:func:`template_starter_env`), for the private SoCs of one process to share in turn
+    (``Supervisor(shared_starter=...)``): the imports of the cores and the relay are made once for
+    them all, not once per SoC. It holds no key and no SoC's names; its owner closes it."""
+    from vdsp_sim.soc.entries import ENTRIES, TEMPLATE_COMMAND
+    return Starter("soc", ENTRIES, templates=True, env=env, template_command=TEMPLATE_COMMAND)
 
 
 _ERROR_LINE = re.compile(r"^(\[E\]|[A-Za-z_][\w.]*(Error|Exception): |vdsp \w+: |dsp_relay_server: )")
