@@ -110,9 +110,11 @@ f = os.environ.get("HOME")
 NOT_THE_PACKAGES = {"VDSP_TEST_WORKERS": "test.sh", "VDSP_TEST_STRICT": ".ci/run", "VDSP_BASE_IMAGE": "docker-compose.yml",
                     "VDSP_BUILD_NETWORK": "docker-compose.yml"}
 
-#: the C kernel SDK's macros (docs/dsp_kernels.md names them): C names, not variables
-C_SDK_MACROS = {m for h in (ROOT / "dsp_side" / "ckernel" / "include").rglob("*.h")
-                for m in re.findall(r"^#define (VDSP_\w+)", h.read_text(), re.M)}
+#: the C kernel SDK's macros (docs/dsp_kernels.md names them) and the C library's native side's
+#: (its sources, and the header vdsp_sim/capi_native.py generates): C names, not variables
+C_SDK_MACROS = {m for h in [*(ROOT / "dsp_side" / "ckernel" / "include").rglob("*.h"),
+                            *(ROOT / "arm_side" / "capi" / "native").glob("*.[ch]"), ROOT / "vdsp_sim" / "capi_native.py"]
+                for m in re.findall(r"#define (VDSP_\w+)", h.read_text())}
 
 
 def test_every_vdsp_name_in_the_code_and_docs_is_declared():
