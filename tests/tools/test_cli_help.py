@@ -160,7 +160,7 @@ def test_log_level_numbers_are_the_dsp_loggers():
     assert [soclog.level(str(n)) for n in range(6)] == [logging.CRITICAL, logging.ERROR, logging.WARNING,
                                                         logging.INFO, logging.DEBUG, logging.DEBUG]
     assert soclog.level("warning") == logging.WARNING and soclog.level("") == logging.INFO
-    code = ("from vdsp_board import log; import logging; log.setup('dsp'); l = logging.getLogger('x'); "
+    code = ("from vdsp_board.observability import log; import logging; log.setup('dsp'); l = logging.getLogger('x'); "
             "l.debug('the debug line'); l.info('the info line'); l.warning('the warning line')")
     shown = {}
     for value in ("3", "2", "4"):

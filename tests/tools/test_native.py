@@ -468,12 +468,25 @@ WAITING_CALLS = """if True:
         counted += 1
     zsock.send_frames(a, [b"x", b"y"])
     reader.join(10)
-    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    # SIGINT to the main thread itself (os.kill may hand it to another thread, whose handler sets
+    # Python's flag but does not interrupt the main thread's wait), again every 0.3 s until the
+    # wait has ended (a first one may come before the wait starts); only the first one raises.
+    fired, ended = [], threading.Event()
+    def once(signum, frame):
+        if not fired:
+            fired.append(signum)
+            raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, once)
+    def poke(main=threading.main_thread().ident):
+        while not ended.wait(0.3):
+            signal.pthread_kill(main, signal.SIGINT)
+    threading.Thread(target=poke, daemon=True).start()
     try:
         zsock.recv_frames(b)        # nothing comes: only the signal ends it
         interrupted = False
     except KeyboardInterrupt:
         interrupted = True
+    ended.set()
     print(json.dumps({"zio": zsock._ZIO is not None, "counted": counted, "got": [f.decode() for f in got[0]],
                       "interrupted": interrupted}))
 """
