@@ -290,8 +290,11 @@ def test_a_done_callback_that_waits_is_told_why_it_cannot(shared_soc):
                 soc.rpc(opids.PING).wait(1000)
             except errors.ApiUseError as exc:
                 seen.append(exc.message)
-        soc.rpc(opids.PING).add_done_callback(callback)
-        assert soc.rpc(opids.SLEEP, params={"ms": 20}).wait(10000) == {"slept_ms": 20.0}
+        # a task whose reply cannot come before its callback is added (one added to a task already
+        # done runs at once in the caller's thread, which reads nothing and may wait); it ends while
+        # this thread waits for the next, so the reply is read, and the callback run, by this thread
+        soc.rpc(opids.SLEEP, params={"ms": 300}).add_done_callback(callback)
+        assert soc.rpc(opids.SLEEP, params={"ms": 900}).wait(10000) == {"slept_ms": 900.0}
         deadline = time.monotonic() + 10
         while not seen and time.monotonic() < deadline:
             time.sleep(0.01)
