@@ -24,9 +24,10 @@ from protocol import errors
 from tests import privilege
 from tests.conformance import CASES, Case, case_lines, parse_outcomes, pattern
 from tests.conftest import wait_until
+from tests.integration.test_capi_hb_native import link_flags
 from tests.integration.test_capi_native import clean_env
 from tests.live import shm_entries
-from vdsp_sim import capi_build, capi_native
+from vdsp_sim import capi_native
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,14 +56,7 @@ def c_driver(client: str, out: Path) -> Path:
     """tests/conformance_check.c linked with ``client``'s library, built into ``out``."""
     if shutil.which(capi_native.cc()[0]) is None:
         privilege.require(f"no C compiler ({' '.join(capi_native.cc())})")
-    if client == "libvdsp_hb":
-        why = capi_build.ensure(log=lambda _: None)
-        if why:
-            privilege.require(f"no libvdsp_hb: {why}")
-        link = [f"-L{capi_build.libdir()}", "-lvdsp_hb", f"-Wl,-rpath,{capi_build.libdir()}"]
-    else:
-        capi_native.build(out)
-        link = [f"-L{out}", "-lvdsp_client", "-Wl,-rpath,$ORIGIN"]
+    link = link_flags(client, out)
     program = out / "conformance_check"
     cmd = [*capi_native.cc(), "-std=c99", "-Wall", "-Wextra", "-Werror", f"-I{capi_native.HB_INCLUDE}", str(DRIVER),
            *link, "-o", str(program)]
