@@ -7,7 +7,8 @@ Two drivers run the same table, each a program of its own against the same live 
 one line per case: ``tests/conformance_py.py`` through the Python SDK (``arm_side.hb``, the
 Python spelling of the C API: call for call the same request) and ``tests/conformance_check.c``
 through the C library (``hb_sys.h``/``hb_dsp.h``, linked with libvdsp_hb or the native core's
-libvdsp_client.so). ``tests/integration/test_conformance.py`` compares both with the table.
+libvdsp_client.so; libvdsp_hb in direct mode too, where its embedded SDK serves).
+``tests/integration/test_conformance.py`` compares them all with the table.
 
 **The line format** (:func:`case_lines`, tab-separated, one case a line)::
 
@@ -85,8 +86,9 @@ def checksum(data: bytes) -> dict:
 class Case:
     """One request and its outcome. ``expect``: the error class whose code every client returns,
     or a dict of result values the task returns (success); ``source``: where the spec says the
-    failure is found: ``client`` (the SDK, before any message: its text is the library's own),
-    ``relay`` or ``firmware``."""
+    failure is found in relay mode: ``client`` (the SDK, before any message: its text is the
+    library's own), ``relay`` or ``firmware`` (in direct mode the relay's checks are the
+    firmware's, and the client's for the tasks in flight, with the same codes: §5.3, §12)."""
     name: str
     op: int
     expect: type[errors.VdspError] | dict

@@ -2,10 +2,11 @@
 tests/conformance.py (each a request and its outcome from the spec; its docstring lists what is
 not covered and why) run through the Python SDK (``arm_side.hb``: tests/conformance_py.py) and
 through the C library (tests/conformance_check.c, linked with libvdsp_hb as ``vdsp capi --build``
-builds it, and with the native core's own libvdsp_client.so), each a program of its own against
+builds it, and with the native core's own libvdsp_client.so; and on libvdsp_hb in direct mode,
+which its embedded SDK serves: the bridge's side of the C face), each a program of its own against
 the same live SoC, with another process (this test's) holding memory it did not grant and memory
 it granted in part. Every client gives every case its outcome, the clients agree with each other,
-the C library's own refusals are described with C names, and no client leaves DDR behind.
+the native side's own refusals are described with C names, and no client leaves DDR behind.
 """
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ from vdsp_sim import capi_native
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = ROOT / "tests" / "conformance_check.c"
-CLIENTS = ("python", "libvdsp_hb", "libvdsp_client")
+# libvdsp_hb_embedded: libvdsp_hb in direct mode (VDSP_RPC_MODE=direct), which its embedded SDK serves (front.c)
+CLIENTS = ("python", "libvdsp_hb", "libvdsp_client", "libvdsp_hb_embedded")
+NATIVE = ("libvdsp_hb", "libvdsp_client")
 # a Python spelling in a text: a method call (mem.share(), soc.rpc(...)), flush(CLEAN), an hb. name
 PYTHON_NAMES = re.compile(r"\b[a-z_]+\.[a-z_]+\(|\((?:CLEAN|INVALIDATE)\)|\bhb\.\w|\bPython\b")
 
@@ -76,7 +79,9 @@ def outcomes(cases_file):
                 if client == "python":
                     cmd, env = [sys.executable, "-m", "tests.conformance_py", str(cases_file)], dict(os.environ)
                 else:
-                    cmd, env = [str(c_driver(client, Path(tmp))), str(cases_file)], clean_env()
+                    library = client.removesuffix("_embedded")
+                    env = clean_env(VDSP_RPC_MODE="direct") if library != client else clean_env()
+                    cmd = [str(c_driver(library, Path(tmp))), str(cases_file)]
                 before = shm_entries()
                 done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
                 assert done.returncode == 0, (client, done.stdout, done.stderr[-4000:])
@@ -107,7 +112,7 @@ def test_the_clients_agree(case, outcomes):
     assert len({json.dumps(o.values, sort_keys=True) for o in seen.values()}) == 1, seen
 
 
-@pytest.mark.parametrize("client", CLIENTS[1:])
+@pytest.mark.parametrize("client", NATIVE)
 def test_the_c_librarys_own_refusals_name_c_functions(client, outcomes):
     """Where the library itself refuses (the spec's source ``client``), its text is the code's
     name and meaning with a message in C's terms, not the Python SDK's."""
