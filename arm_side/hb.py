@@ -53,6 +53,7 @@ from arm_side import nn
 from arm_side.memory import CLEAN, INVALIDATE, Mem
 from arm_side.soc import Soc
 from arm_side.task import Task
+from vdsp_board.memory import ddr
 
 if TYPE_CHECKING:
     from arm_side import dnn
@@ -237,6 +238,25 @@ class hbSysMem:
                                             "(or was freed)")
         return self.mem
 
+    def _task_buffer(self, what: str) -> Mem | tuple[int, int]:
+        """What a task gets for this struct, as in C (docs/capi.md, ``hbSysMem``): its buffer; the
+        range ``phyAddr``/``memSize`` name inside it, as a ``(phys, size)`` handle; another owner's
+        memory (a struct with no ``mem``: ``hbSysMem(phyAddr, memSize)``) as ``(phyAddr, memSize)``,
+        which the SoC checks against that owner's grants. Raises SysInvalidArgument for memory of
+        this process that is not live, and for a range that runs past the end of its buffer."""
+        mem, phys, size = self.mem, self.phyAddr, self.memSize
+        if mem is None or mem.freed:
+            if mem is None and ddr.parse_phys(phys)[0] != ddr.current_owner().id:
+                return phys, size
+            raise errors.SysInvalidArgument(f"{what} (hbSysMem at 0x{phys:x}, {size} bytes) is not allocated or "
+                                            "registered in this process (or was freed)")
+        if phys == mem.phys_addr and size == mem.size:
+            return mem
+        if mem.phys_addr <= phys and phys + size <= mem.phys_addr + mem.size:
+            return phys, size
+        raise errors.SysInvalidArgument(f"{what} (hbSysMem at 0x{phys:x}, {size} bytes) runs past the end of its "
+                                        f"buffer (0x{mem.phys_addr:x}, {mem.size} bytes): its memSize is too large")
+
     def __repr__(self) -> str:
         return f"hbSysMem(phyAddr=0x{self.phyAddr:x}, memSize={self.memSize}, mem={self.mem!r})"
 
@@ -331,7 +351,7 @@ def HB_DSP_INITIALIZE_RPC_CTRL_PARAM(param: hbDSPRpcCtrlParam) -> None:
         setattr(param, f.name, f.default)
 
 
-def _mems(value: Any, what: str) -> list[Mem]:
+def _mems(value: Any, what: str) -> list[Mem | tuple[int, int]]:
     if value is None:
         return []
     items = list(value) if isinstance(value, (list, tuple)) else [value]
@@ -339,7 +359,7 @@ def _mems(value: Any, what: str) -> list[Mem]:
     for i, item in enumerate(items):
         if not isinstance(item, hbSysMem):
             raise errors.InvalidArgument(f"{what}[{i}] must be an hb.hbSysMem, got {type(item).__name__}")
-        out.append(item._live())
+        out.append(item._task_buffer(f"{what}[{i}]"))
     return out
 
 
@@ -372,8 +392,12 @@ def hbDSPWaitTaskDone(taskHandle: Any, timeout: int) -> None:
 
 @_dnn_api
 def hbDSPReleaseTask(taskHandle: Any) -> None:
-    """``task.release()``: a queued task never runs, a running one's result is dropped."""
-    _dsp_task(taskHandle).release()
+    """``task.release()``: a queued task never runs, a running one's result is dropped; the
+    handle is invalid after, as in C (a second release: HB_DNN_INVALID_TASK_HANDLE)."""
+    task = _dsp_task(taskHandle)
+    if task.released:
+        raise errors.InvalidTaskHandle(f"task {task.msg_id} was released already")
+    task.release()
 
 
 # --- model runtime: hbDNN* ------------------------------------------------------------------------

@@ -49,6 +49,18 @@ CHECK = ROOT / "tests" / "capi_hb_native_check.c"
 EXAMPLES = ROOT / "examples" / "capi"
 
 
+def link_flags(library: str, out: Path) -> list[str]:
+    """What links a program with ``library``: libvdsp_hb as `vdsp capi --build` builds it (skipped
+    where it cannot be built), or libvdsp_client.so built into ``out``."""
+    if library == "libvdsp_hb":
+        why = capi_build.ensure(log=lambda _: None)
+        if why:
+            privilege.require(f"no libvdsp_hb: {why}")
+        return [f"-L{capi_build.libdir()}", "-lvdsp_hb", f"-Wl,-rpath,{capi_build.libdir()}"]
+    capi_native.build(out)
+    return [f"-L{out}", "-lvdsp_client", "-Wl,-rpath,$ORIGIN"]
+
+
 @pytest.fixture(scope="module", params=["libvdsp_hb", "libvdsp_client"])
 def programs(request):
     """The programs, linked with libvdsp_hb (built as `vdsp capi --build` builds it) or with the
@@ -57,14 +69,7 @@ def programs(request):
         privilege.require(f"no C compiler ({' '.join(capi_native.cc())})")
     out = Path(tempfile.mkdtemp(prefix="vhbnative-"))
     try:
-        if request.param == "libvdsp_hb":
-            why = capi_build.ensure(log=lambda _: None)
-            if why:
-                privilege.require(f"no libvdsp_hb: {why}")
-            link = [f"-L{capi_build.libdir()}", "-lvdsp_hb", f"-Wl,-rpath,{capi_build.libdir()}"]
-        else:
-            capi_native.build(out)
-            link = [f"-L{out}", "-lvdsp_client", "-Wl,-rpath,$ORIGIN"]
+        link = link_flags(request.param, out)
         for source, name in ((CHECK, "check"), (EXAMPLES / "threads.c", "threads"),
                              (EXAMPLES / "pointcloud.c", "pointcloud")):
             cmd = [*capi_native.cc(), "-std=c99", "-Wall", "-Wextra", "-Werror", "-pthread",

@@ -889,7 +889,7 @@ int32_t VDSP_HB(hbDSPRpcV2Param)(hbDSPTask_t *task, hbSysMem *inputs, int32_t in
 }
 int32_t VDSP_HB(hbDSPRpcV2Json)(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
                        int32_t outputCount, int32_t rpcCmd, char const *paramJson, hbDSPRpcCtrlParam *ctrl) {
-  return rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, NULL, 0, paramJson ? paramJson : "", ctrl);
+  return rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, NULL, 0, paramJson, ctrl);   /* NULL: none */
 }
 
 /* Take the outcome of a task whose reply is in (vdsp_client_done 1). */
