@@ -11,8 +11,9 @@ else that names operators is derived from the entries and written by this one co
   (what ``vdsp firmware stubs`` writes for its image);
 - the C header ``arm_side/capi/include/hb_dsp_ops.h`` (:mod:`arm_side.capi.opsgen`);
 - the operator tables between ``generated`` markers in docs/cv.md, PROTOCOL.md (§7.5) and the
-  README (:mod:`vdsp_sim.optables`), counts included: prose states no operator counts; and
-  docs/custom_ops.md's table of the ARM side's shape rules.
+  README (:mod:`vdsp_sim.optables`), counts included: prose states no operator counts;
+  docs/custom_ops.md's table of the ARM side's shape rules; and docs/capi.md's table of each
+  operator's packed input for ``hbDSPRpcV2`` (:func:`arm_side.capi.opsgen.packed_table`).
 
 ``--check`` writes nothing and lists what is stale (exit status 1 if anything is);
 ``tests/tools/test_regen.py`` fails the same way. This runs on a source checkout (the docs are not
@@ -126,7 +127,8 @@ def derived(root: Path = ROOT) -> dict[Path, Render]:
     for path, bodies in ((ROOT / "docs" / "cv.md", {"cv operators": optables.cv_operators}),
                          (ROOT / "PROTOCOL.md", {"cv images": optables.cv_images}),
                          (ROOT / "README.md", {"catalogs": optables.catalogs}),
-                         (ROOT / "docs" / "custom_ops.md", {"cv shape rules": optables.cv_shape_rules})):
+                         (ROOT / "docs" / "custom_ops.md", {"cv shape rules": optables.cv_shape_rules}),
+                         (ROOT / "docs" / "capi.md", {"packed layouts": opsgen.packed_table})):
         out[path] = regions(path, bodies)
     return {root / path.relative_to(ROOT): render for path, render in out.items()}
 

@@ -46,7 +46,7 @@ from protocol import errors
 from protocol.constants import Core
 from protocol.task_options import TaskOptions
 from arm_side import hb, nn
-from arm_side.capi import opsgen
+from arm_side.capi import opsgen, packing
 from arm_side.memory import CLEAN, INVALIDATE, Mem
 from arm_side.nn.dtypes import DataType, Layout, QuantiType
 from arm_side.nn.tensor import MAX_DIMS, Quantization, TensorProperties
@@ -146,6 +146,7 @@ class Bridge:
         self._last: collections.OrderedDict[int, tuple[int, str]] = collections.OrderedDict()
         self._options: dict[tuple, TaskOptions] = {}
         self._calls: dict[bytes, tuple] = {}        # see rpc()
+        self._packed: dict[int, packing.Packed] | None = None   # hbDSPRpcV2's layouts, made at first use
         self._version: Any = None
         self.native: Any = None                     # the library's lib where the native side is attached
         self._native_mems: collections.OrderedDict[tuple[int, int], _Buffer] = collections.OrderedDict()
@@ -444,6 +445,39 @@ class Bridge:
                 self._calls[self.ffi.buffer(key, key_length)[:]] = (
                     cmd, ins, outs, params, opts, [b for b in ins + outs if isinstance(b, Mem)])
         t = hb.soc().rpc(cmd, ins, outs, params, options=opts)
+        return self.dsp_tasks.add(t)
+
+    def rpc_packed(self, task: Any, cinput: Any, coutput: Any, cmd: int, ctrl: Any) -> int:
+        """hbDSPRpcV2: an operator with a struct of hb_dsp_ops.h reads its parameters packed in
+        the input (``arm_side.capi.packing``: the struct's bytes as the DSP would read them, from
+        the DDR; the data and the outputs as ranges of the buffers), one without takes the buffers
+        as they are."""
+        ffi = self.ffi
+        op = opsgen.OPERATORS.get(cmd)
+        if op is None or not op.struct:
+            return self.rpc(task, cinput, 1 if cinput else 0, coutput, 1 if coutput else 0, cmd, ffi.NULL, 0,
+                            ffi.NULL, ctrl, ffi.NULL, 0)
+        if not task:
+            raise errors.InvalidArgument("task is NULL: pass the address of an hbDSPTask_t")
+        if self._packed is None:
+            self._packed = {p.id: p for p in opsgen.packed(ffi.sizeof)}
+        p = self._packed[cmd]
+        packing.check_input(p, int(cinput.memSize) if cinput else None)
+        buf, offset, size = self.live(cinput, "input")
+        if offset == 0 and size == buf.mem.size:
+            hb.soc().mem.check_before_submit(buf.mem)       # strict mode: the data goes as a range
+        head = bytes(buf.mem.ddr_array()[offset:offset + p.header])
+        out_size = int(coutput.memSize) if coutput else None
+        ins, outs = packing.ranges(p, head[p.size:], size, out_size)
+        params = self.struct_params(op, ffi.cast(p.struct + " *", ffi.from_buffer(head)))
+        phys_in = int(cinput.phyAddr)
+        in_bufs: list = [(phys_in + at, n) for at, n in ins]
+        if outs is None:
+            out_bufs = self.task_buffers(coutput, 1 if coutput else 0, "output")
+        else:
+            self.lookup(coutput, "output")      # live, or another owner's (its grant is the SoC's to judge)
+            out_bufs = [(int(coutput.phyAddr) + at, n) for at, n in outs]
+        t = hb.soc().rpc(cmd, in_bufs, out_bufs, params, options=self.options(ctrl))
         return self.dsp_tasks.add(t)
 
     @staticmethod
@@ -863,7 +897,7 @@ def install(ffi: Any, lib: Any = None) -> Bridge:
     functions: list[tuple[str, Callable[..., int], int]] = [
         ("alloc", b.alloc, sys_invalid), ("flush", b.flush, sys_invalid), ("free", b.free, sys_invalid),
         ("write", b.write, sys_invalid), ("read", b.read, sys_invalid), ("register", b.register, sys_invalid),
-        ("rpc", b.rpc, dnn_invalid),
+        ("rpc", b.rpc, dnn_invalid), ("rpc_packed", b.rpc_packed, dnn_invalid),
         ("dsp_value", b.dsp_value, dnn_invalid), ("dsp_values_json", b.dsp_values_json, dnn_invalid),
         ("dsp_core", b.dsp_core, dnn_invalid), ("dsp_board", b.dsp_board, dnn_invalid),
         ("dnn_from_files", b.from_files, dnn_invalid),

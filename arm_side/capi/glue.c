@@ -176,8 +176,19 @@ static int32_t vdsp_rpc(hbDSPTask_t *task, hbSysMem *inputs, int32_t n_in, hbSys
   return 0;
 }
 
+/* hbDSPRpcV2: the parameters packed in the input (arm_side.capi.packing; the bridge reads them
+ * from the input's DDR, for an operator with a struct of hb_dsp_ops.h), never memoized: the
+ * struct's bytes are in the buffer, not in the call. */
+static int32_t vdsp_rpc_packed(hbDSPTask_t *task, hbSysMem *input, hbSysMem *output, int32_t cmd,
+                               hbDSPRpcCtrlParam *ctrl) {
+  int64_t handle = vdsp_py_rpc_packed(task, input, output, cmd, ctrl);
+  if (handle < 0) return (int32_t)handle;
+  *task = (hbDSPTask_t)(uintptr_t)handle;
+  return 0;
+}
+
 int32_t vdsp_embedded_hbDSPRpcV2(hbDSPTask_t *task, hbSysMem *input, hbSysMem *output, int32_t rpcCmd, hbDSPRpcCtrlParam *ctrl) {
-  return VDSP_CALL(vdsp_rpc(task, input, input != NULL, output, output != NULL, rpcCmd, NULL, 0, NULL, ctrl));
+  return VDSP_CALL(vdsp_rpc_packed(task, input, output, rpcCmd, ctrl));
 }
 int32_t vdsp_embedded_hbDSPRpcV2Param(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
                         int32_t outputCount, int32_t rpcCmd, void const *param, uint32_t paramSize,

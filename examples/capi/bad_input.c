@@ -65,6 +65,9 @@ int main(int argc, char **argv) {
   report("rpc_null_task", hbDSPRpcV2(NULL, NULL, NULL, HB_DSP_OP_PING, NULL));
   report("rpc_freed_input", hbDSPRpcV2(&task, &freed, NULL, HB_DSP_OP_CHECKSUM, NULL));
   report("rpc_made_up_input", hbDSPRpcV2(&task, &made_up, NULL, HB_DSP_OP_CHECKSUM, NULL));
+  hbSysMem short_input = mem; /* checksum's struct (8 bytes), then no data */
+  short_input.memSize = HB_DSP_PACKED_DATA(sizeof(hbDSPChecksumParam));
+  report("rpc_packed_too_small", hbDSPRpcV2(&task, &short_input, NULL, HB_DSP_OP_CHECKSUM, NULL));
   ctrl.dspCoreId = 7;
   report("rpc_bad_core", hbDSPRpcV2(&task, NULL, NULL, HB_DSP_OP_PING, &ctrl));
   HB_DSP_INITIALIZE_RPC_CTRL_PARAM(&ctrl);
@@ -108,9 +111,11 @@ int main(int argc, char **argv) {
   if (argc > 1) { /* another process's buffer, not granted to this one */
     hbSysMem foreign = {strtoull(argv[1], NULL, 16), NULL, 4096};
     task = NULL;
-    code = hbDSPRpcV2(&task, &foreign, NULL, HB_DSP_OP_CHECKSUM, NULL);
+    code = hbDSPRpcV2Json(&task, &foreign, 1, NULL, 0, HB_DSP_OP_CHECKSUM, NULL, NULL);
     report("rpc_foreign", code == 0 ? hbDSPWaitTaskDone(task, 5000) : code);
     if (code == 0) hbDSPReleaseTask(task);
+    /* hbDSPRpcV2 reads checksum's parameters packed in the input: not this process's memory */
+    report("rpc_packed_foreign", hbDSPRpcV2(&task, &foreign, NULL, HB_DSP_OP_CHECKSUM, NULL));
     report("register_foreign", hbSysRegisterMem(&foreign));
   }
 

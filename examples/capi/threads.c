@@ -1,6 +1,7 @@
 /*
  * Several C threads submitting DSP tasks at once, each with its own buffers: write a pattern
- * through virAddr, clean, memcpy on vdsp0 or vdsp1, wait, check the copy.
+ * through virAddr after memcpy's parameters (hbDSPRpcV2 reads them packed in the input, as on the
+ * J5), clean, memcpy on vdsp0 or vdsp1, wait, check the copy.
  *
  *   ./threads [threads] [tasks]     # default 4 threads x 25 tasks
  *   ./threads hold                  # allocate, queue 30 sleeps of 200 ms on vdsp0, print "ready", wait to be killed
@@ -25,14 +26,18 @@ struct worker {
 
 static void *work(void *arg) {
   struct worker *w = arg;
-  hbSysMem src, dst;
-  if (hbSysAllocCachedMem(&src, SIZE) != 0 || hbSysAllocMem(&dst, SIZE) != 0) {
+  hbSysMem src, dst; /* src: memcpy's parameters, then its data (packed, as the J5 sample packs them) */
+  uint32_t data = HB_DSP_PACKED_DATA(sizeof(hbDSPMemcpyParam));
+  if (hbSysAllocCachedMem(&src, data + SIZE) != 0 || hbSysAllocMem(&dst, SIZE) != 0) {
     w->failed++;
     return NULL;
   }
   for (int i = 0; i < tasks_per_thread; i++) {
     uint8_t value = (uint8_t)(w->id * 31 + i);
-    memset(src.virAddr, value, SIZE);
+    hbDSPMemcpyParam copy;
+    HB_DSP_INITIALIZE_MEMCPY_PARAM(&copy);
+    memcpy(src.virAddr, &copy, sizeof copy);
+    memset((uint8_t *)src.virAddr + data, value, SIZE);
     hbDSPRpcCtrlParam ctrl;
     HB_DSP_INITIALIZE_RPC_CTRL_PARAM(&ctrl);
     ctrl.dspCoreId = i % 2 ? HB_DSP_CORE_1 : HB_DSP_CORE_0;

@@ -49,8 +49,27 @@ typedef struct {
     (param)->reserved2 = 0;                     \
   }
 
-/* Submit operator rpcCmd on one input and one output buffer (NULL: none) with its default
- * parameters; *task receives the handle. ctrl NULL: any core, lowest priority. */
+/* Parameters packed into the input, as the J5 sample packs them (docs/capi.md shows each
+ * operator's layout): hbDSPRpcV2's input holds the operator's struct of hb_dsp_ops.h at byte 0,
+ * then its data from the struct's end rounded up to HB_DSP_PACKED_ALIGN bytes. An operator that
+ * takes more than one input or output buffer has an hbDSPPackedBuffers right after its struct:
+ * how many buffers the data and the output hold and their sizes, each buffer from an
+ * HB_DSP_PACKED_ALIGN boundary (counts 0: one, the whole data / the whole output). */
+#define HB_DSP_PACKED_ALIGN 64
+#define HB_DSP_PACKED_MAX_BUFFERS 8
+#define HB_DSP_PACKED_DATA(structSize) \
+  (((structSize) + HB_DSP_PACKED_ALIGN - 1) / HB_DSP_PACKED_ALIGN * HB_DSP_PACKED_ALIGN)
+typedef struct {
+  uint32_t inputCount;  /* 0: one input, the data to the end of the input */
+  uint32_t outputCount; /* 0: one output, the whole output buffer */
+  uint32_t inputSize[HB_DSP_PACKED_MAX_BUFFERS];
+  uint32_t outputSize[HB_DSP_PACKED_MAX_BUFFERS];
+} hbDSPPackedBuffers;
+
+/* Submit operator rpcCmd on one input and one output buffer (NULL: none); *task receives the
+ * handle. An operator with a struct in hb_dsp_ops.h reads its parameters packed in the input
+ * (above); one without (ping, custom operators) gets the buffers as they are and no parameters.
+ * ctrl NULL: any core, lowest priority. */
 int32_t hbDSPRpcV2(hbDSPTask_t *task, hbSysMem *input, hbSysMem *output, int32_t rpcCmd,
                    hbDSPRpcCtrlParam *ctrl);
 /* > 0: wait that many ms (HB_DNN_TIMEOUT after it, the task goes on); <= 0: for ever.
@@ -59,8 +78,7 @@ int32_t hbDSPWaitTaskDone(hbDSPTask_t task, int32_t timeout_ms);
 /* A queued task never runs, a running one's result is dropped; the handle is invalid after. */
 int32_t hbDSPReleaseTask(hbDSPTask_t task);
 
-/* The simulator's additions (the J5 sample packs parameters into its input buffer; here they
- * travel beside the buffers):
+/* The simulator's additions (the parameters travel beside the buffers):
  * hbDSPRpcV2Param: any number of inputs and outputs (arrays of inputCount / outputCount
  * hbSysMem), and the operator's parameter struct of hb_dsp_ops.h (param NULL: none; paramSize
  * must be sizeof the operator's struct, e.g. sizeof(hbDSPGaussianBlurParam)). */

@@ -69,6 +69,10 @@ struct vdsp_param_member {
   int length;           /* a fixed list's length (0: a pointer list, with a count) */
   size_t count_offset;  /* a pointer list's int32_t count */
 };
+struct vdsp_op_buffers {  /* an operator with a struct: its most inputs and outputs (the contract's) */
+  int32_t cmd;
+  int in_max, out_max;
+};
 struct vdsp_name {
   int value;
   const char *name;
@@ -86,6 +90,9 @@ enum { K_INT = 1, K_FLOAT, K_BOOL, K_INT_LIST, K_FLOAT_LIST, K_STR, K_IMAGE, K_T
 #define TEXTS_KEPT 1024             /* error descriptions returned that stay valid */
 #define CANCEL_WAIT_MS 5000         /* for a CANCEL's answer, as the Python SDK */
 #define FIRST_HANDLE 0x10010u
+#define PACKED_ALIGN 64             /* HB_DSP_PACKED_ALIGN (arm_side/capi/packing.py) */
+#define PACKED_MAX 8                /* HB_DSP_PACKED_MAX_BUFFERS */
+#define PACKED_TABLE (8 + 8 * PACKED_MAX)  /* sizeof(hbDSPPackedBuffers) */
 
 /* --- state --------------------------------------------------------------------------------- */
 
@@ -806,6 +813,14 @@ static int not_a_task(uintptr_t number, const char *when) {
               "out, or released%s)", (unsigned long)number, when);
 }
 
+/* Strict mode: a cached buffer the CPU wrote since its last CLEAN is refused as a task's input. */
+static int unflushed(const buffer *b) {
+  if (strict && b->cache != NULL && !b->device_written && memcmp(b->cache, b->ddr, b->size) != 0)
+    return fail(HB_SYS_CACHE_NOT_FLUSHED, "memory 0x%llx (%u bytes) was written by the CPU but not cleaned: call "
+                "hbSysFlushMem(HB_SYS_MEM_CACHE_CLEAN) before the task", (unsigned long long)b->phys, b->size);
+  return 0;
+}
+
 static int task_handles(const hbSysMem *array, int32_t count, const char *what, vdsp_handle *out, task *t,
                         int outputs) {
   if (count < 0 || count > MAX_BUFFERS)
@@ -824,9 +839,8 @@ static int task_handles(const hbSysMem *array, int32_t count, const char *what, 
     out[i].flags = 0;
     if (b == NULL || off != 0 || array[i].memSize != b->size) continue;
     out[i].flags = (uint64_t)b->registered;
-    if (strict && b->cache != NULL && !b->device_written && memcmp(b->cache, b->ddr, b->size) != 0)
-      return fail(HB_SYS_CACHE_NOT_FLUSHED, "memory 0x%llx (%u bytes) was written by the CPU but not cleaned: call "
-                  "hbSysFlushMem(HB_SYS_MEM_CACHE_CLEAN) before the task", (unsigned long long)b->phys, b->size);
+    rc = unflushed(b);
+    if (rc != 0) return rc;
     if (outputs && b->cache != NULL) {
       t->out_phys[t->n_out] = b->phys;
       t->out_vir[t->n_out++] = b->vir;
@@ -835,8 +849,113 @@ static int task_handles(const hbSysMem *array, int32_t count, const char *what, 
   return 0;
 }
 
+/* --- parameters packed into the input (hbDSPRpcV2; the layout: arm_side/capi/packing.py) ------ */
+
+typedef struct {
+  const struct vdsp_param_member *m;     /* the struct's first member row (its size, names) */
+  const struct vdsp_op_buffers *c;
+  size_t header, data, least;            /* bytes before the data; where it starts; the smallest input */
+  char what[320];
+} packed_layout;
+
+static size_t packed_align(size_t n) { return (n + PACKED_ALIGN - 1) / PACKED_ALIGN * PACKED_ALIGN; }
+
+/* The packed layout of `cmd`: 1 for an operator with a struct, 0 for one without (plain buffers). */
+static int packed_of(int32_t cmd, packed_layout *p) {
+  p->m = NULL;
+  p->c = NULL;
+  for (size_t i = 0; i < sizeof vdsp_param_members / sizeof *vdsp_param_members && p->m == NULL; i++)
+    if (vdsp_param_members[i].cmd == cmd) p->m = &vdsp_param_members[i];
+  for (size_t i = 0; i < sizeof vdsp_op_buffers / sizeof *vdsp_op_buffers; i++)
+    if (vdsp_op_buffers[i].cmd == cmd) p->c = &vdsp_op_buffers[i];
+  if (p->m == NULL || p->c == NULL) return 0;
+  int table = p->c->in_max > 1 || p->c->out_max > 1;
+  char at[96] = "";
+  if (table) snprintf(at, sizeof at, ", hbDSPPackedBuffers (%d bytes) at byte %zu,", PACKED_TABLE, p->m->size);
+  p->header = p->m->size + (table ? PACKED_TABLE : 0);
+  p->data = packed_align(p->header);
+  p->least = p->c->in_max ? p->data + 1 : p->header;
+  snprintf(p->what, sizeof p->what, "hbDSPRpcV2: operator 0x%04x (%s) takes its parameters packed in its input: %s "
+           "(%zu bytes)%s then its data from byte %zu", (unsigned)cmd, p->m->op, p->m->strct, p->m->size, at, p->data);
+  return 1;
+}
+
+/* `n` buffers of `sizes` from byte `base` of `whole` (`total` bytes), each from an aligned byte. */
+static int packed_place(const packed_layout *p, const char *side, const hbSysMem *whole, size_t base, size_t total,
+                        uint32_t n, const uint32_t *sizes, hbSysMem *out) {
+  size_t at = base;
+  for (uint32_t i = 0; i < n; i++) {
+    if (sizes[i] == 0) return fail(HB_DNN_INVALID_ARGUMENT, "%s: hbDSPPackedBuffers.%sSize[%u] is 0", p->what, side, i);
+    out[i].phyAddr = whole->phyAddr + at;
+    out[i].virAddr = whole->virAddr != NULL ? (uint8_t *)whole->virAddr + at : NULL;
+    out[i].memSize = sizes[i];
+    at = i + 1 < n ? packed_align(at + sizes[i]) : at + sizes[i];
+  }
+  if (at > total)
+    return fail(HB_DNN_INVALID_ARGUMENT, "%s: the %u %ss of hbDSPPackedBuffers.%sSize end at byte %zu, the %s has %zu "
+                "bytes", p->what, n, side, side, at, side, total);
+  return 0;
+}
+
+/* hbDSPRpcV2's packed input (under lock): the struct's bytes as the DSP would read them (the
+ * DDR) copied into *param, the data's ranges into ins, the output's into outs. */
+static int unpack(const packed_layout *p, const hbSysMem *input, const hbSysMem *output, hbSysMem *ins,
+                  int32_t *n_in, hbSysMem *outs, int32_t *n_out, uint8_t **param) {
+  if (input == NULL) return fail(HB_DNN_INVALID_ARGUMENT, "%s: the input is NULL", p->what);
+  if (input->memSize < p->least)
+    return fail(HB_DNN_INVALID_ARGUMENT, "%s: the input has %u bytes, at least %zu needed", p->what, input->memSize,
+                p->least);
+  buffer *b;
+  uint32_t off;
+  int rc = live(input, "input", &b, &off);
+  if (rc == 0 && off == 0 && input->memSize == b->size) rc = unflushed(b);   /* the data goes as a range */
+  if (rc != 0) return rc;
+  const uint8_t *src = b->ddr + off;
+  uint32_t counts[2] = {0, 0}, sizes[2][PACKED_MAX];
+  if (p->header > p->m->size) {
+    memcpy(counts, src + p->m->size, sizeof counts);
+    memcpy(sizes, src + p->m->size + sizeof counts, sizeof sizes);
+    const char *side[2] = {"input", "output"};
+    int max[2] = {p->c->in_max, p->c->out_max};
+    for (int i = 0; i < 2; i++)
+      if (counts[i] > (uint32_t)max[i])
+        return fail(HB_DNN_INVALID_ARGUMENT, "%s: hbDSPPackedBuffers.%sCount %u must be in 0..%d", p->what, side[i],
+                    counts[i], max[i]);
+  }
+  *n_in = *n_out = 0;
+  if (p->c->in_max && counts[0] == 0) {
+    ins[0] = *input;
+    ins[0].phyAddr += p->data;
+    ins[0].virAddr = input->virAddr != NULL ? (uint8_t *)input->virAddr + p->data : NULL;
+    ins[0].memSize = (uint32_t)(input->memSize - p->data);
+    *n_in = 1;
+  } else if (p->c->in_max) {
+    rc = packed_place(p, "input", input, p->data, input->memSize, counts[0], sizes[0], ins);
+    if (rc != 0) return rc;
+    *n_in = (int32_t)counts[0];
+  }
+  if (counts[1] == 0 && output != NULL) {
+    outs[0] = *output;
+    *n_out = 1;
+  } else if (counts[1] != 0) {
+    if (output == NULL)
+      return fail(HB_DNN_INVALID_ARGUMENT, "%s: hbDSPPackedBuffers.outputCount is %u but the output is NULL", p->what,
+                  counts[1]);
+    rc = packed_place(p, "output", output, 0, output->memSize, counts[1], sizes[1], outs);
+    if (rc != 0) return rc;
+    *n_out = (int32_t)counts[1];
+  }
+  *param = malloc(p->m->size);
+  if (*param == NULL) return fail(HB_DNN_OUT_OF_MEMORY, "out of memory");
+  memcpy(*param, src, p->m->size);
+  return 0;
+}
+
+/* A submission; `packed` (hbDSPRpcV2 of an operator with a struct): the parameters and the
+ * buffers are unpacked from inputs[0] and outputs[0] under the lock. */
 static int rpc(hbDSPTask_t *handle, hbSysMem *inputs, int32_t n_in, hbSysMem *outputs, int32_t n_out, int32_t cmd,
-               const void *param, uint32_t size, const char *json, const hbDSPRpcCtrlParam *ctrl) {
+               const void *param, uint32_t size, const char *json, const hbDSPRpcCtrlParam *ctrl,
+               const packed_layout *packed) {
   if (handle == NULL) return fail(HB_DNN_INVALID_ARGUMENT, "task is NULL: pass the address of an hbDSPTask_t");
   if (cmd < 0 || cmd > 0xfffe)
     return fail(HB_DNN_INVALID_ARGUMENT, "rpcCmd 0x%x must be an operator id in 0x0000..0xfffe", (unsigned)cmd);
@@ -852,6 +971,12 @@ static int rpc(hbDSPTask_t *handle, hbSysMem *inputs, int32_t n_in, hbSysMem *ou
   vdsp_wire_writer *w = vdsp_wire_writer_new();
   vdsp_handle ins[MAX_BUFFERS], outs[MAX_BUFFERS];
   if (t == NULL || w == NULL) rc = fail(HB_DNN_OUT_OF_MEMORY, "out of memory");
+  hbSysMem packed_in[PACKED_MAX], packed_out[PACKED_MAX];
+  uint8_t *unpacked = NULL;
+  if (rc == 0 && packed != NULL && (rc = unpack(packed, inputs, outputs, packed_in, &n_in, packed_out, &n_out,
+                                               &unpacked)) == 0) {
+    inputs = packed_in, outputs = packed_out, param = unpacked, size = (uint32_t)packed->m->size;
+  }
   if (rc == 0) rc = task_handles(inputs, n_in, "input", ins, t, 0);
   if (rc == 0) rc = task_handles(outputs, n_out, "output", outs, t, 1);
   const uint8_t *params = NULL;
@@ -867,6 +992,7 @@ static int rpc(hbDSPTask_t *handle, hbSysMem *inputs, int32_t n_in, hbSysMem *ou
     if (vdsp_client_submit(client, &vt, &t->msg_id, &e) != 0) rc = fail_err(&e);
   }
   vdsp_wire_writer_free(w);
+  free(unpacked);
   if (rc != 0) {
     free(t);
     return leave(rc);
@@ -880,16 +1006,19 @@ static int rpc(hbDSPTask_t *handle, hbSysMem *inputs, int32_t n_in, hbSysMem *ou
 
 int32_t VDSP_HB(hbDSPRpcV2)(hbDSPTask_t *task, hbSysMem *input, hbSysMem *output, int32_t rpcCmd,
                             hbDSPRpcCtrlParam *ctrl) {
-  return rpc(task, input, input != NULL, output, output != NULL, rpcCmd, NULL, 0, NULL, ctrl);
+  packed_layout packed;
+  int has_struct = packed_of(rpcCmd, &packed);
+  return rpc(task, input, input != NULL, output, output != NULL, rpcCmd, NULL, 0, NULL, ctrl,
+             has_struct ? &packed : NULL);
 }
 int32_t VDSP_HB(hbDSPRpcV2Param)(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
                         int32_t outputCount, int32_t rpcCmd, void const *param, uint32_t paramSize,
                         hbDSPRpcCtrlParam *ctrl) {
-  return rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, param, paramSize, NULL, ctrl);
+  return rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, param, paramSize, NULL, ctrl, NULL);
 }
 int32_t VDSP_HB(hbDSPRpcV2Json)(hbDSPTask_t *task, hbSysMem *inputs, int32_t inputCount, hbSysMem *outputs,
                        int32_t outputCount, int32_t rpcCmd, char const *paramJson, hbDSPRpcCtrlParam *ctrl) {
-  return rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, NULL, 0, paramJson, ctrl);   /* NULL: none */
+  return rpc(task, inputs, inputCount, outputs, outputCount, rpcCmd, NULL, 0, paramJson, ctrl, NULL);   /* NULL: none */
 }
 
 /* Take the outcome of a task whose reply is in (vdsp_client_done 1). */
