@@ -12,7 +12,7 @@ libvdsp_client.so; libvdsp_hb in direct mode too, where its embedded SDK serves)
 
 **The line format** (:func:`case_lines`, tab-separated, one case a line)::
 
-    name  op  inputs  outputs  json  core  priority  flow  arg
+    name  op  inputs  outputs  json  core  priority  flow  arg  packed
 
 - ``op``: the operator id (decimal); ``json``: its parameters as a JSON object, ``-``: none
   (the C driver passes them to ``hbDSPRpcV2Json``, the Python one as ``params``);
@@ -26,7 +26,12 @@ libvdsp_client.so; libvdsp_hb in direct mode too, where its embedded SDK serves)
 - ``flow`` and its ``arg``: ``rpc`` (submit; wait ``arg`` ms, 0 for ever; the values),
   ``release_wait`` (submit, release, wait), ``release_twice`` (submit, wait, release, release),
   ``flood`` (submit ``arg`` tasks; the first refusal, else the last one's wait; release all),
-  ``flush`` (``hbSysFlushMem(inputs[0], arg)``).
+  ``flush`` (``hbSysFlushMem(inputs[0], arg)``), ``packed`` (as ``rpc``, but the C drivers call
+  ``hbDSPRpcV2`` with the parameters packed into the input as a J5 program packs them,
+  docs/capi.md: ``packed``, the bytes of the operator's struct in hex, at byte 0, the input's
+  data ``mem:N`` from byte ``HB_DSP_PACKED_DATA`` on; the Python driver passes ``json`` as
+  ``params`` and the data as the input, its spelling of the same request);
+- ``packed``: ``-``, or the struct's bytes for the ``packed`` flow.
 
 A driver prints ``name  code  values  text`` per case: the first non-zero code of the flow (0:
 success), the values as ``json.dumps(values, sort_keys=True)`` (``-`` without), and the error's
@@ -47,7 +52,8 @@ text (``hbDNNGetErrorDesc`` in C; the exception's message in Python).
   libraries (tests/integration/test_capi_hb_native.py).
 - *A struct of hb_dsp_ops.h* (``hbDSPRpcV2Param``): it has no Python spelling (``params`` is a
   dict); tests/integration/test_capi_hb_native.py compares the bodies the structs make with the
-  embedded SDK's.
+  embedded SDK's. Cases marked ``c_only`` (a packed input too small for its struct) have no
+  Python spelling either: the C clients run them, and agree.
 - *HB_DSP_UNKNOWN_HANDLE / FREED_HANDLE / HANDLE_OUT_OF_BOUNDS from the firmware*: neither
   client sends its own process's memory unchecked (a freed, never-allocated or too long
   ``hbSysMem`` is HB_SYS_INVALID_ARGUMENT before any message), and another owner's memory is
@@ -60,6 +66,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import struct
 import zlib
 
 from protocol import errors
@@ -100,6 +107,8 @@ class Case:
     priority: int = 0
     flow: str = "rpc"
     arg: int = 0
+    packed: bytes = b""             # the struct's bytes (flow "packed")
+    c_only: bool = False            # no Python spelling: the C clients alone
 
     @property
     def code(self) -> int:
@@ -140,6 +149,16 @@ CASES = (
     Case("wait_on_a_released_task", SLEEP, errors.InvalidTaskHandle, "client", params='{"ms": 300}',
          flow="release_wait"),
     Case("released_twice", PING, errors.InvalidTaskHandle, "client", flow="release_twice"),
+    # parameters packed into the input (hbDSPRpcV2, docs/capi.md): hbDSPChecksumParam / hbDSPMemcpyParam
+    # {int64_t size}, hbDSPFillParam {int64_t value; int64_t size}, as a J5 program writes them
+    Case("packed_checksum_of_size", CHECKSUM, checksum(pattern(4096)[:100]), inputs=("mem:4096",),
+         params='{"size": 100}', flow="packed", packed=struct.pack("<q", 100)),
+    Case("packed_memcpy_of_size", MEMCPY, {"bytes": 100}, inputs=("mem:4096",), outputs=("mem:8192",),
+         params='{"size": 100}', flow="packed", packed=struct.pack("<q", 100)),
+    Case("packed_fill_out_of_its_range", FILL, errors.InvalidArgument, outputs=("mem:64",), params='{"value": 256}',
+         flow="packed", packed=struct.pack("<qq", 256, -1)),
+    Case("packed_input_without_data", CHECKSUM, errors.InvalidArgument, "client", params='{"size": 100}',
+         flow="packed", packed=struct.pack("<q", 100), c_only=True),
     Case("too_many_tasks_in_flight", SLEEP, errors.TaskNumExceedLimit, "relay", params='{"ms": 1000}', flow="flood",
          arg=MAX_IN_FLIGHT + 1),
 )
@@ -151,7 +170,7 @@ def case_lines(cases: tuple[Case, ...], theirs: int, granted: int) -> str:
         text = ",".join(specs).replace(THEIRS, f"{theirs:x}").replace(GRANTED, f"{granted:x}")
         return text or "-"
     rows = [[c.name, str(c.op), buffers(c.inputs), buffers(c.outputs), c.params if c.params is not None else "-",
-             str(c.core), str(c.priority), c.flow, str(c.arg)] for c in cases]
+             str(c.core), str(c.priority), c.flow, str(c.arg), c.packed.hex() or "-"] for c in cases]
     return "".join("\t".join(row) + "\n" for row in rows)
 
 

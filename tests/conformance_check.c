@@ -15,7 +15,7 @@
 #include "hb_dsp.h"
 #include "hb_sys.h"
 
-#define MAX_FIELDS 9
+#define MAX_FIELDS 10
 #define MAX_BUFS 8
 #define MAX_TASKS 64
 #define NEVER_OFFSET (1ull << 39) /* an offset of this process's owner that is never allocated */
@@ -90,10 +90,28 @@ static int32_t submit(run_t *r, hbDSPTask_t *task, hbSysMem *ins, int n_in, hbSy
   return rc;
 }
 
+/* The "packed" flow's input, as a J5 program packs it: the struct's bytes (hex) at byte 0, the
+ * data (`spec` "mem:N": N bytes of the pattern, or "-": none) from HB_DSP_PACKED_DATA on. */
+static hbSysMem packed_input(run_t *r, const char *hex, const char *spec) {
+  uint32_t header = (uint32_t)strlen(hex) / 2, data = HB_DSP_PACKED_DATA(header);
+  uint32_t n = strncmp(spec, "mem:", 4) == 0 ? (uint32_t)strtoul(spec + 4, NULL, 10) : 0;
+  hbSysMem *m = alloc(r, data + n);
+  unsigned char *p = m->virAddr;
+  for (uint32_t i = 0; i < header; i++) {
+    unsigned int byte;
+    sscanf(hex + 2 * i, "%2x", &byte);
+    p[i] = (unsigned char)byte;
+  }
+  for (uint32_t i = 0; i < n; i++) p[data + i] = (unsigned char)(i * 7 + 3);
+  return *m;
+}
+
 /* The case's first non-zero code (0: success); its values into `values` ("-" without). */
 static int32_t flow(run_t *r, char **f, char *values, uint32_t cap) {
   hbSysMem ins[MAX_BUFS], outs[MAX_BUFS];
-  int n_in = buffers(r, f[2], ins), n_out = buffers(r, f[3], outs);
+  int packed = strcmp(f[7], "packed") == 0;
+  if (packed) ins[0] = packed_input(r, f[9], f[2]);
+  int n_in = packed ? 1 : buffers(r, f[2], ins), n_out = buffers(r, f[3], outs);
   int32_t op = (int32_t)strtol(f[1], NULL, 10), arg = (int32_t)strtol(f[8], NULL, 10);
   const char *json = strcmp(f[4], "-") == 0 ? NULL : f[4];
   hbDSPRpcCtrlParam ctrl;
@@ -110,7 +128,13 @@ static int32_t flow(run_t *r, char **f, char *values, uint32_t cap) {
     }
     return hbDSPWaitTaskDone(task, 0);
   }
-  int32_t rc = submit(r, &task, ins, n_in, outs, n_out, op, json, &ctrl);
+  int32_t rc;
+  if (packed) {
+    rc = hbDSPRpcV2(&task, &ins[0], n_out ? &outs[0] : NULL, op, &ctrl);
+    if (rc == 0 && r->n_tasks < MAX_TASKS) r->tasks[r->n_tasks++] = task;
+  } else {
+    rc = submit(r, &task, ins, n_in, outs, n_out, op, json, &ctrl);
+  }
   if (rc != 0) return rc;
   if (strcmp(f[7], "release_wait") == 0) {
     hbDSPReleaseTask(task);

@@ -86,7 +86,7 @@ def run_case(fields: list[str]) -> tuple[int, dict | None, str]:
 
 
 def flow_of(run: Run, fields: list[str]) -> tuple[int, dict | None]:
-    _name, op, inputs, outputs, params_text, core, priority, flow, arg = fields
+    _name, op, inputs, outputs, params_text, core, priority, flow, arg, _packed = fields
     ins, outs = run.buffers(inputs), run.buffers(outputs)
     params = None if params_text == "-" else json.loads(params_text)
     ctrl = hb.hbDSPRpcCtrlParam(dspCoreId=int(core), priority=int(priority))
