@@ -315,7 +315,7 @@ class MemoryManager:
         me = ddr.current_owner().id
         if owner != me and not any(g.covers(me, offset, size) for g in _grants_reader.grants(owner)):
             raise SysRegisterMemFailed(f"{where}: memory of owner 0x{owner:06x} is not granted to this "
-                                       f"process's owner 0x{me:06x} (its owner grants it with mem.share())")
+                                       f"process's owner 0x{me:06x} (its owner must grant it first: mem.share())")
         found = ddr.find_segment(owner, offset)
         if found is None:
             raise SysRegisterMemFailed(f"no DDR at {where}")

@@ -125,7 +125,7 @@ def check_handles(handles: Iterable[Sequence[int]], what: str, owner: int | None
         if not any(g.covers(owner, offset, size) for g in grants_of(holder)):
             raise errors.ForeignHandle(
                 f"{what}[{i}]: handle 0x{phys:x} size {size}: memory of owner {_owner(holder)} is not granted "
-                f"to owner {_owner(owner)} (its owner must grant it first: mem.share())")
+                f"to owner {_owner(owner)} (its owner must grant it first, PROTOCOL.md §6.6)")
 
 
 def check_task(body: dict, owner: int | None, grants_of: Callable[[int], Sequence[AclEntry]]) -> None:

@@ -53,6 +53,10 @@ from arm_side.nn.tensor import MAX_DIMS, Quantization, TensorProperties
 from vdsp_board.memory import ddr
 
 MAX_BUFFERS = 64            # buffers of one task
+# The SDK's texts name its Python calls; a C program is told the C function that does the same.
+C_SPELLINGS = (("flush(CLEAN)", "hbSysFlushMem(HB_SYS_MEM_CACHE_CLEAN)"),
+               ("flush(INVALIDATE)", "hbSysFlushMem(HB_SYS_MEM_CACHE_INVALIDATE)"),
+               (": mem.share()", ""))
 MAX_HANDLES = 1 << 16       # live task handles of one kind
 MAX_TEXT = 1 << 16          # bytes of a name, a path or a string parameter
 MAX_JSON = 1 << 20          # bytes of JSON parameters
@@ -155,6 +159,8 @@ class Bridge:
     def failed(self, exc: BaseException, invalid: int) -> int:
         code = exc.code if isinstance(exc, errors.VdspError) else invalid
         message = exc.message if isinstance(exc, errors.VdspError) else f"{type(exc).__name__}: {exc}"
+        for python, c in C_SPELLINGS:
+            message = message.replace(python, c)
         tid = threading.get_ident()
         with self._lock:
             self._last[tid] = (code, message)
@@ -231,6 +237,11 @@ class Bridge:
         if self.native is not None:
             return self.native_buffer(cmem, what)
         if ddr.parse_phys(phys)[0] == ddr.current_owner().id:
+            around = [b for b in candidates if not b.mem.freed and b.mem.phys_addr <= phys < b.mem.phys_addr + b.mem.size]
+            if around:
+                raise errors.SysInvalidArgument(
+                    f"{what} (hbSysMem at 0x{phys:x}, {size} bytes) runs past the end of its buffer "
+                    f"(0x{around[0].mem.phys_addr:x}, {around[0].mem.size} bytes): its memSize is too large")
             raise errors.SysInvalidArgument(f"{what} (hbSysMem at 0x{phys:x}, {size} bytes) is not allocated or "
                                             "registered in this process (or was freed)")
         return None, 0, size

@@ -138,6 +138,7 @@ int main(int argc, char **argv) {
   report("dnn_wait_made_up", hbDNNWaitTaskDone((hbDNNTaskHandle_t)(uintptr_t)0x1234, 10));
   report("dnn_release_task_null", hbDNNReleaseTask(NULL));
   report("dnn_roi_infer", hbDNNRoiInfer(NULL, NULL, NULL, NULL, 0, NULL, NULL));
+  printf("roi_desc %s\n", hbDNNGetErrorDesc(HB_DNN_API_USE_ERROR));
   report("dnn_unregister_unknown", hbDNNUnregisterLayerCreator("NoSuchLayer"));
   report("dnn_register_null", hbDNNRegisterLayerCreator("Softmax", NULL));
 
