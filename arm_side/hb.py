@@ -32,8 +32,9 @@ its Pythonic equivalent.
 The hbSys* and hbDNN* signatures and codes are those of the BPU SDK API manual. The manual
 does not cover the DSP RPC; ``hbDSPRpcV2``, ``hbDSPWaitTaskDone``, ``hbDSPReleaseTask`` and
 ``hbDSPRpcCtrlParam`` follow the J5 DSP SDK's names, with the operator's parameters as an
-optional ``params`` dict (what the J5 sample packs into its input buffer) and any number of
-input and output buffers (a list, or one hbSysMem as in C).
+optional ``params`` dict (what the J5 sample packs into its input buffer, and C's hbDSPRpcV2
+reads packed there: docs/capi.md; Python has no struct to pack) and any number of input and
+output buffers (a list, or one hbSysMem as in C).
 """
 from __future__ import annotations
 
