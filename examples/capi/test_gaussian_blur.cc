@@ -1,5 +1,6 @@
 // A J5 CV sample's ARM side (test_gaussian_blur.cc) against the simulated SoC: read an image,
-// copy it into cached DDR, clean the cache, run gaussianBlur on vdsp1 through hbDSPRpcV2Param,
+// pack gaussianBlur's parameters and the image into cached DDR (the struct at byte 0, the image from
+// HB_DSP_PACKED_DATA: docs/capi.md), clean the cache, run gaussianBlur on vdsp1 through hbDSPRpcV2,
 // wait, invalidate, write the result. The same source builds for the board apart from the
 // include path; it logs the J5 sample's lines ("rpc begin", "rpc finish", ...).
 //
@@ -84,12 +85,6 @@ int main(int argc, char **argv) {
   LOGI("read image %s success", input.c_str());
   uint32_t const size = static_cast<uint32_t>(src_img.pixels.size());
 
-  hbSysMem src_mem, dst_mem;
-  HB_CHECK_SUCCESS(hbSysAllocCachedMem(&src_mem, size), "hbSysAllocCachedMem failed");
-  HB_CHECK_SUCCESS(hbSysAllocCachedMem(&dst_mem, size), "hbSysAllocCachedMem failed");
-  std::memcpy(src_mem.virAddr, src_img.pixels.data(), size);
-  HB_CHECK_SUCCESS(hbSysFlushMem(&src_mem, HB_SYS_MEM_CACHE_CLEAN), "hbSysFlushMem failed");
-
   hbDSPGaussianBlurParam param;
   HB_DSP_INITIALIZE_GAUSSIAN_BLUR_PARAM(&param);
   param.src.format = HB_DSP_IMAGE_Y;
@@ -100,14 +95,21 @@ int main(int argc, char **argv) {
   param.ksize[0] = param.ksize[1] = 5;
   param.sigma_x = 1.5;
 
+  // the input: the parameters, then the image from the next 64-byte boundary
+  uint32_t const data = HB_DSP_PACKED_DATA(sizeof(param));
+  hbSysMem src_mem, dst_mem;
+  HB_CHECK_SUCCESS(hbSysAllocCachedMem(&src_mem, data + size), "hbSysAllocCachedMem failed");
+  HB_CHECK_SUCCESS(hbSysAllocCachedMem(&dst_mem, size), "hbSysAllocCachedMem failed");
+  std::memcpy(src_mem.virAddr, &param, sizeof(param));
+  std::memcpy(static_cast<char *>(src_mem.virAddr) + data, src_img.pixels.data(), size);
+  HB_CHECK_SUCCESS(hbSysFlushMem(&src_mem, HB_SYS_MEM_CACHE_CLEAN), "hbSysFlushMem failed");
+
   hbDSPRpcCtrlParam ctrl;
   HB_DSP_INITIALIZE_RPC_CTRL_PARAM(&ctrl);
   ctrl.dspCoreId = HB_DSP_CORE_1;
   hbDSPTask_t task = nullptr;
   LOGI("rpc begin");
-  HB_CHECK_SUCCESS(hbDSPRpcV2Param(&task, &src_mem, 1, &dst_mem, 1, HB_DSP_OP_GAUSSIAN_BLUR, &param, sizeof(param),
-                                   &ctrl),
-                   "hbDSPRpcV2Param failed");
+  HB_CHECK_SUCCESS(hbDSPRpcV2(&task, &src_mem, &dst_mem, HB_DSP_OP_GAUSSIAN_BLUR, &ctrl), "hbDSPRpcV2 failed");
   HB_CHECK_SUCCESS(hbDSPWaitTaskDone(task, 5000), "hbDSPWaitTaskDone failed");
   int32_t core = 0;
   HB_CHECK_SUCCESS(hbDSPGetTaskCore(task, &core), "hbDSPGetTaskCore failed");
