@@ -121,8 +121,10 @@ def test_a_fork_child_gets_the_multi_process_error_at_once_and_the_parent_goes_o
 
 def test_raise_sigint_ends_the_program_and_its_ddr_is_reclaimed(programs, shared_soc):
     before = shm_entries()
+    # SIGINT at its default, as for a program started from a terminal: a suite started in the
+    # background by a shell (`./test.sh &`) has it ignored, and the program would inherit that
     done = subprocess.run([str(programs / "check"), "sigint"], env=clean_env(), capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert done.returncode == -signal.SIGINT, (done.returncode, done.stdout, done.stderr)
     assert "raising 1" in done.stdout and "survived" not in done.stdout
     assert wait_until(lambda: shm_entries() == before, timeout_s=60), shm_entries() - before

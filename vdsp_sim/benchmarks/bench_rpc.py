@@ -651,7 +651,9 @@ def measure_cpu(fn, labels: dict[int, str], duration_s: float) -> tuple[float, d
     return rate, out
 
 
-def verdict(key: str, value: float) -> str:
+def verdict(key: str, value: float | None) -> str:
+    if value is None:
+        return "NO FIGURE"
     op, target = TARGETS[key]
     ok = value <= target if op == "<=" else value >= target
     return "PASS" if ok else "MISS"
@@ -769,22 +771,33 @@ def summarize(cfg: dict, results: dict, body_size: int, load_before: tuple, load
         fig["cpu_us_per_task"][name] = {k: median([r.get(k, 0.0) for r in rounds]) for k in keys}
     b = fig["baseline"]
     ratios = {
-        "relay_p50_over_baseline": fig["relay"]["p50_us"] / b["p50_us"],
-        "relay_tput_over_baseline": fig["relay"]["tasks_per_s"] / b["tasks_per_s"],
-        "big_p50_over_small": fig["handles"]["big"]["p50_us"] / fig["handles"]["small"]["p50_us"],
+        "relay_p50_over_baseline": _quotient(fig["relay"]["p50_us"], b["p50_us"]),
+        "relay_tput_over_baseline": _quotient(fig["relay"]["tasks_per_s"], b["tasks_per_s"]),
+        "big_p50_over_small": _quotient(fig["handles"]["big"]["p50_us"], fig["handles"]["small"]["p50_us"]),
     }
     fig["ratios"] = {k: {"value": v, "target": f"{TARGETS[k][0]} {TARGETS[k][1]}", "verdict": verdict(k, v)}
                      for k, v in ratios.items()}
+    if not b["tasks_per_s"]:
+        fig["ratios"]["relay_tput_over_baseline"]["why_none"] = NO_BASELINE_TASKS
     fig["info_ratios"] = {
-        "direct_p50_over_baseline": fig["direct"]["p50_us"] / b["p50_us"],
-        "direct_tput_over_baseline": fig["direct"]["tasks_per_s"] / b["tasks_per_s"],
-        "relay_p99_over_baseline_p99": fig["relay"]["p99_us"] / b["p99_us"],
+        "direct_p50_over_baseline": _quotient(fig["direct"]["p50_us"], b["p50_us"]),
+        "direct_tput_over_baseline": _quotient(fig["direct"]["tasks_per_s"], b["tasks_per_s"]),
+        "relay_p99_over_baseline_p99": _quotient(fig["relay"]["p99_us"], b["p99_us"]),
     }
     if fig["pinned"].get("baseline"):
         pb = fig["pinned"]["baseline"]["p50_us"]
-        fig["info_ratios"]["pinned_relay_p50_over_baseline"] = fig["pinned"]["relay"]["p50_us"] / pb
-        fig["info_ratios"]["pinned_direct_p50_over_baseline"] = fig["pinned"]["direct"]["p50_us"] / pb
+        fig["info_ratios"]["pinned_relay_p50_over_baseline"] = _quotient(fig["pinned"]["relay"]["p50_us"], pb)
+        fig["info_ratios"]["pinned_direct_p50_over_baseline"] = _quotient(fig["pinned"]["direct"]["p50_us"], pb)
     return fig
+
+
+NO_BASELINE_TASKS = ("no baseline task completed in the window (a host too busy for so short a window: "
+                     "a longer --tput-s measures it)")
+
+
+def _quotient(a: float, b: float) -> float | None:
+    """a / b; None (no figure) where b is 0: a window in which no task completed."""
+    return a / b if b else None
 
 
 RATIO_LABELS = {"relay_p50_over_baseline": "relay p50 / baseline p50",
@@ -838,7 +851,7 @@ def to_report(fig: dict, args: argparse.Namespace) -> Report:
              f"direct {_fmt(fig['direct'])}")
     for key, r in fig["ratios"].items():
         op, bound = TARGETS[key]
-        rep.target(RATIO_LABELS[key], r["value"], op, bound)
+        rep.target(RATIO_LABELS[key], r["value"], op, bound, r.get("why_none", ""))
     return rep
 
 

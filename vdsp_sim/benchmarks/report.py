@@ -111,9 +111,13 @@ class Report:
         assert all(len(r) == len(columns) for r in rows), (title, columns)
         self.tables.append({"title": title, "columns": list(columns), "rows": [list(r) for r in rows]})
 
-    def target(self, name: str, value: float, op: str, bound: float, detail: str = "") -> bool:
-        """A target ``value op bound`` (op ``<=`` or ``>=``); returns whether it is met."""
-        passed = bool(value <= bound) if op == "<=" else bool(value >= bound)
+    def target(self, name: str, value: float | None, op: str, bound: float, detail: str = "") -> bool:
+        """A target ``value op bound`` (op ``<=`` or ``>=``); returns whether it is met. A value of
+        None is a run that could not measure it (``detail`` says why): not met, shown as NO FIGURE."""
+        if value is None:
+            passed = False
+        else:
+            passed = bool(value <= bound) if op == "<=" else bool(value >= bound)
         self.verdicts.append({"name": name, "value": value, "target": f"{op} {bound:g}", "passed": passed,
                               "detail": detail})
         return passed
@@ -130,7 +134,8 @@ class Report:
         for t in self.tables:
             lines += ["", f"{t['title']}:", ""] + markdown_table(t["columns"], t["rows"])
         if self.verdicts:
-            rows = [[v["name"], v["value"], v["target"], "PASS" if v["passed"] else "MISS", v["detail"] or ""]
+            rows = [[v["name"], v["value"], v["target"],
+                     "PASS" if v["passed"] else "MISS" if v["value"] is not None else "NO FIGURE", v["detail"] or ""]
                     for v in self.verdicts]
             met = sum(v["passed"] for v in self.verdicts)
             lines += ["", "targets:", ""] + markdown_table(["target", "value", "wanted", "verdict", "detail"], rows)
