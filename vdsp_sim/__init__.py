@@ -5,6 +5,12 @@ entries, readiness, private SoCs, the in-process loopback SoC) and the tools abo
 Imports go down only: protocol <- vdsp_board (its rooms) <- arm_side | dsp_side | relay_server
 <- vdsp_sim.soc <- the rest of vdsp_sim (tests/project/test_layers.py enforces it).
 """
-from vdsp_board.config.version import __version__
+from vdsp_board.config import version as _version
 
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    if name == "__version__":          # read when asked (vdsp_board.config.version)
+        return _version.version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Callable
 
-from vdsp_board.config.version import __version__
+from vdsp_board.config.version import version
 
 # ``x`` -> 'x'; :mod:`x`, :func:`x`, :class:`x` ... -> x; *x* / **x** are left alone (plain enough)
 _LITERAL = re.compile(r"``([^`]+)``")
@@ -44,12 +44,26 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
 
 
 def version_text(prog: str) -> str:
-    return f"{prog} (vdsp-sim) {__version__}"
+    return f"{prog} (vdsp-sim) {version()}"
+
+
+class _VersionAction(argparse.Action):
+    """argparse's ``version`` action with the text made when ``--version`` is given, not when
+    the parser is (the version is read from the metadata only then: vdsp_board.config.version)."""
+
+    def __init__(self, option_strings: list[str], prog: str, dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+        self.prog = prog
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        parser._print_message(version_text(self.prog) + "\n", sys.stdout)
+        parser.exit()
 
 
 def add_version(ap: argparse.ArgumentParser, prog: str | None = None) -> None:
-    ap.add_argument("--version", action="version", version=version_text(prog or ap.prog),
-                    help="print the version and exit")
+    ap.add_argument("--version", action=_VersionAction, prog=prog or ap.prog, help="print the version and exit")
 
 
 def finish(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
