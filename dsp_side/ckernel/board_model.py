@@ -104,6 +104,12 @@ def cycles(ivp: dict[str, int], ivp_outside: dict[str, int], blocks: int, dma_bu
     with no price here."""
     vector = sum(n * IVP[name] for name, n in ivp.items())
     outside = sum(n * IVP_OUTSIDE.get(name, 0.0) for name, n in ivp_outside.items())
+    return priced(vector, outside, blocks, dma_busy, dma_stall)
+
+
+def priced(vector: float, outside: float, blocks: int, dma_busy: float, dma_stall: float) -> Estimate:
+    """The estimate of :func:`cycles` from its intrinsics already priced: ``vector`` cycles of
+    intrinsics, ``outside`` more for their memory outside TCM."""
     scalar = blocks * BLOCK.value
     parts = {"overhead": TASK_OVERHEAD.value, "ivp": vector, "outside_tcm": outside, "scalar": scalar,
              "dma_stall": dma_stall, "dma_busy": dma_busy}
