@@ -63,7 +63,7 @@ class Counters:
         :meth:`read`'s, without building its dicts: after every task)."""
         c, n = self.counts, self._n
         self._read(ctypes.byref(c))
-        uses = np.frombuffer(c, np.uint64, 2 * n).astype(np.float64)
+        uses = np.frombuffer(memoryview(c), np.uint64, 2 * n).astype(np.float64)
         vector, outside = float(uses[:n] @ self._prices[:n]), float(uses[n:] @ self._prices[n:])
         return board_model.priced(vector, outside, c.blocks, c.dma_busy, c.dma_stall)
 
