@@ -59,6 +59,7 @@ N_2, N, TWO_N = _W // 4, _W // 2, _W      # lanes of 32, 16 and 8 bits in a vect
 #: cycles of one use of each intrinsic of the subset (the names of <xtensa/tie/xt_ivpn.h>)
 IVP: dict[str, float] = {
     "IVP_GATHERAN_2XF32": GATHER_LANE.value * N_2, "IVP_GATHERDN_2XF32": ALU.value,
+    "IVP_GATHERAN_2X32": GATHER_LANE.value * N_2, "IVP_GATHERDN_2X32": ALU.value,
     "IVP_GATHERANX8S": GATHER_LANE.value * N, "IVP_GATHERD2NX8_L": ALU.value, "IVP_GATHERD2NX8_H": ALU.value,
     "IVP_SCATTERN_2X32": SCATTER_LANE.value * N_2, "IVP_SCATTERW": ALU.value,
     "IVP_SUBN_2XF32": ALU.value, "IVP_DIVN_2XF32": FDIV.value, "IVP_TRUNCN_2XF32": ALU.value,
@@ -66,11 +67,14 @@ IVP: dict[str, float] = {
     "IVP_ORBN_2": ALU.value, "IVP_MOVN_2X32T": ALU.value, "IVP_SELN_2X32I": ALU.value,
     "IVP_ZALIGN": ALU.value, "IVP_SA2NX8_IP": ALU.value, "IVP_SAPOS2NX8U_FP": ALU.value,
     "IVP_FIRINTN_2XF32": ALU.value, "IVP_MAXN_2X32": ALU.value, "IVP_MINN_2X32": ALU.value,
+    "IVP_SVN_2X32_IP": ALU.value,
 }
 #: extra cycles of one use whose memory is outside TCM (the intrinsics that touch memory)
 IVP_OUTSIDE: dict[str, float] = {
     "IVP_GATHERAN_2XF32": OUTSIDE_LANE.value * N_2, "IVP_GATHERANX8S": OUTSIDE_LANE.value * N,
+    "IVP_GATHERAN_2X32": OUTSIDE_LANE.value * N_2,
     "IVP_SCATTERN_2X32": OUTSIDE_LANE.value * N_2, "IVP_SA2NX8_IP": STORE_OUTSIDE.value,
+    "IVP_SVN_2X32_IP": STORE_OUTSIDE.value,
 }
 
 
@@ -100,6 +104,12 @@ def cycles(ivp: dict[str, int], ivp_outside: dict[str, int], blocks: int, dma_bu
     with no price here."""
     vector = sum(n * IVP[name] for name, n in ivp.items())
     outside = sum(n * IVP_OUTSIDE.get(name, 0.0) for name, n in ivp_outside.items())
+    return priced(vector, outside, blocks, dma_busy, dma_stall)
+
+
+def priced(vector: float, outside: float, blocks: int, dma_busy: float, dma_stall: float) -> Estimate:
+    """The estimate of :func:`cycles` from its intrinsics already priced: ``vector`` cycles of
+    intrinsics, ``outside`` more for their memory outside TCM."""
     scalar = blocks * BLOCK.value
     parts = {"overhead": TASK_OVERHEAD.value, "ivp": vector, "outside_tcm": outside, "scalar": scalar,
              "dma_stall": dma_stall, "dma_busy": dma_busy}

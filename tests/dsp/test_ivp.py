@@ -95,6 +95,13 @@ def test_gathera_2xf32_gets_the_float_at_each_byte_offset(driver):
     assert (got.view(np.uint32) == mem.view(np.uint32)[offsets // 4]).all()
 
 
+def test_gatheran_2x32_gets_the_int32_at_each_byte_offset(driver):
+    mem = RNG.integers(-2**31, 2**31, 16384).astype(np.int32)
+    offsets = (RNG.integers(0, 16384, 16) * 4).astype(np.uint32)
+    offsets[:2] = [0, 65532]                   # the first and the last word of the window
+    assert (_i32(driver("gather_i32", mem, offsets)) == mem[offsets // 4]).all()
+
+
 def test_gatheranx8s_d2nx8_l_puts_the_bytes_in_the_low_half(driver):
     mem = RNG.integers(-128, 128, 65536).astype(np.int8)
     offsets = RNG.integers(0, 65536, 32).astype(np.uint16)
@@ -139,6 +146,8 @@ def test_scattern_2x32_to_consecutive_words_stores_them_in_order(driver):
     ("gather_f32", 1 << 20, "IVP_GATHERAN_2XF32", "lane 5: byte offset 1048576 (4 bytes) is beyond"),
     ("gather_f32", 6, "IVP_GATHERAN_2XF32", "lane 5: byte offset 6 is not a multiple of the element's 4 bytes"),
     ("gather_f32", 0xFFFFFFFC, "IVP_GATHERAN_2XF32", "lane 5: byte offset 4294967292 (4 bytes) is beyond"),  # -4
+    ("gather_i32", 65534, "IVP_GATHERAN_2X32", "lane 5: byte offset 65534 (4 bytes) is beyond the 65536-byte"),
+    ("gather_i32", 2, "IVP_GATHERAN_2X32", "lane 5: byte offset 2 is not a multiple of the element's 4 bytes"),
     ("scatter", 65536, "IVP_SCATTERN_2X32", "lane 5: byte offset 65536 (4 bytes) is beyond the 65536-byte"),
     ("scatter", 0xFFFFFFFC, "IVP_SCATTERN_2X32", "lane 5: byte offset 4294967292 (4 bytes) is beyond"),
     ("scatter", 2, "IVP_SCATTERN_2X32", "lane 5: byte offset 2 is not a multiple of the element's 4 bytes")])
@@ -146,7 +155,7 @@ def test_an_offset_beyond_the_window_or_misaligned_aborts_naming_the_intrinsic(d
     offsets = np.zeros(16, np.uint32)
     offsets[5] = offset
     mem = np.zeros(65536, np.uint8)
-    parts = [mem, offsets] if op == "gather_f32" else [mem, np.zeros(16, np.int32), offsets]
+    parts = [mem, offsets] if op.startswith("gather") else [mem, np.zeros(16, np.int32), offsets]
     done = driver(op, *parts, ok=False)
     assert done.returncode != 0 and not done.stdout
     assert f"vdsp: {name}: {what}" in done.stderr.decode()
@@ -331,6 +340,17 @@ def test_sa2nx8_ip_stores_64_bytes_a_step_and_the_flush_writes_the_rest(driver, 
     want = np.full(64 * (count + 2), 0xEE, np.uint8)
     end = at + 64 * count if flush else (at + 64 * count) // 64 * 64   # unflushed: up to the last boundary
     want[at:max(end, at)] = data[:max(end, at) - at]
+    assert (got == want).all()
+
+
+@pytest.mark.parametrize("at", [0, 5, 63])
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_svn_2x32_ip_stores_64_bytes_at_the_aligned_address_below_and_advances(driver, at, count):
+    data = RNG.integers(-2**31, 2**31, 16 * count).astype(np.int32)
+    got = np.frombuffer(driver("sv", np.array([at, count], np.int32), data), np.uint8)
+    want = np.full(64 * (count + 2), 0xEE, np.uint8)
+    for i in range(count):                      # store i lands at (at + 64 i) rounded down to 64
+        want[64 * i:64 * i + 64] = data[16 * i:16 * i + 16].view(np.uint8)
     assert (got == want).all()
 
 

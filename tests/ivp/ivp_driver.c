@@ -39,6 +39,12 @@ int main(int argc, char **argv) {
     xb_gsr g = IVP_GATHERAN_2XF32((float32_t const *)mem, off);
     xb_vecN_2xf32 v = IVP_GATHERDN_2XF32(g);
     give(v.s, 64);
+  } else if (!strcmp(op, "gather_i32")) { /* mem, offsets -> 16 int32 */
+    xb_vecN_2x32Uv off;
+    take(mem, WINDOW);
+    take(off.s, 64);
+    xb_vecN_2x32v v = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32((int32_t const *)mem, off));
+    give(v.s, 64);
   } else if (!strcmp(op, "gather8")) { /* mem, a vector, 32 u16 offsets -> _L of the gather, _H into the vector */
     xb_vecNx16U off;
     xb_vec2Nx8 v;
@@ -156,6 +162,22 @@ int main(int argc, char **argv) {
       IVP_SA2NX8_IP(v, a, p);
     }
     if (flush) IVP_SAPOS2NX8U_FP(a, p);
+    if ((unsigned char *)p != space + at + 64 * count) return 3; /* the pointer advanced by 64 a store */
+    give(space, 64 * ((size_t)count + 2));
+  } else if (!strcmp(op, "sv")) { /* at, count, count i32 vectors -> the 64 * (count + 2) bytes */
+    int32_t at, count;
+    static unsigned char raw[64 * 63];
+    unsigned char *space = raw + (64 - (uintptr_t)raw % 64) % 64; /* 64-byte aligned, as TCM */
+    take(&at, 4);
+    take(&count, 4);
+    if (at < 0 || at > 63 || count < 0 || count > 60) return 2;
+    memset(space, 0xee, 64 * 62);
+    xb_vecN_2x32v *p = (xb_vecN_2x32v *)(space + at);
+    for (int32_t i = 0; i < count; i++) {
+      xb_vecN_2x32v v;
+      take(v.s, 64);
+      IVP_SVN_2X32_IP(v, p, 64);
+    }
     if ((unsigned char *)p != space + at + 64 * count) return 3; /* the pointer advanced by 64 a store */
     give(space, 64 * ((size_t)count + 2));
   } else {

@@ -51,6 +51,7 @@ VDSP_IVP_HOST_CLONES static int run(long n) {
 
   BENCH("(loop)", KEEP(f));
   BENCH("IVP_GATHERAN_2XF32+IVP_GATHERDN_2XF32", f = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(mem, off)); KEEP(f));
+  BENCH("IVP_GATHERAN_2X32+IVP_GATHERDN_2X32", a = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32(words, off)); KEEP(a));
   BENCH("IVP_SUBN_2XF32", f = IVP_SUBN_2XF32(f, g); KEEP(f));
   BENCH("IVP_DIVN_2XF32", f = IVP_DIVN_2XF32(f, g); KEEP(f));
   BENCH("IVP_FIRINTN_2XF32", f = IVP_FIRINTN_2XF32(f); KEEP(f));
@@ -75,6 +76,15 @@ VDSP_IVP_HOST_CLONES static int run(long n) {
       KEEP(p);
     });
     IVP_SAPOS2NX8U_FP(al, p);
+  }
+  {
+    xb_vecN_2x32v *q = (xb_vecN_2x32v *)(out + 64 - (uintptr_t)out % 64); /* 64-byte aligned */
+    xb_vecN_2x32v *const first = q;
+    BENCH("IVP_SVN_2X32_IP", {
+      if ((i & 1023) == 0) q = first;
+      IVP_SVN_2X32_IP(a, q, 64);
+      KEEP(q);
+    });
   }
   return 0;
 }

@@ -9,11 +9,12 @@
  * The points stream through TCM: tile t comes into bank t % 2 by IDMA while tile t - 1 is computed;
  * a tile's outputs are built in the same bank and drain by IDMA. A step takes 16 points: one gather
  * per value (byte offsets 4 * (dim * i + c)), the cell and the features computed on 16 lanes, the
- * results scattered into the output tiles (byte offsets 4 * i). The 5th values are scattered as
- * int32 and packed to bytes 64 at a time by 8-bit gathers. Invariants: a tile holds a multiple of
- * 64 points, so a step's gathers and scatters stay inside the tile's allocations (a last step may
- * read stale TCM bytes past the tile's points; their results are never drained); every gather and
- * scatter offset is below 64 kB from its base, which moves with the step.
+ * results stored into the output tiles by aligned stores (64 bytes, 16 points, a store). The 5th
+ * values are stored as int32 and packed to bytes 64 at a time by 8-bit gathers. Invariants: a tile
+ * holds a multiple of 64 points, so a step's gathers and stores stay inside the tile's allocations
+ * (a last step may read stale TCM bytes past the tile's points; their results are never drained);
+ * the output tiles start on 64-byte boundaries (TCM allocations do), so every store is aligned;
+ * every gather offset is below 64 kB from its base, which moves with the step.
  */
 #include <string.h>
 #include <xtensa/tie/xt_ivpn.h>
@@ -58,17 +59,15 @@ VDSP_KERNEL_INLINE xb_vecN_2x32v encode(xb_vecN_2xf32 v, xb_vecN_2xf32 sub, xb_v
  * as int32 in t32 then as bytes in t8. */
 VDSP_IVP_HOST_CLONES void encode_tile(float const *in, uint32_t len, uint32_t dim, Params const &f, int32_t *cells, int32_t *xyzr,
                  int32_t *t32, int8_t *t8) {
-  xb_vecN_2x32Uv offset[5] = {}, out_offset; /* (offset[4] unused but copied for dim 4) */
-  for (uint32_t i = 0; i < kLanes; i++) {
+  xb_vecN_2x32Uv offset[5] = {}; /* (offset[4] unused but copied for dim 4) */
+  for (uint32_t i = 0; i < kLanes; i++)
     for (uint32_t c = 0; c < dim; c++) offset[c].s[i] = 4 * (dim * i + c);
-    out_offset.s[i] = 4 * i;
-  }
   /* the loop's offsets as values of their own (the host compiler keeps them in registers) */
   xb_vecN_2x32Uv const o0 = offset[0], o1 = offset[1], o2 = offset[2], o3 = offset[3], o4 = offset[4];
-  xb_vecN_2x32Uv const oo = out_offset;
+  xb_vecN_2x32v *p_cells = (xb_vecN_2x32v *)cells, *p_xyzr = (xb_vecN_2x32v *)xyzr;
+  xb_vecN_2x32v *p_t32 = (xb_vecN_2x32v *)t32;
   uint32_t const steps = (len + kLanes - 1) / kLanes;
   for (uint32_t j = 0; j < steps; j++, in += kLanes * dim) {
-    uint32_t const at = j * kLanes;
     xb_vecN_2xf32 const x = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o0));
     xb_vecN_2xf32 const y = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o1));
     xb_vecN_2xf32 const z = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o2));
@@ -84,20 +83,19 @@ VDSP_IVP_HOST_CLONES void encode_tile(float const *in, uint32_t len, uint32_t di
     skip = IVP_ORBN_2(skip, IVP_ULEN_2XF32(z, f.bottom));
     skip = IVP_ORBN_2(skip, IVP_ULEN_2XF32(f.top, z));
     cell = IVP_MOVN_2X32T(-1, cell, skip);
-    IVP_SCATTERN_2X32(cell, cells + at, oo);
+    IVP_SVN_2X32_IP(cell, p_cells, 64);
 
     /* the features, four int8 packed into one int32 (byte 0 = x) */
     xb_vecN_2x32v const qx = encode(x, f.sub[0], f.div[0], f.scale), qy = encode(y, f.sub[1], f.div[1], f.scale);
     xb_vecN_2x32v const qz = encode(z, f.sub[2], f.div[2], f.scale), qr = encode(r, f.sub[3], f.div[3], f.scale);
     xb_vecN_2x32v const xy = IVP_SELN_2X32I(qy, qx, IVP_SELI_8B_INTERLEAVE_1_EVEN);
     xb_vecN_2x32v const zr = IVP_SELN_2X32I(qr, qz, IVP_SELI_8B_INTERLEAVE_1_EVEN);
-    IVP_SCATTERN_2X32(IVP_SELN_2X32I(zr, xy, IVP_SELI_INTERLEAVE_1_EVEN), xyzr + at, oo);
+    IVP_SVN_2X32_IP(IVP_SELN_2X32I(zr, xy, IVP_SELI_INTERLEAVE_1_EVEN), p_xyzr, 64);
     if (dim == 5) {
       xb_vecN_2xf32 const t = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o4));
-      IVP_SCATTERN_2X32(quantize(IVP_DIVN_2XF32(t, f.scale)), t32 + at, oo);
+      IVP_SVN_2X32_IP(quantize(IVP_DIVN_2XF32(t, f.scale)), p_t32, 64);
     }
   }
-  IVP_SCATTERW();
   if (dim != 5) return;
   /* the low byte of each int32: 64 per step, two 8-bit gathers 4 bytes apart */
   xb_vecNx16U byte_offset;

@@ -8,13 +8,19 @@
  * and 0 for every slot of a pillar past num_pillars.
  *
  * Both stream through TCM: tile t of the input comes into bank t % 2 by IDMA while tile t - 1
- * is computed, and drains by one 2-D transfer. A row of the output tile is built 64 bytes a
- * step: two 8-bit gathers of 32 elements `pitch` bytes apart (based at the step's first byte
- * wanted, byte offsets pitch * i: inside the 64 kB window; the offsets computed once per call)
- * joined into one vector and stored by an aligning store. Invariants:
+ * is computed, and drains by one 2-D transfer. The output tile is built 64 elements (4-byte
+ * words: a slot's x, y, z, r, or, cmp with M a multiple of 4, four slots' 5th values) a step:
+ * four 32-bit gathers of 16 words (lane i of gather k: word 4i + k, `pitch` bytes apart; the
+ * byte offsets computed once per call), the four bytes of each lane transposed across the four
+ * vectors by eight selections (as stage 1 packs them, the other way), and the four vectors of
+ * 64 bytes, byte j of the 64 words each, stored by aligned stores into rows j. Otherwise (the
+ * 5th values of a cmp layout whose M is not a multiple of 4) a row is built 64 bytes a step by
+ * two 8-bit gathers of 32 elements joined into one vector and an aligning store. Invariants:
  * a tile's input is at most 64 kB and its element count a multiple of 64, so every gather is
- * inside the window and inside the tile's allocation; a step may read elements past the
- * tile's last one (stale TCM bytes), whose output bytes are never drained.
+ * inside the window and inside the tile's allocation; the output rows start on 64-byte
+ * boundaries (TCM allocations do, and a tile's element count is a multiple of 64); a step may
+ * read elements past the tile's last one (stale TCM bytes), whose output bytes are never
+ * drained.
  */
 #include <string.h>
 #include <xtensa/tie/xt_ivpn.h>
@@ -48,6 +54,37 @@ static void gather_row(int8_t const *in, uint32_t pitch, xb_vecNx16U offset, uin
   IVP_SAPOS2NX8U_FP(a_store, p_out);
 }
 
+/* words e = 4i + k (lane i of gather k) of a step: byte offsets pitch * (4i + k) */
+static void word_offsets(uint32_t pitch, xb_vecN_2x32Uv offset[4]) {
+  for (uint32_t k = 0; k < 4; k++)
+    for (uint32_t i = 0; i < VDSP_IVP_N_2; i++) offset[k].s[i] = pitch * (4 * i + k);
+}
+
+/* row j (at row0 + j * row_pitch) byte e = byte j of word e of `in` (words `pitch` bytes apart;
+ * `offset`: word_offsets(pitch)), j < 4, e < count rounded up to 64; the rows 64-byte aligned */
+VDSP_IVP_HOST_CLONES static void transpose_words(int8_t const *in, uint32_t pitch, xb_vecN_2x32Uv const offset[4],
+                                                 int8_t *row0, uint32_t row_pitch, uint32_t count) {
+  xb_vecN_2x32v *r0 = (xb_vecN_2x32v *)row0, *r1 = (xb_vecN_2x32v *)(row0 + row_pitch);
+  xb_vecN_2x32v *r2 = (xb_vecN_2x32v *)(row0 + 2 * row_pitch), *r3 = (xb_vecN_2x32v *)(row0 + 3 * row_pitch);
+  xb_vecN_2x32Uv const o0 = offset[0], o1 = offset[1], o2 = offset[2], o3 = offset[3];
+  for (uint32_t j = 0; j < (count + STEP - 1) / STEP; j++, in += STEP * pitch) {
+    xb_vecN_2x32v const g0 = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32(in, o0));
+    xb_vecN_2x32v const g1 = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32(in, o1));
+    xb_vecN_2x32v const g2 = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32(in, o2));
+    xb_vecN_2x32v const g3 = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32(in, o3));
+    /* lane i of a: bytes 0 of g0, g1, bytes 2 of g0, g1; b: bytes 1 and 3; c, d: the same of g2, g3 */
+    xb_vecN_2x32v const a = IVP_SELN_2X32I(g1, g0, IVP_SELI_8B_INTERLEAVE_1_EVEN);
+    xb_vecN_2x32v const b = IVP_SELN_2X32I(g1, g0, IVP_SELI_8B_INTERLEAVE_1_ODD);
+    xb_vecN_2x32v const c = IVP_SELN_2X32I(g3, g2, IVP_SELI_8B_INTERLEAVE_1_EVEN);
+    xb_vecN_2x32v const d = IVP_SELN_2X32I(g3, g2, IVP_SELI_8B_INTERLEAVE_1_ODD);
+    /* lane i of byte j's vector: byte j of words 4i .. 4i + 3 */
+    IVP_SVN_2X32_IP(IVP_SELN_2X32I(c, a, IVP_SELI_INTERLEAVE_1_EVEN), r0, 64);
+    IVP_SVN_2X32_IP(IVP_SELN_2X32I(d, b, IVP_SELI_INTERLEAVE_1_EVEN), r1, 64);
+    IVP_SVN_2X32_IP(IVP_SELN_2X32I(c, a, IVP_SELI_INTERLEAVE_1_ODD), r2, 64);
+    IVP_SVN_2X32_IP(IVP_SELN_2X32I(d, b, IVP_SELI_INTERLEAVE_1_ODD), r3, 64);
+  }
+}
+
 static uint32_t min_u64(uint64_t a, uint64_t b) { return (uint32_t)(a < b ? a : b); }
 
 /* The elements of a tile: a multiple of 64 whose `bytes` per element fit the operator's TCM
@@ -67,7 +104,8 @@ static void cpm(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
     out[k] = (int8_t *)vdsp_tcm_alloc(k, per * dim, k ? "planes_pong" : "planes_ping");
   }
   uint32_t const tiles = (uint32_t)((slots + per - 1) / per);
-  xb_vecNx16U const by4 = lane_offsets(4);
+  xb_vecN_2x32Uv by4[4];
+  word_offsets(4, by4);
   vdsp_dma_t fill[2] = {0, 0}, drain[2] = {0, 0};
   if (tiles) fill[0] = vdsp_idma_copy(in[0], xyzr, min_u64(slots, per) * 4);
   for (uint32_t t = 0; t < tiles; t++) {
@@ -77,7 +115,7 @@ static void cpm(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
     vdsp_idma_wait(fill[k]);
     if (drain[k]) vdsp_idma_wait(drain[k]); /* out[k] still drains tile t - 2 */
     if (t5) vdsp_idma_wait(vdsp_idma_copy(out[k] + 4 * per, t5 + at, len)); /* plane 4 is a copy */
-    for (uint32_t c = 0; c < 4; c++) gather_row(in[k], 4, by4, c, out[k] + c * per, len);
+    transpose_words(in[k], 4, by4, out[k], per, len);
     drain[k] = vdsp_idma_copy_2d(dst + at, out[k], len, dim, plane, per);
   }
   vdsp_idma_wait_all();
@@ -98,7 +136,9 @@ static void cmp(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
     out[k] = (int8_t *)vdsp_tcm_alloc(k, per * m * dim, k ? "rows_pong" : "rows_ping");
   }
   uint32_t const tiles = (used + per - 1) / per;
-  xb_vecNx16U const by_slot = lane_offsets(4 * m), by_t = lane_offsets(m);
+  xb_vecN_2x32Uv by_slot[4], by_t4[4];
+  word_offsets(4 * m, by_slot), word_offsets(m, by_t4);
+  xb_vecNx16U const by_t = lane_offsets(m);
   vdsp_dma_t fill[2] = {0, 0}, drain[2] = {0, 0};
   for (uint32_t t = 0; t <= tiles; t++) {
     uint32_t const k = t & 1;
@@ -111,10 +151,13 @@ static void cmp(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
     uint32_t const b = 1 - k, at = (t - 1) * per, len = min_u64(used - at, per); /* tile t - 1, in bank b */
     vdsp_idma_wait(fill[b]);
     if (drain[b]) vdsp_idma_wait(drain[b]); /* out[b] still drains tile t - 3 */
-    for (uint32_t c = 0; c < dim; c++)
-      for (uint32_t s = 0; s < m; s++)
-        gather_row(c < 4 ? in[b] : tin[b], c < 4 ? 4 * m : m, c < 4 ? by_slot : by_t, c < 4 ? 4 * s + c : s,
-                   out[b] + (c * m + s) * per, len);
+    for (uint32_t s = 0; s < m; s++) /* features 0..3 of slot s: rows c * M + s */
+      transpose_words(in[b] + 4 * s, 4 * m, by_slot, out[b] + s * per, m * per, len);
+    if (t5 && m % 4 == 0)
+      for (uint32_t s = 0; s < m; s += 4) /* 5th values of slots s..s + 3: rows 4 * M + s .. */
+        transpose_words(tin[b] + s, m, by_t4, out[b] + (4 * m + s) * per, per, len);
+    else if (t5)
+      for (uint32_t s = 0; s < m; s++) gather_row(tin[b], m, by_t, s, out[b] + (4 * m + s) * per, len);
     drain[b] = vdsp_idma_copy_2d(dst + at, out[b], len, dim * m, stride, per);
   }
   vdsp_idma_wait_all();

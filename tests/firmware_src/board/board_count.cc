@@ -2,6 +2,7 @@
  * - one IDMA transfer in of min(input bytes, 4096) bytes into bank 0, waited for after the loop;
  * - `reps` times IVP_ADDN_2X32 and IVP_DIVN_2XF32;
  * - two 32-bit gathers (address and data phase): one from the TCM tile, one from the input in DDR;
+ * - one 32-bit scatter into the TCM tile and its IVP_SCATTERW (straight-line code, as the gathers);
  * - one 2-D IDMA transfer out of `rows` rows of 64 bytes (output pitch 64), waited for at once. */
 #include <string.h>
 #include <xtensa/tie/xt_ivpn.h>
@@ -28,6 +29,8 @@ VDSP_KERNEL(board_count_kernel) {
   xb_vecN_2x32Uv const at = 4u;
   xb_vecN_2xf32 const a = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32((float32_t const *)tile.tile_buffer, at));
   xb_vecN_2xf32 const b = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32((float32_t const *)in.tile_buffer, at));
+  IVP_SCATTERN_2X32(acc, (int32_t *)tile.tile_buffer + 16, at); /* every lane at byte 68 of the tile */
+  IVP_SCATTERW();
   memcpy(tile.tile_buffer, acc.s, 8);
   memcpy((char *)tile.tile_buffer + 8, q.s, 4);
   memcpy((char *)tile.tile_buffer + 12, a.s, 4);

@@ -162,7 +162,9 @@ enum { VDSP_IVP_BAD_WINDOW = 1, VDSP_IVP_BAD_FRACTION = 2, VDSP_IVP_BAD_SELECTOR
  * functions (branch-free bodies, or VDSP_IVP_OUTLINE), its price in board_model.py. */
 #define VDSP_IVP_INTRINSICS(X) \
   X(GATHERAN_2XF32) \
+  X(GATHERAN_2X32) \
   X(GATHERDN_2XF32) \
+  X(GATHERDN_2X32) \
   X(GATHERANX8S) \
   X(GATHERD2NX8_L) \
   X(GATHERD2NX8_H) \
@@ -180,6 +182,7 @@ enum { VDSP_IVP_BAD_WINDOW = 1, VDSP_IVP_BAD_FRACTION = 2, VDSP_IVP_BAD_SELECTOR
   X(ZALIGN) \
   X(SA2NX8_IP) \
   X(SAPOS2NX8U_FP) \
+  X(SVN_2X32_IP) \
   X(FIRINTN_2XF32) \
   X(MAXN_2X32) \
   X(MINN_2X32)
@@ -309,19 +312,27 @@ VDSP_IVP_INLINE xb_vecN_2x32Uv vdsp_ivp_u32_id(xb_vecN_2x32Uv v) { return v; }
   } while (0)
 
 /* IVP_GATHERAN_2XF32(base, offsets): lane i of the gather register gets the 32-bit float at
- * (char *)base + offsets[i] (a byte offset, 4-byte aligned, inside the 64 kB window). */
-VDSP_IVP_INLINE xb_gsr vdsp_ivp_gathera_32(void const *base, xb_vecN_2x32Uv off) {
-  xb_gsr g;
-  VDSP_IVP_WHERE(GATHERAN_2XF32, base);
-  VDSP_IVP_CHECK_WINDOW(VDSP_IVP_ID_GATHERAN_2XF32, off, 4);
-  VDSP_IVP_LANES for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy(&g.u.w[i], (char const *)base + off.s[i], 4);
-  return g;
-}
+ * (char *)base + offsets[i] (a byte offset, 4-byte aligned, inside the 64 kB window).
+ * IVP_GATHERAN_2X32(base, offsets): the same for 32-bit integers (the same 32 bits per lane). */
+#define VDSP_IVP_GATHERA_32(fn, NAME)                                                              \
+  VDSP_IVP_INLINE xb_gsr fn(void const *base, xb_vecN_2x32Uv off) {                                \
+    xb_gsr g;                                                                                      \
+    VDSP_IVP_WHERE(NAME, base);                                                                    \
+    VDSP_IVP_CHECK_WINDOW(VDSP_IVP_ID_##NAME, off, 4);                                             \
+    VDSP_IVP_LANES for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy(&g.u.w[i], (char const *)base + off.s[i], 4); \
+    return g;                                                                                      \
+  }
+VDSP_IVP_GATHERA_32(vdsp_ivp_gathera_32, GATHERAN_2XF32)
+VDSP_IVP_GATHERA_32(vdsp_ivp_gathera_32i, GATHERAN_2X32)
 #define IVP_GATHERAN_2XF32(base, offsets) (VDSP_IVP_COUNT(GATHERAN_2XF32), vdsp_ivp_gathera_32((void const *)(base), VDSP_IVP_U32(offsets)))
+#define IVP_GATHERAN_2X32(base, offsets) (VDSP_IVP_COUNT(GATHERAN_2X32), vdsp_ivp_gathera_32i((void const *)(base), VDSP_IVP_U32(offsets)))
 
-/* IVP_GATHERDN_2XF32(gsr): the 16 floats a 32-bit gather fetched, lane i from lane i. */
+/* IVP_GATHERDN_2XF32(gsr): the 16 floats a 32-bit gather fetched, lane i from lane i.
+ * IVP_GATHERDN_2X32(gsr): the same 16 lanes as 32-bit integers (bits unchanged). */
 VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_gatherd_f32(xb_gsr g) { xb_vecN_2xf32 v; memcpy(v.s, g.u.w, sizeof v.s); return v; }
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_gatherd_i32(xb_gsr g) { xb_vecN_2x32v v; memcpy(v.s, g.u.w, sizeof v.s); return v; }
 #define IVP_GATHERDN_2XF32(gsr) (VDSP_IVP_COUNT(GATHERDN_2XF32), vdsp_ivp_gatherd_f32(gsr))
+#define IVP_GATHERDN_2X32(gsr) (VDSP_IVP_COUNT(GATHERDN_2X32), vdsp_ivp_gatherd_i32(gsr))
 
 /* IVP_GATHERANX8S(base, offsets): lane i (of 32) of the gather register gets the signed byte at
  * (char *)base + offsets[i], sign-extended to 16 bits (16-bit offsets: always inside the window). */
@@ -522,6 +533,16 @@ VDSP_IVP_OUTLINE void *vdsp_ivp_sa2nx8_ip(xb_vec2Nx8 v, valign *a, void *p) {
 /* IVP_SAPOS2NX8U_FP(a, p): writes the bytes alignment register a still holds (where its last
  * store put them) and empties it; p is not changed. */
 #define IVP_SAPOS2NX8U_FP(a, p) (VDSP_IVP_COUNT(SAPOS2NX8U_FP), ((void)(p), vdsp_ivp_align_drain(&(a))))
+
+/* IVP_SVN_2X32_IP(v, p, inc): the aligned store: writes the 64 bytes of v (lane 0 first) at p
+ * rounded down to a multiple of 64 bytes (the core ignores an aligned store's low address bits)
+ * and advances p by inc bytes (a constant of the kernel's). */
+VDSP_IVP_INLINE void vdsp_ivp_sv_32(xb_vecN_2x32v v, void *p) {
+  VDSP_IVP_WHERE(SVN_2X32_IP, p);
+  memcpy((void *)((uintptr_t)p & ~(uintptr_t)63u), v.s, 64);
+}
+#define IVP_SVN_2X32_IP(v, p, inc) (VDSP_IVP_COUNT(SVN_2X32_IP), vdsp_ivp_sv_32(VDSP_IVP_I32(v), (void *)(p)), \
+                                    ((p) = (VDSP_IVP_TYPEOF(p))((char *)(p) + (inc))))
 
 /* --- emulation speed (added for the stock point-cloud kernels) ---------------------------- */
 /* VDSP_IVP_HOST_CLONES before a kernel's hot function: on x86-64 (GCC, Clang) the function, and the
