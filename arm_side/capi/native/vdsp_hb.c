@@ -3,8 +3,8 @@
  * on the native client core (vdsp_client.h), with no Python in the process (issue 42). What
  * arm_side/capi/bridge.py does for the embedded library, the same codes, limits and semantics:
  *
- * - One client per process, opened by the first call that needs the SoC (relay mode, ipc); its
- *   DDR owner allocates every buffer. Nothing runs before that call: no thread, no signal handler
+ * - One client per process, opened by the first call that needs the SoC (relay mode over ipc or
+ *   tcp with CURVE, or direct mode: vdsp_client.h); its DDR owner allocates every buffer. Nothing runs before that call: no thread, no signal handler
  *   (the program's signals stay its own: SIGINT ends it as it would without the library).
  * - Memory: a table of this process's live buffers, each known by (phyAddr, virAddr); virAddr is
  *   the DDR mapping for uncached memory, the private CPU cache (a copy the library allocates) for
@@ -23,8 +23,8 @@
  * - Exit: an atexit handler frees this process's buffers and closes the client (DISCONNECT, the
  *   DDR owner's files unlinked); SIGKILL leaves nothing either (the SoC reclaims a dead owner).
  *
- * Not here (libvdsp_hb's front gives those processes the embedded SDK): tcp and CURVE, direct
- * mode, relay autostart.
+ * Not here (libvdsp_hb's front gives those processes the embedded SDK): relay autostart (relay
+ * mode over ipc, when no relay answers the first HELLO).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
