@@ -7,8 +7,12 @@ core's own build, vdsp_sim/capi_native.py):
   libpython after it, SIGINT/SIGTERM dispositions unchanged; a memcpy and a checksum through
   cached memory with their bytes, values (as JSON too), core; the codes and descriptions of a
   double free and a double release; a wait that times out; a released task;
-- the same under valgrind memcheck, and built with -fsanitize=address,undefined (LeakSanitizer
-  on), with no suppression file;
+- the same in direct mode (VDSP_RPC_MODE=direct: HELLO to each core, tasks to its firmware) and
+  against a SoC on loopback tcp with CURVE keys, in relay and in direct mode: no libpython there
+  either (the native side serves those too); a wrong server key and a key off the allow-list are
+  refused with the Python SDK's code (HB_DSP_KEY_REFUSED);
+- the same under valgrind memcheck (ipc, tcp; relay and direct mode), and built with
+  -fsanitize=address,undefined (LeakSanitizer on), with no suppression file;
 - a fork() child's first call is HB_DNN_MULTI_PROGRESS_USE_ERROR at once, the parent goes on;
 - raise(SIGINT) ends the program as it would without the library, and the SoC reclaims its DDR;
 - the J5-style examples of hbSys/hbDSP only (examples/capi/threads.c, pointcloud.c), unchanged,
@@ -20,6 +24,7 @@ core's own build, vdsp_sim/capi_native.py):
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -104,12 +109,74 @@ def test_an_hbsys_hbdsp_program_has_no_python_no_thread_before_and_no_signal_han
     assert shm_entries() == before
 
 
+MEMCHECK = ["valgrind", "--error-exitcode=1", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect"]
+
+
 def test_valgrind_finds_no_error_and_no_leak(programs, shared_soc):
     if shutil.which("valgrind") is None:
         privilege.require("no valgrind here (apt-get install valgrind)")
-    memcheck = ["valgrind", "--error-exitcode=1", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect"]
-    assert_flow(run([*memcheck, programs / "check", "flow"], timeout=300))
-    assert run([*memcheck, programs / "threads", "3", "4"], timeout=300) is not None
+    assert_flow(run([*MEMCHECK, programs / "check", "flow"], timeout=300))
+    assert run([*MEMCHECK, programs / "threads", "3", "4"], timeout=300) is not None
+    assert_flow(run([*MEMCHECK, programs / "check", "flow"], env=clean_env(VDSP_RPC_MODE="direct"), timeout=300))
+
+
+def test_direct_mode_is_served_without_python(programs, shared_soc):
+    """HELLO to each core's control endpoint, the tasks to its firmware: the flow, and tasks
+    spread over both cores by several threads, with no libpython mapped."""
+    before = shm_entries()
+    direct = clean_env(VDSP_RPC_MODE="direct")
+    assert_flow(run([programs / "check", "flow"], env=direct))
+    res = subprocess.run([str(programs / "threads"), "3", "6"], env=direct, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0 and res.stdout.count("6 tasks ok (vdsp0 3, vdsp1 3)") == 3, res.stdout + res.stderr
+    assert wait_until(lambda: shm_entries() == before, timeout_s=60), shm_entries() - before
+
+
+def first_call(program: Path, env: dict) -> tuple[int, str]:
+    """The code and text of `check flow`'s first call, which fails (its CHECK's line on stderr)."""
+    done = subprocess.run([str(program), "flow"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
+    assert "python_before 0" in done.stdout, done.stdout
+    found = re.search(r"failed: (-\d+) (.*)", done.stderr)
+    assert found, done.stderr
+    return int(found.group(1)), found.group(2)
+
+
+def test_tcp_with_curve_in_relay_and_direct_mode_is_served_without_python(programs, tmp_path):
+    """A SoC on loopback tcp with CURVE keys (VDSP_RELAY_ENDPOINT, VDSP_KEYS_DIR; direct mode:
+    VDSP_CORE_ENDPOINTS): the flow natively (no libpython), clean under valgrind; a wrong
+    VDSP_SERVER_KEY and a client key off the allow-list fail the first call with the code the
+    Python SDK raises (HB_DSP_KEY_REFUSED), saying why."""
+    from arm_side import Soc
+    from tests.integration.test_live_curve import running_tcp_soc
+    from vdsp_board.identity import curve
+    with running_tcp_soc() as tcp:
+        relay = clean_env()
+        direct = clean_env(VDSP_RPC_MODE="direct",
+                           VDSP_CORE_ENDPOINTS=",".join(f"{name}={url}" for name, url in tcp.ctl.items()))
+        for env in (relay, direct):
+            assert_flow(run([programs / "check", "flow"], env=env))
+            if shutil.which("valgrind") is not None:
+                assert_flow(run([*MEMCHECK, programs / "check", "flow"], env=env, timeout=300))
+        wrong_server = {"VDSP_SERVER_KEY": str(tcp.keys / "client.key")}   # a key, not the server's
+        code, text = first_call(programs / "check", {**relay, **wrong_server})
+        assert code == errors.KeyRefused.code and "is VDSP_SERVER_KEY the key of this server?" in text, text
+        _, stranger = curve.create(tmp_path / "keys", "stranger", role=None)
+        code, text = first_call(programs / "check", {**direct, "VDSP_CLIENT_KEY": str(stranger)})
+        assert code == errors.KeyRefused.code and "not on its allow-list" in text, text
+        saved = dict(os.environ)
+        try:
+            for extra, env in ((wrong_server, relay), ({"VDSP_CLIENT_KEY": str(stranger)}, direct)):
+                os.environ.clear()
+                os.environ.update({**env, **extra})
+                with pytest.raises(errors.VdspError) as python:
+                    with Soc(mode=env.get("VDSP_RPC_MODE", "relay"), autostart_relay=False):
+                        pass
+                assert python.value.code == errors.KeyRefused.code, python.value
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        assert tcp.alive(), tcp.logs()
 
 
 def test_a_fork_child_gets_the_multi_process_error_at_once_and_the_parent_goes_on(programs, shared_soc):
@@ -209,6 +276,7 @@ def test_address_undefined_and_leak_sanitizers_find_nothing(sanitized, shared_so
     program, options = sanitized
     env = clean_env(ASAN_OPTIONS=options, UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")   # names the SoC
     assert_flow(run([program, "flow"], env=env, timeout=300))
+    assert_flow(run([program, "flow"], env={**env, "VDSP_RPC_MODE": "direct"}, timeout=300))
     assert run([program, "softmax"], env=env, timeout=300)["bad_dims"] == str(errors.InvalidArgument.code)
     assert run([program, "fork"], env=env, timeout=300)["child_rc"] == "-6000016"
 
