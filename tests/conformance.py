@@ -36,7 +36,7 @@ text (``hbDNNGetErrorDesc`` in C; the exception's message in Python).
 
 - *Relay gone (no SoC) → HB_DSP_RELAY_UNAVAILABLE*: the same request is not the same today: the
   Python SDK starts ``dsp_relay_server`` when no relay answers (relay autostart), the native
-  side does not (docs/capi.md, "Not yet"); with the SoC stopped under a connected client the
+  side does not (docs/capi.md, "Not here"); with the SoC stopped under a connected client the
   code depends on when each client notices (tests/integration/test_capi_native.py kills a relay
   under the native core alone).
 - *A HELLO answered HB_DSP_BUSY*: only a flood of claims makes a server answer so
