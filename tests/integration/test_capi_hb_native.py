@@ -11,6 +11,9 @@ core's own build, vdsp_sim/capi_native.py):
   against a SoC on loopback tcp with CURVE keys, in relay and in direct mode: no libpython there
   either (the native side serves those too); a wrong server key and a key off the allow-list are
   refused with the Python SDK's code (HB_DSP_KEY_REFUSED);
+- in direct mode a core that stops under a task fails it as the Python SDK's direct mode does:
+  its process killed (its control connection closes) HB_DSP_CORE_DEAD, its firmware killed
+  (EVENT crashed) HB_DSP_CORE_CRASHED, at once; the other core goes on;
 - the same under valgrind memcheck (ipc, tcp; relay and direct mode), and built with
   -fsanitize=address,undefined (LeakSanitizer on), with no suppression file;
 - a fork() child's first call is HB_DNN_MULTI_PROGRESS_USE_ERROR at once, the parent goes on;
@@ -29,6 +32,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import zlib
 from pathlib import Path
@@ -130,6 +134,66 @@ def test_direct_mode_is_served_without_python(programs, shared_soc):
                          timeout=300)
     assert res.returncode == 0 and res.stdout.count("6 tasks ok (vdsp0 3, vdsp1 3)") == 3, res.stdout + res.stderr
     assert wait_until(lambda: shm_entries() == before, timeout_s=60), shm_entries() - before
+
+
+# the Python SDK's side of `check stopped`: the same requests, its code printed the same way
+PY_STOPPED = """
+from arm_side import CORE_0, CORE_1, Soc, errors, opids
+with Soc(mode="direct", autostart_relay=False) as soc:
+    task = soc.rpc(opids.SLEEP, params={"ms": 20000}, core=CORE_0)
+    print("submitted 1", flush=True)
+    try:
+        task.wait(60000)
+        code = 0
+    except errors.VdspError as exc:
+        code = exc.code
+    print("code", code)
+    try:
+        soc.rpc(opids.PING, core=CORE_1).wait(30000)
+        print("other_core 0")
+    except errors.VdspError as exc:
+        print("other_core", exc.code)
+"""
+
+
+def stopped_under(commands: dict[str, list], stop) -> dict[str, dict[str, str]]:
+    """Start each command (a program of `check stopped`'s lines) in direct mode, once each has sent
+    its task call ``stop()``, and return each one's lines."""
+    procs = {name: subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, text=True,
+                                    env=clean_env(VDSP_RPC_MODE="direct", PYTHONPATH=str(ROOT)))
+             for name, cmd in commands.items()}
+    try:
+        for proc in procs.values():
+            assert proc.stdout is not None and proc.stdout.readline() == "submitted 1\n"
+        stop()
+        outs = {name: proc.communicate(timeout=120)[0] for name, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for name, proc in procs.items():
+        assert proc.returncode == 0, (name, outs[name])
+    return {name: dict(line.split(" ", 1) for line in out.splitlines() if " " in line) for name, out in outs.items()}
+
+
+def test_a_core_that_stops_under_a_direct_mode_task_fails_it_as_the_python_sdk_does(programs, live_soc):
+    from arm_side import Soc
+
+    def vdsp0_runs() -> bool:
+        try:
+            with Soc(mode="direct", autostart_relay=False, connect_timeout_s=5) as soc:
+                return soc.control("vdsp0", "state") == "running"
+        except errors.VdspError:
+            return False
+    commands = {"c": [programs / "check", "stopped"], "python": [sys.executable, "-c", PY_STOPPED]}
+    for stop, error in ((lambda: os.kill(live_soc.fw_pid("vdsp0"), signal.SIGKILL), errors.CoreCrashed),
+                        (lambda: os.kill(live_soc.pid("vdsp0"), signal.SIGKILL), errors.CoreDead)):
+        assert wait_until(vdsp0_runs, timeout_s=60)      # a crashed core recovers its firmware by itself
+        outs = stopped_under(commands, stop)
+        for name, out in outs.items():
+            assert out["code"] == str(error.code) and out["other_core"] == "0", (name, out)
+        assert error.name in outs["c"]["desc"] and "vdsp0" in outs["c"]["desc"], outs["c"]
 
 
 def first_call(program: Path, env: dict) -> tuple[int, str]:
