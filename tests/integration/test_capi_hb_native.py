@@ -209,8 +209,8 @@ def first_call(program: Path, env: dict) -> tuple[int, str]:
 def test_tcp_with_curve_in_relay_and_direct_mode_is_served_without_python(programs, tmp_path):
     """A SoC on loopback tcp with CURVE keys (VDSP_RELAY_ENDPOINT, VDSP_KEYS_DIR; direct mode:
     VDSP_CORE_ENDPOINTS): the flow natively (no libpython), clean under valgrind; a wrong
-    VDSP_SERVER_KEY and a client key off the allow-list fail the first call with the code the
-    Python SDK raises (HB_DSP_KEY_REFUSED), saying why."""
+    VDSP_SERVER_KEY, a client key off the allow-list, a missing one and one through a symlink
+    fail the first call with the code the Python SDK raises, saying why."""
     from arm_side import Soc
     from tests.integration.test_live_curve import running_tcp_soc
     from vdsp_board.identity import curve
@@ -222,21 +222,28 @@ def test_tcp_with_curve_in_relay_and_direct_mode_is_served_without_python(progra
             assert_flow(run([programs / "check", "flow"], env=env))
             if shutil.which("valgrind") is not None:
                 assert_flow(run([*MEMCHECK, programs / "check", "flow"], env=env, timeout=300))
-        wrong_server = {"VDSP_SERVER_KEY": str(tcp.keys / "client.key")}   # a key, not the server's
-        code, text = first_call(programs / "check", {**relay, **wrong_server})
-        assert code == errors.KeyRefused.code and "is VDSP_SERVER_KEY the key of this server?" in text, text
         _, stranger = curve.create(tmp_path / "keys", "stranger", role=None)
-        code, text = first_call(programs / "check", {**direct, "VDSP_CLIENT_KEY": str(stranger)})
-        assert code == errors.KeyRefused.code and "not on its allow-list" in text, text
+        (tmp_path / "link.key_secret").symlink_to(tcp.keys / "client.key_secret")
+        refused = [   # (what the environment adds, the mode's, the code, what the C text says)
+            ({"VDSP_SERVER_KEY": str(tcp.keys / "client.key")}, relay, errors.KeyRefused,   # a key, not the server's
+             "is VDSP_SERVER_KEY the key of this server?"),
+            ({"VDSP_CLIENT_KEY": str(stranger)}, direct, errors.KeyRefused, "not on its allow-list"),
+            ({"VDSP_CLIENT_KEY": str(tmp_path / "none.key_secret")}, relay, errors.FileNotFound, "does not exist"),
+            ({"VDSP_CLIENT_KEY": str(tmp_path / "link.key_secret")}, direct, errors.InvalidArgument,
+             "must be a regular file of yours with mode 0600"),
+        ]
+        for extra, env, error, says in refused:
+            code, text = first_call(programs / "check", {**env, **extra})
+            assert code == error.code and says in text, (extra, text)
         saved = dict(os.environ)
         try:
-            for extra, env in ((wrong_server, relay), ({"VDSP_CLIENT_KEY": str(stranger)}, direct)):
+            for extra, env, error, _ in refused:
                 os.environ.clear()
                 os.environ.update({**env, **extra})
                 with pytest.raises(errors.VdspError) as python:
                     with Soc(mode=env.get("VDSP_RPC_MODE", "relay"), autostart_relay=False):
                         pass
-                assert python.value.code == errors.KeyRefused.code, python.value
+                assert python.value.code == error.code, (extra, python.value)
         finally:
             os.environ.clear()
             os.environ.update(saved)

@@ -115,8 +115,11 @@ static int key_refused(const vdsp_client *c, const vdsp_link *l, const char *nam
 static int send_message(vdsp_client *c, peer *p, int fw, uint8_t command, uint64_t msg_id, const vdsp_task *task,
                         const uint8_t *body, size_t len, vdsp_err *err) {
   vdsp_link *l = link_of(p, fw);
-  if (!(fw ? p->fw_open : p->ctl_open))
-    return vdsp_fail(err, fw ? VDSP_E_CORE_OFFLINE : VDSP_E_RELAY_UNAVAILABLE, "%s: no link is open to it", p->name);
+  if (fw && !p->fw_open)   /* its firmware came up just now, or its link could not open yet */
+    return vdsp_fail(err, VDSP_E_CORE_OFFLINE, "%s: its firmware link is not open yet; try again", p->name);
+  if (!fw && !p->ctl_open)
+    return vdsp_fail(err, c->mode == RELAY ? VDSP_E_RELAY_UNAVAILABLE : VDSP_E_CORE_DEAD, "%s: its connection closed",
+                     p->name);
   vdsp_wire_header h = {VDSP_WIRE_VERSION, command, 0, 0, 0, msg_id, 0};
   if (task != NULL) {
     h.op = task->op;
@@ -611,6 +614,7 @@ static int64_t look_after(vdsp_client *c, int64_t now, int tick) {
     peer *pe = &c->peers[p];
     if (pe->ctl_open) look_after_control(c, p);
     if (pe->fw_open) look_after_firmware(c, p, now, tick);
+    else if (tick && pe->running && pe->alive) open_fw(c, p);   /* a link that could not open: again */
     if (!pe->ctl_open || !pe->alive) continue;
     if (now - pe->last_sent_ms >= pe->heartbeat_ms) send_empty(c, pe, VDSP_CMD_HEARTBEAT);
     if (pe->last_sent_ms + pe->heartbeat_ms < wake) wake = pe->last_sent_ms + pe->heartbeat_ms;
