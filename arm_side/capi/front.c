@@ -11,9 +11,10 @@
  *   (KEY_REFUSED for a refused key, CORE_OFFLINE when no core answers ...);
  * - else the embedded Python SDK (libvdsp_hb_python.so beside this library: glue.c, bridge.py)
  *   serves every function, as it did alone before: a C library inside a Python program sharing
- *   its Soc, and relay autostart: in relay mode over ipc, when no relay answers the native HELLO
- *   (HB_DSP_RELAY_UNAVAILABLE), the embedded SDK starts one where cores run without it, or says
- *   why not.
+ *   its Soc, and relay autostart: in relay mode over ipc, when nothing serves the relay's endpoint
+ *   (the native open's HB_DSP_RELAY_UNAVAILABLE, but for a relay that is there and did not answer
+ *   HELLO within the connect timeout), the embedded SDK starts one where cores run without it, or
+ *   says why not.
  * The hbDNN functions (but hbDNNGetErrorDesc and hbDNNRoiInfer) are always the embedded SDK's:
  * libvdsp_hb_python.so is loaded (dlopen, RTLD_GLOBAL: extension modules need libpython's
  * symbols) and the interpreter started at the first call that needs it, not before; where the
@@ -66,10 +67,11 @@ static void decide_mode(void) {
   }
   int relay_ipc = (rpc_mode == NULL || !*rpc_mode || strcmp(rpc_mode, "relay") == 0) &&
                   (endpoint == NULL || strncmp(endpoint, "tcp://", 6) != 0);
-  /* no local relay answers: the embedded SDK starts one where cores run without it, or says why
-   * not (over tcp and in direct mode the Python SDK starts nothing either: the native side's
-   * failure is the answer) */
-  mode = vdsp_hb_native_open() == HB_DSP_RELAY_UNAVAILABLE && relay_ipc ? EMBEDDED : NATIVE;
+  /* no local relay serves its endpoint: the embedded SDK starts one where cores run without it, or
+   * says why not (over tcp and in direct mode the Python SDK starts nothing either, nor for a relay
+   * that is there but did not answer in time: the native side's failure is the answer) */
+  int late = 0;
+  mode = vdsp_hb_native_open(&late) == HB_DSP_RELAY_UNAVAILABLE && relay_ipc && !late ? EMBEDDED : NATIVE;
 }
 
 static int decide(void) {

@@ -701,8 +701,10 @@ static int no_answer(const vdsp_client *c, const peer *pe, int timeout_ms, vdsp_
   if (pe->ctl.tcp)
     return vdsp_fail(err, VDSP_E_RELAY_UNAVAILABLE, "no relay answers at %s within %g s", pe->ctl.endpoint,
                      timeout_ms / 1000.0);
-  return vdsp_fail(err, VDSP_E_RELAY_UNAVAILABLE, "relay server is not reachable: the relay at %s did not answer "
-                   "HELLO within %d ms; see 'vdsp status'", pe->ctl.endpoint, timeout_ms);
+  vdsp_fail(err, VDSP_E_RELAY_UNAVAILABLE, "relay server is not reachable: the relay at %s did not answer HELLO "
+            "within %d ms; see 'vdsp status'", pe->ctl.endpoint, timeout_ms);
+  if (err != NULL) err->late = 1;   /* connected: a relay is there, starved or hung */
+  return VDSP_E_RELAY_UNAVAILABLE;
 }
 
 /* HELLO to peer `p` on its control link until READY (kept in its `ready`): HB_DSP_BUSY answers

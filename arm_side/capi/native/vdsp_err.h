@@ -38,9 +38,11 @@ extern "C" {
 typedef struct {
   int code;                    /* 0 or a negative code above (or a server's) */
   char message[VDSP_ERR_MAX];  /* NUL-terminated; "" when code is 0 */
+  int late;                    /* RELAY_UNAVAILABLE from a relay that is there but did not answer
+                                  HELLO in time (not: nothing serves its endpoint); else 0 */
 } vdsp_err;
 
-/* Fill `err` (may be NULL) with `code` and the formatted message; returns `code`. */
+/* Fill `err` (may be NULL) with `code` and the formatted message, `late` 0; returns `code`. */
 int vdsp_fail(vdsp_err *err, int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

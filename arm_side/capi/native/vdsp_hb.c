@@ -120,6 +120,7 @@ static pid_t client_pid;
 static int strict, reading, wake_fd = -1, exit_set;
 static int pending;                    /* threads waiting for the lock while one reads (atomic) */
 static int open_failed;                /* vdsp_hb_native_open's failure, the next call's answer (once) */
+static int open_late;                  /* the last open's failure came from a relay that did not answer in time */
 static buffer **buffers;
 static size_t n_buffers, cap_buffers;
 static task **tasks;
@@ -200,7 +201,10 @@ static int connected(void) {
     return code;
   }
   vdsp_err e;
-  if (vdsp_client_open(NULL, &client, &e) != 0) return fail_err(&e);
+  if (vdsp_client_open(NULL, &client, &e) != 0) {
+    open_late = e.late;
+    return fail_err(&e);
+  }
   client_pid = getpid();
   strict = strict_setting();
   if (wake_fd < 0) wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -1235,10 +1239,12 @@ int32_t VDSP_HB(hbDSPGetTaskBoardTime)(hbDSPTask_t handle, double *boardUs, int3
 
 /* --- for libvdsp_hb's front (vdsp_hb.h) ---------------------------------------------------- */
 
-int vdsp_hb_native_open(void) {
+int vdsp_hb_native_open(int *late) {
   enter();
+  open_late = 0;
   int rc = connected();
   open_failed = rc != 0 && client == NULL ? rc : 0;
+  if (late != NULL) *late = open_late;
   return leave(rc);
 }
 

@@ -75,7 +75,7 @@ static int socket_dir(const char *rt, char *out, int unavailable, vdsp_err *err)
   ssize_t n = readlink(link, target, sizeof target - 1);
   if (n < 0) return vdsp_fail(err, VDSP_E_INVALID_ARGUMENT, "%s: %s", link, strerror(errno));
   target[n] = '\0';
-  vdsp_err inner = {0, ""};
+  vdsp_err inner = {0, "", 0};
   if (target[0] != '/' || (size_t)n > VDSP_SHORT_ENOUGH) {
     problem = "is no short absolute path";
   } else if (lstat(target, &st) != 0) {
