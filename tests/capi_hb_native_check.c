@@ -66,6 +66,14 @@ static double now_us(void) {
   return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
+/* The control parameters of a task for `core`. */
+static hbDSPRpcCtrlParam on_core(int32_t core) {
+  hbDSPRpcCtrlParam ctrl;
+  HB_DSP_INITIALIZE_RPC_CTRL_PARAM(&ctrl);
+  ctrl.dspCoreId = core;
+  return ctrl;
+}
+
 static int flow(void) {
   struct sigaction before[2], after[2];
   dispositions(before);
@@ -78,9 +86,7 @@ static int flow(void) {
   for (int i = 0; i < 65536; i++) ((unsigned char *)src.virAddr)[i] = (unsigned char)(i * 7 + 3);
   CHECK(hbSysFlushMem(&src, HB_SYS_MEM_CACHE_CLEAN));
   hbDSPTask_t task = NULL;
-  hbDSPRpcCtrlParam ctrl;
-  HB_DSP_INITIALIZE_RPC_CTRL_PARAM(&ctrl);
-  ctrl.dspCoreId = HB_DSP_CORE_1;
+  hbDSPRpcCtrlParam ctrl = on_core(HB_DSP_CORE_1);
   hbDSPMemcpyParam param;
   HB_DSP_INITIALIZE_MEMCPY_PARAM(&param);
   CHECK(hbDSPRpcV2Param(&task, &src, 1, &dst, 1, HB_DSP_OP_MEMCPY, &param, sizeof param, &ctrl));
@@ -222,9 +228,7 @@ static int sigint(void) {
 
 static int stopped(void) {
   hbDSPTask_t task = NULL;
-  hbDSPRpcCtrlParam ctrl;
-  HB_DSP_INITIALIZE_RPC_CTRL_PARAM(&ctrl);
-  ctrl.dspCoreId = HB_DSP_CORE_0;
+  hbDSPRpcCtrlParam ctrl = on_core(HB_DSP_CORE_0);
   hbDSPSleepParam nap;
   HB_DSP_INITIALIZE_SLEEP_PARAM(&nap);
   nap.ms = 20000;
@@ -235,7 +239,7 @@ static int stopped(void) {
   printf("code %d\ndesc %s\n", (int)rc, hbDNNGetErrorDesc(rc));
   CHECK(hbDSPReleaseTask(task));
   task = NULL;
-  ctrl.dspCoreId = HB_DSP_CORE_1;
+  ctrl = on_core(HB_DSP_CORE_1);
   rc = hbDSPRpcV2(&task, NULL, NULL, HB_DSP_OP_PING, &ctrl);
   if (rc == 0) rc = hbDSPWaitTaskDone(task, 30000);
   printf("other_core %d\n", (int)rc);
