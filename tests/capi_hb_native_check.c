@@ -11,6 +11,8 @@
  *   check sigint   raise(SIGINT) after a first call (the program's default disposition ends it)
  *   check softmax  an NN operator whose parameter struct holds tensor descriptors
  *   check register PHYS SIZE GRANTED   another process's memory, granted for its first GRANTED bytes
+ *   check stopped  a sleep of 20 s on CORE_0 (prints "submitted" once sent), its wait's code and
+ *                  description, then a PING on CORE_1 and its code: the test stops CORE_0 meanwhile
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -64,6 +66,14 @@ static double now_us(void) {
   return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
+/* The control parameters of a task for `core`. */
+static hbDSPRpcCtrlParam on_core(int32_t core) {
+  hbDSPRpcCtrlParam ctrl;
+  HB_DSP_INITIALIZE_RPC_CTRL_PARAM(&ctrl);
+  ctrl.dspCoreId = core;
+  return ctrl;
+}
+
 static int flow(void) {
   struct sigaction before[2], after[2];
   dispositions(before);
@@ -76,9 +86,7 @@ static int flow(void) {
   for (int i = 0; i < 65536; i++) ((unsigned char *)src.virAddr)[i] = (unsigned char)(i * 7 + 3);
   CHECK(hbSysFlushMem(&src, HB_SYS_MEM_CACHE_CLEAN));
   hbDSPTask_t task = NULL;
-  hbDSPRpcCtrlParam ctrl;
-  HB_DSP_INITIALIZE_RPC_CTRL_PARAM(&ctrl);
-  ctrl.dspCoreId = HB_DSP_CORE_1;
+  hbDSPRpcCtrlParam ctrl = on_core(HB_DSP_CORE_1);
   hbDSPMemcpyParam param;
   HB_DSP_INITIALIZE_MEMCPY_PARAM(&param);
   CHECK(hbDSPRpcV2Param(&task, &src, 1, &dst, 1, HB_DSP_OP_MEMCPY, &param, sizeof param, &ctrl));
@@ -218,11 +226,33 @@ static int sigint(void) {
   return 0;
 }
 
+static int stopped(void) {
+  hbDSPTask_t task = NULL;
+  hbDSPRpcCtrlParam ctrl = on_core(HB_DSP_CORE_0);
+  hbDSPSleepParam nap;
+  HB_DSP_INITIALIZE_SLEEP_PARAM(&nap);
+  nap.ms = 20000;
+  CHECK(hbDSPRpcV2Param(&task, NULL, 0, NULL, 0, HB_DSP_OP_SLEEP, &nap, sizeof nap, &ctrl));
+  printf("submitted 1\n");
+  fflush(stdout);
+  int32_t rc = hbDSPWaitTaskDone(task, 60000);
+  printf("code %d\ndesc %s\n", (int)rc, hbDNNGetErrorDesc(rc));
+  CHECK(hbDSPReleaseTask(task));
+  task = NULL;
+  ctrl = on_core(HB_DSP_CORE_1);
+  rc = hbDSPRpcV2(&task, NULL, NULL, HB_DSP_OP_PING, &ctrl);
+  if (rc == 0) rc = hbDSPWaitTaskDone(task, 30000);
+  printf("other_core %d\n", (int)rc);
+  if (task != NULL) hbDSPReleaseTask(task);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "flow";
   int rc = strcmp(mode, "fork") == 0     ? forked()
            : strcmp(mode, "sigint") == 0 ? sigint()
            : strcmp(mode, "softmax") == 0 ? softmax()
+           : strcmp(mode, "stopped") == 0 ? stopped()
            : strcmp(mode, "register") == 0 && argc == 5 ? registered(argv[2], argv[3], argv[4])
                                           : flow();
   fflush(stdout);

@@ -66,7 +66,7 @@ static int fail(const char *what, const vdsp_err *err) {
 static int flow(size_t size) {
   printf("threads_before %d\n", threads());
   vdsp_client *c;
-  vdsp_err err = {0, ""};
+  vdsp_err err = {0, "", 0};
   if (vdsp_client_open(NULL, &c, &err) != 0) return fail("open", &err);
   printf("ready %s\n", vdsp_wire_get_str(vdsp_wire_map_get(vdsp_client_ready(c), "name"), NULL));
   printf("owner %u\n", vdsp_ddr_owner_id(vdsp_client_ddr(c)));
@@ -101,7 +101,7 @@ static int open_only(void) {
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   vdsp_client *c;
-  vdsp_err err = {0, ""};
+  vdsp_err err = {0, "", 0};
   int rc = vdsp_client_open(NULL, &c, &err);
   printf("code %d\nms %.1f\nmessage %s\n", rc, ms_since(&t0), rc ? err.message : "");
   if (rc == 0) vdsp_client_close(c);
@@ -117,7 +117,7 @@ static int ping(int n) {
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   vdsp_client *c;
-  vdsp_err err = {0, ""};
+  vdsp_err err = {0, "", 0};
   if (vdsp_client_open(NULL, &c, &err) != 0) return fail("open", &err);
   printf("open_ms %.2f\n", ms_since(&t0));
   double *us = calloc((size_t)n, sizeof *us);
@@ -139,7 +139,7 @@ static int ping(int n) {
 
 static int forked(void) {
   vdsp_client *c;
-  vdsp_err err = {0, ""};
+  vdsp_err err = {0, "", 0};
   if (vdsp_client_open(NULL, &c, &err) != 0) return fail("open", &err);
   vdsp_task task = {OP_PING, 0, 0, 0, NULL, 0, NULL, 0, NULL, 0};
   vdsp_reply reply;
@@ -164,7 +164,7 @@ static int forked(void) {
 
 static int sleep_task(unsigned ms) {
   vdsp_client *c;
-  vdsp_err err = {0, ""};
+  vdsp_err err = {0, "", 0};
   if (vdsp_client_open(NULL, &c, &err) != 0) return fail("open", &err);
   /* {"ms": ms} as msgpack: fixmap of 1, fixstr "ms", uint32 */
   unsigned char params[] = {0x81, 0xa2, 'm', 's', 0xce, (unsigned char)(ms >> 24), (unsigned char)(ms >> 16),
@@ -184,7 +184,7 @@ static int sleep_task(unsigned ms) {
 
 static int allocs(int n, char **sizes) {
   vdsp_ddr_owner *o;
-  vdsp_err err = {0, ""};
+  vdsp_err err = {0, "", 0};
   if (vdsp_ddr_open(NULL, &o, &err) != 0) return fail("owner", &err);
   for (int i = 0; i < n; i++) {
     vdsp_ddr_segment seg;

@@ -3,11 +3,11 @@ the SoC through the hbSys/hbDSP functions, each with its outcome stated once, fr
 (§5.3, §6, §7, §8, §12), hb_sys.h/hb_dsp.h and docs/capi.md (never from running a client):
 the code's error class of ``protocol.errors``, or success with (some of) the result values.
 
-Two drivers run the same table, each a program of its own against the same live SoC, and print
+Two drivers run the same table, each a program of its own against a live SoC, and print
 one line per case: ``tests/conformance_py.py`` through the Python SDK (``arm_side.hb``, the
 Python spelling of the C API: call for call the same request) and ``tests/conformance_check.c``
 through the C library (``hb_sys.h``/``hb_dsp.h``, linked with libvdsp_hb or the native core's
-libvdsp_client.so; libvdsp_hb in direct mode too, where its embedded SDK serves).
+libvdsp_client.so; over ipc and over tcp with CURVE keys, in relay and in direct mode).
 ``tests/integration/test_conformance.py`` compares them all with the table.
 
 **The line format** (:func:`case_lines`, tab-separated, one case a line)::
@@ -41,7 +41,7 @@ text (``hbDNNGetErrorDesc`` in C; the exception's message in Python).
 
 - *Relay gone (no SoC) → HB_DSP_RELAY_UNAVAILABLE*: the same request is not the same today: the
   Python SDK starts ``dsp_relay_server`` when no relay answers (relay autostart), the native
-  side does not (docs/capi.md, "Not yet"); with the SoC stopped under a connected client the
+  side does not (docs/capi.md, "Not here"); with the SoC stopped under a connected client the
   code depends on when each client notices (tests/integration/test_capi_native.py kills a relay
   under the native core alone).
 - *A HELLO answered HB_DSP_BUSY*: only a flood of claims makes a server answer so

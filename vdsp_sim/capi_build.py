@@ -54,8 +54,9 @@ MODULE = "_vdsp_hb"         # the cffi module inside libvdsp_hb_python.so
 SOURCES = ("glue.c", "front.c", "capi.cdef", "include/hb_sys.h", "include/hb_dnn.h", "include/hb_dsp.h",
            "include/hb_dsp_ops.h", "include/dnn/hb_sys.h", "include/dnn/hb_dnn.h",
            *(f"native/{n}" for n in ("vdsp_wire.c", "vdsp_wire.h", "vdsp_err.c", "vdsp_err.h", "vdsp_ddr.c",
-                                     "vdsp_ddr.h", "vdsp_link.c", "vdsp_link.h", "vdsp_client.c", "vdsp_client.h",
-                                     "vdsp_json.c", "vdsp_json.h", "vdsp_hb.c", "vdsp_hb.h", "vdsp_zmq.h")))
+                                     "vdsp_ddr.h", "vdsp_curve.c", "vdsp_curve.h", "vdsp_link.c", "vdsp_link.h",
+                                     "vdsp_client.c", "vdsp_client.h", "vdsp_json.c", "vdsp_json.h", "vdsp_hb.c",
+                                     "vdsp_hb.h", "vdsp_zmq.h")))
 
 _INIT_CODE = """\
 import sys

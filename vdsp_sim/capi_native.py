@@ -29,12 +29,15 @@ from pathlib import Path
 import zmq
 
 NATIVE = Path(__file__).resolve().parent.parent / "arm_side" / "capi" / "native"
-SOURCES = ("vdsp_wire.c", "vdsp_err.c", "vdsp_ddr.c", "vdsp_link.c", "vdsp_client.c", "vdsp_json.c", "vdsp_hb.c")
+SOURCES = ("vdsp_wire.c", "vdsp_err.c", "vdsp_ddr.c", "vdsp_curve.c", "vdsp_link.c", "vdsp_client.c", "vdsp_json.c",
+           "vdsp_hb.c")
 HB_INCLUDE = NATIVE.parent / "include"      # hb_sys.h, hb_dsp.h, hb_dnn.h (vdsp_hb.c implements them)
 LIBRARY = "libvdsp_client.so"
 # the libzmq constants the core uses: ZMQ_<name> = zmq.<name>
 CONSTANTS = ("DEALER", "PAIR", "LINGER", "RECONNECT_IVL", "SNDHWM", "RCVHWM", "SNDMORE", "DONTWAIT", "POLLIN",
-             "EVENT_CONNECTED", "EVENT_CLOSED", "EVENT_DISCONNECTED")
+             "EVENT_CONNECTED", "EVENT_CLOSED", "EVENT_DISCONNECTED", "CURVE_SERVERKEY", "CURVE_PUBLICKEY",
+             "CURVE_SECRETKEY", "EVENT_HANDSHAKE_SUCCEEDED", "EVENT_HANDSHAKE_FAILED_AUTH",
+             "EVENT_HANDSHAKE_FAILED_PROTOCOL", "EVENT_HANDSHAKE_FAILED_NO_DETAIL")
 WARNINGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-Wpedantic")
 
 

@@ -5,12 +5,16 @@
  *
  * Who serves a process is decided once, at its first call of any function here:
  * - the native side (vdsp_hb.c) serves the hbSys and hbDSP functions and hbDNNGetErrorDesc when
- *   the process is not a Python program (no Py_IsInitialized in it, or it returns 0), the relay
- *   is reached over ipc (VDSP_RPC_MODE unset or `relay`, VDSP_RELAY_ENDPOINT not tcp://) and a
- *   relay answers its HELLO (the first call connects);
+ *   the process is not a Python program (no Py_IsInitialized in it, or it returns 0): relay mode
+ *   over ipc or tcp (CURVE keys, PROTOCOL.md §16) and direct mode (VDSP_RPC_MODE=direct: HELLO to
+ *   each core, TASKs to its firmware), its first call connecting; its failures are its own
+ *   (KEY_REFUSED for a refused key, CORE_OFFLINE when no core answers ...);
  * - else the embedded Python SDK (libvdsp_hb_python.so beside this library: glue.c, bridge.py)
- *   serves every function, as it did alone before: direct mode, tcp with CURVE, relay autostart
- *   when no relay answers, and a C library inside a Python program sharing its Soc.
+ *   serves every function, as it did alone before: a C library inside a Python program sharing
+ *   its Soc, and relay autostart: in relay mode over ipc, when nothing serves the relay's endpoint
+ *   (the native open's HB_DSP_RELAY_UNAVAILABLE, but for a relay that is there and did not answer
+ *   HELLO within the connect timeout), the embedded SDK starts one where cores run without it, or
+ *   says why not.
  * The hbDNN functions (but hbDNNGetErrorDesc and hbDNNRoiInfer) are always the embedded SDK's:
  * libvdsp_hb_python.so is loaded (dlopen, RTLD_GLOBAL: extension modules need libpython's
  * symbols) and the interpreter started at the first call that needs it, not before; where the
@@ -57,13 +61,17 @@ static int python_program(void) {
 static void decide_mode(void) {
   const char *rpc_mode = getenv("VDSP_RPC_MODE");
   const char *endpoint = getenv("VDSP_RELAY_ENDPOINT");
-  if (python_program() || (rpc_mode != NULL && *rpc_mode && strcmp(rpc_mode, "relay") != 0) ||
-      (endpoint != NULL && strncmp(endpoint, "tcp://", 6) == 0)) {
+  if (python_program()) {
     mode = EMBEDDED;
     return;
   }
-  /* no relay answers: the embedded SDK starts one where cores run without it, or says why not */
-  mode = vdsp_hb_native_open() == HB_DSP_RELAY_UNAVAILABLE ? EMBEDDED : NATIVE;
+  int relay_ipc = (rpc_mode == NULL || !*rpc_mode || strcmp(rpc_mode, "relay") == 0) &&
+                  (endpoint == NULL || strncmp(endpoint, "tcp://", 6) != 0);
+  /* no local relay serves its endpoint: the embedded SDK starts one where cores run without it, or
+   * says why not (over tcp and in direct mode the Python SDK starts nothing either, nor for a relay
+   * that is there but did not answer in time: the native side's failure is the answer) */
+  int late = 0;
+  mode = vdsp_hb_native_open(&late) == HB_DSP_RELAY_UNAVAILABLE && relay_ipc && !late ? EMBEDDED : NATIVE;
 }
 
 static int decide(void) {

@@ -7,8 +7,15 @@ core's own build, vdsp_sim/capi_native.py):
   libpython after it, SIGINT/SIGTERM dispositions unchanged; a memcpy and a checksum through
   cached memory with their bytes, values (as JSON too), core; the codes and descriptions of a
   double free and a double release; a wait that times out; a released task;
-- the same under valgrind memcheck, and built with -fsanitize=address,undefined (LeakSanitizer
-  on), with no suppression file;
+- the same in direct mode (VDSP_RPC_MODE=direct: HELLO to each core, tasks to its firmware) and
+  against a SoC on loopback tcp with CURVE keys, in relay and in direct mode: no libpython there
+  either (the native side serves those too); a wrong server key and a key off the allow-list are
+  refused with the Python SDK's code (HB_DSP_KEY_REFUSED);
+- in direct mode a core that stops under a task fails it as the Python SDK's direct mode does:
+  its process killed (its control connection closes) HB_DSP_CORE_DEAD, its firmware killed
+  (EVENT crashed) HB_DSP_CORE_CRASHED, at once; the other core goes on;
+- the same under valgrind memcheck (ipc, tcp; relay and direct mode), and built with
+  -fsanitize=address,undefined (LeakSanitizer on), with no suppression file;
 - a fork() child's first call is HB_DNN_MULTI_PROGRESS_USE_ERROR at once, the parent goes on;
 - raise(SIGINT) ends the program as it would without the library, and the SoC reclaims its DDR;
 - the J5-style examples of hbSys/hbDSP only (examples/capi/threads.c, pointcloud.c), unchanged,
@@ -20,10 +27,12 @@ core's own build, vdsp_sim/capi_native.py):
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import zlib
 from pathlib import Path
@@ -104,12 +113,141 @@ def test_an_hbsys_hbdsp_program_has_no_python_no_thread_before_and_no_signal_han
     assert shm_entries() == before
 
 
+MEMCHECK = ["valgrind", "--error-exitcode=1", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect"]
+
+
 def test_valgrind_finds_no_error_and_no_leak(programs, shared_soc):
     if shutil.which("valgrind") is None:
         privilege.require("no valgrind here (apt-get install valgrind)")
-    memcheck = ["valgrind", "--error-exitcode=1", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect"]
-    assert_flow(run([*memcheck, programs / "check", "flow"], timeout=300))
-    assert run([*memcheck, programs / "threads", "3", "4"], timeout=300) is not None
+    assert_flow(run([*MEMCHECK, programs / "check", "flow"], timeout=300))
+    assert run([*MEMCHECK, programs / "threads", "3", "4"], timeout=300) is not None
+    assert_flow(run([*MEMCHECK, programs / "check", "flow"], env=clean_env(VDSP_RPC_MODE="direct"), timeout=300))
+
+
+def test_direct_mode_is_served_without_python(programs, shared_soc):
+    """HELLO to each core's control endpoint, the tasks to its firmware: the flow, and tasks
+    spread over both cores by several threads, with no libpython mapped."""
+    before = shm_entries()
+    direct = clean_env(VDSP_RPC_MODE="direct")
+    assert_flow(run([programs / "check", "flow"], env=direct))
+    res = subprocess.run([str(programs / "threads"), "3", "6"], env=direct, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0 and res.stdout.count("6 tasks ok (vdsp0 3, vdsp1 3)") == 3, res.stdout + res.stderr
+    assert wait_until(lambda: shm_entries() == before, timeout_s=60), shm_entries() - before
+
+
+# the Python SDK's side of `check stopped`: the same requests, its code printed the same way
+PY_STOPPED = """
+from arm_side import CORE_0, CORE_1, Soc, errors, opids
+with Soc(mode="direct", autostart_relay=False) as soc:
+    task = soc.rpc(opids.SLEEP, params={"ms": 20000}, core=CORE_0)
+    print("submitted 1", flush=True)
+    try:
+        task.wait(60000)
+        code = 0
+    except errors.VdspError as exc:
+        code = exc.code
+    print("code", code)
+    try:
+        soc.rpc(opids.PING, core=CORE_1).wait(30000)
+        print("other_core 0")
+    except errors.VdspError as exc:
+        print("other_core", exc.code)
+"""
+
+
+def stopped_under(commands: dict[str, list], stop) -> dict[str, dict[str, str]]:
+    """Start each command (a program of `check stopped`'s lines) in direct mode, once each has sent
+    its task call ``stop()``, and return each one's lines."""
+    procs = {name: subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, text=True,
+                                    env=clean_env(VDSP_RPC_MODE="direct", PYTHONPATH=str(ROOT)))
+             for name, cmd in commands.items()}
+    try:
+        for proc in procs.values():
+            assert proc.stdout is not None and proc.stdout.readline() == "submitted 1\n"
+        stop()
+        outs = {name: proc.communicate(timeout=120)[0] for name, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for name, proc in procs.items():
+        assert proc.returncode == 0, (name, outs[name])
+    return {name: dict(line.split(" ", 1) for line in out.splitlines() if " " in line) for name, out in outs.items()}
+
+
+def test_a_core_that_stops_under_a_direct_mode_task_fails_it_as_the_python_sdk_does(programs, live_soc):
+    from arm_side import Soc
+
+    def vdsp0_runs() -> bool:
+        try:
+            with Soc(mode="direct", autostart_relay=False, connect_timeout_s=5) as soc:
+                return soc.control("vdsp0", "state") == "running"
+        except errors.VdspError:
+            return False
+    commands = {"c": [programs / "check", "stopped"], "python": [sys.executable, "-c", PY_STOPPED]}
+    for stop, error in ((lambda: os.kill(live_soc.fw_pid("vdsp0"), signal.SIGKILL), errors.CoreCrashed),
+                        (lambda: os.kill(live_soc.pid("vdsp0"), signal.SIGKILL), errors.CoreDead)):
+        assert wait_until(vdsp0_runs, timeout_s=60)      # a crashed core recovers its firmware by itself
+        outs = stopped_under(commands, stop)
+        for name, out in outs.items():
+            assert out["code"] == str(error.code) and out["other_core"] == "0", (name, out)
+        assert error.name in outs["c"]["desc"] and "vdsp0" in outs["c"]["desc"], outs["c"]
+
+
+def first_call(program: Path, env: dict) -> tuple[int, str]:
+    """The code and text of `check flow`'s first call, which fails (its CHECK's line on stderr)."""
+    done = subprocess.run([str(program), "flow"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
+    assert "python_before 0" in done.stdout, done.stdout
+    found = re.search(r"failed: (-\d+) (.*)", done.stderr)
+    assert found, done.stderr
+    return int(found.group(1)), found.group(2)
+
+
+def test_tcp_with_curve_in_relay_and_direct_mode_is_served_without_python(programs, tmp_path):
+    """A SoC on loopback tcp with CURVE keys (VDSP_RELAY_ENDPOINT, VDSP_KEYS_DIR; direct mode:
+    VDSP_CORE_ENDPOINTS): the flow natively (no libpython), clean under valgrind; a wrong
+    VDSP_SERVER_KEY, a client key off the allow-list, a missing one and one through a symlink
+    fail the first call with the code the Python SDK raises, saying why."""
+    from arm_side import Soc
+    from tests.integration.test_live_curve import running_tcp_soc
+    from vdsp_board.identity import curve
+    with running_tcp_soc() as tcp:
+        relay = clean_env()
+        direct = clean_env(VDSP_RPC_MODE="direct",
+                           VDSP_CORE_ENDPOINTS=",".join(f"{name}={url}" for name, url in tcp.ctl.items()))
+        for env in (relay, direct):
+            assert_flow(run([programs / "check", "flow"], env=env))
+            if shutil.which("valgrind") is not None:
+                assert_flow(run([*MEMCHECK, programs / "check", "flow"], env=env, timeout=300))
+        _, stranger = curve.create(tmp_path / "keys", "stranger", role=None)
+        (tmp_path / "link.key_secret").symlink_to(tcp.keys / "client.key_secret")
+        refused = [   # (what the environment adds, the mode's, the code, what the C text says)
+            ({"VDSP_SERVER_KEY": str(tcp.keys / "client.key")}, relay, errors.KeyRefused,   # a key, not the server's
+             "is VDSP_SERVER_KEY the key of this server?"),
+            ({"VDSP_CLIENT_KEY": str(stranger)}, direct, errors.KeyRefused, "not on its allow-list"),
+            ({"VDSP_CLIENT_KEY": str(tmp_path / "none.key_secret")}, relay, errors.FileNotFound, "does not exist"),
+            ({"VDSP_CLIENT_KEY": str(tmp_path / "link.key_secret")}, direct, errors.InvalidArgument,
+             "must be a regular file of yours with mode 0600"),
+        ]
+        for extra, env, error, says in refused:
+            code, text = first_call(programs / "check", {**env, **extra})
+            assert code == error.code and says in text, (extra, text)
+        saved = dict(os.environ)
+        try:
+            for extra, env, error, _ in refused:
+                os.environ.clear()
+                os.environ.update({**env, **extra})
+                with pytest.raises(errors.VdspError) as python:
+                    with Soc(mode=env.get("VDSP_RPC_MODE", "relay"), autostart_relay=False):
+                        pass
+                assert python.value.code == error.code, (extra, python.value)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        assert tcp.alive(), tcp.logs()
 
 
 def test_a_fork_child_gets_the_multi_process_error_at_once_and_the_parent_goes_on(programs, shared_soc):
@@ -211,6 +349,7 @@ def test_address_undefined_and_leak_sanitizers_find_nothing(sanitized, shared_so
     program, options = sanitized
     env = clean_env(ASAN_OPTIONS=options, UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")   # names the SoC
     assert_flow(run([program, "flow"], env=env, timeout=300))
+    assert_flow(run([program, "flow"], env={**env, "VDSP_RPC_MODE": "direct"}, timeout=300))
     assert run([program, "softmax"], env=env, timeout=300)["bad_dims"] == str(errors.InvalidArgument.code)
     assert run([program, "fork"], env=env, timeout=300)["child_rc"] == "-6000016"
 

@@ -2,11 +2,12 @@
 tests/conformance.py (each a request and its outcome from the spec; its docstring lists what is
 not covered and why) run through the Python SDK (``arm_side.hb``: tests/conformance_py.py) and
 through the C library (tests/conformance_check.c, linked with libvdsp_hb as ``vdsp capi --build``
-builds it, and with the native core's own libvdsp_client.so; and on libvdsp_hb in direct mode,
-which its embedded SDK serves: the bridge's side of the C face), each a program of its own against
-the same live SoC, with another process (this test's) holding memory it did not grant and memory
-it granted in part. Every client gives every case its outcome, the clients agree with each other,
-the native side's own refusals are described with C names, and no client leaves DDR behind.
+builds it, and with the native core's own libvdsp_client.so), each a program of its own: on one
+live SoC over ipc in relay mode and in direct mode (VDSP_RPC_MODE=direct), and on a SoC on
+loopback tcp with CURVE keys in both modes (the Python SDK there too), with another process (this
+test's) holding memory it did not grant and memory it granted in part on each SoC. Every client
+gives every case its outcome, the clients agree with each other, the C library's own refusals
+are described with C names, and no client leaves DDR behind.
 """
 from __future__ import annotations
 
@@ -33,29 +34,39 @@ from vdsp_sim import capi_native
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = ROOT / "tests" / "conformance_check.c"
-# libvdsp_hb_embedded: libvdsp_hb in direct mode (VDSP_RPC_MODE=direct), which its embedded SDK serves (front.c)
-CLIENTS = ("python", "libvdsp_hb", "libvdsp_client", "libvdsp_hb_embedded")
-NATIVE = ("libvdsp_hb", "libvdsp_client")
+# a client: its library ("python" or a C library) and how it reaches the SoC: "_direct"
+# (VDSP_RPC_MODE=direct), "_tcp" (the tcp SoC with CURVE keys)
+NATIVE = ("libvdsp_hb", "libvdsp_client", "libvdsp_hb_direct", "libvdsp_client_direct", "libvdsp_hb_tcp",
+          "libvdsp_hb_tcp_direct", "libvdsp_client_tcp_direct")
+CLIENTS = ("python", "python_tcp", *NATIVE)
 # a Python spelling in a text: a method call (mem.share(), soc.rpc(...)), flush(CLEAN), an hb. name
 PYTHON_NAMES = re.compile(r"\b[a-z_]+\.[a-z_]+\(|\((?:CLEAN|INVALIDATE)\)|\bhb\.\w|\bPython\b")
 
 
+def write_cases(directory: Path) -> tuple[Path, list]:
+    """The cases' lines, with the addresses of memory this process (another owner than any
+    driver) holds on the SoC its environment names: 4096 bytes it grants to no one, 8192 of which
+    it grants its first 4096 to any owner. Returns the file and the Soc holding them (close it)."""
+    from arm_side import Soc
+    soc = Soc(autostart_relay=False)
+    theirs, granted = soc.mem.alloc(4096), soc.mem.alloc(8192)
+    theirs.write(pattern(4096))
+    granted.write(pattern(8192))
+    granted.share(offset=0, size=4096)
+    path = directory / "cases.tsv"
+    path.write_text(case_lines(CASES, theirs.phys_addr, granted.phys_addr))
+    # the Python drivers': without the cases they have no spelling of (c_only)
+    (directory / "cases_py.tsv").write_text(case_lines(tuple(c for c in CASES if not c.c_only), theirs.phys_addr,
+                                                       granted.phys_addr))
+    return path, soc
+
+
 @pytest.fixture(scope="module")
 def cases_file(shared_soc):
-    """The cases' lines, with the addresses of memory this process (another owner than either
-    driver) holds: 4096 bytes it grants to no one, 8192 of which it grants its first 4096 to any owner."""
-    from arm_side import Soc
-    with Soc() as soc, tempfile.TemporaryDirectory(prefix="vconf-") as tmp:
-        theirs, granted = soc.mem.alloc(4096), soc.mem.alloc(8192)
-        theirs.write(pattern(4096))
-        granted.write(pattern(8192))
-        granted.share(offset=0, size=4096)
-        path = Path(tmp) / "cases.tsv"
-        path.write_text(case_lines(CASES, theirs.phys_addr, granted.phys_addr))
-        # the Python driver's: without the cases it has no spelling of (c_only)
-        (Path(tmp) / "cases_py.tsv").write_text(case_lines(tuple(c for c in CASES if not c.c_only), theirs.phys_addr,
-                                                            granted.phys_addr))
-        yield path
+    with tempfile.TemporaryDirectory(prefix="vconf-") as tmp:
+        path, soc = write_cases(Path(tmp))
+        with soc:
+            yield path
 
 
 def c_driver(client: str, out: Path) -> Path:
@@ -71,26 +82,51 @@ def c_driver(client: str, out: Path) -> Path:
     return program
 
 
+def run_client(client: str, cases: Path, direct_env: dict) -> dict:
+    """``client``'s outcomes of ``cases`` on the SoC of this process's environment (``direct_env``:
+    what direct mode adds to it)."""
+    with tempfile.TemporaryDirectory(prefix="vconfc-") as tmp:
+        library = client.split("_")[0] if client.startswith("python") else "_".join(client.split("_")[:2])
+        if library == "python":
+            cmd, env = [sys.executable, "-m", "tests.conformance_py", str(cases.with_name("cases_py.tsv"))], \
+                dict(os.environ)
+        else:
+            env = clean_env(**(direct_env if client.endswith("_direct") else {}))
+            cmd = [str(c_driver(library, Path(tmp))), str(cases)]
+        before = shm_entries()
+        done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, (client, done.stdout, done.stderr[-4000:])
+        assert wait_until(lambda: shm_entries() == before, timeout_s=60), (client, shm_entries() - before)
+    return parse_outcomes(done.stdout)
+
+
 @pytest.fixture(scope="module")
-def outcomes(cases_file):
+def tcp_outcomes():
+    """The outcomes of the tcp clients, on a SoC on loopback tcp with CURVE keys started for them
+    (and stopped, this process's environment restored, before the other clients run)."""
+    from tests.integration.test_live_curve import running_tcp_soc
+    got: dict[str, dict] = {}
+    with running_tcp_soc() as tcp, tempfile.TemporaryDirectory(prefix="vconft-") as tmp:
+        direct = {"VDSP_RPC_MODE": "direct",
+                  "VDSP_CORE_ENDPOINTS": ",".join(f"{name}={url}" for name, url in tcp.ctl.items())}
+        path, soc = write_cases(Path(tmp))
+        with soc:
+            for client in CLIENTS:
+                if "_tcp" in client:
+                    got[client] = run_client(client, path, direct)
+    return got
+
+
+@pytest.fixture(scope="module")
+def outcomes(cases_file, request):
     """Each client's outcomes (case name -> Outcome), its driver run once, on first use."""
     got: dict[str, dict] = {}
 
     def of(client: str) -> dict:
+        if "_tcp" in client:
+            return request.getfixturevalue("tcp_outcomes")[client]
         if client not in got:
-            with tempfile.TemporaryDirectory(prefix="vconfc-") as tmp:
-                if client == "python":
-                    cmd = [sys.executable, "-m", "tests.conformance_py", str(cases_file.with_name("cases_py.tsv"))]
-                    env = dict(os.environ)
-                else:
-                    library = client.removesuffix("_embedded")
-                    env = clean_env(VDSP_RPC_MODE="direct") if library != client else clean_env()
-                    cmd = [str(c_driver(library, Path(tmp))), str(cases_file)]
-                before = shm_entries()
-                done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
-                assert done.returncode == 0, (client, done.stdout, done.stderr[-4000:])
-                assert wait_until(lambda: shm_entries() == before, timeout_s=60), (client, shm_entries() - before)
-            got[client] = parse_outcomes(done.stdout)
+            got[client] = run_client(client, cases_file, {"VDSP_RPC_MODE": "direct"})
         return got[client]
     return of
 
@@ -100,7 +136,7 @@ def expected(case: Case) -> str:
 
 
 def clients_of(case: Case) -> tuple[str, ...]:
-    return tuple(c for c in CLIENTS if c != "python") if case.c_only else CLIENTS
+    return tuple(c for c in CLIENTS if not c.startswith("python")) if case.c_only else CLIENTS
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -135,8 +171,7 @@ def test_the_c_librarys_own_refusals_name_c_functions(client, outcomes):
         assert not PYTHON_NAMES.search(text), (case.name, text)
 
 
-
-@pytest.mark.parametrize("client", CLIENTS[1:])
+@pytest.mark.parametrize("client", NATIVE)
 def test_no_text_a_c_program_gets_names_a_python_call(client, outcomes):
     """Whoever refuses (the library, the relay, the firmware), the text a C program gets from
     hbDNNGetErrorDesc names no Python call: the relay's refusal of another owner's memory names

@@ -1,25 +1,47 @@
 /*
  * vdsp_client.h: the native client core of the C library (issue 42): a client of PROTOCOL.md in
- * C over libzmq, with no Python in the process. libvdsp_hb does not use it yet (docs/capi.md).
+ * C over libzmq, with no Python in the process; libvdsp_hb's hbSys/hbDSP functions (vdsp_hb.c).
  *
- * vdsp_client_open claims a DDR owner (vdsp_ddr.h), connects to the relay (vdsp_link.h) and says
- * HELLO {role: "client", pid, owner, lock_fd, name} (§5.2); READY completes it. A HELLO answered
- * HB_DSP_BUSY is said again after a pause that doubles from 20 ms to 500 ms, each drawn between
- * half and all of that, until the connect timeout (20 s by default): then HB_DSP_CORE_BUSY. An
- * ERROR (HB_DSP_CLAIM_REFUSED: the server did not find our lock) is returned with the server's
- * message. Nothing listening at the endpoint is HB_DSP_RELAY_UNAVAILABLE at once, saying to run
- * `vdsp up -d`; so is a relay that closes the connection, for every request in flight.
+ * vdsp_client_open claims a DDR owner (vdsp_ddr.h) and connects as VDSP_RPC_MODE says
+ * (`relay`, the default, or `direct`; anything else INVALID_ARGUMENT):
+ * - relay mode (§15.1): one link to the relay (vdsp_link.h), HELLO {role: "client", pid, owner,
+ *   lock_fd, name} (§5.2); READY completes it;
+ * - direct mode (§15.2): HELLO to each core's control endpoint ($VDSP_CORE_ENDPOINTS, else the
+ *   runtime dir's vdsp0.sock, vdsp1.sock), in core order; a core that does not answer (nothing
+ *   serves its ipc endpoint; no READY within the connect timeout) is unreachable, and none
+ *   answering is CORE_OFFLINE. A core that runs gets a link to its firmware (the announced
+ *   fw_endpoint, a wildcard host replaced, §2.2; over tcp fw_server_key as the server key) and
+ *   our HELLO there, not waited for: a refusal (CLAIM_REFUSED, or BUSY: said again after a
+ *   pause) fails later tasks with buffers to that core. EVENTs on a control link move the core's
+ *   state: `running` (a new endpoint or key: a new firmware link), else its firmware link closes
+ *   and its tasks in flight fail (CORE_OFFLINE, _CRASHED, _DEAD, as protocol.core_state says).
+ *   Over ipc a control connection that closes is the core's death; a firmware link that failed
+ *   or ended is made again (its tasks failed if it never connected). TASKs go to the chosen
+ *   core's firmware (CORE_ANY: the running core with the fewest tasks in flight), CANCELs too;
+ *   HEARTBEATs to each control link.
+ * Over tcp (any server's endpoint tcp://) the links are CURVE clients (§16, vdsp_curve.h) and our
+ * public key is named in our owner's access list before the first HELLO (vdsp_ddr_set_key); a
+ * server that refuses our key (or whose handshakes fail as with a wrong server key) is
+ * KEY_REFUSED (vdsp_link.h). A HELLO answered HB_DSP_BUSY is said again after a pause that
+ * doubles from 20 ms to 500 ms, each drawn between half and all of that, until the connect
+ * timeout (20 s by default): then HB_DSP_CORE_BUSY. An ERROR (HB_DSP_CLAIM_REFUSED: the server
+ * did not find our lock) is returned with the server's message. Nothing listening at an ipc
+ * relay endpoint is HB_DSP_RELAY_UNAVAILABLE at once, saying to run `vdsp up -d`; so is a relay
+ * that closes the connection (over tcp: once its handshake had succeeded), for every request in
+ * flight and every one after.
  *
  * Requests (TASK) carry msg_ids from 1 up; at most VDSP_CLIENT_MAX_INFLIGHT are in flight (the
- * relay's limit per client, §12). Replies are matched by msg_id, whatever their order; EVENTs and
- * HEARTBEATs are read and passed over; the client sends a HEARTBEAT each heartbeat_ms of READY
- * while it waits inside a call. Every frame goes through vdsp_wire: a reply whose header, frames
- * or body are malformed, or whose known fields have the wrong type (§3.3, §5), fails its request
- * with the wire's code (HB_DSP_PROTOCOL_ERROR, _BAD_MAGIC, _MESSAGE_TOO_LARGE ...).
+ * relay's limit per client, §12). Replies are matched by msg_id, whatever their order or link;
+ * HEARTBEATs are read and passed over, EVENTs too in relay mode; the client sends a HEARTBEAT each
+ * heartbeat_ms of READY while it waits inside a call. Every frame goes through vdsp_wire: a reply
+ * whose header, frames or body are malformed, or whose known fields have the wrong type (§3.3,
+ * §5), fails its request with the wire's code (HB_DSP_PROTOCOL_ERROR, _BAD_MAGIC, ...).
  *
- * Not yet: tcp (CURVE), direct mode, relay autostart, CONTROL/QUERY, grants, heartbeats
- * between calls (a client idle in its own code for the relay's hung deadline, 20 s, while its
- * process sleeps, is dropped by the relay).
+ * Not here: relay autostart (libvdsp_hb's front leaves that to the embedded SDK), connecting to
+ * a relay again after it went away, CONTROL/QUERY, a peer's hung deadline (a server silent past
+ * it is not declared dead: only a closed ipc connection is), heartbeats between calls (a client
+ * idle in its own code for the relay's hung deadline, 20 s, while its process sleeps, is dropped
+ * by the relay).
  *
  * One thread at a time per client. A client opened before fork() is not the child's: every
  * call there returns HB_DNN_API_USE_ERROR, and closing it only releases the child's copies.
@@ -39,6 +61,7 @@ extern "C" {
 #endif
 
 #define VDSP_CLIENT_MAX_INFLIGHT 32
+#define VDSP_CLIENT_MAX_CORES 8               /* direct mode: cores of VDSP_CORE_ENDPOINTS */
 #define VDSP_CLIENT_MAX_HANDLES 32            /* inputs, and outputs, of one TASK (§3.4) */
 #define VDSP_CLIENT_CONNECT_TIMEOUT_MS 20000
 #define VDSP_CLIENT_BUSY_FIRST_MS 20
@@ -47,7 +70,7 @@ extern "C" {
 typedef struct vdsp_client vdsp_client;
 
 typedef struct {
-  const char *endpoint;     /* NULL: $VDSP_RELAY_ENDPOINT or the runtime dir's relay.sock */
+  const char *endpoint;     /* the relay's (relay mode whatever VDSP_RPC_MODE says); NULL: as above */
   const char *ddr_dir;      /* NULL: $VDSP_SHM_DIR or /dev/shm */
   int connect_timeout_ms;   /* 0: VDSP_CLIENT_CONNECT_TIMEOUT_MS */
   const char *name;         /* HELLO's name; NULL: "pid<PID>" */
@@ -61,9 +84,12 @@ int vdsp_client_open(const vdsp_client_options *options, vdsp_client **out, vdsp
 void vdsp_client_close(vdsp_client *c);
 
 vdsp_ddr_owner *vdsp_client_ddr(vdsp_client *c);
-/* The READY's body (a MAP), valid until the client is closed. */
+/* The READY's body (a MAP), valid until the client is closed: the relay's, or in direct mode the
+ * first core's that answered. */
 const vdsp_wire_value *vdsp_client_ready(const vdsp_client *c);
 const char *vdsp_client_endpoint(const vdsp_client *c);
+/* 1 in direct mode, 0 in relay mode. */
+int vdsp_client_direct(const vdsp_client *c);
 
 typedef struct {
   uint64_t phys, size, flags;   /* §6.2: flags bit 0 REGISTERED, the others reserved */

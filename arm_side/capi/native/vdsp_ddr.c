@@ -345,6 +345,45 @@ int vdsp_ddr_free(vdsp_ddr_owner *o, vdsp_ddr_segment *seg, vdsp_err *err) {
                    (unsigned long long)seg->phys, o->id);
 }
 
+int vdsp_ddr_set_key(vdsp_ddr_owner *o, const char *key, vdsp_err *err) {
+  char path[PATH_MAX], tmp[PATH_MAX], name[64];
+  struct stat st;
+  snprintf(name, sizeof name, "vdsp-%06x.acl", o->id);
+  if (!path_of(path, o->dir, name) || snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+    return vdsp_fail(err, VDSP_E_SYS_REGISTER_MEM_FAILED, "DDR directory path %s is too long", o->dir);
+  if (fstat(o->lock_fd, &st) != 0)
+    return vdsp_fail(err, VDSP_E_SYS_REGISTER_MEM_FAILED, "cannot write access list %s: %s", path, strerror(errno));
+  vdsp_wire_writer *w = vdsp_wire_writer_new();
+  if (w == NULL) return vdsp_fail(err, VDSP_E_OUT_OF_MEMORY, "out of memory");
+  vdsp_wire_put_map(w, 3);
+  vdsp_wire_put_cstr(w, "lock");
+  vdsp_wire_put_uint(w, (uint64_t)st.st_ino);
+  vdsp_wire_put_cstr(w, "grants");
+  vdsp_wire_put_array(w, 0);
+  vdsp_wire_put_cstr(w, "key");
+  vdsp_wire_put_cstr(w, key);
+  const uint8_t *data;
+  size_t len;
+  vdsp_wire_error werr;
+  int rc = vdsp_wire_writer_finish(w, &data, &len, &werr);
+  if (rc != 0) {
+    vdsp_wire_writer_free(w);
+    return vdsp_fail(err, VDSP_E_SYS_REGISTER_MEM_FAILED, "cannot write access list %s: %s", path, werr.message);
+  }
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int ok = fd >= 0 && fchmod(fd, 0600) == 0 && write(fd, data, len) == (ssize_t)len;
+  int e = errno;
+  if (fd >= 0) close(fd);
+  ok = ok && rename(tmp, path) == 0;
+  if (!ok) e = errno;
+  vdsp_wire_writer_free(w);
+  if (!ok) {
+    (void)unlink(tmp);
+    return vdsp_fail(err, VDSP_E_SYS_REGISTER_MEM_FAILED, "cannot write access list %s: %s", path, strerror(e));
+  }
+  return 0;
+}
+
 void vdsp_ddr_close(vdsp_ddr_owner *o) {
   if (o == NULL) return;
   int ours = o->pid == getpid();

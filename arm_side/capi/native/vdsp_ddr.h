@@ -22,8 +22,8 @@
  *   O_NOFOLLOW, checked to be still the file at the name once locked, unlinked before it is let
  *   go), tried for at most 1 s; past that, or when the name is another user's, without it;
  * - freeing is unlinking the file and unmapping; closing the owner unlinks its live segments,
- *   its access-list files (vdsp-{id:06x}.acl, .acl.tmp: the native core writes none, a leftover
- *   is removed) and then its lock file (§6.3 step 3), and closes the lock's fd. In a child made
+ *   its access-list files (vdsp-{id:06x}.acl, .acl.tmp: the native core writes one only to name
+ *   its CURVE key over tcp, vdsp_ddr_set_key) and then its lock file (§6.3 step 3), and closes the lock's fd. In a child made
  *   by fork() the owner is not ours: closing it there only closes the inherited fd.
  *
  * One owner is used by one thread at a time.
@@ -61,6 +61,11 @@ typedef struct {
 int vdsp_ddr_open(const char *directory, vdsp_ddr_owner **out, vdsp_err *err);
 uint32_t vdsp_ddr_owner_id(const vdsp_ddr_owner *owner);
 int vdsp_ddr_lock_fd(const vdsp_ddr_owner *owner);
+
+/* Name `key` (a Z85 CURVE public key) in this owner's access list (§6.7), the CURVE key that
+ * speaks for it over tcp: vdsp-{id:06x}.acl written as {lock, grants: [], key} through .acl.tmp
+ * (mode 0600, never through a symlink) renamed over it. 0, or SYS_REGISTER_MEM_FAILED. */
+int vdsp_ddr_set_key(vdsp_ddr_owner *owner, const char *key, vdsp_err *err);
 const char *vdsp_ddr_directory(const vdsp_ddr_owner *owner);
 
 /* Allocate `size` zeroed bytes: SYS_INVALID_ARGUMENT for a size out of [1, 2^32-1] or a malformed

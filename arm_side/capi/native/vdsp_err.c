@@ -12,6 +12,7 @@ int vdsp_fail(vdsp_err *err, int code, const char *fmt, ...) {
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
     err->code = code;
+    err->late = 0;
   }
   return code;
 }

@@ -21,19 +21,28 @@ extern "C" {
 #define VDSP_E_API_USE_ERROR (-6000015)         /* ApiUseError: a client used from a fork() child */
 #define VDSP_E_SYS_INVALID_ARGUMENT (-6000129)  /* SysInvalidArgument: a size out of range */
 #define VDSP_E_SYS_OUT_OF_MEMORY (-6000130)     /* SysOutOfMemory: DDR file, quota, reserve */
+#define VDSP_E_SYS_REGISTER_MEM_FAILED (-6000131)   /* SysRegisterMemFailed: an access list not written */
 #define VDSP_E_PROTOCOL_ERROR VDSP_WIRE_E_PROTOCOL_ERROR   /* a malformed reply */
 #define VDSP_E_CLAIM_REFUSED (-6000284)         /* ClaimRefused: the server refused our owner */
+#define VDSP_E_INVALID_CORE (-6000261)          /* InvalidCore: no such core (direct mode) */
+#define VDSP_E_CORE_OFFLINE (-6000290)          /* CoreOffline: no core answers, or it runs no firmware */
+#define VDSP_E_CORE_CRASHED (-6000291)          /* CoreCrashed: its firmware crashed */
+#define VDSP_E_CORE_DEAD (-6000292)             /* CoreDead: its process exited, or it hung */
 #define VDSP_E_CORE_BUSY (-6000293)             /* CoreBusy: HELLO answered BUSY past the timeout */
 #define VDSP_E_RELAY_UNAVAILABLE (-6000300)     /* RelayUnavailable: no relay, or it went away */
+#define VDSP_E_KEY_REFUSED (-6000301)           /* KeyRefused: a tcp server did not accept our key */
+#define VDSP_E_FILE_NOT_FOUND (-6000006)        /* FileNotFound: a key file that does not exist */
 
 #define VDSP_ERR_MAX 640   /* bytes of a message, NUL included */
 
 typedef struct {
   int code;                    /* 0 or a negative code above (or a server's) */
   char message[VDSP_ERR_MAX];  /* NUL-terminated; "" when code is 0 */
+  int late;                    /* RELAY_UNAVAILABLE from a relay that is there but did not answer
+                                  HELLO in time (not: nothing serves its endpoint); else 0 */
 } vdsp_err;
 
-/* Fill `err` (may be NULL) with `code` and the formatted message; returns `code`. */
+/* Fill `err` (may be NULL) with `code` and the formatted message, `late` 0; returns `code`. */
 int vdsp_fail(vdsp_err *err, int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

@@ -3,8 +3,8 @@
  * on the native client core (vdsp_client.h), with no Python in the process (issue 42). What
  * arm_side/capi/bridge.py does for the embedded library, the same codes, limits and semantics:
  *
- * - One client per process, opened by the first call that needs the SoC (relay mode, ipc); its
- *   DDR owner allocates every buffer. Nothing runs before that call: no thread, no signal handler
+ * - One client per process, opened by the first call that needs the SoC (relay mode over ipc or
+ *   tcp with CURVE, or direct mode: vdsp_client.h); its DDR owner allocates every buffer. Nothing runs before that call: no thread, no signal handler
  *   (the program's signals stay its own: SIGINT ends it as it would without the library).
  * - Memory: a table of this process's live buffers, each known by (phyAddr, virAddr); virAddr is
  *   the DDR mapping for uncached memory, the private CPU cache (a copy the library allocates) for
@@ -23,8 +23,8 @@
  * - Exit: an atexit handler frees this process's buffers and closes the client (DISCONNECT, the
  *   DDR owner's files unlinked); SIGKILL leaves nothing either (the SoC reclaims a dead owner).
  *
- * Not here (libvdsp_hb's front gives those processes the embedded SDK): tcp and CURVE, direct
- * mode, relay autostart.
+ * Not here (libvdsp_hb's front gives those processes the embedded SDK): relay autostart (relay
+ * mode over ipc, when no relay answers the first HELLO).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -127,6 +127,7 @@ static pid_t client_pid;
 static int strict, reading, wake_fd = -1, exit_set;
 static int pending;                    /* threads waiting for the lock while one reads (atomic) */
 static int open_failed;                /* vdsp_hb_native_open's failure, the next call's answer (once) */
+static int open_late;                  /* the last open's failure came from a relay that did not answer in time */
 static buffer **buffers;
 static size_t n_buffers, cap_buffers;
 static task **tasks;
@@ -207,7 +208,10 @@ static int connected(void) {
     return code;
   }
   vdsp_err e;
-  if (vdsp_client_open(NULL, &client, &e) != 0) return fail_err(&e);
+  if (vdsp_client_open(NULL, &client, &e) != 0) {
+    open_late = e.late;
+    return fail_err(&e);
+  }
   client_pid = getpid();
   strict = strict_setting();
   if (wake_fd < 0) wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -1364,10 +1368,12 @@ int32_t VDSP_HB(hbDSPGetTaskBoardTime)(hbDSPTask_t handle, double *boardUs, int3
 
 /* --- for libvdsp_hb's front (vdsp_hb.h) ---------------------------------------------------- */
 
-int vdsp_hb_native_open(void) {
+int vdsp_hb_native_open(int *late) {
   enter();
+  open_late = 0;
   int rc = connected();
   open_failed = rc != 0 && client == NULL ? rc : 0;
+  if (late != NULL) *late = open_late;
   return leave(rc);
 }
 

@@ -40,8 +40,10 @@ typedef struct {
 } vdsp_hb_native_api;
 
 /* Open the process's client (the first call's connection): 0 or the code (its text: vdsp_hb_native_last),
- * which the next call that needs the client returns once instead of connecting again. */
-int vdsp_hb_native_open(void);
+ * which the next call that needs the client returns once instead of connecting again. `late` (may be
+ * NULL): 1 when the code is HB_DSP_RELAY_UNAVAILABLE from a relay that is there (connected) but did
+ * not answer HELLO within the connect timeout, 0 otherwise (nothing serves the relay's endpoint ...). */
+int vdsp_hb_native_open(int *late);
 /* The open client's DDR owner: 0 with its id, lock fd and directory; -1 if none is open here. */
 int vdsp_hb_native_owner(uint32_t *id, int *lock_fd, char *dir, size_t len);
 /* The live buffer holding (phys, memSize size) named by vir: 0 with *out; 1 for another owner's
