@@ -28,7 +28,7 @@ from vdsp_sim import capi_native
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "tests" / "capi_packed_check.c"
-CLIENTS = ("libvdsp_hb", "libvdsp_client", "libvdsp_hb_embedded")
+CLIENTS = ("libvdsp_hb", "libvdsp_client", "libvdsp_hb_direct")
 W, H, STRIDE = 97, 61, 112
 N = 3000
 BLUR = {"src": {"format": "Y", "width": W, "height": H, "stride": STRIDE}, "dst": {"format": "Y", "width": W, "height": H},
@@ -54,7 +54,7 @@ def program(work):
     built: dict[str, Path] = {}
 
     def of(client: str) -> tuple[Path, dict]:
-        library = client.removesuffix("_embedded")
+        library = client.removesuffix("_direct")
         if library not in built:
             if shutil.which(capi_native.cc()[0]) is None:
                 privilege.require(f"no C compiler ({' '.join(capi_native.cc())})")

@@ -2,7 +2,8 @@
 tests/conformance.py (each a request and its outcome from the spec; its docstring lists what is
 not covered and why) run through the Python SDK (``arm_side.hb``: tests/conformance_py.py) and
 through the C library (tests/conformance_check.c, linked with libvdsp_hb as ``vdsp capi --build``
-builds it, and with the native core's own libvdsp_client.so), each a program of its own: on one
+builds it, and with the native core's own libvdsp_client.so; and libvdsp_hb inside a Python
+program, where its embedded SDK serves it), each a program of its own: on one
 live SoC over ipc in relay mode and in direct mode (VDSP_RPC_MODE=direct), and on a SoC on
 loopback tcp with CURVE keys in both modes (the Python SDK there too), with another process (this
 test's) holding memory it did not grant and memory it granted in part on each SoC. Every client
@@ -38,7 +39,21 @@ DRIVER = ROOT / "tests" / "conformance_check.c"
 # (VDSP_RPC_MODE=direct), "_tcp" (the tcp SoC with CURVE keys)
 NATIVE = ("libvdsp_hb", "libvdsp_client", "libvdsp_hb_direct", "libvdsp_client_direct", "libvdsp_hb_tcp",
           "libvdsp_hb_tcp_direct", "libvdsp_client_tcp_direct")
-CLIENTS = ("python", "python_tcp", *NATIVE)
+# the C library inside a Python program (the driver built as a shared object a Python process
+# loads and calls): libvdsp_hb's embedded SDK serves it (arm_side/capi/front.c)
+EMBEDDED = ("libvdsp_hb_in_python",)
+CLIENTS = ("python", "python_tcp", *NATIVE, *EMBEDDED)
+# a Python process that loads the driver ``argv[1]`` and runs its cases ``argv[2]``
+IN_PYTHON = """
+import ctypes, sys
+driver = ctypes.CDLL(sys.argv[1])
+argv = (ctypes.c_char_p * 3)(b"conformance_check", sys.argv[2].encode(), None)
+rc = driver.conformance_main(2, argv)
+ctypes.CDLL(None).fflush(None)
+if "arm_side.capi.bridge" not in sys.modules:
+    sys.exit("the library did not serve this Python program from its embedded SDK")
+sys.exit(rc)
+"""
 # a Python spelling in a text: a method call (mem.share(), soc.rpc(...)), flush(CLEAN), an hb. name
 PYTHON_NAMES = re.compile(r"\b[a-z_]+\.[a-z_]+\(|\((?:CLEAN|INVALIDATE)\)|\bhb\.\w|\bPython\b")
 
@@ -69,14 +84,16 @@ def cases_file(shared_soc):
             yield path
 
 
-def c_driver(client: str, out: Path) -> Path:
-    """tests/conformance_check.c linked with ``client``'s library, built into ``out``."""
+def c_driver(client: str, out: Path, shared: bool = False) -> Path:
+    """tests/conformance_check.c linked with ``client``'s library, built into ``out``; ``shared``:
+    as a shared object whose entry is ``conformance_main``."""
     if shutil.which(capi_native.cc()[0]) is None:
         privilege.require(f"no C compiler ({' '.join(capi_native.cc())})")
     link = link_flags(client, out)
-    program = out / "conformance_check"
-    cmd = [*capi_native.cc(), "-std=c99", "-Wall", "-Wextra", "-Werror", f"-I{capi_native.HB_INCLUDE}", str(DRIVER),
-           *link, "-o", str(program)]
+    program = out / ("conformance_check.so" if shared else "conformance_check")
+    kind = ["-shared", "-fPIC", "-Dmain=conformance_main"] if shared else []
+    cmd = [*capi_native.cc(), "-std=c99", "-Wall", "-Wextra", "-Werror", *kind, f"-I{capi_native.HB_INCLUDE}",
+           str(DRIVER), *link, "-o", str(program)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return program
@@ -90,6 +107,9 @@ def run_client(client: str, cases: Path, direct_env: dict) -> dict:
         if library == "python":
             cmd, env = [sys.executable, "-m", "tests.conformance_py", str(cases.with_name("cases_py.tsv"))], \
                 dict(os.environ)
+        elif client in EMBEDDED:
+            driver = c_driver("libvdsp_hb", Path(tmp), shared=True)
+            cmd, env = [sys.executable, "-c", IN_PYTHON, str(driver), str(cases)], clean_env()
         else:
             env = clean_env(**(direct_env if client.endswith("_direct") else {}))
             cmd = [str(c_driver(library, Path(tmp))), str(cases)]
@@ -171,7 +191,7 @@ def test_the_c_librarys_own_refusals_name_c_functions(client, outcomes):
         assert not PYTHON_NAMES.search(text), (case.name, text)
 
 
-@pytest.mark.parametrize("client", NATIVE)
+@pytest.mark.parametrize("client", (*NATIVE, *EMBEDDED))
 def test_no_text_a_c_program_gets_names_a_python_call(client, outcomes):
     """Whoever refuses (the library, the relay, the firmware), the text a C program gets from
     hbDNNGetErrorDesc names no Python call: the relay's refusal of another owner's memory names
