@@ -48,7 +48,8 @@ class Client:
         self.connect_timeout_s = connect_timeout_s
         self._reconnecting = threading.Lock()
         self.links = Links(self, self.session, transport, self.discovery, self._open_link, self._release_link,
-                           self._relay_link, self._wake_reader, owned=threading.RLock())
+                           self._relay_link, self._wake_reader, owned=threading.RLock(), missed=self._missed,
+                           straight=True)
         self.reading = Reading(self.links, lambda: self.closed)
         # the background thread: reads while no thread waits
         self.reader = threading.Thread(target=self.reading.background, name="vdsp-sdk-reader", daemon=True)
@@ -165,6 +166,11 @@ class Client:
                                      "the thread that reads the replies, the SDK's reader thread or a waiting one, "
                                      "and this reply would never be read)")
         self.reading.wait(req, timeout_s)
+
+    def _missed(self) -> None:
+        """A send took in the signal of a message that waits: read it now or kick the reader
+        (``Reading.missed``)."""
+        self.reading.missed()
 
     def _wake_reader(self) -> None:
         """The thread that sleeps on the links must look again (``Reading.wake``)."""

@@ -19,8 +19,13 @@ which wakes it. A done-callback runs in the thread that reads (it holds the turn
 not wait (ApiUseError: the reply would never be read).
 
 ZeroMQ's FD is edge-triggered (``arm_side.channel``): a send may take in the signal of a message
-that waits. Every live link is ``watched``: such a send says so, and the sender kicks the sleeper
-(``wake``) on both kick fds (the leader's and the background thread's), whoever sleeps.
+that waits. Every live link is ``watched``: such a send says so, and the sender (``missed``) reads
+that message itself when no thread holds the turn (one round, as a reader: the background thread,
+asleep on the links, is not woken, and a done-callback may run in the sending thread), else kicks
+the sleeper (``wake``) on both kick fds (the leader's and the background thread's), whoever sleeps.
+Before, every such send kicked: in a pipelined loop (a window of tasks, one submitted as the
+oldest ends) that woke the background thread for ~40 % of the tasks, a thread switch and a GIL
+hand-over each.
 
 So a link's socket is read by one thread at a time, not by one thread for good: the turn passes
 with the waits, which is what keeps a sequential task to one thread woken, as the raw socket's.
@@ -84,6 +89,28 @@ class Reading:
             for fd in (self.kick_lead, self.kick_idle):
                 if fd >= 0:
                     os.eventfd_write(fd, 1)
+
+    def missed(self) -> None:
+        """A send took in the signal of a message that waits (``Channel.send``): read it now in this
+        thread if no thread reads (it holds the turn for one round: what completes there runs its
+        done-callbacks here), else kick the thread that reads."""
+        if not self.turn.acquire(blocking=False):
+            self.wake()
+            return
+        if self.shut:
+            self.turn.release()
+            return
+        self.reader = threading.get_ident()
+        defer_wakes()
+        try:
+            self._round()
+        except Exception:   # what a peer sent is not the sending caller's error
+            log.exception("SDK reader error")
+        finally:
+            try:
+                self._leave()
+            finally:
+                undefer_wakes()
 
     def forget(self, link: Any) -> None:
         """``link`` closes: out of the epoll set first (its fd number may be a new link's soon)."""

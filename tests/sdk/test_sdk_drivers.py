@@ -396,11 +396,15 @@ def test_a_firmware_that_refused_our_hello_says_foreign_handle_as_before():
     assert isinstance(task.error, errors.ForeignHandle) and task.error.unbound
 
 
-def test_a_task_sent_as_its_relay_is_declared_dead_fails_instead_of_being_lost():
+@pytest.mark.parametrize("when", ["chosen", "tracked"])
+def test_a_task_sent_as_its_relay_is_declared_dead_fails_instead_of_being_lost(when):
     """The reader may declare the relay dead (and fail every request in flight) between the moment
     a caller chose the relay's link and the moment it tracks its task: that task was then sent on
     the dead link, tracked after the failing, and never answered (a loadtest with the relay
-    killed under load counted it lost). Now the caller finds the relay dead and raises."""
+    killed under load counted it lost). Now the caller finds the relay dead and raises
+    (``chosen``: the way through ``relay()``, which may connect again); a task whose link was
+    chosen and tracked in one step (the blocking driver's, ``Links.straight``) is failed with the
+    others when the relay is declared dead before it is sent (``tracked``)."""
     from vdsp_sim.soc.loopback import LoopbackTransport
     loop = LoopbackTransport("relay")
     try:
@@ -408,17 +412,29 @@ def test_a_task_sent_as_its_relay_is_declared_dead_fails_instead_of_being_lost()
             cl = soc.client
             links = cl.links
             choose = links.link
+            link = links["relay"]
+            send = link.send
 
             def chosen_then_dead(key):
-                link = choose(key)
+                chosen = choose(key)
                 cl.session.peer_dead(cl.session.peers[0], "killed in this test")   # what the reader does
-                return link
-            links.link = chosen_then_dead
+                return chosen
+
+            def dead_then_sent(frames):
+                if cl.session.peers[0].alive:
+                    cl.session.peer_dead(cl.session.peers[0], "killed in this test")
+                return send(frames)
+            if when == "chosen":
+                links.straight = False
+                links.link = chosen_then_dead
+            else:
+                link.send = dead_then_sent
             try:
                 with pytest.raises(errors.RelayUnavailable):
                     soc.rpc(opids.PING, core=CORE_0).wait(2000)
             finally:
-                links.link = choose
+                links.link, links.straight = choose, True
+                link.send = send
             assert not cl.session.pending
     finally:
         loop.close()
