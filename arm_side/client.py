@@ -6,8 +6,9 @@ time reads the links, feeds the session what arrives (which completes the reques
 msg_id: their done-callbacks run there, at once, whoever waits or not), keeps the clock
 (heartbeats, liveness) and carries out the session's actions: a thread blocked in
 ``Request.wait`` that finds no other reading reads its own reply (no second thread woken per
-task), and while no thread waits, the background thread does. The session has one owner at a
-time: the holder of ``Links.owned`` (``arm_side.links``).
+task), and while no thread waits, the background thread does; a thread whose send found a
+message waiting while no thread read reads it itself (``Reading.missed``). The session has one
+owner at a time: the holder of ``Links.owned`` (``arm_side.links``).
 """
 from __future__ import annotations
 

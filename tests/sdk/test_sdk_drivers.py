@@ -438,3 +438,56 @@ def test_a_task_sent_as_its_relay_is_declared_dead_fails_instead_of_being_lost(w
             assert not cl.session.pending
     finally:
         loop.close()
+
+
+class _Links:
+    """What ``Reading`` reads: one link, what it dispatches (and in which thread)."""
+
+    def __init__(self, link) -> None:
+        self.version, self.by_key, self.owned = 0, {"relay": link}, threading.RLock()
+        self.dispatched: list = []
+
+    def dispatch(self, link, incoming) -> None:
+        self.dispatched.append((threading.current_thread().name, incoming))
+
+    def tick(self, now) -> None:
+        pass
+
+
+class _Link:
+    closed = False
+
+    def __init__(self) -> None:
+        import os
+        self.fd = os.eventfd(0, os.EFD_NONBLOCK)
+        self.peer = peer_mod.PeerState("relay", 0.0)
+        self.waiting: list = []
+
+    def drain(self) -> list:
+        out, self.waiting = self.waiting, []
+        return out
+
+
+def test_a_send_that_took_in_a_replys_signal_reads_it_itself_when_no_thread_reads():
+    """``Channel.send`` says a message waits that the reader, asleep on the link's fd, would miss
+    (the send took in its signal). While no thread holds the turn the sending thread reads it
+    itself (before: it kicked the background thread awake, which in a pipelined loop was a thread
+    switch and a GIL hand-over for ~40 % of the tasks); while a thread reads, that one is kicked."""
+    import os
+    from arm_side.reading import Reading
+    link = _Link()
+    links = _Links(link)
+    reading = Reading(links, lambda: False)
+    try:
+        link.waiting = [[b"reply 1"]]
+        reading.missed()
+        assert links.dispatched == [(threading.current_thread().name, [[b"reply 1"]])]
+        assert reading.reader == 0 and reading.turn.acquire(blocking=False)     # given up again
+        link.waiting = [[b"reply 2"]]
+        reading.missed()            # the turn is held (here, as by a thread that reads): kicked instead
+        assert links.dispatched[1:] == [] and link.waiting == [[b"reply 2"]]
+        assert os.eventfd_read(reading.kick_lead) == 1 and os.eventfd_read(reading.kick_idle) == 1
+        reading.turn.release()
+    finally:
+        reading.close()
+        os.close(link.fd)
