@@ -32,6 +32,7 @@ with the waits, which is what keeps a sequential task to one thread woken, as th
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import select
@@ -100,17 +101,26 @@ class Reading:
         if self.shut:
             self.turn.release()
             return
+        self._holding(self._safe_round)
+
+    def _holding(self, read: Callable[[], None]) -> None:
+        """This thread took the turn: ``read()`` as the thread that reads (the wake-ups of the
+        threads whose requests complete deferred until it sleeps or leaves), then give it up."""
         self.reader = threading.get_ident()
         defer_wakes()
         try:
-            self._round()
-        except Exception:   # what a peer sent is not the sending caller's error
-            log.exception("SDK reader error")
+            read()
         finally:
             try:
                 self._leave()
             finally:
                 undefer_wakes()
+
+    def _safe_round(self) -> None:
+        try:
+            self._round()
+        except Exception:   # what a peer sent is not the error of the caller that reads
+            log.exception("SDK reader error")
 
     def forget(self, link: Any) -> None:
         """``link`` closes: out of the epoll set first (its fd number may be a new link's soon)."""
@@ -223,31 +233,23 @@ class Reading:
         It sleeps first: a message waiting now has its fd's signal pending (nobody read the socket
         since it came), or a send took that signal in and kicked (``wake``), or it was opened and
         kicked: no drain is needed before the first sleep."""
-        self.reader = threading.get_ident()
-        defer_wakes()
-        try:
-            self._arm(False)
-            leading, kick = self.leading, self.kick_lead
-            while not (req._done or self.closed()):
-                now = time.monotonic()
-                timeout = self.next_tick - now
-                if deadline is not None:
-                    if deadline <= now:
-                        return
-                    timeout = min(timeout, deadline - now)
-                wake_deferred()
-                for fd, _ in leading.poll(max(0.0, timeout)):
-                    if fd == kick:
-                        _take(kick)
-                try:
-                    self._round()
-                except Exception:   # what a peer sent is not the waiting caller's error
-                    log.exception("SDK reader error")
-        finally:
-            try:
-                self._leave()
-            finally:
-                undefer_wakes()
+        self._holding(functools.partial(self._read_until, req, deadline))
+
+    def _read_until(self, req: Request, deadline: float | None) -> None:
+        self._arm(False)
+        leading, kick = self.leading, self.kick_lead
+        while not (req._done or self.closed()):
+            now = time.monotonic()
+            timeout = self.next_tick - now
+            if deadline is not None:
+                if deadline <= now:
+                    return
+                timeout = min(timeout, deadline - now)
+            wake_deferred()
+            for fd, _ in leading.poll(max(0.0, timeout)):
+                if fd == kick:
+                    _take(kick)
+            self._safe_round()
 
     # --- the background thread ------------------------------------------------------------
     def background(self) -> None:
