@@ -21,7 +21,7 @@ import zmq.asyncio
 from protocol import errors
 from vdsp_board.identity import curve
 from vdsp_board.sockets import ipclink
-from vdsp_board.sockets.zsock import NOBLOCK as _NOBLOCK, readable, recv_frames, send_frames
+from vdsp_board.sockets.zsock import NOBLOCK as _NOBLOCK, drain, readable, send_frames
 
 HANDSHAKE_FAILURES = 5      # handshakes failed without a word (a wrong server key) before we say so,
 HANDSHAKE_FAILING_S = 5.0   # over so long at least: a server closes handshakes when many open at once
@@ -147,24 +147,12 @@ class Channel:
             return self.watched and readable(self.sock)
 
     def drain(self) -> list[list]:
-        """Every message waiting now (non-blocking). Asking EVENTS before each read costs a third
-        of a failed non-blocking recv (pyzmq builds a zmq.Again exception for each), and it leaves
-        the edge-triggered FD armed just the same: after it answers "nothing", a sleep on the FD
-        wakes for the next message."""
+        """Every message waiting now (non-blocking, ``vdsp_board.sockets.zsock.drain``): the
+        edge-triggered FD is armed after it, so a sleep on the FD wakes for the next message."""
         with self.lock:
             if self.closed:
                 return []
-            sock = self.sock
-            if not readable(sock):
-                return []
-            out = []
-            while True:
-                try:
-                    out.append(recv_frames(sock, _NOBLOCK))
-                except zmq.Again:       # EVENTS said POLLIN, yet nothing whole to read
-                    return out
-                if not readable(sock):
-                    return out
+            return drain(self.sock)
 
     def _look(self) -> Watch:
         """Read the monitor (under the lock) into ``state``."""

@@ -6,8 +6,9 @@ time reads the links, feeds the session what arrives (which completes the reques
 msg_id: their done-callbacks run there, at once, whoever waits or not), keeps the clock
 (heartbeats, liveness) and carries out the session's actions: a thread blocked in
 ``Request.wait`` that finds no other reading reads its own reply (no second thread woken per
-task), and while no thread waits, the background thread does. The session has one owner at a
-time: the holder of ``Links.owned`` (``arm_side.links``).
+task), and while no thread waits, the background thread does; a thread whose send found a
+message waiting while no thread read reads it itself (``Reading.missed``). The session has one
+owner at a time: the holder of ``Links.owned`` (``arm_side.links``).
 """
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ class Client:
         self.connect_timeout_s = connect_timeout_s
         self._reconnecting = threading.Lock()
         self.links = Links(self, self.session, transport, self.discovery, self._open_link, self._release_link,
-                           self._relay_link, self._wake_reader, owned=threading.RLock())
+                           self._relay_link, self._wake_reader, owned=threading.RLock(), missed=self._missed,
+                           straight=True)
         self.reading = Reading(self.links, lambda: self.closed)
         # the background thread: reads while no thread waits
         self.reader = threading.Thread(target=self.reading.background, name="vdsp-sdk-reader", daemon=True)
@@ -165,6 +167,11 @@ class Client:
                                      "the thread that reads the replies, the SDK's reader thread or a waiting one, "
                                      "and this reply would never be read)")
         self.reading.wait(req, timeout_s)
+
+    def _missed(self) -> None:
+        """A send took in the signal of a message that waits: read it now or kick the reader
+        (``Reading.missed``)."""
+        self.reading.missed()
 
     def _wake_reader(self) -> None:
         """The thread that sleeps on the links must look again (``Reading.wake``)."""

@@ -35,16 +35,22 @@ from vdsp_board.processes.procfacts import ProcFacts
 class Links:
     """``client``: the driver (what its Requests wait through); ``opener(endpoint, name, watch)`` /
     ``releaser(link)``: the driver's link life; ``relay()``: the relay's link to send on;
-    ``wake()``: the blocking reader must look again (a send found a message it sleeps past, the
-    links changed); ``owned``: the session's owner (module docstring; default: none needed, one
-    thread)."""
+    ``wake()``: the blocking reader must look again (the links changed); ``missed()``: a send
+    found a message the reader sleeps past (default: ``wake``); ``owned``: the session's owner
+    (module docstring; default: none needed, one thread); ``straight``: a TASK goes straight to the
+    open link of a live peer, tracked in the step that chose it (the blocking driver: ``relay()``
+    would give that link; the asyncio one keeps what is sent while its relay is connected again,
+    to send in order after the new HELLO)."""
 
     def __init__(self, client: Any, session: Session, transport: Any, discovery: Any,
                  opener: Callable[[str, str, bool, str], Any], releaser: Callable[[Any], None],
                  relay: Callable[[], Any], wake: Callable[[], None] | None = None,
-                 owned: ContextManager[Any] | None = None) -> None:
+                 owned: ContextManager[Any] | None = None, missed: Callable[[], None] | None = None,
+                 straight: bool = False) -> None:
         self.client, self.session, self.transport, self.discovery = client, session, transport, discovery
         self._opener, self._releaser, self._relay, self._wake = opener, releaser, relay, wake
+        self._missed = missed if missed is not None else wake
+        self.straight = straight
         self.owned: ContextManager[Any] = owned if owned is not None else contextlib.nullcontext()
         self.by_key: dict[str, Any] = {}
         self.version = 0        # changes when a link opens or is released
@@ -109,6 +115,11 @@ class Links:
                     raise errors.RelayUnavailable(f"the relay's connection closed as task {msg_id} was sent; send "
                                                   "it again")
                 raise errors.CoreOffline(f"{peer.name} was declared dead as task {msg_id} was sent")
+        self._send_tracked(link, frames, msg_id)
+
+    def _send_tracked(self, link: Any, frames: list, msg_id: int) -> None:
+        """Send ``frames`` of the tracked request ``msg_id`` on ``link``; not in flight if that
+        raises (RelayUnavailable, or the transport's VdspError)."""
         try:
             missed = link.send(frames)
         except errors.VdspError:
@@ -117,8 +128,8 @@ class Links:
         except Exception as exc:      # the transport's own failure (a ZMQError)
             self._unsent(msg_id, link)
             raise errors.RelayUnavailable(f"cannot send to {link.name}: {exc}") from exc
-        if missed and self._wake is not None:
-            self._wake()
+        if missed and self._missed is not None:
+            self._missed()
 
     def _unsent(self, msg_id: int, link: Any) -> None:
         with self.owned:
@@ -156,8 +167,17 @@ class Links:
         with self.owned:
             msg_id, frames = session.task_frames(op, inputs, outputs, params, options, raw=raw)
             key, core = session.task_link(msg_id, options, bool(inputs or outputs))
-        task = Task(self.client, msg_id, op, out_mems or [], core, options=options)
+            task = Task(self.client, msg_id, op, out_mems or [], core, options=options)
+            # the link is open and its peer alive: tracked now, in the same step (as ``send``
+            # with ``live`` does: wholly before or after a declaration of death)
+            link = self.by_key.get(key) if self.straight else None
+            ready = link is not None and link.peer is not None and link.peer.alive
+            if ready:
+                session.track(task)
         self.client.tracer.submit_task(msg_id, op, options, inputs, outputs)
+        if ready:
+            self._send_tracked(link, frames, msg_id)
+            return task
         try:
             link = self.link(key)       # not owned: the relay's may be connected again (it waits)
         except BaseException:
@@ -289,8 +309,8 @@ class Links:
                     link = self.by_key.get(peer.name)
                     if link is not None:
                         try:
-                            if link.send(frames) and self._wake is not None:
-                                self._wake()
+                            if link.send(frames) and self._missed is not None:
+                                self._missed()
                         except Exception:      # a heartbeat that cannot go: liveness will tell
                             pass
                 case CloseFw(peer):

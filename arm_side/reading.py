@@ -19,14 +19,20 @@ which wakes it. A done-callback runs in the thread that reads (it holds the turn
 not wait (ApiUseError: the reply would never be read).
 
 ZeroMQ's FD is edge-triggered (``arm_side.channel``): a send may take in the signal of a message
-that waits. Every live link is ``watched``: such a send says so, and the sender kicks the sleeper
-(``wake``) on both kick fds (the leader's and the background thread's), whoever sleeps.
+that waits. Every live link is ``watched``: such a send says so, and the sender (``missed``) reads
+that message itself when no thread holds the turn (one round, as a reader: the background thread,
+asleep on the links, is not woken, and a done-callback may run in the sending thread), else kicks
+the sleeper (``wake``) on both kick fds (the leader's and the background thread's), whoever sleeps.
+Before, every such send kicked: in a pipelined loop (a window of tasks, one submitted as the
+oldest ends) that woke the background thread for ~40 % of the tasks, a thread switch and a GIL
+hand-over each.
 
 So a link's socket is read by one thread at a time, not by one thread for good: the turn passes
 with the waits, which is what keeps a sequential task to one thread woken, as the raw socket's.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import select
@@ -84,6 +90,37 @@ class Reading:
             for fd in (self.kick_lead, self.kick_idle):
                 if fd >= 0:
                     os.eventfd_write(fd, 1)
+
+    def missed(self) -> None:
+        """A send took in the signal of a message that waits (``Channel.send``): read it now in this
+        thread if no thread reads (it holds the turn for one round: what completes there runs its
+        done-callbacks here), else kick the thread that reads."""
+        if not self.turn.acquire(blocking=False):
+            self.wake()
+            return
+        if self.shut:
+            self.turn.release()
+            return
+        self._holding(self._safe_round)
+
+    def _holding(self, read: Callable[[], None]) -> None:
+        """This thread took the turn: ``read()`` as the thread that reads (the wake-ups of the
+        threads whose requests complete deferred until it sleeps or leaves), then give it up."""
+        self.reader = threading.get_ident()
+        defer_wakes()
+        try:
+            read()
+        finally:
+            try:
+                self._leave()
+            finally:
+                undefer_wakes()
+
+    def _safe_round(self) -> None:
+        try:
+            self._round()
+        except Exception:   # what a peer sent is not the error of the caller that reads
+            log.exception("SDK reader error")
 
     def forget(self, link: Any) -> None:
         """``link`` closes: out of the epoll set first (its fd number may be a new link's soon)."""
@@ -196,31 +233,23 @@ class Reading:
         It sleeps first: a message waiting now has its fd's signal pending (nobody read the socket
         since it came), or a send took that signal in and kicked (``wake``), or it was opened and
         kicked: no drain is needed before the first sleep."""
-        self.reader = threading.get_ident()
-        defer_wakes()
-        try:
-            self._arm(False)
-            leading, kick = self.leading, self.kick_lead
-            while not (req._done or self.closed()):
-                now = time.monotonic()
-                timeout = self.next_tick - now
-                if deadline is not None:
-                    if deadline <= now:
-                        return
-                    timeout = min(timeout, deadline - now)
-                wake_deferred()
-                for fd, _ in leading.poll(max(0.0, timeout)):
-                    if fd == kick:
-                        _take(kick)
-                try:
-                    self._round()
-                except Exception:   # what a peer sent is not the waiting caller's error
-                    log.exception("SDK reader error")
-        finally:
-            try:
-                self._leave()
-            finally:
-                undefer_wakes()
+        self._holding(functools.partial(self._read_until, req, deadline))
+
+    def _read_until(self, req: Request, deadline: float | None) -> None:
+        self._arm(False)
+        leading, kick = self.leading, self.kick_lead
+        while not (req._done or self.closed()):
+            now = time.monotonic()
+            timeout = self.next_tick - now
+            if deadline is not None:
+                if deadline <= now:
+                    return
+                timeout = min(timeout, deadline - now)
+            wake_deferred()
+            for fd, _ in leading.poll(max(0.0, timeout)):
+                if fd == kick:
+                    _take(kick)
+            self._safe_round()
 
     # --- the background thread ------------------------------------------------------------
     def background(self) -> None:

@@ -44,6 +44,7 @@ from arm_side.steps import (Act, Action, CloseFw, Dead, Forget, Hello, HelloFw, 
                             Send, Step, Steps, Wait)
 
 log = logging.getLogger("vdsp.sdk")
+_TASK = int(Command.TASK)   # a plain int: struct packs it without an IntEnum's __index__ call
 REFUSAL_GRACE_S = 1.0   # a HELLO that could not be sent: how long the link's monitor may take to tell a refusal
 
 
@@ -94,7 +95,8 @@ class Session:
         if not isinstance(op, int) or not 0 <= op <= 0xFFFE:
             raise errors.InvalidArgument(f"cmd must be an operator id in 0x0000..0xfffe, got {op!r}")
         msg_id = next(self.ids)
-        frames = [header.pack(Command.TASK, msg_id, op, options.priority, int(options.core), options.custom_id),
+        priority, core, custom_id = options.wire
+        frames = [header.pack(_TASK, msg_id, op, priority, core, custom_id),
                   wire.pack_body({"inputs": inputs, "outputs": outputs, "params": params or {}, "owner": self.owner})]
         if raw:
             frames.extend(raw)

@@ -38,7 +38,11 @@ def task_options(options: TaskOptions | None, loose: Mapping[str, Any],
     key: Any = None
     if options is None:
         try:
-            key = (wait_default, *loose.items(), *map(type, loose.values()))
+            if len(loose) == 1:     # the usual call (core=...): a flat key, built in a third of the time
+                ((name, value),) = loose.items()
+                key = (wait_default, name, value, type(value))
+            else:
+                key = (wait_default, *loose.items(), *map(type, loose.values()))
             return _OPTIONS[key]
         except KeyError:
             pass
@@ -175,7 +179,8 @@ class Request:
     def add_done_callback(self, cb: Callable[["Request"], None]) -> None:
         """Call ``cb(task)`` when the task ends (at once if it already has), in the thread that
         reads its reply (as soon as the reply arrives, whoever waits or not: the thread waiting for
-        it, another waiting one, or the SDK's reader thread; the asyncio client's reader
+        it, another waiting one, a thread whose send found the reply waiting while no thread read,
+        or the SDK's reader thread; the asyncio client's reader
         coroutine), which owns the session then (``arm_side.links``): it may submit, not wait."""
         with self._cb_lock:
             if not self._done:

@@ -46,6 +46,9 @@ class TaskOptions:
     priority: int = 0
     custom_id: int = 0
     timeout_ms: float | None = None
+    #: the TASK header's (priority, core, custom_id) as plain ints, made once (not an option: packing
+    #: an IntEnum such as Core.ANY costs struct an __index__ call per task)
+    wire: tuple[int, int, int] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.core, bool) or not _is_core(self.core):
@@ -58,6 +61,7 @@ class TaskOptions:
                                             or not isinstance(self.timeout_ms, (int, float))):
             raise errors.InvalidArgument(f"timeout_ms must be a number of milliseconds or None, "
                                          f"got {self.timeout_ms!r}")
+        object.__setattr__(self, "wire", (int(self.priority), int(self.core), int(self.custom_id)))
 
     @classmethod
     def of(cls, options: TaskOptions | None = None, **loose: Any) -> TaskOptions:
@@ -97,7 +101,7 @@ def _is_int(value: Any) -> bool:
 
 DEFAULT = TaskOptions()
 #: the fields, in order: the keywords every entry point takes besides ``options``
-FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TaskOptions))
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TaskOptions) if f.init)
 _FIELDS = frozenset(FIELDS)
 
 

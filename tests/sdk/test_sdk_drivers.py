@@ -396,11 +396,15 @@ def test_a_firmware_that_refused_our_hello_says_foreign_handle_as_before():
     assert isinstance(task.error, errors.ForeignHandle) and task.error.unbound
 
 
-def test_a_task_sent_as_its_relay_is_declared_dead_fails_instead_of_being_lost():
+@pytest.mark.parametrize("when", ["chosen", "tracked"])
+def test_a_task_sent_as_its_relay_is_declared_dead_fails_instead_of_being_lost(when):
     """The reader may declare the relay dead (and fail every request in flight) between the moment
     a caller chose the relay's link and the moment it tracks its task: that task was then sent on
     the dead link, tracked after the failing, and never answered (a loadtest with the relay
-    killed under load counted it lost). Now the caller finds the relay dead and raises."""
+    killed under load counted it lost). Now the caller finds the relay dead and raises
+    (``chosen``: the way through ``relay()``, which may connect again); a task whose link was
+    chosen and tracked in one step (the blocking driver's, ``Links.straight``) is failed with the
+    others when the relay is declared dead before it is sent (``tracked``)."""
     from vdsp_sim.soc.loopback import LoopbackTransport
     loop = LoopbackTransport("relay")
     try:
@@ -408,17 +412,82 @@ def test_a_task_sent_as_its_relay_is_declared_dead_fails_instead_of_being_lost()
             cl = soc.client
             links = cl.links
             choose = links.link
+            link = links["relay"]
+            send = link.send
 
             def chosen_then_dead(key):
-                link = choose(key)
+                chosen = choose(key)
                 cl.session.peer_dead(cl.session.peers[0], "killed in this test")   # what the reader does
-                return link
-            links.link = chosen_then_dead
+                return chosen
+
+            def dead_then_sent(frames):
+                if cl.session.peers[0].alive:
+                    cl.session.peer_dead(cl.session.peers[0], "killed in this test")
+                return send(frames)
+            if when == "chosen":
+                links.straight = False
+                links.link = chosen_then_dead
+            else:
+                link.send = dead_then_sent
             try:
                 with pytest.raises(errors.RelayUnavailable):
                     soc.rpc(opids.PING, core=CORE_0).wait(2000)
             finally:
-                links.link = choose
+                links.link, links.straight = choose, True
+                link.send = send
             assert not cl.session.pending
     finally:
         loop.close()
+
+
+class _Links:
+    """What ``Reading`` reads: one link, what it dispatches (and in which thread)."""
+
+    def __init__(self, link) -> None:
+        self.version, self.by_key, self.owned = 0, {"relay": link}, threading.RLock()
+        self.dispatched: list = []
+
+    def dispatch(self, link, incoming) -> None:
+        self.dispatched.append((threading.current_thread().name, incoming))
+
+    def tick(self, now) -> None:
+        pass
+
+
+class _Link:
+    closed = False
+
+    def __init__(self) -> None:
+        import os
+        self.fd = os.eventfd(0, os.EFD_NONBLOCK)
+        self.peer = peer_mod.PeerState("relay", 0.0)
+        self.waiting: list = []
+
+    def drain(self) -> list:
+        out, self.waiting = self.waiting, []
+        return out
+
+
+def test_a_send_that_took_in_a_replys_signal_reads_it_itself_when_no_thread_reads():
+    """``Channel.send`` says a message waits that the reader, asleep on the link's fd, would miss
+    (the send took in its signal). While no thread holds the turn the sending thread reads it
+    itself (before: it kicked the background thread awake, which in a pipelined loop was a thread
+    switch and a GIL hand-over for ~40 % of the tasks); while a thread reads, that one is kicked."""
+    import os
+    from arm_side.reading import Reading
+    link = _Link()
+    links = _Links(link)
+    reading = Reading(links, lambda: False)
+    try:
+        link.waiting = [[b"reply 1"]]
+        reading.missed()
+        assert links.dispatched == [(threading.current_thread().name, [[b"reply 1"]])]
+        assert reading.reader == 0 and reading.turn.acquire(blocking=False)     # given up again
+        link.waiting = [[b"reply 2"]]
+        reading.missed()            # the turn is held (here, as by a thread that reads): kicked instead
+        assert links.dispatched[1:] == [] and link.waiting == [[b"reply 2"]]
+        assert os.eventfd_read(reading.kick_lead) == 1 and os.eventfd_read(reading.kick_idle) == 1
+        reading.turn.release()
+    finally:
+        reading.close()
+        os.close(link.fd)

@@ -373,6 +373,8 @@ def socket_cases(shapes: dict[str, list], kinds: dict[str, Callable]) -> dict[st
     """``vdsp_board.sockets.zsock``'s frame calls (pyzmq's, or the compiled build's ``_zio``) on real
     inproc sockets: each shape of frames, as each buffer type, sent and received; and the calls
     that must fail (a closed socket, nothing to read, a frame that is no buffer, bad flags)."""
+    import select
+
     import zmq
 
     from vdsp_board.sockets import zsock
@@ -434,11 +436,27 @@ def socket_cases(shapes: dict[str, list], kinds: dict[str, Callable]) -> dict[st
             return outcome({"send": lambda: zsock.send_frames(a, [b"a"], zsock.NOBLOCK),
                             "routed": lambda: zsock.send_routed(a, b"id", [b"a"], zsock.NOBLOCK),
                             "recv": lambda: zsock.recv_frames(a, zsock.NOBLOCK),
-                            "readable": lambda: zsock.readable(a)}[call])
+                            "readable": lambda: zsock.readable(a),
+                            "drain": lambda: zsock.drain(a)}[call])
         finally:
             b.close(0)
-    for call in ("send", "routed", "recv", "readable"):
+    for call in ("send", "routed", "recv", "readable", "drain"):
         cases[f"zsock {call} on a closed socket"] = lambda call=call: closed(call)
+
+    def drained(messages: list) -> object:     # every message waiting, whole, then none; the FD signals the next
+        a, b = pair()
+        try:
+            for frames in messages:
+                zsock.send_frames(a, frames, zsock.NOBLOCK)
+            got = [outcome(lambda: zsock.drain(b)), outcome(lambda: zsock.drain(b))]
+            zsock.send_frames(a, [b"next"], zsock.NOBLOCK)
+            signalled = select.select([b.getsockopt(zmq.FD)], [], [], 5)[0] != []
+            return [*got, signalled, outcome(lambda: zsock.drain(b))]
+        finally:
+            a.close(0)
+            b.close(0)
+    cases["zsock drain of nothing"] = lambda: drained([])
+    cases["zsock drain of messages"] = lambda: drained([[b"a"], [b"b", b"", b"c" * 5000], [memoryview(b"d")]])
 
     def full() -> object:       # a DEALER with no peer queues nothing: EAGAIN at once
         d = ctx.socket(zmq.DEALER)

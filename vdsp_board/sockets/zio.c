@@ -224,6 +224,57 @@ static PyObject *recv_frames(PyObject *self, PyObject *const *args, Py_ssize_t n
   return out;
 }
 
+/* Every message waiting now, each a list of bytes frames: non-blocking receives until libzmq says
+ * EAGAIN. The last, failed receive has libzmq look at its commands as an EVENTS read does, so the
+ * socket's edge-triggered FD signals the next message. A multipart message arrives whole (ZeroMQ
+ * queues it atomically): EAGAIN inside one ends the drain with what came whole. Other errors raise
+ * what pyzmq raises (the messages read so far are lost with the socket's error, as with pyzmq). */
+static PyObject *drain(PyObject *self, PyObject *sock) {
+  (void)self;
+  void *handle = handle_of(sock);
+  if (handle == NULL) return NULL;
+  PyObject *out = PyList_New(0);
+  if (out == NULL) return NULL;
+  PyObject *message = NULL;
+  for (;;) {
+    zmsg msg;
+    z_msg_init(&msg);
+    if (z_msg_recv(&msg, handle, ZMQ_DONTWAIT) < 0) {
+      int e = z_errno();
+      z_msg_close(&msg);
+      if (e == EINTR) {
+        if (PyErr_CheckSignals() < 0) goto failed;
+        continue;
+      }
+      if (e == EAGAIN) break;
+      raise_errno(e);
+      goto failed;
+    }
+    PyObject *frame = PyBytes_FromStringAndSize((const char *)z_msg_data(&msg), (Py_ssize_t)z_msg_size(&msg));
+    int more = z_msg_more(&msg);
+    z_msg_close(&msg);
+    if (frame == NULL) goto failed;
+    if (message == NULL && (message = PyList_New(0)) == NULL) {
+      Py_DECREF(frame);
+      goto failed;
+    }
+    int appended = PyList_Append(message, frame);
+    Py_DECREF(frame);
+    if (appended < 0) goto failed;
+    if (!more) {
+      appended = PyList_Append(out, message);
+      Py_CLEAR(message);
+      if (appended < 0) goto failed;
+    }
+  }
+  Py_XDECREF(message); /* EAGAIN inside a message: cannot happen (atomic delivery); dropped */
+  return out;
+failed:
+  Py_XDECREF(message);
+  Py_DECREF(out);
+  return NULL;
+}
+
 static PyObject *readable(PyObject *self, PyObject *sock) {
   (void)self;
   void *handle = handle_of(sock);
@@ -292,6 +343,7 @@ static PyMethodDef methods[] = {
     {"recv_frames", (PyCFunction)(void (*)(void))recv_frames, METH_FASTCALL,
      "recv_frames(sock, flags=0): a multipart message, as a list of bytes"},
     {"readable", readable, METH_O, "readable(sock): a message waits (ZMQ_EVENTS has ZMQ_POLLIN)"},
+    {"drain", drain, METH_O, "drain(sock): every message waiting now, each a list of bytes (non-blocking)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "vdsp_board.sockets._zio",

@@ -71,3 +71,20 @@ def readable(sock: zmq.Socket) -> bool:
     if _ZIO is not None:
         return bool(_ZIO.readable(sock))
     return bool(_get(sock, EVENTS) & POLLIN)
+
+
+def drain(sock: zmq.Socket) -> list:
+    """Every message waiting now (each a list of bytes frames), without blocking; afterwards the
+    socket's edge-triggered FD signals the next message (a sleep on it wakes for it). pyzmq's way
+    asks EVENTS before each read (a failed non-blocking recv costs a zmq.Again built per call);
+    the compiled build's receives until libzmq says EAGAIN, which costs no exception in C."""
+    if _ZIO is not None:
+        out: list = _ZIO.drain(sock)
+        return out
+    got: list = []
+    while _get(sock, EVENTS) & POLLIN:
+        try:
+            got.append(recv_frames(sock, NOBLOCK))
+        except zmq.Again:       # EVENTS said POLLIN, yet nothing whole to read
+            break
+    return got
