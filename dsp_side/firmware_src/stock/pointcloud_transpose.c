@@ -87,13 +87,18 @@ VDSP_IVP_HOST_CLONES static void transpose_words(int8_t const *in, uint32_t pitc
   }
 }
 
-/* the same for consecutive words (`in` 64-byte aligned: a TCM tile): four aligned loads of 16
- * words and two rounds of byte deinterleaving (bytes j and j + 2 of 32 words, then byte j of 64) */
+/* the same for consecutive words (`in` 64-byte aligned: a TCM tile), count > 0: four aligned
+ * loads of 16 words and two rounds of byte deinterleaving (bytes j and j + 2 of 32 words, then
+ * byte j of 64). (A loop without a zero-trip test: the loads' loop-invariant work stays in the
+ * entry block, which counts the same blocks as the intrinsics as calls do.) */
 VDSP_IVP_HOST_CLONES static void transpose_packed(int8_t const *in, int8_t *row0, uint32_t row_pitch, uint32_t count) {
-  xb_vecN_2x32v const *p = (xb_vecN_2x32v const *)in;
-  xb_vecN_2x32v *r0 = (xb_vecN_2x32v *)row0, *r1 = (xb_vecN_2x32v *)(row0 + row_pitch);
-  xb_vecN_2x32v *r2 = (xb_vecN_2x32v *)(row0 + 2 * row_pitch), *r3 = (xb_vecN_2x32v *)(row0 + 3 * row_pitch);
-  for (uint32_t j = 0; j < (count + STEP - 1) / STEP; j++) {
+  xb_vecN_2x32v const *restrict p = (xb_vecN_2x32v const *)in;
+  xb_vecN_2x32v *restrict r0 = (xb_vecN_2x32v *)row0, *restrict r1 = (xb_vecN_2x32v *)(row0 + row_pitch);
+  xb_vecN_2x32v *restrict r2 = (xb_vecN_2x32v *)(row0 + 2 * row_pitch);
+  xb_vecN_2x32v *restrict r3 = (xb_vecN_2x32v *)(row0 + 3 * row_pitch);
+  uint32_t const steps = (count + STEP - 1) / STEP;
+  uint32_t j = 0;
+  do {
     xb_vecN_2x32v v0, v1, v2, v3, e01, o01, e23, o23, b0, b1, b2, b3;
     IVP_LVN_2X32_IP(v0, p, 64), IVP_LVN_2X32_IP(v1, p, 64), IVP_LVN_2X32_IP(v2, p, 64), IVP_LVN_2X32_IP(v3, p, 64);
     /* e01: bytes 0 and 2 of words 0..31 in turn; o01: bytes 1 and 3; e23, o23: of words 32..63 */
@@ -103,7 +108,7 @@ VDSP_IVP_HOST_CLONES static void transpose_packed(int8_t const *in, int8_t *row0
     IVP_DSELN_2X32I(b2, b0, e23, e01, IVP_DSELI_8B_DEINTERLEAVE_1);
     IVP_DSELN_2X32I(b3, b1, o23, o01, IVP_DSELI_8B_DEINTERLEAVE_1);
     IVP_SVN_2X32_IP(b0, r0, 64), IVP_SVN_2X32_IP(b1, r1, 64), IVP_SVN_2X32_IP(b2, r2, 64), IVP_SVN_2X32_IP(b3, r3, 64);
-  }
+  } while (++j < steps);
 }
 
 static uint32_t min_u64(uint64_t a, uint64_t b) { return (uint32_t)(a < b ? a : b); }

@@ -532,8 +532,7 @@ VDSP_IVP_INLINE void vdsp_ivp_dsel32i(xb_vecN_2x32v *hi_out, xb_vecN_2x32v *lo_o
   VDSP_IVP_EVEN_ODD(even, odd, l, h);
   VDSP_IVP_PUT(lo_out->s, even), VDSP_IVP_PUT(hi_out->s, odd);
 }
-#define IVP_DSELN_2X32I(hi_out, lo_out, hi, lo, sel) \
-  (VDSP_IVP_COUNT(DSELN_2X32I), vdsp_ivp_dsel32i(&(hi_out), &(lo_out), VDSP_IVP_I32(hi), VDSP_IVP_I32(lo), sel))
+#define IVP_DSELN_2X32I(hi_out, lo_out, hi, lo, sel) (VDSP_IVP_COUNT(DSELN_2X32I), vdsp_ivp_dsel32i(&(hi_out), &(lo_out), VDSP_IVP_I32(hi), VDSP_IVP_I32(lo), sel))
 
 /* --- aligning stores ------------------------------------------------------------------------ */
 /* IVP_ZALIGN(): an empty alignment register. */
@@ -589,11 +588,11 @@ VDSP_IVP_INLINE void vdsp_ivp_sv_32(xb_vecN_2x32v v, void *p) {
  * address bits), and p advances by inc bytes (a constant of the kernel's). */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_lv_32(void const *p) {
   xb_vecN_2x32v v;
+  VDSP_IVP_WHERE(LVN_2X32_IP, p);
   memcpy(v.s, (void const *)((uintptr_t)p & ~(uintptr_t)63u), 64);
   return v;
 }
-#define IVP_LVN_2X32_IP(v, p, inc) (VDSP_IVP_COUNT(LVN_2X32_IP), VDSP_IVP_WHERE(LVN_2X32_IP, p), \
-                                    (v) = vdsp_ivp_lv_32((void const *)(p)),                      \
+#define IVP_LVN_2X32_IP(v, p, inc) (VDSP_IVP_COUNT(LVN_2X32_IP), (v) = vdsp_ivp_lv_32((void const *)(p)), \
                                     ((p) = (VDSP_IVP_TYPEOF(p))((char const *)(p) + (inc))))
 
 /* --- emulation speed (added for the stock point-cloud kernels) ---------------------------- */
