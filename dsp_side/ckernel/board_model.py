@@ -52,6 +52,7 @@ SCATTER_LANE = Constant(0.5, "cycles/lane", "assumed: as a gather")
 OUTSIDE_LANE = Constant(DDR_ACCESS.value, "cycles/lane", "derived: a gather or scatter lane outside TCM is one "
                         "DDR access (on the board gathers reach local memory only)")
 STORE_OUTSIDE = Constant(DDR_ACCESS.value, "cycles", "derived: a 64-byte store outside TCM is one DDR access")
+LOAD_OUTSIDE = Constant(DDR_ACCESS.value, "cycles", "derived: a 64-byte load outside TCM is one DDR access")
 
 _W = int(SIMD_BYTES.value)
 N_2, N, TWO_N = _W // 4, _W // 2, _W      # lanes of 32, 16 and 8 bits in a vector
@@ -67,14 +68,14 @@ IVP: dict[str, float] = {
     "IVP_ORBN_2": ALU.value, "IVP_MOVN_2X32T": ALU.value, "IVP_SELN_2X32I": ALU.value,
     "IVP_ZALIGN": ALU.value, "IVP_SA2NX8_IP": ALU.value, "IVP_SAPOS2NX8U_FP": ALU.value,
     "IVP_FIRINTN_2XF32": ALU.value, "IVP_MAXN_2X32": ALU.value, "IVP_MINN_2X32": ALU.value,
-    "IVP_SVN_2X32_IP": ALU.value,
+    "IVP_SVN_2X32_IP": ALU.value, "IVP_LVN_2X32_IP": ALU.value, "IVP_DSELN_2X32I": ALU.value,
 }
 #: extra cycles of one use whose memory is outside TCM (the intrinsics that touch memory)
 IVP_OUTSIDE: dict[str, float] = {
     "IVP_GATHERAN_2XF32": OUTSIDE_LANE.value * N_2, "IVP_GATHERANX8S": OUTSIDE_LANE.value * N,
     "IVP_GATHERAN_2X32": OUTSIDE_LANE.value * N_2,
     "IVP_SCATTERN_2X32": OUTSIDE_LANE.value * N_2, "IVP_SA2NX8_IP": STORE_OUTSIDE.value,
-    "IVP_SVN_2X32_IP": STORE_OUTSIDE.value,
+    "IVP_SVN_2X32_IP": STORE_OUTSIDE.value, "IVP_LVN_2X32_IP": LOAD_OUTSIDE.value,
 }
 
 

@@ -330,6 +330,30 @@ def test_seln_2x32i_refuses_a_selector_outside_the_subset(driver):
     assert done.returncode != 0 and "vdsp: IVP_SELN_2X32I: selector 0x7f is not in the subset" in done.stderr.decode()
 
 
+def test_dseln_2x32i_deinterleaves_the_even_and_the_odd_bytes_of_lo_then_hi(driver):
+    hi = RNG.integers(-2**31, 2**31, 16).astype(np.int32)
+    lo = RNG.integers(-2**31, 2**31, 16).astype(np.int32)
+    out = np.frombuffer(driver("dsel", hi, lo), np.uint8)
+    both = np.concatenate([lo.view(np.uint8), hi.view(np.uint8)])      # lo's 64 bytes first
+    assert (out[:64] == both[1::2]).all()                               # hi_out: the odd bytes
+    assert (out[64:] == both[0::2]).all()                               # lo_out: the even bytes
+
+
+def test_dseln_2x32i_twice_gives_byte_j_of_64_consecutive_words(driver):
+    words = RNG.integers(-2**31, 2**31, 64).astype(np.int32)
+    v = [words[16 * k:16 * k + 16] for k in range(4)]
+    o01, e01 = np.split(np.frombuffer(driver("dsel", v[1], v[0]), np.int32), 2)
+    o23, e23 = np.split(np.frombuffer(driver("dsel", v[3], v[2]), np.int32), 2)
+    b2, b0 = np.split(np.frombuffer(driver("dsel", e23, e01), np.uint8), 2)
+    b3, b1 = np.split(np.frombuffer(driver("dsel", o23, o01), np.uint8), 2)
+    assert (np.stack([b0, b1, b2, b3]) == words.view(np.uint8).reshape(64, 4).T).all()
+
+
+def test_dseln_2x32i_refuses_a_selector_outside_the_subset(driver):
+    done = driver("dsel_bad", ok=False)
+    assert done.returncode != 0 and "vdsp: IVP_DSELN_2X32I: selector 0x7f is not in the subset" in done.stderr.decode()
+
+
 # --- aligning stores ------------------------------------------------------------------------------
 @pytest.mark.parametrize("at", [0, 5, 63])
 @pytest.mark.parametrize("count", [0, 1, 3])
@@ -352,6 +376,14 @@ def test_svn_2x32_ip_stores_64_bytes_at_the_aligned_address_below_and_advances(d
     for i in range(count):                      # store i lands at (at + 64 i) rounded down to 64
         want[64 * i:64 * i + 64] = data[16 * i:16 * i + 16].view(np.uint8)
     assert (got == want).all()
+
+
+@pytest.mark.parametrize("at", [0, 5, 63])
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_lvn_2x32_ip_loads_64_bytes_from_the_aligned_address_below_and_advances(driver, at, count):
+    space = RNG.integers(0, 256, 64 * (count + 1)).astype(np.uint8)
+    got = np.frombuffer(driver("lv", np.array([at, count], np.int32), space), np.uint8)
+    assert (got == space[:64 * count]).all()    # load i reads (at + 64 i) rounded down to 64
 
 
 # --- outside the subset ---------------------------------------------------------------------------

@@ -27,6 +27,16 @@ static void take(void *dst, size_t n) {
 
 static void give(void const *src, size_t n) { fwrite(src, 1, n, stdout); }
 
+/* the "sv" and "lv" ops' operands: at, count (0..63, 0..60) from the input; a 64-byte aligned
+ * space (as TCM) of 64 * 62 bytes, or NULL for operands out of range */
+static unsigned char *aligned_space(int32_t *at, int32_t *count) {
+  static unsigned char raw[64 * 63];
+  take(at, 4);
+  take(count, 4);
+  if (*at < 0 || *at > 63 || *count < 0 || *count > 60) return NULL;
+  return raw + (64 - (uintptr_t)raw % 64) % 64;
+}
+
 int main(int argc, char **argv) {
   static unsigned char mem[WINDOW + 64];
   if (argc != 2) return 2;
@@ -166,11 +176,8 @@ int main(int argc, char **argv) {
     give(space, 64 * ((size_t)count + 2));
   } else if (!strcmp(op, "sv")) { /* at, count, count i32 vectors -> the 64 * (count + 2) bytes */
     int32_t at, count;
-    static unsigned char raw[64 * 63];
-    unsigned char *space = raw + (64 - (uintptr_t)raw % 64) % 64; /* 64-byte aligned, as TCM */
-    take(&at, 4);
-    take(&count, 4);
-    if (at < 0 || at > 63 || count < 0 || count > 60) return 2;
+    unsigned char *space = aligned_space(&at, &count);
+    if (!space) return 2;
     memset(space, 0xee, 64 * 62);
     xb_vecN_2x32v *p = (xb_vecN_2x32v *)(space + at);
     for (int32_t i = 0; i < count; i++) {
@@ -180,6 +187,29 @@ int main(int argc, char **argv) {
     }
     if ((unsigned char *)p != space + at + 64 * count) return 3; /* the pointer advanced by 64 a store */
     give(space, 64 * ((size_t)count + 2));
+  } else if (!strcmp(op, "dsel")) { /* hi, lo i32 -> hi_out, lo_out of 8B_DEINTERLEAVE_1 */
+    xb_vecN_2x32v hi, lo, ho, lo_out;
+    take(hi.s, 64);
+    take(lo.s, 64);
+    IVP_DSELN_2X32I(ho, lo_out, hi, lo, IVP_DSELI_8B_DEINTERLEAVE_1);
+    give(ho.s, 64);
+    give(lo_out.s, 64);
+  } else if (!strcmp(op, "dsel_bad")) {
+    xb_vecN_2x32v z = IVP_ADDN_2X32(0, 0), a, b;
+    IVP_DSELN_2X32I(a, b, z, z, 0x7f);
+    give(a.s, 64);
+  } else if (!strcmp(op, "lv")) { /* at, count, 64 * (count + 1) bytes -> the count vectors loaded */
+    int32_t at, count;
+    unsigned char *space = aligned_space(&at, &count);
+    if (!space) return 2;
+    take(space, 64 * ((size_t)count + 1));
+    xb_vecN_2x32v const *p = (xb_vecN_2x32v const *)(space + at);
+    for (int32_t i = 0; i < count; i++) {
+      xb_vecN_2x32v v;
+      IVP_LVN_2X32_IP(v, p, 64);
+      give(v.s, 64);
+    }
+    if ((unsigned char const *)p != space + at + 64 * count) return 3; /* the pointer advanced by 64 a load */
   } else {
     fprintf(stderr, "ivp_driver: no op %s\n", op);
     return 2;

@@ -64,6 +64,7 @@ VDSP_IVP_HOST_CLONES static int run(long n) {
   BENCH("IVP_ORBN_2", t = IVP_ORBN_2(t, t); KEEP(t));
   BENCH("IVP_MOVN_2X32T", a = IVP_MOVN_2X32T(-1, a, t); KEEP(a));
   BENCH("IVP_SELN_2X32I", a = IVP_SELN_2X32I(a, b, IVP_SELI_8B_INTERLEAVE_1_EVEN); KEEP(a));
+  BENCH("IVP_DSELN_2X32I", { IVP_DSELN_2X32I(b, a, b, a, IVP_DSELI_8B_DEINTERLEAVE_1); KEEP(a); KEEP(b); });
   BENCH("IVP_SCATTERN_2X32", IVP_SCATTERN_2X32(a, words, off); KEEP(words));
   BENCH("IVP_GATHERANX8S+IVP_GATHERD2NX8_L", v8 = IVP_GATHERD2NX8_L(IVP_GATHERANX8S(bytes, off16)); KEEP(v8));
   BENCH("IVP_GATHERD2NX8_H", { xb_gsr gs = IVP_GATHERANX8S(bytes, off16); KEEP(gs); IVP_GATHERD2NX8_H(v8, gs); KEEP(v8); });
@@ -84,6 +85,13 @@ VDSP_IVP_HOST_CLONES static int run(long n) {
       if ((i & 1023) == 0) q = first;
       IVP_SVN_2X32_IP(a, q, 64);
       KEEP(q);
+    });
+    xb_vecN_2x32v const *l = first;
+    BENCH("IVP_LVN_2X32_IP", {
+      if ((i & 1023) == 0) l = first;
+      IVP_LVN_2X32_IP(a, l, 64);
+      KEEP(a);
+      KEEP(l);
     });
   }
   return 0;

@@ -269,6 +269,7 @@ static void check_offset(char const *name, int lane, uint32_t offset, uint32_t s
 void vdsp_ivp_refused(int what, void const *a, uint32_t b, uint32_t c) {
   if (what == VDSP_IVP_BAD_FRACTION) vdsp_ivp_fault("IVP_TRUNCN_2XF32", "fraction bits %d outside 0..31", (int)b);
   if (what == VDSP_IVP_BAD_SELECTOR) vdsp_ivp_fault("IVP_SELN_2X32I", "selector 0x%x is not in the subset", b);
+  if (what == VDSP_IVP_BAD_DSELECTOR) vdsp_ivp_fault("IVP_DSELN_2X32I", "selector 0x%x is not in the subset", b);
   char const *name = c < VDSP_IVP_IDS ? vdsp_ivp_names[c] : "IVP_?";
   uint32_t lanes[VDSP_IVP_N_2];
   memcpy(lanes, a, sizeof lanes);

@@ -13,7 +13,9 @@
  * four 32-bit gathers of 16 words (lane i of gather k: word 4i + k, `pitch` bytes apart; the
  * byte offsets computed once per call), the four bytes of each lane transposed across the four
  * vectors by eight selections (as stage 1 packs them, the other way), and the four vectors of
- * 64 bytes, byte j of the 64 words each, stored by aligned stores into rows j. Otherwise (the
+ * 64 bytes, byte j of the 64 words each, stored by aligned stores into rows j; cpm's words are
+ * consecutive in the tile: four aligned loads of 16 words and two rounds of byte deinterleaving
+ * (four IVP_DSELN_2X32I) give the four vectors instead. Otherwise (the
  * 5th values of a cmp layout whose M is not a multiple of 4) a row is built 64 bytes a step by
  * two 8-bit gathers of 32 elements joined into one vector and an aligning store. Invariants:
  * a tile's input is at most 64 kB and its element count a multiple of 64, so every gather is
@@ -85,6 +87,30 @@ VDSP_IVP_HOST_CLONES static void transpose_words(int8_t const *in, uint32_t pitc
   }
 }
 
+/* the same for consecutive words (`in` 64-byte aligned: a TCM tile), count > 0: four aligned
+ * loads of 16 words and two rounds of byte deinterleaving (bytes j and j + 2 of 32 words, then
+ * byte j of 64). (A loop without a zero-trip test: the loads' loop-invariant work stays in the
+ * entry block, which counts the same blocks as the intrinsics as calls do.) */
+VDSP_IVP_HOST_CLONES static void transpose_packed(int8_t const *in, int8_t *row0, uint32_t row_pitch, uint32_t count) {
+  xb_vecN_2x32v const *restrict p = (xb_vecN_2x32v const *)in;
+  xb_vecN_2x32v *restrict r0 = (xb_vecN_2x32v *)row0, *restrict r1 = (xb_vecN_2x32v *)(row0 + row_pitch);
+  xb_vecN_2x32v *restrict r2 = (xb_vecN_2x32v *)(row0 + 2 * row_pitch);
+  xb_vecN_2x32v *restrict r3 = (xb_vecN_2x32v *)(row0 + 3 * row_pitch);
+  uint32_t const steps = (count + STEP - 1) / STEP;
+  uint32_t j = 0;
+  do {
+    xb_vecN_2x32v v0, v1, v2, v3, e01, o01, e23, o23, b0, b1, b2, b3;
+    IVP_LVN_2X32_IP(v0, p, 64), IVP_LVN_2X32_IP(v1, p, 64), IVP_LVN_2X32_IP(v2, p, 64), IVP_LVN_2X32_IP(v3, p, 64);
+    /* e01: bytes 0 and 2 of words 0..31 in turn; o01: bytes 1 and 3; e23, o23: of words 32..63 */
+    IVP_DSELN_2X32I(o01, e01, v1, v0, IVP_DSELI_8B_DEINTERLEAVE_1);
+    IVP_DSELN_2X32I(o23, e23, v3, v2, IVP_DSELI_8B_DEINTERLEAVE_1);
+    /* bj: byte j of words 0..63 */
+    IVP_DSELN_2X32I(b2, b0, e23, e01, IVP_DSELI_8B_DEINTERLEAVE_1);
+    IVP_DSELN_2X32I(b3, b1, o23, o01, IVP_DSELI_8B_DEINTERLEAVE_1);
+    IVP_SVN_2X32_IP(b0, r0, 64), IVP_SVN_2X32_IP(b1, r1, 64), IVP_SVN_2X32_IP(b2, r2, 64), IVP_SVN_2X32_IP(b3, r3, 64);
+  } while (++j < steps);
+}
+
 static uint32_t min_u64(uint64_t a, uint64_t b) { return (uint32_t)(a < b ? a : b); }
 
 /* The elements of a tile: a multiple of 64 whose `bytes` per element fit the operator's TCM
@@ -104,8 +130,6 @@ static void cpm(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
     out[k] = (int8_t *)vdsp_tcm_alloc(k, per * dim, k ? "planes_pong" : "planes_ping");
   }
   uint32_t const tiles = (uint32_t)((slots + per - 1) / per);
-  xb_vecN_2x32Uv by4[4];
-  word_offsets(4, by4);
   vdsp_dma_t fill[2] = {0, 0}, drain[2] = {0, 0};
   if (tiles) fill[0] = vdsp_idma_copy(in[0], xyzr, min_u64(slots, per) * 4);
   for (uint32_t t = 0; t < tiles; t++) {
@@ -115,7 +139,7 @@ static void cpm(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
     vdsp_idma_wait(fill[k]);
     if (drain[k]) vdsp_idma_wait(drain[k]); /* out[k] still drains tile t - 2 */
     if (t5) vdsp_idma_wait(vdsp_idma_copy(out[k] + 4 * per, t5 + at, len)); /* plane 4 is a copy */
-    transpose_words(in[k], 4, by4, out[k], per, len);
+    transpose_packed(in[k], out[k], per, len);
     drain[k] = vdsp_idma_copy_2d(dst + at, out[k], len, dim, plane, per);
   }
   vdsp_idma_wait_all();

@@ -63,7 +63,7 @@ void vdsp_ivp_refuse_if(uint32_t bad, int what, void const *a, uint32_t b, uint3
 #ifdef __cplusplus
 }
 #endif
-enum { VDSP_IVP_BAD_WINDOW = 1, VDSP_IVP_BAD_FRACTION = 2, VDSP_IVP_BAD_SELECTOR = 3 };
+enum { VDSP_IVP_BAD_WINDOW = 1, VDSP_IVP_BAD_FRACTION = 2, VDSP_IVP_BAD_SELECTOR = 3, VDSP_IVP_BAD_DSELECTOR = 4 };
 
 /* --- how the intrinsics run on the host ---------------------------------------------------
  * Invariant: the basic blocks the runtime counts for the board-time estimate (the kernel's
@@ -179,10 +179,12 @@ enum { VDSP_IVP_BAD_WINDOW = 1, VDSP_IVP_BAD_FRACTION = 2, VDSP_IVP_BAD_SELECTOR
   X(ORBN_2) \
   X(MOVN_2X32T) \
   X(SELN_2X32I) \
+  X(DSELN_2X32I) \
   X(ZALIGN) \
   X(SA2NX8_IP) \
   X(SAPOS2NX8U_FP) \
   X(SVN_2X32_IP) \
+  X(LVN_2X32_IP) \
   X(FIRINTN_2XF32) \
   X(MAXN_2X32) \
   X(MINN_2X32)
@@ -264,6 +266,7 @@ typedef int16_t vdsp_ivp_i16 __attribute__((vector_size(64)));
 typedef int8_t vdsp_ivp_i8h __attribute__((vector_size(32)));  /* 32 bytes: half a vector */
 typedef uint8_t vdsp_ivp_u8b __attribute__((vector_size(16)));  /* the 16 predicates of a vboolN_2 */
 typedef uint32_t vdsp_ivp_u32h __attribute__((vector_size(32)));
+typedef uint8_t vdsp_ivp_u8 __attribute__((vector_size(64)));
 typedef uint32_t vdsp_ivp_u32q __attribute__((vector_size(16)));
 #define VDSP_IVP_GET(vec, from) memcpy(&(vec), (from), sizeof(vec))
 #define VDSP_IVP_PUT(to, vec) memcpy((to), &(vec), sizeof(vec))
@@ -495,6 +498,42 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo
 }
 #define IVP_SELN_2X32I(hi, lo, sel) (VDSP_IVP_COUNT(SELN_2X32I), vdsp_ivp_sel32i(VDSP_IVP_I32(hi), VDSP_IVP_I32(lo), sel))
 
+/* Selector of IVP_DSELN_2X32I (this header's value). The 128 bytes of lo then hi (lo first, the
+ * second operand) read as 8-bit elements c[0..127]:
+ *   8B_DEINTERLEAVE_1: lo_out byte k = c[2k] (the even elements), hi_out byte k = c[2k + 1] (k < 64). */
+#define IVP_DSELI_8B_DEINTERLEAVE_1 0x30
+
+/* IVP_DSELN_2X32I(hi_out, lo_out, hi, lo, sel): (a statement) the variables hi_out and lo_out
+ * become the two 64-byte results that selector `sel` makes of hi and lo (above); another
+ * selector value is a fault naming it. */
+#if defined(__clang__)
+#define VDSP_IVP_EVEN_ODD(even, odd, l, h)                                                                    \
+  (even) = __builtin_shufflevector(l, h, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 36, \
+                                   38, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62, 64, 66, 68, 70, 72, 74, 76,  \
+                                   78, 80, 82, 84, 86, 88, 90, 92, 94, 96, 98, 100, 102, 104, 106, 108, 110, 112,   \
+                                   114, 116, 118, 120, 122, 124, 126),                                             \
+  (odd) = __builtin_shufflevector(l, h, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, 33, 35, 37,   \
+                                  39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63, 65, 67, 69, 71, 73, 75, 77,   \
+                                  79, 81, 83, 85, 87, 89, 91, 93, 95, 97, 99, 101, 103, 105, 107, 109, 111, 113,    \
+                                  115, 117, 119, 121, 123, 125, 127)
+#else
+#define VDSP_IVP_EVEN_ODD(even, odd, l, h)                                   \
+  do {                                                                       \
+    vdsp_ivp_u8 k_;                                                          \
+    VDSP_IVP_LANES for (int i_ = 0; i_ < 64; i_++) k_[i_] = (uint8_t)(2 * i_); \
+    (even) = __builtin_shuffle(l, h, k_), (odd) = __builtin_shuffle(l, h, k_ + 1); \
+  } while (0)
+#endif
+VDSP_IVP_INLINE void vdsp_ivp_dsel32i(xb_vecN_2x32v *hi_out, xb_vecN_2x32v *lo_out, xb_vecN_2x32v hi,
+                                      xb_vecN_2x32v lo, int sel) {
+  VDSP_IVP_REQUIRE(sel != IVP_DSELI_8B_DEINTERLEAVE_1, VDSP_IVP_BAD_DSELECTOR, (uint32_t)sel);
+  vdsp_ivp_u8 h, l, even, odd;
+  VDSP_IVP_GET(h, hi.s), VDSP_IVP_GET(l, lo.s);
+  VDSP_IVP_EVEN_ODD(even, odd, l, h);
+  VDSP_IVP_PUT(lo_out->s, even), VDSP_IVP_PUT(hi_out->s, odd);
+}
+#define IVP_DSELN_2X32I(hi_out, lo_out, hi, lo, sel) (VDSP_IVP_COUNT(DSELN_2X32I), vdsp_ivp_dsel32i(&(hi_out), &(lo_out), VDSP_IVP_I32(hi), VDSP_IVP_I32(lo), sel))
+
 /* --- aligning stores ------------------------------------------------------------------------ */
 /* IVP_ZALIGN(): an empty alignment register. */
 VDSP_IVP_INLINE valign vdsp_ivp_zalign(void) { valign a; memset(&a, 0, sizeof a); return a; }
@@ -543,6 +582,18 @@ VDSP_IVP_INLINE void vdsp_ivp_sv_32(xb_vecN_2x32v v, void *p) {
 }
 #define IVP_SVN_2X32_IP(v, p, inc) (VDSP_IVP_COUNT(SVN_2X32_IP), vdsp_ivp_sv_32(VDSP_IVP_I32(v), (void *)(p)), \
                                     ((p) = (VDSP_IVP_TYPEOF(p))((char *)(p) + (inc))))
+
+/* IVP_LVN_2X32_IP(v, p, inc): the aligned load: the variable v becomes the 64 bytes (lane 0
+ * first) at p rounded down to a multiple of 64 bytes (the core ignores an aligned load's low
+ * address bits), and p advances by inc bytes (a constant of the kernel's). */
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_lv_32(void const *p) {
+  xb_vecN_2x32v v;
+  VDSP_IVP_WHERE(LVN_2X32_IP, p);
+  memcpy(v.s, (void const *)((uintptr_t)p & ~(uintptr_t)63u), 64);
+  return v;
+}
+#define IVP_LVN_2X32_IP(v, p, inc) (VDSP_IVP_COUNT(LVN_2X32_IP), (v) = vdsp_ivp_lv_32((void const *)(p)), \
+                                    ((p) = (VDSP_IVP_TYPEOF(p))((char const *)(p) + (inc))))
 
 /* --- emulation speed (added for the stock point-cloud kernels) ---------------------------- */
 /* VDSP_IVP_HOST_CLONES before a kernel's hot function: on x86-64 (GCC, Clang) the function, and the
