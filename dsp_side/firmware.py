@@ -44,7 +44,9 @@ import logging
 import os
 import select
 import signal
+import struct
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -52,7 +54,7 @@ from typing import Callable
 
 import zmq
 
-from protocol import errors, messages, schema, wire
+from protocol import errors, header, messages, schema, wire
 from protocol.constants import DEFAULT_WATCHDOG_MS, MAX_RAW_FRAME, Command
 from dsp_side import heap, fw_image, signing
 from dsp_side.ckernel import board_model
@@ -73,6 +75,8 @@ PURGE_EVERY_S = 1.0
 EXCEPTION_TEXT_MAX = 300  # characters of a crashing operator's exception passed on (type: message)
 REPLY_SNDHWM = 4096       # replies queued for one connection (see open_endpoint())
 PLAN_MAX, PLAN_BODY_MAX, PLAN_BYTES = 256, 16 << 10, 1 << 20    # TASK bodies whose plan is kept (_Plan)
+_OP = struct.Struct("<H")    # the op field of a header (protocol.header.STRUCT)
+QUICK_S = 50e-6           # a planned task whose last run took less is quick (Firmware.quick: the I/O thread may run it)
 # Tried and rejected: ZeroMQ's I/O thread as SCHED_BATCH (ctx.set(zmq.THREAD_SCHED_POLICY, ...)) saved the
 # firmwares ~1.5 µs of CPU per PING task under a pipelined load, but delayed each reply until this
 # thread waits or a CPU is idle: the no-op p50 through the relay was 20-40 µs worse (1.36-1.48x the
@@ -106,13 +110,15 @@ class _Plan:
     the body, count and parameter checks, which are functions of those bytes alone (the schema
     memo did that for parameters already). What can change between two such tasks is still
     checked on every task: the ownership of the handles (grants come and go), and each handle's
-    memory (freed, replaced or resized segments: ``Resolver.array``)."""
+    memory (freed, replaced or resized segments: ``Resolver.array``). ``quick``: its last run
+    through the plan took under QUICK_S (:meth:`Firmware.quick`)."""
 
-    __slots__ = ("op", "body", "spec", "inputs", "outputs", "params")
+    __slots__ = ("op", "body", "spec", "inputs", "outputs", "params", "quick")
 
     def __init__(self, op: int, body: dict, spec, inputs: list, outputs: list, params: dict) -> None:
         self.op, self.body, self.spec = op, body, spec
         self.inputs, self.outputs, self.params = inputs, outputs, params
+        self.quick = False
 
 
 class Firmware:
@@ -136,6 +142,9 @@ class Firmware:
         self.ctx.note = self.trace.note     # what an operator reports of its task (C kernels: bank conflicts)
         self._plans: dict[bytes, _Plan] = {}    # TASK body bytes -> what checking them gave (see _Plan)
         self._plan_bytes = 0
+        # Held by the thread that computes (a task, or the compute thread's work between tasks:
+        # the trace, the purge): one task at a time, whichever thread runs it (:meth:`quick`).
+        self.computing = threading.Lock()
 
     def init_operators(self) -> None:
         """The operators' init hooks (registry.init_all). Raises what a hook raises."""
@@ -161,8 +170,10 @@ class Firmware:
                 except errors.VdspError:
                     head = None         # the full decode below answers it
                 if head is not None and head.command is Command.TASK and head.op == plan.op:
-                    return self._encode_result(head.msg_id, head.op, self.execute(
-                        head.msg_id, plan, binding, time.perf_counter()))
+                    t0 = time.perf_counter()
+                    reply = self.execute(head.msg_id, plan, binding, t0)
+                    plan.quick = time.perf_counter() - t0 < QUICK_S
+                    return self._encode_result(head.msg_id, head.op, reply)
         try:
             msg = messages.check_body(wire.decode(frames))
         except errors.VdspError as exc:
@@ -173,6 +184,39 @@ class Firmware:
             return wire.encode(messages.error(msg.msg_id, errors.ApiUseError(f"{msg.command.name} is not a TASK")))
         key = frames[1] if type(frames[1]) is bytes and len(frames) == 2 else None
         return self._encode_result(msg.msg_id, msg.op, self.run_task(msg, binding, key))
+
+    def quick(self, frames: list) -> bool:
+        """Whether the TASK ``frames`` (without the identity) is quick: its body is byte for byte
+        one checked before, for the operator in its header, and its last run took under QUICK_S.
+        The I/O thread (``dsp_side.fwio``) runs a quick task itself when nothing else is handed
+        out and it holds :attr:`computing`: a no-op's reply then leaves with no thread woken."""
+        if len(frames) != 2 or type(frames[1]) is not bytes or self.unloading:
+            return False
+        plan = self._plans.get(frames[1])
+        if plan is None or not plan.quick:
+            return False
+        head = frames[0]
+        return header.command_of(head) == Command.TASK and _OP.unpack_from(head, 4)[0] == plan.op
+
+    def run_job(self, job: tuple, idle: bool = False) -> tuple[list | None, float]:
+        """Run the handed-out task ``job`` (``(identity, frames, binding)``; the caller holds
+        :attr:`computing`): its reply frames (None: none to send, or the firmware unloads: as on
+        a powered-off DSP the result is never sent) and the seconds it computed. ``idle``: no
+        task follows (the quick path): the trace is written as before the compute thread waits."""
+        _, frames, binding = job
+        trace = self.trace
+        trace.rec.poll()    # the trace switch (one stat every 0.25 s), before the task: traced if it is on
+        traced = trace.rec.on
+        if traced:
+            trace.begin(frames, binding)
+        started = time.perf_counter()
+        reply = self.run(frames, binding)
+        took = time.perf_counter() - started
+        if traced:
+            trace.end(reply, board_us=self.board)
+            if idle:
+                trace.poll(idle=True)
+        return (None if self.unloading else reply), took
 
     @staticmethod
     def _encode_result(msg_id: int, op: int, reply: wire.Message) -> list:
@@ -344,7 +388,7 @@ def serve(fw: Firmware, endpoint: str) -> None:
     if fw.watchdog:
         fw.watchdog.start_ticker()
     log.info("%s: firmware %s serving %d operators", fw.core, fw.version, len(fw.registry))
-    io = FirmwareIO(sock, admission, fw.intake(), tcp=curve.is_tcp(endpoint), name=fw.core)
+    io = FirmwareIO(sock, admission, fw.intake(), tcp=curve.is_tcp(endpoint), name=fw.core, runner=fw)
     del sock, admission     # the I/O thread's from now on
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)     # a signal (SIGUSR1: unload) wakes the wait
     signal.set_wakeup_fd(wake_w)
@@ -362,16 +406,32 @@ def serve(fw: Firmware, endpoint: str) -> None:
 
 def compute(fw: Firmware, io: FirmwareIO, waiter: select.poll, wake_r: int) -> None:
     """The compute thread's loop: run each task of ``io``'s run queue, in order, and hand its
-    reply back; purge unused mappings every PURGE_EVERY_S; return once unloading."""
-    trace, runq, bell, done = fw.trace, io.jobs.items, io.jobs.bell, io.done
+    reply back; purge unused mappings every PURGE_EVERY_S; return once unloading. It holds
+    ``fw.computing`` but while it waits (the I/O thread runs a quick task then: ``fw.quick``)."""
+    trace, runq, bell, done, computing = fw.trace, io.jobs.items, io.jobs.bell, io.done, fw.computing
     replied = False     # a reply was queued on ``done`` and its doorbell not rung yet
     next_purge = time.monotonic() + PURGE_EVERY_S
     while not fw.unloading:
-        try:
-            identity, frames, binding = runq.popleft()      # started: the I/O thread cannot take it back now
-        except IndexError:
-            trace.poll(idle=True)       # about to wait: write the trace (a SIGKILL loses little)
-            bell.clear()                # before looking again: a task handed out from now on rings again
+        with computing:
+            try:
+                job = runq.popleft()        # started: the I/O thread cannot take it back now
+            except IndexError:
+                job = None
+                trace.poll(idle=True)       # about to wait: write the trace (a SIGKILL loses little)
+                bell.clear()                # before looking again: a task handed out from now on rings again
+            else:
+                if replied:                 # the last task's reply leaves while this one computes
+                    done.bell.ring()
+                    replied = False
+                reply, took = fw.run_job(job)
+                if fw.unloading:    # stopped while the task ran: its result is never sent; the core's
+                    return          # "offline" fails it (HB_DSP_CORE_OFFLINE)
+                done.items.append((job[0], reply, took))
+                replied = True
+            if time.monotonic() >= next_purge:
+                fw.resolver.purge()
+                next_purge = time.monotonic() + PURGE_EVERY_S
+        if job is None:
             if replied:                 # rung last thing before waiting: the I/O thread it wakes finds the GIL free
                 done.bell.ring()
                 replied = False
@@ -382,26 +442,6 @@ def compute(fw: Firmware, io: FirmwareIO, waiter: select.poll, wake_r: int) -> N
                             os.read(wake_r, 64)
                         except BlockingIOError:
                             pass
-        else:
-            if replied:                 # the last task's reply leaves while this one computes
-                done.bell.ring()
-                replied = False
-            trace.rec.poll()    # the trace switch (one stat every 0.25 s), before the task: traced if it is on
-            traced = trace.rec.on
-            if traced:
-                trace.begin(frames, binding)
-            started = time.perf_counter()
-            reply = fw.run(frames, binding)
-            took = time.perf_counter() - started
-            if traced:
-                trace.end(reply, board_us=fw.board)
-            if fw.unloading:    # stopped while the task ran: as on a powered-off DSP its result is
-                return          # never sent; the core's "offline" fails it (HB_DSP_CORE_OFFLINE)
-            done.items.append((identity, reply, took))
-            replied = True
-        if time.monotonic() >= next_purge:
-            fw.resolver.purge()
-            next_purge = time.monotonic() + PURGE_EVERY_S
 
 
 def main(argv: list[str] | None = None, forked: bool = False) -> None:

@@ -27,6 +27,7 @@ import math
 import os
 import threading
 import time
+from typing import Any
 
 import zmq
 
@@ -53,8 +54,12 @@ class FirmwareIO:
     queue (clearing its doorbell before it waits) and puts ``(identity, reply frames or None,
     seconds computed)`` on :attr:`done`, one per task, in order."""
 
-    def __init__(self, sock: zmq.Socket, admission: Admission, intake: Intake, *, tcp: bool, name: str) -> None:
+    def __init__(self, sock: zmq.Socket, admission: Admission, intake: Intake, *, tcp: bool, name: str,
+                 runner: Any = None) -> None:
+        """``runner``: what runs a quick task on this thread (``dsp_side.firmware.Firmware``: its
+        ``computing`` lock, ``quick(frames)`` and ``run_job(job, idle)``); None: no quick path."""
         self.sock, self.admission, self.intake, self.tcp = sock, admission, intake, tcp
+        self.runner = runner
         self.jobs, self.done = Mailbox(intake.runq), Mailbox()
         self.batch = ReplyBatch()
         self.hellos = HelloGate(intake.ownership, f"{name}-hello")     # HELLO claims judged off this thread
@@ -106,7 +111,7 @@ class FirmwareIO:
             intake.take_items(self.hellos.ready())      # verdicts reached off this thread, and what waited on them
             if intake.out:
                 self._answer()
-            handed = intake.hand_out()                  # rung at the end of the turn (below)
+            handed = not self._quick() and intake.hand_out()    # rung at the end of the turn (below)
             if returned:
                 for item in done.take():
                     if item is STOP:
@@ -122,6 +127,24 @@ class FirmwareIO:
                 self._send(batch.take())
             if handed:      # last thing before this thread waits: the compute thread it wakes finds the GIL free
                 self.jobs.bell.ring()
+
+    def _quick(self) -> bool:
+        """The quick path (module docstring): whether a task ran here."""
+        runner, intake = self.runner, self.intake
+        if runner is None or intake.running or len(intake.inbox) != 1:
+            return False
+        if not runner.computing.acquire(blocking=False):      # the compute thread is between tasks
+            return False
+        try:
+            job = intake.quick_task(runner.quick)
+            if job is None:
+                return False
+            reply, took = runner.run_job(job, idle=True)
+        finally:
+            runner.computing.release()
+        if reply is not None:
+            self._send(self.batch.reply([job[0], *reply], took, time.monotonic(), bool(intake.inbox)))
+        return True
 
     def _take_in(self, arrived: bool) -> bool:
         """Take in what has arrived (EVENTS, not a zmq.Again per message), INTAKE_MAX messages at

@@ -83,6 +83,10 @@ class Inbox:
         self._lent -= 1
         heapq.heappush(self._heap, entry)
 
+    def best(self) -> tuple | None:
+        """The best waiting entry ``(key, identity, frames)``, left in the order; None if none waits."""
+        return self._heap[0] if self._heap else None
+
     def best_key(self) -> tuple | None:
         """The scheduling key of the best waiting entry, None if none waits."""
         return self._heap[0][0] if self._heap else None

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import collections
 import logging
+from typing import Callable
 
 from protocol import errors, header, messages, wire
 from protocol.cancel import CancelOutcome
@@ -125,6 +126,17 @@ class Intake:
         _, identity, frames = self.inbox.lend()
         self.inbox.settle(identity)
         return identity, frames, self.bindings.get(identity)
+
+    def quick_task(self, quick: Callable[[list], bool]) -> tuple[bytes, list, int | None] | None:
+        """The one waiting task, started now by the caller (as :meth:`next_task`), when nothing
+        else is handed out or waits and ``quick(frames)`` says it is quick; else None."""
+        if self.running or len(self.inbox) != 1:
+            return None
+        entry = self.inbox.best()
+        if entry is None or not quick(entry[2]):
+            return None
+        self._settle()
+        return self.next_task()
 
     def _settle(self) -> int:
         """The tasks the compute thread took from the run queue have started: out of the inbox's

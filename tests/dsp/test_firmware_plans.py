@@ -8,6 +8,7 @@ import pytest
 
 from arm_side import opids
 from arm_side.memory import MemoryManager
+from dsp_side import firmware
 from dsp_side.firmware import Firmware
 from dsp_side.operators.cv import common
 from protocol import errors, messages, wire
@@ -131,3 +132,31 @@ def test_a_tensor_descriptor_changed_in_place_is_checked_again():
         tensor.parse("input", desc)
     with pytest.raises(ValueError):                          # what is kept cannot be changed by an operator
         t.quant.scale[0] = 2.0
+
+
+def test_a_task_is_quick_once_its_checked_body_ran_quickly_and_only_for_its_operator(fw, monkeypatch):
+    """``Firmware.quick`` (the I/O thread's quick path, dsp_side.fwio): a body checked before
+    whose last run took under QUICK_S, under the operator it was checked for. (QUICK_S set so
+    that no load decides: 10 s for the no-op, 1 ms below a 2 ms sleep.)"""
+    monkeypatch.setattr(firmware, "QUICK_S", 10.0)
+    owner = fuzz._owner_id()
+    ping = wire.encode(messages.task(1, opids.PING, inputs=[], outputs=[], owner=owner))
+    assert not fw.quick(ping)                      # never checked
+    run(fw, ping)
+    run(fw, ping)                                   # from its plan: timed
+    assert fw.quick(wire.encode(messages.task(2, opids.PING, inputs=[], outputs=[], owner=owner)))
+    other = wire.encode(messages.task(3, opids.SLEEP, inputs=[], outputs=[], owner=owner))
+    assert other[1] == ping[1] and not fw.quick(other)      # the same body bytes under another operator
+    monkeypatch.setattr(firmware, "QUICK_S", 0.001)
+    slow = wire.encode(messages.task(4, opids.SLEEP, inputs=[], outputs=[], params={"ms": 2.0}, owner=owner))
+    run(fw, slow)
+    run(fw, slow)
+    assert not fw.quick(slow)
+
+
+def test_the_job_of_an_unloading_firmware_sends_no_reply(fw):
+    ping = wire.encode(messages.task(1, opids.PING, inputs=[], outputs=[], owner=fuzz._owner_id()))
+    reply, _ = fw.run_job((b"peer", ping, fuzz._owner_id()))
+    assert wire.decode(reply).command is Command.RESULT
+    fw.unloading = True         # stopped while it ran: as on a powered-off DSP, the result is never sent
+    assert fw.run_job((b"peer", ping, fuzz._owner_id()))[0] is None

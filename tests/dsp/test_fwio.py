@@ -25,9 +25,9 @@ WAIT_MS = 30_000        # a bound on waiting for what must come (a loaded host i
 
 
 class Served:
-    """A bound ROUTER served by a FirmwareIO, and a client DEALER connected to it."""
+    """A bound ROUTER served by a FirmwareIO (``runner``: its quick path), and a client DEALER connected to it."""
 
-    def __init__(self, where) -> None:
+    def __init__(self, where, runner=None) -> None:
         self.ctx = zmq.Context()
         sock = self.ctx.socket(zmq.ROUTER)
         sock.linger = 0
@@ -36,7 +36,7 @@ class Served:
         sock.bind(url)
         intake = Intake("vdsp0", "1.0.0", Ownership("test firmware", accept_relay=True),
                         Inbox(max_per_peer=PER_PEER), run_ahead=2)
-        self.io = FirmwareIO(sock, admission, intake, tcp=False, name="test")
+        self.io = FirmwareIO(sock, admission, intake, tcp=False, name="test", runner=runner)
         self.io.start()
         self.client = self.ctx.socket(zmq.DEALER)
         self.client.linger = 0
@@ -138,3 +138,59 @@ def test_answers_come_while_a_task_holds_the_gil(served):
     assert seen == {interval}
     served.end_task(job)
     assert served.recv().msg_id == 1
+
+
+class QuickRunner:
+    """The firmware's side of the quick path (``Firmware.computing``, ``quick``, ``run_job``):
+    the tasks whose msg_id is in ``quick`` are quick; ``ran`` records (msg_id, thread name)."""
+
+    def __init__(self, quick: set[int]) -> None:
+        self.computing = threading.Lock()
+        self.quick_ids = quick
+        self.ran: list[tuple[int, str]] = []
+
+    def quick(self, frames: list) -> bool:
+        return wire.decode(frames).msg_id in self.quick_ids
+
+    def run_job(self, job: tuple, idle: bool = False) -> tuple[list, float]:
+        msg_id = wire.decode(job[1]).msg_id
+        self.ran.append((msg_id, threading.current_thread().name))
+        return wire.encode(messages.result(msg_id, {"ran": msg_id})), 0.0
+
+
+def test_a_quick_task_alone_is_run_and_answered_by_the_io_thread(short_dir):
+    runner = QuickRunner({1, 2})
+    s = Served(short_dir, runner)
+    try:
+        for i in (1, 2):
+            s.send(ping(i))
+            assert s.recv().body == {"ran": i}
+        assert runner.ran == [(1, "test-io"), (2, "test-io")]
+        assert not s.io.jobs.items and s.io.intake.running == 0      # nothing was handed to a compute thread
+    finally:
+        s.close()
+
+
+def test_a_quick_task_waits_for_the_task_that_computes_one_task_at_a_time(short_dir):
+    """Task 1 (not quick) is handed out and computes: quick task 2 is handed out after it, not
+    run beside it; with the compute thread between tasks (holding ``computing``), quick task 3
+    is handed out too."""
+    runner = QuickRunner({2, 3})
+    s = Served(short_dir, runner)
+    try:
+        s.send(ping(1))
+        first = s.start_task()
+        s.send(ping(2))
+        second = s.start_task()                     # handed over while 1 computes
+        assert runner.ran == []
+        s.end_task(first)
+        s.end_task(second)
+        assert [s.recv().msg_id for _ in range(2)] == [1, 2]
+        with runner.computing:
+            s.send(ping(3))
+            third = s.start_task()
+        s.end_task(third)
+        assert s.recv().msg_id == 3
+        assert runner.ran == []
+    finally:
+        s.close()
