@@ -14,7 +14,20 @@ One turn of the loop: wait (unless something is known to wait) for the socket, t
 verdicts, the compute thread's replies, or the held replies' due time; take in at most
 INTAKE_MAX messages (a flood that never stops arriving does not keep the replies and the next
 tasks waiting); pass on the gate's verdicts; take the compute thread's replies; fill its run
-queue; send what is due. The GIL: this thread needs it for each turn. An operator that lets go
+queue (after the quick path, below); send what is due.
+
+The quick path: when nothing is handed out and the best waiting task is quick by the firmware's
+word (``runner.quick``: its body checked before, its last run under 50 µs: a no-op, a small
+copy), this thread runs it itself, holding ``runner.computing`` (the compute thread holds it but
+while it waits, so one task runs at a time still), and sends its reply; then the next one, while
+quick, for QUICK_TURN_S at most (a quick task left then waits for the next turn, which does
+not sleep); what is not quick is handed out. A sequential caller's task then
+wakes no thread of the firmware but this one, as a raw worker's would (before: this thread woke
+the compute thread and was woken by it, two thread switches and two turns of this loop per
+task), and a flood of quick tasks costs no hand-over each. A turn of quick tasks delays what
+arrives meanwhile by QUICK_TURN_S and one task at most (the held replies' HOLD_S is as long).
+
+The GIL: this thread needs it for each turn. An operator that lets go
 of it while it computes (OpenCV, numba, numpy's large loops, C kernels, ``time.sleep``) leaves
 it free; one that holds it (pure Python loops) lets this thread run once per switch interval
 (5 ms by default), and a turn then waits that long at most before it runs; quick tasks in the
@@ -42,6 +55,7 @@ from vdsp_board.sockets.zsock import _recv as recv_frame     # the backend's rec
 
 log = logging.getLogger("vdsp.firmware")
 INTAKE_MAX = 256        # messages taken in per turn, at most
+QUICK_TURN_S = 200e-6   # quick tasks run on this thread one after another for so long at most (a turn)
 IO_FAILED_EXIT = 71     # the I/O thread failed (a bug): the process exits, the core sees it die
 STOP = None             # on ``done``: the firmware unloads (send what is held, close, end the thread)
 STOP_WAIT_S = 5.0       # how long stop() waits for the thread to end
@@ -97,11 +111,12 @@ class FirmwareIO:
         poller.register(done.fileno(), zmq.POLLIN)
         done_fd = done.fileno()
         arrived = False             # a message is known to wait on the socket
+        quick = False               # quick tasks wait for the next turn of the quick path
         while True:
             returned = bool(done)   # a reply is known to wait on ``done``
             if not arrived and not returned:
                 due = batch.due_in(time.monotonic())
-                timeout = -1 if due is None else max(0, math.ceil(due * 1000))
+                timeout = 0 if quick else -1 if due is None else max(0, math.ceil(due * 1000))
                 for what, _ in poller.poll(timeout):
                     if what is sock:
                         arrived = True
@@ -111,7 +126,8 @@ class FirmwareIO:
             intake.take_items(self.hellos.ready())      # verdicts reached off this thread, and what waited on them
             if intake.out:
                 self._answer()
-            handed = not self._quick() and intake.hand_out()    # rung at the end of the turn (below)
+            quick = self._quick()
+            handed = not quick and intake.hand_out()    # rung at the end of the turn (below)
             if returned:
                 for item in done.take():
                     if item is STOP:
@@ -129,22 +145,29 @@ class FirmwareIO:
                 self.jobs.bell.ring()
 
     def _quick(self) -> bool:
-        """The quick path (module docstring): whether a task ran here."""
-        runner, intake = self.runner, self.intake
-        if runner is None or intake.running or len(intake.inbox) != 1:
+        """The quick path (module docstring): the best waiting tasks, while each is quick, for
+        QUICK_TURN_S at most. True: its turn ended with a quick task waiting (left for the next
+        turn, not handed out)."""
+        runner, intake, batch = self.runner, self.intake, self.batch
+        if runner is None or intake.running or not intake.inbox:
             return False
         if not runner.computing.acquire(blocking=False):      # the compute thread is between tasks
             return False
         try:
-            job = intake.quick_task(runner.quick)
-            if job is None:
-                return False
-            reply, took = runner.run_job(job, idle=True)
+            end = time.monotonic() + QUICK_TURN_S
+            while True:
+                job = intake.quick_task(runner.quick)
+                if job is None:
+                    return False
+                reply, took = runner.run_job(job, idle=not intake.inbox)
+                now = time.monotonic()
+                if reply is not None:       # held while another task's reply follows
+                    self._send(batch.reply([job[0], *reply], took, now, bool(intake.inbox)))
+                if now >= end:
+                    best = intake.inbox.best()
+                    return best is not None and runner.quick(best[2])
         finally:
             runner.computing.release()
-        if reply is not None:
-            self._send(self.batch.reply([job[0], *reply], took, time.monotonic(), bool(intake.inbox)))
-        return True
 
     def _take_in(self, arrived: bool) -> bool:
         """Take in what has arrived (EVENTS, not a zmq.Again per message), INTAKE_MAX messages at

@@ -128,9 +128,9 @@ class Intake:
         return identity, frames, self.bindings.get(identity)
 
     def quick_task(self, quick: Callable[[list], bool]) -> tuple[bytes, list, int | None] | None:
-        """The one waiting task, started now by the caller (as :meth:`next_task`), when nothing
-        else is handed out or waits and ``quick(frames)`` says it is quick; else None."""
-        if self.running or len(self.inbox) != 1:
+        """The best waiting task, started now by the caller (as :meth:`next_task`), when nothing
+        is handed out and ``quick(frames)`` says it is quick; else None."""
+        if self.running or not self.inbox:
             return None
         entry = self.inbox.best()
         if entry is None or not quick(entry[2]):

@@ -12,6 +12,7 @@ import time
 import pytest
 import zmq
 
+from dsp_side import fwio
 from dsp_side.fwio import FirmwareIO
 from dsp_side.inbox import Inbox
 from dsp_side.intake import Intake
@@ -192,5 +193,22 @@ def test_a_quick_task_waits_for_the_task_that_computes_one_task_at_a_time(short_
         s.end_task(third)
         assert s.recv().msg_id == 3
         assert runner.ran == []
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("turn_s", [fwio.QUICK_TURN_S, 0.0])
+def test_a_flood_of_quick_tasks_is_run_in_order_by_the_io_thread(short_dir, monkeypatch, turn_s):
+    """As many as the inbox takes, arriving together, and however short a turn of the quick path (0: one task a
+    turn, the next one left for the next turn), none is handed to the compute thread."""
+    monkeypatch.setattr(fwio, "QUICK_TURN_S", turn_s)
+    runner = QuickRunner(set(range(1, PER_PEER + 1)))
+    s = Served(short_dir, runner)
+    try:
+        for i in range(1, PER_PEER + 1):
+            s.send(ping(i))
+        assert [s.recv().msg_id for _ in range(PER_PEER)] == list(range(1, PER_PEER + 1))
+        assert runner.ran == [(i, "test-io") for i in range(1, PER_PEER + 1)]
+        assert s.io.intake.running == 0
     finally:
         s.close()
