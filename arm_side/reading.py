@@ -32,7 +32,6 @@ with the waits, which is what keeps a sequential task to one thread woken, as th
 """
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import select
@@ -156,8 +155,10 @@ class Reading:
     def _round(self) -> None:
         """Dispatch what waits on the links; tick the clock when due. The drain ends when a socket's
         EVENTS say nothing waits, which re-arms its edge-triggered fd."""
-        dispatch = self.links.dispatch
-        for link in self._sync():
+        links = self.links
+        dispatch = links.dispatch
+        same = (links.version, PeerState.generation) == self._version      # _sync's own test, without its call
+        for link in self._live if same else self._sync():
             incoming = link.drain()
             if incoming:
                 dispatch(link, incoming)
@@ -229,27 +230,37 @@ class Reading:
                             req._callbacks.remove(sleeper)
 
     def _lead(self, req: Request, deadline: float | None) -> None:
-        """Holding the turn: read until ``req`` ends, ``deadline`` passes or the client closes.
-        It sleeps first: a message waiting now has its fd's signal pending (nobody read the socket
-        since it came), or a send took that signal in and kicked (``wake``), or it was opened and
-        kicked: no drain is needed before the first sleep."""
-        self._holding(functools.partial(self._read_until, req, deadline))
-
-    def _read_until(self, req: Request, deadline: float | None) -> None:
-        self._arm(False)
-        leading, kick = self.leading, self.kick_lead
-        while not (req._done or self.closed()):
-            now = time.monotonic()
-            timeout = self.next_tick - now
-            if deadline is not None:
-                if deadline <= now:
-                    return
-                timeout = min(timeout, deadline - now)
-            wake_deferred()
-            for fd, _ in leading.poll(max(0.0, timeout)):
-                if fd == kick:
-                    _take(kick)
-            self._safe_round()
+        """Holding the turn: read until ``req`` ends, ``deadline`` passes or the client closes, as
+        :meth:`_holding` reads (written out here: this is every sequential task's path). It sleeps
+        first: a message waiting now has its fd's signal pending (nobody read the socket since it
+        came), or a send took that signal in and kicked (``wake``), or it was opened and kicked:
+        no drain is needed before the first sleep."""
+        self.reader = threading.get_ident()
+        deferred = defer_wakes()
+        try:
+            self._arm(False)
+            leading, kick, closed, monotonic = self.leading, self.kick_lead, self.closed, time.monotonic
+            while not (req._done or closed()):
+                now = monotonic()
+                timeout = self.next_tick - now
+                if deadline is not None:
+                    if deadline <= now:
+                        return
+                    timeout = min(timeout, deadline - now)
+                while deferred:                 # wake_deferred()
+                    deferred.pop().wake()
+                for fd, _ in leading.poll(max(0.0, timeout)):
+                    if fd == kick:
+                        _take(kick)
+                try:
+                    self._round()
+                except Exception:   # what a peer sent is not the error of the caller that reads
+                    log.exception("SDK reader error")
+        finally:
+            try:
+                self._leave()
+            finally:
+                undefer_wakes()
 
     # --- the background thread ------------------------------------------------------------
     def background(self) -> None:
