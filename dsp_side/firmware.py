@@ -224,7 +224,7 @@ class Firmware:
         """The frames of ``reply``: a RESULT's body (packed as ``wire.encode`` packs a
         ``messages.result``, without the Message: ~3 µs a task) or an ERROR."""
         try:
-            if type(reply) is dict:
+            if isinstance(reply, dict):
                 return [header.pack(_RESULT, msg_id), wire.pack_body(reply)]
             return wire.encode(reply)
         except errors.VdspError as exc:  # an operator returned values msgpack cannot carry
