@@ -45,6 +45,7 @@ from arm_side.steps import (Act, Action, CloseFw, Dead, Forget, Hello, HelloFw, 
 
 log = logging.getLogger("vdsp.sdk")
 _TASK = int(Command.TASK)   # a plain int: struct packs it without an IntEnum's __index__ call
+_ANY = int(Core.ANY)
 REFUSAL_GRACE_S = 1.0   # a HELLO that could not be sent: how long the link's monitor may take to tell a refusal
 
 
@@ -267,14 +268,20 @@ class Session:
         """Direct mode: the core a task goes to (the least busy running one for CORE_ANY).
 
         Raises TaskNumExceedLimit, CoreOffline / CoreCrashed / CoreDead, InvalidCore, ClaimRefused."""
-        in_flight = sum(len(p.inflight) for p in self.peers)
+        peers = self.peers
+        in_flight = 0
+        for p in peers:
+            in_flight += len(p.inflight)
         if in_flight >= MAX_TASKS_PER_CLIENT:
             raise errors.TaskNumExceedLimit(f"{in_flight} tasks already in flight (limit {MAX_TASKS_PER_CLIENT})")
-        if core == Core.ANY:
-            running = [p for p in self.peers if p.fw_endpoint is not None and p.alive]
-            if not running:
+        if core == _ANY:        # the first running core with the fewest in flight (one pass: every task's path)
+            best: PeerState | None = None
+            for p in peers:
+                if p.fw_endpoint is not None and p.alive and (best is None or len(p.inflight) < len(best.inflight)):
+                    best = p
+            if best is None:
                 raise errors.CoreOffline(f"no running core ({self.core_states})")
-            peer = min(running, key=lambda p: len(p.inflight))
+            peer = best
         else:
             index = Core(core).index
             if index is None or index >= len(self.peers):
