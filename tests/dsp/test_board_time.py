@@ -99,6 +99,9 @@ def test_a_kernel_of_known_work_gets_exactly_its_counts(board):
         assert est.parts["ivp"] == ivp and est.parts["outside_tcm"] == 16 * 100   # 16 lanes x DDR_ACCESS
         assert est.cycles == pytest.approx(5000 + ivp + 1600 + 2 * c["blocks"] + c["dma_stall"])
         assert est.us == pytest.approx(est.cycles / 1000)          # 1 GHz
+        # the runtime prices the counts after each task (vdsp_board_summary) as board_model does
+        assert est.cycles == pytest.approx(bm.cycles(c["ivp"], c["ivp_outside"], c["blocks"], c["dma_busy"],
+                                                     c["dma_stall"]).cycles)
 
 
 @needs_cc
