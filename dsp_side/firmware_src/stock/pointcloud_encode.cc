@@ -12,11 +12,10 @@
  * them by dim - 1 word selections (IVP_SELN_2X32, index vectors computed once per task), the cell
  * and the features computed on 16 lanes, the results stored into the output tiles by aligned
  * stores (64 bytes, 16 points, a store). The 5th values are stored as int32 and packed to bytes
- * 64 at a time by 8-bit gathers. Invariants: a tile holds a multiple of 64 points and starts on
- * a 64-byte boundary (TCM allocations do), a step's 64 * dim bytes too, so every load and store
- * is aligned and stays inside the tile's allocations (a last step may read stale TCM bytes past
- * the tile's points; their results are never drained); every 8-bit gather offset is below 64 kB
- * from its base, which moves with the step.
+ * 64 at a time by loads and byte deinterleaving. Invariants: a tile holds a multiple of 64
+ * points and its buffers start on 64-byte boundaries (TCM allocations do), a step's bytes are a
+ * multiple of 64 too, so every load and store is aligned and stays inside the tile's allocations
+ * (a last step may read stale TCM bytes past the tile's points; their results are never drained).
  */
 #include <string.h>
 #include <xtensa/tie/xt_ivpn.h>
@@ -27,7 +26,7 @@
 namespace {
 
 constexpr uint32_t kLanes = VDSP_IVP_N_2; /* points per step: 16 */
-constexpr uint32_t kPack = VDSP_IVP_2N;   /* 5th values packed per 8-bit step: 64 */
+constexpr uint32_t kPack = VDSP_IVP_2N;   /* 5th values packed to bytes per step: 64 */
 
 /* The float32 parameters, as the Python operator and the CPU reference compute them. */
 struct Params {
@@ -130,35 +129,36 @@ VDSP_KERNEL_INLINE void encode_step(Cursor &at, xb_vecN_2x32v const (&sel)[5][4]
   if (D == 5) IVP_SVN_2X32_IP(quantize(IVP_DIVN_2XF32(value_of<D>(v, sel[D - 1]), f.scale)), at.t32, 64);
 }
 
+/* The low byte of each of the `len` int32 at t32 into t8, 64 a step: four aligned loads of 16
+ * words and two rounds of byte deinterleaving (bytes 0 and 2 of 32 words, then byte 0 of 64),
+ * one aligned store (both TCM allocations: 64-byte aligned, room for every step). len >= 1 (a
+ * tile has points): a loop without a zero-trip test, as the stage-2 kernel's transpose_packed
+ * (docs/dsp_kernels.md, "Board time"). */
+VDSP_IVP_HOST_CLONES void pack_low_bytes(int32_t const *t32, int8_t *t8, uint32_t len) {
+  xb_vecN_2x32v const *src = (xb_vecN_2x32v const *)t32;
+  xb_vecN_2x32v *p_out = (xb_vecN_2x32v *)t8;
+  uint32_t const packs = (len + kPack - 1) / kPack;
+  uint32_t j = 0;
+  do {
+    xb_vecN_2x32v v0, v1, v2, v3, e01, o01, e23, o23, b0, b2;
+    IVP_LVN_2X32_IP(v0, src, 64), IVP_LVN_2X32_IP(v1, src, 64), IVP_LVN_2X32_IP(v2, src, 64), IVP_LVN_2X32_IP(v3, src, 64);
+    IVP_DSELN_2X32I(o01, e01, v1, v0, IVP_DSELI_8B_DEINTERLEAVE_1);
+    IVP_DSELN_2X32I(o23, e23, v3, v2, IVP_DSELI_8B_DEINTERLEAVE_1);
+    IVP_DSELN_2X32I(b2, b0, e23, e01, IVP_DSELI_8B_DEINTERLEAVE_1);
+    IVP_SVN_2X32_IP(b0, p_out, 64);
+  } while (++j < packs);
+}
+
 /* One tile of `len` points at `in` (TCM, 64-byte aligned): cells and xyzr (int32 each) and,
- * dim 5, the 5th values as int32 in t32 then as bytes in t8. */
+ * dim 5, the 5th values as int32 in t32 (pack_low_bytes makes them bytes). */
 VDSP_IVP_HOST_CLONES void encode_tile(float const *in, uint32_t len, uint32_t dim, Selectors const &sel, Params const &f,
-                                      int32_t *cells, int32_t *xyzr, int32_t *t32, int8_t *t8) {
+                                      int32_t *cells, int32_t *xyzr, int32_t *t32) {
   Cursor at = {(xb_vecN_2x32v const *)in, (xb_vecN_2x32v *)cells, (xb_vecN_2x32v *)xyzr, (xb_vecN_2x32v *)t32};
   uint32_t const steps = (len + kLanes - 1) / kLanes;
   if (dim == 5)
     for (uint32_t j = 0; j < steps; j++) encode_step<5>(at, sel.sel, f);
   else
     for (uint32_t j = 0; j < steps; j++) encode_step<4>(at, sel.sel, f);
-  if (dim != 5) return;
-  /* the low byte of each int32: 64 per step, two 8-bit gathers 4 bytes apart */
-  xb_vecNx16U byte_offset;
-  for (uint32_t i = 0; i < VDSP_IVP_N; i++) byte_offset.s[i] = (uint16_t)(4 * i);
-  int8_t const *src = (int8_t const *)t32;
-  xb_vec2Nx8 *p_out = (xb_vec2Nx8 *)t8;
-  valign a_store = IVP_ZALIGN();
-  /* len >= 1 (a tile has points): a loop without a guard, whose basic blocks are the same
-   * whether the compiler hoists the intrinsics' loop-invariant work (the byte offsets) out of it
-   * or not (docs/dsp_kernels.md, "Board time") */
-  uint32_t const packs = (len + kPack - 1) / kPack;
-  uint32_t j = 0;
-  do {
-    xb_vec2Nx8 packed = IVP_GATHERD2NX8_L(IVP_GATHERANX8S(src, byte_offset));
-    IVP_GATHERD2NX8_H(packed, IVP_GATHERANX8S(src + 4 * VDSP_IVP_N, byte_offset));
-    IVP_SA2NX8_IP(packed, a_store, p_out);
-    src += 4 * kPack;
-  } while (++j < packs);
-  IVP_SAPOS2NX8U_FP(a_store, p_out);
 }
 
 /* Points per tile: a multiple of 64 whose input and outputs fit a bank's operator budget. */
@@ -220,7 +220,8 @@ VDSP_KERNEL(pointcloud_encode_kernel) {
     }
     vdsp_idma_wait(b.fill);
     if (b.drain) vdsp_idma_wait(b.drain); /* this bank's outputs still drain tile t - 2 */
-    encode_tile(b.in, len, dim, sel, f, b.cells, b.xyzr, b.t32, b.t8);
+    encode_tile(b.in, len, dim, sel, f, b.cells, b.xyzr, b.t32);
+    if (dim == 5) pack_low_bytes(b.t32, b.t8, len);
     b.drain = vdsp_idma_copy(cells + at * 4, b.cells, len * 4);
     b.drain = vdsp_idma_copy(xyzr + at * 4, b.xyzr, len * 4);
     if (t8) b.drain = vdsp_idma_copy(t8 + at, b.t8, len);
