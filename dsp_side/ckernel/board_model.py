@@ -65,7 +65,7 @@ IVP: dict[str, float] = {
     "IVP_SCATTERN_2X32": SCATTER_LANE.value * N_2, "IVP_SCATTERW": ALU.value,
     "IVP_SUBN_2XF32": ALU.value, "IVP_DIVN_2XF32": FDIV.value, "IVP_TRUNCN_2XF32": ALU.value,
     "IVP_SLLN_2X32": ALU.value, "IVP_ADDN_2X32": ALU.value, "IVP_ULEN_2XF32": ALU.value,
-    "IVP_ORBN_2": ALU.value, "IVP_MOVN_2X32T": ALU.value, "IVP_SELN_2X32I": ALU.value,
+    "IVP_ORBN_2": ALU.value, "IVP_MOVN_2X32T": ALU.value, "IVP_SELN_2X32I": ALU.value, "IVP_SELN_2X32": ALU.value,
     "IVP_ZALIGN": ALU.value, "IVP_SA2NX8_IP": ALU.value, "IVP_SAPOS2NX8U_FP": ALU.value,
     "IVP_FIRINTN_2XF32": ALU.value, "IVP_MAXN_2X32": ALU.value, "IVP_MINN_2X32": ALU.value,
     "IVP_SVN_2X32_IP": ALU.value, "IVP_LVN_2X32_IP": ALU.value, "IVP_DSELN_2X32I": ALU.value,

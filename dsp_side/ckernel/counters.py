@@ -47,6 +47,10 @@ class Counters:
         # the prices of the ivp and ivp_outside counts, in the order of the counts (estimate())
         self._prices = np.array(list(prices.ivp) + list(prices.ivp_outside), np.float64)
         self._n = n
+        self._summary_out = (ctypes.c_double * 5)()
+        self._summary = getattr(dll, "vdsp_board_summary", None)    # (None: a library built before it)
+        if self._summary is not None:
+            self._summary.argtypes, self._summary.restype = [ctypes.c_double * 5], None
 
     def read(self) -> dict:
         """The last task's counts: ``ivp`` and ``ivp_outside`` ({name: uses}, used ones only),
@@ -61,6 +65,10 @@ class Counters:
     def estimate(self) -> board_model.Estimate:
         """The last task's board time: the priced counts (what :func:`board_model.cycles` makes of
         :meth:`read`'s, without building its dicts: after every task)."""
+        if self._summary is not None:       # priced by the runtime (the same prices, one call)
+            out = self._summary_out
+            self._summary(out)
+            return board_model.priced(out[0], out[1], int(out[2]), out[3], out[4])
         c, n = self.counts, self._n
         self._read(ctypes.byref(c))
         uses = np.frombuffer(memoryview(c), np.uint64, 2 * n).astype(np.float64)

@@ -97,11 +97,25 @@ def _owns_pages(arr: np.ndarray) -> bool:
     return isinstance(base, mmap.mmap)
 
 
-def _tiles(arrays: list) -> ctypes.Array:
-    tiles = (TileBuffer * max(1, len(arrays)))()
+def _tiles(arrays: list, tiles: ctypes.Array | None = None) -> ctypes.Array:
+    """The TileBuffers of ``arrays``: into ``tiles`` when it has their number of slots, else new."""
+    if tiles is None or len(tiles) != max(1, len(arrays)):
+        tiles = (TileBuffer * max(1, len(arrays)))()
     for tile, arr in zip(tiles, arrays):
         tile.tile_buffer, tile.data_size = (arr.ctypes.data if arr.size else None), int(arr.size)
     return tiles
+
+
+class _TaskObjects:
+    """The ctypes objects a kernel's task is passed in, reused from task to task (tasks run one
+    at a time in a process, the runtime's rule, and the runtime keeps no pointer into them after
+    vdsp_rt_run returns): a call builds no ctypes array or struct but the parameter struct."""
+
+    def __init__(self, symbol: str) -> None:
+        self.name = symbol.encode()
+        self.inputs: ctypes.Array | None = None
+        self.outputs: ctypes.Array | None = None
+        self.rc = ctypes.c_int(0)
 
 
 class CKernel:
@@ -113,6 +127,7 @@ class CKernel:
         self.struct = cparams.struct_type(self.layout)
         self._fn: int | None = None
         self._lib: Library | None = None
+        self._objects = _TaskObjects(symbol)
         self.__doc__ = entry.doc
         self.__name__ = symbol
 
@@ -131,14 +146,16 @@ class CKernel:
         assert self._lib is not None
         ins = [np.asarray(a).reshape(-1) for a in inputs]
         outs = [np.asarray(a).reshape(-1) for a in outputs]
-        in_tiles, out_tiles = _tiles(ins), _tiles(outs)
-        task = CTask(self.symbol.encode(), len(ins), len(outs), in_tiles, out_tiles, None, 0)
+        objects = self._objects
+        objects.inputs, objects.outputs = _tiles(ins, objects.inputs), _tiles(outs, objects.outputs)
+        task = CTask(objects.name, len(ins), len(outs), objects.inputs, objects.outputs, None, 0)
         keep: list = []
         if self.struct is not None:
             struct, keep = cparams.pack(self.layout, self.struct, values)
             task.param, task.param_size = ctypes.addressof(struct), ctypes.sizeof(struct)
             keep.append(struct)
-        rc = ctypes.c_int(0)
+        rc = objects.rc
+        rc.value = 0
         if self._lib.asan:          # for the crash report ASan's stop would write
             self._lib.dll.vdsp_rt_task_info(ctx.msg_id, self.entry.id, self.entry.name.encode())
         config = settings.current()

@@ -99,6 +99,9 @@ def test_a_kernel_of_known_work_gets_exactly_its_counts(board):
         assert est.parts["ivp"] == ivp and est.parts["outside_tcm"] == 16 * 100   # 16 lanes x DDR_ACCESS
         assert est.cycles == pytest.approx(5000 + ivp + 1600 + 2 * c["blocks"] + c["dma_stall"])
         assert est.us == pytest.approx(est.cycles / 1000)          # 1 GHz
+        # the runtime prices the counts after each task (vdsp_board_summary) as board_model does
+        assert est.cycles == pytest.approx(bm.cycles(c["ivp"], c["ivp_outside"], c["blocks"], c["dma_busy"],
+                                                     c["dma_stall"]).cycles)
 
 
 @needs_cc
@@ -135,16 +138,18 @@ def _calls_mode(monkeypatch) -> None:
 
 
 def _stock_counts() -> list:
-    """Both stages of both presets on a fixed cloud, by the stock image's C kernels built from its
-    source in this process: each task's outputs and board counts."""
+    """Both stages of both presets (and of CenterPoint with a number of points a pillar that is not
+    a multiple of 4) on a fixed cloud, by the stock image's C kernels built from its source in this
+    process: each task's outputs and board counts."""
     _, registry = fw_image.registry_of_source(stock, "stock")
     ctx = types.SimpleNamespace(core="vdsp1", state=None, log=logging.getLogger("vdsp.op.vdsp1"))
     enc, tr = (registry.get(e.id) for e in (pointcloud_ops.ENCODE, pointcloud_ops.TRANSPOSE))
     for spec in (enc, tr):
         spec.init(ctx)
     got = []
-    for name in ("centerpoint", "pointpillars"):
-        p = preset(name)
+    # (CenterPoint with 5 points a pillar: stage 2 builds its 5th values' rows by 8-bit gathers)
+    for name, overrides in (("centerpoint", {}), ("pointpillars", {}), ("centerpoint", {"max_points": 5})):
+        p = preset(name, **overrides)
         n = 20_000
         src = synthetic.generate(n, p.dim, seed=1).astype(np.float32).view(np.uint8).reshape(-1)
         outs = [np.zeros(n * 4, np.uint8), np.zeros(n * 4, np.uint8)] + ([np.zeros(n, np.uint8)] if p.dim == 5 else [])
@@ -163,8 +168,8 @@ def _stock_counts() -> list:
 @needs_cc
 def test_inlined_intrinsics_add_no_counted_block_to_the_stock_kernels(monkeypatch):
     """Every intrinsic of the subset (the stock kernels use them all but the scatter and its
-    wait, which the board kernel's straight-line code uses: the test below, whose run without a
-    loop iteration gets no extra block) inlined into the kernel, as images are built, gets the
+    wait and the float gather, which the board kernel's straight-line code uses: the test below,
+    whose run without a loop iteration gets no extra block) inlined into the kernel, as images are built, gets the
     very counts (intrinsics, blocks, transfers, stalls) and bytes of the reference build where
     each intrinsic is a call that is not instrumented."""
     monkeypatch.setattr(ckernel, "_LIBRARY_AT", dict(ckernel._LIBRARY_AT))   # this test's builds only
@@ -173,7 +178,8 @@ def test_inlined_intrinsics_add_no_counted_block_to_the_stock_kernels(monkeypatc
     calls = _stock_counts()
     assert [c for c, _ in inline] == [c for c, _ in calls] and [o for _, o in inline] == [o for _, o in calls]
     used = set().union(*(c["ivp"] for c, _ in inline))
-    assert used == set(bm.IVP) - {"IVP_SCATTERN_2X32", "IVP_SCATTERW"} and all(c["blocks"] > 0 for c, _ in inline)
+    board_only = {"IVP_SCATTERN_2X32", "IVP_SCATTERW", "IVP_GATHERAN_2XF32", "IVP_GATHERDN_2XF32"}
+    assert used == set(bm.IVP) - board_only and all(c["blocks"] > 0 for c, _ in inline)
 
 
 @needs_cc
@@ -190,4 +196,5 @@ def test_inlined_intrinsics_add_no_counted_block_per_iteration_of_a_kernels_loop
         assert {**inline, "blocks": 0, "dma_stall": 0} == {**call, "blocks": 0, "dma_stall": 0}
         extra.append(inline["blocks"] - call["blocks"])
     assert extra[0] == 0 and set(extra[1:]) <= {0, 1, 2} and len(set(extra[1:])) == 1
-    assert {"IVP_SCATTERN_2X32", "IVP_SCATTERW"} <= set(_count(registry, 0, 1)[0]["ivp"])  # (the test above)
+    assert {"IVP_SCATTERN_2X32", "IVP_SCATTERW", "IVP_GATHERAN_2XF32", "IVP_GATHERDN_2XF32"} <= set(
+        _count(registry, 0, 1)[0]["ivp"])  # (the test above)

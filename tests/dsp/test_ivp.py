@@ -330,6 +330,28 @@ def test_seln_2x32i_refuses_a_selector_outside_the_subset(driver):
     assert done.returncode != 0 and "vdsp: IVP_SELN_2X32I: selector 0x7f is not in the subset" in done.stderr.decode()
 
 
+def test_seln_2x32_takes_lane_i_from_word_sel_i_of_lo_then_hi(driver):
+    hi, lo = RNG.integers(-2**31, 2**31, 16).astype(np.int32), RNG.integers(-2**31, 2**31, 16).astype(np.int32)
+    sel = RNG.integers(0, 32, 16).astype(np.int32)
+    sel[:4] = [0, 15, 16, 31]                                   # the first and last word of each
+    both = np.concatenate([lo, hi])
+    assert (_i32(driver("selv", hi, lo, sel)) == both[sel]).all()
+    big = sel + np.array([32, 64, -32, 1 << 20] * 4, np.int32)  # the bits above the low 5 are ignored
+    assert (_i32(driver("selv", hi, lo, big)) == both[sel]).all()
+
+
+def test_seln_2x32_takes_the_values_of_16_points_out_of_five_vectors_as_stage_1_does(driver):
+    words = RNG.integers(-2**31, 2**31, 80).astype(np.int32)       # 16 points of 5 values
+    v = words.reshape(5, 16)
+    for c in range(5):                                          # value c: word 5i + c, by 4 selections
+        w = 5 * np.arange(16) + c
+        src, lane = w // 16, w % 16
+        acc = _i32(driver("selv", v[1], v[0], np.where(src == 1, 16 + lane, lane).astype(np.int32)))
+        for k in range(2, 5):
+            acc = _i32(driver("selv", v[k], acc, np.where(src == k, 16 + lane, np.arange(16)).astype(np.int32)))
+        assert (acc == words[w]).all()
+
+
 def test_dseln_2x32i_deinterleaves_the_even_and_the_odd_bytes_of_lo_then_hi(driver):
     hi = RNG.integers(-2**31, 2**31, 16).astype(np.int32)
     lo = RNG.integers(-2**31, 2**31, 16).astype(np.int32)

@@ -152,6 +152,13 @@ int main(int argc, char **argv) {
     give(r.s, 64);
     r = IVP_SELN_2X32I(hi, lo, IVP_SELI_INTERLEAVE_1_ODD);
     give(r.s, 64);
+  } else if (!strcmp(op, "selv")) { /* hi, lo, sel i32 -> IVP_SELN_2X32(hi, lo, sel) */
+    xb_vecN_2x32v hi, lo, sel;
+    take(hi.s, 64);
+    take(lo.s, 64);
+    take(sel.s, 64);
+    xb_vecN_2x32v r = IVP_SELN_2X32(hi, lo, sel);
+    give(r.s, 64);
   } else if (!strcmp(op, "sel_bad")) {
     xb_vecN_2x32v z = IVP_ADDN_2X32(0, 0), r = IVP_SELN_2X32I(z, z, 0x7f);
     give(r.s, 64);

@@ -105,3 +105,19 @@ void vdsp_board_counts(struct vdsp_board_counts *out) {
   out->dma_busy = board.dma_busy;
   out->dma_stall = board.stall;
 }
+
+/* The last task's counts priced, for the estimate after every task (counters.py): out[0] the
+ * intrinsics' cycles, out[1] their extra cycles outside TCM, out[2] the basic blocks, out[3]
+ * the IDMA engine's busy cycles, out[4] the core's stalls on it. */
+void vdsp_board_summary(double out[5]) {
+  double vector = 0.0, outside = 0.0;
+  for (int i = 0; i < VDSP_IVP_IDS; i++) {
+    vector += (double)vdsp_ivp_count[i] * prices.ivp[i];
+    outside += (double)vdsp_ivp_outside[i] * prices.ivp_outside[i];
+  }
+  out[0] = vector;
+  out[1] = outside;
+  out[2] = (double)board.blocks;
+  out[3] = board.dma_busy;
+  out[4] = board.stall;
+}

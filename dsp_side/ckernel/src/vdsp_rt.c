@@ -178,13 +178,25 @@ static void set_guard(int prot_none) {
   }
 }
 
+/* Performing a 2-D transfer of short rows (a drain into rows of a large output, rows far apart),
+ * the destination lines of the row VDSP_RT_ROWS_AHEAD on are prefetched for writing while this
+ * row is copied: the host's own prefetcher does not follow rows that far apart (a prefetch
+ * never faults and changes no byte; CenterPoint's stage 2, whose drains are 512-byte rows
+ * 40 000 bytes apart, takes about a tenth less on a Xeon host). */
+#define VDSP_RT_ROWS_AHEAD 2
+#define VDSP_RT_PREFETCH_ROW 4096u /* rows up to this long; longer ones stream by themselves */
 static void perform_until(int id) {
   vdsp_board_dma_waited(id);
   if (rt.strict) set_guard(0);
   for (; rt.done < id; rt.done++) {
     struct dma const *d = &rt.queue[rt.done % VDSP_RT_MAX_DMA];
-    for (uint32_t r = 0; r < d->rows; r++)
-      memmove(d->dst + (uint64_t)r * d->dst_pitch, d->src + (uint64_t)r * d->src_pitch, d->row_bytes);
+    for (uint32_t r = 0; r < d->rows; r++) {
+      uint8_t *to = d->dst + (uint64_t)r * d->dst_pitch;
+      if (r + VDSP_RT_ROWS_AHEAD < d->rows && d->row_bytes <= VDSP_RT_PREFETCH_ROW)
+        for (uint32_t o = 0; o < d->row_bytes; o += 64)
+          __builtin_prefetch(to + VDSP_RT_ROWS_AHEAD * (uint64_t)d->dst_pitch + o, 1, 3);
+      memmove(to, d->src + (uint64_t)r * d->src_pitch, d->row_bytes);
+    }
   }
   if (rt.strict) set_guard(1);
 }

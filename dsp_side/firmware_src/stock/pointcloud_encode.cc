@@ -7,14 +7,15 @@
  * in float32 (the 5th value: v / scale), rounded to nearest even, clamped to [-128, 127], NaN 0.
  *
  * The points stream through TCM: tile t comes into bank t % 2 by IDMA while tile t - 1 is computed;
- * a tile's outputs are built in the same bank and drain by IDMA. A step takes 16 points: one gather
- * per value (byte offsets 4 * (dim * i + c)), the cell and the features computed on 16 lanes, the
- * results stored into the output tiles by aligned stores (64 bytes, 16 points, a store). The 5th
- * values are stored as int32 and packed to bytes 64 at a time by 8-bit gathers. Invariants: a tile
- * holds a multiple of 64 points, so a step's gathers and stores stay inside the tile's allocations
- * (a last step may read stale TCM bytes past the tile's points; their results are never drained);
- * the output tiles start on 64-byte boundaries (TCM allocations do), so every store is aligned;
- * every gather offset is below 64 kB from its base, which moves with the step.
+ * a tile's outputs are built in the same bank and drain by IDMA. A step takes 16 points: their
+ * 16 * dim words by dim aligned loads, each value (word dim * i + c of the step) taken out of
+ * them by dim - 1 word selections (IVP_SELN_2X32, index vectors computed once per task), the cell
+ * and the features computed on 16 lanes, the results stored into the output tiles by aligned
+ * stores (64 bytes, 16 points, a store). The 5th values are stored as int32 and packed to bytes
+ * 64 at a time by loads and byte deinterleaving. Invariants: a tile holds a multiple of 64
+ * points and its buffers start on 64-byte boundaries (TCM allocations do), a step's bytes are a
+ * multiple of 64 too, so every load and store is aligned and stays inside the tile's allocations
+ * (a last step may read stale TCM bytes past the tile's points; their results are never drained).
  */
 #include <string.h>
 #include <xtensa/tie/xt_ivpn.h>
@@ -25,7 +26,7 @@
 namespace {
 
 constexpr uint32_t kLanes = VDSP_IVP_N_2; /* points per step: 16 */
-constexpr uint32_t kPack = VDSP_IVP_2N;   /* 5th values packed per 8-bit step: 64 */
+constexpr uint32_t kPack = VDSP_IVP_2N;   /* 5th values packed to bytes per step: 64 */
 
 /* The float32 parameters, as the Python operator and the CPU reference compute them. */
 struct Params {
@@ -55,66 +56,109 @@ VDSP_KERNEL_INLINE xb_vecN_2x32v encode(xb_vecN_2xf32 v, xb_vecN_2xf32 sub, xb_v
   return quantize(IVP_DIVN_2XF32(IVP_DIVN_2XF32(IVP_SUBN_2XF32(v, sub), div), scale));
 }
 
-/* One tile of `len` points at `in` (TCM): cells and xyzr (int32 each) and, dim 5, the 5th values
- * as int32 in t32 then as bytes in t8. */
-VDSP_IVP_HOST_CLONES void encode_tile(float const *in, uint32_t len, uint32_t dim, Params const &f, int32_t *cells, int32_t *xyzr,
-                 int32_t *t32, int8_t *t8) {
-  xb_vecN_2x32Uv offset[5] = {}; /* (offset[4] unused but copied for dim 4) */
-  for (uint32_t i = 0; i < kLanes; i++)
-    for (uint32_t c = 0; c < dim; c++) offset[c].s[i] = 4 * (dim * i + c);
-  /* the loop's offsets as values of their own (the host compiler keeps them in registers) */
-  xb_vecN_2x32Uv const o0 = offset[0], o1 = offset[1], o2 = offset[2], o3 = offset[3], o4 = offset[4];
-  xb_vecN_2x32v *p_cells = (xb_vecN_2x32v *)cells, *p_xyzr = (xb_vecN_2x32v *)xyzr;
-  xb_vecN_2x32v *p_t32 = (xb_vecN_2x32v *)t32;
-  uint32_t const steps = (len + kLanes - 1) / kLanes;
-  for (uint32_t j = 0; j < steps; j++, in += kLanes * dim) {
-    xb_vecN_2xf32 const x = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o0));
-    xb_vecN_2xf32 const y = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o1));
-    xb_vecN_2xf32 const z = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o2));
-    xb_vecN_2xf32 const r = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o3));
+/* The 32-bit lanes of a float vector as an integer vector and back (the same bits: on the core
+ * one register file holds both). */
+VDSP_KERNEL_INLINE xb_vecN_2xf32 as_float(xb_vecN_2x32v v) {
+  xb_vecN_2xf32 f;
+  memcpy(f.s, v.s, sizeof f.s);
+  return f;
+}
 
-    /* the cell: truncation of the float32 quotients; -1 unless strictly inside every range */
-    xb_vecN_2x32v const idx = IVP_TRUNCN_2XF32(IVP_DIVN_2XF32(IVP_SUBN_2XF32(x, f.back), f.x_scale), 0);
-    xb_vecN_2x32v const idy = IVP_TRUNCN_2XF32(IVP_DIVN_2XF32(IVP_SUBN_2XF32(y, f.right), f.y_scale), 0);
-    xb_vecN_2x32v cell = IVP_ADDN_2X32(IVP_SLLN_2X32(idy, 16), idx);
-    vboolN_2 skip = IVP_ORBN_2(IVP_ULEN_2XF32(x, f.back), IVP_ULEN_2XF32(f.front, x)); /* NaN: skipped */
-    skip = IVP_ORBN_2(skip, IVP_ULEN_2XF32(y, f.right));
-    skip = IVP_ORBN_2(skip, IVP_ULEN_2XF32(f.left, y));
-    skip = IVP_ORBN_2(skip, IVP_ULEN_2XF32(z, f.bottom));
-    skip = IVP_ORBN_2(skip, IVP_ULEN_2XF32(f.top, z));
-    cell = IVP_MOVN_2X32T(-1, cell, skip);
-    IVP_SVN_2X32_IP(cell, p_cells, 64);
+/* The selections that take value c of a step's 16 points (word D * i + c of its D vectors of
+ * 16 words: vector (D * i + c) / 16, lane (D * i + c) % 16) out of the D vectors: sel[c][0]
+ * from v1:v0, sel[c][k] (k >= 1) from v(k + 1) and what the selections before it gathered.
+ * Computed once per task (the kernel's entry), for D 4 or 5. */
+struct Selectors {
+  xb_vecN_2x32v sel[5][4];
+};
 
-    /* the features, four int8 packed into one int32 (byte 0 = x) */
-    xb_vecN_2x32v const qx = encode(x, f.sub[0], f.div[0], f.scale), qy = encode(y, f.sub[1], f.div[1], f.scale);
-    xb_vecN_2x32v const qz = encode(z, f.sub[2], f.div[2], f.scale), qr = encode(r, f.sub[3], f.div[3], f.scale);
-    xb_vecN_2x32v const xy = IVP_SELN_2X32I(qy, qx, IVP_SELI_8B_INTERLEAVE_1_EVEN);
-    xb_vecN_2x32v const zr = IVP_SELN_2X32I(qr, qz, IVP_SELI_8B_INTERLEAVE_1_EVEN);
-    IVP_SVN_2X32_IP(IVP_SELN_2X32I(zr, xy, IVP_SELI_INTERLEAVE_1_EVEN), p_xyzr, 64);
-    if (dim == 5) {
-      xb_vecN_2xf32 const t = IVP_GATHERDN_2XF32(IVP_GATHERAN_2XF32(in, o4));
-      IVP_SVN_2X32_IP(quantize(IVP_DIVN_2XF32(t, f.scale)), p_t32, 64);
-    }
-  }
-  if (dim != 5) return;
-  /* the low byte of each int32: 64 per step, two 8-bit gathers 4 bytes apart */
-  xb_vecNx16U byte_offset;
-  for (uint32_t i = 0; i < VDSP_IVP_N; i++) byte_offset.s[i] = (uint16_t)(4 * i);
-  int8_t const *src = (int8_t const *)t32;
-  xb_vec2Nx8 *p_out = (xb_vec2Nx8 *)t8;
-  valign a_store = IVP_ZALIGN();
-  /* len >= 1 (a tile has points): a loop without a guard, whose basic blocks are the same
-   * whether the compiler hoists the intrinsics' loop-invariant work (the byte offsets) out of it
-   * or not (docs/dsp_kernels.md, "Board time") */
+template <uint32_t D>
+void value_selectors(Selectors &to) {
+  xb_vecN_2x32v (&sel)[5][4] = to.sel;
+  for (uint32_t c = 0; c < D; c++)
+    for (uint32_t k = 0; k + 1 < D; k++)
+      for (uint32_t i = 0; i < kLanes; i++) {
+        uint32_t const w = D * i + c, from = w / kLanes, lane = w % kLanes;
+        sel[c][k].s[i] = (int32_t)(from == k + 1 ? kLanes + lane : k == 0 && from == 0 ? lane : i);
+      }
+}
+
+/* Value c of the step's points: D - 1 selections over its D vectors. */
+template <uint32_t D>
+VDSP_KERNEL_INLINE xb_vecN_2xf32 value_of(xb_vecN_2x32v const v[D], xb_vecN_2x32v const sel[D - 1]) {
+  xb_vecN_2x32v acc = IVP_SELN_2X32(v[1], v[0], sel[0]);
+#pragma GCC unroll 8
+  for (uint32_t k = 2; k < D; k++) acc = IVP_SELN_2X32(v[k], acc, sel[k - 1]);
+  return as_float(acc);
+}
+
+/* One step: the 16 points at `*in` (D values each: D aligned loads of 16 words, each value
+ * taken out of them by D - 1 selections), their cells and packed features stored, and for D 5
+ * the 5th values as int32. */
+struct Cursor {
+  xb_vecN_2x32v const *in;
+  xb_vecN_2x32v *cells, *xyzr, *t32;
+};
+
+template <uint32_t D>
+VDSP_KERNEL_INLINE void encode_step(Cursor &at, xb_vecN_2x32v const (&sel)[5][4], Params const &f) {
+  xb_vecN_2x32v v[D];
+#pragma GCC unroll 8
+  for (uint32_t c = 0; c < D; c++) IVP_LVN_2X32_IP(v[c], at.in, 64);
+  xb_vecN_2xf32 const x = value_of<D>(v, sel[0]), y = value_of<D>(v, sel[1]);
+  xb_vecN_2xf32 const z = value_of<D>(v, sel[2]), r = value_of<D>(v, sel[3]);
+
+  /* the cell: truncation of the float32 quotients; -1 unless strictly inside every range */
+  xb_vecN_2x32v const idx = IVP_TRUNCN_2XF32(IVP_DIVN_2XF32(IVP_SUBN_2XF32(x, f.back), f.x_scale), 0);
+  xb_vecN_2x32v const idy = IVP_TRUNCN_2XF32(IVP_DIVN_2XF32(IVP_SUBN_2XF32(y, f.right), f.y_scale), 0);
+  xb_vecN_2x32v cell = IVP_ADDN_2X32(IVP_SLLN_2X32(idy, 16), idx);
+  vboolN_2 skip = IVP_ORBN_2(IVP_ULEN_2XF32(x, f.back), IVP_ULEN_2XF32(f.front, x)); /* NaN: skipped */
+  skip = IVP_ORBN_2(skip, IVP_ULEN_2XF32(y, f.right));
+  skip = IVP_ORBN_2(skip, IVP_ULEN_2XF32(f.left, y));
+  skip = IVP_ORBN_2(skip, IVP_ULEN_2XF32(z, f.bottom));
+  skip = IVP_ORBN_2(skip, IVP_ULEN_2XF32(f.top, z));
+  cell = IVP_MOVN_2X32T(-1, cell, skip);
+  IVP_SVN_2X32_IP(cell, at.cells, 64);
+
+  /* the features, four int8 packed into one int32 (byte 0 = x) */
+  xb_vecN_2x32v const qx = encode(x, f.sub[0], f.div[0], f.scale), qy = encode(y, f.sub[1], f.div[1], f.scale);
+  xb_vecN_2x32v const qz = encode(z, f.sub[2], f.div[2], f.scale), qr = encode(r, f.sub[3], f.div[3], f.scale);
+  xb_vecN_2x32v const xy = IVP_SELN_2X32I(qy, qx, IVP_SELI_8B_INTERLEAVE_1_EVEN);
+  xb_vecN_2x32v const zr = IVP_SELN_2X32I(qr, qz, IVP_SELI_8B_INTERLEAVE_1_EVEN);
+  IVP_SVN_2X32_IP(IVP_SELN_2X32I(zr, xy, IVP_SELI_INTERLEAVE_1_EVEN), at.xyzr, 64);
+  if (D == 5) IVP_SVN_2X32_IP(quantize(IVP_DIVN_2XF32(value_of<D>(v, sel[D - 1]), f.scale)), at.t32, 64);
+}
+
+/* The low byte of each of the `len` int32 at t32 into t8, 64 a step: four aligned loads of 16
+ * words and two rounds of byte deinterleaving (bytes 0 and 2 of 32 words, then byte 0 of 64),
+ * one aligned store (both TCM allocations: 64-byte aligned, room for every step). len >= 1 (a
+ * tile has points): a loop without a zero-trip test, as the stage-2 kernel's transpose_packed
+ * (docs/dsp_kernels.md, "Board time"). */
+VDSP_IVP_HOST_CLONES void pack_low_bytes(int32_t const *t32, int8_t *t8, uint32_t len) {
+  xb_vecN_2x32v const *src = (xb_vecN_2x32v const *)t32;
+  xb_vecN_2x32v *p_out = (xb_vecN_2x32v *)t8;
   uint32_t const packs = (len + kPack - 1) / kPack;
   uint32_t j = 0;
   do {
-    xb_vec2Nx8 packed = IVP_GATHERD2NX8_L(IVP_GATHERANX8S(src, byte_offset));
-    IVP_GATHERD2NX8_H(packed, IVP_GATHERANX8S(src + 4 * VDSP_IVP_N, byte_offset));
-    IVP_SA2NX8_IP(packed, a_store, p_out);
-    src += 4 * kPack;
+    xb_vecN_2x32v v0, v1, v2, v3, e01, o01, e23, o23, b0, b2;
+    IVP_LVN_2X32_IP(v0, src, 64), IVP_LVN_2X32_IP(v1, src, 64), IVP_LVN_2X32_IP(v2, src, 64), IVP_LVN_2X32_IP(v3, src, 64);
+    IVP_DSELN_2X32I(o01, e01, v1, v0, IVP_DSELI_8B_DEINTERLEAVE_1);
+    IVP_DSELN_2X32I(o23, e23, v3, v2, IVP_DSELI_8B_DEINTERLEAVE_1);
+    IVP_DSELN_2X32I(b2, b0, e23, e01, IVP_DSELI_8B_DEINTERLEAVE_1);
+    IVP_SVN_2X32_IP(b0, p_out, 64);
   } while (++j < packs);
-  IVP_SAPOS2NX8U_FP(a_store, p_out);
+}
+
+/* One tile of `len` points at `in` (TCM, 64-byte aligned): cells and xyzr (int32 each) and,
+ * dim 5, the 5th values as int32 in t32 (pack_low_bytes makes them bytes). */
+VDSP_IVP_HOST_CLONES void encode_tile(float const *in, uint32_t len, uint32_t dim, Selectors const &sel, Params const &f,
+                                      int32_t *cells, int32_t *xyzr, int32_t *t32) {
+  Cursor at = {(xb_vecN_2x32v const *)in, (xb_vecN_2x32v *)cells, (xb_vecN_2x32v *)xyzr, (xb_vecN_2x32v *)t32};
+  uint32_t const steps = (len + kLanes - 1) / kLanes;
+  if (dim == 5)
+    for (uint32_t j = 0; j < steps; j++) encode_step<5>(at, sel.sel, f);
+  else
+    for (uint32_t j = 0; j < steps; j++) encode_step<4>(at, sel.sel, f);
 }
 
 /* Points per tile: a multiple of 64 whose input and outputs fit a bank's operator budget. */
@@ -144,6 +188,11 @@ VDSP_KERNEL(pointcloud_encode_kernel) {
     return -1;
   }
   Params const f = params_of(p);
+  Selectors sel;
+  if (dim == 5)
+    value_selectors<5>(sel);
+  else
+    value_selectors<4>(sel);
   uint32_t const per = tile_points(dim);
   Bank bank[2];
   for (int k = 0; k < 2; k++) {
@@ -171,7 +220,8 @@ VDSP_KERNEL(pointcloud_encode_kernel) {
     }
     vdsp_idma_wait(b.fill);
     if (b.drain) vdsp_idma_wait(b.drain); /* this bank's outputs still drain tile t - 2 */
-    encode_tile(b.in, len, dim, f, b.cells, b.xyzr, b.t32, b.t8);
+    encode_tile(b.in, len, dim, sel, f, b.cells, b.xyzr, b.t32);
+    if (dim == 5) pack_low_bytes(b.t32, b.t8, len);
     b.drain = vdsp_idma_copy(cells + at * 4, b.cells, len * 4);
     b.drain = vdsp_idma_copy(xyzr + at * 4, b.xyzr, len * 4);
     if (t8) b.drain = vdsp_idma_copy(t8 + at, b.t8, len);

@@ -40,19 +40,23 @@ static xb_vecNx16U lane_offsets(uint32_t pitch) {
 }
 
 /* row[e] = byte `first` of element e of `in` (elements `pitch` bytes apart; `offset`:
- * lane_offsets(pitch)), e < count rounded up to 64: the gathers' base is the element's byte */
+ * lane_offsets(pitch)), e < count rounded up to 64, count > 0: the gathers' base is the
+ * element's byte (a loop without a zero-trip test, as transpose_packed's) */
 static void gather_row(int8_t const *in, uint32_t pitch, xb_vecNx16U offset, uint32_t first, int8_t *row,
                        uint32_t count) {
   xb_vec2Nx8 *p_out = (xb_vec2Nx8 *)row;
   valign a_store = IVP_ZALIGN();
   in += first;
-  for (uint32_t j = 0; j < (count + STEP - 1) / STEP; j++, in += STEP * pitch) {
+  uint32_t const steps = (count + STEP - 1) / STEP;
+  uint32_t j = 0;
+  do {
     xb_gsr lo = IVP_GATHERANX8S(in, offset);
     xb_gsr hi = IVP_GATHERANX8S(in + VDSP_IVP_N * pitch, offset);
     xb_vec2Nx8 feature = IVP_GATHERD2NX8_L(lo);
     IVP_GATHERD2NX8_H(feature, hi);
     IVP_SA2NX8_IP(feature, a_store, p_out);
-  }
+    in += STEP * pitch;
+  } while (++j < steps);
   IVP_SAPOS2NX8U_FP(a_store, p_out);
 }
 

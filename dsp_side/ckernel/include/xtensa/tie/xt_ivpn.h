@@ -179,6 +179,7 @@ enum { VDSP_IVP_BAD_WINDOW = 1, VDSP_IVP_BAD_FRACTION = 2, VDSP_IVP_BAD_SELECTOR
   X(ORBN_2) \
   X(MOVN_2X32T) \
   X(SELN_2X32I) \
+  X(SELN_2X32) \
   X(DSELN_2X32I) \
   X(ZALIGN) \
   X(SA2NX8_IP) \
@@ -497,6 +498,29 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo
   return hi;
 }
 #define IVP_SELN_2X32I(hi, lo, sel) (VDSP_IVP_COUNT(SELN_2X32I), vdsp_ivp_sel32i(VDSP_IVP_I32(hi), VDSP_IVP_I32(lo), sel))
+
+/* IVP_SELN_2X32(hi, lo, sel): lane i = c[sel[i] mod 32] of the 32 words c of lo then hi (lo
+ * first, the second operand): any selection of 16 of the two vectors' words, by the low 5 bits
+ * of each index (the higher bits ignored: assumed). */
+#if defined(__clang__)
+#define VDSP_IVP_SELECT_WORDS(r, l, h, k)                                                      \
+  do {                                                                                        \
+    uint32_t c_[2 * VDSP_IVP_N_2], r_[VDSP_IVP_N_2], k_[VDSP_IVP_N_2];                        \
+    VDSP_IVP_PUT(c_, l), VDSP_IVP_PUT(c_ + VDSP_IVP_N_2, h), VDSP_IVP_PUT(k_, k);              \
+    VDSP_IVP_LANES for (int i_ = 0; i_ < VDSP_IVP_N_2; i_++) r_[i_] = c_[k_[i_] & 31u];       \
+    VDSP_IVP_GET(r, r_);                                                                      \
+  } while (0)
+#else
+#define VDSP_IVP_SELECT_WORDS(r, l, h, k) ((r) = __builtin_shuffle(l, h, k))
+#endif
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32(xb_vecN_2x32v hi, xb_vecN_2x32v lo, xb_vecN_2x32v sel) {
+  vdsp_ivp_u32 h, l, k, r;
+  VDSP_IVP_GET(h, hi.s), VDSP_IVP_GET(l, lo.s), VDSP_IVP_GET(k, sel.s);
+  VDSP_IVP_SELECT_WORDS(r, l, h, k & 31u);
+  VDSP_IVP_PUT(hi.s, r);
+  return hi;
+}
+#define IVP_SELN_2X32(hi, lo, sel) (VDSP_IVP_COUNT(SELN_2X32), vdsp_ivp_sel32(VDSP_IVP_I32(hi), VDSP_IVP_I32(lo), VDSP_IVP_I32(sel)))
 
 /* Selector of IVP_DSELN_2X32I (this header's value). The 128 bytes of lo then hi (lo first, the
  * second operand) read as 8-bit elements c[0..127]:
