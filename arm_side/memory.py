@@ -19,9 +19,10 @@ import math
 import mmap
 import os
 import threading
-from typing import Callable, TypeGuard
+from typing import TYPE_CHECKING, Callable, TypeGuard
 
-import numpy as np
+if TYPE_CHECKING:    # numpy is imported when an array is asked for: a process that only talks to the
+    import numpy as np  # SoC (`vdsp status`, each SoC's control commands) does not pay its ~0.2 s of CPU
 
 from protocol import acl as aclrule
 from protocol.constants import HANDLE_REGISTERED
@@ -99,12 +100,13 @@ class Mem:
                 f"0x{self._phys:x} of {self._size} bytes")
         return offset, offset + length
 
-    def array(self, dtype=np.uint8, shape=None, offset: int = 0) -> np.ndarray:
+    def array(self, dtype="uint8", shape=None, offset: int = 0) -> np.ndarray:
         """A numpy view (no copy) of the memory as the CPU sees it.
 
         Raises SysInvalidArgument if freed or if shape/offset do not fit;
         CacheCoherencyError in strict mode when the DSP wrote it since INVALIDATE.
         """
+        import numpy as np
         view = self._cpu_view()
         dt = np.dtype(dtype)
         self._span(offset, 0)
@@ -124,6 +126,7 @@ class Mem:
         (the BPU of ``arm_side.dnn``) reads and writes, bypassing the CPU cache of cached
         memory. A device write should be followed by ``MemoryManager.mark_device_written``.
         Raises SysInvalidArgument if freed."""
+        import numpy as np
         self._check_live()
         return np.frombuffer(self._ddr, dtype=np.uint8)
 

@@ -17,5 +17,6 @@ A folder per package, by what a test module tests, and the live tests apart:
 A few modules of the other folders have a live test or two beside their unit tests (marked
 ``live`` one by one). What the modules share stays here: ``conftest.py`` (fixtures, the parallel
 run's order and lock), ``live.py`` and ``supervised.py`` (SoCs for tests), ``peers.py``,
-``privilege.py``, the C sources of checks and the firmware sources of test images.
+``privilege.py``, ``capi_library.py`` (the C client library, built once per run), the C sources
+of checks and the firmware sources of test images.
 """

@@ -44,7 +44,7 @@ import pytest
 from arm_side import capi
 from arm_side.capi import opsgen
 from protocol import errors
-from tests import privilege
+from tests import capi_library, privilege
 from tests.conftest import wait_until
 from tests.live import shm_entries
 from tests.integration.test_capi import assert_point_cloud_pattern
@@ -66,7 +66,7 @@ def link_flags(library: str, out: Path) -> list[str]:
         if why:
             privilege.require(f"no libvdsp_hb: {why}")
         return [f"-L{capi_build.libdir()}", "-lvdsp_hb", f"-Wl,-rpath,{capi_build.libdir()}"]
-    capi_native.build(out)
+    capi_library.build(out)
     return [f"-L{out}", "-lvdsp_client", "-Wl,-rpath,$ORIGIN"]
 
 
@@ -362,7 +362,7 @@ def native_params():
         privilege.require(f"no C compiler ({' '.join(capi_native.cc())})")
     out = Path(tempfile.mkdtemp(prefix="vhbparams-"))
     try:
-        capi_native.build(out)
+        capi_library.build(out)
         ffi = cffi.FFI()
         types = re.sub(r'extern "Python"[^;]*;', "", (capi.DIR / "capi.cdef").read_text())
         ffi.cdef(types + opsgen.cdef() + "int vdsp_hb_native_params(int32_t cmd, const void *param, uint32_t size, "

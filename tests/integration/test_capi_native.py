@@ -29,7 +29,7 @@ import zmq
 
 from protocol import errors, header
 from protocol.constants import Command
-from tests import privilege
+from tests import capi_library, privilege
 from tests.live import shm_entries
 from tests.sdk.test_capi_wire import _sanitizers_here
 from vdsp_sim import capi_native
@@ -60,7 +60,7 @@ def built():
         privilege.require(f"no C compiler ({' '.join(capi_native.cc())})")
     out = Path(tempfile.mkdtemp(prefix="vnative-"))
     try:
-        capi_native.build(out)
+        capi_library.build(out)
         yield compile_check(out)
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -22,6 +22,13 @@ def test_the_arm_sdk_loads_no_dsp_firmware_code():
     assert loaded_after("arm_side, arm_side.nn, arm_side.cv, arm_side.pointcloud.pipeline", "dsp_side") == []
 
 
+
+def test_a_process_that_only_talks_to_the_soc_loads_no_numpy():
+    """``vdsp status``, the SoC's control commands and a client that asks for no array import the
+    SDK, not numpy (~0.2 s of CPU per process, some hundreds of them a suite run): a buffer's
+    ``array()`` imports it when asked (tests/sdk/test_memory.py uses it)."""
+    assert loaded_after("arm_side, arm_side.soc, vdsp_sim.commands.status", "numpy") == []
+
 def test_the_contract_is_pure():
     assert loaded_after("protocol.contract.cv_ids, protocol.contract.nn_ids, protocol.contract.pointcloud_ids, "
                         "protocol.contract.image_formats, protocol.contract.tensor_types", "zmq") == []
