@@ -106,6 +106,7 @@ class RelayServer:
         self.fw: list[zmq.Socket | None] = [None] * len(self.cores)
         self.fw_monitors: list[zmq.Socket | None] = [None] * len(self.cores)    # ipc: did it connect?
         self.fw_state: list[ipclink.LinkState | None] = [None] * len(self.cores)
+        self._verdict_s = 2 * hung_ms / 1000     # a firmware link gone: its core's word awaited so long at most
         # What the loop polls: the busy sockets (front, firmware links) as sockets, the wake pipe
         # of the HELLO gate, and the quiet ones (control links, their monitors) by their ZMQ_FD
         # (see _drain_quiet). A ZeroMQ socket costs zmq_poll two ZMQ_EVENTS queries per call;
@@ -229,19 +230,43 @@ class RelayServer:
         """On each tick: dead ipc control links are made again when due (HELLO on each new one); a
         firmware link whose one connection attempt failed has its tasks failed and is opened
         afresh (``RelayEngine.fw_link_stuck``). A firmware link whose connection closed is the
-        core's to report (its firmware exited); a task sent there meanwhile finds no pipe, which
-        ``flush`` takes for a stuck link."""
+        core's to report (its firmware exited); a task sent there meanwhile finds no pipe and
+        waits for that word, for ``_verdict_s`` at most (``_fw_send_failed``)."""
         self._ctl_links_again(now)
         for index, fw in enumerate(self.fw_state):
-            monitor = self.fw_monitors[index]
-            while fw is not None and monitor is not None:
-                try:
-                    fw.heard(ipclink.decode(monitor.recv_multipart(_NOBLOCK)))
-                except zmq.Again:
-                    break
-            if fw is not None and fw.dead == "failed":
+            self._hear_fw(index)
+            if fw is not None and (fw.dead == "failed" or fw.gone_at is not None and now - fw.gone_at > self._verdict_s):
                 self.engine.fw_link_stuck(index, now)
         self.flush()
+
+    def _hear_fw(self, index: int) -> None:
+        """What firmware link ``index``'s monitor said since it was last asked."""
+        fw, monitor = self.fw_state[index], self.fw_monitors[index]
+        while fw is not None and monitor is not None:
+            try:
+                fw.heard(ipclink.decode(monitor.recv_multipart(_NOBLOCK)))
+            except zmq.Again:
+                break
+
+    def _fw_send_failed(self, index: int) -> None:
+        """A message for firmware link ``index`` found no connection to go to. On an ipc link whose
+        connection was up, that connection closed: its firmware exited (or closed it), a kernel
+        fact, and its core reports why (EVENT ``crashed``/``offline``), which fails the tasks sent
+        there with the code of that state (PROTOCOL.md §10: the code follows the new state) —
+        a busy host can deliver that EVENT after this. So the tasks stay in flight, never sent
+        anywhere else, until the core's word, or until ``_verdict_s`` passes without it (twice the
+        hung deadline: a silent core is declared dead before that): then, as for any other link
+        that takes no messages (never connected; a tcp link whose firmware refused our key), they
+        fail HB_DSP_CORE_OFFLINE and the link is made afresh (``RelayEngine.fw_link_stuck``)."""
+        self._hear_fw(index)
+        fw = self.fw_state[index]
+        if fw is not None and fw.gone:
+            if fw.gone_at is None:
+                fw.gone_at = time.monotonic()
+                log.info("%s: its firmware's connection closed; its tasks wait for the core's word",
+                         self.cores[index].name)
+            return
+        self.engine.fw_link_stuck(index, time.monotonic())
 
     def _open_fw(self, index: int, endpoint: str) -> None:
         state = ipclink.LinkState(ipclink.is_ipc(endpoint))
@@ -274,9 +299,9 @@ class RelayServer:
                     if sock is not None and index not in stuck:
                         try:        # never blocks: a link whose firmware denied our key takes no message, ever
                             send_frames(sock, effect.frames, _NOBLOCK)
-                        except zmq.Again:       # its tasks fail; the link opens afresh at the next flush
+                        except zmq.Again:       # no connection: _fw_send_failed says what of its tasks
                             stuck.add(index)
-                            engine.fw_link_stuck(index, time.monotonic())
+                            self._fw_send_failed(index)
                 case ToCtl():
                     index = effect.index
                     # a send takes in the socket's pending commands: a message announced by one

@@ -43,6 +43,34 @@ def test_killed_firmware_fails_its_task_and_the_core_recovers(live_soc, mode):
     assert dmesg.count("remote processor vdsp0 is now up") == 2
 
 
+def test_a_task_sent_to_a_firmware_that_died_before_its_core_said_so_fails_core_crashed(live_soc):
+    """The relay learns of a firmware's death from its core (EVENT crashed); its own link to the
+    firmware can find the connection gone first (a busy host delays the core). A task sent there
+    meanwhile, and the task the firmware was running, died with the firmware: HB_DSP_CORE_CRASHED
+    once the core says so, not "offline" with a guess about keys (seen beside a CPU hog: 11 of 73
+    tasks of test_live_load's kill under load)."""
+    core_pid, fw_pid = live_soc.pid("vdsp0"), live_soc.fw_pid("vdsp0")
+    with Soc() as soc:
+        assert soc.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
+        running = soc.rpc(opids.SLEEP, params={"ms": 5000}, core=CORE_0)
+        time.sleep(0.3)
+        os.kill(core_pid, signal.SIGSTOP)       # its core cannot report the death for now
+        try:
+            os.kill(fw_pid, signal.SIGKILL)
+            time.sleep(0.5)                     # the relay's link sees its connection close
+            sent = soc.rpc(opids.PING, core=CORE_0)
+            time.sleep(0.5)
+            assert not sent.done(), "failed before the core said why"
+        finally:
+            os.kill(core_pid, signal.SIGCONT)
+        for task in (running, sent):
+            with pytest.raises(errors.CoreCrashed) as exc:
+                task.wait(10000)
+            assert exc.value.code == -6000291, exc.value.message
+            assert "key" not in exc.value.message
+        assert wait_until(lambda: ping_ok(soc, CORE_0), 15), "vdsp0 did not recover"
+
+
 def test_killed_relay_fails_in_flight_tasks_and_the_next_call_starts_a_new_one(live_soc):
     with Soc() as soc:
         task = soc.rpc(opids.SLEEP, params={"ms": 5000}, core=CORE_0)

@@ -129,6 +129,15 @@ class LinkState:
     def __init__(self, once: bool) -> None:
         self.once = once
         self.up = self.failed = self.ended = False
+        # When a send first found no connection on a link that had one (``gone``), else None.
+        self.gone_at: float | None = None
+
+    @property
+    def gone(self) -> bool:
+        """The connection it made is closed (its peer closed it or exited): known from the
+        monitor (``ended``) or before it says so, from a send that found no pipe on an ipc link
+        that was up (the caller's fact, :attr:`gone_at`). A link that never connected is ``failed``."""
+        return self.once and self.up and not self.failed
 
     def heard(self, event: int | None) -> None:
         if event == zmq.EVENT_CONNECTED:
