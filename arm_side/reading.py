@@ -153,14 +153,24 @@ class Reading:
             self._version, self._live = version, live
         return live
 
-    def _round(self) -> None:
+    def _round(self, woken: bool = False) -> None:
         """Dispatch what waits on the links; tick the clock when due. The drain ends when a socket's
-        EVENTS say nothing waits, which re-arms its edge-triggered fd."""
+        EVENTS say nothing waits, which re-arms its edge-triggered fd. ``woken``: the thread woke
+        for the links' fds and was not kicked: of several links, only those whose fds fire are
+        drained (a quiet fd's link has nothing new: its last drain emptied it, and a send that
+        took in the signal of a message since kicked); after the links changed, all are."""
         links = self.links
         dispatch = links.dispatch
         same = (links.version, PeerState.generation) == self._version      # _sync's own test, without its call
         now = time.monotonic()      # when what is drained now was heard, and the clock's time
-        for link in self._live if same else self._sync():
+        live = self._live if same else self._sync()
+        if woken and same and len(live) > 1:       # direct mode: a core's control link and firmware link each
+            fds, live = self._fds, []
+            for fd, _ in self.on_links.poll(0):
+                link = fds.get(fd)
+                if link is not None:
+                    live.append(link)
+        for link in live:
             incoming = link.drain()
             if incoming:
                 dispatch(link, incoming, now)
@@ -267,11 +277,15 @@ class Reading:
                         timeout = deadline - now
                 while deferred:                 # wake_deferred()
                     deferred.pop().wake()
+                woken = False
                 for fd, _ in leading.poll(timeout if timeout > 0.0 else 0.0):
                     if fd == kick:
                         _take(kick)
+                        woken = False
+                        break
+                    woken = True
                 try:
-                    self._round()
+                    self._round(woken)
                 except Exception:   # what a peer sent is not the error of the caller that reads
                     log.exception("SDK reader error")
         finally:

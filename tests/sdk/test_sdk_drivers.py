@@ -198,12 +198,12 @@ def test_the_blocking_client_reads_by_turns_a_waiting_thread_its_own_reply(share
         readers.add(threading.current_thread().name)
         return dispatch(self, link, incoming, now)
 
-    def spy_round(self):
+    def spy_round(self, *woken):
         with count:
             inside[0] += 1
             most[0] = max(most[0], inside[0])
         try:
-            return round_(self)
+            return round_(self, *woken)
         finally:
             with count:
                 inside[0] -= 1
