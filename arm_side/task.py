@@ -291,8 +291,8 @@ class Task(Request):
             self.queue_us = queued if queued > 0 else 0
         if self.error is None and self.outputs:
             self.client.after_task(self)
-        tracer = getattr(self.client, "tracer", None)
-        if tracer is not None and tracer.rec.on:        # complete's own test, without its call and keywords
+        tracer = self.client.tracer     # a Task's client is a Client or an AsyncClient (Links.submit): it has one
+        if tracer.rec.on:               # complete's own test, without its call and keywords
             tracer.complete(self.msg_id, code=self.error.code if self.error else 0, core=self.core,
                             exec_us=self.exec_us, queue_us=self.queue_us)
 
@@ -308,17 +308,17 @@ class Task(Request):
         ``timeout_ms`` None: the task's ``options.timeout_ms``, else for ever."""
         if self.released:
             raise errors.InvalidTaskHandle(f"task {self.msg_id} was released")
-        tracer = getattr(self.client, "tracer", None)
-        t0 = tracer.wait_begin() if tracer is not None and tracer.rec.on else 0     # wait_begin's own test first
+        tracer = self.client.tracer     # a Task's client has one (see _on_complete)
+        t0 = tracer.wait_begin() if tracer.rec.on else 0     # wait_begin's own test first
         if not self._done:
             if timeout_ms is None:
                 timeout_ms = self.options.timeout_ms or 0       # options.wait_ms(0), without its call
             try:      # Request.wait, without its call
                 self.client.wait_for(self, None if timeout_ms <= 0 else timeout_ms / 1000.0)
             finally:
-                if t0 and tracer is not None:
+                if t0:
                     tracer.wait_end(self.msg_id, t0)
-        elif t0 and tracer is not None:
+        elif t0:
             tracer.wait_end(self.msg_id, t0)
         if self.error is not None:
             raise self.error
