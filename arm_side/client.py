@@ -162,11 +162,12 @@ class Client:
         read) or once the connection is closed."""
         if req._done:
             return
-        if self.reading.mine():
+        me = threading.get_ident()
+        if self.reading.reader == me:       # reading.mine(), without its call
             raise errors.ApiUseError(f"request {req.msg_id}: a done-callback cannot wait for a reply (it runs in "
                                      "the thread that reads the replies, the SDK's reader thread or a waiting one, "
                                      "and this reply would never be read)")
-        self.reading.wait(req, timeout_s)
+        self.reading.wait(req, timeout_s, me)
 
     def _missed(self) -> None:
         """A send took in the signal of a message that waits: read it now or kick the reader

@@ -166,15 +166,21 @@ class Links:
         session = self.session
         with self.owned:
             msg_id, frames = session.task_frames(op, inputs, outputs, params, options, raw=raw)
-            key, core = session.task_link(msg_id, options, bool(inputs or outputs))
+            if session.mode == "relay":     # task_link's own answer there, without its call
+                key, core = "relay", ""
+            else:
+                key, core = session.task_link(msg_id, options, bool(inputs or outputs))
             task = Task(self.client, msg_id, op, out_mems or [], core, options=options)
             # the link is open and its peer alive: tracked now, in the same step (as ``send``
             # with ``live`` does: wholly before or after a declaration of death)
             link = self.by_key.get(key) if self.straight else None
-            ready = link is not None and link.peer is not None and link.peer.alive
+            peer = link.peer if link is not None else None
+            ready = peer is not None and peer._alive       # PeerState.alive, without the property's call
             if ready:
-                session.track(task)
-        self.client.tracer.submit_task(msg_id, op, options, inputs, outputs)
+                session.pending[msg_id] = task      # session.track(task), without its call
+        rec = self.client.tracer.rec        # tracer.submit_task's own test, without its call
+        if rec.poll():
+            self.client.tracer.submit_task(msg_id, op, options, inputs, outputs)
         if ready:
             self._send_tracked(link, frames, msg_id)
             return task
@@ -242,10 +248,12 @@ class Links:
         return None
 
     # --- what arrives, the clock ----------------------------------------------------------
-    def dispatch(self, link: Any, incoming: list) -> None:
-        """What ``link`` brought, to the session (owned: its requests complete here, their
-        done-callbacks run here)."""
-        receive, peer, now = self.session.receive, link.peer, time.monotonic()
+    def dispatch(self, link: Any, incoming: list, now: float | None = None) -> None:
+        """What ``link`` brought (heard at ``now``, default: now), to the session (owned: its
+        requests complete here, their done-callbacks run here)."""
+        receive, peer = self.session.receive, link.peer
+        if now is None:
+            now = time.monotonic()
         with self.owned:
             for frames in incoming:
                 actions = receive(peer, frames, now)

@@ -71,7 +71,8 @@ class Reading:
         self.kick_lead, self.kick_idle = _eventfd(), _eventfd()
         self.on_links = select.epoll()      # the live links' fds
         self.leading = select.epoll()       # a waiting thread that reads sleeps on the links and its kick
-        self.leading.register(self.on_links.fileno(), select.EPOLLIN)
+        self._links_fd = self.on_links.fileno()
+        self.leading.register(self._links_fd, select.EPOLLIN)
         self.leading.register(self.kick_lead, select.EPOLLIN)
         self.idle = select.epoll()          # the background thread: its kick, the links while armed
         self.idle.register(self.kick_idle, select.EPOLLIN)
@@ -152,17 +153,27 @@ class Reading:
             self._version, self._live = version, live
         return live
 
-    def _round(self) -> None:
+    def _round(self, woken: bool = False) -> None:
         """Dispatch what waits on the links; tick the clock when due. The drain ends when a socket's
-        EVENTS say nothing waits, which re-arms its edge-triggered fd."""
+        EVENTS say nothing waits, which re-arms its edge-triggered fd. ``woken``: the thread woke
+        for the links' fds and was not kicked: of several links, only those whose fds fire are
+        drained (a quiet fd's link has nothing new: its last drain emptied it, and a send that
+        took in the signal of a message since kicked); after the links changed, all are."""
         links = self.links
         dispatch = links.dispatch
         same = (links.version, PeerState.generation) == self._version      # _sync's own test, without its call
-        for link in self._live if same else self._sync():
+        now = time.monotonic()      # when what is drained now was heard, and the clock's time
+        live = self._live if same else self._sync()
+        if woken and same and len(live) > 1:       # direct mode: a core's control link and firmware link each
+            fds, live = self._fds, []
+            for fd, _ in self.on_links.poll(0):
+                link = fds.get(fd)
+                if link is not None:
+                    live.append(link)
+        for link in live:
             incoming = link.drain()
             if incoming:
-                dispatch(link, incoming)
-        now = time.monotonic()
+                dispatch(link, incoming, now)
         if now >= self.next_tick:
             self.links.tick(now)
             self.next_tick = now + HEARTBEAT_INTERVAL_MS / 4000
@@ -170,21 +181,27 @@ class Reading:
     def _arm(self, on: bool) -> None:
         if on != self.armed:
             if on:
-                self.idle.register(self.on_links.fileno(), select.EPOLLIN)
+                self.idle.register(self._links_fd, select.EPOLLIN)
             else:
-                self.idle.unregister(self.on_links.fileno())
+                self.idle.unregister(self._links_fd)
             self.armed = on
 
-    def _leave(self) -> None:
+    def _leave(self, deferred: list | None = None) -> None:
         """Give the turn up: the background thread sleeps on the links again, the waiters of what
-        completed wake, and the first follower is told the turn is free."""
+        completed wake (``deferred``: this thread's list of them, if the caller has it at hand),
+        and the first follower is told the turn is free."""
         if self.shut:
             self._close_fds()
-        else:
-            self._arm(True)
+        elif not self.armed:            # _arm(True), without its call
+            self.idle.register(self._links_fd, select.EPOLLIN)
+            self.armed = True
         self.reader = 0
         self.turn.release()
-        wake_deferred()
+        if deferred is None:
+            wake_deferred()
+        else:
+            while deferred:             # wake_deferred()
+                deferred.pop().wake()
         followers = self.followers
         if followers:
             followers[0].wake()
@@ -194,12 +211,20 @@ class Reading:
         """This thread reads (a done-callback runs in it)."""
         return self.reader == threading.get_ident()
 
-    def wait(self, req: Request, timeout_s: float | None) -> None:
+    def wait(self, req: Request, timeout_s: float | None, me: int = 0) -> None:
         """Block until ``req`` ends, reading the links while no other thread does. Raises
-        TaskTimeout (the request stays in flight), ApiUseError once the client is closed."""
+        TaskTimeout (the request stays in flight), ApiUseError once the client is closed. ``me``:
+        this thread's ident, if the caller has it at hand."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         sleeper = None
         try:
+            # the usual case first: the turn is free, and this thread reads until req ends (_lead
+            # looks at closed() and the deadline itself; the loop below, after it, raises)
+            if self.turn.acquire(blocking=False):
+                if self.shut:
+                    self.turn.release()
+                    raise errors.ApiUseError("the SoC connection was closed while waiting")
+                self._lead(req, deadline, me)
             while not req._done:
                 if self.closed():
                     raise errors.ApiUseError("the SoC connection was closed while waiting")
@@ -211,7 +236,7 @@ class Reading:
                     if self.shut:
                         self.turn.release()
                         raise errors.ApiUseError("the SoC connection was closed while waiting")
-                    self._lead(req, deadline)
+                    self._lead(req, deadline, me)
                 elif sleeper is None:       # a follower: woken when req ends, or the turn is free
                     with req._cb_lock:
                         if req._done:
@@ -229,16 +254,18 @@ class Reading:
                         if sleeper in req._callbacks:
                             req._callbacks.remove(sleeper)
 
-    def _lead(self, req: Request, deadline: float | None) -> None:
+    def _lead(self, req: Request, deadline: float | None, me: int = 0) -> None:
         """Holding the turn: read until ``req`` ends, ``deadline`` passes or the client closes, as
         :meth:`_holding` reads (written out here: this is every sequential task's path). It sleeps
         first: a message waiting now has its fd's signal pending (nobody read the socket since it
         came), or a send took that signal in and kicked (``wake``), or it was opened and kicked:
         no drain is needed before the first sleep."""
-        self.reader = threading.get_ident()
+        self.reader = me or threading.get_ident()
         deferred = defer_wakes()
         try:
-            self._arm(False)
+            if self.armed:                      # _arm(False), without its call
+                self.idle.unregister(self._links_fd)
+                self.armed = False
             leading, kick, closed, monotonic = self.leading, self.kick_lead, self.closed, time.monotonic
             while not (req._done or closed()):
                 now = monotonic()
@@ -246,19 +273,24 @@ class Reading:
                 if deadline is not None:
                     if deadline <= now:
                         return
-                    timeout = min(timeout, deadline - now)
+                    if deadline - now < timeout:
+                        timeout = deadline - now
                 while deferred:                 # wake_deferred()
                     deferred.pop().wake()
-                for fd, _ in leading.poll(max(0.0, timeout)):
+                woken = False
+                for fd, _ in leading.poll(timeout if timeout > 0.0 else 0.0):
                     if fd == kick:
                         _take(kick)
+                        woken = False
+                        break
+                    woken = True
                 try:
-                    self._round()
+                    self._round(woken)
                 except Exception:   # what a peer sent is not the error of the caller that reads
                     log.exception("SDK reader error")
         finally:
             try:
-                self._leave()
+                self._leave(deferred)
             finally:
                 undefer_wakes()
 

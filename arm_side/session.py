@@ -268,17 +268,18 @@ class Session:
         """Direct mode: the core a task goes to (the least busy running one for CORE_ANY).
 
         Raises TaskNumExceedLimit, CoreOffline / CoreCrashed / CoreDead, InvalidCore, ClaimRefused."""
-        peers = self.peers
-        in_flight = 0
-        for p in peers:
-            in_flight += len(p.inflight)
+        # one pass (every task's path): the count in flight, and the first running core with the
+        # fewest in flight (for CORE_ANY); PeerState.alive read without the property's call
+        in_flight = best_n = 0
+        best: PeerState | None = None
+        for p in self.peers:
+            n = len(p.inflight)
+            in_flight += n
+            if p.fw_endpoint is not None and p._alive and (best is None or n < best_n):
+                best, best_n = p, n
         if in_flight >= MAX_TASKS_PER_CLIENT:
             raise errors.TaskNumExceedLimit(f"{in_flight} tasks already in flight (limit {MAX_TASKS_PER_CLIENT})")
-        if core == _ANY:        # the first running core with the fewest in flight (one pass: every task's path)
-            best: PeerState | None = None
-            for p in peers:
-                if p.fw_endpoint is not None and p.alive and (best is None or len(p.inflight) < len(best.inflight)):
-                    best = p
+        if core == _ANY:
             if best is None:
                 raise errors.CoreOffline(f"no running core ({self.core_states})")
             peer = best
@@ -354,10 +355,13 @@ class Session:
         if req is None:
             return []  # released, or timed out and forgotten
         if self.mode == "direct":
-            for p in self.peers:
-                p.inflight.discard(msg_id)
+            if peer is not None and msg_id in peer.inflight:    # the usual case: the core it went to answered
+                peer.inflight.discard(msg_id)       # (a msg_id is counted on one core only)
+            else:
+                for p in self.peers:
+                    p.inflight.discard(msg_id)
         error = errors.from_wire(body) if cmd is Command.ERROR else None
-        if isinstance(error, errors.ForeignHandle) and error.unbound and peer is not None:
+        if error is not None and isinstance(error, errors.ForeignHandle) and error.unbound and peer is not None:
             if self._bound(peer):
                 return self._binding_lost(peer, req, error)
             if self.mode == "direct" and isinstance(peer.fw_refused, errors.CoreBusy):

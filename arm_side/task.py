@@ -252,16 +252,7 @@ class Request:
 
 
 BOARD_MODELS = ("cycles", "table")     # RESULT's board_model values (PROTOCOL.md §5.3)
-
-
-def _board(body: dict) -> tuple[float | None, str | None]:
-    """A RESULT's board-time estimate (``board_us``, ``board_model``); (None, None) when it has
-    none or a field is not what PROTOCOL.md §5.3 says (a peer may lie)."""
-    us, model = body.get("board_us"), body.get("board_model")
-    if not isinstance(us, (int, float)) or isinstance(us, bool) or not 0 <= us < float("inf") \
-            or model not in BOARD_MODELS:
-        return None, None
-    return float(us), model
+_INF = float("inf")
 
 
 class Task(Request):
@@ -286,16 +277,22 @@ class Task(Request):
         self.released = False
 
     def _on_complete(self) -> None:
-        self.values = self.body.get("values", {})
-        self.core = self.body.get("core", self.core)
-        self.exec_us = self.body.get("exec_us", 0)
-        self.board_us, self.board_model = _board(self.body)
+        get = self.body.get
+        self.values = get("values", {})
+        self.core = get("core", self.core)
+        self.exec_us = get("exec_us", 0)
+        us = get("board_us")
+        if us is not None:      # a peer may lie: kept only if what PROTOCOL.md §5.3 says (no bool, NaN, inf)
+            kind, model = us.__class__, get("board_model")
+            if (kind is float or kind is int) and 0 <= us < _INF and model in BOARD_MODELS:
+                self.board_us, self.board_model = float(us), model
         if self.header:
-            self.queue_us = max(0, self.header[5])
+            queued = self.header[5]
+            self.queue_us = queued if queued > 0 else 0
         if self.error is None and self.outputs:
             self.client.after_task(self)
-        tracer = getattr(self.client, "tracer", None)
-        if tracer is not None and tracer.rec.on:        # complete's own test, without its call and keywords
+        tracer = self.client.tracer     # a Task's client is a Client or an AsyncClient (Links.submit): it has one
+        if tracer.rec.on:               # complete's own test, without its call and keywords
             tracer.complete(self.msg_id, code=self.error.code if self.error else 0, core=self.core,
                             exec_us=self.exec_us, queue_us=self.queue_us)
 
@@ -311,19 +308,20 @@ class Task(Request):
         ``timeout_ms`` None: the task's ``options.timeout_ms``, else for ever."""
         if self.released:
             raise errors.InvalidTaskHandle(f"task {self.msg_id} was released")
-        tracer = getattr(self.client, "tracer", None)
-        t0 = tracer.wait_begin() if tracer is not None else 0
-        if self._done and not t0:   # ended already, and no wait to trace: nothing to wait for
-            if self.error is not None:
-                raise self.error
-            return self.values
-        if timeout_ms is None:
-            timeout_ms = self.options.wait_ms(0)
-        try:
-            super().wait(timeout_ms)
-        finally:
-            if t0 and tracer is not None:
-                tracer.wait_end(self.msg_id, t0)
+        tracer = self.client.tracer     # a Task's client has one (see _on_complete)
+        t0 = tracer.wait_begin() if tracer.rec.on else 0     # wait_begin's own test first
+        if not self._done:
+            if timeout_ms is None:
+                timeout_ms = self.options.timeout_ms or 0       # options.wait_ms(0), without its call
+            try:      # Request.wait, without its call
+                self.client.wait_for(self, None if timeout_ms <= 0 else timeout_ms / 1000.0)
+            finally:
+                if t0:
+                    tracer.wait_end(self.msg_id, t0)
+        elif t0:
+            tracer.wait_end(self.msg_id, t0)
+        if self.error is not None:
+            raise self.error
         return self.values
 
     def release(self) -> str:

@@ -194,16 +194,16 @@ def test_the_blocking_client_reads_by_turns_a_waiting_thread_its_own_reply(share
     inside, most, count = [0], [0], threading.Lock()
     dispatch, round_ = Links.dispatch, Reading._round
 
-    def spy_dispatch(self, link, incoming):
+    def spy_dispatch(self, link, incoming, now=None):
         readers.add(threading.current_thread().name)
-        return dispatch(self, link, incoming)
+        return dispatch(self, link, incoming, now)
 
-    def spy_round(self):
+    def spy_round(self, *woken):
         with count:
             inside[0] += 1
             most[0] = max(most[0], inside[0])
         try:
-            return round_(self)
+            return round_(self, *woken)
         finally:
             with count:
                 inside[0] -= 1
@@ -447,7 +447,7 @@ class _Links:
         self.version, self.by_key, self.owned = 0, {"relay": link}, threading.RLock()
         self.dispatched: list = []
 
-    def dispatch(self, link, incoming) -> None:
+    def dispatch(self, link, incoming, now=None) -> None:   # as Links.dispatch: heard at now
         self.dispatched.append((threading.current_thread().name, incoming))
 
     def tick(self, now) -> None:
