@@ -118,7 +118,7 @@ class RelayObserver:
         entry = self.by_client.get(job.client)
         if entry is not None:
             entry[3] += 1
-        code = reply_code(frames)
+        code = 0 if header.command_of(frames[0]) != _ERROR else reply_code(frames)     # a RESULT: no call
         if code:
             self.failed_by_op[op] += 1
             self.failed_by_code[code] += 1
