@@ -292,7 +292,10 @@ class RelayServer:
         for effect in out:
             match effect:
                 case ToClient():
-                    self._to_client(effect.identity, effect.frames)
+                    try:
+                        send_routed(self.front, effect.identity, effect.frames, _NOBLOCK)
+                    except zmq.ZMQError as exc:
+                        self._not_sent(effect.identity, exc)
                 case ToFw():
                     index = effect.index
                     sock = self.fw[index]
@@ -328,14 +331,13 @@ class RelayServer:
         if stuck and engine.out:    # the failed tasks' errors and the new link: now, not at the next turn
             self.flush()
 
-    def _to_client(self, identity: bytes, frames: list) -> None:
-        try:
-            send_routed(self.front, identity, frames, _NOBLOCK)
-        except zmq.Again:
+    def _not_sent(self, identity: bytes, exc: zmq.ZMQError) -> None:
+        """A message for client ``identity`` was not sent (``exc``): dropped, counted, logged."""
+        if isinstance(exc, zmq.Again):
             self.engine.reply_dropped(identity)
             self.engine.warn.warn(("slow", identity), "client %s is not reading its replies (%d waiting); dropped "
                                   "a message", identity.hex(), CLIENT_SNDHWM)
-        except zmq.ZMQError as exc:  # EHOSTUNREACH: the client is gone
+        else:   # EHOSTUNREACH: the client is gone
             self.engine.warn.warn(("gone", identity), "client %s unreachable (%s)", identity.hex(), exc.strerror)
 
     def _close_fw(self, index: int) -> None:
