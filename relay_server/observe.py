@@ -6,6 +6,8 @@ a core's state, with its clock ``now``. The observer keeps the figures of the ``
 QUERY (always: a few dict and deque operations per task), and passes each step on to the
 trace recorder while tracing is on (an injected sink: see ``vdsp_board.observability.trace``) and to a
 metrics sink if one is attached (``relay_server.metrics``). No sockets, files or clock here.
+Compiled with the engine (``vdsp_sim.native_build.MODULES``): its steps are native calls there,
+so nothing may patch its names.
 """
 from __future__ import annotations
 
