@@ -167,7 +167,7 @@ class RelayEngine:
         client = self.clients.get(identity)
         if client is None:
             client = self.clients[identity] = ClientConn(identity, now, self.heartbeat_ms, peer, self.hung_ms)
-        client.liveness.heard(now)
+        client.liveness.last_heard = now     # Liveness.heard inline: no call into interpreted code per message
         try:
             wire.check_frames(frames)
             head = header.Header.parse(frames[0])
@@ -404,7 +404,7 @@ class RelayEngine:
 
     def on_fw(self, index: int, frames: list, now: float) -> None:
         core = self.cores[index]
-        core.liveness.heard(now)
+        core.liveness.last_heard = now       # Liveness.heard inline (as in on_client)
         relay_id = header.msg_id_of(frames[0]) if len(frames) >= 2 else None
         if relay_id is None:
             log.warning("%s: malformed reply from firmware dropped", core.name)

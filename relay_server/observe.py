@@ -6,6 +6,8 @@ a core's state, with its clock ``now``. The observer keeps the figures of the ``
 QUERY (always: a few dict and deque operations per task), and passes each step on to the
 trace recorder while tracing is on (an injected sink: see ``vdsp_board.observability.trace``) and to a
 metrics sink if one is attached (``relay_server.metrics``). No sockets, files or clock here.
+Compiled with the engine (``vdsp_sim.native_build.MODULES``): its steps are native calls there,
+so nothing may patch its names.
 """
 from __future__ import annotations
 
@@ -118,7 +120,7 @@ class RelayObserver:
         entry = self.by_client.get(job.client)
         if entry is not None:
             entry[3] += 1
-        code = reply_code(frames)
+        code = 0 if header.command_of(frames[0]) != _ERROR else reply_code(frames)     # a RESULT: no call
         if code:
             self.failed_by_op[op] += 1
             self.failed_by_code[code] += 1

@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent      # where the packages' sources
 #: facing peers take what the pure ones take: tests/tools/test_native.py feeds both the same values)
 MODULES = ("protocol/header.py", "protocol/wire.py", "protocol/ordering.py",
            "relay_server/scheduler.py", "relay_server/effects.py", "relay_server/engine.py",
+           "relay_server/observe.py",
            "dsp_side/inbox.py", "vdsp_board/sockets/zsock.py")
 # Not the SDK's (arm_side): compiled, its session saved under 1 µs of the client's ~17 µs per task.
 #: the C extensions of the build: module -> its source (vdsp_board/sockets/zio.c: the frame calls of
