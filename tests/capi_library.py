@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from vdsp_sim import capi_native
@@ -56,13 +57,31 @@ def key() -> str:
     return h.hexdigest()
 
 
+LOCK_WAIT_S = 900.0     # the holder's build: its compile is bounded by capi_native (300 s), on a loaded host
+
+
+def _lock(fd: int, name: str) -> None:
+    """Take the exclusive lock on ``fd`` within LOCK_WAIT_S (another worker builds meanwhile;
+    a holder that dies releases it); else raise, naming the build."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the build {name} stayed locked by another test process for "
+                                   f"{LOCK_WAIT_S:.0f} s") from None
+            time.sleep(0.05)
+
+
 def build(out: Path) -> Path:
     """What ``capi_native.build(out)`` makes (the library, its generated headers in
     ``out/include``, libzmq beside it), from this run's one build; the library's path."""
     where = _run_dir() / f"capi-{key()[:32]}"
     lock = os.open(_run_dir() / f"{where.name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.lockf(lock, fcntl.LOCK_EX)
+        _lock(lock, where.name)
         if not (where / ".done").is_file():
             shutil.rmtree(where, ignore_errors=True)     # a build that died half way
             capi_native.build(where)

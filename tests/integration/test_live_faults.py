@@ -48,7 +48,8 @@ def test_a_task_sent_to_a_firmware_that_died_before_its_core_said_so_fails_core_
     firmware can find the connection gone first (a busy host delays the core). A task sent there
     meanwhile, and the task the firmware was running, died with the firmware: HB_DSP_CORE_CRASHED
     once the core says so, not "offline" with a guess about keys (seen beside a CPU hog: 11 of 73
-    tasks of test_live_load's kill under load)."""
+    tasks of test_live_load's kill under load). Holds PROTOCOL.md §10: "The code follows the
+    new state: `crashed` → `HB_DSP_CORE_CRASHED`"."""
     core_pid, fw_pid = live_soc.pid("vdsp0"), live_soc.fw_pid("vdsp0")
     with Soc() as soc:
         assert soc.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}

@@ -2,7 +2,11 @@
 capi_native.build's, replaced here by a stand-in that counts its calls)."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from tests import capi_library
 from vdsp_sim import capi_native
@@ -41,3 +45,26 @@ def test_the_key_changes_with_a_source(tmp_path, monkeypatch):
     first = capi_library.key()
     (native / "x.c").write_text("int y;")
     assert capi_library.key() != first
+
+
+def test_a_build_locked_by_another_process_is_waited_for_within_a_deadline(tmp_path, monkeypatch):
+    """Another test process holding the build's lock for ever (stopped, say) does not hang this one."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    monkeypatch.setenv("VDSP_TEST_LOCK_DIR", str(run_dir))
+    monkeypatch.setattr(capi_library, "key", lambda: "c" * 64)
+    monkeypatch.setattr(capi_library, "LOCK_WAIT_S", 0.5)
+    lock = run_dir / f"capi-{'c' * 32}.lock"
+    holder = subprocess.Popen([sys.executable, "-c", f"""if True:
+        import fcntl, os, sys, time
+        fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+        print("held", flush=True)
+        time.sleep(60)"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(TimeoutError, match="stayed locked by another test process"):
+            capi_library.build(tmp_path / "one")
+    finally:
+        holder.kill()
+        holder.wait()
