@@ -41,19 +41,28 @@ def _run(code: str, **env: str | None) -> subprocess.CompletedProcess:
 
 # --- deciding -------------------------------------------------------------------------------
 
-def test_importing_the_packages_reads_no_file_but_their_modules():
+@pytest.mark.parametrize("bytecode", ["cached", "written"])
+def test_importing_the_packages_reads_no_file_but_their_modules(bytecode, tmp_path):
     """``import protocol`` read a manifest and hashed seven sources of three other packages to
-    choose a build; now the build step chooses, and an import opens only what it imports."""
+    choose a build; now the build step chooses, and an import opens only what it imports.
+    ``written``: no bytecode cached yet (a fresh clone, a source edited meanwhile), so the imports
+    write it: importlib opens each .pyc's temporary file by path, then wraps that fd in a file
+    object, an "open" audit event whose argument is the fd (an int), not a file opened."""
     code = """if True:
         import sys
         opened = []
-        sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" else None)
+        sys.addaudithook(lambda event, args: opened.append(args[0]) if event == "open" else None)
         import protocol, vdsp_board, relay_server, dsp_side
         files = {getattr(m, "__file__", None) for m in list(sys.modules.values())}
         cached = {getattr(m, "__cached__", None) for m in list(sys.modules.values())}
-        print("\\n".join(p for p in opened if p not in files and p not in cached and "__pycache__" not in p))
+        prefix = sys.pycache_prefix or "//"
+        print("\\n".join(str(p) for p in opened if not isinstance(p, int) and p not in files and p not in cached
+                          and "__pycache__" not in p and not str(p).startswith(prefix)))
     """
-    res = _run(code)
+    env: dict[str, str | None] = {}
+    if bytecode == "written":
+        env = {"PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"), "PYTHONDONTWRITEBYTECODE": None}
+    res = _run(code, **env)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "", "opened on import:\n" + res.stdout
 
