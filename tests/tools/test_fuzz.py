@@ -56,7 +56,10 @@ def test_any_frames_decode_or_are_a_coded_error(frames):
     decode_and_check(frames)
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_firmware_executor_survives_the_generator(shm):
+    """Hostile floats give results as C floats would (inf, NaN), without numpy warnings: a
+    warning (noise on a firmware's stderr) is a finding."""
     ran, findings = fuzz.fuzz_firmware(20000, seed=20261123)
     assert ran == 20000
     assert not findings, "\n".join(f"message {f.index}: {f.frames!r:.200}\n{f.traceback}" for f in findings[:3])

@@ -108,7 +108,8 @@ class Candidates:
 
 def _pairs(obj: np.ndarray, prob: np.ndarray, index: np.ndarray, box: np.ndarray, thresh: float) -> Candidates:
     """Candidates from kept boxes: ``obj`` [k], ``prob`` [k, C], ordered by class then box index."""
-    score = obj[:, None] * prob
+    with np.errstate(over="ignore"):  # scores beyond float32's range (a caller's own floats): inf, as in C
+        score = obj[:, None] * prob
     cls, k = np.nonzero((score > np.float32(thresh)).T)   # class-major: class, then box order
     return Candidates(index[k], cls.astype(np.int64), score[k, cls], box[k])
 
