@@ -109,29 +109,45 @@ def test_env_dir_is_read_at_call_time(tmp_path, monkeypatch):
         ddr.close_owner()
 
 
+FORKS = """
+import os
+from vdsp_board.memory import ddr
+parent_seg = ddr.Segment.create(10)
+parent = ddr.current_owner()
+read_fd, write_fd = os.pipe()
+pid = os.fork()
+if pid == 0:
+    try:
+        parent.close()          # no-op in the child
+        parent_seg.close()      # must not unlink the parent's file
+        child = ddr.Segment.create(10)
+        os.write(write_fd, f"{child.owner.id}\\n".encode())
+    finally:
+        os._exit(0)
+os.close(write_fd)
+child_owner = int(os.read(read_fd, 100))
+os.waitpid(pid, 0)
+print(parent.id, parent_seg.name, child_owner, flush=True)
+input()                         # the test looks at the files while this parent lives
+"""
+
+
 def test_fork_child_gets_its_own_owner_and_leaves_parent_files(shm):
-    parent_seg = ddr.Segment.create(10)
-    parent = ddr.current_owner()
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:    # child: never return into pytest
-        try:
-            parent.close()          # no-op in the child
-            parent_seg.close()      # must not unlink the parent's file
-            child = ddr.Segment.create(10)
-            os.write(write_fd, f"{child.owner.id}\n".encode())
-        finally:
-            os._exit(0)
-    os.close(write_fd)
-    child_owner = int(os.read(read_fd, 100))
-    os.close(read_fd)
-    os.waitpid(pid, 0)
-    assert child_owner != parent.id
-    assert (shm / parent_seg.name).exists() and (shm / ddr.lock_name(parent.id)).exists()
-    removed = ddr.reap()    # the child died without closing: reaped as a dead owner
-    assert ddr.lock_name(child_owner) in removed
-    assert all(n.startswith(f"vdsp-{child_owner:06x}") for n in removed)
-    parent_seg.close()
+    """Forked in a child interpreter of one thread (a fork in the multi-threaded pytest worker
+    risks a lock held across it: Python 3.12+ warns of it), not in this process."""
+    proc = run_child(FORKS, shm)
+    try:
+        parent_id, parent_seg, child_owner = proc.stdout.readline().split()
+        parent_id, child_owner = int(parent_id), int(child_owner)
+        assert child_owner != parent_id
+        assert (shm / parent_seg).exists() and (shm / ddr.lock_name(parent_id)).exists()
+        removed = ddr.reap()    # the child died without closing: reaped as a dead owner
+        assert ddr.lock_name(child_owner) in removed
+        assert all(n.startswith(f"vdsp-{child_owner:06x}") for n in removed)
+        assert (shm / parent_seg).exists()      # the living parent's files are spared
+    finally:
+        proc.communicate("\n", timeout=30)
+    assert proc.returncode == 0
 
 
 # -- reaping -----------------------------------------------------------------------
