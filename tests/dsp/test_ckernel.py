@@ -170,6 +170,21 @@ def test_2d_transfers_move_a_rectangle(rules):
         _run(registry, 0x1426, [image.reshape(-1)], [out], width=30, roi=[20, 35, 17, 9])   # rows past the image
 
 
+def test_a_2d_transfer_with_source_pitch_0_repeats_one_row(rules):
+    _, registry, _ = rules
+    row = np.arange(1, 101, dtype=np.uint8)
+    out = np.full(7 * 130, 0xEE, np.uint8)
+    _run(registry, 0x142D, [row], [out], rows=7, pitch=130)
+    rows = out.reshape(7, 130)
+    assert (rows[:, :100] == row).all() and (rows[:, 100:] == 0xEE).all()    # the gaps between rows untouched
+    counts = registry.get(0x142D).fn._lib.counters.read()
+    assert (counts["dma_transfers"], counts["dma_rows"], counts["dma_bytes"]) == (2, 1 + 7, 100 + 7 * 100)
+    for pitch, src_pitch in ((99, 0), (130, 1), (130, 99)):     # rows that overlap, a pitch below the row but 0
+        with pytest.raises(errors.OperatorFailed, match=re.escape(f"IDMA 2-D copy with a pitch ({pitch}, {src_pitch}) "
+                                                                  "below its row of 100 bytes")):
+            _run(registry, 0x142D, [row], [out], rows=7, pitch=pitch, src_pitch=src_pitch)
+
+
 @pytest.mark.parametrize("how, message", [
     ("into_input", "IDMA copies between TCM and the task's buffers: a source inside one TCM allocation and a "
                    "destination inside an output buffer, or the reverse"),

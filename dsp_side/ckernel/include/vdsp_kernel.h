@@ -77,7 +77,9 @@ uint32_t vdsp_tcm_free(int bank);
 typedef int32_t vdsp_dma_t;
 /* Copy `bytes` from src to dst (one of them in TCM, the other in the task's buffers). */
 vdsp_dma_t vdsp_idma_copy(void *dst, void const *src, uint32_t bytes);
-/* Copy `rows` rows of `row_bytes`, rows `dst_pitch` / `src_pitch` bytes apart. */
+/* Copy `rows` rows of `row_bytes`, rows `dst_pitch` / `src_pitch` bytes apart (neither below
+ * row_bytes when rows > 1, but a src_pitch of 0: every row is the one source row, as a 2-D DMA
+ * fills a region from one zeroed or patterned row). */
 vdsp_dma_t vdsp_idma_copy_2d(void *dst, void const *src, uint32_t row_bytes, uint32_t rows,
                              uint32_t dst_pitch, uint32_t src_pitch);
 /* Wait for transfer `id` (and, transfers being in order, every one before it). */

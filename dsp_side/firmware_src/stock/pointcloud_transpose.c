@@ -10,19 +10,22 @@
  * Both stream through TCM: tile t of the input comes into bank t % 2 by IDMA while tile t - 1
  * is computed, and drains by one 2-D transfer. The output tile is built 64 elements (4-byte
  * words: a slot's x, y, z, r, or, cmp with M a multiple of 4, four slots' 5th values) a step:
- * four 32-bit gathers of 16 words (lane i of gather k: word 4i + k, `pitch` bytes apart; the
- * byte offsets computed once per call), the four bytes of each lane transposed across the four
- * vectors by eight selections (as stage 1 packs them, the other way), and the four vectors of
- * 64 bytes, byte j of the 64 words each, stored by aligned stores into rows j; cpm's words are
- * consecutive in the tile: four aligned loads of 16 words and two rounds of byte deinterleaving
- * (four IVP_DSELN_2X32I) give the four vectors instead. Otherwise (the
- * 5th values of a cmp layout whose M is not a multiple of 4) a row is built 64 bytes a step by
- * two 8-bit gathers of 32 elements joined into one vector and an aligning store. Invariants:
- * a tile's input is at most 64 kB and its element count a multiple of 64, so every gather is
- * inside the window and inside the tile's allocation; the output rows start on 64-byte
- * boundaries (TCM allocations do, and a tile's element count is a multiple of 64); a step may
- * read elements past the tile's last one (stale TCM bytes), whose output bytes are never
- * drained.
+ * four 32-bit gathers of 16 words (lane i of gather k: word 4i + k, words `pitch` bytes apart;
+ * gather k's base is word k and all four take one offset vector, 4i words, computed once per
+ * call), the four bytes of each lane transposed across the four vectors by eight selections (as
+ * stage 1 packs them, the other way), and the four vectors of 64 bytes, byte j of the 64 words
+ * each, stored by aligned stores into rows j; cpm's words are consecutive in the tile: four
+ * aligned loads of 16 words and two rounds of byte deinterleaving (four IVP_DSELN_2X32I) give
+ * the four vectors instead. Otherwise (the 5th values of a cmp layout whose M is not a multiple
+ * of 4) a row is built 64 bytes a step by two 8-bit gathers of 32 elements joined into one
+ * vector and an aligning store. Invariants: a tile's input is at most 64 kB and its element
+ * count a multiple of 64, so every gather is inside the window and inside the tile's
+ * allocation; the output rows start on 64-byte boundaries (TCM allocations do, and a tile's
+ * element count is a multiple of 64); a step may read elements past the tile's last one (stale
+ * TCM bytes), whose output bytes are never drained. The zeros for unused pillars go out by 2-D
+ * transfers from one zeroed TCM row of ZERO_ROW bytes (source pitch 0): cpm, each plane's
+ * contiguous run in rows of ZERO_ROW bytes; cmp, a column of ZERO_ROW bytes of all dim * M rows
+ * a transfer.
  */
 #include <string.h>
 #include <xtensa/tie/xt_ivpn.h>
@@ -60,24 +63,28 @@ static void gather_row(int8_t const *in, uint32_t pitch, xb_vecNx16U offset, uin
   IVP_SAPOS2NX8U_FP(a_store, p_out);
 }
 
-/* words e = 4i + k (lane i of gather k) of a step: byte offsets pitch * (4i + k) */
-static void word_offsets(uint32_t pitch, xb_vecN_2x32Uv offset[4]) {
-  for (uint32_t k = 0; k < 4; k++)
-    for (uint32_t i = 0; i < VDSP_IVP_N_2; i++) offset[k].s[i] = pitch * (4 * i + k);
+/* lane i of a step's gathers: byte offset pitch * 4i (gather k's base is word k of the step:
+ * lane i of gather k is word 4i + k) */
+static void word_offsets(uint32_t pitch, xb_vecN_2x32Uv *offset) {
+  for (uint32_t i = 0; i < VDSP_IVP_N_2; i++) offset->s[i] = pitch * 4 * i;
 }
 
 /* row j (at row0 + j * row_pitch) byte e = byte j of word e of `in` (words `pitch` bytes apart;
- * `offset`: word_offsets(pitch)), j < 4, e < count rounded up to 64; the rows 64-byte aligned */
-VDSP_IVP_HOST_CLONES static void transpose_words(int8_t const *in, uint32_t pitch, xb_vecN_2x32Uv const offset[4],
+ * `offset`: word_offsets(pitch)), j < 4, e < count rounded up to 64, count > 0; the rows 64-byte
+ * aligned (a loop without a zero-trip test, as transpose_packed's) */
+VDSP_IVP_HOST_CLONES static void transpose_words(int8_t const *in, uint32_t pitch, xb_vecN_2x32Uv const *lanes,
                                                  int8_t *row0, uint32_t row_pitch, uint32_t count) {
+  xb_vecN_2x32Uv const offset = *lanes;
+  int8_t const *in1 = in + pitch, *in2 = in + 2 * pitch, *in3 = in + 3 * pitch; /* words 1..3 of a step */
   xb_vecN_2x32v *r0 = (xb_vecN_2x32v *)row0, *r1 = (xb_vecN_2x32v *)(row0 + row_pitch);
   xb_vecN_2x32v *r2 = (xb_vecN_2x32v *)(row0 + 2 * row_pitch), *r3 = (xb_vecN_2x32v *)(row0 + 3 * row_pitch);
-  xb_vecN_2x32Uv const o0 = offset[0], o1 = offset[1], o2 = offset[2], o3 = offset[3];
-  for (uint32_t j = 0; j < (count + STEP - 1) / STEP; j++, in += STEP * pitch) {
-    xb_vecN_2x32v const g0 = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32(in, o0));
-    xb_vecN_2x32v const g1 = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32(in, o1));
-    xb_vecN_2x32v const g2 = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32(in, o2));
-    xb_vecN_2x32v const g3 = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32(in, o3));
+  uint32_t const steps = (count + STEP - 1) / STEP;
+  uint32_t j = 0;
+  do {
+    xb_vecN_2x32v const g0 = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32(in, offset));
+    xb_vecN_2x32v const g1 = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32(in1, offset));
+    xb_vecN_2x32v const g2 = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32(in2, offset));
+    xb_vecN_2x32v const g3 = IVP_GATHERDN_2X32(IVP_GATHERAN_2X32(in3, offset));
     /* lane i of a: bytes 0 of g0, g1, bytes 2 of g0, g1; b: bytes 1 and 3; c, d: the same of g2, g3 */
     xb_vecN_2x32v const a = IVP_SELN_2X32I(g1, g0, IVP_SELI_8B_INTERLEAVE_1_EVEN);
     xb_vecN_2x32v const b = IVP_SELN_2X32I(g1, g0, IVP_SELI_8B_INTERLEAVE_1_ODD);
@@ -88,7 +95,8 @@ VDSP_IVP_HOST_CLONES static void transpose_words(int8_t const *in, uint32_t pitc
     IVP_SVN_2X32_IP(IVP_SELN_2X32I(d, b, IVP_SELI_INTERLEAVE_1_EVEN), r1, 64);
     IVP_SVN_2X32_IP(IVP_SELN_2X32I(c, a, IVP_SELI_INTERLEAVE_1_ODD), r2, 64);
     IVP_SVN_2X32_IP(IVP_SELN_2X32I(d, b, IVP_SELI_INTERLEAVE_1_ODD), r3, 64);
-  }
+    in += STEP * pitch, in1 += STEP * pitch, in2 += STEP * pitch, in3 += STEP * pitch;
+  } while (++j < steps);
 }
 
 /* the same for consecutive words (`in` 64-byte aligned: a TCM tile), count > 0: four aligned
@@ -114,6 +122,10 @@ VDSP_IVP_HOST_CLONES static void transpose_packed(int8_t const *in, int8_t *row0
     IVP_SVN_2X32_IP(b0, r0, 64), IVP_SVN_2X32_IP(b1, r1, 64), IVP_SVN_2X32_IP(b2, r2, 64), IVP_SVN_2X32_IP(b3, r3, 64);
   } while (++j < steps);
 }
+
+/* bytes of the zeroed TCM row the zeros for unused pillars are drained from (a page: the
+ * output tile's first bytes, zeroed once the tiles are out) */
+#define ZERO_ROW 4096u
 
 static uint32_t min_u64(uint64_t a, uint64_t b) { return (uint32_t)(a < b ? a : b); }
 
@@ -147,15 +159,23 @@ static void cpm(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
     drain[k] = vdsp_idma_copy_2d(dst + at, out[k], len, dim, plane, per);
   }
   vdsp_idma_wait_all();
-  memset(out[0], 0, per * dim);
-  for (uint64_t o = slots; o < plane; o += per) /* the slots of unused pillars, every plane */
-    vdsp_idma_copy_2d(dst + o, out[0], min_u64(plane - o, per), dim, plane, per);
+  /* the slots of unused pillars: in each plane the contiguous bytes [slots, plane), ZERO_ROW
+   * bytes a row, from one zeroed TCM row (source pitch 0), and the rest by one more transfer */
+  uint32_t const zero = min_u64(ZERO_ROW, per * dim), run = (uint32_t)(plane - slots);
+  memset(out[0], 0, zero);
+  for (uint32_t c = 0; run && c < dim; c++) {
+    int8_t *at = dst + (uint64_t)c * plane + slots;
+    if (run >= zero) vdsp_idma_copy_2d(at, out[0], zero, run / zero, zero, 0);
+    if (run % zero) vdsp_idma_copy(at + run - run % zero, out[0], run % zero);
+  }
   vdsp_idma_wait_all();
 }
 
 /* cmp: tiles of `per` pillars (a multiple of 64); row c * M + s of the output tile holds
- * feature c of slot s of the tile's pillars, gathered 4 * M bytes (M for the 5th value) apart */
-static void cmp(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim, uint32_t m, uint32_t used,
+ * feature c of slot s of the tile's pillars, gathered 4 * M bytes (M for the 5th value) apart.
+ * (Not inlined into the kernel: GCC's choice differed between the image's build and the one
+ * with every intrinsic a call, and with it the basic blocks counted: test_board_time.py.) */
+__attribute__((noinline)) static void cmp(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim, uint32_t m, uint32_t used,
                 uint32_t stride, uint32_t per) {
   int8_t *in[2], *tin[2] = {NULL, NULL}, *out[2];
   for (int k = 0; k < 2; k++) {
@@ -164,8 +184,8 @@ static void cmp(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
     out[k] = (int8_t *)vdsp_tcm_alloc(k, per * m * dim, k ? "rows_pong" : "rows_ping");
   }
   uint32_t const tiles = (used + per - 1) / per;
-  xb_vecN_2x32Uv by_slot[4], by_t4[4];
-  word_offsets(4 * m, by_slot), word_offsets(m, by_t4);
+  xb_vecN_2x32Uv by_slot, by_t4;
+  word_offsets(4 * m, &by_slot), word_offsets(m, &by_t4);
   xb_vecNx16U const by_t = lane_offsets(m);
   vdsp_dma_t fill[2] = {0, 0}, drain[2] = {0, 0};
   for (uint32_t t = 0; t <= tiles; t++) {
@@ -180,27 +200,24 @@ static void cmp(int8_t const *xyzr, int8_t const *t5, int8_t *dst, uint32_t dim,
     vdsp_idma_wait(fill[b]);
     if (drain[b]) vdsp_idma_wait(drain[b]); /* out[b] still drains tile t - 3 */
     for (uint32_t s = 0; s < m; s++) /* features 0..3 of slot s: rows c * M + s */
-      transpose_words(in[b] + 4 * s, 4 * m, by_slot, out[b] + s * per, m * per, len);
+      transpose_words(in[b] + 4 * s, 4 * m, &by_slot, out[b] + s * per, m * per, len);
     if (t5 && m % 4 == 0)
       for (uint32_t s = 0; s < m; s += 4) /* 5th values of slots s..s + 3: rows 4 * M + s .. */
-        transpose_words(tin[b] + s, m, by_t4, out[b] + (4 * m + s) * per, per, len);
+        transpose_words(tin[b] + s, m, &by_t4, out[b] + (4 * m + s) * per, per, len);
     else if (t5)
       for (uint32_t s = 0; s < m; s++) gather_row(tin[b], m, by_t, s, out[b] + (4 * m + s) * per, len);
     drain[b] = vdsp_idma_copy_2d(dst + at, out[b], len, dim * m, stride, per);
   }
   vdsp_idma_wait_all();
-  /* the columns of unused pillars: in each of the dim * M rows, stride - used contiguous bytes,
-   * written row by row (long runs, as a DMA streams best) in pieces of at most the zeroed
-   * tile's bytes, as many rows a transfer as the tile holds; at most 128 transfers in flight */
-  uint32_t const zeros = per * m * dim, rows = dim * m;
-  memset(out[0], 0, zeros);
+  /* the columns of unused pillars: in each of the dim * M rows the stride - used bytes from
+   * column `used` on, a column of ZERO_ROW bytes of every row a transfer, from one zeroed TCM
+   * row (source pitch 0); at most 128 transfers in flight */
+  uint32_t const zero = min_u64(ZERO_ROW, per * m * dim), rows = dim * m;
+  memset(out[0], 0, zero);
   uint32_t issued = 0;
-  for (uint32_t o = used; o < stride; o += zeros) {
-    uint32_t const len = min_u64(stride - o, zeros), k = zeros / len; /* k >= 1 rows of len bytes */
-    for (uint32_t r = 0; r < rows; r += k) {
-      vdsp_idma_copy_2d(dst + (uint64_t)r * stride + o, out[0], len, min_u64(rows - r, k), stride, len);
-      if (++issued % 128 == 0) vdsp_idma_wait_all();
-    }
+  for (uint32_t o = used; o < stride; o += zero) {
+    vdsp_idma_copy_2d(dst + o, out[0], min_u64(stride - o, zero), rows, stride, 0);
+    if (++issued % 128 == 0) vdsp_idma_wait_all();
   }
   vdsp_idma_wait_all();
 }

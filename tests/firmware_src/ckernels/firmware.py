@@ -44,6 +44,14 @@ HEAP = OperatorEntry.declare(0x142C, "heap_overflow", {
     "index": {"type": "int", "min": 0, "max": 4096, "doc": "the byte written, of a 16-byte malloc'd block"}},
     doc="Write byte `index` of a 16-byte malloc'd block: past it from 16 on (what ASan catches).")
 
+REPEAT_ROW = OperatorEntry.declare(0x142D, "repeat_row", {
+    "rows": {"type": "int", "min": 1, "max": 4096, "doc": "copies of the input"},
+    "pitch": {"type": "int", "min": 0, "max": 1 << 20, "doc": "bytes from one copy's start to the next in the output"},
+    "src_pitch": {"type": "int", "min": 0, "max": 1 << 20, "default": 0,
+                  "doc": "the transfer's source pitch (0: one TCM row, repeated)"}},
+    inputs=1, outputs=1, doc="out = `rows` copies of the input, `pitch` bytes apart, by one 2-D IDMA transfer "
+                             "from one TCM row.")
+
 
 def register(registry):
     ckernel.bind(registry, PEEK, "peek_kernel", __file__)
@@ -59,3 +67,4 @@ def register(registry):
     ckernel.bind(registry, PINGPONG, "pingpong_kernel", __file__)
     ckernel.bind(registry, SCRIBBLE, "scribble_kernel", __file__)
     ckernel.bind(registry, HEAP, "heap_kernel", __file__)
+    ckernel.bind(registry, REPEAT_ROW, "repeat_row_kernel", __file__)

@@ -55,6 +55,18 @@ VDSP_KERNEL(crop_kernel) {
   return 0;
 }
 
+/* output = `rows` copies of the input's bytes, `pitch` bytes apart, by one 2-D transfer from one
+ * TCM row whose source pitch is `src_pitch` (0: the one row, repeated) */
+VDSP_KERNEL(repeat_row_kernel) {
+  hbDSPRepeatRowParam const *p = VDSP_PARAM(task, hbDSPRepeatRowParam);
+  uint32_t const w = task->inputs[0].data_size;
+  TileBuffer row = vdsp_tcm_tile(0, w, "row");
+  vdsp_idma_wait(vdsp_idma_copy(row.tile_buffer, task->inputs[0].tile_buffer, w));
+  vdsp_idma_wait(vdsp_idma_copy_2d(task->outputs[0].tile_buffer, row.tile_buffer, w, (uint32_t)p->rows,
+                                   (uint32_t)p->pitch, (uint32_t)p->src_pitch));
+  return 0;
+}
+
 VDSP_KERNEL(misuse_kernel) {
   hbDSPMisuseParam const *p = VDSP_PARAM(task, hbDSPMisuseParam);
   TileBuffer tile = vdsp_tcm_tile(0, 64, "small");
