@@ -29,6 +29,15 @@ def test_a_process_that_only_talks_to_the_soc_loads_no_numpy():
     ``array()`` imports it when asked (tests/sdk/test_memory.py uses it)."""
     assert loaded_after("arm_side, arm_side.soc, vdsp_sim.commands.status", "numpy") == []
 
+
+def test_a_process_with_blocking_socs_only_loads_no_asyncio_and_no_openssl():
+    """Nor asyncio (with ssl and concurrent.futures) nor hmac's OpenSSL hashes: AsyncSoc imports
+    asyncio when it opens, a server's ZAP thread (zmq.auth.thread) when its Gate starts, and an
+    owner id is drawn from os.urandom without the secrets module (~0.07 s of CPU per process)."""
+    for prefix in ("asyncio", "ssl", "_ssl", "hmac", "_hashlib", "concurrent", "zmq.asyncio"):
+        assert loaded_after("arm_side, arm_side.soc, vdsp_sim.commands.status, vdsp_sim.sysfs, "
+                            "vdsp_board.identity.curve, vdsp_board.observability.trace", prefix) == [], prefix
+
 def test_the_contract_is_pure():
     assert loaded_after("protocol.contract.cv_ids, protocol.contract.nn_ids, protocol.contract.pointcloud_ids, "
                         "protocol.contract.image_formats, protocol.contract.tensor_types", "zmq") == []
