@@ -108,8 +108,13 @@ def _imported_by_name(node: ast.Call) -> str | None:
 
 
 def first_party_imports(path: Path, package: str) -> set[str]:
+    return imports_among(ast.walk(ast.parse(path.read_text(), str(path))), package)
+
+
+def imports_among(nodes, package: str) -> set[str]:
+    """The first-party modules that the syntax ``nodes`` (of a module of ``package``) import."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes:
         if isinstance(node, ast.Call) and (named := _imported_by_name(node)) is not None:
             found.add(named)
         elif isinstance(node, ast.Import):
