@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -220,8 +222,14 @@ def modules_named(name: str, root: Path | None = None) -> list[str]:
     return [str(p.relative_to(root)) for package in OURS for p in sorted((root / package).rglob(name))]
 
 
-def test_the_once_doubled_names_mean_one_thing():
-    classes = top_level_classes()
+@pytest.fixture(scope="module")
+def checkout_classes() -> dict[str, list[str]]:
+    """The checkout's top-level classes, found once for the two checks that read them."""
+    return top_level_classes()
+
+
+def test_the_once_doubled_names_mean_one_thing(checkout_classes):
+    classes = checkout_classes
     assert {n: classes.get(n) for n in ONE_MEANING_CLASSES} == {
         "Firmware": ["dsp_side/firmware.py"], "Client": ["arm_side/client.py"],
         "Image": ["arm_side/cv/image.py"], "Task": ["arm_side/task.py"]}
@@ -229,10 +237,10 @@ def test_the_once_doubled_names_mean_one_thing():
         "image.py": ["arm_side/cv/image.py"], "runtime.py": ["arm_side/dnn/runtime.py"]}
 
 
-def test_no_public_class_name_is_defined_twice():
+def test_no_public_class_name_is_defined_twice(checkout_classes):
     """Grant, Scheduler and Tensor were two classes too (protocol.acl.AclEntry, arm_side.dnn's
     BpuScheduler and dsp_side's TensorDesc now). A new pair fails here: rename one side."""
-    twice = {n: where for n, where in top_level_classes().items() if len(where) > 1 and not n.startswith("_")}
+    twice = {n: where for n, where in checkout_classes.items() if len(where) > 1 and not n.startswith("_")}
     assert twice == {}
 
 
