@@ -13,15 +13,17 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
-import zmq.asyncio
 
 from protocol import errors
 from vdsp_board.identity import curve
 from vdsp_board.sockets import ipclink
 from vdsp_board.sockets.zsock import NOBLOCK as _NOBLOCK, drain, readable, send_frames
+
+if TYPE_CHECKING:     # imported by the transport that opens an AsyncChannel (arm_side.soc says why)
+    import zmq.asyncio
 
 HANDSHAKE_FAILURES = 5      # handshakes failed without a word (a wrong server key) before we say so,
 HANDSHAKE_FAILING_S = 5.0   # over so long at least: a server closes handshakes when many open at once

@@ -13,15 +13,12 @@ to the cores without a relay.
 """
 from __future__ import annotations
 
-import asyncio
 import os
-from typing import Any, Sequence, Unpack
+from typing import TYPE_CHECKING, Any, Sequence, Unpack
 
 from protocol import errors, messages
 from protocol.constants import Core
 from protocol.task_options import SubmitKw, TaskKw, TaskOptions
-from arm_side.aio import AsyncTask, wait_request, wait_task
-from arm_side.async_client import AsyncClient
 from arm_side import tracing
 from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
@@ -29,6 +26,11 @@ from arm_side.task import Task, default_wait_ms, task_options
 from arm_side.transport import Transport, ZmqTransport
 from vdsp_board.config import settings
 from vdsp_board.memory import ddr
+
+if TYPE_CHECKING:  # asyncio (with ssl and concurrent.futures: ~0.1 s of CPU) is imported by AsyncSoc's
+    # methods when they run: a process with blocking Socs only (each `vdsp` command) never imports it
+    from arm_side.aio import AsyncTask
+    from arm_side.async_client import AsyncClient
 
 
 _NO_BUFFERS: tuple = ()      # the default of ``inputs`` / ``outputs``: no buffer to look at
@@ -221,6 +223,7 @@ class AsyncSoc:
         loop). Raises what ``Soc()`` raises. ``trace=`` blocks while the SoC's tracing starts."""
         if self._soc is not None:
             return self
+        from arm_side.async_client import AsyncClient
         transport, own = self._transport, self._transport is None
         if transport is None:
             mode = self._mode or settings.current().rpc_mode
@@ -242,6 +245,7 @@ class AsyncSoc:
 
     async def close(self) -> None:
         """Disconnect and free this Soc's buffers."""
+        from arm_side.async_client import AsyncClient
         soc, self._soc = self._soc, None
         if soc is not None:
             assert isinstance(soc.client, AsyncClient)
@@ -269,6 +273,7 @@ class AsyncSoc:
 
     @property
     def _client(self) -> AsyncClient:
+        from arm_side.async_client import AsyncClient
         client = self.soc.client
         assert isinstance(client, AsyncClient)
         return client
@@ -286,12 +291,14 @@ class AsyncSoc:
         """Submit now (errors of submission raise here, as ``Soc.rpc``); ``await`` the returned
         AsyncTask for the values, with the options' ``timeout_ms`` (None or <= 0: no limit).
         ``options`` and its fields as keywords as ``Soc.rpc``."""
+        from arm_side.aio import AsyncTask
         opts = task_options(options, task)
         return AsyncTask(self.soc.rpc(cmd, inputs, outputs, params, options=opts), opts.wait_ms(0))
 
     async def wait(self, task: Task | AsyncTask, timeout_ms: float = 0) -> dict:
         """``task.wait(timeout_ms)``, awaited: the values, or the task's error, or TaskTimeout
         (the task stays in flight; wait again or release it)."""
+        from arm_side.aio import AsyncTask, wait_task
         return await wait_task(task.task if isinstance(task, AsyncTask) else task, timeout_ms)
 
     async def call(self, cmd: int, inputs: Sequence = (), outputs: Sequence = (), params: dict | None = None,
@@ -306,6 +313,8 @@ class AsyncSoc:
                     options: TaskOptions | None = None, **task: Unpack[SubmitKw]) -> list[dict]:
         """``Soc.batch``, awaited: items split over CORE_0 and CORE_1, results in item order;
         raises the first item's error after every task has ended."""
+        import asyncio
+        from arm_side.aio import wait_task
         opts = TaskOptions.of(options, timeout_ms=timeout_ms, **task)
         half = (len(items) + 1) // 2
         tasks = [self.soc.rpc(cmd, item.get("inputs", ()), item.get("outputs", ()), item.get("params"),
@@ -320,6 +329,7 @@ class AsyncSoc:
 
     async def query(self, what: str = "cores", timeout_ms: float = 5000) -> dict:
         """``Soc.query``, awaited."""
+        from arm_side.aio import wait_request
         client = self._client
         if client.mode == "relay":
             return await wait_request(client.request(messages.query(next(client.ids), what)), timeout_ms)
@@ -334,6 +344,7 @@ class AsyncSoc:
 
     async def control(self, core: str, attr: str, value: str | None = None, timeout_ms: float = 30000) -> str:
         """``Soc.control``, awaited."""
+        from arm_side.aio import wait_request
         client = self._client
         msg = messages.control(next(client.ids), core, attr, value)
         return (await wait_request(client.request(msg, core), timeout_ms)).get("value", "")

@@ -1,18 +1,20 @@
 """Tasks: futures for requests sent to the SoC (wait with a timeout, release, callbacks)."""
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import select
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from protocol import errors
 from protocol.cancel import CancelOutcome
 from protocol.task_options import DEFAULT, TaskOptions
 from vdsp_board.config import settings
+
+if TYPE_CHECKING:     # imported by _as_future, when a task is awaited (arm_side.soc says why)
+    import asyncio
 
 DEFAULT_WAIT_MS = 10000.0
 
@@ -231,6 +233,7 @@ class Request:
     def _as_future(self) -> asyncio.Future:
         """A future of the running loop resolved when the request ends (by the loop's own reader
         for an AsyncSoc, else through ``call_soon_threadsafe`` from the reader thread)."""
+        import asyncio
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         loop_thread = threading.get_ident()

@@ -19,14 +19,16 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
-import zmq.asyncio
 
 from protocol import errors
 from arm_side.channel import AsyncChannel, Channel
 from arm_side.discovery import RuntimeDir
+
+if TYPE_CHECKING:
+    import zmq.asyncio
 
 
 class Transport:
@@ -120,6 +122,7 @@ class ZmqTransport(Transport):
 
     def open_async(self, endpoint: str, name: str, *, watch: bool = False, server_key: str = "") -> AsyncChannel:
         if self.actx is None:
+            import zmq.asyncio      # for AsyncSoc only (arm_side.soc says why)
             self.actx = zmq.asyncio.Context.shadow(self.ctx)    # the same context: one term() ends both
         return AsyncChannel(self.actx, endpoint, name, watch, server_key)
 

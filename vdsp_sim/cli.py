@@ -17,8 +17,9 @@ from vdsp_board.config import clihelp
 
 def command_modules(only: str | None = None) -> dict[str, ModuleType]:
     """Command name -> its module, in the order 'vdsp --help' lists them (``only``: that one
-    command's, when it is one)."""
-    names = (only,) if only in commands.NAMES else commands.NAMES
+    command's, when it is one; none for ``--version``, which prints the version before any command
+    is looked for: the whole tree imports numpy, the SDK and the core, ~0.4 s of CPU)."""
+    names = (only,) if only in commands.NAMES else () if only == "--version" else commands.NAMES
     return {name: importlib.import_module(f"vdsp_sim.commands.{name}") for name in names}
 
 

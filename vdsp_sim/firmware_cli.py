@@ -8,9 +8,10 @@ from pathlib import Path
 
 from protocol import errors
 from protocol.constants import CORE_NAMES
-from dsp_side import fw_image, signing
-from vdsp_board.processes import rundir
-from vdsp_sim.soc.stock import install_stock
+
+# Each command imports the image, signing and stock modules it uses when it runs: the parser alone
+# ('vdsp --help', 'vdsp --version', each of which builds the whole tree) needs none of them (the
+# image builder imports numpy and the C kernel SDK: ~0.6 s of CPU), nor do the key commands.
 
 
 def _sanitizer(value: str) -> str:
@@ -21,6 +22,7 @@ def _sanitizer(value: str) -> str:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from dsp_side import fw_image, signing
     key: object      # None (unsigned), a private key, or fw_image.INSTALL_KEY
     if args.unsigned:
         key = None
@@ -39,6 +41,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_install_stock(args: argparse.Namespace) -> int:
+    from vdsp_board.processes import rundir
+    from vdsp_sim.soc.stock import install_stock
     rt = rundir.runtime_dir()
     written = install_stock(rt, tuple(args.cores))
     where = rundir.firmware_dir(rt)
@@ -51,6 +55,7 @@ def cmd_install_stock(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from dsp_side import fw_image, signing
     header, _, signer = fw_image.examine(Path(args.image))
     if isinstance(signer, signing.SignatureError):
         verdict = f"REFUSED by this SoC's cores ({signer.reason}): {signer.message}"
@@ -72,6 +77,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_stubs(args: argparse.Namespace) -> int:
+    from dsp_side import fw_image, signing
     header, _, signer = fw_image.examine(Path(args.image))
     title = (f"Typed stubs of the operators of firmware image {header['name']} version {header['version']}"
              f" ({Path(args.image).name}).")
@@ -91,6 +97,7 @@ def cmd_stubs(args: argparse.Namespace) -> int:
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
+    from dsp_side import signing
     keys = signing.default_dir()
     path, made = signing.keygen(keys)
     raw = signing.public_raw(signing.load_private(path))
@@ -100,12 +107,14 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
+    from dsp_side import signing
     path, kid = signing.trust(signing.default_dir(), Path(args.public_file), args.name)
     print(f"trusted {kid} as {path.stem} ({path}): the cores boot images it signs from their next boot on")
     return 0
 
 
 def cmd_untrust(args: argparse.Namespace) -> int:
+    from dsp_side import signing
     path = signing.untrust(signing.default_dir(), args.name)
     if path is None:
         print(f"vdsp firmware untrust: no trusted key named {args.name!r}", file=sys.stderr)
@@ -115,6 +124,7 @@ def cmd_untrust(args: argparse.Namespace) -> int:
 
 
 def cmd_trusted(args: argparse.Namespace) -> int:
+    from dsp_side import signing
     keys = signing.default_dir()
     for name, raw, path in signing.trusted(keys):
         print(f"{name:20} {signing.key_id(raw)}  {path}")

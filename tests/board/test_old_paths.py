@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.project.test_layers import OURS, ROOT, first_party_imports, module_name
+from tests.project.test_layers import OURS, ROOT, imports_among, module_name
 from vdsp_board._moved import MOVED, MovedModuleWarning
 
 SHIM_CALL = "follow(__spec__, __name__)"
@@ -71,8 +71,9 @@ def test_python_m_an_old_path_runs_the_new_module():
 def _old_names_in(path, package: str) -> set[str]:
     """The old paths a file imports or names in a string (``mock.patch`` targets, ``-m`` arguments;
     not the log file that one module's old name is also: ``"log" / "vdsp_board.log"``)."""
-    found = {m for m in first_party_imports(path, package) if m in MOVED or m.rpartition(".")[0] in MOVED}
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    nodes = list(ast.walk(ast.parse(path.read_text(), str(path))))     # parsed and walked once for both
+    found = {m for m in imports_among(nodes, package) if m in MOVED or m.rpartition(".")[0] in MOVED}
+    for node in nodes:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             found |= {old for old in MOVED if node.value.startswith(old + ".") or node.value == old != LOG_FILE}
     return found

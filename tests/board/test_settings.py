@@ -78,7 +78,10 @@ def sources():
 def test_no_module_but_settings_reads_or_writes_vdsp_variables():
     reads, writes = [], []
     for path in sources():
-        r, w = env_uses(path.read_text(), str(path.relative_to(ROOT)))
+        text = path.read_text()
+        if not any(word in text for word in ("environ", "getenv", "putenv", "unsetenv")):
+            continue        # env_uses finds nothing in a file that names none of them: not parsed
+        r, w = env_uses(text, str(path.relative_to(ROOT)))
         reads += r
         writes += w
     assert reads == [], "read VDSP_* through vdsp_board.config.settings:\n" + "\n".join(reads)

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from arm_side import CORE_1, Soc, errors
 from dsp_side import fw_image, signing
-from vdsp_sim import firmware_cli
+from vdsp_sim.soc.stock import install_stock
 from vdsp_board.processes import rundir
 from tests.live import LiveSoc
 
@@ -243,18 +243,18 @@ def test_the_stock_images_are_signed_by_this_install(shared_soc, soc):
 
 def test_install_stock_replaces_images_the_cores_would_refuse(runtime_env, marked):
     fwdir = rundir.firmware_dir(runtime_env)
-    assert [(p.name, why) for p, why in firmware_cli.install_stock(runtime_env)] == \
+    assert [(p.name, why) for p, why in install_stock(runtime_env)] == \
         [("vdsp0", "missing"), ("vdsp1", "missing")]
-    assert firmware_cli.install_stock(runtime_env) == []                    # trusted images are kept
+    assert install_stock(runtime_env) == []                    # trusted images are kept
     marked.build(fwdir / "vdsp0", key=None)                                  # unsigned
     marked.build(fwdir / "vdsp1", key=Ed25519PrivateKey.generate())          # an unknown key
-    replaced = dict((p.name, why) for p, why in firmware_cli.install_stock(runtime_env))
+    replaced = dict((p.name, why) for p, why in install_stock(runtime_env))
     assert "unsigned" in replaced["vdsp0"] and "unknown key" in replaced["vdsp1"], replaced
     for name in ("vdsp0", "vdsp1"):
         header, _, signer = fw_image.read(fwdir / name)
         assert header["name"] == "stock" and signer.name == signing.INSTALL_NAME
     marked.build(fwdir / "vdsp1", key=None)
-    assert firmware_cli.install_stock(runtime_env, allow_unsigned=True) == []   # the cores' own policy
+    assert install_stock(runtime_env, allow_unsigned=True) == []   # the cores' own policy
     # vdsp up does the same before it starts the cores
     live = LiveSoc(runtime_env)
     live.start()
@@ -270,16 +270,16 @@ def test_install_stock_rebuilds_a_stock_image_an_earlier_version_built(runtime_e
     """After an upgrade, the stock image of the old sources (this install's key, named "stock")
     is built again from today's; an image of another name, the user's, is kept."""
     fwdir = rundir.firmware_dir(runtime_env)
-    firmware_cli.install_stock(runtime_env)
+    install_stock(runtime_env)
     stock_ops = fw_image.read(fwdir / "vdsp0")[0]["operators"]
     marked.build(fwdir / "vdsp0", name="stock")        # what an earlier vdsp-sim's stock image is to it
     mine = marked.build(fwdir / "vdsp1", name="mine")
-    replaced = [(p.name, why) for p, why in firmware_cli.install_stock(runtime_env)]
+    replaced = [(p.name, why) for p, why in install_stock(runtime_env)]
     assert [name for name, _ in replaced] == ["vdsp0"] and "other sources" in replaced[0][1], replaced
     header, _, signer = fw_image.read(fwdir / "vdsp0")
     assert header["name"] == "stock" and header["operators"] == stock_ops and signer.name == signing.INSTALL_NAME
     assert (fwdir / "vdsp1").read_bytes() == mine
-    assert firmware_cli.install_stock(runtime_env) == []                    # today's stock image is kept
+    assert install_stock(runtime_env) == []                    # today's stock image is kept
 
 
 # --- development: --allow-unsigned -----------------------------------------------------------

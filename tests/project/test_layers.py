@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -28,6 +30,15 @@ def test_a_process_that_only_talks_to_the_soc_loads_no_numpy():
     SDK, not numpy (~0.2 s of CPU per process, some hundreds of them a suite run): a buffer's
     ``array()`` imports it when asked (tests/sdk/test_memory.py uses it)."""
     assert loaded_after("arm_side, arm_side.soc, vdsp_sim.commands.status", "numpy") == []
+
+
+def test_a_process_with_blocking_socs_only_loads_no_asyncio_and_no_openssl():
+    """Nor asyncio (with ssl and concurrent.futures) nor hmac's OpenSSL hashes: AsyncSoc imports
+    asyncio when it opens, a server's ZAP thread (zmq.auth.thread) when its Gate starts, and an
+    owner id is drawn from os.urandom without the secrets module (~0.07 s of CPU per process)."""
+    for prefix in ("asyncio", "ssl", "_ssl", "hmac", "_hashlib", "concurrent", "zmq.asyncio"):
+        assert loaded_after("arm_side, arm_side.soc, vdsp_sim.commands.status, vdsp_sim.sysfs, "
+                            "vdsp_board.identity.curve, vdsp_board.observability.trace", prefix) == [], prefix
 
 def test_the_contract_is_pure():
     assert loaded_after("protocol.contract.cv_ids, protocol.contract.nn_ids, protocol.contract.pointcloud_ids, "
@@ -99,8 +110,13 @@ def _imported_by_name(node: ast.Call) -> str | None:
 
 
 def first_party_imports(path: Path, package: str) -> set[str]:
+    return imports_among(ast.walk(ast.parse(path.read_text(), str(path))), package)
+
+
+def imports_among(nodes, package: str) -> set[str]:
+    """The first-party modules that the syntax ``nodes`` (of a module of ``package``) import."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes:
         if isinstance(node, ast.Call) and (named := _imported_by_name(node)) is not None:
             found.add(named)
         elif isinstance(node, ast.Import):
@@ -206,8 +222,14 @@ def modules_named(name: str, root: Path | None = None) -> list[str]:
     return [str(p.relative_to(root)) for package in OURS for p in sorted((root / package).rglob(name))]
 
 
-def test_the_once_doubled_names_mean_one_thing():
-    classes = top_level_classes()
+@pytest.fixture(scope="module")
+def checkout_classes() -> dict[str, list[str]]:
+    """The checkout's top-level classes, found once for the two checks that read them."""
+    return top_level_classes()
+
+
+def test_the_once_doubled_names_mean_one_thing(checkout_classes):
+    classes = checkout_classes
     assert {n: classes.get(n) for n in ONE_MEANING_CLASSES} == {
         "Firmware": ["dsp_side/firmware.py"], "Client": ["arm_side/client.py"],
         "Image": ["arm_side/cv/image.py"], "Task": ["arm_side/task.py"]}
@@ -215,10 +237,10 @@ def test_the_once_doubled_names_mean_one_thing():
         "image.py": ["arm_side/cv/image.py"], "runtime.py": ["arm_side/dnn/runtime.py"]}
 
 
-def test_no_public_class_name_is_defined_twice():
+def test_no_public_class_name_is_defined_twice(checkout_classes):
     """Grant, Scheduler and Tensor were two classes too (protocol.acl.AclEntry, arm_side.dnn's
     BpuScheduler and dsp_side's TensorDesc now). A new pair fails here: rename one side."""
-    twice = {n: where for n, where in top_level_classes().items() if len(where) > 1 and not n.startswith("_")}
+    twice = {n: where for n, where in checkout_classes.items() if len(where) > 1 and not n.startswith("_")}
     assert twice == {}
 
 

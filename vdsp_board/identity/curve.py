@@ -32,7 +32,6 @@ from pathlib import Path
 
 import zmq
 import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
 
 from protocol import errors
 from vdsp_board.config import settings
@@ -119,7 +118,7 @@ class Gate:
         self.refusals = RateLimited(log)
         self.names: dict[bytes, str] = {}
         self.keys: dict[str, bytes] = {}     # the reverse: which key a name authenticated with
-        self.auth = _Authenticator(ctx, gate=self)
+        self.auth = _authenticator(ctx, self)
         self.auth.start()
         self.auth.configure_curve_callback(domain="*", credentials_provider=self)
 
@@ -158,13 +157,16 @@ class Gate:
         self.auth.stop()
 
 
-class _Authenticator(ThreadAuthenticator):
-    def __init__(self, ctx: zmq.Context, gate: Gate) -> None:
-        super().__init__(ctx, log=logging.getLogger("vdsp.curve.zap"))
-        self.gate = gate
+def _authenticator(ctx: zmq.Context, gate: Gate):
+    """The ZAP thread of ``gate``, naming each peer by the key it authenticated with. Its module
+    (zmq.auth.thread) imports asyncio, with ssl ~0.1 s of CPU: imported here, by a server that
+    runs a Gate, never by a client (each `vdsp` command) that only loads keys."""
+    from zmq.auth.thread import ThreadAuthenticator
 
-    def curve_user_id(self, client_public_key: bytes) -> str:
-        return self.gate.names.get(zmq.utils.z85.encode(client_public_key), "client:?")
+    class Authenticator(ThreadAuthenticator):
+        def curve_user_id(self, client_public_key: bytes) -> str:
+            return gate.names.get(zmq.utils.z85.encode(client_public_key), "client:?")
+    return Authenticator(ctx, log=logging.getLogger("vdsp.curve.zap"))
 
 
 def secure_server(sock: zmq.Socket, endpoint: str, directory: Path | None = None) -> bool:

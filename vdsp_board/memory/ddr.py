@@ -31,8 +31,8 @@ import functools
 import logging
 import mmap
 import os
+import random
 import re
-import secrets
 import stat
 import sys
 import threading
@@ -41,6 +41,10 @@ import time
 from protocol.errors import SysInvalidArgument, SysOutOfMemory
 from vdsp_board.config import settings
 from vdsp_board.observability.log import RateLimited
+
+# os.urandom, as the secrets module (which imports hmac and OpenSSL's hashlib: ~15 ms of CPU in each
+# process that claims an owner) draws from
+_URANDOM = random.SystemRandom()
 
 PAGE = 4096
 MAX_ALLOC = 2**32 - 1               # hbSysAllocMem takes a uint32 size
@@ -542,7 +546,7 @@ def _claim_owner_id(directory: str) -> tuple[int, int]:
     so the final name never exists unlocked. Raises SysOutOfMemory if impossible.
     """
     for _ in range(1000):
-        owner = 1 + secrets.randbelow(MAX_OWNER - 1)
+        owner = _URANDOM.randrange(1, MAX_OWNER)
         final = os.path.join(directory, lock_name(owner))
         tmp = f"{final}.tmp{os.getpid()}"
         try:
