@@ -29,6 +29,9 @@ class PeerState:
         self.fw_busy: BusyRetry | None = None   # direct mode: that HELLO was answered HB_DSP_BUSY: the pauses
         self.fw_again_at: float | None = None   # ... and when to say it again (None: not due, or not yet set)
         self.inflight: set[int] = set()         # direct mode: msg_ids sent to this core
+        # direct mode: those of them sent on a firmware connection that closed (ipc): they reached the
+        # firmware, whose core says how they ended (EVENT, or its death or hang), not a later link's failure
+        self.fw_ended: set[int] = set()
 
     @property
     def alive(self) -> bool:

@@ -440,22 +440,30 @@ class Session:
         link is connected once): ``why`` ``failed`` (no connection was made: the tasks sent on it
         never arrived, they fail with CoreOffline) or ``ended`` (the firmware's connection closed:
         its tasks are the core's to end, as its state says). Returns the actions: while the core
-        runs, a new link (its directory checked again) and HELLO on it."""
-        if why == "failed":
+        runs, a new link (its directory checked again) and HELLO on it. A task sent on a link that
+        ended stays in flight through the failures of the links made after it (``PeerState.fw_ended``):
+        the firmware's connection closes before the core's own word arrives (its process exits
+        with its core, whose control connection we may hear of later), and that word decides."""
+        if why == "ended":
+            peer.fw_ended = set(peer.inflight)
+        elif why == "failed":
             self._fail_inflight(peer, lambda: errors.CoreOffline(
-                f"{peer.name}: the link to its firmware at {endpoint} could not connect; send the task again"))
+                f"{peer.name}: the link to its firmware at {endpoint} could not connect; send the task again"),
+                keep=peer.fw_ended)
         if not peer.alive or peer.fw_endpoint is None:
             return []
         self._forget_fw_hello(peer)
         return [OpenFw(peer, peer.fw_endpoint)]
 
-    def _fail_inflight(self, peer: PeerState, error: Callable[[], errors.VdspError]) -> None:
-        """Every task in flight to ``peer`` fails with an ``error()`` of its own."""
-        for msg_id in list(peer.inflight):
+    def _fail_inflight(self, peer: PeerState, error: Callable[[], errors.VdspError],
+                       keep: set[int] | frozenset[int] = frozenset()) -> None:
+        """Every task in flight to ``peer`` but those in ``keep`` fails with an ``error()`` of its own."""
+        for msg_id in list(peer.inflight - keep):
             req = self.pending.pop(msg_id, None)
             if req is not None:
                 req._complete(None, error())
-        peer.inflight.clear()
+        peer.inflight.intersection_update(keep)
+        peer.fw_ended.intersection_update(peer.inflight)
 
     def cancelled(self, task, reply: dict | None) -> str:
         """``task`` was released and ``reply`` is the server's answer to our CANCEL (None: none came).
@@ -516,6 +524,7 @@ class Session:
                     f"{peer.name}: the connection to its firmware closed with task {msg_id} in flight (it may "
                     "have run); connected again: send it again if running it twice is harmless"))
         peer.inflight.clear()
+        peer.fw_ended.clear()
         self._forget_fw_hello(peer)
         log.warning("core %s: the connection to its firmware closed; connected again, saying HELLO", peer.name)
         return [HelloFw(peer)] if peer.fw_endpoint is not None else []

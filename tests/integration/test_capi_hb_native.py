@@ -13,7 +13,9 @@ core's own build, vdsp_sim/capi_native.py):
   refused with the Python SDK's code (HB_DSP_KEY_REFUSED);
 - in direct mode a core that stops under a task fails it as the Python SDK's direct mode does:
   its process killed (its control connection closes) HB_DSP_CORE_DEAD, its firmware killed
-  (EVENT crashed) HB_DSP_CORE_CRASHED, at once; the other core goes on;
+  (EVENT crashed) HB_DSP_CORE_CRASHED, at once; the other core goes on; a task whose firmware
+  died while its core was stopped waits for the core's word in both (HB_DSP_CORE_DEAD: hung,
+  then killed), not for a new firmware link's failure (HB_DSP_CORE_OFFLINE before);
 - the same under valgrind memcheck (ipc, tcp; relay and direct mode), and built with
   -fsanitize=address,undefined (LeakSanitizer on), with no suppression file;
 - a fork() child's first call is HB_DNN_MULTI_PROGRESS_USE_ERROR at once, the parent goes on;
@@ -156,9 +158,9 @@ with Soc(mode="direct", autostart_relay=False) as soc:
 """
 
 
-def stopped_under(commands: dict[str, list], stop) -> dict[str, dict[str, str]]:
+def stopped_under(commands: dict[str, list], stop, then=None) -> dict[str, dict[str, str]]:
     """Start each command (a program of `check stopped`'s lines) in direct mode, once each has sent
-    its task call ``stop()``, and return each one's lines."""
+    its task call ``stop()`` (then ``then(processes)``, by name), and return each one's lines."""
     procs = {name: subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, text=True,
                                     env=clean_env(VDSP_RPC_MODE="direct", PYTHONPATH=str(ROOT)))
              for name, cmd in commands.items()}
@@ -166,6 +168,8 @@ def stopped_under(commands: dict[str, list], stop) -> dict[str, dict[str, str]]:
         for proc in procs.values():
             assert proc.stdout is not None and proc.stdout.readline() == "submitted 1\n"
         stop()
+        if then is not None:
+            then(procs)
         outs = {name: proc.communicate(timeout=120)[0] for name, proc in procs.items()}
     finally:
         for proc in procs.values():
@@ -194,6 +198,41 @@ def test_a_core_that_stops_under_a_direct_mode_task_fails_it_as_the_python_sdk_d
         for name, out in outs.items():
             assert out["code"] == str(error.code) and out["other_core"] == "0", (name, out)
         assert error.name in outs["c"]["desc"] and "vdsp0" in outs["c"]["desc"], outs["c"]
+
+
+def test_a_task_whose_firmware_died_waits_for_its_cores_word_in_both_clients(programs, live_soc):
+    """A killed core takes its firmware (its child) with it, and a client may hear the firmware's
+    connection close, and the link it makes afresh fail to connect, before it hears the core's own
+    control connection close. That order forced: vdsp0 stopped (SIGSTOP: it says nothing, and its
+    control connection stays open), then its firmware killed. The task reached the firmware: the
+    core's word decides (PROTOCOL.md §10), not the new link's failure (before: HB_DSP_CORE_OFFLINE
+    at once, in both clients). The Python SDK judges the silent core hung at its deadline (its
+    process is stopped, §9): HB_DSP_CORE_DEAD; the C client, which judges no hung deadline
+    (vdsp_client.h), still waits then, and says HB_DSP_CORE_DEAD once vdsp0 is killed."""
+    from arm_side import Soc
+
+    with Soc(mode="direct", autostart_relay=False, connect_timeout_s=30) as soc:
+        assert wait_until(lambda: soc.control("vdsp0", "state") == "running", timeout_s=60)
+    core, firmware = live_soc.pid("vdsp0"), live_soc.fw_pid("vdsp0")
+
+    def freeze_and_kill_its_firmware() -> None:
+        os.kill(core, signal.SIGSTOP)
+        os.kill(firmware, signal.SIGKILL)
+
+    c_waited = []
+
+    def python_concludes_then_kill_the_core(procs: dict) -> None:
+        try:
+            procs["python"].wait(timeout=120)        # its hung verdict: 20 s (--hung-ms) after vdsp0 stopped
+            c_waited.append(procs["c"].poll() is None)
+        finally:
+            os.kill(core, signal.SIGKILL)
+    commands = {"c": [programs / "check", "stopped"], "python": [sys.executable, "-c", PY_STOPPED]}
+    outs = stopped_under(commands, freeze_and_kill_its_firmware, python_concludes_then_kill_the_core)
+    for name, out in outs.items():
+        assert out["code"] == str(errors.CoreDead.code) and out["other_core"] == "0", (name, out)
+    assert c_waited == [True], "the C client concluded while vdsp0 was stopped"
+    assert errors.CoreDead.name in outs["c"]["desc"] and "vdsp0" in outs["c"]["desc"], outs["c"]
 
 
 def first_call(program: Path, env: dict) -> tuple[int, str]:

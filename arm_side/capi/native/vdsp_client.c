@@ -35,6 +35,7 @@ typedef struct {
   size_t peer;                 /* the server it went to (an index into peers) */
   int fw;                      /* it went on that peer's firmware link */
   int task;                    /* a TASK (counted in flight to its core) */
+  int fw_ended;                /* a TASK sent on a firmware connection that closed: the core's word ends it */
   int code;                    /* DONE: 0 for READY/RESULT, else the failure's code */
   vdsp_wire_header header;
   vdsp_wire_body *body;        /* DONE with code 0 */
@@ -198,6 +199,7 @@ static int request(vdsp_client *c, size_t p, int fw, int kind, uint8_t command, 
   s->peer = p;
   s->fw = fw;
   s->task = command == VDSP_CMD_TASK;
+  s->fw_ended = 0;
   *out = s;
   return 0;
 }
@@ -283,11 +285,14 @@ static void take_error(slot *s, const vdsp_wire_value *root) {
 /* --- direct mode: the cores' states (arm_side/session.py core_state) ------------------------ */
 
 /* Every task in flight to core `p` fails with `code` and `message`. */
-static void fail_inflight(vdsp_client *c, size_t p, int code, const char *message) {
+/* Every TASK in flight to core `p` fails (`all` 0: but those sent on a firmware connection that closed). */
+static void fail_inflight(vdsp_client *c, size_t p, int all, int code, const char *message) {
   vdsp_err e;
   vdsp_fail(&e, code, "%s", message);
-  for (size_t i = 0; i < N_SLOTS; i++)
-    if (c->slots[i].state == WAITING && c->slots[i].task && c->slots[i].peer == p) fail_slot(&c->slots[i], &e);
+  for (size_t i = 0; i < N_SLOTS; i++) {
+    slot *s = &c->slots[i];
+    if (s->state == WAITING && s->task && s->peer == p && (all || !s->fw_ended)) fail_slot(s, &e);
+  }
 }
 
 /* protocol.core_state.error_for: the error of a task that cannot run on a core in `state`. */
@@ -367,7 +372,7 @@ static void core_state(vdsp_client *c, size_t p, const char *state, const vdsp_w
   }
   char message[VDSP_ERR_MAX];
   int code = state_error(pe, state, reason, message, sizeof message);
-  fail_inflight(c, p, code, message);
+  fail_inflight(c, p, 1, code, message);
 }
 
 /* Core `p` is dead (its control connection closed over ipc). */
@@ -572,10 +577,14 @@ static void look_after_firmware(vdsp_client *c, size_t p, int64_t now, int tick)
   peer *pe = &c->peers[p];
   char message[VDSP_ERR_MAX];
   if (vdsp_link_poll_events(&pe->fw)) {   /* ipc: a new link is due */
-    if (pe->fw.failed && !pe->fw.up) {
+    if (pe->fw.failed && !pe->fw.up) {   /* what was sent on it never arrived; not what an ended one took */
       snprintf(message, sizeof message, "%s: the link to its firmware at %s could not connect; send the task again",
                pe->name, pe->fw.endpoint);
-      fail_inflight(c, p, VDSP_E_CORE_OFFLINE, message);
+      fail_inflight(c, p, 0, VDSP_E_CORE_OFFLINE, message);
+    } else {   /* ended: its tasks reached the firmware, which may exit with its core before we hear the core's
+                * control connection close: they wait for the core's word (EVENT, its end), as session.py's */
+      for (size_t i = 0; i < N_SLOTS; i++)
+        if (c->slots[i].state == WAITING && c->slots[i].task && c->slots[i].peer == p) c->slots[i].fw_ended = 1;
     }
     if (tick && pe->alive && pe->running) open_fw(c, p);
     return;

@@ -16,7 +16,8 @@
  *   state: `running` (a new endpoint or key: a new firmware link), else its firmware link closes
  *   and its tasks in flight fail (CORE_OFFLINE, _CRASHED, _DEAD, as protocol.core_state says).
  *   Over ipc a control connection that closes is the core's death; a firmware link that failed
- *   or ended is made again (its tasks failed if it never connected). TASKs go to the chosen
+ *   or ended is made again (the tasks sent on it fail CORE_OFFLINE if it never connected; those
+ *   sent on one that ended wait for the core's word, whatever links after it fail). TASKs go to the chosen
  *   core's firmware (CORE_ANY: the running core with the fewest tasks in flight), CANCELs too;
  *   HEARTBEATs to each control link.
  * Over tcp (any server's endpoint tcp://) the links are CURVE clients (§16, vdsp_curve.h) and our
