@@ -242,6 +242,21 @@ def live_soc(runtime_env):
         soc.stop_and_check()
 
 
+HUNG_MS = 3000      # soc_hung_3s's hung deadline (the default: 20 s)
+
+
+@pytest.fixture
+def soc_hung_3s(runtime_env):
+    """A SoC of its own whose cores and relay judge a silent peer hung after HUNG_MS (tests that
+    freeze a core and wait for that verdict)."""
+    live = LiveSoc(runtime_env, core_args=["--hung-ms", str(HUNG_MS)], relay_args=["--hung-ms", str(HUNG_MS)])
+    live.start()
+    try:
+        yield live
+    finally:
+        live.stop_and_check()
+
+
 @pytest.fixture(scope="module")
 def shared_soc():
     """One SoC for a module of tests that leave it healthy (fresh runtime and DDR directories)."""

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from arm_side import CORE_0, CORE_1, Soc, errors, opids
-from tests.conftest import wait_until
-from tests.live import LiveSoc, shm_entries
+from tests.conftest import HUNG_MS, wait_until
+from tests.live import shm_entries
 
 pytestmark = pytest.mark.live
 
@@ -128,19 +128,6 @@ def test_killed_client_leaves_no_shared_memory_and_disturbs_no_one(live_soc):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-
-
-HUNG_MS = 3000      # a short hung deadline for this test (default 20 s)
-
-
-@pytest.fixture
-def soc_hung_3s(runtime_env):
-    live = LiveSoc(runtime_env, core_args=["--hung-ms", str(HUNG_MS)], relay_args=["--hung-ms", str(HUNG_MS)])
-    live.start()
-    try:
-        yield live
-    finally:
-        live.stop_and_check()
 
 
 @pytest.mark.parametrize("mode", ["relay", "direct"])
