@@ -17,8 +17,9 @@ input of the build (the tree's path, its sources and headers, the SDK's headers 
 generated parameter header, the compiler command words with the size and mtime of the compiler
 binaries they resolve to, the flags): in memory for the process, and on disk per user
 (:mod:`dsp_side.ckernel.cache`), so the same tree is compiled once (every ``vdsp up`` builds
-the stock image, in a process of its own). :func:`library_for` writes a tree's library into a
-private directory (``mkdtemp``: 0700, this process's) for a tree run in-process, without an image.
+the stock image, in a process of its own). :func:`library_for` puts a tree's library, for a tree
+run in-process without an image, in a memory file of the process (memfd), which no way of dying
+leaves behind.
 """
 from __future__ import annotations
 
@@ -166,22 +167,48 @@ def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool 
     return lib
 
 
-_LIBRARIES: dict[str, Path] = {}    # library hash -> its file in a private directory of this process
+_LIBRARIES: dict[str, Path] = {}    # library hash -> the file this process loads it from
 
 
 def library_for(src: Path, entries: Iterable[OperatorEntry]) -> Path:
-    """The kernel library of ``src`` as a file (for a tree run in-process, without an image): in a
-    directory of this process's own (``mkdtemp``, 0700), removed at exit. Raises as :func:`compile_tree`."""
+    """The kernel library of ``src`` as a file (for a tree run in-process, without an image):
+    an anonymous memory file of this process (``memfd_create``, named ``/proc/self/fd/N``; the
+    descriptor stays open for the process's life), which nothing outlives: a process killed by
+    SIGKILL leaves no file behind. Where there is no memfd or no /proc: a private directory
+    (``mkdtemp``, 0700) removed at a normal exit. Raises as :func:`compile_tree`."""
     lib = compile_tree(src, entries)
     digest = hashlib.sha256(lib).hexdigest()
     path = _LIBRARIES.get(digest)
     if path is None:
-        work = Path(tempfile.mkdtemp(prefix="vdsp-kernels-"))
-        atexit.register(shutil.rmtree, work, True)
-        path = work / ckernel.LIBRARY
-        with open(path, "xb") as f:          # a new file in a new private directory
+        path = _LIBRARIES[digest] = _memory_file(lib) or _private_file(lib)
+    return path
+
+
+def _memory_file(lib: bytes) -> Path | None:
+    """``lib`` in a new memfd of this process (close-on-exec), by its /proc path; None when the
+    kernel or the libc has no memfd_create or /proc is not mounted."""
+    try:
+        fd = os.memfd_create(ckernel.LIBRARY, os.MFD_CLOEXEC)
+    except (AttributeError, OSError):
+        return None
+    path = Path(f"/proc/self/fd/{fd}")
+    try:
+        with os.fdopen(os.dup(fd), "wb") as f:
             f.write(lib)
-        _LIBRARIES[digest] = path
+        if os.path.getsize(path) == len(lib):
+            return path
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _private_file(lib: bytes) -> Path:
+    work = Path(tempfile.mkdtemp(prefix="vdsp-kernels-"))
+    atexit.register(shutil.rmtree, work, True)
+    path = work / ckernel.LIBRARY
+    with open(path, "xb") as f:          # a new file in a new private directory
+        f.write(lib)
     return path
 
 

@@ -69,3 +69,27 @@ def test_a_second_process_builds_the_stock_image_without_compiling(home, tmp_pat
                            timeout=300)
     assert again.returncode == 0, again.stderr
     assert again.stdout == first.stdout and len(list(home.glob("*.so"))) == 1
+
+
+@pytest.mark.skipif(bool(__import__("vdsp_sim.ctoolchain", fromlist=["missing"]).missing()), reason="no C compiler")
+def test_a_process_running_a_source_trees_kernels_leaves_no_file_when_killed(tmp_path):
+    """A process that runs the stock tree's C kernels without an image (the loopback SoC, the fuzzer,
+    the in-process point-cloud stages) holds its kernel library where nothing is left when it dies,
+    even by SIGKILL (no atexit): each such process killed in a test run left a vdsp-kernels-*
+    directory in /tmp."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    prog = ("import sys, numpy as np; from vdsp_sim import pointcloud_inprocess as p; "
+            "_, transpose = p.c_kernels(); out = np.full(256, 7, np.uint8); "
+            "transpose([np.arange(256, dtype=np.uint8)], [out], dim=4, layout='cpm', max_pillars=64, max_points=1, "
+            "pillar_stride=64, num_pillars=64); print(out[:8].tolist(), flush=True); sys.stdin.read()")
+    proc = subprocess.Popen([sys.executable, "-c", prog], cwd=ROOT, env=dict(os.environ, TMPDIR=str(tmp)),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        # the kernel ran: plane c holds byte c of each slot's word (slots 0, 1: bytes 0..3, 4..7)
+        assert line.strip() == "[0, 4, 8, 12, 16, 20, 24, 28]", proc.stderr.read() if not line else line
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    assert list(tmp.iterdir()) == []
