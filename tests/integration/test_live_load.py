@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -96,14 +97,18 @@ SLOW = textwrap.dedent("""
 
 
 def test_a_client_that_does_not_read_does_not_stall_others(shared_soc):
-    """300 PINGs beside a client that never reads its replies take about as long as 300 PINGs
-    alone, timed in this run (beside 24 busy loops both took ~13 s: a fixed 10 s bound failed
-    there). A relay stalled by that client would not answer within each PING's 2 s."""
+    """300 PINGs beside a client that never reads its replies (it submitted 32 tasks and was then
+    stopped, SIGSTOP: not even its SDK's reader thread runs) are each answered within 2 s, which
+    a relay stalled by that client would not do; and their median latency stays near that of
+    PINGs alone, measured before and after in this run (medians: a few long preemptions of a
+    busy host move a sum, as a fixed bound on the total did beside CPU hogs, not a median)."""
     def pings(soc) -> float:
-        t0 = time.monotonic()
+        took = []
         for _ in range(300):
+            t0 = time.monotonic()
             soc.rpc(opids.PING).wait(2000)
-        return time.monotonic() - t0
+            took.append(time.monotonic() - t0)
+        return statistics.median(took)
 
     with Soc() as soc:
         alone = pings(soc)
@@ -111,11 +116,13 @@ def test_a_client_that_does_not_read_does_not_stall_others(shared_soc):
                                 env=dict(os.environ, PYTHONPATH=os.getcwd()))
         try:
             assert slow.stdout.readline().strip() == "submitted"
+            os.kill(slow.pid, signal.SIGSTOP)
             beside = pings(soc)
         finally:
             slow.kill()
             slow.wait()
-    assert beside < 2 * alone + 2, (alone, beside)
+        after = pings(soc)
+    assert beside < 3 * max(alone, after) + 0.005, (alone, beside, after)
 
 
 def test_batch_splits_over_both_cores_and_keeps_order(mode_soc):
