@@ -19,7 +19,7 @@ def _hold(directory: str, exclusive: bool, hold_s: float, started, out) -> None:
 
 
 def test_an_exclusive_holder_runs_alone_and_is_not_starved(tmp_path):
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("spawn")     # not fork: pytest's process has threads (a warning on 3.12+)
     out = ctx.Queue()
     procs = []
 
