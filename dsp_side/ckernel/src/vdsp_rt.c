@@ -15,7 +15,10 @@
  * - guard pages (vdsp_rt_guard): while a kernel runs, the TCM outside its allocations is
  *   PROT_NONE (and stays so between guarded runs: only the allocations' pages change), and on
  *   request its inputs' pages are PROT_READ (unless one shares a page with an output), restored
- *   when it returns or traps. The firmware maps every DDR segment with a
+ *   when it returns or traps. Outside strict mode a bank's allocations are opened lazily, in one
+ *   mprotect for all those made so far: before the runtime performs a transfer, or when the
+ *   kernel first faults in an allocated page not yet opened (the fault is then retried); a
+ *   kernel cannot tell this from pages opened at the allocation. The firmware maps every DDR segment with a
  *   PROT_NONE page after it (dsp_side.ddr_resolver). A fault within a page of a task's buffer
  *   or in a TCM bank is a trap naming the kernel and the nearest buffer (VDSP_RT_MEMORY_FAULT);
  * - bank conflicts: at each wait for a transfer whose TCM side is allocation B of bank b, a
@@ -54,9 +57,12 @@ struct alloc {
 };
 
 struct bank {
-  uint8_t *base;          /* VDSP_RT_BANK_SPAN bytes, mapped once, kept between tasks (TCM keeps its bytes) */
+  uint8_t *base;          /* VDSP_RT_BANK_SPAN bytes, mapped once, kept between tasks (TCM keeps its bytes);
+                             bank i + 1's span follows bank i's (one mapping) */
   uint32_t used;          /* bytes of the budget held (requested sizes, rounded to VDSP_TCM_ALIGN) */
   uint32_t next;          /* offset of the next allocation in base */
+  uint32_t open;          /* guarded, outside strict mode: [base, base + open) is read-write (a page
+                             multiple, at most page_up(next)), the rest PROT_NONE (guard_open) */
   int count;
   struct alloc allocs[VDSP_TCM_MAX_ALLOCS];
 };
@@ -190,9 +196,11 @@ static void set_guard(int prot_none) {
 #define VDSP_RT_ROWS_AHEAD 2
 #define VDSP_RT_PREFETCH_ROW 4096u /* rows up to this long; longer ones stream by themselves */
 #define VDSP_RT_PIECE 4096u
+static void guard_open_all(void);
 static void perform_until(int id) {
   vdsp_board_dma_waited(id);
   if (rt.strict) set_guard(0);
+  guard_open_all(); /* the runtime's copies touch only opened pages */
   for (; rt.done < id; rt.done++) {
     struct dma const *d = &rt.queue[rt.done % VDSP_RT_MAX_DMA];
     uint32_t const piece = d->tcm_dst ? d->row_bytes : VDSP_RT_PIECE;
@@ -416,8 +424,7 @@ static void guard_arm(void) {
   guard.ranges = 0;
   guard.armed = 0;
   if (guard.tcm != guard.tcm_none) {   /* switched on or off since the last run */
-    for (int b = 0; b < VDSP_TCM_BANKS; b++)
-      mprotect(rt.banks[b].base, VDSP_RT_BANK_SPAN, guard.tcm ? PROT_NONE : PROT_READ | PROT_WRITE);
+    mprotect(rt.banks[0].base, (size_t)VDSP_TCM_BANKS * VDSP_RT_BANK_SPAN, guard.tcm ? PROT_NONE : PROT_READ | PROT_WRITE);
     guard.tcm_none = guard.tcm;
   }
   if (!guard.tcm && !guard.inputs) return;
@@ -433,18 +440,38 @@ static void guard_arm(void) {
   guard.armed = 1 + guard.tcm;    /* 2: TCM guarded too */
 }
 
-/* A new TCM allocation becomes accessible (its pages; in strict mode a pending transfer's
- * destination is made inaccessible again by set_guard). */
+/* A new TCM allocation becomes accessible: in strict mode now (its pages; a pending transfer's
+ * destination is made inaccessible again by set_guard), else at guard_open. */
 static void guard_alloc(struct alloc const *a) {
-  if (guard.armed != 2 || !a->bytes) return;
+  if (guard.armed != 2 || !a->bytes || !rt.strict) return;
   uintptr_t s = (uintptr_t)a->start;
   mprotect((void *)page_down(s), page_up(s + a->bytes) - page_down(s), PROT_READ | PROT_WRITE);
 }
 
+/* Outside strict mode, the pages of bank b's allocations not yet opened become read-write (one
+ * mprotect; async-signal-safe: on_segv calls it). */
+static void guard_open(struct bank *b) {
+  uint32_t hi = (uint32_t)page_up(b->next);
+  if (guard.armed != 2 || rt.strict || b->open >= hi) return;
+  mprotect(b->base + b->open, hi - b->open, PROT_READ | PROT_WRITE);
+  b->open = hi;
+}
+
+static void guard_open_all(void) {
+  for (int b = 0; b < VDSP_TCM_BANKS; b++) guard_open(&rt.banks[b]);
+}
+
 static void guard_disarm(void) {
   if (!guard.armed) return;
-  for (int b = 0; guard.armed == 2 && b < VDSP_TCM_BANKS; b++)   /* the allocations' pages again */
-    if (rt.banks[b].next) mprotect(rt.banks[b].base, page_up(rt.banks[b].next), PROT_NONE);
+  if (guard.armed == 2) {         /* the pages opened again: one mprotect from bank 0 to the last opened */
+    uintptr_t hi = 0;
+    for (int b = 0; b < VDSP_TCM_BANKS; b++) {
+      uint32_t opened = rt.strict ? (uint32_t)page_up(rt.banks[b].next) : rt.banks[b].open;
+      if (opened) hi = (uintptr_t)rt.banks[b].base + opened;
+      rt.banks[b].open = 0;
+    }
+    if (hi) mprotect(rt.banks[0].base, hi - (uintptr_t)rt.banks[0].base, PROT_NONE);
+  }
   for (int i = 0; i < guard.ranges; i++)
     mprotect((void *)guard.lo[i], guard.hi[i] - guard.lo[i], PROT_READ | PROT_WRITE);
   guard.ranges = 0;
@@ -613,6 +640,12 @@ static void on_segv(int sig, siginfo_t *info, void *uctx) {
     }
   }
   /* only on the thread that runs the kernel: its jump buffer is that thread's stack */
+  int bank = bank_index(p);
+  if (rt.task && guard.armed == 2 && !rt.strict && bank >= 0 && pthread_equal(pthread_self(), guard.thread) &&
+      p >= rt.banks[bank].base + rt.banks[bank].open && p < rt.banks[bank].base + page_up(rt.banks[bank].next)) {
+    guard_open(&rt.banks[bank]); /* an allocated page not yet opened: open, and the access runs again */
+    return;
+  }
   if (rt.task && guard.armed && pthread_equal(pthread_self(), guard.thread) && guard_fault(p, uctx)) {
     rt.trap = VDSP_RT_MEMORY_FAULT;
     siglongjmp(rt.env, 1);
@@ -624,12 +657,14 @@ static void on_segv(int sig, siginfo_t *info, void *uctx) {
 int vdsp_rt_init(vdsp_rt_log_fn log) {
   rt.log = log;
   asan_init();
-  for (int i = 0; i < VDSP_TCM_BANKS; i++) {
-    if (rt.banks[i].base) continue;
-    void *m = mmap(NULL, VDSP_RT_BANK_SPAN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (!rt.banks[0].base) { /* the banks one after the other, in one mapping (guard_disarm's one mprotect) */
+    void *m = mmap(NULL, (size_t)VDSP_TCM_BANKS * VDSP_RT_BANK_SPAN, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return -1;
-    rt.banks[i].base = (uint8_t *)m;
-    vdsp_ivp_tcm[i] = (uintptr_t)m; /* the intrinsics' inside/outside TCM count */
+    for (int i = 0; i < VDSP_TCM_BANKS; i++) {
+      rt.banks[i].base = (uint8_t *)m + (size_t)i * VDSP_RT_BANK_SPAN;
+      vdsp_ivp_tcm[i] = (uintptr_t)rt.banks[i].base; /* the intrinsics' inside/outside TCM count */
+    }
   }
   vdsp_ivp_tcm_bytes = VDSP_RT_BANK_SPAN;
   return 0;
@@ -681,3 +716,26 @@ int vdsp_rt_run(int (*kernel)(vdsp_task_t const *), vdsp_task_t const *task, int
 }
 
 char const *vdsp_rt_message(void) { return rt.message; }
+
+/* What vdsp_rt_call reports of a task (mirrored by kernel.py's Outcome). */
+struct vdsp_rt_outcome {
+  int trap;         /* 0, or the kind of the trap that ended the task (its message: vdsp_rt_message) */
+  int rc;           /* the kernel's return value (0 after a trap) */
+  int conflicts;    /* the task's bank conflicts (the first one's description: vdsp_rt_bank_conflicts) */
+  int reserved;
+  double board[5];  /* the task's priced counts, as vdsp_board_summary gives them */
+};
+
+enum { VDSP_RT_CALL_STRICT = 1, VDSP_RT_CALL_GUARD_TCM = 2, VDSP_RT_CALL_GUARD_INPUTS = 4 };
+
+/* A task in one call (kernel.py's, after each task): vdsp_rt_guard(flags' GUARD_TCM, GUARD_INPUTS),
+ * vdsp_rt_run(kernel, task, flags' STRICT), then the bank conflicts and board summary of the run. */
+void vdsp_rt_call(int (*kernel)(vdsp_task_t const *), vdsp_task_t const *task, int flags,
+                  struct vdsp_rt_outcome *out) {
+  vdsp_rt_guard(!!(flags & VDSP_RT_CALL_GUARD_TCM), !!(flags & VDSP_RT_CALL_GUARD_INPUTS));
+  out->rc = 0;
+  out->trap = vdsp_rt_run(kernel, task, flags & VDSP_RT_CALL_STRICT, &out->rc);
+  out->conflicts = conflicts.count;
+  out->reserved = 0;
+  vdsp_board_summary(out->board);
+}
