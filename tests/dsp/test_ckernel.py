@@ -185,6 +185,17 @@ def test_a_2d_transfer_with_source_pitch_0_repeats_one_row(rules):
             _run(registry, 0x142D, [row], [out], rows=7, pitch=pitch, src_pitch=src_pitch)
 
 
+@pytest.mark.parametrize("row", [np.full(100, 0x3C, np.uint8), np.r_[np.full(99, 7, np.uint8), np.uint8(8)],
+                                 np.r_[np.uint8(8), np.full(99, 7, np.uint8)], np.full(1, 9, np.uint8)])
+def test_one_row_repeated_into_contiguous_rows_fills_them(rules, row):
+    """(A row of one byte into contiguous rows is one memset in the runtime: the same bytes.)"""
+    _, registry, _ = rules
+    w = len(row)
+    out = np.full(7 * w + 5, 0xEE, np.uint8)
+    _run(registry, 0x142D, [row], [out], rows=7, pitch=w)
+    assert (out[:7 * w].reshape(7, w) == row).all() and (out[7 * w:] == 0xEE).all()
+
+
 @pytest.mark.parametrize("how, message", [
     ("into_input", "IDMA copies between TCM and the task's buffers: a source inside one TCM allocation and a "
                    "destination inside an output buffer, or the reverse"),
