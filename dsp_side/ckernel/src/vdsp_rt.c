@@ -16,7 +16,7 @@
  *   inaccessible to it (PROT_NONE, or a bank's protection key not allowed: below), and on
  *   request its inputs' pages are PROT_READ (unless one shares a page with an output), restored
  *   when it returns or traps. Outside strict mode a bank's allocations are opened lazily, all
- *   those made so far at once: when they cover the pages opened in the last task, before the
+ *   those made so far at once: when they reach the extent the last task's had, before the
  *   runtime performs a transfer, or when the kernel first faults in an allocated page not yet
  *   opened (the fault is then retried); a kernel cannot tell this from pages opened at the
  *   allocation. Where the host has memory protection keys, a bank's pages opened stay
@@ -69,6 +69,7 @@ struct bank {
   uint32_t rw;            /* [base, base + rw) is PROT_READ | PROT_WRITE (a page multiple), the rest PROT_NONE */
   int keyed;              /* those pages carry the bank's protection key (kept between tasks), else key 0 */
   int opened;             /* the running thread has the bank's key allowed (this task: rw == page_up(next)) */
+  uint32_t extent;        /* page_up(next) when the last guarded task ended */
   int count;
   struct alloc allocs[VDSP_TCM_MAX_ALLOCS];
 };
@@ -544,15 +545,16 @@ static void guard_open_plain(int b) {
 }
 
 /* Outside strict mode, the allocations of bank b not yet opened become accessible: `now`, as
- * the runtime is about to touch them; else only where no page of the last task's would open
- * with them. */
+ * the runtime is about to touch them; else (at an allocation) once they reach the extent the
+ * last task's had (a task allocating as the last one did opens each bank once, at its last
+ * allocation, and no page of the last task's is opened before this one allocates it). */
 static void guard_open(int b, int now) {
   struct bank *k = &rt.banks[b];
   if (guard.armed != 2 || rt.strict) return;
-  if (!k->keyed) {
-    if (now) guard_open_plain(b);
-  } else if (now || k->opened || page_up(k->next) >= k->rw) {
-    guard_open_keyed(b);
+  if (k->keyed) {
+    if (now || k->opened || page_up(k->next) >= k->rw) guard_open_keyed(b);
+  } else if (now || page_up(k->next) >= k->extent) {
+    guard_open_plain(b);
   }
 }
 
@@ -587,8 +589,10 @@ static void guard_disarm(void) {
       for (int b = 0; b < VDSP_TCM_BANKS; b++)
         if ((uintptr_t)rt.banks[b].base < hi) rt.banks[b].rw = 0;
     }
-    for (int b = 0; b < VDSP_TCM_BANKS; b++)
+    for (int b = 0; b < VDSP_TCM_BANKS; b++) {
+      rt.banks[b].extent = (uint32_t)page_up(rt.banks[b].next);
       if (!rt.banks[b].rw) rt.banks[b].keyed = bank_key[b] >= 0;
+    }
     keys_allow(0);
   }
   for (int i = 0; i < guard.ranges; i++)
