@@ -2,9 +2,10 @@
 
 The library is opened by the operator's ``init`` hook, when the firmware loads (a missing
 library or symbol refuses the image). A task: its buffers become TileBuffers over the DDR
-(zero-copy), its checked parameters the entry's struct (:mod:`dsp_side.ckernel.params`), and the
-runtime's ``vdsp_rt_run`` calls the kernel; a trap is raised as its coded error, a non-zero
-return as ``OperatorFailed``. A crash in the kernel (SIGSEGV, abort) kills the firmware process
+(zero-copy), its checked parameters the entry's struct (:mod:`dsp_side.ckernel.params`), and
+one call of the runtime (``vdsp_rt_call``: the guards, the kernel, then the run's bank
+conflicts and board summary) runs it; a trap is raised as its coded error, a non-zero return as
+``OperatorFailed``. A crash in the kernel (SIGSEGV, abort) kills the firmware process
 as any DSP exception does: the core reports it and recovers (PROTOCOL.md §10).
 
 Guard pages (on unless ``VDSP_KERNEL_GUARD=0``): while the kernel runs, the TCM outside its
