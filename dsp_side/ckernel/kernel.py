@@ -2,9 +2,10 @@
 
 The library is opened by the operator's ``init`` hook, when the firmware loads (a missing
 library or symbol refuses the image). A task: its buffers become TileBuffers over the DDR
-(zero-copy), its checked parameters the entry's struct (:mod:`dsp_side.ckernel.params`), and the
-runtime's ``vdsp_rt_run`` calls the kernel; a trap is raised as its coded error, a non-zero
-return as ``OperatorFailed``. A crash in the kernel (SIGSEGV, abort) kills the firmware process
+(zero-copy), its checked parameters the entry's struct (:mod:`dsp_side.ckernel.params`), and
+one call of the runtime (``vdsp_rt_call``: the guards, the kernel, then the run's bank
+conflicts and board summary) runs it; a trap is raised as its coded error, a non-zero return as
+``OperatorFailed``. A crash in the kernel (SIGSEGV, abort) kills the firmware process
 as any DSP exception does: the core reports it and recovers (PROTOCOL.md §10).
 
 Guard pages (on unless ``VDSP_KERNEL_GUARD=0``): while the kernel runs, the TCM outside its
@@ -20,14 +21,16 @@ from __future__ import annotations
 import ctypes
 import logging
 import mmap
+import weakref
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from protocol import errors
 from protocol.contract.operator import OperatorEntry
 from vdsp_board.config import settings
-from dsp_side.ckernel import counters, params as cparams
+from dsp_side.ckernel import board_model, counters, params as cparams
 
 _LEVELS = {ord("E"): logging.ERROR, ord("W"): logging.WARNING, ord("I"): logging.INFO, ord("D"): logging.DEBUG}
 _TRAPS = {1: errors.TcmOverBudget, 2: errors.DmaNotWaited, 3: errors.OperatorFailed, 4: errors.KernelMemoryFault}
@@ -43,6 +46,17 @@ class CTask(ctypes.Structure):
     _fields_ = [("kernel", ctypes.c_char_p), ("num_inputs", ctypes.c_int32), ("num_outputs", ctypes.c_int32),
                 ("inputs", ctypes.POINTER(TileBuffer)), ("outputs", ctypes.POINTER(TileBuffer)),
                 ("param", ctypes.c_void_p), ("param_size", ctypes.c_uint32)]
+
+
+class Outcome(ctypes.Structure):
+    """What ``vdsp_rt_call`` reports of a task (``struct vdsp_rt_outcome``): the trap, the kernel's
+    return value, the bank conflicts and the board summary (``vdsp_board_summary``'s five values)."""
+    _fields_ = [("trap", ctypes.c_int), ("rc", ctypes.c_int), ("conflicts", ctypes.c_int), ("reserved", ctypes.c_int),
+                ("vector", ctypes.c_double), ("outside", ctypes.c_double), ("blocks", ctypes.c_double),
+                ("dma_busy", ctypes.c_double), ("dma_stall", ctypes.c_double)]
+
+
+_STRICT, _GUARD_TCM, _GUARD_INPUTS = 1, 2, 4        # vdsp_rt_call's flags
 
 
 class Library:
@@ -74,6 +88,35 @@ class Library:
         if self.dll.vdsp_rt_init(self._log_cb) != 0:
             raise errors.OperatorFailed(f"{path.name}: the kernel runtime cannot map its TCM")
         self.counters = counters.attach(self.dll)     # the board-time counters (None: an older library)
+        self.outcome = Outcome()
+        self._board_key = b""
+        self._board: board_model.Estimate | None = None
+        call = getattr(self.dll, "vdsp_rt_call", None)       # (None: a library built before it)
+        self.apart = call is None
+        if call is not None:
+            call.argtypes = [ctypes.c_void_p, ctypes.POINTER(CTask), ctypes.c_int, ctypes.POINTER(Outcome)]
+            call.restype = None
+        self.call: Callable[[int, CTask, int, Outcome], None] = call or self._call_apart
+
+    def _call_apart(self, fn: int, task: CTask, flags: int, out: Outcome) -> None:
+        """``vdsp_rt_call`` in a library built before it: the runtime's calls one by one (its
+        board summary: :meth:`board`)."""
+        rc = ctypes.c_int(0)
+        self.dll.vdsp_rt_guard(int(bool(flags & _GUARD_TCM)), int(bool(flags & _GUARD_INPUTS)))
+        out.trap = self.dll.vdsp_rt_run(fn, ctypes.byref(task), flags & _STRICT, ctypes.byref(rc))
+        out.rc, out.conflicts = rc.value, self.dll.vdsp_rt_bank_conflicts(None, 0)
+
+    def board(self, out: Outcome) -> board_model.Estimate | None:
+        """The board time of the task ``out`` reports (None: a library without counters)."""
+        if self.counters is None:
+            return None
+        if self.apart:
+            return self.counters.estimate()
+        key = bytes(out)        # the last task's estimate again for the same counts (it is frozen)
+        if key != self._board_key:
+            self._board_key = key
+            self._board = board_model.priced(out.vector, out.outside, int(out.blocks), out.dma_busy, out.dma_stall)
+        return self._board
 
     def kernel(self, symbol: str) -> int:
         """The address of the C function ``symbol``. Raises OperatorFailed."""
@@ -97,25 +140,62 @@ def _owns_pages(arr: np.ndarray) -> bool:
     return isinstance(base, mmap.mmap)
 
 
-def _tiles(arrays: list, tiles: ctypes.Array | None = None) -> ctypes.Array:
-    """The TileBuffers of ``arrays``: into ``tiles`` when it has their number of slots, else new."""
-    if tiles is None or len(tiles) != max(1, len(arrays)):
-        tiles = (TileBuffer * max(1, len(arrays)))()
-    for tile, arr in zip(tiles, arrays):
-        tile.tile_buffer, tile.data_size = (arr.ctypes.data if arr.size else None), int(arr.size)
-    return tiles
+def _flat(a) -> np.ndarray:
+    """``np.asarray(a).reshape(-1)``: ``a`` itself when it is a 1-D array (reshape's view of it
+    has its memory and size)."""
+    return a if type(a) is np.ndarray and a.ndim == 1 else np.asarray(a).reshape(-1)
+
+
+_from_buffer, _addressof = ctypes.c_char.from_buffer, ctypes.addressof
+
+
+def _address(arr: np.ndarray) -> int:
+    """The address of ``arr``'s first byte (``arr.ctypes.data``): through the buffer protocol
+    where ``arr`` is writable and contiguous (a quarter of numpy's cost), else numpy's."""
+    try:
+        return _addressof(_from_buffer(arr))      # type: ignore[arg-type]
+    except TypeError:       # read-only or strided
+        return arr.ctypes.data
+
+
+class _Tiles:
+    """The TileBuffers of one side of a kernel's tasks (its inputs or its outputs), reused from
+    task to task: a slot is rewritten only for an array that is not the one it was last written
+    for. The same live array object of the same size has the same memory (an array's data
+    pointer changes only with a resize, which changes its size); it is held by a weak reference
+    (a task's buffers stay the caller's: a DDR mapping can close)."""
+
+    def __init__(self) -> None:
+        self.tiles = (TileBuffer * 1)()
+        self.last: list = []        # per slot: (weak reference to its array, the array's size)
+
+    def fill(self, arrays: list) -> ctypes.Array:
+        """The TileBuffers of ``arrays`` (1-D)."""
+        last = self.last
+        if len(arrays) != len(last):
+            self.tiles = (TileBuffer * max(1, len(arrays)))()
+            last = self.last = [(None, -1)] * len(arrays)
+        for i, arr in enumerate(arrays):
+            ref, size = last[i]
+            if ref is not None and ref() is arr and arr.size == size:
+                continue
+            size = arr.size
+            tile = self.tiles[i]
+            tile.tile_buffer, tile.data_size = (_address(arr) if size else None), size
+            last[i] = (weakref.ref(arr), size)
+        return self.tiles
 
 
 class _TaskObjects:
     """The ctypes objects a kernel's task is passed in, reused from task to task (tasks run one
     at a time in a process, the runtime's rule, and the runtime keeps no pointer into them after
-    vdsp_rt_run returns): a call builds no ctypes array or struct but the parameter struct."""
+    vdsp_rt_run returns): a call builds no ctypes object but a parameter struct of new values
+    (:class:`dsp_side.ckernel.params.Packer`) and TileBuffers for a new number of buffers."""
 
     def __init__(self, symbol: str) -> None:
-        self.name = symbol.encode()
-        self.inputs: ctypes.Array | None = None
-        self.outputs: ctypes.Array | None = None
-        self.rc = ctypes.c_int(0)
+        self.inputs, self.outputs = _Tiles(), _Tiles()
+        self.task = CTask(symbol.encode(), 0, 0, None, None, None, 0)
+        self.bound: tuple = ()          # (inputs, outputs, their counts) the task points at now
 
 
 class CKernel:
@@ -125,6 +205,7 @@ class CKernel:
         self.entry, self.symbol, self.library = entry, symbol, library
         self.layout = cparams.c_layout(entry)        # ValueError at registration for an impossible struct
         self.struct = cparams.struct_type(self.layout)
+        self._packer = None if self.struct is None else cparams.Packer(self.layout, self.struct)
         self._fn: int | None = None
         self._lib: Library | None = None
         self._objects = _TaskObjects(symbol)
@@ -143,44 +224,42 @@ class CKernel:
     def __call__(self, ctx, inputs: list, outputs: list, **values) -> dict:
         if self._lib is None or not self._fn:
             self.load(ctx)
-        assert self._lib is not None
-        ins = [np.asarray(a).reshape(-1) for a in inputs]
-        outs = [np.asarray(a).reshape(-1) for a in outputs]
+        lib, fn = self._lib, self._fn
+        assert lib is not None and fn
+        ins, outs = [_flat(a) for a in inputs], [_flat(a) for a in outputs]
         objects = self._objects
-        objects.inputs, objects.outputs = _tiles(ins, objects.inputs), _tiles(outs, objects.outputs)
-        task = CTask(objects.name, len(ins), len(outs), objects.inputs, objects.outputs, None, 0)
-        keep: list = []
-        if self.struct is not None:
-            struct, keep = cparams.pack(self.layout, self.struct, values)
+        task = objects.task
+        bound = (objects.inputs.fill(ins), objects.outputs.fill(outs), len(ins), len(outs))
+        if bound != objects.bound:
+            task.inputs, task.outputs, task.num_inputs, task.num_outputs = objects.bound = bound
+        if self._packer is not None:
+            struct = self._packer.pack(values)      # kept by the packer while the kernel runs
             task.param, task.param_size = ctypes.addressof(struct), ctypes.sizeof(struct)
-            keep.append(struct)
-        rc = objects.rc
-        rc.value = 0
-        if self._lib.asan:          # for the crash report ASan's stop would write
-            self._lib.dll.vdsp_rt_task_info(ctx.msg_id, self.entry.id, self.entry.name.encode())
+        if lib.asan:          # for the crash report ASan's stop would write
+            lib.dll.vdsp_rt_task_info(ctx.msg_id, self.entry.id, self.entry.name.encode())
         config = settings.current()
         guard, strict = config.kernel_guard, config.strict_dma
-        self._lib.dll.vdsp_rt_guard(int(guard), int(guard and strict and all(_owns_pages(a) for a in ins)))
-        trap = self._lib.dll.vdsp_rt_run(self._fn, ctypes.byref(task), int(strict),
-                                         ctypes.byref(rc))
-        del keep
-        self._bank_conflicts(ctx)
-        if trap:
-            message = (self._lib.dll.vdsp_rt_message() or b"").decode(errors="replace")
-            raise _TRAPS.get(trap, errors.OperatorFailed)(message)
-        if rc.value != 0:
-            raise errors.OperatorFailed(f"kernel {self.symbol} returned {rc.value}")
-        if self._lib.counters is not None:      # the task's board time, for its RESULT (dsp_side.firmware)
-            ctx.board = self._lib.counters.estimate()
+        flags = (_STRICT if strict else 0) | (_GUARD_TCM if guard else 0)
+        if guard and strict and all(_owns_pages(a) for a in ins):
+            flags |= _GUARD_INPUTS
+        out = lib.outcome
+        lib.call(fn, task, flags, out)
+        if out.conflicts > 0:
+            self._bank_conflicts(ctx, out.conflicts)
+        if out.trap:
+            message = (lib.dll.vdsp_rt_message() or b"").decode(errors="replace")
+            raise _TRAPS.get(out.trap, errors.OperatorFailed)(message)
+        if out.rc != 0:
+            raise errors.OperatorFailed(f"kernel {self.symbol} returned {out.rc}")
+        if lib.counters is not None:      # the task's board time, for its RESULT (dsp_side.firmware)
+            ctx.board = lib.board(out)
         return {}
 
-    def _bank_conflicts(self, ctx) -> None:
-        """Report the bank conflicts of the run just ended: a warning in the DSP log, and a
+    def _bank_conflicts(self, ctx, count: int) -> None:
+        """Report the ``count`` bank conflicts of the run just ended: a warning in the DSP log, and a
         ``bank_conflict`` trace event of the task (``ctx.note``, when tracing)."""
         assert self._lib is not None
-        count = self._lib.dll.vdsp_rt_bank_conflicts(self._lib.conflict, CONFLICT_TEXT)
-        if count <= 0:
-            return
+        self._lib.dll.vdsp_rt_bank_conflicts(self._lib.conflict, CONFLICT_TEXT)
         first = self._lib.conflict.value.decode(errors="replace")
         ctx.log.warning("kernel %s: %d TCM bank conflicts (ping-pong buffers in one bank); the first: %s",
                         self.symbol, count, first)

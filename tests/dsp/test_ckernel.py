@@ -185,6 +185,17 @@ def test_a_2d_transfer_with_source_pitch_0_repeats_one_row(rules):
             _run(registry, 0x142D, [row], [out], rows=7, pitch=pitch, src_pitch=src_pitch)
 
 
+@pytest.mark.parametrize("row", [np.full(100, 0x3C, np.uint8), np.r_[np.full(99, 7, np.uint8), np.uint8(8)],
+                                 np.r_[np.uint8(8), np.full(99, 7, np.uint8)], np.full(1, 9, np.uint8)])
+def test_one_row_repeated_into_contiguous_rows_fills_them(rules, row):
+    """(A row of one byte into contiguous rows is one memset in the runtime: the same bytes.)"""
+    _, registry, _ = rules
+    w = len(row)
+    out = np.full(7 * w + 5, 0xEE, np.uint8)
+    _run(registry, 0x142D, [row], [out], rows=7, pitch=w)
+    assert (out[:7 * w].reshape(7, w) == row).all() and (out[7 * w:] == 0xEE).all()
+
+
 @pytest.mark.parametrize("how, message", [
     ("into_input", "IDMA copies between TCM and the task's buffers: a source inside one TCM allocation and a "
                    "destination inside an output buffer, or the reverse"),
@@ -406,6 +417,37 @@ def test_what_the_page_granularity_does_not_catch(rules, mapped, monkeypatch):
     _scribble(registry, src, dst, "input", 11)
     _scribble(registry, src, dst, "tcm", 4096)
     assert src[11] == 0x5A
+
+
+def test_tcm_the_last_task_allocated_is_guarded_until_this_task_allocates_it(rules, monkeypatch):
+    """The pages a task opened may stay read-write between tasks (under the bank's protection
+    key, on a host with them): the next task still faults on them until it allocates them, and
+    writes its own allocation before any transfer."""
+    monkeypatch.setenv("VDSP_STRICT_DMA", "0")
+    _, registry, _ = rules
+    src, dst = np.zeros(4096, np.uint8), np.zeros(4096, np.uint8)
+    for _ in range(2):
+        _run(registry, 0x1421, [], [], bank=1, sizes=[32768])          # 8 pages of bank 1
+        with pytest.raises(errors.KernelMemoryFault, match=r"wrote TCM bank 1 at scratch \+4096, outside its TCM "
+                                                           r"allocations \(scratch: 64 bytes\)"):
+            _scribble(registry, src, dst, "tcm", 4096)
+        _run(registry, 0x1421, [], [], bank=1, sizes=[32768])
+        _scribble(registry, src, dst, "tcm", 32)                         # in its own allocation
+
+
+def test_a_packed_parameter_struct_is_reused_only_for_the_same_bytes():
+    """(The parameter struct of a task whose values are the last task's is the last struct.)"""
+    from protocol.contract import pointcloud_ops     # noqa: PLC0415
+    op = cparams.c_layout(pointcloud_ops.ENCODE)
+    packer = cparams.Packer(op, cparams.struct_type(op))
+    values = {f.param: 0.5 for f in op.fields if f.kind == "float"} | {"dim": 4, "num_points": 10}
+    first = packer.pack(dict(values))
+    assert packer.pack(dict(values)) is first
+    for change in ({"dim": 5}, {"back": 1}, {"back": 0.0}):
+        struct = packer.pack(values | change)
+        assert bytes(struct) == bytes(cparams.pack(op, type(struct), values | change)[0])
+    zero, negative = bytes(packer.pack(values | {"back": 0.0})), bytes(packer.pack(values | {"back": -0.0}))
+    assert zero != negative         # equal values, different bytes: packed again
 
 
 def test_a_heap_input_is_never_made_read_only(rules, monkeypatch):

@@ -13,9 +13,16 @@
  *   SIGSEGV handler turns a fault there into a trap naming the allocation, and hands any
  *   other fault to the handler that was installed before (a crash of the firmware);
  * - guard pages (vdsp_rt_guard): while a kernel runs, the TCM outside its allocations is
- *   PROT_NONE (and stays so between guarded runs: only the allocations' pages change), and on
+ *   inaccessible to it (PROT_NONE, or a bank's protection key not allowed: below), and on
  *   request its inputs' pages are PROT_READ (unless one shares a page with an output), restored
- *   when it returns or traps. The firmware maps every DDR segment with a
+ *   when it returns or traps. Outside strict mode a bank's allocations are opened lazily, all
+ *   those made so far at once: when they reach the extent the last task's had, before the
+ *   runtime performs a transfer, or when the kernel first faults in an allocated page not yet
+ *   opened (the fault is then retried); a kernel cannot tell this from pages opened at the
+ *   allocation. Where the host has memory protection keys, a bank's pages opened stay
+ *   read-write between tasks under the bank's key, which the thread allows only while they are
+ *   exactly the task's allocations (pkey_set: no system call); else they are closed after each
+ *   task (guard_disarm). The firmware maps every DDR segment with a
  *   PROT_NONE page after it (dsp_side.ddr_resolver). A fault within a page of a task's buffer
  *   or in a TCM bank is a trap naming the kernel and the nearest buffer (VDSP_RT_MEMORY_FAULT);
  * - bank conflicts: at each wait for a transfer whose TCM side is allocation B of bank b, a
@@ -54,9 +61,15 @@ struct alloc {
 };
 
 struct bank {
-  uint8_t *base;          /* VDSP_RT_BANK_SPAN bytes, mapped once, kept between tasks (TCM keeps its bytes) */
+  uint8_t *base;          /* VDSP_RT_BANK_SPAN bytes, mapped once, kept between tasks (TCM keeps its bytes);
+                             bank i + 1's span follows bank i's (one mapping) */
   uint32_t used;          /* bytes of the budget held (requested sizes, rounded to VDSP_TCM_ALIGN) */
   uint32_t next;          /* offset of the next allocation in base */
+  /* guarded TCM outside strict mode (guard pages, below): */
+  uint32_t rw;            /* [base, base + rw) is PROT_READ | PROT_WRITE (a page multiple), the rest PROT_NONE */
+  int keyed;              /* those pages carry the bank's protection key (kept between tasks), else key 0 */
+  int opened;             /* the running thread has the bank's key allowed (this task: rw == page_up(next)) */
+  uint32_t extent;        /* page_up(next) when the last guarded task ended */
   int count;
   struct alloc allocs[VDSP_TCM_MAX_ALLOCS];
 };
@@ -186,22 +199,51 @@ static void set_guard(int prot_none) {
  * pieces of at most VDSP_RT_PIECE bytes (the same bytes, in order: the pieces of one row do not
  * overlap): above a size glibc's memmove switches to `rep movsb`, which on the development VM
  * writes lines not in the cache about a quarter slower than its vector loop does (a replay of
- * PointPillars' zeros, 2.8 MB in 13 kB rows: 0.51 ms in whole rows, 0.40 in 4 kB pieces). */
+ * PointPillars' zeros, 2.8 MB in 13 kB rows: 0.51 ms in whole rows, 0.40 in 4 kB pieces).
+ * A transfer into DDR that repeats one row of one byte (source pitch 0) into contiguous rows is
+ * one memset of them: the same bytes (the zeros of the point-cloud stage 2: PointPillars' takes
+ * about 8 % less, CenterPoint's 3 %; rows apart stay copies: 4 kB memsets 40 000 bytes apart
+ * were slower than the prefetched copies). */
 #define VDSP_RT_ROWS_AHEAD 2
 #define VDSP_RT_PREFETCH_ROW 4096u /* rows up to this long; longer ones stream by themselves */
 #define VDSP_RT_PIECE 4096u
+/* A prefetch of the line at p for writing: `prefetchw` on x86-64 (the line fetched exclusive,
+ * ready for the store; a NOP on a CPU without it), where __builtin_prefetch(p, 1, 3) is a
+ * prefetcht0 unless the compiler targets such a CPU. */
+static inline void prefetch_write(void const *p) {
+#if defined(__x86_64__)
+  __asm__ volatile("prefetchw %0" : : "m"(*(char const *)p));
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
+
+/* The byte each of the n bytes at p holds, else -1. */
+static int repeated_byte(uint8_t const *p, uint32_t n) {
+  return n && (n == 1 || (p[0] == p[n - 1] && !memcmp(p, p + 1, n - 1))) ? p[0] : -1;
+}
+
+static void guard_open_all(void);
 static void perform_until(int id) {
   vdsp_board_dma_waited(id);
   if (rt.strict) set_guard(0);
+  guard_open_all(); /* the runtime's copies touch only opened pages */
   for (; rt.done < id; rt.done++) {
     struct dma const *d = &rt.queue[rt.done % VDSP_RT_MAX_DMA];
     uint32_t const piece = d->tcm_dst ? d->row_bytes : VDSP_RT_PIECE;
+    if (d->src_pitch == 0 && d->rows > 1 && d->dst_pitch == d->row_bytes && !d->tcm_dst) {
+      int const fill = repeated_byte(d->src, d->row_bytes); /* one row of one byte, into contiguous rows */
+      if (fill >= 0) {
+        memset(d->dst, fill, (uint64_t)d->rows * d->row_bytes);
+        continue;
+      }
+    }
     for (uint32_t r = 0; r < d->rows; r++) {
       uint8_t *to = d->dst + (uint64_t)r * d->dst_pitch;
       uint8_t const *from = d->src + (uint64_t)r * d->src_pitch; /* src_pitch 0: the one row again */
       if (r + VDSP_RT_ROWS_AHEAD < d->rows && d->row_bytes <= VDSP_RT_PREFETCH_ROW)
         for (uint32_t o = 0; o < d->row_bytes; o += 64)
-          __builtin_prefetch(to + VDSP_RT_ROWS_AHEAD * (uint64_t)d->dst_pitch + o, 1, 3);
+          prefetch_write(to + VDSP_RT_ROWS_AHEAD * (uint64_t)d->dst_pitch + o);
       for (uint32_t o = 0; o < d->row_bytes; o += piece)
         memmove(to + o, from + o, d->row_bytes - o < piece ? d->row_bytes - o : piece);
     }
@@ -376,7 +418,7 @@ int vdsp_rt_bank_conflicts(char *buf, int size) {
 static struct {
   int tcm, inputs;              /* guards requested for the runs to come: TCM, inputs read-only */
   int armed;                    /* guards in place now */
-  int tcm_none;                 /* the banks' spans are PROT_NONE but for the running task's allocations:
+  int tcm_none;                 /* the banks' spans are PROT_NONE but for their pages [0, rw) (struct bank):
                                    kept so between guarded runs (nothing touches TCM between tasks) */
   pthread_t thread;             /* the thread running the guarded kernel */
   int ranges;                   /* DDR ranges made read-only, restored to read-write after the run */
@@ -405,6 +447,41 @@ static int pages_hold_output(uintptr_t lo, uintptr_t hi) {
   return 0;
 }
 
+/* Memory protection keys (Linux, glibc >= 2.27, a CPU with PKU): one per bank, or -1 (none:
+ * the host has no keys; the banks' pages are then opened and closed by mprotect each task). */
+#if defined(PKEY_DISABLE_ACCESS)
+#define VDSP_RT_PKEYS 1
+static int bank_key[VDSP_TCM_BANKS] = {-1, -1};
+static void keys_init(void) {
+  if (bank_key[0] >= 0) return;
+  for (int b = 0; b < VDSP_TCM_BANKS; b++) {
+    bank_key[b] = pkey_alloc(0, PKEY_DISABLE_ACCESS);
+    if (bank_key[b] >= 0) continue;
+    while (b-- > 0) pkey_free(bank_key[b]), bank_key[b] = -1;
+    return;
+  }
+}
+/* The running thread's access to the banks' keys: all allowed, or all denied. */
+static void keys_allow(int allow) {
+  for (int b = 0; b < VDSP_TCM_BANKS; b++) {
+    if (bank_key[b] >= 0) pkey_set(bank_key[b], allow ? 0 : PKEY_DISABLE_ACCESS);
+    rt.banks[b].opened = allow;
+  }
+}
+/* Pages read-write with key 0 (not a bank's: accessible whatever the thread allows). */
+static void prot_plain(uint8_t *p, size_t n) {
+  if (bank_key[0] >= 0) pkey_mprotect(p, n, PROT_READ | PROT_WRITE, 0);
+  else mprotect(p, n, PROT_READ | PROT_WRITE);
+}
+#else
+static int const bank_key[VDSP_TCM_BANKS] = {-1, -1};
+static void keys_init(void) {}
+static void keys_allow(int allow) {
+  for (int b = 0; b < VDSP_TCM_BANKS; b++) rt.banks[b].opened = allow;
+}
+static void prot_plain(uint8_t *p, size_t n) { mprotect(p, n, PROT_READ | PROT_WRITE); }
+#endif
+
 /* Arm guards around the runs from now on: `tcm`, the TCM outside the allocations; `inputs`, the
  * inputs' pages read-only (only for buffers that own their pages: the firmware's DDR mappings). */
 void vdsp_rt_guard(int tcm, int inputs) {
@@ -416,10 +493,15 @@ static void guard_arm(void) {
   guard.ranges = 0;
   guard.armed = 0;
   if (guard.tcm != guard.tcm_none) {   /* switched on or off since the last run */
-    for (int b = 0; b < VDSP_TCM_BANKS; b++)
-      mprotect(rt.banks[b].base, VDSP_RT_BANK_SPAN, guard.tcm ? PROT_NONE : PROT_READ | PROT_WRITE);
+    mprotect(rt.banks[0].base, (size_t)VDSP_TCM_BANKS * VDSP_RT_BANK_SPAN, guard.tcm ? PROT_NONE : PROT_READ | PROT_WRITE);
     guard.tcm_none = guard.tcm;
+    for (int b = 0; b < VDSP_TCM_BANKS; b++) rt.banks[b].rw = 0;
   }
+  if (guard.tcm && rt.strict) {        /* strict: page by page, as the allocations come (the keys allowed) */
+    for (int b = 0; b < VDSP_TCM_BANKS; b++)
+      if (rt.banks[b].rw) mprotect(rt.banks[b].base, rt.banks[b].rw, PROT_NONE), rt.banks[b].rw = 0;
+  }
+  keys_allow(!guard.tcm || rt.strict); /* guarded outside strict mode: a bank's key once opened */
   if (!guard.tcm && !guard.inputs) return;
   guard.thread = pthread_self();
   for (int i = 0; guard.inputs && i < rt.task->num_inputs && guard.ranges < VDSP_RT_MAX_RANGES; i++) {
@@ -433,18 +515,86 @@ static void guard_arm(void) {
   guard.armed = 1 + guard.tcm;    /* 2: TCM guarded too */
 }
 
-/* A new TCM allocation becomes accessible (its pages; in strict mode a pending transfer's
- * destination is made inaccessible again by set_guard). */
+/* Bank b opened under its key (not in a signal handler: the thread's key rights set there are
+ * undone by the return): its pages past the allocations closed, those of allocations made
+ * since opened, the key allowed. */
+static void guard_open_keyed(int b) {
+  struct bank *k = &rt.banks[b];
+  uint32_t need = (uint32_t)page_up(k->next);
+  if (k->rw > need) mprotect(k->base + need, k->rw - need, PROT_NONE);
+#ifdef VDSP_RT_PKEYS
+  else if (k->rw < need) pkey_mprotect(k->base + k->rw, need - k->rw, PROT_READ | PROT_WRITE, bank_key[b]);
+  if (!k->opened) pkey_set(bank_key[b], 0);
+#endif
+  k->rw = need;
+  k->opened = 1;
+}
+
+/* Bank b's allocations opened with key 0 (async-signal-safe: on_segv calls it), for the rest of
+ * the task: pages under the bank's key are given key 0 (else a handler could not open them). */
+static void guard_open_plain(int b) {
+  struct bank *k = &rt.banks[b];
+  uint32_t need = (uint32_t)page_up(k->next);
+  if (k->keyed) {
+    if (k->rw > need) mprotect(k->base + need, k->rw - need, PROT_NONE);
+    k->rw = 0;
+    k->keyed = 0;
+  }
+  if (need > k->rw) prot_plain(k->base + k->rw, need - k->rw);
+  k->rw = need;
+}
+
+/* Outside strict mode, the allocations of bank b not yet opened become accessible: `now`, as
+ * the runtime is about to touch them; else (at an allocation) once they reach the extent the
+ * last task's had (a task allocating as the last one did opens each bank once, at its last
+ * allocation, and no page of the last task's is opened before this one allocates it). */
+static void guard_open(int b, int now) {
+  struct bank *k = &rt.banks[b];
+  if (guard.armed != 2 || rt.strict) return;
+  if (k->keyed) {
+    if (now || k->opened || page_up(k->next) >= k->rw) guard_open_keyed(b);
+  } else if (now || page_up(k->next) >= k->extent) {
+    guard_open_plain(b);
+  }
+}
+
+static void guard_open_all(void) {
+  for (int b = 0; b < VDSP_TCM_BANKS; b++)
+    if (rt.banks[b].next) guard_open(b, 1);
+}
+
+/* A new TCM allocation becomes accessible: in strict mode now (its pages; a pending transfer's
+ * destination is made inaccessible again by set_guard), else by guard_open. */
 static void guard_alloc(struct alloc const *a) {
   if (guard.armed != 2 || !a->bytes) return;
+  if (!rt.strict) {
+    guard_open(bank_index(a->start), 0);
+    return;
+  }
   uintptr_t s = (uintptr_t)a->start;
   mprotect((void *)page_down(s), page_up(s + a->bytes) - page_down(s), PROT_READ | PROT_WRITE);
 }
 
 static void guard_disarm(void) {
   if (!guard.armed) return;
-  for (int b = 0; guard.armed == 2 && b < VDSP_TCM_BANKS; b++)   /* the allocations' pages again */
-    if (rt.banks[b].next) mprotect(rt.banks[b].base, page_up(rt.banks[b].next), PROT_NONE);
+  if (guard.armed == 2) {       /* the pages opened with key 0 closed: one mprotect from bank 0 to the last */
+    uintptr_t hi = 0;
+    for (int b = 0; b < VDSP_TCM_BANKS; b++) {
+      struct bank *k = &rt.banks[b];
+      uint32_t opened = rt.strict ? (uint32_t)page_up(k->next) : k->keyed ? 0 : k->rw;
+      if (opened) hi = (uintptr_t)k->base + opened;
+    }
+    if (hi) {
+      mprotect(rt.banks[0].base, hi - (uintptr_t)rt.banks[0].base, PROT_NONE);
+      for (int b = 0; b < VDSP_TCM_BANKS; b++)
+        if ((uintptr_t)rt.banks[b].base < hi) rt.banks[b].rw = 0;
+    }
+    for (int b = 0; b < VDSP_TCM_BANKS; b++) {
+      rt.banks[b].extent = (uint32_t)page_up(rt.banks[b].next);
+      if (!rt.banks[b].rw) rt.banks[b].keyed = bank_key[b] >= 0;
+    }
+    keys_allow(0);
+  }
   for (int i = 0; i < guard.ranges; i++)
     mprotect((void *)guard.lo[i], guard.hi[i] - guard.lo[i], PROT_READ | PROT_WRITE);
   guard.ranges = 0;
@@ -594,8 +744,10 @@ static void asan_init(void) {
 
 /* --- the task ------------------------------------------------------------------------------- */
 /* The fault it catches is synchronous, raised by the kernel's own load or store (never inside
- * the runtime's calls, which do not touch guarded pages), so formatting the message here does
- * not re-enter a half-done libc call of the interrupted code. */
+ * the runtime's calls, which do not touch guarded pages: perform_until opens the banks first),
+ * so formatting the message here does not re-enter a half-done libc call of the interrupted
+ * code. A fault in an allocated page not yet opened is the lazy opening's: the pages opened
+ * (guard_open_plain: system calls only), the handler returns and the access runs again. */
 static void on_segv(int sig, siginfo_t *info, void *uctx) {
   uint8_t const *p = (uint8_t const *)info->si_addr;
   if (rt.task && rt.strict) {
@@ -613,6 +765,13 @@ static void on_segv(int sig, siginfo_t *info, void *uctx) {
     }
   }
   /* only on the thread that runs the kernel: its jump buffer is that thread's stack */
+  int bank = bank_index(p);
+  if (rt.task && guard.armed == 2 && !rt.strict && bank >= 0 && pthread_equal(pthread_self(), guard.thread) &&
+      p < rt.banks[bank].base + page_up(rt.banks[bank].next) &&
+      (rt.banks[bank].keyed || p >= rt.banks[bank].base + rt.banks[bank].rw)) {
+    guard_open_plain(bank); /* an allocated page not yet opened: open, and the access runs again */
+    return;
+  }
   if (rt.task && guard.armed && pthread_equal(pthread_self(), guard.thread) && guard_fault(p, uctx)) {
     rt.trap = VDSP_RT_MEMORY_FAULT;
     siglongjmp(rt.env, 1);
@@ -624,12 +783,15 @@ static void on_segv(int sig, siginfo_t *info, void *uctx) {
 int vdsp_rt_init(vdsp_rt_log_fn log) {
   rt.log = log;
   asan_init();
-  for (int i = 0; i < VDSP_TCM_BANKS; i++) {
-    if (rt.banks[i].base) continue;
-    void *m = mmap(NULL, VDSP_RT_BANK_SPAN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  keys_init();
+  if (!rt.banks[0].base) { /* the banks one after the other, in one mapping (guard_disarm's one mprotect) */
+    void *m = mmap(NULL, (size_t)VDSP_TCM_BANKS * VDSP_RT_BANK_SPAN, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return -1;
-    rt.banks[i].base = (uint8_t *)m;
-    vdsp_ivp_tcm[i] = (uintptr_t)m; /* the intrinsics' inside/outside TCM count */
+    for (int i = 0; i < VDSP_TCM_BANKS; i++) {
+      rt.banks[i].base = (uint8_t *)m + (size_t)i * VDSP_RT_BANK_SPAN;
+      vdsp_ivp_tcm[i] = (uintptr_t)rt.banks[i].base; /* the intrinsics' inside/outside TCM count */
+    }
   }
   vdsp_ivp_tcm_bytes = VDSP_RT_BANK_SPAN;
   return 0;
@@ -681,3 +843,26 @@ int vdsp_rt_run(int (*kernel)(vdsp_task_t const *), vdsp_task_t const *task, int
 }
 
 char const *vdsp_rt_message(void) { return rt.message; }
+
+/* What vdsp_rt_call reports of a task (mirrored by kernel.py's Outcome). */
+struct vdsp_rt_outcome {
+  int trap;         /* 0, or the kind of the trap that ended the task (its message: vdsp_rt_message) */
+  int rc;           /* the kernel's return value (0 after a trap) */
+  int conflicts;    /* the task's bank conflicts (the first one's description: vdsp_rt_bank_conflicts) */
+  int reserved;
+  double board[5];  /* the task's priced counts, as vdsp_board_summary gives them */
+};
+
+enum { VDSP_RT_CALL_STRICT = 1, VDSP_RT_CALL_GUARD_TCM = 2, VDSP_RT_CALL_GUARD_INPUTS = 4 };
+
+/* A task in one call (kernel.py's, after each task): vdsp_rt_guard(flags' GUARD_TCM, GUARD_INPUTS),
+ * vdsp_rt_run(kernel, task, flags' STRICT), then the bank conflicts and board summary of the run. */
+void vdsp_rt_call(int (*kernel)(vdsp_task_t const *), vdsp_task_t const *task, int flags,
+                  struct vdsp_rt_outcome *out) {
+  vdsp_rt_guard(!!(flags & VDSP_RT_CALL_GUARD_TCM), !!(flags & VDSP_RT_CALL_GUARD_INPUTS));
+  out->rc = 0;
+  out->trap = vdsp_rt_run(kernel, task, flags & VDSP_RT_CALL_STRICT, &out->rc);
+  out->conflicts = conflicts.count;
+  out->reserved = 0;
+  vdsp_board_summary(out->board);
+}
