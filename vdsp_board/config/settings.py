@@ -225,20 +225,10 @@ class Settings:
         """The text of ``name`` (a declared variable), or None when unset or empty."""
         if name not in VARIABLES:
             raise KeyError(f"{name} is not a declared setting (vdsp_board/config/settings.py)")
-        env = self._env
-        if env is os.environ:
-            # os.environ's own dict of encoded names and values (CPython's _Environ._data, which
-            # every write goes through): read without the KeyError os.environ.get raises and
-            # catches for an unset name (a microsecond; each C kernel's task reads two settings)
-            data = getattr(env, "_data", None)
-            if type(data) is dict:
-                value = data.get(_ENCODED.get(name) or os.environ.encodekey(name))
-                return (os.environ.decodevalue(value) or None) if value is not None else None
-        return env.get(name) or None
+        return self._env.get(name) or None
 
 
 VARIABLES: dict[str, Variable[Any]] = {v.name: v for v in vars(Settings).values() if isinstance(v, Variable)}
-_ENCODED: dict[str, Any] = {name: os.environ.encodekey(name) for name in VARIABLES}    # os.environ's keys of them
 
 
 def current() -> Settings:
