@@ -793,7 +793,7 @@ int vdsp_rt_init(vdsp_rt_log_fn log) {
       vdsp_ivp_tcm[i] = (uintptr_t)rt.banks[i].base; /* the intrinsics' inside/outside TCM count */
     }
   }
-  vdsp_ivp_tcm_bytes = VDSP_RT_BANK_SPAN;
+  vdsp_ivp_tcm_bytes = (uintptr_t)VDSP_TCM_BANKS * VDSP_RT_BANK_SPAN; /* both banks: one span from bank 0's */
   return 0;
 }
 

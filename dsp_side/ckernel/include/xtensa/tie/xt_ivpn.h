@@ -203,7 +203,7 @@ extern "C" {
 extern VDSP_IVP_HIDDEN uint64_t vdsp_ivp_count[VDSP_IVP_IDS];   /* uses of each intrinsic in the running task */
 extern VDSP_IVP_HIDDEN uint64_t vdsp_ivp_outside[VDSP_IVP_IDS]; /* of them, gathers/scatters/stores outside TCM */
 extern VDSP_IVP_HIDDEN uintptr_t vdsp_ivp_tcm[2];     /* the TCM banks' first bytes (the runtime; 0 before its init) */
-extern VDSP_IVP_HIDDEN uintptr_t vdsp_ivp_tcm_bytes;  /* the bytes of each bank's span */
+extern VDSP_IVP_HIDDEN uintptr_t vdsp_ivp_tcm_bytes;  /* the bytes of the banks' spans, bank 1's after bank 0's */
 extern VDSP_IVP_HIDDEN uint32_t vdsp_ivp_refused_lanes[VDSP_IVP_N_2]; /* VDSP_IVP_REQUIRE_LANES' lanes */
 #ifdef __cplusplus
 }
@@ -218,10 +218,9 @@ extern VDSP_IVP_HIDDEN uint32_t vdsp_ivp_refused_lanes[VDSP_IVP_N_2]; /* VDSP_IV
 #define VDSP_IVP_COUNTER static inline VDSP_IVP_ALWAYS_INLINE
 #endif
 VDSP_IVP_COUNTER int vdsp_ivp_tally(int id) { ++vdsp_ivp_count[id]; return 0; }
-/* 1 when p is in no TCM bank (no branch: two unsigned comparisons) */
+/* 1 when p is in no TCM bank (no branch: one unsigned comparison; the banks are one span) */
 VDSP_IVP_COUNTER uint64_t vdsp_ivp_outside_tcm(void const *p) {
-  uintptr_t const a = (uintptr_t)p;
-  return (uint64_t)((a - vdsp_ivp_tcm[0] >= vdsp_ivp_tcm_bytes) & (a - vdsp_ivp_tcm[1] >= vdsp_ivp_tcm_bytes));
+  return (uint64_t)((uintptr_t)p - vdsp_ivp_tcm[0] >= vdsp_ivp_tcm_bytes);
 }
 #define VDSP_IVP_WHERE(name, p) (vdsp_ivp_outside[VDSP_IVP_ID_##name] += vdsp_ivp_outside_tcm(p))
 
