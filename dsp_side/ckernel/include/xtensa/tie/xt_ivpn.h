@@ -114,12 +114,16 @@ enum { VDSP_IVP_BAD_WINDOW = 1, VDSP_IVP_BAD_FRACTION = 2, VDSP_IVP_BAD_SELECTOR
 /* The test and a conditional jump to code in a section of its own, which puts the operands where
  * vdsp_ivp_refused takes them (the lanes: in vdsp_ivp_refused_lanes) and jumps to the runtime's
  * vdsp_ivp_refuse_jump: no branch for the compiler, nothing but the test and the jump on the
- * path taken, and the operands' computation the compiler's to hoist out of a loop. */
-#define VDSP_IVP_REQUIRE(bad, what, b)                                                   \
-  __asm__ volatile("testl %k0, %k0\n\tjnz 9f\n\t.pushsection .text.unlikely\n"          \
-                   "9:\tmovl %k1, %%edx\n\tmovl %2, %%edi\n\tjmp vdsp_ivp_refuse_jump@PLT\n" \
-                   "\t.popsection"                                                      \
-                   : : "r"((uint32_t)(bad)), "r"((uint32_t)(b)), "i"(what))
+ * path taken, and the operands' computation the compiler's to hoist out of a loop; nothing at
+ * all where the operand is a constant the compiler knows good (a selector written as one). */
+#define VDSP_IVP_REQUIRE(bad, what, b)                                                          \
+  do {                                                                                          \
+    if (!__builtin_constant_p(bad) || (bad)) /* (an operand known good when inlined: no test) */ \
+      __asm__ volatile("testl %k0, %k0\n\tjnz 9f\n\t.pushsection .text.unlikely\n"            \
+                       "9:\tmovl %k1, %%edx\n\tmovl %2, %%edi\n\tjmp vdsp_ivp_refuse_jump@PLT\n" \
+                       "\t.popsection"                                                        \
+                       : : "r"((uint32_t)(bad)), "r"((uint32_t)(b)), "i"(what));               \
+  } while (0)
 #define VDSP_IVP_REQUIRE_LANES(bad, what, lanes, b, c)                                                  \
   do {                                                                                                 \
     vdsp_ivp_u32q q_[4];                                                                               \
