@@ -422,7 +422,8 @@ def test_what_the_page_granularity_does_not_catch(rules, mapped, monkeypatch):
 def test_tcm_the_last_task_allocated_is_guarded_until_this_task_allocates_it(rules, monkeypatch):
     """The pages a task opened may stay read-write between tasks (under the bank's protection
     key, on a host with them): the next task still faults on them until it allocates them, and
-    writes its own allocation before any transfer."""
+    writes its own allocation before any transfer. Holds docs/dsp_kernels.md's "Guard pages": "the
+    next task's thread is allowed the key only once its own allocations are those pages"."""
     monkeypatch.setenv("VDSP_STRICT_DMA", "0")
     _, registry, _ = rules
     src, dst = np.zeros(4096, np.uint8), np.zeros(4096, np.uint8)

@@ -4,6 +4,7 @@ own private file is never used."""
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -76,7 +77,8 @@ def test_a_process_running_a_source_trees_kernels_leaves_no_file_when_killed(tmp
     """A process that runs the stock tree's C kernels without an image (the loopback SoC, the fuzzer,
     the in-process point-cloud stages) holds its kernel library where nothing is left when it dies,
     even by SIGKILL (no atexit): each such process killed in a test run left a vdsp-kernels-*
-    directory in /tmp."""
+    directory in /tmp. Holds docs/dsp_kernels.md's "a memory file of that process (... a memfd,
+    so nothing is left on disk however the process ends)"."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     prog = ("import sys, numpy as np; from vdsp_sim import pointcloud_inprocess as p; "
@@ -86,6 +88,9 @@ def test_a_process_running_a_source_trees_kernels_leaves_no_file_when_killed(tmp
     proc = subprocess.Popen([sys.executable, "-c", prog], cwd=ROOT, env=dict(os.environ, TMPDIR=str(tmp)),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        # the child's first line within 120 s (a deadline of its own: a child that hangs is a failure)
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready, "the child printed nothing in 120 s"
         line = proc.stdout.readline()
         # the kernel ran: plane c holds byte c of each slot's word (slots 0, 1: bytes 0..3, 4..7)
         assert line.strip() == "[0, 4, 8, 12, 16, 20, 24, 28]", proc.stderr.read() if not line else line
