@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import zmq
 
+from arm_side import interrupts
 from protocol import errors
 from vdsp_board.identity import curve
 from vdsp_board.sockets import ipclink
@@ -38,21 +39,35 @@ def _dealer(ctx, endpoint: str, name: str, server_key: str, events: int):
     hears how the connection attempt ended. ``server_key``: the server's own CURVE key on tcp
     (a firmware's), else the SoC's. Raises RelayUnavailable (the relay's link) / CoreOffline (a
     core's) when an ipc endpoint's directory is gone or refused."""
-    sock = ctx.socket(zmq.DEALER)
-    monitor = None
+    with interrupts.uninterrupted():    # both recorded in ctx (for its destroy) before a handler runs
+        sock = ctx.socket(zmq.DEALER)
+        try:
+            monitor = sock.get_monitor_socket(events) if events else None
+        except BaseException:
+            sock.close(0)
+            raise
     try:
         sock.linger = 0
         sock.sndhwm = sock.rcvhwm = 100000
         curve.secure_client(sock, endpoint, server_key=server_key)
-        monitor = sock.get_monitor_socket(events) if events else None
         pin = ipclink.connect(sock, endpoint, errors.RelayUnavailable if name == "relay" else errors.CoreOffline)
     except BaseException:
-        if monitor is not None:
-            sock.disable_monitor()
-            monitor.close(0)
-        sock.close(0)
+        _close(sock, monitor)
         raise
     return sock, pin, monitor
+
+
+def _close(sock, monitor) -> None:
+    """Close a link's socket and its monitor, uninterrupted: pyzmq's close forgets a socket
+    (for its context's ``destroy``) before it closes it (``arm_side.interrupts``)."""
+    with interrupts.uninterrupted():
+        if monitor is not None:
+            try:
+                sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            monitor.close(0)
+        sock.close(0)
 
 
 class Watch:
@@ -185,13 +200,7 @@ class Channel:
             if self.closed:
                 return
             self.closed = True
-            if self.monitor is not None:
-                try:
-                    self.sock.disable_monitor()
-                except zmq.ZMQError:
-                    pass
-                self.monitor.close(0)
-            self.sock.close(0)
+            _close(self.sock, self.monitor)
             if self.pin is not None:
                 self.pin.close()
 
@@ -255,13 +264,7 @@ class AsyncChannel:
         if self.closed:
             return
         self.closed = True
-        if self.monitor is not None:
-            try:
-                self.sock.disable_monitor()
-            except zmq.ZMQError:
-                pass
-            self.monitor.close(0)
-        self.sock.close(0)
+        _close(self.sock, self.monitor)
         if self.pin is not None:
             self.pin.close()
 

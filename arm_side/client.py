@@ -12,6 +12,7 @@ owner at a time: the holder of ``Links.owned`` (``arm_side.links``).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -19,7 +20,7 @@ from typing import Any, assert_never
 
 from protocol import errors, messages, wire
 from protocol.task_options import DEFAULT, TaskOptions
-from arm_side import tracing
+from arm_side import interrupts, tracing
 from arm_side.links import Links, resume
 from arm_side.reading import Reading
 from arm_side.session import PeerState, Session
@@ -38,12 +39,21 @@ class Client:
 
     def __init__(self, transport: Any, *, owner: int, connect_timeout_s: float = 20.0, busy_poll_us: int = 0,
                  own_transport: bool = True, lock_fd: int | None = None, discovery: Any = None) -> None:
+        self.closed = False
         self.transport, self.own_transport = transport, own_transport
         self.discovery = discovery if discovery is not None else transport.discovery
         self.session = Session(self.discovery.mode, owner, lock_fd)
+        try:
+            self._open(connect_timeout_s)
+        except BaseException:
+            with contextlib.suppress(Exception):    # what was not made yet (an interruption)
+                self.close()
+            raise
+
+    def _open(self, connect_timeout_s: float) -> None:
+        transport = self.transport
         self.mode, self.ids, self.pending = self.session.mode, self.session.ids, self.session.pending
         self.core_states, self.event_callbacks = self.session.core_states, self.session.event_callbacks
-        self.closed = False
         self.memory: Any = None  # set by Soc: the MemoryManager for strict-mode hooks
         self.tracer = tracing.sdk_tracer()      # SoC trace stamps (no-ops unless tracing is on)
         self.connect_timeout_s = connect_timeout_s
@@ -55,11 +65,7 @@ class Client:
         # the background thread: reads while no thread waits
         self.reader = threading.Thread(target=self.reading.background, name="vdsp-sdk-reader", daemon=True)
         self.reader.start()
-        try:
-            self._run(self.session.connect(self.discovery, connect_timeout_s, time.monotonic))
-        except BaseException:
-            self.close()
-            raise
+        self._run(self.session.connect(self.discovery, connect_timeout_s, time.monotonic))
 
     @property
     def peers(self) -> list[PeerState]:
@@ -184,6 +190,11 @@ class Client:
         ApiUseError, the reader ends, the links close."""
         if self.closed:
             return
+        interrupts.each(self._say_goodbye, self._end_reading, self._release_links,
+                     self.transport.close if self.own_transport else lambda: None, self.reading.close)
+
+    def _say_goodbye(self) -> None:
+        """DISCONNECT to each live server."""
         for peer in self.session.peers:
             link = self.links.get(peer.name)
             if peer.alive and link is not None and not link.closed:
@@ -191,13 +202,14 @@ class Client:
                     link.send(wire.encode(messages.disconnect()))
                 except Exception:
                     pass
+
+    def _end_reading(self) -> None:
         self.closed = True
         self.reading.wake()
         if threading.current_thread() is not self.reader:
             self.reader.join(timeout=2)
+
+    def _release_links(self) -> None:
         with self.links.owned:
             self.session.fail_all(errors.ApiUseError("the SoC connection was closed"))
             self.links.release_all()
-        if self.own_transport:
-            self.transport.close()
-        self.reading.close()

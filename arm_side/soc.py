@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Sequence, Unpack
 from protocol import errors, messages
 from protocol.constants import Core
 from protocol.task_options import SubmitKw, TaskKw, TaskOptions
-from arm_side import tracing
+from arm_side import interrupts, tracing
 from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
 from arm_side.task import Task, default_wait_ms, task_options
@@ -75,14 +75,16 @@ class Soc:
             if mode not in ("relay", "direct"):
                 raise errors.InvalidArgument(f"VDSP_RPC_MODE must be relay or direct, got {mode!r}")
             transport = ZmqTransport(mode, autostart_relay=autostart_relay)
-        self.mem = MemoryManager(strict=strict)
-        owner = ddr.current_owner()
+        mem: MemoryManager | None = None
         try:
+            self.mem = mem = MemoryManager(strict=strict)
+            owner = ddr.current_owner()
             self.client: Client | AsyncClient = Client(
                 transport, owner=owner.id, connect_timeout_s=connect_timeout_s, busy_poll_us=busy_poll_us,
                 own_transport=own, lock_fd=owner.lock_fd)
-        except BaseException:
-            self.mem.close()
+        except BaseException:       # a refusal, or an interruption at any moment (arm_side.interrupts)
+            interrupts.each(transport.close if own else lambda: None,
+                         mem.close if mem is not None else lambda: None)
             raise
         self.client.memory = self.mem
         self._trace = tracing.SocTrace(trace).start() if trace else None
@@ -178,9 +180,11 @@ class Soc:
 
     # --- lifetime -------------------------------------------------------------------------
     def close(self) -> None:
-        """Disconnect and free every buffer this Soc allocated."""
-        self.client.close()
-        self.mem.close()
+        """Disconnect and free every buffer this Soc allocated (all of it, when a signal's
+        exception interrupts it: ``arm_side.interrupts``)."""
+        interrupts.each(self.client.close, self.mem.close, self._finish_trace)
+
+    def _finish_trace(self) -> None:
         trace, self._trace = self._trace, None
         if trace is not None:
             trace.finish()

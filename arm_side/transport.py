@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from protocol import errors
+from arm_side import interrupts
 from arm_side.channel import AsyncChannel, Channel
 from arm_side.discovery import RuntimeDir
 
@@ -100,7 +101,9 @@ class _SharedContext:
             if self.users > 0:
                 return
             self.ctx = None
-        ctx.term()
+        # every transport closed its links; a socket still open is one an interruption (a
+        # signal's exception) orphaned while it was being made: term() would wait for it forever
+        ctx.destroy(linger=0)
 
 
 _CONTEXT = _SharedContext()
@@ -112,9 +115,15 @@ class ZmqTransport(Transport):
 
     def __init__(self, mode: str = "relay", rt: Path | None = None, *, autostart_relay: bool = True) -> None:
         self.discovery = RuntimeDir(mode, rt, autostart_relay=autostart_relay)
-        self.ctx = _CONTEXT.acquire()
-        self._ctx_held = True
         self.actx: zmq.asyncio.Context | None = None
+        self._ctx_held = False
+        try:
+            with interrupts.uninterrupted():    # held and said so at once (arm_side.interrupts)
+                self.ctx = _CONTEXT.acquire()
+                self._ctx_held = True
+        except BaseException:       # a signal's, due after the block
+            self.close()
+            raise
 
     def open(self, endpoint: str, name: str, *, watch: bool = False, server_key: str = "") -> Channel:
         """A link whose monitor hears its server's exit (``watch``) and, over tcp, a refused key: at once."""
@@ -138,4 +147,8 @@ class ZmqTransport(Transport):
     def close(self) -> None:
         if self._ctx_held:
             self._ctx_held = False
+            if self.actx is not None:   # sockets orphaned by an interruption (_SharedContext.release)
+                for sock in list(getattr(self.actx, "_sockets", None) or ()):    # pyzmq's own record
+                    if not sock.closed:
+                        sock.close(linger=0)
             _CONTEXT.release(self.ctx)

@@ -1,0 +1,66 @@
+"""arm_side.interrupts: closing that an interruption cuts short one step of; blocks whose
+signals are handled after them."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from arm_side import interrupts
+
+
+class Interrupted(BaseException):
+    pass
+
+
+def test_every_step_runs_when_one_is_interrupted_and_the_first_exception_is_raised():
+    ran = []
+
+    def step(name, exc=None):
+        def run():
+            ran.append(name)
+            if exc is not None:
+                raise exc
+        return run
+    with pytest.raises(Interrupted):
+        interrupts.each(step("a"), step("b", Interrupted()), step("c", ValueError("later")), step("d"))
+    assert ran == ["a", "b", "c", "d"]
+
+
+def test_a_signal_in_an_uninterrupted_block_is_handled_after_it():
+    seen = []
+
+    def handler(signum, frame):
+        seen.append(signum)
+        raise Interrupted()
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        with pytest.raises(Interrupted):
+            with interrupts.uninterrupted():
+                os.kill(os.getpid(), signal.SIGUSR1)
+                for _ in range(1000):       # bytecodes where the handler would have run
+                    pass
+                seen.append("block ended")
+        assert seen == ["block ended", signal.SIGUSR1]
+        assert signal.getsignal(signal.SIGUSR1) is handler      # restored
+        with pytest.raises(Interrupted):    # and handled at once again after it
+            os.kill(os.getpid(), signal.SIGUSR1)
+            for _ in range(1000):
+                pass
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def test_outside_the_main_thread_an_uninterrupted_block_changes_no_handler():
+    seen = []
+
+    def run():
+        before = signal.getsignal(signal.SIGINT)
+        with interrupts.uninterrupted():
+            seen.append(signal.getsignal(signal.SIGINT) is before)
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert seen == [True]
