@@ -330,7 +330,7 @@ class Baseline:
         if self.sock is not None:
             self.sock.close(0)
         if self.ctx is not None:
-            self.ctx.term()
+            self.ctx.destroy(linger=0)     # its socket too, should an interruption have left it open
         for p in self.procs:
             if p.poll() is None:
                 p.terminate()
