@@ -78,3 +78,40 @@ def test_a_connect_interrupted_at_any_moment_leaves_nothing_that_holds_the_proce
     # end and the next's start), so a rare round may leave the context held (harmless: the
     # process ends all the same); before, about one interrupted round in eight did
     assert leaked <= max(3, interrupted // 20), f"interrupted Socs left the context held: {out}"
+
+
+# An AsyncSoc whose open() a timeout cancels at a random moment, then closed: nothing held.
+_ASYNC_CHILD = r"""
+import asyncio, random, sys, time
+from arm_side import AsyncSoc, transport
+
+async def main(mode, rounds, seed):
+    start = time.monotonic()
+    async with AsyncSoc(mode=mode):
+        pass
+    one = time.monotonic() - start
+    rng, cancelled, leaks = random.Random(seed), 0, 0
+    for _ in range(rounds):
+        users = transport._CONTEXT.users
+        soc = AsyncSoc(mode=mode)
+        try:
+            await asyncio.wait_for(soc.open(), rng.uniform(1e-5, one * 1.2))
+        except asyncio.TimeoutError:
+            cancelled += 1
+        await soc.close()
+        leaks += transport._CONTEXT.users > users
+    print("cancelled", cancelled, "of", rounds, "leaked", leaks, flush=True)
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+"""
+
+
+@pytest.mark.parametrize("mode", ["relay", "direct"])
+def test_an_async_open_cancelled_at_any_moment_and_closed_holds_nothing(shared_soc, mode):
+    rounds = 100
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", _ASYNC_CHILD, mode, str(rounds), "11"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    words = done.stdout.split()
+    assert words[:1] == ["cancelled"] and int(words[1]) > rounds // 4, done.stdout + done.stderr
+    assert words[-1] == "0", f"a cancelled AsyncSoc left the context held: {done.stdout}"
