@@ -190,8 +190,9 @@ class Client:
         ApiUseError, the reader ends, the links close."""
         if self.closed:
             return
-        interrupts.each(self._say_goodbye, self._end_reading, self._release_links,
-                     self.transport.close if self.own_transport else lambda: None, self.reading.close)
+        # (steps named late: a client whose making was interrupted lacks the later attributes)
+        interrupts.each(self._say_goodbye, self._end_reading, self._release_links, self._close_transport,
+                        lambda: self.reading.close())
 
     def _say_goodbye(self) -> None:
         """DISCONNECT to each live server."""
@@ -213,3 +214,7 @@ class Client:
         with self.links.owned:
             self.session.fail_all(errors.ApiUseError("the SoC connection was closed"))
             self.links.release_all()
+
+    def _close_transport(self) -> None:
+        if self.own_transport:
+            self.transport.close()

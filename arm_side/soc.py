@@ -13,6 +13,7 @@ to the cores without a relay.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import TYPE_CHECKING, Any, Sequence, Unpack
 
@@ -83,8 +84,9 @@ class Soc:
                 transport, owner=owner.id, connect_timeout_s=connect_timeout_s, busy_poll_us=busy_poll_us,
                 own_transport=own, lock_fd=owner.lock_fd)
         except BaseException:       # a refusal, or an interruption at any moment (arm_side.interrupts)
-            interrupts.each(transport.close if own else lambda: None,
-                         mem.close if mem is not None else lambda: None)
+            with contextlib.suppress(Exception):    # the first exception is the news
+                interrupts.each(transport.close if own else lambda: None,
+                                mem.close if mem is not None else lambda: None)
             raise
         self.client.memory = self.mem
         self._trace = tracing.SocTrace(trace).start() if trace else None

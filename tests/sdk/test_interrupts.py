@@ -64,3 +64,22 @@ def test_outside_the_main_thread_an_uninterrupted_block_changes_no_handler():
     thread.start()
     thread.join()
     assert seen == [True]
+
+
+def test_a_client_interrupted_before_its_links_exist_closes_its_transport(monkeypatch):
+    from arm_side import client as client_module
+    from arm_side.discovery import Servers
+
+    class Transport:        # only what a client reads before its links exist
+        discovery = Servers("direct", {"vdsp0": "ipc:///nowhere/0"})
+        closed = 0
+
+        def close(self):
+            Transport.closed += 1
+
+    def interrupted():
+        raise Interrupted()
+    monkeypatch.setattr(client_module.tracing, "sdk_tracer", interrupted)
+    with pytest.raises(Interrupted):
+        client_module.Client(Transport(), owner=1)
+    assert Transport.closed == 1
