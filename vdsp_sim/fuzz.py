@@ -524,7 +524,7 @@ def fuzz_soc(rt: Path, messages: int, *, seed: int = 0, batch: int = 2000, progr
             for linked in dirs:
                 if linked is not None:
                     linked.close()
-            ctx.term()
+            ctx.destroy(linger=0)       # a socket an exception left open too: term() would wait for it
         report.rss_after = {n: _rss_kb(p) for n, p in pids.items() if p}
     report.seconds = time.monotonic() - t0
     return report

@@ -109,7 +109,7 @@ def refusals_ms(url: str, op: int, extra: int) -> list[float]:
         sock.close(0)
         if linked is not None:
             linked.close()
-        ctx.term()
+        ctx.destroy(linger=0)
 
 
 def run(args: argparse.Namespace) -> dict:
