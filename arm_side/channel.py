@@ -26,6 +26,10 @@ from vdsp_board.sockets.zsock import NOBLOCK as _NOBLOCK, drain, readable, send_
 if TYPE_CHECKING:     # imported by the transport that opens an AsyncChannel (arm_side.soc says why)
     import zmq.asyncio
 
+# How long closing waits for a link's lock. Its holders never block, so it is free at once unless
+# an interruption left it held (a signal's exception at an unlucky moment, seen once in CI):
+# closing then goes on without it instead of waiting for ever.
+CLOSE_WAIT_S = 2.0
 HANDSHAKE_FAILURES = 5      # handshakes failed without a word (a wrong server key) before we say so,
 HANDSHAKE_FAILING_S = 5.0   # over so long at least: a server closes handshakes when many open at once
 _HANDSHAKE = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
@@ -195,14 +199,31 @@ class Channel:
         refusal = self._look().refusal
         return None if refusal is None else f"{refusal} at {self.endpoint} ({self.name}; {_our_key()})"
 
+    def goodbye(self, frames: list) -> None:
+        """Send ``frames`` (a DISCONNECT) if the link is free within CLOSE_WAIT_S, else not."""
+        if self.lock.acquire(timeout=CLOSE_WAIT_S):
+            try:
+                if not self.closed:
+                    send_frames(self.sock, frames, _NOBLOCK)
+            except zmq.ZMQError:
+                pass
+            finally:
+                self.lock.release()
+
     def close(self) -> None:
-        with self.lock:
+        """Close the link: under its lock, or without it after CLOSE_WAIT_S (a lock left held
+        must not hold the process: no one uses a closed link's socket, ``closed`` says so)."""
+        held = self.lock.acquire(timeout=CLOSE_WAIT_S)
+        try:
             if self.closed:
                 return
             self.closed = True
             _close(self.sock, self.monitor)
             if self.pin is not None:
                 self.pin.close()
+        finally:
+            if held:
+                self.lock.release()
 
 
 class AsyncChannel:

@@ -200,7 +200,7 @@ class Client:
             link = self.links.get(peer.name)
             if peer.alive and link is not None and not link.closed:
                 try:
-                    link.send(wire.encode(messages.disconnect()))
+                    link.goodbye(wire.encode(messages.disconnect()))
                 except Exception:
                     pass
 

@@ -83,3 +83,26 @@ def test_a_client_interrupted_before_its_links_exist_closes_its_transport(monkey
     with pytest.raises(Interrupted):
         client_module.Client(Transport(), owner=1)
     assert Transport.closed == 1
+
+
+def test_a_link_whose_lock_an_interruption_left_held_still_closes(short_dir, monkeypatch):
+    import time
+
+    import zmq
+
+    from arm_side import channel
+    monkeypatch.setattr(channel, "CLOSE_WAIT_S", 0.2)
+    ctx = zmq.Context()
+    server = ctx.socket(zmq.ROUTER)
+    server.bind(f"ipc://{short_dir}/core.sock")
+    link = channel.Channel(ctx, f"ipc://{short_dir}/core.sock", "vdsp0")
+    try:
+        assert link.lock.acquire(timeout=1)     # held, and its holder gone (as after the CI hang)
+        start = time.monotonic()
+        link.goodbye([b"bye"])                  # not sent: the link is not free
+        link.close()
+        assert time.monotonic() - start < 2.0
+        assert link.closed and link.sock.closed
+    finally:
+        server.close(0)
+        ctx.destroy(linger=0)

@@ -85,6 +85,10 @@ class Link:
                 self.loop.run()
             return False
 
+    def goodbye(self, frames: list) -> None:
+        """The DISCONNECT of a client that closes: as ``send``."""
+        self.send(frames)
+
     def drain(self) -> list[list]:
         with self.loop.lock:
             if self.closed:
