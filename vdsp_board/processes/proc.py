@@ -90,8 +90,21 @@ def child_env(env: dict | None = None) -> dict:
     return settings.child_env(env, **{PARENT_ENV: str(os.getpid())})
 
 
+_TERMINATED: list[int] = []     # the SIGTERM exit_on_sigterm's handler took, if one came
+
+
 def exit_on_sigterm() -> None:
-    """Turn SIGTERM into SystemExit so ``finally`` blocks (cleanup) run."""
+    """Turn SIGTERM into SystemExit so ``finally`` blocks (cleanup) run. CPython ignores an
+    exception a handler raises inside a finalizer or a weakref callback (it prints "Exception
+    ignored"), so the SystemExit can be lost and the program run on: ``terminated_status`` says
+    what its exit status should then be."""
     def handler(signum, frame):
+        _TERMINATED.append(signum)
         raise SystemExit(128 + signum)
     signal.signal(signal.SIGTERM, handler)
+
+
+def terminated_status(status: int) -> int:
+    """``status``, or 128 + SIGTERM where a SIGTERM came (``exit_on_sigterm``) and the program
+    still ended normally (its SystemExit lost): a terminated program never says it succeeded."""
+    return 128 + _TERMINATED[0] if _TERMINATED and status == 0 else status

@@ -19,7 +19,7 @@ def main(argv: list[str]) -> int:
     sys.argv = [f"vdsp bench {name}", *rest]     # argparse's prog when a benchmark does not set one
     report.mark_start()         # the load before the run, which the report (made after it) records
     module = importlib.import_module(f"vdsp_sim.benchmarks.bench_{name}")
-    return exit_quietly_on_broken_pipe(lambda: module.main(rest) or 0)
+    return proc.terminated_status(exit_quietly_on_broken_pipe(lambda: module.main(rest) or 0))
 
 
 if __name__ == "__main__":
