@@ -83,9 +83,10 @@ class Stderr:
         pytest.fail(f"{why}; its stderr and stacks:\n{text[-8000:]}")
 
 
-@pytest.mark.parametrize("via", ["vdsp bench", "python -m"])
-def test_a_terminated_benchmark_stops_the_soc_it_started(via):
-    tag = f"{os.getpid()}-{via}-{time.monotonic_ns()}"
+def run_and_terminate(via: str, again: bool) -> None:
+    """``vdsp bench perf --first-only`` (through ``via``) SIGTERMed once its SoC is up, and with
+    ``again`` SIGTERMed a second time as its cleanup begins; then nothing of that SoC is left."""
+    tag = f"{os.getpid()}-{via}-{again}-{time.monotonic_ns()}"
     argv = [sys.executable, "-m", "vdsp_sim.cli", "bench", "perf", "--first-only"] if via == "vdsp bench" else \
         [sys.executable, "-m", "vdsp_sim.benchmarks", "perf", "--first-only"]
     bench = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -98,12 +99,15 @@ def test_a_terminated_benchmark_stops_the_soc_it_started(via):
         started = supervisors(tag)
         assert started, "no supervisor of the benchmark's SoC found"
         bench.send_signal(signal.SIGTERM)
+        if again:       # as 'timeout' then 'kill' would: while 'vdsp down' runs
+            assert err.wait_for("stopping its SoC", 90), "".join(err.lines)
+            bench.send_signal(signal.SIGTERM)
         err.wait_end(90)
         # it ends as a SIGTERMed program that cleaned up (128 + 15), not killed outright (-15); through
         # 'vdsp bench' the signal goes on to the benchmark, which the command waits for
-        assert bench.wait(60) == 143, bench.returncode
+        assert bench.wait(60) == 143, (bench.returncode, "".join(err.lines))
         assert wait_until(lambda: not set(started) & set(supervisors(tag)), 20), \
-            f"the benchmark's SoC still runs after SIGTERM: {started}"
+            f"the benchmark's SoC still runs after SIGTERM: {started}; the benchmark's stderr:\n{''.join(err.lines)[-8000:]}"
         assert not [rt for rt, _ in started.values() if rt and os.path.exists(rt)], started
         shm = [d for _, d in started.values()]
         assert all(d.startswith("/dev/shm/vbp-shm-") for d in shm), shm
@@ -115,3 +119,15 @@ def test_a_terminated_benchmark_stops_the_soc_it_started(via):
         for pid in supervisors(tag):                     # whatever the test failed on, stop it
             os.kill(pid, signal.SIGTERM)
         time.sleep(0.1)
+
+
+@pytest.mark.parametrize("via", ["vdsp bench", "python -m"])
+def test_a_terminated_benchmark_stops_the_soc_it_started(via):
+    run_and_terminate(via, again=False)
+
+
+def test_a_second_sigterm_while_it_cleans_up_does_not_cut_the_cleanup_short():
+    """CI once found a SIGTERMed benchmark's SoC still running after the benchmark ended: a SIGTERM
+    that lands in the cleanup must not stop 'vdsp down' half-way (subprocess.run kills its child on
+    the exception) and leave the SoC it was stopping."""
+    run_and_terminate("python -m", again=True)

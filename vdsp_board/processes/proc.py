@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import os
 import signal
 import sys
 import threading
-from typing import NoReturn
+from typing import Iterator, NoReturn
 
 from vdsp_board.config import settings
 
@@ -90,18 +91,38 @@ def child_env(env: dict | None = None) -> dict:
     return settings.child_env(env, **{PARENT_ENV: str(os.getpid())})
 
 
-_TERMINATED: list[int] = []     # the SIGTERM exit_on_sigterm's handler took, if one came
+_TERMINATED: list[int] = []     # the SIGTERMs exit_on_sigterm's handler took, if any came
+_HELD = [0]                     # cleanups under way (``sigterm_held``): a SIGTERM waits for them
 
 
 def exit_on_sigterm() -> None:
     """Turn SIGTERM into SystemExit so ``finally`` blocks (cleanup) run. CPython ignores an
     exception a handler raises inside a finalizer or a weakref callback (it prints "Exception
     ignored"), so the SystemExit can be lost and the program run on: ``terminated_status`` says
-    what its exit status should then be."""
+    what its exit status should then be. Inside ``sigterm_held`` the SystemExit comes at its end."""
     def handler(signum, frame):
         _TERMINATED.append(signum)
+        if _HELD[0]:
+            return          # raised when the cleanup ends (sigterm_held)
         raise SystemExit(128 + signum)
     signal.signal(signal.SIGTERM, handler)
+
+
+@contextlib.contextmanager
+def sigterm_held() -> Iterator[None]:
+    """A cleanup that a SIGTERM must not cut short (the main thread's, under ``exit_on_sigterm``):
+    its SystemExit raised in the middle would skip the rest, and inside ``subprocess.run`` kill
+    the child that does the work (a 'vdsp down' half-way, the SoC left running). A SIGTERM that
+    comes meanwhile (a second one: 'timeout' then 'kill') is raised as SystemExit once the
+    cleanup ends, unless an exception already leaves it."""
+    _HELD[0] += 1
+    before = len(_TERMINATED)
+    try:
+        yield
+    finally:
+        _HELD[0] -= 1
+    if len(_TERMINATED) > before and not _HELD[0]:
+        raise SystemExit(128 + _TERMINATED[-1])
 
 
 def terminated_status(status: int) -> int:

@@ -24,6 +24,16 @@ def stat(pid: int) -> tuple[str, int] | None:
         return None
 
 
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot, /proc/<pid>/stat field 22); None if it has no
+    /proc entry. A pid may be reused; a pid and its start time together name one process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rpartition(b")")[2].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def exited(pid: int) -> bool:
     """True once ``pid`` is gone or a zombie (exited, not yet reaped)."""
     st = stat(pid)

@@ -58,6 +58,7 @@ from vdsp_sim.benchmarks.bench_rpc import (WINDOW, Baseline, DirectBaseline, Ful
 from vdsp_sim.benchmarks.floor import Floor
 from vdsp_sim.benchmarks.report import Report
 from vdsp_board.config import clihelp
+from vdsp_board.processes import proc, procfacts
 
 TARGETS = {      # key: (label, comparison, target)
     "cv_diff": ("CV: median of (SoC rpc - floor rpc), every operator (µs)", "<=", 100.0),
@@ -275,6 +276,8 @@ def first_tasks(timeout_s: float) -> dict:
     from arm_side import CORE_0, CORE_1, Soc
     from vdsp_board.config import settings
     from vdsp_board.memory import ddr
+    from vdsp_board.processes.pidfile import PidFile
+    from vdsp_sim.soc.supervisor import stop_pid
     rt = Path(tempfile.mkdtemp(prefix="vbp", dir="/tmp"))
     shm = tempfile.mkdtemp(prefix="vbp-shm-", dir="/dev/shm")
     # the in-process client and the 'vdsp up -d' children name this SoC (the one writer: settings.export)
@@ -282,6 +285,7 @@ def first_tasks(timeout_s: float) -> dict:
                              "VDSP_CORE_ENDPOINTS": None, "VDSP_STRICT_CACHE": None})
     cli = [sys.executable, "-m", "vdsp_sim.cli"]
     out: dict = {"ops": {}}
+    supervisor = None       # (pid, start time) of the SoC's supervisor once it runs
     try:
         # everything the tasks need is built before the SoC starts: only the SoC's time is measured
         cases = framework_cases() + nn_cases() + pointcloud_cases()
@@ -291,6 +295,7 @@ def first_tasks(timeout_s: float) -> dict:
         out["up_s"] = time.perf_counter() - t0
         if up.returncode:
             raise RuntimeError(f"vdsp up -d failed: {up.stderr.strip() or up.stdout.strip()}")
+        supervisor = _process(PidFile(rt / "soc.pid").read())
         progress(f"vdsp up -d returned after {out['up_s']:.1f} s; first task of each operator on each core")
         with Soc(mode="relay", strict=False, autostart_relay=False) as soc:
             from arm_side import opids
@@ -323,17 +328,33 @@ def first_tasks(timeout_s: float) -> dict:
             out["restart_s"] = {name: footprint.restart_s(soc, rt, name, core)
                                 for name, core in (("vdsp0", CORE_0), ("vdsp1", CORE_1))}
     finally:
-        down = subprocess.run([*cli, "down"], capture_output=True, text=True)
-        if down.returncode:
-            progress(f"vdsp down: {down.stderr.strip()}")
-        try:
-            ddr.close_owner()
-        except Exception:
-            pass
-        settings.export(saved)
-        shutil.rmtree(rt, ignore_errors=True)
-        shutil.rmtree(shm, ignore_errors=True)
+        with proc.sigterm_held():       # a SIGTERM now comes after the cleanup, not in its middle
+            progress("stopping its SoC (vdsp down)")
+            down = subprocess.run([*cli, "down"], capture_output=True, text=True)
+            if down.returncode:
+                progress(f"vdsp down: {down.stderr.strip()}")
+            if supervisor is not None and _process(supervisor[0]) == supervisor:
+                said = (down.stdout + down.stderr).strip() or "nothing"
+                progress(f"the SoC's supervisor (pid {supervisor[0]}) still ran after 'vdsp down' (exit "
+                         f"{down.returncode}, it said: {said}): stopping it")
+                stop_pid(supervisor[0])
+            try:
+                ddr.close_owner()
+            except Exception:
+                pass
+            settings.export(saved)
+            shutil.rmtree(rt, ignore_errors=True)
+            shutil.rmtree(shm, ignore_errors=True)
     return out
+
+
+def _process(pid: int | None) -> tuple[int, int] | None:
+    """``(pid, its start time)`` while ``pid`` runs, else None: the same pair later is the same
+    process (``procfacts.start_time``)."""
+    if pid is None or procfacts.exited(pid):
+        return None
+    started = procfacts.start_time(pid)
+    return None if started is None else (pid, started)
 
 
 # --- phase 2: one SoC, the baseline and the floor, interleaved rounds -----------------------------
@@ -459,21 +480,22 @@ def run(args) -> dict:
             print(f"SoC logs (tail):\n{tail}", file=sys.stderr)
         raise
     finally:
-        progress("stopping the SoC, the baseline and the floor")
-        if awake is not None:
-            awake.__exit__(None, None, None)
-        for c, r in remote:
+        with proc.sigterm_held():       # a SIGTERM now comes after the cleanup, not in its middle
+            progress("stopping the SoC, the baseline and the floor")
+            if awake is not None:
+                awake.__exit__(None, None, None)
+            for c, r in remote:
+                try:
+                    r.free()
+                except Exception:
+                    pass
             try:
-                r.free()
-            except Exception:
-                pass
-        try:
-            full.stop()
-        finally:
-            base.stop()
-            dbase.stop()
-            if floor is not None:
-                floor.stop()
+                full.stop()
+            finally:
+                base.stop()
+                dbase.stop()
+                if floor is not None:
+                    floor.stop()
     fig["machine"]["loadavg_after"] = list(os.getloadavg())
     return summarize(fig, rec)
 
@@ -691,6 +713,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vdsp_board.processes import proc
     proc.exit_on_sigterm()      # a SIGTERM (timeout, kill) still stops the SoCs it started
     sys.exit(main())
