@@ -48,7 +48,7 @@ from typing import Mapping
 from protocol import errors
 from protocol.constants import CORE_NAMES
 from vdsp_board.config import settings
-from vdsp_board.processes import rundir
+from vdsp_board.processes import proc, rundir
 from vdsp_board.memory import ddr
 from vdsp_board.processes.pidfile import PidFile, alive
 from vdsp_sim.soc.readiness import start_timeout_s
@@ -281,18 +281,19 @@ class PrivateSoc:
         remove the directories made for it. Returns the leaks it found and cleaned up
         (processes that outlived their core, socket files, DDR files): [] when clean."""
         problems: list[str] = []
-        try:
-            if self.sup is not None:
-                problems += self._stop_processes()
-                problems += self._remove_sockets()
-                problems += self._reap_ddr()
-        finally:
-            if self.ddr_dir is not None and self.ddr_dir in self._made:
-                ddr.close_owner(str(self.ddr_dir))
-            self._restore()
-            for directory in self._made:
-                shutil.rmtree(directory, ignore_errors=True)
-            self._made.clear()
+        with proc.sigterm_held():       # a SIGTERM (a benchmark's exit_on_sigterm) comes after it, not in its middle
+            try:
+                if self.sup is not None:
+                    problems += self._stop_processes()
+                    problems += self._remove_sockets()
+                    problems += self._reap_ddr()
+            finally:
+                if self.ddr_dir is not None and self.ddr_dir in self._made:
+                    ddr.close_owner(str(self.ddr_dir))
+                self._restore()
+                for directory in self._made:
+                    shutil.rmtree(directory, ignore_errors=True)
+                self._made.clear()
         return problems
 
     def __enter__(self) -> "PrivateSoc":
