@@ -106,6 +106,9 @@ def run_and_terminate(via: str, again: bool) -> None:
         # it ends as a SIGTERMed program that cleaned up (128 + 15), not killed outright (-15); through
         # 'vdsp bench' the signal goes on to the benchmark, which the command waits for
         assert bench.wait(60) == 143, (bench.returncode, "".join(err.lines))
+        # 'vdsp down' stopped it: the benchmark's own check after it (which stops a supervisor that
+        # outlived it, and says so) found nothing to do
+        assert not [x for x in err.lines if "still ran after 'vdsp down'" in x], "".join(err.lines)[-8000:]
         assert wait_until(lambda: not set(started) & set(supervisors(tag)), 20), \
             f"the benchmark's SoC still runs after SIGTERM: {started}; the benchmark's stderr:\n{''.join(err.lines)[-8000:]}"
         assert not [rt for rt, _ in started.values() if rt and os.path.exists(rt)], started
