@@ -1,5 +1,8 @@
 """A benchmark stopped by SIGTERM (``timeout``, ``kill``) still stops the SoC it started with
-``vdsp up -d``: one killed ``bench perf`` left a whole SoC running for an hour."""
+``vdsp up -d``: one killed ``bench perf`` left a whole SoC running for an hour. The promise held
+here is vdsp_sim/benchmarks/README.md's "The SoC and the baseline processes are stopped in
+`finally` blocks (also on SIGTERM and Ctrl-C). A SIGTERM that comes while they are being stopped
+(`timeout` then `kill`) waits for the end of that cleanup"."""
 from __future__ import annotations
 
 import os

@@ -123,3 +123,16 @@ def test_a_direct_client_whose_tcp_firmware_connection_closed_fails_its_tasks_th
     [send] = session.control_closed(peer)
     assert isinstance(send, Send) and send.peer is peer and wire.decode(send.frames).command == Command.HELLO
     assert peer.alive
+
+
+def test_a_process_start_time_names_it_until_it_is_gone():
+    from vdsp_board.processes import procfacts
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        first = procfacts.start_time(child.pid)
+        assert isinstance(first, int) and first >= procfacts.start_time(os.getpid())
+        assert procfacts.start_time(child.pid) == first         # the same process, the same start
+    finally:
+        child.kill()
+        child.wait()
+    assert procfacts.start_time(child.pid) is None              # reaped: no entry (nor a start to match)

@@ -14,23 +14,31 @@ from protocol.liveness import ProcFact
 SAMPLE_S = 1.0           # CPU time is counted in ticks of 10 ms: compare samples this far apart
 
 
-def stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, utime + stime in clock ticks) of ``pid``; None if it has no /proc entry."""
+def _fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command name (the state first); None without an entry."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rpartition(b")")[2].split()
-        return fields[0].decode(), int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
+            return fh.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+
+
+def stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, utime + stime in clock ticks) of ``pid``; None if it has no /proc entry."""
+    fields = _fields(pid)
+    try:
+        return None if fields is None else (fields[0].decode(), int(fields[11]) + int(fields[12]))
+    except (IndexError, ValueError):
         return None
 
 
 def start_time(pid: int) -> int | None:
     """When ``pid`` started (clock ticks since boot, /proc/<pid>/stat field 22); None if it has no
     /proc entry. A pid may be reused; a pid and its start time together name one process."""
+    fields = _fields(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return int(fh.read().rpartition(b")")[2].split()[19])
-    except (OSError, IndexError, ValueError):
+        return None if fields is None else int(fields[19])
+    except (IndexError, ValueError):
         return None
 
 
