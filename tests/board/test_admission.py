@@ -203,3 +203,22 @@ def test_when_full_a_connection_of_another_process_takes_the_place_of_the_newest
         admission.stop()
         server.close(0)
         ctx.term()
+
+
+_ROOM = r"""
+import resource
+from vdsp_board.identity import admission
+_, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))     # below a listening socket's cap
+admission.room_for(admission.MAX_CONNECTIONS)
+print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard)
+"""
+
+
+def test_a_listening_socket_gets_descriptors_for_all_its_connections():
+    # a normal user's soft limit (1,024 by default) was the cap itself: at the cap nothing could be accepted
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _ROOM], capture_output=True, text=True, timeout=60, check=True)
+    soft, hard = (int(x) for x in out.stdout.split())
+    assert soft >= min(hard, 1024 + 64), out.stdout

@@ -55,6 +55,8 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
+import resource
 import socket
 import struct
 import threading
@@ -75,6 +77,7 @@ MAX_CONNECTIONS = 1024                 # connections of one listening socket (au
 HANDSHAKE_IVL_MS = 5000                # a handshake not done by then is closed by ZeroMQ
 # Handshake events carry no descriptor in libzmq 4.3 (monitor v1), so whether a connection has
 # authenticated is read from the kernel (TCP_INFO), not from them.
+FD_MARGIN = 64                         # descriptors beyond a listening socket's connections (files, pipes, ZeroMQ's own)
 _EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED | zmq.EVENT_MONITOR_STOPPED
 _GONE = zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED
 _TCP_INFO_BYTES_ACKED = 120             # offsets of tcpi_bytes_acked and tcpi_bytes_received (u64) in
@@ -149,6 +152,30 @@ def limit_frames(sock: zmq.Socket, max_frame: int) -> None:
     sock.handshake_ivl = HANDSHAKE_IVL_MS
 
 
+def room_for(connections: int) -> None:
+    """Let this process open ``connections`` descriptors more than it holds now (+ FD_MARGIN): the
+    soft RLIMIT_NOFILE raised toward the hard one, which needs no privilege. A normal user's default
+    soft limit is 1,024, MAX_CONNECTIONS itself: a listening socket that reached its cap of
+    connections then left no descriptor to accept with, and every new connection failed, a
+    legitimate client's too (a flood of 1,024 connections shut the relay's door for everyone). Where
+    the hard limit is lower than that, the cap is what it is: nothing is raised past the hard limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return
+    try:
+        held = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        held = 64
+    want = held + connections + FD_MARGIN
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    if want > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        except (OSError, ValueError) as exc:
+            log.warning("cannot raise the open-file limit from %d to %d: %s", soft, want, exc)
+
+
 class Admission:
     """Bounds the connections of the listening socket ``sock`` (start before its bind; see the
     module's docstring). ``name`` names the server in log lines. Call :meth:`stop` before
@@ -157,6 +184,7 @@ class Admission:
     def __init__(self, sock: zmq.Socket, name: str, *, max_frame: int, max_pending: int | None = None,
                  max_connections: int = MAX_CONNECTIONS, accepted: Accepted | None = None) -> None:
         limit_frames(sock, max_frame)
+        room_for(max_connections)
         self.name = name
         self.accepted = accepted
         self.max_pending = max_pending if max_pending is not None else max_pending_for(max_frame)
