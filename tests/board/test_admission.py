@@ -15,11 +15,11 @@ def test_pending_handshakes_times_the_largest_frame_stay_within_the_budget():
     assert max_pending_for(64 << 20) == 1
 
 
-def test_connections_beyond_the_limit_are_shut_down(tmp_path):
+def test_connections_beyond_the_limit_are_shut_down(short_dir):
     ctx = zmq.Context()
     server = ctx.socket(zmq.ROUTER)
     admission = Admission(server, "test", max_frame=1 << 20, max_connections=3)
-    endpoint = f"ipc://{tmp_path}/s.sock"
+    endpoint = f"ipc://{short_dir}/s.sock"     # short_dir: tmp_path under a long TMPDIR is past 107 characters
     server.bind(endpoint)
     clients = []
     try:
@@ -41,7 +41,7 @@ def test_connections_beyond_the_limit_are_shut_down(tmp_path):
         ctx.term()
 
 
-def test_stop_ends_the_idle_monitor_thread_at_once_not_at_its_next_poll(tmp_path, monkeypatch):
+def test_stop_ends_the_idle_monitor_thread_at_once_not_at_its_next_poll(short_dir, monkeypatch):
     # An idle server's monitor thread sleeps long between looks (it costs CPU every wake-up):
     # stop() must wake it, or every server's close would wait for that sleep.
     from vdsp_board.identity import admission as mod
@@ -49,7 +49,7 @@ def test_stop_ends_the_idle_monitor_thread_at_once_not_at_its_next_poll(tmp_path
     ctx = zmq.Context()
     server = ctx.socket(zmq.ROUTER)
     admission = Admission(server, "test", max_frame=1 << 20)
-    server.bind(f"ipc://{tmp_path}/s.sock")
+    server.bind(f"ipc://{short_dir}/s.sock")
     try:
         assert wait_until(lambda: admission._thread.is_alive(), 5)
         admission.stop()        # joins for at most 2 s
@@ -154,7 +154,7 @@ def test_a_connection_with_a_whole_handshake_is_kept_while_a_yes_is_in_flight(mo
 
 
 def test_when_full_a_connection_of_another_process_takes_the_place_of_the_newest_of_the_one_holding_most(
-        tmp_path):
+        short_dir):
     """Issue 40, point 7: one process holding every place (a HELLO flood) kept every other client
     out; now a process holding fewer takes the place of the newest connection of the one holding
     the most, and that one's next connection is refused (it would still hold the most)."""
@@ -166,7 +166,7 @@ def test_when_full_a_connection_of_another_process_takes_the_place_of_the_newest
     server = ctx.socket(zmq.ROUTER)
     admission = Admission(server, "test", max_frame=1 << 20, max_connections=3)
     server.handshake_ivl = 600_000      # these raw connections never greet: kept however slow the host
-    endpoint = f"ipc://{tmp_path}/s.sock"
+    endpoint = f"ipc://{short_dir}/s.sock"     # short_dir: tmp_path under a long TMPDIR is past 107 characters
     server.bind(endpoint)
     ours = []
     other = None
