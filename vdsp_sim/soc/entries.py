@@ -46,8 +46,9 @@ def preload() -> None:
     (while it has one thread): the cores and the relay are forked from that starter (the cores'
     starters and firmwares from them), so those imports are in memory once for the whole SoC.
     The collector leaves them be (``gc.freeze``): its visits would write to, and so copy, the
-    pages they share."""
-    from arm_side import soc  # noqa: F401  -- the start-up's client (Supervisor.wait_ready), shared too
+    pages they share. (Not the SDK, the start-up's client of ``vdsp up``: no process of the SoC
+    but the supervisor imports it, and the supervisor does so as the processes it started boot,
+    ``Supervisor.wait_ready``, not before it starts them.)"""
     from dsp_side import preload as firmware_imports
     try:
         firmware_imports.preload("soc")
