@@ -63,6 +63,10 @@ def preload(who: str) -> None:
 def _imports(who: str) -> None:
     t0 = time.perf_counter()
     import numpy  # noqa: F401
+    # numpy 2 imports numpy.ma at its first use (np.unique asks np.ma.is_masked): the first
+    # yolov3_detection_output task of a firmware took 28 ms more than the next (58-69 ms on a
+    # 16-CPU machine whose imports are slow, past the first task's 50 ms)
+    import numpy.ma  # noqa: F401
     import cv2  # noqa: F401
     import zmq  # noqa: F401
     from dsp_side import firmware, heap, fw_image  # noqa: F401
