@@ -129,6 +129,15 @@ class Watch:
         gone, self.gone = self.gone, False
         return gone
 
+    def connection(self) -> str:
+        """What became of the link's connection, as far as its monitor told: 'connected' (over
+        tcp: its handshake succeeded), 'connecting', 'failed' (an ipc link's one attempt), 'closed'
+        (an ipc link's connection)."""
+        link = self.link
+        if link.once:
+            return "failed" if link.failed else "closed" if link.ended else "connected" if link.up else "connecting"
+        return "connected" if self.up else "connecting"
+
 
 class Channel:
     """A link of the blocking client. ``watch``: :meth:`lost` tells when its server goes away."""
@@ -194,6 +203,10 @@ class Channel:
         ``failed`` (its one connection attempt failed), ``ended`` (its connection closed); ''
         while it may. A new link must be made."""
         return self._look().link.dead
+
+    def linked(self) -> str:
+        """What became of this link's connection (``Watch.connection``)."""
+        return self._look().connection()
 
     def refused(self) -> str | None:
         refusal = self._look().refusal
@@ -276,6 +289,9 @@ class AsyncChannel:
 
     def dead(self) -> str:
         return self.state.link.dead
+
+    def linked(self) -> str:
+        return self.state.connection()
 
     def refused(self) -> str | None:
         refusal = self.state.refusal

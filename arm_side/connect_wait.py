@@ -74,3 +74,47 @@ class CoreWait:
                 raise errors.TaskTimeout(f"no answer within {self.timeout_s:g} s")
         self.first = False
         return CORE_SLICE_S
+
+
+_CONNECTION = {"connected": "connected", "connecting": "not connected yet", "failed": "never connected",
+               "closed": "connected, then closed"}
+
+
+class Tries:
+    """What one connect's HELLOs came to, said in the error that ends its wait (a server that
+    never answered a HELLO that went, against connections that never took one, tell apart a
+    server's fault from the way there). ``since``: when the wait began."""
+
+    def __init__(self, since: float) -> None:
+        self.since = since
+        self.links = 1                  # connections made for the HELLO (a new one each time one will carry nothing)
+        self.unsent = 0                 # HELLOs that found no connection to go on, on every link
+        self.sent_at: float | None = None   # when the HELLO went on the current link
+        self.unsent_here = False        # a HELLO found no connection on the current link
+
+    def relinked(self) -> None:
+        self.links += 1
+        self.sent_at, self.unsent_here = None, False
+
+    def not_sent(self) -> None:
+        self.unsent += 1
+        self.unsent_here = True
+
+    def sent(self, now: float) -> None:
+        self.sent_at = now
+
+    def describe(self, connection: str, now: float) -> str:
+        """``connection``: what became of the current link's (``arm_side.channel.Watch.connection``;
+        '' where the transport cannot tell)."""
+        tried = "1 connection" if self.links == 1 else f"{self.links} connections"
+        text = f"this client tried {tried} in {now - self.since:.1f} s"
+        state = _CONNECTION.get(connection)
+        if state:
+            text += f", the last {state}"
+        if self.sent_at is not None:
+            text += f", its HELLO unanswered for {now - self.sent_at:.1f} s"
+        elif self.unsent_here:
+            text += ", no HELLO could go on it"
+        if self.unsent:
+            text += f" ({self.unsent} HELLO{'s' if self.unsent > 1 else ''} found no connection)"
+        return text

@@ -26,8 +26,8 @@ from typing import Any, Callable, ContextManager, Generator, assert_never
 from protocol import errors, wire
 from protocol.task_options import DEFAULT, TaskOptions
 from arm_side.session import PeerState, Session, fw_key
-from arm_side.steps import (Act, Action, CloseFw, Dead, Forget, Hello, HelloFw, Open, OpenFw, Pause, Refused, Release,
-                            Send, Step, Steps, Wait, Waiting)
+from arm_side.steps import (Act, Action, CloseFw, Dead, Forget, Hello, HelloFw, Linked, Open, OpenFw, Pause, Refused,
+                            Release, Send, Step, Steps, Wait, Waiting)
 from arm_side.task import Request, Task
 from vdsp_board.processes.procfacts import ProcFacts
 
@@ -233,6 +233,8 @@ class Links:
                 return self.transport.refused(self.by_key[peer.name])
             case Dead(peer):
                 return self.transport.dead(self.by_key[peer.name])
+            case Linked(peer):
+                return self.transport.linked(self.by_key[peer.name])
             case Open(peer, endpoint):
                 self.open(peer.name, endpoint, peer, watch=True)     # watched: a server that exits is known at once
             case Release(peer):

@@ -39,9 +39,10 @@ from protocol.core_state import CoreState, error_for
 from protocol.liveness import ProcFact
 from protocol.task_options import TaskOptions
 from arm_side.busy_retry import BusyRetry
+from arm_side.connect_wait import Tries
 from arm_side.peer import PeerState
-from arm_side.steps import (Act, Action, CloseFw, Dead, Forget, Hello, HelloFw, Open, OpenFw, Pause, Refused, Release,
-                            Send, Step, Steps, Wait)
+from arm_side.steps import (Act, Action, CloseFw, Dead, Forget, Hello, HelloFw, Linked, Open, OpenFw, Pause, Refused,
+                            Release, Send, Step, Steps, Wait)
 
 log = logging.getLogger("vdsp.sdk")
 _TASK = int(Command.TASK)   # a plain int: struct packs it without an IntEnum's __index__ call
@@ -165,26 +166,35 @@ class Session:
         more (an ipc link is connected once: nothing listened at that moment, or the connection
         closed; over tcp libzmq does not connect again after a denied handshake) is replaced: KeyRefused
         if the server refused our key, else a new link to where ``where()`` says now (the discovery
-        checks the sockets' directory again, as at first connect), and HELLO again on it."""
+        checks the sockets' directory again, as at first connect), and HELLO again on it. An error
+        that ends the wait (RelayUnavailable, CoreOffline, TaskTimeout) also says what the tries
+        came to (``arm_side.connect_wait.Tries``)."""
         busy = BusyRetry(clock() + timeout_s)
-        unsent = 0
+        tries = Tries(clock())
+        ended: tuple[type[errors.VdspError], ...] = (errors.RelayUnavailable, errors.CoreOffline, errors.TaskTimeout)
         while True:
             try:
                 req = yield Hello(peer, self.hello())
             except errors.RelayUnavailable as exc:
-                unsent += 1
+                tries.not_sent()
                 dead = yield Dead(peer)       # ipc: no key to refuse, no grace to wait
                 refusal = None if dead else (yield from self._refusal(peer, clock))
                 if refusal:
                     raise errors.KeyRefused(refusal) from None
                 if busy.deadline is not None and clock() >= busy.deadline:
-                    raise exc
-                (log.warning if unsent == 1 else log.debug)("%s: a HELLO could not be sent (%s); connecting again",
-                                                            peer.name, exc.message)
+                    raise (yield from self._unanswered(peer, exc, tries, clock)) from None
+                (log.warning if tries.unsent == 1 else log.debug)("%s: a HELLO could not be sent (%s); connecting again",
+                                                                  peer.name, exc.message)
                 if dead:        # the server closed it at once (it is full, say): a pause, the wait's own
-                    yield Pause(peer, wait.next_slice(clock()))
+                    try:
+                        pause = wait.next_slice(clock())
+                    except ended as why:
+                        raise (yield from self._unanswered(peer, why, tries, clock)) from None
+                    yield Pause(peer, pause)
+                tries.relinked()
                 yield from self._relink(peer, where)
                 continue
+            tries.sent(clock())
             relink = False
             try:
                 while not req.done():
@@ -193,12 +203,13 @@ class Session:
                         raise errors.KeyRefused(refusal)
                     try:
                         slice_s = wait.next_slice(clock())
-                    except (errors.RelayUnavailable, errors.CoreOffline):
+                    except ended as why:
                         # the deadline passed while a HELLO said again after BUSY answers waited:
                         # the server runs and is busy, not absent
-                        if busy.last is None or busy.deadline is None or clock() < busy.deadline:
-                            raise
-                        raise busy.expired() from None
+                        if (not isinstance(why, errors.TaskTimeout) and busy.last is not None
+                                and busy.deadline is not None and clock() >= busy.deadline):
+                            raise busy.expired() from None
+                        raise (yield from self._unanswered(peer, why, tries, clock)) from None
                     yield Wait(req, slice_s)
                     if not req.done() and (yield Dead(peer)):
                         relink = True       # the HELLO waits on a link that will never carry it
@@ -213,7 +224,15 @@ class Session:
             finally:
                 self.forget(req.msg_id)
             if relink:
+                tries.relinked()
                 yield from self._relink(peer, where)
+
+    @staticmethod
+    def _unanswered(peer: PeerState, why: errors.VdspError, tries: Tries,
+                    clock: Callable[[], float]) -> Generator[Step, Any, errors.VdspError]:
+        """``why`` the wait for ``peer``'s READY ends, with what this connect's tries came to."""
+        connection = yield Linked(peer)
+        return type(why)(f"{why.message}; {tries.describe(connection, clock())}")
 
     @staticmethod
     def _relink(peer: PeerState, where: Callable[[], str]) -> Steps:

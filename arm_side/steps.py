@@ -102,13 +102,19 @@ class Dead(_Of):
     __slots__ = ()
 
 
+class Linked(_Of):
+    """What has become of ``peer``'s link's connection, for an error that ends the wait for its
+    server: 'connected', 'connecting', 'failed' (its one attempt), 'closed'. -> str"""
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
 class Act(_Of):
     """Carry out the session's ``actions`` for ``peer``. -> None"""
     actions: list[Action]
 
 
-Step: TypeAlias = Open | Hello | Refused | Wait | Pause | Release | Forget | Dead | Act
+Step: TypeAlias = Open | Hello | Refused | Wait | Pause | Release | Forget | Dead | Linked | Act
 Waiting: TypeAlias = Wait | Pause       # the steps each driver performs in its own way
 Steps: TypeAlias = Generator[Step, Any, None]
 

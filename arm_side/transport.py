@@ -70,6 +70,10 @@ class Transport:
         or ``ended`` (its connection closed). Make a new one then."""
         return ""
 
+    def linked(self, link) -> str:
+        """What became of ``link``'s connection (``Channel.linked``), '' if this transport cannot tell."""
+        return ""
+
     def close(self) -> None:
         pass
 
@@ -143,6 +147,9 @@ class ZmqTransport(Transport):
 
     def dead(self, link: Channel | AsyncChannel) -> str:
         return link.dead()
+
+    def linked(self, link: Channel | AsyncChannel) -> str:
+        return link.linked()
 
     def close(self) -> None:
         if self._ctx_held:

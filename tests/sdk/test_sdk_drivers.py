@@ -139,7 +139,7 @@ def test_the_drivers_share_the_session_by_composition_not_inheritance():
 
 def test_a_transport_is_a_link_factory_and_its_discovery_a_separate_policy(short_dir):
     public = {n for n, v in vars(transport.Transport).items() if not n.startswith("_") and callable(v)}
-    assert public == {"open", "open_async", "release", "lost", "refused", "dead", "close"}
+    assert public == {"open", "open_async", "release", "lost", "refused", "dead", "linked", "close"}
     zmq_transport = transport.ZmqTransport("direct", rt=short_dir, autostart_relay=False)
     try:
         policy = zmq_transport.discovery

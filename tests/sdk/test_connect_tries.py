@@ -1,0 +1,153 @@
+"""A connect that ends unanswered says what its HELLOs came to (``arm_side.connect_wait.Tries``):
+how many connections it tried, what became of the last one (connected, never connected, closed)
+and whether a HELLO went on it and how long it went unanswered, or found no connection. Those
+tell a server that took the HELLO and never answered from a way there that never carried it.
+
+Why: a load client of the relay-kill test (test_live_supervisor_kills.py) once waited its whole 20 s
+connect timeout after the relay came back in 0.11 s, and its error ("no relay answers ...
+although the SoC supervisor runs") could not say which of the two it was.
+
+The session's steps driven by hand on a fake clock, and the blocking and the asyncio client
+against a stand-in relay (a real ROUTER on an ipc socket) that takes every message and answers none.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+import zmq
+
+from arm_side.async_client import AsyncClient
+from arm_side.client import Client
+from arm_side.connect_wait import RelayWait
+from arm_side.session import Session
+from arm_side.steps import Dead, Hello, Linked, Open, Pause, Refused, Release, Wait
+from arm_side.task import Request
+from arm_side.transport import ZmqTransport
+from protocol import errors
+
+
+class _Discovery:
+    mode = "relay"
+    endpoint = "ipc:///nowhere/relay.sock"
+
+    def prepare(self, owner):
+        pass
+
+    def servers(self):
+        return {"relay": self.endpoint}
+
+    def ready_wait(self, name, endpoint, timeout_s, now):
+        return RelayWait(endpoint, timeout_s, now)      # no local relay to look at: the deadline alone
+
+
+def _drive(clock: list[float], connection: str, unsent: int = 0, dead_after: int = -1):
+    """Drive a relay-mode connect of timeout 5 s to its end: the first ``unsent`` HELLOs find no
+    connection, the rest go and are never answered; the link is dead (a new one is made) on the
+    ``dead_after``-th look (-1: never); ``Linked`` is answered ``connection``. Returns the error
+    it ended with and the steps seen."""
+    steps = Session("relay", owner=1).connect(_Discovery(), 5.0, lambda: clock[0])
+    seen: list[type] = []
+    step = next(steps)
+    hellos = looks = 0
+    try:
+        while True:
+            seen.append(type(step))
+            if isinstance(step, Hello):
+                hellos += 1
+                if hellos <= unsent:
+                    step = steps.throw(errors.RelayUnavailable("cannot send to relay: the connection takes no messages"))
+                    continue
+                step = steps.send(Request(None, step.msg.msg_id))
+            elif isinstance(step, (Wait, Pause)):
+                clock[0] += step.seconds
+                step = steps.send(None)
+            elif isinstance(step, Dead):
+                looks += 1
+                step = steps.send("ended" if looks == dead_after else "")
+            elif isinstance(step, Linked):
+                step = steps.send(connection)
+            else:                   # Open, Release, Refused: nothing to tell
+                step = steps.send(None)
+    except errors.VdspError as exc:
+        return exc, seen
+    raise AssertionError("the connect did not end")
+
+
+def test_a_hello_that_went_and_was_never_answered_is_named_at_the_timeout():
+    clock = [100.0]
+    exc, seen = _drive(clock, "connected")
+    assert isinstance(exc, errors.RelayUnavailable)
+    assert exc.message.startswith("no relay answers at ipc:///nowhere/relay.sock within 5 s; ")
+    assert "this client tried 1 connection in 5.0 s, the last connected, its HELLO unanswered for 5.0 s" in exc.message
+    assert "found no connection" not in exc.message
+    assert seen[-1] is Linked and seen.count(Hello) == 1 and clock[0] >= 105.0
+
+
+def test_hellos_that_found_no_connection_and_a_new_link_never_connected_are_named():
+    clock = [100.0]
+    exc, seen = _drive(clock, "connecting", unsent=2)
+    assert isinstance(exc, errors.RelayUnavailable)
+    # two links replaced after their HELLO could not go; the third took one, and never connected
+    assert seen.count(Open) == 3 and seen.count(Release) == 2
+    assert ("this client tried 3 connections in 5.0 s, the last not connected yet, its HELLO unanswered for"
+            in exc.message), exc.message
+    assert exc.message.endswith("(2 HELLOs found no connection)"), exc.message
+
+
+def test_a_link_that_closed_under_the_hello_counts_as_a_new_try():
+    clock = [100.0]
+    exc, seen = _drive(clock, "closed", dead_after=3)
+    assert seen.count(Open) == 2 and seen.count(Hello) == 2 and Refused in seen
+    assert "this client tried 2 connections in 5.0 s, the last connected, then closed" in exc.message, exc.message
+
+
+class SilentRelay(threading.Thread):
+    """A ROUTER at ``endpoint`` that takes every message and answers none."""
+
+    def __init__(self, endpoint: str) -> None:
+        super().__init__(daemon=True)
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.linger = 0
+        self.sock.bind(endpoint)
+        self.heard = 0
+        self.stopping = False
+        self.start()
+
+    def run(self) -> None:
+        while not self.stopping:
+            if self.sock.poll(20):
+                self.sock.recv_multipart()
+                self.heard += 1
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.join(5)
+        self.sock.close(0)
+        self.ctx.term()
+
+
+@pytest.mark.parametrize("face", ["blocking", "asyncio"])
+def test_a_relay_that_takes_the_hello_and_never_answers_is_named_so(short_dir, monkeypatch, face):
+    endpoint = f"ipc://{short_dir}/relay.sock"
+    monkeypatch.setenv("VDSP_RELAY_ENDPOINT", endpoint)
+    relay = SilentRelay(endpoint)
+    transport = ZmqTransport("relay", rt=short_dir, autostart_relay=False)
+
+    async def connect() -> None:
+        client = AsyncClient(transport, owner=0, connect_timeout_s=1.0)
+        await client.connect()
+    try:
+        with pytest.raises(errors.RelayUnavailable) as info:
+            if face == "blocking":
+                Client(transport, owner=0, connect_timeout_s=1.0)
+            else:
+                asyncio.run(connect())
+    finally:
+        relay.stop()
+    assert relay.heard >= 1
+    message = info.value.message
+    assert "this client tried 1 connection in " in message, message
+    assert ", the last connected, its HELLO unanswered for " in message, message
