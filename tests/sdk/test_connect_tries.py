@@ -13,12 +13,14 @@ against a stand-in relay (a real ROUTER on an ipc socket) that takes every messa
 from __future__ import annotations
 
 import asyncio
+import struct
 import threading
 
 import pytest
 import zmq
 
 from arm_side.async_client import AsyncClient
+from arm_side.channel import Watch
 from arm_side.client import Client
 from arm_side.connect_wait import RelayWait
 from arm_side.session import Session
@@ -151,3 +153,22 @@ def test_a_relay_that_takes_the_hello_and_never_answers_is_named_so(short_dir, m
     message = info.value.message
     assert "this client tried 1 connection in " in message, message
     assert ", the last connected, its HELLO unanswered for " in message, message
+
+
+def _heard(watch: Watch, *events: int) -> str:
+    for event in events:
+        watch.heard([struct.pack("=hi", event, 0), b"endpoint"])
+    return watch.connection()
+
+
+def test_what_became_of_a_connection_is_read_from_the_links_monitor():
+    ipc = "ipc:///run/x/relay.sock"
+    assert _heard(Watch(True, ipc)) == "connecting"
+    assert _heard(Watch(True, ipc), zmq.EVENT_CONNECTED) == "connected"
+    assert _heard(Watch(True, ipc), zmq.EVENT_CLOSED) == "failed"                  # its one attempt failed
+    assert _heard(Watch(True, ipc), zmq.EVENT_CONNECTED, zmq.EVENT_DISCONNECTED) == "closed"
+    assert _heard(Watch(True, ipc), zmq.EVENT_CONNECTED, zmq.EVENT_CLOSED) == "connected"   # not the attempt's
+    tcp = "tcp://127.0.0.1:5555"      # libzmq connects again by itself: connected once a handshake succeeded
+    assert _heard(Watch(True, tcp), zmq.EVENT_CONNECTED) == "connecting"
+    assert _heard(Watch(True, tcp), zmq.EVENT_HANDSHAKE_SUCCEEDED) == "connected"
+    assert _heard(Watch(True, tcp), zmq.EVENT_HANDSHAKE_SUCCEEDED, zmq.EVENT_DISCONNECTED) == "connecting"
