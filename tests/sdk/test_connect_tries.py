@@ -28,6 +28,7 @@ from arm_side.steps import Dead, Hello, Linked, Open, Pause, Refused, Release, W
 from arm_side.task import Request
 from arm_side.transport import ZmqTransport
 from protocol import errors
+from vdsp_board.processes.pidfile import PidFile
 
 
 class _Discovery:
@@ -133,24 +134,29 @@ class SilentRelay(threading.Thread):
 
 @pytest.mark.parametrize("face", ["blocking", "asyncio"])
 def test_a_relay_that_takes_the_hello_and_never_answers_is_named_so(short_dir, monkeypatch, face):
+    """The relay's pid file names a live process (this one), so the SDK waits for it up to the
+    connect timeout, as it waits for a relay that runs (``arm_side.autostart``)."""
     endpoint = f"ipc://{short_dir}/relay.sock"
     monkeypatch.setenv("VDSP_RELAY_ENDPOINT", endpoint)
-    relay = SilentRelay(endpoint)
+    relay, pid = SilentRelay(endpoint), PidFile(short_dir / "relay.pid")
+    pid.acquire()
     transport = ZmqTransport("relay", rt=short_dir, autostart_relay=False)
 
     async def connect() -> None:
-        client = AsyncClient(transport, owner=0, connect_timeout_s=1.0)
+        client = AsyncClient(transport, owner=0, connect_timeout_s=2.0)
         await client.connect()
     try:
         with pytest.raises(errors.RelayUnavailable) as info:
             if face == "blocking":
-                Client(transport, owner=0, connect_timeout_s=1.0)
+                Client(transport, owner=0, connect_timeout_s=2.0)
             else:
                 asyncio.run(connect())
     finally:
         relay.stop()
+        pid.release()
     assert relay.heard >= 1
     message = info.value.message
+    assert "runs but has not answered" in message and "(waited 2 s, the connect timeout)" in message, message
     assert "this client tried 1 connection in " in message, message
     assert ", the last connected, its HELLO unanswered for " in message, message
 
