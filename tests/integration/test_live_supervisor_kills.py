@@ -34,12 +34,15 @@ def test_kill_during_loadtest_loses_nothing_and_the_soc_serves_again_within_5s(u
     victim = {"relay": PidFile(rt / "relay.pid").read(), "vdsp0": before["vdsp0"][0], "vdsp1": before["vdsp1"][0],
               "vdsp0-firmware": before["vdsp0"][1], "vdsp1-firmware": before["vdsp1"][1]}[target]
     report = tmp_path / "load.json"
+    # the test's own client connects before the load starts: connected after it (a starved test
+    # process, in CI), it found the whole load done and could not kill under it
+    soc = Soc(connect_timeout_s=10)
     load = subprocess.Popen(VDSP + ["loadtest", "--clients", str(CLIENTS), "--tasks", str(TASKS_PER_CLIENT),
                                     "--work-ms", "1", "--timeout", "15", "--json", str(report)],
                             env=dict(os.environ, VDSP_RUNTIME_DIR=str(rt)), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        with Soc(connect_timeout_s=10) as soc:
+        with soc:
             # the load flows (a tenth of it done) and is still running when the kill comes
             assert wait_until(lambda: soc.query("stats")["completed"] >= TASKS // 10, 40, 0.02), "the load did not start"
             assert load.poll() is None and soc.query("stats")["completed"] < TASKS
