@@ -47,6 +47,8 @@ from arm_side.steps import (Act, Action, CloseFw, Dead, Forget, Hello, HelloFw, 
 log = logging.getLogger("vdsp.sdk")
 _TASK = int(Command.TASK)   # a plain int: struct packs it without an IntEnum's __index__ call
 _ANY = int(Core.ANY)
+# what a connect's wait (``arm_side.connect_wait``) raises when it gives up on the server's READY
+_WAIT_ENDED: tuple[type[errors.VdspError], ...] = (errors.RelayUnavailable, errors.CoreOffline, errors.TaskTimeout)
 REFUSAL_GRACE_S = 1.0   # a HELLO that could not be sent: how long the link's monitor may take to tell a refusal
 
 
@@ -171,7 +173,6 @@ class Session:
         came to (``arm_side.connect_wait.Tries``)."""
         busy = BusyRetry(clock() + timeout_s)
         tries = Tries(clock())
-        ended: tuple[type[errors.VdspError], ...] = (errors.RelayUnavailable, errors.CoreOffline, errors.TaskTimeout)
         while True:
             try:
                 req = yield Hello(peer, self.hello())
@@ -188,7 +189,7 @@ class Session:
                 if dead:        # the server closed it at once (it is full, say): a pause, the wait's own
                     try:
                         pause = wait.next_slice(clock())
-                    except ended as why:
+                    except _WAIT_ENDED as why:
                         raise (yield from self._unanswered(peer, why, tries, clock)) from None
                     yield Pause(peer, pause)
                 tries.relinked()
@@ -203,7 +204,7 @@ class Session:
                         raise errors.KeyRefused(refusal)
                     try:
                         slice_s = wait.next_slice(clock())
-                    except ended as why:
+                    except _WAIT_ENDED as why:
                         # the deadline passed while a HELLO said again after BUSY answers waited:
                         # the server runs and is busy, not absent
                         if (not isinstance(why, errors.TaskTimeout) and busy.last is not None

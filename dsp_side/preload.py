@@ -63,9 +63,9 @@ def preload(who: str) -> None:
 def _imports(who: str) -> None:
     t0 = time.perf_counter()
     import numpy  # noqa: F401
-    # numpy 2 imports numpy.ma at its first use (np.unique asks np.ma.is_masked): the first
-    # yolov3_detection_output task of a firmware took 28 ms more than the next (58-69 ms on a
-    # 16-CPU machine whose imports are slow, past the first task's 50 ms)
+    # numpy 2 imports numpy.ma at its first use (np.unique asks np.ma.is_masked): a firmware's
+    # first yolov3_detection_output took 21 ms in-process against 3 ms for the next (57-69 ms
+    # after `vdsp up -d` on a 16-CPU machine whose imports are slow, past the first task's 50 ms)
     import numpy.ma  # noqa: F401
     import cv2  # noqa: F401
     import zmq  # noqa: F401

@@ -7,6 +7,11 @@ Why: a load client of the relay-kill test (test_live_supervisor_kills.py) once w
 connect timeout after the relay came back in 0.11 s, and its error ("no relay answers ...
 although the SoC supervisor runs") could not say which of the two it was.
 
+The promise it holds, docs/sdk.md: "A connect that ends unanswered also says what its HELLOs came
+to: ... the last connected, its HELLO unanswered for ... (a server that took the HELLO and never
+answered), or `the last never connected` / `not connected yet` / `connected, then closed`, and how
+many HELLOs found no connection to go on."
+
 The session's steps driven by hand on a fake clock, and the blocking and the asyncio client
 against a stand-in relay (a real ROUTER on an ipc socket) that takes every message and answers none.
 """
