@@ -175,10 +175,10 @@ class Client:
                                      "and this reply would never be read)")
         self.reading.wait(req, timeout_s, me)
 
-    def _missed(self) -> None:
-        """A send took in the signal of a message that waits: read it now or kick the reader
-        (``Reading.missed``)."""
-        self.reading.missed()
+    def _missed(self, link) -> None:
+        """A send on ``link`` took in the signal of a message that waits: read it now or kick the
+        reader (``Reading.missed``)."""
+        self.reading.missed(link)
 
     def _wake_reader(self) -> None:
         """The thread that sleeps on the links must look again (``Reading.wake``)."""

@@ -35,8 +35,8 @@ from vdsp_board.processes.procfacts import ProcFacts
 class Links:
     """``client``: the driver (what its Requests wait through); ``opener(endpoint, name, watch)`` /
     ``releaser(link)``: the driver's link life; ``relay()``: the relay's link to send on;
-    ``wake()``: the blocking reader must look again (the links changed); ``missed()``: a send
-    found a message the reader sleeps past (default: ``wake``); ``owned``: the session's owner
+    ``wake()``: the blocking reader must look again (the links changed); ``missed(link)``: a send
+    on ``link`` found a message the reader sleeps past (default: ``wake()``); ``owned``: the session's owner
     (module docstring; default: none needed, one thread); ``straight``: a TASK goes straight to the
     open link of a live peer, tracked in the step that chose it (the blocking driver: ``relay()``
     would give that link; the asyncio one keeps what is sent while its relay is connected again,
@@ -45,11 +45,11 @@ class Links:
     def __init__(self, client: Any, session: Session, transport: Any, discovery: Any,
                  opener: Callable[[str, str, bool, str], Any], releaser: Callable[[Any], None],
                  relay: Callable[[], Any], wake: Callable[[], None] | None = None,
-                 owned: ContextManager[Any] | None = None, missed: Callable[[], None] | None = None,
+                 owned: ContextManager[Any] | None = None, missed: Callable[[Any], None] | None = None,
                  straight: bool = False) -> None:
         self.client, self.session, self.transport, self.discovery = client, session, transport, discovery
         self._opener, self._releaser, self._relay, self._wake = opener, releaser, relay, wake
-        self._missed = missed if missed is not None else wake
+        self._missed = missed if missed is not None else None if wake is None else lambda link: wake()
         self.straight = straight
         self.owned: ContextManager[Any] = owned if owned is not None else contextlib.nullcontext()
         self.by_key: dict[str, Any] = {}
@@ -129,7 +129,7 @@ class Links:
             self._unsent(msg_id, link)
             raise errors.RelayUnavailable(f"cannot send to {link.name}: {exc}") from exc
         if missed and self._missed is not None:
-            self._missed()
+            self._missed(link)
 
     def _unsent(self, msg_id: int, link: Any) -> None:
         with self.owned:
@@ -320,7 +320,7 @@ class Links:
                     if link is not None:
                         try:
                             if link.send(frames) and self._missed is not None:
-                                self._missed()
+                                self._missed(link)
                         except Exception:      # a heartbeat that cannot go: liveness will tell
                             pass
                 case CloseFw(peer):
