@@ -39,12 +39,21 @@ import threading
 import time
 from typing import Any, Callable
 
-from protocol import errors
-from protocol.constants import HEARTBEAT_INTERVAL_MS
+from types import ModuleType
+
+from protocol import errors, header, wire
+from protocol.constants import HEARTBEAT_INTERVAL_MS, Command
 from arm_side.peer import PeerState
 from arm_side.task import Request, defer_wakes, undefer_wakes, wake_deferred, waker
 
+_C: ModuleType | None
+try:
+    from arm_side import _reader as _C      # the compiled build's (arm_side/reader.c): _lead's loop in C
+except ImportError:
+    _C = None
+
 log = logging.getLogger("vdsp.sdk")
+_TICK_S = HEARTBEAT_INTERVAL_MS / 4000      # between two ticks of the clock
 
 
 def _eventfd() -> int:
@@ -81,6 +90,7 @@ class Reading:
         self._version: Any = None
         self._live: list = []               # the links read: open, their peer alive
         self._fds: dict[int, Any] = {}      # fd in on_links -> its link
+        self._lane_made: tuple | None = None    # _lane's, for the links of _version
 
     # --- the links read -------------------------------------------------------------------
     def wake(self) -> None:
@@ -138,6 +148,28 @@ class Reading:
         except Exception:   # what a peer sent is not the error of the caller that reads
             log.exception("SDK reader error")
 
+    def _reader_error(self, exc: BaseException) -> None:
+        """A round's Exception in the compiled loop (``arm_side/reader.c``): logged, as the Python
+        loop's ``except Exception`` logs it; the reading goes on."""
+        log.error("SDK reader error", exc_info=exc)
+
+    def _lane(self) -> tuple | None:
+        """What the compiled loop reads one link by (``arm_side/reader.c`` names the items), when
+        the links read are one, in relay mode; else None (every round is ``_round``'s)."""
+        links = self.links
+        live = self._live if (links.version, PeerState.generation) == self._version else self._sync()
+        made = self._lane_made
+        if made is not None and made[12] == self._version:
+            return made
+        if len(live) != 1 or links.session.mode != "relay":
+            return None
+        link = live[0]
+        session = links.session
+        self._lane_made = (self.leading.fileno(), self.kick_lead, link, link.peer.liveness, session.pending,
+                           links.owned, session.receive, link.peer, links.carry_out, header.Header.parse,
+                           wire.unpack_body, Command.RESULT, self._version, links, PeerState, _TICK_S)
+        return self._lane_made
+
     def forget(self, link: Any) -> None:
         """``link`` closes: out of the epoll set first (its fd number may be a new link's soon)."""
         fd = link.fd
@@ -192,7 +224,7 @@ class Reading:
                 dispatch(link, incoming, now)
         if now >= self.next_tick:
             self.links.tick(now)
-            self.next_tick = now + HEARTBEAT_INTERVAL_MS / 4000
+            self.next_tick = now + _TICK_S
 
     def _arm(self, on: bool) -> None:
         if on != self.armed:
@@ -282,6 +314,10 @@ class Reading:
             if self.armed:                      # _arm(False), without its call
                 self.idle.unregister(self._links_fd)
                 self.armed = False
+            lane = self._lane() if _C is not None else None
+            if lane is not None:
+                _C.lead(self, req, deadline, lane, deferred, self.closed)
+                return
             leading, kick, closed, monotonic = self.leading, self.kick_lead, self.closed, time.monotonic
             links = self.links
             while not (req._done or closed()):
@@ -318,7 +354,7 @@ class Reading:
                                         links.carry_out(actions)
                         if now >= self.next_tick:
                             links.tick(now)
-                            self.next_tick = now + HEARTBEAT_INTERVAL_MS / 4000
+                            self.next_tick = now + _TICK_S
                     else:
                         self._round(woken)
                 except Exception:   # what a peer sent is not the error of the caller that reads

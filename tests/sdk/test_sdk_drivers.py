@@ -461,6 +461,59 @@ class _Link:
         return out
 
 
+@pytest.mark.parametrize("loop", ["as built", "python"])
+def test_a_waiting_thread_reads_its_reply_and_a_rounds_error_does_not_end_its_wait(loop, monkeypatch, caplog):
+    """The waiting thread's loop (``Reading._lead``; with the compiled build ``arm_side/reader.c``
+    reads one link in relay mode, "as built" here; "python": the loop as written in
+    reading.py): woken by its link's fd it completes its request from the RESULT that came (its
+    body, header and raw frames), and an Exception in a round (here the session's receive, on a
+    message it chokes on) is logged and the wait goes on to the reply that comes next."""
+    import os
+    from arm_side import reading as reading_mod
+    from protocol import header, wire
+    from protocol.constants import Command
+    if loop == "python":
+        monkeypatch.setattr(reading_mod, "_C", None)
+    link = _Link()
+    links = _Links(link)
+    session = Session("relay", 0x3FFFFF)
+    links.session, links.carry_out = session, lambda actions: None
+    receive, choked = session.receive, []
+
+    def choking(peer, frames, now):
+        if frames == [b"choke"]:
+            choked.append(frames)
+            raise RuntimeError("a bug in receive")
+        return receive(peer, frames, now)
+    session.receive = choking           # type: ignore[method-assign]
+    reading = reading_mod.Reading(links, lambda: False)
+    req = Request(None, 7)
+    session.pending[7] = req
+    waited = threading.Thread(target=reading.wait, args=(req, 10.0), name="waiter")
+    try:
+        with caplog.at_level("ERROR", logger="vdsp.sdk"):
+            waited.start()
+            time.sleep(0.1)
+            link.waiting = [[b"choke"]]
+            os.eventfd_write(link.fd, 1)
+            time.sleep(0.1)
+            link.waiting = [[header.pack(int(Command.RESULT), 7), wire.pack_body({"ok": 1}), b"raw"]]
+            os.eventfd_write(link.fd, 1)
+            waited.join(10)
+        assert not waited.is_alive() and req.done()
+        assert req.body == {"ok": 1} and req.error is None and req.raw == [b"raw"], (req.body, req.raw)
+        assert req.header[0] is Command.RESULT and req.header[4] == 7 and 7 not in session.pending
+        assert choked == [[b"choke"]]
+        assert (reading._lane_made is not None) == (loop == "as built" and reading_mod._C is not None)   # C read it
+        errors_logged = [r for r in caplog.records if r.getMessage() == "SDK reader error"]
+        assert len(errors_logged) == 1 and "a bug in receive" in str(errors_logged[0].exc_info[1])
+        assert reading.reader == 0 and reading.turn.acquire(blocking=False)     # the turn given up
+        reading.turn.release()
+    finally:
+        reading.close()
+        os.close(link.fd)
+
+
 def test_a_send_that_took_in_a_replys_signal_reads_it_itself_when_no_thread_reads():
     """``Channel.send`` says a message waits that the reader, asleep on the link's fd, would miss
     (the send took in its signal). While no thread holds the turn the sending thread reads it

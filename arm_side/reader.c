@@ -1,0 +1,355 @@
+/*
+ * arm_side._reader: the waiting thread's reading loop of the blocking client (arm_side.reading's
+ * Reading._lead) in C, for the compiled build (vdsp_sim/native_build.py compiles it; without it
+ * the loop runs as Python, written the same way in reading.py).
+ *
+ * Why: a sequential task's client runs this loop once per task, on caches the relay's and the
+ * firmwares' work evicted while it slept; as bytecode it was a tenth of the task's client CPU.
+ * Here it costs the calls it makes: the sleep (epoll_wait, the GIL let go), the link's drain, and
+ * per RESULT the header parse, the body's unpack and the request's completion, which stay the
+ * protocol's and the task's own Python (one place each that knows them).
+ *
+ * lead(reading, req, deadline, lane, deferred, closed): read until `req._done`, `closed()`, or
+ * `deadline` (a time.monotonic() value; None: none) passes. `lane` is what Reading._lane made for
+ * one link in relay mode (a tuple, below): a round woken by its fd while the links are still those
+ * is read here, any other is `reading._round(woken)`.
+ * `deferred`: this thread's wake-ups to do before it sleeps (arm_side.task.defer_wakes). A round's
+ * Exception is logged through `reading._reader_error(exc)` and the loop goes on, as the Python
+ * loop's `except Exception`; what the sleep raises (a signal handler's exception) propagates.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+/* the lane tuple's items, in Reading._lane's order */
+enum {
+  L_LEADING_FD, /* int: the epoll set a waiting thread sleeps on (the links and its kick) */
+  L_KICK_FD,    /* int: its kick eventfd */
+  L_LINK,       /* the link: .drain() -> [frames, ...] */
+  L_LIVENESS,   /* the link's peer's Liveness: .last_heard */
+  L_PENDING,    /* the session's requests in flight: msg_id -> request */
+  L_OWNED,      /* the session's owner (an RLock): acquire() / release() */
+  L_RECEIVE,    /* session.receive(peer, frames, now) -> actions */
+  L_PEER,       /* the link's peer */
+  L_CARRY_OUT,  /* links.carry_out(actions) */
+  L_PARSE,      /* protocol.header.Header.parse(frame) -> Header */
+  L_UNPACK,     /* protocol.wire.unpack_body(bytes) -> dict */
+  L_RESULT,     /* Command.RESULT */
+  L_VERSION,    /* reading._version when the lane was made */
+  L_LINKS,      /* the Links: .version, .tick(now) */
+  L_PEERSTATE,  /* the PeerState class: .generation */
+  L_TICK_S,     /* float: seconds between two ticks of the clock */
+  L_SIZE
+};
+
+static PyObject *s_done, *s_next_tick, *s_wake, *s_drain, *s_last_heard, *s_acquire, *s_release, *s_complete,
+    *s_round, *s_reader_error, *s_version, *s_generation, *s_tick;
+
+static double monotonic(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts); /* time.monotonic()'s clock */
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* obj.attr as a double; -1 with an exception set (check PyErr_Occurred) */
+static double float_attr(PyObject *obj, PyObject *name) {
+  PyObject *v = PyObject_GetAttr(obj, name);
+  if (v == NULL) return -1.0;
+  double d = PyFloat_AsDouble(v);
+  Py_DECREF(v);
+  return d;
+}
+
+/* 1 if obj.attr is true, 0 if not, -1 with an exception */
+static int true_attr(PyObject *obj, PyObject *name) {
+  PyObject *v = PyObject_GetAttr(obj, name);
+  if (v == NULL) return -1;
+  int t = PyObject_IsTrue(v);
+  Py_DECREF(v);
+  return t;
+}
+
+/* Are the links what they were when the lane was made: (links.version, PeerState.generation)? */
+static int lane_current(PyObject *lane) {
+  PyObject *version = PyObject_GetAttr(PyTuple_GET_ITEM(lane, L_LINKS), s_version);
+  if (version == NULL) return -1;
+  PyObject *generation = PyObject_GetAttr(PyTuple_GET_ITEM(lane, L_PEERSTATE), s_generation);
+  if (generation == NULL) {
+    Py_DECREF(version);
+    return -1;
+  }
+  PyObject *now = PyTuple_Pack(2, version, generation);
+  Py_DECREF(version);
+  Py_DECREF(generation);
+  if (now == NULL) return -1;
+  int same = PyObject_RichCompareBool(now, PyTuple_GET_ITEM(lane, L_VERSION), Py_EQ);
+  Py_DECREF(now);
+  return same;
+}
+
+/* One message of the lane's link: a RESULT that completes a request in flight is handled here
+ * as Session.receive handles it in relay mode; any other goes to Session.receive. The owner is
+ * held. 0, or -1 with an exception. */
+static int one_message(PyObject *lane, PyObject *frames, PyObject *now) {
+  if (PyList_CheckExact(frames) && PyList_GET_SIZE(frames) >= 2 && PyBytes_CheckExact(PyList_GET_ITEM(frames, 1))) {
+    PyObject *hdr = PyObject_CallOneArg(PyTuple_GET_ITEM(lane, L_PARSE), PyList_GET_ITEM(frames, 0));
+    if (hdr == NULL) {
+      if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+      PyErr_Clear(); /* malformed: Session.receive logs and drops it */
+    } else if (PyTuple_Check(hdr) && PyTuple_GET_SIZE(hdr) >= 5 && PyTuple_GET_ITEM(hdr, 0) == PyTuple_GET_ITEM(lane, L_RESULT)) {
+      PyObject *body = PyObject_CallOneArg(PyTuple_GET_ITEM(lane, L_UNPACK), PyList_GET_ITEM(frames, 1));
+      if (body == NULL) {
+        Py_DECREF(hdr);
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+        PyErr_Clear(); /* a body that does not decode: Session.receive fails the request with it */
+      } else {
+        PyObject *pending = PyTuple_GET_ITEM(lane, L_PENDING);
+        PyObject *msg_id = PyTuple_GET_ITEM(hdr, 4);
+        PyObject *req = PyDict_GetItemWithError(pending, msg_id); /* borrowed */
+        int rc = 0;
+        if (req != NULL) {
+          Py_INCREF(req);
+          if (PyDict_DelItem(pending, msg_id) < 0) {
+            rc = -1;
+          } else {
+            PyObject *raw = PyList_GetSlice(frames, 2, PyList_GET_SIZE(frames));
+            PyObject *out = raw == NULL ? NULL
+                                        : PyObject_CallMethodObjArgs(req, s_complete, body, Py_None, hdr, raw, NULL);
+            Py_XDECREF(raw);
+            if (out == NULL) rc = -1;
+            Py_XDECREF(out);
+          }
+          Py_DECREF(req);
+        } else if (PyErr_Occurred()) {
+          rc = -1;
+        } /* else: released, or timed out and forgotten */
+        Py_DECREF(body);
+        Py_DECREF(hdr);
+        return rc;
+      }
+    } else {
+      Py_DECREF(hdr);
+    }
+  }
+  PyObject *actions = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(lane, L_RECEIVE), PyTuple_GET_ITEM(lane, L_PEER),
+                                                   frames, now, NULL);
+  if (actions == NULL) return -1;
+  int some = PyObject_IsTrue(actions);
+  PyObject *out = some > 0 ? PyObject_CallOneArg(PyTuple_GET_ITEM(lane, L_CARRY_OUT), actions) : NULL;
+  Py_DECREF(actions);
+  if (some < 0 || (some > 0 && out == NULL)) return -1;
+  Py_XDECREF(out);
+  return 0;
+}
+
+/* What the lane's link brought, dispatched under the owner (Links.dispatch), then the clock's
+ * tick if due (Reading._round). 0, or -1 with an exception. */
+static int lane_round(PyObject *reading, PyObject *lane) {
+  PyObject *incoming = PyObject_CallMethodNoArgs(PyTuple_GET_ITEM(lane, L_LINK), s_drain);
+  if (incoming == NULL) return -1;
+  double t = monotonic();
+  PyObject *now = PyFloat_FromDouble(t);
+  if (now == NULL) {
+    Py_DECREF(incoming);
+    return -1;
+  }
+  int rc = 0;
+  Py_ssize_t n = PyList_Check(incoming) ? PyList_GET_SIZE(incoming) : -1;
+  if (n < 0) {
+    PyErr_SetString(PyExc_TypeError, "a link's drain() must give a list");
+    rc = -1;
+  } else if (n > 0) {
+    PyObject *owned = PyTuple_GET_ITEM(lane, L_OWNED);
+    PyObject *got = PyObject_CallMethodNoArgs(owned, s_acquire);
+    if (got == NULL) {
+      rc = -1;
+    } else {
+      Py_DECREF(got);
+      if (PyObject_SetAttr(PyTuple_GET_ITEM(lane, L_LIVENESS), s_last_heard, now) < 0) rc = -1;
+      for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(incoming); i++) rc = one_message(lane, PyList_GET_ITEM(incoming, i), now);
+      /* released whatever happened, keeping the exception raised in the loop (as `with` does) */
+      PyObject *exc_type, *exc_value, *exc_tb;
+      PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+      PyObject *released = PyObject_CallMethodNoArgs(owned, s_release);
+      if (released == NULL) {
+        if (exc_type != NULL) {
+          PyErr_Clear();
+        } else {
+          rc = -1;
+        }
+      }
+      Py_XDECREF(released);
+      if (exc_type != NULL) PyErr_Restore(exc_type, exc_value, exc_tb);
+    }
+  }
+  Py_DECREF(incoming);
+  if (rc == 0) {
+    double next_tick = float_attr(reading, s_next_tick);
+    if (next_tick == -1.0 && PyErr_Occurred()) {
+      rc = -1;
+    } else if (t >= next_tick) {
+      PyObject *out = PyObject_CallMethodOneArg(PyTuple_GET_ITEM(lane, L_LINKS), s_tick, now);
+      if (out == NULL) rc = -1;
+      Py_XDECREF(out);
+      if (rc == 0) {
+        PyObject *next = PyFloat_FromDouble(t + PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(lane, L_TICK_S)));
+        if (next == NULL || PyObject_SetAttr(reading, s_next_tick, next) < 0) rc = -1;
+        Py_XDECREF(next);
+      }
+    }
+  }
+  Py_DECREF(now);
+  return rc;
+}
+
+/* A round's Exception goes to reading._reader_error(exc) (logged); 0, or -1 when it is not an
+ * Exception (KeyboardInterrupt, SystemExit: they propagate) or the report itself failed. */
+static int reported(PyObject *reading) {
+  if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+  PyObject *exc_type, *exc_value, *exc_tb;
+  PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+  PyErr_NormalizeException(&exc_type, &exc_value, &exc_tb);
+  if (exc_tb != NULL && exc_value != NULL) PyException_SetTraceback(exc_value, exc_tb);
+  PyObject *out = PyObject_CallMethodOneArg(reading, s_reader_error, exc_value != NULL ? exc_value : Py_None);
+  Py_XDECREF(exc_type);
+  Py_XDECREF(exc_value);
+  Py_XDECREF(exc_tb);
+  if (out == NULL) return -1;
+  Py_DECREF(out);
+  return 0;
+}
+
+static PyObject *lead(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 6) {
+    PyErr_SetString(PyExc_TypeError, "lead(reading, req, deadline, lane, deferred, closed)");
+    return NULL;
+  }
+  PyObject *reading = args[0], *req = args[1], *lane = args[3], *deferred = args[4], *closed = args[5];
+  double deadline = 0.0;
+  int has_deadline = args[2] != Py_None;
+  if (has_deadline) {
+    deadline = PyFloat_AsDouble(args[2]);
+    if (deadline == -1.0 && PyErr_Occurred()) return NULL;
+  }
+  if (!PyTuple_CheckExact(lane) || PyTuple_GET_SIZE(lane) != L_SIZE || !PyDict_CheckExact(PyTuple_GET_ITEM(lane, L_PENDING)) ||
+      !PyFloat_CheckExact(PyTuple_GET_ITEM(lane, L_TICK_S))) {
+    PyErr_SetString(PyExc_TypeError, "lane: Reading._lane's tuple");
+    return NULL;
+  }
+  if (!PyList_CheckExact(deferred)) {
+    PyErr_SetString(PyExc_TypeError, "deferred: a list");
+    return NULL;
+  }
+  int leading = (int)PyLong_AsLong(PyTuple_GET_ITEM(lane, L_LEADING_FD));
+  int kick = (int)PyLong_AsLong(PyTuple_GET_ITEM(lane, L_KICK_FD));
+  if (PyErr_Occurred()) return NULL;
+  for (;;) {
+    int done = true_attr(req, s_done);
+    if (done != 0) {
+      if (done < 0) return NULL;
+      break;
+    }
+    PyObject *shut = PyObject_CallNoArgs(closed);
+    if (shut == NULL) return NULL;
+    int is_shut = PyObject_IsTrue(shut);
+    Py_DECREF(shut);
+    if (is_shut != 0) {
+      if (is_shut < 0) return NULL;
+      break;
+    }
+    double now = monotonic();
+    double timeout = float_attr(reading, s_next_tick);
+    if (timeout == -1.0 && PyErr_Occurred()) return NULL;
+    timeout -= now;
+    if (has_deadline) {
+      if (deadline <= now) break;
+      if (deadline - now < timeout) timeout = deadline - now;
+    }
+    while (PyList_GET_SIZE(deferred) > 0) { /* wake_deferred() */
+      Py_ssize_t last = PyList_GET_SIZE(deferred) - 1;
+      PyObject *waker = PyList_GET_ITEM(deferred, last);
+      Py_INCREF(waker);
+      if (PyList_SetSlice(deferred, last, last + 1, NULL) < 0) {
+        Py_DECREF(waker);
+        return NULL;
+      }
+      PyObject *out = PyObject_CallMethodNoArgs(waker, s_wake);
+      Py_DECREF(waker);
+      if (out == NULL) return NULL;
+      Py_DECREF(out);
+    }
+    int woken = 0;
+    struct epoll_event events[8];
+    int ms = timeout > 0.0 ? (int)ceil(timeout * 1000.0) : 0; /* select.epoll.poll rounds up too */
+    if (timeout > 86400.0) ms = 86400000;
+    int n;
+    for (;;) {
+      Py_BEGIN_ALLOW_THREADS
+      n = epoll_wait(leading, events, 8, ms);
+      Py_END_ALLOW_THREADS
+      if (n >= 0) break;
+      if (errno != EINTR) return PyErr_SetFromErrno(PyExc_OSError);
+      if (PyErr_CheckSignals() < 0) return NULL; /* a handler's exception, as epoll.poll raises it */
+      double left = has_deadline ? deadline - monotonic() : (double)ms / 1000.0;
+      ms = left > 0.0 ? (int)ceil(left * 1000.0) : 0;
+    }
+    for (int i = 0; i < n; i++) {
+      if (events[i].data.fd == kick) {
+        uint64_t count;
+        if (read(kick, &count, sizeof count) < 0 && errno != EAGAIN) return PyErr_SetFromErrno(PyExc_OSError);
+        woken = 0;
+        break;
+      }
+      woken = 1;
+    }
+    int rc;
+    int current = woken ? lane_current(lane) : 0;
+    if (current < 0) {
+      rc = -1;
+    } else if (current) {
+      rc = lane_round(reading, lane);
+    } else {
+      PyObject *out = PyObject_CallMethodOneArg(reading, s_round, woken ? Py_True : Py_False);
+      rc = out == NULL ? -1 : 0;
+      Py_XDECREF(out);
+    }
+    if (rc < 0 && reported(reading) < 0) return NULL;
+  }
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"lead", (PyCFunction)(void (*)(void))lead, METH_FASTCALL,
+     "lead(reading, req, deadline, lane, deferred, closed): Reading._lead's loop"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "arm_side._reader",
+                                    "the blocking client's reading loop in C (arm_side.reading)", -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__reader(void) {
+#define INTERN(var, text) \
+  if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL;
+  INTERN(s_done, "_done")
+  INTERN(s_next_tick, "next_tick")
+  INTERN(s_wake, "wake")
+  INTERN(s_drain, "drain")
+  INTERN(s_last_heard, "last_heard")
+  INTERN(s_acquire, "acquire")
+  INTERN(s_release, "release")
+  INTERN(s_complete, "_complete")
+  INTERN(s_round, "_round")
+  INTERN(s_reader_error, "_reader_error")
+  INTERN(s_version, "version")
+  INTERN(s_generation, "generation")
+  INTERN(s_tick, "tick")
+#undef INTERN
+  return PyModule_Create(&module);
+}
