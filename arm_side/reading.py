@@ -48,7 +48,7 @@ from arm_side.task import Request, defer_wakes, undefer_wakes, wake_deferred, wa
 
 _C: ModuleType | None
 try:
-    from arm_side import _reader as _C      # the compiled build's (arm_side/reader.c): _lead's loop in C
+    from arm_side import _taskpath as _C    # the compiled build's (arm_side/taskpath.c): _lead's loop in C
 except ImportError:
     _C = None
 
@@ -139,7 +139,9 @@ class Reading:
         """Dispatch what waits on ``link``, one of the links read (else a whole round: the links
         changed since the last, ``_sync`` makes them again)."""
         try:
-            if self._fds.get(link.fd) is not link or (self.links.version, PeerState.generation) != self._version:
+            known = self._fds.get(link.fd)
+            same = known is link and (self.links.version, PeerState.generation) == self._version
+            if not same:
                 self._round()
                 return
             incoming = link.drain()
@@ -149,12 +151,12 @@ class Reading:
             log.exception("SDK reader error")
 
     def _reader_error(self, exc: BaseException) -> None:
-        """A round's Exception in the compiled loop (``arm_side/reader.c``): logged, as the Python
+        """A round's Exception in the compiled loop (``arm_side/taskpath.c``): logged, as the Python
         loop's ``except Exception`` logs it; the reading goes on."""
         log.error("SDK reader error", exc_info=exc)
 
     def _lane(self) -> tuple | None:
-        """What the compiled loop reads one link by (``arm_side/reader.c`` names the items), when
+        """What the compiled loop reads one link by (``arm_side/taskpath.c`` names the items), when
         the links read are one, in relay mode; else None (every round is ``_round``'s)."""
         links = self.links
         live = self._live if (links.version, PeerState.generation) == self._version else self._sync()
@@ -315,7 +317,7 @@ class Reading:
                 self.idle.unregister(self._links_fd)
                 self.armed = False
             lane = self._lane() if _C is not None else None
-            if lane is not None:
+            if lane is not None and _C is not None:
                 _C.lead(self, req, deadline, lane, deferred, self.closed)
                 return
             leading, kick, closed, monotonic = self.leading, self.kick_lead, self.closed, time.monotonic

@@ -357,7 +357,9 @@ class Session:
         return self.core_state(peer, info.get("state", "offline"), info)
 
     def receive(self, peer: PeerState | None, frames: list, now: float) -> list[Action]:
-        """One message from ``peer``'s links (completes the request it answers). Returns actions."""
+        """One message from ``peer``'s links (completes the request it answers). Returns actions.
+        (The compiled build's reading loop, ``arm_side/taskpath.c``, completes a RESULT in relay
+        mode as this does, and hands every other message here: a change to that case is made there too.)"""
         if peer is not None:
             peer.liveness.last_heard = now
         try:

@@ -44,9 +44,9 @@ MODULES = ("protocol/header.py", "protocol/wire.py", "protocol/ordering.py",
 # Not the SDK's (arm_side): compiled, its session saved under 1 µs of the client's ~17 µs per task.
 #: the C extensions of the build: module -> its source (vdsp_board/sockets/zio.c: the frame calls of
 #: zsock that keep the GIL when they cannot wait; zsock uses it whenever the build is used;
-#: arm_side/reader.c: the blocking client's reading loop, arm_side.reading's whenever the build is used)
+#: arm_side/taskpath.c: the blocking client's reading loop, arm_side.reading's whenever the build is used)
 C_MODULES = {"vdsp_board.sockets._zio": "vdsp_board/sockets/zio.c",
-             "arm_side._reader": "arm_side/reader.c"}
+             "arm_side._taskpath": "arm_side/taskpath.c"}
 SOURCES = MODULES + tuple(C_MODULES.values())      # what a build is compiled from
 C_FLAGS = ["-Wall", "-Wextra", "-Werror"]
 PACKAGE = "_vdsp_native"        # the installed build (a directory of site-packages) and its .pth

@@ -463,7 +463,7 @@ class _Link:
 
 @pytest.mark.parametrize("loop", ["as built", "python"])
 def test_a_waiting_thread_reads_its_reply_and_a_rounds_error_does_not_end_its_wait(loop, monkeypatch, caplog):
-    """The waiting thread's loop (``Reading._lead``; with the compiled build ``arm_side/reader.c``
+    """The waiting thread's loop (``Reading._lead``; with the compiled build ``arm_side/taskpath.c``
     reads one link in relay mode, "as built" here; "python": the loop as written in
     reading.py): woken by its link's fd it completes its request from the RESULT that came (its
     body, header and raw frames), and an Exception in a round (here the session's receive, on a

@@ -126,7 +126,7 @@ def test_this_checkout_runs_what_its_setup_built():
         names = {[_module_name(rel) for rel in native_build.MODULES]!r}
         active = [native_build.active(importlib.import_module(n)) for n in names]
         active.append(importlib.import_module("vdsp_board.sockets.zsock")._ZIO is not None)      # vdsp_board/sockets/zio.c
-        active.append(importlib.import_module("arm_side.reading")._C is not None)      # arm_side/reader.c
+        active.append(importlib.import_module("arm_side.reading")._C is not None)      # arm_side/taskpath.c
         print(json.dumps([native_build.status(), active]))
     """
     lacking = native_build.missing()
@@ -569,5 +569,5 @@ if __name__ == "__main__":
     found = outcomes()
     found["compiled"] = [native_build.active(importlib.import_module(_module_name(rel))) for rel in native_build.MODULES]
     found["compiled"] += [importlib.import_module("vdsp_board.sockets.zsock")._ZIO is not None]    # vdsp_board/sockets/zio.c
-    found["compiled"] += [importlib.import_module("arm_side.reading")._C is not None]     # arm_side/reader.c
+    found["compiled"] += [importlib.import_module("arm_side.reading")._C is not None]     # arm_side/taskpath.c
     json.dump(found, sys.stdout, default=repr)

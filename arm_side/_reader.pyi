@@ -1,4 +1,0 @@
-# The compiled build's reading loop of the blocking client (arm_side/reader.c; arm_side.reading uses it when built).
-from typing import Any, Callable
-
-def lead(reading: Any, req: Any, deadline: float | None, lane: tuple, deferred: list, closed: Callable[[], bool]) -> None: ...
