@@ -156,20 +156,20 @@ class Reading:
         log.error("SDK reader error", exc_info=exc)
 
     def _lane(self) -> tuple | None:
-        """What the compiled loop reads one link by (``arm_side/taskpath.c`` names the items), when
-        the links read are one, in relay mode; else None (every round is ``_round``'s)."""
+        """What the compiled loop reads the links by (``arm_side/taskpath.c`` names the items), or
+        None when no link is read now (every round is then ``_round``'s)."""
         links = self.links
         live = self._live if (links.version, PeerState.generation) == self._version else self._sync()
         made = self._lane_made
-        if made is not None and made[12] == self._version:
+        if made is not None and made[11] == self._version:
             return made
-        if len(live) != 1 or links.session.mode != "relay":
+        if not live:
             return None
-        link = live[0]
         session = links.session
-        self._lane_made = (self.leading.fileno(), self.kick_lead, link, link.peer.liveness, session.pending,
-                           links.owned, session.receive, link.peer, links.carry_out, header.Header.parse,
-                           wire.unpack_body, Command.RESULT, self._version, links, PeerState, _TICK_S)
+        self._lane_made = (self.leading.fileno(), self.kick_lead, self._links_fd, self._fds, session.pending,
+                           links.owned, session.receive, links.carry_out, header.Header.parse, wire.unpack_body,
+                           Command.RESULT, self._version, links, PeerState, _TICK_S,
+                           session.peers if session.mode == "direct" else None)
         return self._lane_made
 
     def forget(self, link: Any) -> None:

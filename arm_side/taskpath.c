@@ -11,10 +11,10 @@
  *
  * lead(reading, req, deadline, lane, deferred, closed): Reading._lead's loop. Read until
  * `req._done`, `closed()`, or `deadline` (a time.monotonic() value; None: none) passes. `lane` is
- * what Reading._lane made for one link in relay mode (a tuple, below): a round woken by its fd
- * while the links are still those is read here (a RESULT that completes a request in flight as
- * Session.receive does in relay mode; any other message through Session.receive), any other
- * round is `reading._round(woken)`. `deferred`: this thread's wake-ups to do before it sleeps
+ * what Reading._lane made for the links read (a tuple, below): a round woken by their fds while
+ * the links are still those is read here (a RESULT that completes a request in flight as
+ * Session.receive does it; any other message through Session.receive), any other round is
+ * `reading._round(woken)`. `deferred`: this thread's wake-ups to do before it sleeps
  * (arm_side.task.defer_wakes). A round's Exception is logged through `reading._reader_error(exc)`
  * and the loop goes on, as the Python loop's `except Exception`; what the sleep raises (a signal
  * handler's exception) propagates.
@@ -37,12 +37,11 @@
 enum {
   L_LEADING_FD, /* int: the epoll set a waiting thread sleeps on (the links and its kick) */
   L_KICK_FD,    /* int: its kick eventfd */
-  L_LINK,       /* the link: .drain() -> [frames, ...] */
-  L_LIVENESS,   /* the link's peer's Liveness: .last_heard */
+  L_LINKS_FD,   /* int: the epoll set of the links' fds (in the one above) */
+  L_FDS,        /* dict: fd -> link (.drain() -> [frames, ...], .peer), the links read */
   L_PENDING,    /* the session's requests in flight: msg_id -> request */
   L_OWNED,      /* the session's owner (an RLock): acquire() / release() */
   L_RECEIVE,    /* session.receive(peer, frames, now) -> actions */
-  L_PEER,       /* the link's peer */
   L_CARRY_OUT,  /* links.carry_out(actions) */
   L_PARSE,      /* protocol.header.Header.parse(frame) -> Header */
   L_UNPACK,     /* protocol.wire.unpack_body(bytes) -> dict */
@@ -51,11 +50,12 @@ enum {
   L_LINKS,      /* the Links: .version, .tick(now) */
   L_PEERSTATE,  /* the PeerState class: .generation */
   L_TICK_S,     /* float: seconds between two ticks of the clock */
+  L_PEERS,      /* direct mode: session.peers (each with .inflight, a set of msg_ids); relay mode: None */
   L_SIZE
 };
 
 static PyObject *s_done, *s_next_tick, *s_wake, *s_drain, *s_last_heard, *s_acquire, *s_release, *s_complete,
-    *s_round, *s_reader_error, *s_version, *s_generation, *s_tick;
+    *s_round, *s_reader_error, *s_version, *s_generation, *s_tick, *s_peer, *s_liveness, *s_inflight;
 
 static double monotonic(void) {
   struct timespec ts;
@@ -99,10 +99,43 @@ static int lane_current(PyObject *lane) {
   return same;
 }
 
-/* One message of the lane's link: a RESULT that completes a request in flight is handled here
- * as Session.receive handles it in relay mode; any other goes to Session.receive. The owner is
- * held. 0, or -1 with an exception. */
-static int one_message(PyObject *lane, PyObject *frames, PyObject *now) {
+/* Direct mode: msg_id is no longer in flight on its core (Session.receive: the peer it came from
+ * counted it, else whichever did). 0, or -1 with an exception. */
+static int not_inflight(PyObject *lane, PyObject *peer, PyObject *msg_id) {
+  PyObject *peers = PyTuple_GET_ITEM(lane, L_PEERS);
+  if (peers == Py_None) return 0;
+  int found = 0;
+  if (peer != Py_None) {
+    PyObject *inflight = PyObject_GetAttr(peer, s_inflight);
+    if (inflight == NULL) return -1;
+    found = PySet_Check(inflight) ? PySet_Discard(inflight, msg_id) : -2;
+    Py_DECREF(inflight);
+    if (found == -2) {
+      PyErr_SetString(PyExc_TypeError, "a peer's inflight must be a set");
+      return -1;
+    }
+    if (found < 0) return -1;
+  }
+  if (found) return 0;
+  PyObject *seq = PySequence_Fast(peers, "session.peers");
+  if (seq == NULL) return -1;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+    PyObject *inflight = PyObject_GetAttr(PySequence_Fast_GET_ITEM(seq, i), s_inflight);
+    int rc = inflight == NULL ? -1 : PySet_Check(inflight) ? PySet_Discard(inflight, msg_id) : 0;
+    Py_XDECREF(inflight);
+    if (rc < 0) {
+      Py_DECREF(seq);
+      return -1;
+    }
+  }
+  Py_DECREF(seq);
+  return 0;
+}
+
+/* One message of a link of `peer`: a RESULT that completes a request in flight is handled here
+ * as Session.receive handles it; any other goes to Session.receive. The owner is held. 0, or -1
+ * with an exception. */
+static int one_message(PyObject *lane, PyObject *peer, PyObject *frames, PyObject *now) {
   if (PyList_CheckExact(frames) && PyList_GET_SIZE(frames) >= 2 && PyBytes_CheckExact(PyList_GET_ITEM(frames, 1))) {
     PyObject *hdr = PyObject_CallOneArg(PyTuple_GET_ITEM(lane, L_PARSE), PyList_GET_ITEM(frames, 0));
     if (hdr == NULL) {
@@ -115,13 +148,18 @@ static int one_message(PyObject *lane, PyObject *frames, PyObject *now) {
         if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
         PyErr_Clear(); /* a body that does not decode: Session.receive fails the request with it */
       } else {
+        int rc = 0;
+        if (peer != Py_None) { /* Session.receive: peer.liveness.last_heard = now */
+          PyObject *liveness = PyObject_GetAttr(peer, s_liveness);
+          rc = liveness == NULL || PyObject_SetAttr(liveness, s_last_heard, now) < 0 ? -1 : 0;
+          Py_XDECREF(liveness);
+        }
         PyObject *pending = PyTuple_GET_ITEM(lane, L_PENDING);
         PyObject *msg_id = PyTuple_GET_ITEM(hdr, 4);
-        PyObject *req = PyDict_GetItemWithError(pending, msg_id); /* borrowed */
-        int rc = 0;
+        PyObject *req = rc < 0 ? NULL : PyDict_GetItemWithError(pending, msg_id); /* borrowed */
         if (req != NULL) {
           Py_INCREF(req);
-          if (PyDict_DelItem(pending, msg_id) < 0) {
+          if (PyDict_DelItem(pending, msg_id) < 0 || not_inflight(lane, peer, msg_id) < 0) {
             rc = -1;
           } else {
             PyObject *raw = PyList_GetSlice(frames, 2, PyList_GET_SIZE(frames));
@@ -143,8 +181,7 @@ static int one_message(PyObject *lane, PyObject *frames, PyObject *now) {
       Py_DECREF(hdr);
     }
   }
-  PyObject *actions = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(lane, L_RECEIVE), PyTuple_GET_ITEM(lane, L_PEER),
-                                                   frames, now, NULL);
+  PyObject *actions = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(lane, L_RECEIVE), peer, frames, now, NULL);
   if (actions == NULL) return -1;
   int some = PyObject_IsTrue(actions);
   PyObject *out = some > 0 ? PyObject_CallOneArg(PyTuple_GET_ITEM(lane, L_CARRY_OUT), actions) : NULL;
@@ -154,47 +191,89 @@ static int one_message(PyObject *lane, PyObject *frames, PyObject *now) {
   return 0;
 }
 
-/* What the lane's link brought, dispatched under the owner (Links.dispatch), then the clock's
- * tick if due (Reading._round). 0, or -1 with an exception. */
-static int lane_round(PyObject *reading, PyObject *lane) {
-  PyObject *incoming = PyObject_CallMethodNoArgs(PyTuple_GET_ITEM(lane, L_LINK), s_drain);
+/* What `link` brought, dispatched under the owner (Links.dispatch). 0, or -1 with an exception. */
+static int read_link(PyObject *lane, PyObject *link, PyObject *now) {
+  PyObject *incoming = PyObject_CallMethodNoArgs(link, s_drain);
   if (incoming == NULL) return -1;
-  double t = monotonic();
-  PyObject *now = PyFloat_FromDouble(t);
-  if (now == NULL) {
+  if (!PyList_Check(incoming)) {
+    Py_DECREF(incoming);
+    PyErr_SetString(PyExc_TypeError, "a link's drain() must give a list");
+    return -1;
+  }
+  if (PyList_GET_SIZE(incoming) == 0) {
+    Py_DECREF(incoming);
+    return 0;
+  }
+  PyObject *peer = PyObject_GetAttr(link, s_peer);
+  if (peer == NULL) {
     Py_DECREF(incoming);
     return -1;
   }
-  int rc = 0;
-  Py_ssize_t n = PyList_Check(incoming) ? PyList_GET_SIZE(incoming) : -1;
-  if (n < 0) {
-    PyErr_SetString(PyExc_TypeError, "a link's drain() must give a list");
-    rc = -1;
-  } else if (n > 0) {
-    PyObject *owned = PyTuple_GET_ITEM(lane, L_OWNED);
-    PyObject *got = PyObject_CallMethodNoArgs(owned, s_acquire);
-    if (got == NULL) {
-      rc = -1;
-    } else {
-      Py_DECREF(got);
-      if (PyObject_SetAttr(PyTuple_GET_ITEM(lane, L_LIVENESS), s_last_heard, now) < 0) rc = -1;
-      for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(incoming); i++) rc = one_message(lane, PyList_GET_ITEM(incoming, i), now);
-      /* released whatever happened, keeping the exception raised in the loop (as `with` does) */
-      PyObject *exc_type, *exc_value, *exc_tb;
-      PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-      PyObject *released = PyObject_CallMethodNoArgs(owned, s_release);
-      if (released == NULL) {
-        if (exc_type != NULL) {
-          PyErr_Clear();
-        } else {
-          rc = -1;
-        }
+  PyObject *owned = PyTuple_GET_ITEM(lane, L_OWNED);
+  PyObject *got = PyObject_CallMethodNoArgs(owned, s_acquire);
+  int rc = got == NULL ? -1 : 0;
+  Py_XDECREF(got);
+  if (rc == 0) {
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(incoming); i++)
+      rc = one_message(lane, peer, PyList_GET_ITEM(incoming, i), now);
+    /* released whatever happened, keeping the exception raised in the loop (as `with` does) */
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    PyObject *released = PyObject_CallMethodNoArgs(owned, s_release);
+    if (released == NULL) {
+      if (exc_type != NULL) {
+        PyErr_Clear();
+      } else {
+        rc = -1;
       }
-      Py_XDECREF(released);
-      if (exc_type != NULL) PyErr_Restore(exc_type, exc_value, exc_tb);
+    }
+    Py_XDECREF(released);
+    if (exc_type != NULL) PyErr_Restore(exc_type, exc_value, exc_tb);
+  }
+  Py_DECREF(peer);
+  Py_DECREF(incoming);
+  return rc;
+}
+
+/* Reading._round(woken=True) for the lane's links: one link is read; of several, those whose fds
+ * fired; then the clock's tick if due. 0, or -1 with an exception. */
+static int lane_round(PyObject *reading, PyObject *lane) {
+  double t = monotonic(); /* when what is drained now was heard, and the clock's time */
+  PyObject *now = PyFloat_FromDouble(t);
+  if (now == NULL) return -1;
+  int rc = 0;
+  PyObject *fds = PyTuple_GET_ITEM(lane, L_FDS);
+  if (PyDict_GET_SIZE(fds) == 1) {
+    Py_ssize_t pos = 0;
+    PyObject *fd, *link;
+    if (PyDict_Next(fds, &pos, &fd, &link)) {
+      Py_INCREF(link);
+      rc = read_link(lane, link, now);
+      Py_DECREF(link);
+    }
+  } else {
+    struct epoll_event events[16];
+    int n;
+    do {
+      n = epoll_wait((int)PyLong_AsLong(PyTuple_GET_ITEM(lane, L_LINKS_FD)), events, 16, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      PyErr_SetFromErrno(PyExc_OSError);
+      rc = -1;
+    }
+    for (int i = 0; rc == 0 && i < n; i++) {
+      PyObject *key = PyLong_FromLong(events[i].data.fd);
+      PyObject *link = key == NULL ? NULL : PyDict_GetItemWithError(fds, key); /* borrowed */
+      Py_XDECREF(key);
+      if (link == NULL) {
+        if (PyErr_Occurred()) rc = -1;
+        continue;
+      }
+      Py_INCREF(link);
+      rc = read_link(lane, link, now);
+      Py_DECREF(link);
     }
   }
-  Py_DECREF(incoming);
   if (rc == 0) {
     double next_tick = float_attr(reading, s_next_tick);
     if (next_tick == -1.0 && PyErr_Occurred()) {
@@ -245,7 +324,7 @@ static PyObject *lead(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (deadline == -1.0 && PyErr_Occurred()) return NULL;
   }
   if (!PyTuple_CheckExact(lane) || PyTuple_GET_SIZE(lane) != L_SIZE || !PyDict_CheckExact(PyTuple_GET_ITEM(lane, L_PENDING)) ||
-      !PyFloat_CheckExact(PyTuple_GET_ITEM(lane, L_TICK_S))) {
+      !PyDict_CheckExact(PyTuple_GET_ITEM(lane, L_FDS)) || !PyFloat_CheckExact(PyTuple_GET_ITEM(lane, L_TICK_S))) {
     PyErr_SetString(PyExc_TypeError, "lane: Reading._lane's tuple");
     return NULL;
   }
@@ -356,6 +435,9 @@ PyMODINIT_FUNC PyInit__taskpath(void) {
   INTERN(s_version, "version")
   INTERN(s_generation, "generation")
   INTERN(s_tick, "tick")
+  INTERN(s_peer, "peer")
+  INTERN(s_liveness, "liveness")
+  INTERN(s_inflight, "inflight")
 #undef INTERN
   return PyModule_Create(&module);
 }

@@ -461,13 +461,15 @@ class _Link:
         return out
 
 
+@pytest.mark.parametrize("mode", ["relay", "direct"])
 @pytest.mark.parametrize("loop", ["as built", "python"])
-def test_a_waiting_thread_reads_its_reply_and_a_rounds_error_does_not_end_its_wait(loop, monkeypatch, caplog):
+def test_a_waiting_thread_reads_its_reply_and_a_rounds_error_does_not_end_its_wait(loop, mode, monkeypatch, caplog):
     """The waiting thread's loop (``Reading._lead``; with the compiled build ``arm_side/taskpath.c``
-    reads one link in relay mode, "as built" here; "python": the loop as written in
-    reading.py): woken by its link's fd it completes its request from the RESULT that came (its
-    body, header and raw frames), and an Exception in a round (here the session's receive, on a
-    message it chokes on) is logged and the wait goes on to the reply that comes next."""
+    reads the links, "as built" here; "python": the loop as written in reading.py): woken by its
+    link's fd it completes its request from the RESULT that came (its body, header and raw
+    frames; in direct mode it is no longer counted in flight on its core), and an Exception in a
+    round (here the session's receive, on a message it chokes on) is logged and the wait goes on
+    to the reply that comes next."""
     import os
     from arm_side import reading as reading_mod
     from protocol import header, wire
@@ -476,8 +478,11 @@ def test_a_waiting_thread_reads_its_reply_and_a_rounds_error_does_not_end_its_wa
         monkeypatch.setattr(reading_mod, "_C", None)
     link = _Link()
     links = _Links(link)
-    session = Session("relay", 0x3FFFFF)
+    session = Session(mode, 0x3FFFFF)
     links.session, links.carry_out = session, lambda actions: None
+    if mode == "direct":
+        session.peers.append(link.peer)
+        link.peer.inflight.add(7)
     receive, choked = session.receive, []
 
     def choking(peer, frames, now):
@@ -503,6 +508,7 @@ def test_a_waiting_thread_reads_its_reply_and_a_rounds_error_does_not_end_its_wa
         assert not waited.is_alive() and req.done()
         assert req.body == {"ok": 1} and req.error is None and req.raw == [b"raw"], (req.body, req.raw)
         assert req.header[0] is Command.RESULT and req.header[4] == 7 and 7 not in session.pending
+        assert 7 not in link.peer.inflight
         assert choked == [[b"choke"]]
         assert (reading._lane_made is not None) == (loop == "as built" and reading_mod._C is not None)   # C read it
         errors_logged = [r for r in caplog.records if r.getMessage() == "SDK reader error"]
