@@ -144,6 +144,10 @@ class Reading:
             if not same:
                 self._round()
                 return
+            lane = self._lane() if _C is not None else None
+            if lane is not None and _C is not None:
+                _C.read(lane, link)     # the same in C (arm_side/taskpath.c)
+                return
             incoming = link.drain()
             if incoming:
                 self.links.dispatch(link, incoming, time.monotonic())
@@ -169,7 +173,7 @@ class Reading:
         self._lane_made = (self.leading.fileno(), self.kick_lead, self._links_fd, self._fds, session.pending,
                            links.owned, session.receive, links.carry_out, header.Header.parse, wire.unpack_body,
                            Command.RESULT, self._version, links, PeerState, _TICK_S,
-                           session.peers if session.mode == "direct" else None)
+                           session.peers if session.mode == "direct" else None, live)
         return self._lane_made
 
     def forget(self, link: Any) -> None:
@@ -212,6 +216,11 @@ class Reading:
         links = self.links
         dispatch = links.dispatch
         same = (links.version, PeerState.generation) == self._version      # _sync's own test, without its call
+        if _C is not None:
+            lane = self._lane()
+            if lane is not None:    # the same round in C (arm_side/taskpath.c)
+                _C.round(self, lane, woken and same)
+                return
         now = time.monotonic()      # when what is drained now was heard, and the clock's time
         live = self._live if same else self._sync()
         if woken and same and len(live) > 1:       # direct mode: a core's control link and firmware link each

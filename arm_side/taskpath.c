@@ -51,6 +51,7 @@ enum {
   L_PEERSTATE,  /* the PeerState class: .generation */
   L_TICK_S,     /* float: seconds between two ticks of the clock */
   L_PEERS,      /* direct mode: session.peers (each with .inflight, a set of msg_ids); relay mode: None */
+  L_LIVE,       /* list: the links read (reading._live), in their order */
   L_SIZE
 };
 
@@ -235,18 +236,29 @@ static int read_link(PyObject *lane, PyObject *link, PyObject *now) {
   return rc;
 }
 
-/* Reading._round(woken=True) for the lane's links: one link is read; of several, those whose fds
- * fired; then the clock's tick if due. 0, or -1 with an exception. */
-static int lane_round(PyObject *reading, PyObject *lane) {
+/* The lane's checks ; 0, or -1 with TypeError */
+static int lane_ok(PyObject *lane) {
+  if (!PyTuple_CheckExact(lane) || PyTuple_GET_SIZE(lane) != L_SIZE || !PyDict_CheckExact(PyTuple_GET_ITEM(lane, L_PENDING)) ||
+      !PyDict_CheckExact(PyTuple_GET_ITEM(lane, L_FDS)) || !PyFloat_CheckExact(PyTuple_GET_ITEM(lane, L_TICK_S)) ||
+      !PyList_CheckExact(PyTuple_GET_ITEM(lane, L_LIVE))) {
+    PyErr_SetString(PyExc_TypeError, "lane: Reading._lane's tuple");
+    return -1;
+  }
+  return 0;
+}
+
+/* Reading._round(woken) for the lane's links: one link is read; of several, those whose fds fired
+ * (woken), else all; then the clock's tick if due. 0, or -1 with an exception. */
+static int lane_round(PyObject *reading, PyObject *lane, int woken) {
   double t = monotonic(); /* when what is drained now was heard, and the clock's time */
   PyObject *now = PyFloat_FromDouble(t);
   if (now == NULL) return -1;
   int rc = 0;
   PyObject *fds = PyTuple_GET_ITEM(lane, L_FDS);
-  if (PyDict_GET_SIZE(fds) == 1) {
-    Py_ssize_t pos = 0;
-    PyObject *fd, *link;
-    if (PyDict_Next(fds, &pos, &fd, &link)) {
+  if (!woken || PyDict_GET_SIZE(fds) == 1) {
+    PyObject *live = PyTuple_GET_ITEM(lane, L_LIVE); /* a list, never changed: a new one on a change */
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(live); i++) {
+      PyObject *link = PyList_GET_ITEM(live, i);
       Py_INCREF(link);
       rc = read_link(lane, link, now);
       Py_DECREF(link);
@@ -323,11 +335,7 @@ static PyObject *lead(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     deadline = PyFloat_AsDouble(args[2]);
     if (deadline == -1.0 && PyErr_Occurred()) return NULL;
   }
-  if (!PyTuple_CheckExact(lane) || PyTuple_GET_SIZE(lane) != L_SIZE || !PyDict_CheckExact(PyTuple_GET_ITEM(lane, L_PENDING)) ||
-      !PyDict_CheckExact(PyTuple_GET_ITEM(lane, L_FDS)) || !PyFloat_CheckExact(PyTuple_GET_ITEM(lane, L_TICK_S))) {
-    PyErr_SetString(PyExc_TypeError, "lane: Reading._lane's tuple");
-    return NULL;
-  }
+  if (lane_ok(lane) < 0) return NULL;
   if (!PyList_CheckExact(deferred)) {
     PyErr_SetString(PyExc_TypeError, "deferred: a list");
     return NULL;
@@ -399,7 +407,7 @@ static PyObject *lead(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (current < 0) {
       rc = -1;
     } else if (current) {
-      rc = lane_round(reading, lane);
+      rc = lane_round(reading, lane, 1);
     } else {
       PyObject *out = PyObject_CallMethodOneArg(reading, s_round, woken ? Py_True : Py_False);
       rc = out == NULL ? -1 : 0;
@@ -410,9 +418,39 @@ static PyObject *lead(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
+/* round(reading, lane, woken): Reading._round for the lane's links (raises what a round raises) */
+static PyObject *round_(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "round(reading, lane, woken)");
+    return NULL;
+  }
+  int woken = PyObject_IsTrue(args[2]);
+  if (woken < 0 || lane_ok(args[1]) < 0 || lane_round(args[0], args[1], woken) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+/* read(lane, link): what `link` brought, dispatched (Reading._safe_one's read; raises what it raises) */
+static PyObject *read_(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "read(lane, link)");
+    return NULL;
+  }
+  if (lane_ok(args[0]) < 0) return NULL;
+  PyObject *now = PyFloat_FromDouble(monotonic());
+  if (now == NULL) return NULL;
+  int rc = read_link(args[0], args[1], now);
+  Py_DECREF(now);
+  if (rc < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"lead", (PyCFunction)(void (*)(void))lead, METH_FASTCALL,
      "lead(reading, req, deadline, lane, deferred, closed): Reading._lead's loop"},
+    {"round", (PyCFunction)(void (*)(void))round_, METH_FASTCALL, "round(reading, lane, woken): Reading._round"},
+    {"read", (PyCFunction)(void (*)(void))read_, METH_FASTCALL, "read(lane, link): what link brought, dispatched"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "arm_side._taskpath",
