@@ -167,9 +167,9 @@ class Settings:
         "as a fresh interpreter", (CLI, CORE), _flag, True)
     native = Variable[bool](
         "VDSP_NATIVE", "`0` to turn off", "on",
-        "the compiled build of the hot modules (mypyc, and `vdsp_board/sockets/zio.c`; `scripts/venv.sh` builds and "
-        "installs it into the venv where a C compiler is found) runs while their sources are the ones "
-        "compiled; `0` runs the pure Python modules. Read by the build's import hook "
+        "the compiled build of the hot modules (mypyc, `vdsp_board/sockets/zio.c` and `arm_side/taskpath.c`; "
+        "`scripts/venv.sh` builds and installs it into the venv where a C compiler is found) runs while their "
+        "sources are the ones compiled; `0` runs the pure Python modules. Read by the build's import hook "
         "(`vdsp_sim/native_finder.py`), which runs before any package loads", ALL, _flag, True)
     busy_poll_us = Variable[int](
         "VDSP_BUSY_POLL_US", "µs", "0",
