@@ -44,7 +44,7 @@ from types import ModuleType
 from protocol import errors, header, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, Command
 from arm_side.peer import PeerState
-from arm_side.task import Request, defer_wakes, undefer_wakes, wake_deferred, waker
+from arm_side.task import BOARD_MODELS, Request, Task, defer_wakes, undefer_wakes, wake_deferred, waker
 
 _C: ModuleType | None
 try:
@@ -173,7 +173,8 @@ class Reading:
         self._lane_made = (self.leading.fileno(), self.kick_lead, self._links_fd, self._fds, session.pending,
                            links.owned, session.receive, links.carry_out, header.Header.parse, wire.unpack_body,
                            Command.RESULT, self._version, links, PeerState, _TICK_S,
-                           session.peers if session.mode == "direct" else None, live)
+                           session.peers if session.mode == "direct" else None, live, Task, links.client.tracer,
+                           BOARD_MODELS)
         return self._lane_made
 
     def forget(self, link: Any) -> None:

@@ -280,6 +280,8 @@ class Task(Request):
         self.released = False
 
     def _on_complete(self) -> None:
+        # (the compiled build completes a RESULT's Task in arm_side/taskpath.c, complete_task, as this
+        # and Request._complete do: a change here is made there too; tests/tools/test_native.py compares)
         get = self.body.get
         self.values = get("values", {})
         self.core = get("core", self.core)

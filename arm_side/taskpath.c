@@ -6,8 +6,10 @@
  * Why: a sequential task's client runs this path once per task, on caches the relay's and the
  * firmwares' work evicted while it slept; as bytecode it was about a tenth of the task's client
  * CPU. Here it costs the calls it makes: the sleep (epoll_wait, the GIL let go), the link's
- * drain, and the protocol's and the task's own Python or compiled functions (header parse, body
- * unpack, the request's completion), which stay the one place that knows each.
+ * drain, the protocol's compiled functions (header parse, body unpack), and the done-callbacks.
+ * A RESULT's Task is completed here as Request._complete and Task._on_complete do it (a Task with
+ * outputs, a trace being recorded, a subclass or another request: by its own _complete);
+ * tests/tools/test_native.py holds both to the same outcome for honest and lying bodies.
  *
  * lead(reading, req, deadline, lane, deferred, closed): Reading._lead's loop. Read until
  * `req._done`, `closed()`, or `deadline` (a time.monotonic() value; None: none) passes. `lane` is
@@ -52,6 +54,9 @@ enum {
   L_TICK_S,     /* float: seconds between two ticks of the clock */
   L_PEERS,      /* direct mode: session.peers (each with .inflight, a set of msg_ids); relay mode: None */
   L_LIVE,       /* list: the links read (reading._live), in their order */
+  L_TASK,       /* arm_side.task.Task: completed here (complete_task), a subclass by its own _complete */
+  L_TRACER,     /* the client's tracer: .rec.on (a trace being recorded: the task's _complete records it) */
+  L_BOARD_MODELS, /* arm_side.task.BOARD_MODELS */
   L_SIZE
 };
 
@@ -133,6 +138,137 @@ static int not_inflight(PyObject *lane, PyObject *peer, PyObject *msg_id) {
   return 0;
 }
 
+/* Request._complete(body, None, hdr, raw) with Task._on_complete, in C, for a Task (exactly: a
+ * subclass's hooks are its own) whose completion needs nothing more: no outputs to mark written by
+ * the device (client.after_task), no trace being recorded (tracer.rec.on). 1: completed (its
+ * done-callbacks then run through req._run_callback, as _complete runs them); 0: it had ended
+ * already; 2: not such a task (the caller calls req._complete); -1 with an exception (what
+ * _on_complete would raise: the task is left as the Python would leave it, not done). */
+static PyObject *s_cb_lock, *s_body, *s_error, *s_header, *s_raw, *s_completed_at, *s_callbacks, *s_values, *s_core,
+    *s_exec_us, *s_board_us, *s_board_model, *s_queue_us, *s_outputs, *s_rec, *s_on, *s_run_callback, *k_values,
+    *k_core, *k_exec_us, *k_board_us, *k_board_model, *zero, *inf;
+
+/* body.get(key, dflt) as a new reference (dflt: a new reference too, or NULL with an exception) */
+static PyObject *body_get(PyObject *body, PyObject *key, PyObject *dflt) {
+  if (dflt == NULL) return NULL;
+  PyObject *v = PyDict_GetItemWithError(body, key);
+  if (v == NULL) {
+    if (PyErr_Occurred()) {
+      Py_DECREF(dflt);
+      return NULL;
+    }
+    return dflt;
+  }
+  Py_DECREF(dflt);
+  Py_INCREF(v);
+  return v;
+}
+
+/* obj.name = value, stealing value (NULL: -1, the exception already set) */
+static int set_stolen(PyObject *obj, PyObject *name, PyObject *value) {
+  if (value == NULL) return -1;
+  int rc = PyObject_SetAttr(obj, name, value);
+  Py_DECREF(value);
+  return rc;
+}
+
+/* Task._on_complete's fields from `body` and `hdr` (the lock held). 0 or -1. */
+static int task_fields(PyObject *req, PyObject *body, PyObject *hdr, PyObject *board_models) {
+  if (set_stolen(req, s_values, body_get(body, k_values, PyDict_New())) < 0) return -1;
+  if (set_stolen(req, s_core, body_get(body, k_core, PyObject_GetAttr(req, s_core))) < 0) return -1;
+  Py_INCREF(zero);
+  if (set_stolen(req, s_exec_us, body_get(body, k_exec_us, zero)) < 0) return -1;
+  Py_INCREF(Py_None);
+  PyObject *us = body_get(body, k_board_us, Py_None);
+  if (us == NULL) return -1;
+  int rc = 0;
+  if (us != Py_None) { /* a peer may lie: kept only if what PROTOCOL.md §5.3 says (no bool, NaN, inf) */
+    Py_INCREF(Py_None);
+    PyObject *model = body_get(body, k_board_model, Py_None);
+    int ok = model != NULL && (PyFloat_CheckExact(us) || PyLong_CheckExact(us));
+    if (model == NULL) rc = -1;
+    if (ok) ok = PyObject_RichCompareBool(us, zero, Py_GE);
+    if (ok > 0) ok = PyObject_RichCompareBool(us, inf, Py_LT);
+    if (ok > 0) ok = PySequence_Contains(board_models, model);
+    if (ok < 0) rc = -1;
+    if (ok > 0 && (set_stolen(req, s_board_us, PyNumber_Float(us)) < 0 || PyObject_SetAttr(req, s_board_model, model) < 0))
+      rc = -1;
+    Py_XDECREF(model);
+  }
+  Py_DECREF(us);
+  if (rc == 0 && PyTuple_Check(hdr) && PyTuple_GET_SIZE(hdr) > 5) { /* if self.header: the queue's µs */
+    PyObject *queued = PyTuple_GET_ITEM(hdr, 5);
+    int positive = PyObject_RichCompareBool(queued, zero, Py_GT);
+    if (positive < 0 || PyObject_SetAttr(req, s_queue_us, positive ? queued : zero) < 0) rc = -1;
+  } else if (rc == 0 && PyObject_IsTrue(hdr)) {
+    PyErr_SetString(PyExc_TypeError, "a reply's header must be a Header");
+    rc = -1;
+  }
+  return rc;
+}
+
+static int complete_task(PyObject *req, PyObject *body, PyObject *hdr, PyObject *raw, PyObject *task_type,
+                         PyObject *tracer, PyObject *board_models) {
+  if ((PyObject *)Py_TYPE(req) != task_type || !PyDict_CheckExact(body) || !PyList_CheckExact(raw)) return 2;
+  PyObject *outputs = PyObject_GetAttr(req, s_outputs);
+  if (outputs == NULL) return -1;
+  int some = PyObject_IsTrue(outputs);
+  Py_DECREF(outputs);
+  if (some != 0) return some < 0 ? -1 : 2;
+  PyObject *rec = PyObject_GetAttr(tracer, s_rec);
+  int on = rec == NULL ? -1 : true_attr(rec, s_on);
+  Py_XDECREF(rec);
+  if (on != 0) return on < 0 ? -1 : 2;
+  PyObject *lock = PyObject_GetAttr(req, s_cb_lock);
+  if (lock == NULL) return -1;
+  PyObject *got = PyObject_CallMethodNoArgs(lock, s_acquire);
+  if (got == NULL) {
+    Py_DECREF(lock);
+    return -1;
+  }
+  Py_DECREF(got);
+  PyObject *callbacks = NULL;
+  int rc = true_attr(req, s_done);
+  if (rc == 0) {
+    rc = 1;
+    /* self.body, self.error, self.header, self.raw = body or {}, error, header, raw or [] */
+    if (PyObject_SetAttr(req, s_body, body) < 0 || PyObject_SetAttr(req, s_error, Py_None) < 0 ||
+        PyObject_SetAttr(req, s_header, hdr) < 0 ||
+        (PyList_GET_SIZE(raw) ? PyObject_SetAttr(req, s_raw, raw) : set_stolen(req, s_raw, PyList_New(0))) < 0 ||
+        set_stolen(req, s_completed_at, PyFloat_FromDouble(monotonic())) < 0 || /* time.perf_counter()'s clock */
+        task_fields(req, body, hdr, board_models) < 0 || PyObject_SetAttr(req, s_done, Py_True) < 0)
+      rc = -1;
+    if (rc == 1) {
+      callbacks = PyObject_GetAttr(req, s_callbacks);
+      if (callbacks == NULL || set_stolen(req, s_callbacks, PyList_New(0)) < 0) rc = -1;
+    }
+  } else if (rc > 0) {
+    rc = 0;
+  }
+  PyObject *exc_type, *exc_value, *exc_tb;
+  PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+  PyObject *released = PyObject_CallMethodNoArgs(lock, s_release);
+  Py_DECREF(lock);
+  if (released == NULL) {
+    if (exc_type != NULL) PyErr_Clear();
+    else rc = -1;
+  }
+  Py_XDECREF(released);
+  if (exc_type != NULL) PyErr_Restore(exc_type, exc_value, exc_tb);
+  if (rc == 1 && callbacks != NULL) {
+    PyObject *seq = PySequence_Fast(callbacks, "a task's callbacks");
+    for (Py_ssize_t i = 0; seq != NULL && rc == 1 && i < PySequence_Fast_GET_SIZE(seq); i++) {
+      PyObject *out = PyObject_CallMethodOneArg(req, s_run_callback, PySequence_Fast_GET_ITEM(seq, i));
+      if (out == NULL) rc = -1;
+      Py_XDECREF(out);
+    }
+    if (seq == NULL) rc = -1;
+    Py_XDECREF(seq);
+  }
+  Py_XDECREF(callbacks);
+  return rc;
+}
+
 /* One message of a link of `peer`: a RESULT that completes a request in flight is handled here
  * as Session.receive handles it; any other goes to Session.receive. The owner is held. 0, or -1
  * with an exception. */
@@ -164,11 +300,16 @@ static int one_message(PyObject *lane, PyObject *peer, PyObject *frames, PyObjec
             rc = -1;
           } else {
             PyObject *raw = PyList_GetSlice(frames, 2, PyList_GET_SIZE(frames));
-            PyObject *out = raw == NULL ? NULL
-                                        : PyObject_CallMethodObjArgs(req, s_complete, body, Py_None, hdr, raw, NULL);
+            int done = raw == NULL ? -1
+                                   : complete_task(req, body, hdr, raw, PyTuple_GET_ITEM(lane, L_TASK),
+                                                   PyTuple_GET_ITEM(lane, L_TRACER), PyTuple_GET_ITEM(lane, L_BOARD_MODELS));
+            if (done == 2) {
+              PyObject *out = PyObject_CallMethodObjArgs(req, s_complete, body, Py_None, hdr, raw, NULL);
+              done = out == NULL ? -1 : 1;
+              Py_XDECREF(out);
+            }
             Py_XDECREF(raw);
-            if (out == NULL) rc = -1;
-            Py_XDECREF(out);
+            if (done < 0) rc = -1;
           }
           Py_DECREF(req);
         } else if (PyErr_Occurred()) {
@@ -446,11 +587,27 @@ static PyObject *read_(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
   Py_RETURN_NONE;
 }
 
+/* complete(req, body, hdr, raw, task_type, tracer, board_models): complete_task's answer, True
+ * (completed), False (it had ended), None (not such a task); for the parity test of both builds */
+static PyObject *complete_(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 7) {
+    PyErr_SetString(PyExc_TypeError, "complete(req, body, hdr, raw, task_type, tracer, board_models)");
+    return NULL;
+  }
+  int rc = complete_task(args[0], args[1], args[2], args[3], args[4], args[5], args[6]);
+  if (rc < 0) return NULL;
+  if (rc == 2) Py_RETURN_NONE;
+  return PyBool_FromLong(rc);
+}
+
 static PyMethodDef methods[] = {
     {"lead", (PyCFunction)(void (*)(void))lead, METH_FASTCALL,
      "lead(reading, req, deadline, lane, deferred, closed): Reading._lead's loop"},
     {"round", (PyCFunction)(void (*)(void))round_, METH_FASTCALL, "round(reading, lane, woken): Reading._round"},
     {"read", (PyCFunction)(void (*)(void))read_, METH_FASTCALL, "read(lane, link): what link brought, dispatched"},
+    {"complete", (PyCFunction)(void (*)(void))complete_, METH_FASTCALL,
+     "complete(req, body, hdr, raw, task_type, tracer, board_models): a Task completed as _complete does"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "arm_side._taskpath",
@@ -476,6 +633,29 @@ PyMODINIT_FUNC PyInit__taskpath(void) {
   INTERN(s_peer, "peer")
   INTERN(s_liveness, "liveness")
   INTERN(s_inflight, "inflight")
+  INTERN(s_cb_lock, "_cb_lock")
+  INTERN(s_body, "body")
+  INTERN(s_error, "error")
+  INTERN(s_header, "header")
+  INTERN(s_raw, "raw")
+  INTERN(s_completed_at, "completed_at")
+  INTERN(s_callbacks, "_callbacks")
+  INTERN(s_values, "values")
+  INTERN(s_core, "core")
+  INTERN(s_exec_us, "exec_us")
+  INTERN(s_board_us, "board_us")
+  INTERN(s_board_model, "board_model")
+  INTERN(s_queue_us, "queue_us")
+  INTERN(s_outputs, "outputs")
+  INTERN(s_rec, "rec")
+  INTERN(s_on, "on")
+  INTERN(s_run_callback, "_run_callback")
+  INTERN(k_values, "values")
+  INTERN(k_core, "core")
+  INTERN(k_exec_us, "exec_us")
+  INTERN(k_board_us, "board_us")
+  INTERN(k_board_model, "board_model")
+  if ((zero = PyLong_FromLong(0)) == NULL || (inf = PyFloat_FromDouble(INFINITY)) == NULL) return NULL;
 #undef INTERN
   return PyModule_Create(&module);
 }

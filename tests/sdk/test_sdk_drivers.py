@@ -437,8 +437,10 @@ class _Links:
     """What ``Reading`` reads: one link, what it dispatches (and in which thread)."""
 
     def __init__(self, link) -> None:
+        from arm_side import tracing
         self.version, self.by_key, self.owned = 0, {"relay": link}, threading.RLock()
         self.dispatched: list = []
+        self.client = type("Client", (), {"tracer": tracing.sdk_tracer()})()
 
     def dispatch(self, link, incoming, now=None) -> None:   # as Links.dispatch: heard at now
         self.dispatched.append((threading.current_thread().name, incoming))

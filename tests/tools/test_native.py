@@ -532,6 +532,76 @@ def test_a_call_that_may_wait_lets_other_threads_run_and_signals_end_it(native):
     assert seen["zio"] == (native == "1" and not native_build.missing()), seen
 
 
+# In a child with the compiled build: each RESULT body completes two Tasks made alike, one by
+# arm_side/taskpath.c's completion, one by Request._complete; what each then holds is printed.
+_COMPLETIONS = r"""if True:
+    import json, math
+    from arm_side import reading, tracing
+    from arm_side.task import BOARD_MODELS, Task
+    from protocol import header
+    C = reading._C
+    assert C is not None, "the compiled build is not used"
+
+    class Client:
+        tracer = tracing.sdk_tracer()
+        def after_task(self, task):
+            task.marked = True
+
+    bodies = [{}, {"values": {"a": 1}, "core": "vdsp1", "exec_us": 12, "board_us": 3.5, "board_model": "cycles"},
+              {"board_us": 7, "board_model": "table"}, {"board_us": True, "board_model": "table"},
+              {"board_us": math.nan, "board_model": "cycles"}, {"board_us": math.inf, "board_model": "cycles"},
+              {"board_us": -1, "board_model": "cycles"}, {"board_us": 10 ** 30, "board_model": "cycles"},
+              {"board_us": 2.0, "board_model": "bogus"}, {"board_us": 2.0}, {"board_us": None, "board_model": "cycles"},
+              {"values": None, "core": 5, "exec_us": "x"}, {"board_us": "3", "board_model": "cycles"}]
+    headers = [header.Header.parse(header.pack(0x11, 9, 0, 0, 1, q)) for q in (0, 250, -5)]
+    out = []
+    for i, body in enumerate(bodies):
+        hdr = headers[i % 3]
+        a, b = Task(Client(), 9, 1, [], "vdsp0"), Task(Client(), 9, 1, [], "vdsp0")
+        called = []
+        a.add_done_callback(lambda t: called.append(("a", t is a)))
+        b.add_done_callback(lambda t: called.append(("b", t is b)))
+        answer = C.complete(a, dict(body), hdr, [b"raw"] if i % 2 else [], Task, Client.tracer, BOARD_MODELS)
+        b._complete(dict(body), None, hdr, [b"raw"] if i % 2 else [])
+        again = C.complete(a, dict(body), hdr, [], Task, Client.tracer, BOARD_MODELS)
+        def held(t, left=("_cb_lock", "completed_at", "submitted_at", "client")):
+            return {k: repr(v) for k, v in vars(t).items() if k not in left}
+        out.append({"answer": answer, "again": again, "a": held(a), "b": held(b), "called": called,
+                    "stamped": a.completed_at >= a.submitted_at > 0})
+    with_outputs = Task(Client(), 9, 1, ["mem"], "")
+    class Sub(Task):
+        pass
+    sub = Task.__new__(Sub)
+    sub.__init__(Client(), 9, 1, [], "")
+    out.append({"outputs": C.complete(with_outputs, {}, headers[0], [], Task, Client.tracer, BOARD_MODELS),
+                "subclass": C.complete(sub, {}, headers[0], [], Task, Client.tracer, BOARD_MODELS),
+                "untouched": not with_outputs.done() and not sub.done()})
+    print(json.dumps(out))
+"""
+
+
+def test_the_compiled_completion_of_a_task_holds_what_requests_own_does():
+    """``arm_side/taskpath.c`` completes a RESULT's Task without ``Request._complete`` (its
+    ``Task._on_complete`` written in C): for bodies a peer may send, honest or not (a board time
+    that is a bool, NaN, infinite, negative, huge; an unknown model; wrong types), the task holds
+    the same values, core, times, board estimate, header, raw frames and state as one completed by
+    ``_complete``, its done-callbacks run once, a second completion is refused; a Task with outputs
+    (marked written by the device) or of a subclass is left to its own ``_complete``."""
+    if native_build.missing():
+        privilege.require(f"this machine cannot build the compiled modules: {native_build.missing()}")
+    res = _run(_COMPLETIONS, VDSP_NATIVE="1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    *cases, last = json.loads(res.stdout)
+    assert len(cases) == 13
+    for case in cases:
+        assert case["answer"] is True and case["again"] is False and case["stamped"], case
+        assert case["a"] == case["b"], case
+        assert case["called"] == [["a", True], ["b", True]], case
+    kept = [c["a"]["board_us"] for c in cases]
+    assert kept[1:4] == ["3.5", "7.0", "None"] and kept[7] == "1e+30", kept     # a bool is no board time
+    assert last == {"outputs": None, "subclass": None, "untouched": True}
+
+
 def test_both_builds_answer_malformed_frames_and_bodies_alike():
     """Compiled code checks the annotated type of every argument and attribute it is handed and
     raised TypeError (a crash of the relay's loop) where the pure module took the value; each
