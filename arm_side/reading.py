@@ -37,9 +37,8 @@ import os
 import select
 import threading
 import time
-from typing import Any, Callable
-
 from types import ModuleType
+from typing import Any, Callable
 
 from protocol import errors, header, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, Command

@@ -49,7 +49,7 @@ _TASK = int(Command.TASK)   # a plain int: struct packs it without an IntEnum's 
 _ANY = int(Core.ANY)
 # the commands a reply is told by, as module names: an enum member's lookup on its class costs
 # ~0.2 µs a time (``Command.RESULT``), and receive() is every task's path
-_RESULT, _ERROR, _EVENT, _HEARTBEAT = Command.RESULT, Command.ERROR, Command.EVENT, Command.HEARTBEAT
+_ERROR, _EVENT, _HEARTBEAT = Command.ERROR, Command.EVENT, Command.HEARTBEAT
 # what a connect's wait (``arm_side.connect_wait``) raises when it gives up on the server's READY
 _WAIT_ENDED: tuple[type[errors.VdspError], ...] = (errors.RelayUnavailable, errors.CoreOffline, errors.TaskTimeout)
 REFUSAL_GRACE_S = 1.0   # a HELLO that could not be sent: how long the link's monitor may take to tell a refusal
@@ -358,8 +358,8 @@ class Session:
 
     def receive(self, peer: PeerState | None, frames: list, now: float) -> list[Action]:
         """One message from ``peer``'s links (completes the request it answers). Returns actions.
-        (The compiled build's reading loop, ``arm_side/taskpath.c``, completes a RESULT in relay
-        mode as this does, and hands every other message here: a change to that case is made there too.)"""
+        (The compiled build's reading loop, ``arm_side/taskpath.c``, completes a RESULT as this does,
+        in both modes, and hands every other message here: a change to that case is made there too.)"""
         if peer is not None:
             peer.liveness.last_heard = now
         try:

@@ -138,6 +138,25 @@ static int not_inflight(PyObject *lane, PyObject *peer, PyObject *msg_id) {
   return 0;
 }
 
+/* lock.release(), whatever happened before: an exception raised before it is kept (as `with`
+ * keeps it), one the release raises is set only when none was. Returns rc, or -1 when the
+ * release failed and nothing had. */
+static int released(PyObject *lock, int rc) {
+  PyObject *exc_type, *exc_value, *exc_tb;
+  PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+  PyObject *out = PyObject_CallMethodNoArgs(lock, s_release);
+  if (out == NULL) {
+    if (exc_type != NULL) {
+      PyErr_Clear();
+    } else {
+      rc = -1;
+    }
+  }
+  Py_XDECREF(out);
+  if (exc_type != NULL) PyErr_Restore(exc_type, exc_value, exc_tb);
+  return rc;
+}
+
 /* Request._complete(body, None, hdr, raw) with Task._on_complete, in C, for a Task (exactly: a
  * subclass's hooks are its own) whose completion needs nothing more: no outputs to mark written by
  * the device (client.after_task), no trace being recorded (tracer.rec.on). 1: completed (its
@@ -245,16 +264,8 @@ static int complete_task(PyObject *req, PyObject *body, PyObject *hdr, PyObject 
   } else if (rc > 0) {
     rc = 0;
   }
-  PyObject *exc_type, *exc_value, *exc_tb;
-  PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-  PyObject *released = PyObject_CallMethodNoArgs(lock, s_release);
+  rc = released(lock, rc);
   Py_DECREF(lock);
-  if (released == NULL) {
-    if (exc_type != NULL) PyErr_Clear();
-    else rc = -1;
-  }
-  Py_XDECREF(released);
-  if (exc_type != NULL) PyErr_Restore(exc_type, exc_value, exc_tb);
   if (rc == 1 && callbacks != NULL) {
     PyObject *seq = PySequence_Fast(callbacks, "a task's callbacks");
     for (Py_ssize_t i = 0; seq != NULL && rc == 1 && i < PySequence_Fast_GET_SIZE(seq); i++) {
@@ -358,19 +369,7 @@ static int read_link(PyObject *lane, PyObject *link, PyObject *now) {
   if (rc == 0) {
     for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(incoming); i++)
       rc = one_message(lane, peer, PyList_GET_ITEM(incoming, i), now);
-    /* released whatever happened, keeping the exception raised in the loop (as `with` does) */
-    PyObject *exc_type, *exc_value, *exc_tb;
-    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-    PyObject *released = PyObject_CallMethodNoArgs(owned, s_release);
-    if (released == NULL) {
-      if (exc_type != NULL) {
-        PyErr_Clear();
-      } else {
-        rc = -1;
-      }
-    }
-    Py_XDECREF(released);
-    if (exc_type != NULL) PyErr_Restore(exc_type, exc_value, exc_tb);
+    rc = released(owned, rc);
   }
   Py_DECREF(peer);
   Py_DECREF(incoming);

@@ -119,7 +119,8 @@ def test_vdsp_native_off_runs_the_pure_modules(sources, text):
 def test_this_checkout_runs_what_its_setup_built():
     """``scripts/venv.sh`` builds the compiled modules into this venv wherever this machine can:
     then every one of them is loaded from the build (not used: the set-up was not run since an
-    edit), and with ``VDSP_NATIVE=0`` none is."""
+    edit), and with ``VDSP_NATIVE=0`` none is. (docs/building.md: "and the blocking SDK client's
+    reading loop (`arm_side/taskpath.c`": that module among them.)"""
     code = f"""if True:
         import importlib, json
         from vdsp_sim import native_build
