@@ -7,7 +7,7 @@ run, and the emulation's cost per IVP intrinsic.
 In this process, no SoC: the stock image's C kernels (compiled once, as ``vdsp firmware build``
 does) and the Python references run each stage of the pillar preprocessing on the stock
 synthetic clouds (CenterPoint 300 000 x 5, PointPillars 100 000 x 4) on the same byte buffers,
-``--rounds`` times after a warm-up, medians of the thread's CPU time, and their outputs are
+``--rounds`` times after a warm-up, their rounds interleaved, medians of the thread's CPU time, and their outputs are
 compared byte for byte. The
 target (issue 41, "How fast"): a C stage no slower than its reference (C / reference <= 1).
 Then ``ivp_bench.c``, compiled as the kernels are (its loops as their hot loops, for the host's
@@ -17,6 +17,7 @@ widest vectors: ``VDSP_IVP_HOST_CLONES``), calls each intrinsic the kernels use
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import statistics
@@ -35,16 +36,21 @@ C_SOURCE = Path(__file__).with_name("ivp_bench.c")
 REFERENCE = {1: "numba", 2: "OpenCV"}      # what each stage's Python reference runs (dsp_side/operators/pointcloud.py)
 
 
-def _median_ms(fn, rounds: int) -> float:
-    """Median CPU time of this thread (both kernels run in it, single-threaded): a figure that a
-    host whose CPUs other work shares does not inflate, as it does wall-clock time."""
-    fn()                                                   # warm-up (numba's first call, page faults)
-    times = []
-    for _ in range(rounds):
-        t0 = time.thread_time()
+def _medians_ms(fns: dict, rounds: int) -> dict:
+    """Median CPU time of this thread per function of ``fns`` (name -> fn), their rounds
+    interleaved (reference, C, reference, C, ...: a change of the host's load meanwhile falls on
+    both alike), each after a warm-up (numba's first call, page faults). Thread CPU time: both
+    kernels run in this thread, single-threaded, and a host whose CPUs other work shares does
+    not inflate it as it does wall-clock time."""
+    for fn in fns.values():
         fn()
-        times.append((time.thread_time() - t0) * 1e3)
-    return statistics.median(times)
+    times: dict = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.thread_time()
+            fn()
+            times[name].append((time.thread_time() - t0) * 1e3)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def bench_stages(name: str, rounds: int) -> dict:
@@ -60,23 +66,26 @@ def bench_stages(name: str, rounds: int) -> dict:
     src.flags.writeable = False                            # as the firmware passes its inputs
     out: dict = {"points": n}
     stage1: dict = {}
+    runs = {}
     for impl in ("python", "c"):
         encode, _ = inprocess.stages(impl)
         bufs = [np.zeros(n * 4, np.uint8), np.zeros(n * 4, np.uint8)] + ([np.zeros(n, np.uint8)] if dim == 5 else [])
-        out[f"stage1_{impl}_ms"] = _median_ms(lambda: encode([src], bufs, num_points=n, **p.encode_params()), rounds)
+        runs[impl] = functools.partial(encode, [src], bufs, num_points=n, **p.encode_params())
         stage1[impl] = bufs
+    out.update({f"stage1_{impl}_ms": ms for impl, ms in _medians_ms(runs, rounds).items()})
     cells, xyzr = stage1["python"][0].view(np.int32), stage1["python"][1].view(np.int32)
     t = stage1["python"][2].view(np.int8) if dim == 5 else None
     cap = p.max_pillars * p.max_points
     coords, vx, vt = np.zeros((p.max_pillars, 4), np.int32), np.zeros(cap, np.int32), np.zeros(cap, np.int8)
     used = Voxelizer(p).run(cells, xyzr, t, coords, vx, vt if dim == 5 else None)
     ins = [vx.view(np.uint8)] + ([vt.view(np.uint8)] if dim == 5 else [])
-    stage2 = {}
+    stage2, runs = {}, {}
     for impl in ("python", "c"):
         _, transpose = inprocess.stages(impl)
         feats = np.zeros(int(np.prod(p.feature_shape)), np.uint8)
-        out[f"stage2_{impl}_ms"] = _median_ms(lambda: transpose(ins, [feats], **p.transpose_params(used)), rounds)
+        runs[impl] = functools.partial(transpose, ins, [feats], **p.transpose_params(used))
         stage2[impl] = feats
+    out.update({f"stage2_{impl}_ms": ms for impl, ms in _medians_ms(runs, rounds).items()})
     out["pillars"] = used
     out["bit_exact"] = bool(all(a.tobytes() == b.tobytes() for a, b in zip(stage1["python"], stage1["c"]))
                             and stage2["python"].tobytes() == stage2["c"].tobytes())
@@ -120,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = bench_stages(name, args.rounds)
     costs = intrinsic_costs(args.calls)
     rep = Report("ckernel", args)
-    rep.note(f"in-process, {args.rounds} rounds after a warm-up, medians of the thread's CPU time; the same "
-             "buffers for both kernels")
+    rep.note(f"in-process, {args.rounds} rounds after a warm-up, reference and C interleaved, medians of the "
+             "thread's CPU time; the same buffers for both kernels")
     for name, r in results.items():
         rows = [[f"stage {s}", REFERENCE[s], r[f"stage{s}_python_ms"], r[f"stage{s}_c_ms"],
                  r[f"stage{s}_c_ms"] / r[f"stage{s}_python_ms"]] for s in (1, 2)]
