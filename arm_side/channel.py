@@ -169,12 +169,19 @@ class Channel:
                 return False
             try:
                 send_frames(self.sock, frames, _NOBLOCK)
-            except zmq.Again:
-                raise errors.RelayUnavailable(
-                    f"cannot send to {self.name} at {self.endpoint}: the connection takes no messages (its server "
-                    f"refused this client's key or closed the connection, or {self.sock.sndhwm} messages wait "
-                    "to go)") from None
+            except zmq.Again as exc:
+                raise self.failed_send(exc) from None
             return self.watched and readable(self.sock)
+
+    def failed_send(self, exc: BaseException) -> BaseException:
+        """What :meth:`send` raises for ``exc``, which its socket's send raised: RelayUnavailable
+        for a connection that takes no messages (zmq.Again), else ``exc`` itself."""
+        if not isinstance(exc, zmq.Again):
+            return exc
+        return errors.RelayUnavailable(
+            f"cannot send to {self.name} at {self.endpoint}: the connection takes no messages (its server "
+            f"refused this client's key or closed the connection, or {self.sock.sndhwm} messages wait "
+            "to go)")
 
     def drain(self) -> list[list]:
         """Every message waiting now (non-blocking, ``vdsp_board.sockets.zsock.drain``): the

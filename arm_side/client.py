@@ -13,19 +13,23 @@ owner at a time: the holder of ``Links.owned`` (``arm_side.links``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
 from typing import Any, assert_never
 
-from protocol import errors, messages, wire
+from protocol import errors, header, messages, wire
+from protocol.constants import Command
 from protocol.task_options import DEFAULT, TaskOptions
 from arm_side import interrupts, tracing
 from arm_side.links import Links, resume
-from arm_side.reading import Reading
+from arm_side.channel import Channel
+from arm_side.reading import Reading, _C
 from arm_side.session import PeerState, Session
 from arm_side.steps import Pause, Steps, Wait
 from arm_side.task import Request, Task
+from vdsp_board.sockets import zsock
 
 log = logging.getLogger("vdsp.sdk")
 
@@ -62,6 +66,7 @@ class Client:
                            self._relay_link, self._wake_reader, owned=threading.RLock(), missed=self._missed,
                            straight=True)
         self.reading = Reading(self.links, lambda: self.closed)
+        self._submit_c = None if _C is None else functools.partial(_C.submit, self._submit_lane())
         # the background thread: reads while no thread waits
         self.reader = threading.Thread(target=self.reading.background, name="vdsp-sdk-reader", daemon=True)
         self.reader.start()
@@ -135,7 +140,17 @@ class Client:
         RelayUnavailable, ApiUseError once closed."""
         if self.closed:
             raise errors.ApiUseError("this SoC connection is closed")
+        if self._submit_c is not None and raw is None:      # the compiled build: Links.submit in C
+            return self._submit_c(op, inputs, outputs, params, options, out_mems)
         return self.links.submit(op, inputs, outputs, params, options, out_mems=out_mems, raw=raw)
+
+    def _submit_lane(self) -> tuple:
+        """What the compiled submit (``arm_side/taskpath.c``, ``submit``) works with: Links.submit's
+        objects, in the order the C names them."""
+        links, session = self.links, self.session
+        return (links, session, links.owned, links.by_key, session.ids, session.pending, header.pack, wire.pack_body,
+                Task, self, self.tracer, int(Command.TASK), session.mode == "relay", threading.Lock,
+                time.perf_counter, Channel, zsock.send_frames, zsock.readable, zsock.NOBLOCK)
 
     def request(self, msg: wire.Message, peer_name: str | None = None) -> Request:
         """Send a non-task request (QUERY, CONTROL, CANCEL) to the relay or a named core."""

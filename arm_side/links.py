@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Callable, ContextManager, Generator, assert_never
+from typing import Any, Callable, ContextManager, Generator, NoReturn, assert_never
 
 from protocol import errors, wire
 from protocol.task_options import DEFAULT, TaskOptions
@@ -122,14 +122,20 @@ class Links:
         raises (RelayUnavailable, or the transport's VdspError)."""
         try:
             missed = link.send(frames)
-        except errors.VdspError:
-            self._unsent(msg_id, link)
-            raise
-        except Exception as exc:      # the transport's own failure (a ZMQError)
-            self._unsent(msg_id, link)
-            raise errors.RelayUnavailable(f"cannot send to {link.name}: {exc}") from exc
+        except Exception as exc:
+            self._send_failed(link, msg_id, exc)
         if missed and self._missed is not None:
             self._missed(link)
+
+    def _send_failed(self, link: Any, msg_id: int, exc: Exception) -> NoReturn:
+        """The tracked request ``msg_id`` was not sent: ``link.send`` raised ``exc`` (the compiled
+        submit, which sends on a Channel's socket itself, hands it what Channel.send would have
+        raised). Not in flight now; raises ``exc`` if a VdspError, else RelayUnavailable (the
+        transport's own failure: a ZMQError)."""
+        self._unsent(msg_id, link)
+        if isinstance(exc, errors.VdspError):
+            raise exc
+        raise errors.RelayUnavailable(f"cannot send to {link.name}: {exc}") from exc
 
     def _unsent(self, msg_id: int, link: Any) -> None:
         with self.owned:
@@ -184,11 +190,17 @@ class Links:
         if ready:
             self._send_tracked(link, frames, msg_id)
             return task
+        return self._send_later(key, frames, task)
+
+    def _send_later(self, key: str, frames: list, task: Task) -> Task:
+        """Submit's end where the link of ``key`` was not open with its peer alive when the task
+        was made (``task`` not tracked yet): the link found (or connected again), then tracked
+        and sent."""
         try:
             link = self.link(key)       # not owned: the relay's may be connected again (it waits)
         except BaseException:
             with self.owned:
-                session.unsent(msg_id)
+                self.session.unsent(task.msg_id)
             raise
         self.send(link, frames, task, live=True)
         return task

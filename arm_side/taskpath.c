@@ -21,9 +21,17 @@
  * and the loop goes on, as the Python loop's `except Exception`; what the sleep raises (a signal
  * handler's exception) propagates.
  *
- * Not here: the submit. Links.submit's usual case written in C the same way (the request made,
- * tracked and sent in one call) saved 1.3 µs of a sequential task's ~66 and nothing in a window
- * of 32 (paired A/B, 50 rounds): its cost is the calls it makes (the Task's making, the send).
+ * submit(lane, op, inputs, outputs, params, options, out_mems): Links.submit for the blocking
+ * client (Client.submit calls it), in one call: the TASK's frames made (Session.task_frames), its
+ * link chosen (direct mode: Session.task_link), its Task made as Task.__init__ makes it (and
+ * Request.__init__), tracked and sent on the link's socket as Links._send_tracked and
+ * Channel.send do; `lane` is what Client._submit_lane made (a tuple, below). What is not that
+ * usual case goes to the Python it mirrors: an op that is not an int in range (Links.submit,
+ * whole: it raises), a link not open with its peer alive (Links._send_later), a link that is not a
+ * Channel (Links._send_tracked), a send that raised (Links._send_failed, with what Channel.send
+ * would have raised). A first version that still called Task() and Channel.send saved 1.3 µs of a
+ * sequential task and nothing in a window of 32; this one, which calls neither, measured in
+ * vdsp_sim/benchmarks/README.md ("The submit in C").
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -600,11 +608,288 @@ static PyObject *complete_(PyObject *self, PyObject *const *args, Py_ssize_t nar
   return PyBool_FromLong(rc);
 }
 
+
+/* --- the submit ------------------------------------------------------------------------------ */
+/* the submit lane's items, in Client._submit_lane's order */
+enum {
+  S_LINKS,         /* the Links: .straight, ._missed, .submit / ._send_later / ._send_tracked / ._send_failed */
+  S_SESSION,       /* the Session: .owner (read each time: Soc may set it), .task_link(msg_id, options, buffers) */
+  S_OWNED,         /* the session's owner (an RLock) */
+  S_BY_KEY,        /* links.by_key: key -> link */
+  S_IDS,           /* session.ids: the msg_id counter */
+  S_PENDING,       /* session.pending: msg_id -> request */
+  S_PACK,          /* protocol.header.pack */
+  S_PACK_BODY,     /* protocol.wire.pack_body */
+  S_TASK_TYPE,     /* arm_side.task.Task */
+  S_CLIENT,        /* the Task's client */
+  S_SUBMIT_TRACER, /* client.tracer: .rec.poll(), .submit_task(...) */
+  S_TASK_CMD,      /* int(Command.TASK) */
+  S_RELAY_MODE,    /* bool: session.mode == "relay" */
+  S_NEW_LOCK,      /* threading.Lock: a Request's _cb_lock */
+  S_PERF_COUNTER,  /* time.perf_counter: a Request's submitted_at */
+  S_CHANNEL,       /* arm_side.channel.Channel: a link sent on here (exactly that class) */
+  S_SEND_FRAMES,   /* vdsp_board.sockets.zsock.send_frames(sock, frames, flags) */
+  S_READABLE,      /* vdsp_board.sockets.zsock.readable(sock) */
+  S_NOBLOCK,       /* zmq.NOBLOCK */
+  S_SIZE
+};
+
+static PyObject *s_wire, *s_owner, *s_task_link, *s_straight, *s_alive_, *s_rec_poll, *s_submit_task, *s_missed,
+    *s_send_later, *s_send_tracked, *s_send_failed, *s_failed_send, *s_submit, *s_lock, *s_closed, *s_sock,
+    *s_watched, *s_client, *s_msg_id, *s_op, *s_options, *s_released, *k_inputs, *k_outputs, *k_params, *k_owner,
+    *k_relay, *s_empty_str, *empty_tuple, *float_zero, *s_submitted_at;
+
+/* Request.__init__ and Task.__init__, their attributes set in their order (the instances' shared
+ * key layout as theirs): a new reference, or NULL with an exception */
+static PyObject *make_task(PyObject *lane, PyObject *msg_id, PyObject *op, PyObject *outputs, PyObject *core,
+                           PyObject *options) {
+  PyTypeObject *type = (PyTypeObject *)PyTuple_GET_ITEM(lane, S_TASK_TYPE);
+  PyObject *task = PyBaseObject_Type.tp_new(type, empty_tuple, NULL); /* object.__new__(Task) */
+  if (task == NULL) return NULL;
+  int rc = PyObject_SetAttr(task, s_client, PyTuple_GET_ITEM(lane, S_CLIENT));
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_msg_id, msg_id);
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_done, Py_False);
+  rc = rc < 0 ? rc : set_stolen(task, s_callbacks, PyList_New(0));
+  rc = rc < 0 ? rc : set_stolen(task, s_cb_lock, PyObject_CallNoArgs(PyTuple_GET_ITEM(lane, S_NEW_LOCK)));
+  rc = rc < 0 ? rc : set_stolen(task, s_body, PyDict_New());
+  rc = rc < 0 ? rc : set_stolen(task, s_raw, PyList_New(0));
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_header, empty_tuple);
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_error, Py_None);
+  rc = rc < 0 ? rc : set_stolen(task, s_submitted_at, PyObject_CallNoArgs(PyTuple_GET_ITEM(lane, S_PERF_COUNTER)));
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_completed_at, float_zero);
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_op, op);
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_outputs, outputs);
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_options, options);
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_core, core);
+  rc = rc < 0 ? rc : set_stolen(task, s_values, PyDict_New());
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_exec_us, zero);
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_queue_us, zero);
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_board_us, Py_None);
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_board_model, Py_None);
+  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_released, Py_False);
+  if (rc < 0) Py_CLEAR(task);
+  return task;
+}
+
+/* Session.task_frames' frames for msg_id (op an int in range): [header, body]; NULL with an exception */
+static PyObject *task_frames(PyObject *lane, PyObject *msg_id, PyObject *op, PyObject *inputs, PyObject *outputs,
+                             PyObject *params, PyObject *options) {
+  PyObject *wire = PyObject_GetAttr(options, s_wire); /* (priority, core, custom_id) */
+  if (wire == NULL) return NULL;
+  if (!PyTuple_Check(wire) || PyTuple_GET_SIZE(wire) != 3) {
+    Py_DECREF(wire);
+    PyErr_SetString(PyExc_ValueError, "options.wire must be (priority, core, custom_id)");
+    return NULL;
+  }
+  PyObject *hargs[6] = {PyTuple_GET_ITEM(lane, S_TASK_CMD), msg_id, op, PyTuple_GET_ITEM(wire, 0),
+                        PyTuple_GET_ITEM(wire, 1), PyTuple_GET_ITEM(wire, 2)};
+  PyObject *hdr = PyObject_Vectorcall(PyTuple_GET_ITEM(lane, S_PACK), hargs, 6, NULL);
+  Py_DECREF(wire);
+  if (hdr == NULL) return NULL;
+  PyObject *owner = PyObject_GetAttr(PyTuple_GET_ITEM(lane, S_SESSION), s_owner);
+  int some = PyObject_IsTrue(params); /* params or {} */
+  PyObject *p = some > 0 ? Py_NewRef(params) : some == 0 ? PyDict_New() : NULL;
+  PyObject *body = owner == NULL || p == NULL ? NULL : PyDict_New();
+  if (body != NULL && (PyDict_SetItem(body, k_inputs, inputs) < 0 || PyDict_SetItem(body, k_outputs, outputs) < 0 ||
+                       PyDict_SetItem(body, k_params, p) < 0 || PyDict_SetItem(body, k_owner, owner) < 0))
+    Py_CLEAR(body);
+  Py_XDECREF(owner);
+  Py_XDECREF(p);
+  PyObject *packed = body == NULL ? NULL : PyObject_CallOneArg(PyTuple_GET_ITEM(lane, S_PACK_BODY), body);
+  Py_XDECREF(body);
+  PyObject *frames = packed == NULL ? NULL : PyList_New(2);
+  if (frames == NULL) {
+    Py_DECREF(hdr);
+    Py_XDECREF(packed);
+    return NULL;
+  }
+  PyList_SET_ITEM(frames, 0, hdr);
+  PyList_SET_ITEM(frames, 1, packed);
+  return frames;
+}
+
+/* Links._send_tracked on a Channel, as Channel.send sends: 0 (sent, or the link closed: nothing
+ * sent, as Channel.send does), or -1 with the exception Links._send_failed raised (the request
+ * no longer in flight) or what is not an Exception (it propagates, as there) */
+static int send_tracked(PyObject *lane, PyObject *link, PyObject *frames, PyObject *msg_id) {
+  PyObject *lock = PyObject_GetAttr(link, s_lock);
+  if (lock == NULL) return -1;
+  PyObject *got = PyObject_CallMethodNoArgs(lock, s_acquire);
+  if (got == NULL) {
+    Py_DECREF(lock);
+    return -1;
+  }
+  Py_DECREF(got);
+  int missed = 0, failed = 0;
+  int closed = true_attr(link, s_closed);
+  if (closed == 0) {
+    PyObject *sock = PyObject_GetAttr(link, s_sock);
+    PyObject *sargs[3] = {sock, frames, PyTuple_GET_ITEM(lane, S_NOBLOCK)};
+    PyObject *sent = sock == NULL ? NULL : PyObject_Vectorcall(PyTuple_GET_ITEM(lane, S_SEND_FRAMES), sargs, 3, NULL);
+    if (sent == NULL) {
+      failed = 1;
+    } else {
+      Py_DECREF(sent);
+      int watched = true_attr(link, s_watched);
+      if (watched > 0) {
+        PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(lane, S_READABLE), sock);
+        missed = r == NULL ? -1 : PyObject_IsTrue(r);
+        Py_XDECREF(r);
+      }
+      missed = watched < 0 ? -1 : missed;
+    }
+    Py_XDECREF(sock);
+  }
+  int rc = released(lock, closed < 0 || missed < 0 ? -1 : 0);
+  Py_DECREF(lock);
+  if (failed) { /* Channel.send's exception, to Links._send_failed (an Exception; anything else propagates) */
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+    if (tb != NULL && exc != NULL) PyException_SetTraceback(exc, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    if (exc == NULL) return -1;
+    PyObject *as_sent = PyObject_CallMethodOneArg(link, s_failed_send, exc);
+    Py_DECREF(exc);
+    if (as_sent == NULL) return -1;
+    PyObject *out = PyObject_CallMethodObjArgs(PyTuple_GET_ITEM(lane, S_LINKS), s_send_failed, link, msg_id, as_sent,
+                                               NULL);
+    Py_DECREF(as_sent);
+    Py_XDECREF(out); /* it raises */
+    if (out != NULL) PyErr_SetString(PyExc_RuntimeError, "Links._send_failed returned");
+    return -1;
+  }
+  if (rc < 0) return -1;
+  if (missed) { /* a message waits that the reader sleeps past: Links._missed(link) */
+    PyObject *cb = PyObject_GetAttr(PyTuple_GET_ITEM(lane, S_LINKS), s_missed);
+    if (cb == NULL) return -1;
+    PyObject *out = cb == Py_None ? Py_NewRef(Py_None) : PyObject_CallOneArg(cb, link);
+    Py_DECREF(cb);
+    if (out == NULL) return -1;
+    Py_DECREF(out);
+  }
+  return 0;
+}
+
+static PyObject *submit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 7 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != S_SIZE) {
+    PyErr_SetString(PyExc_TypeError, "submit(lane, op, inputs, outputs, params, options, out_mems): lane as "
+                                     "Client._submit_lane makes it");
+    return NULL;
+  }
+  PyObject *lane = args[0], *op = args[1], *inputs = args[2], *outputs = args[3], *params = args[4],
+           *options = args[5], *out_mems = args[6];
+  PyObject *links = PyTuple_GET_ITEM(lane, S_LINKS);
+  long opv = PyLong_CheckExact(op) ? PyLong_AsLong(op) : -1;
+  if (opv < 0 || opv > 0xFFFE) { /* not an operator id (or not exactly an int): Links.submit says so */
+    PyErr_Clear();
+    PyObject *kw = PyDict_New();
+    if (kw == NULL || PyDict_SetItemString(kw, "out_mems", out_mems) < 0) {
+      Py_XDECREF(kw);
+      return NULL;
+    }
+    PyObject *fn = PyObject_GetAttr(links, s_submit);
+    PyObject *pargs = fn == NULL ? NULL : PyTuple_Pack(5, op, inputs, outputs, params, options);
+    PyObject *out = pargs == NULL ? NULL : PyObject_Call(fn, pargs, kw);
+    Py_XDECREF(fn);
+    Py_XDECREF(pargs);
+    Py_DECREF(kw);
+    return out;
+  }
+  PyObject *owned = PyTuple_GET_ITEM(lane, S_OWNED);
+  PyObject *got = PyObject_CallMethodNoArgs(owned, s_acquire);
+  if (got == NULL) return NULL;
+  Py_DECREF(got);
+  /* under the owner: Links.submit's `with self.owned:` block */
+  PyObject *msg_id = NULL, *frames = NULL, *key = NULL, *core = NULL, *task = NULL, *link = NULL;
+  int ready = 0;
+  msg_id = PyIter_Next(PyTuple_GET_ITEM(lane, S_IDS));
+  if (msg_id == NULL && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "the msg_id counter ended");
+  if (msg_id != NULL) frames = task_frames(lane, msg_id, op, inputs, outputs, params, options);
+  if (frames != NULL) {
+    if (PyTuple_GET_ITEM(lane, S_RELAY_MODE) == Py_True) {
+      key = Py_NewRef(k_relay), core = Py_NewRef(s_empty_str);
+    } else {
+      int buffers = PyObject_IsTrue(inputs);
+      buffers = buffers == 0 ? PyObject_IsTrue(outputs) : buffers;
+      PyObject *chosen = buffers < 0 ? NULL
+                                     : PyObject_CallMethodObjArgs(PyTuple_GET_ITEM(lane, S_SESSION), s_task_link, msg_id,
+                                                                  options, buffers ? Py_True : Py_False, NULL);
+      if (chosen != NULL && PyTuple_Check(chosen) && PyTuple_GET_SIZE(chosen) == 2)
+        key = Py_NewRef(PyTuple_GET_ITEM(chosen, 0)), core = Py_NewRef(PyTuple_GET_ITEM(chosen, 1));
+      else if (chosen != NULL)
+        PyErr_SetString(PyExc_TypeError, "Session.task_link must give (key, core)");
+      Py_XDECREF(chosen);
+    }
+  }
+  if (core != NULL) {
+    int mems = PyObject_IsTrue(out_mems); /* out_mems or [] */
+    PyObject *outs = mems > 0 ? Py_NewRef(out_mems) : mems == 0 ? PyList_New(0) : NULL;
+    task = outs == NULL ? NULL : make_task(lane, msg_id, op, outs, core, options);
+    Py_XDECREF(outs);
+  }
+  if (task != NULL) {
+    int straight = true_attr(links, s_straight);
+    if (straight > 0) {
+      link = PyDict_GetItemWithError(PyTuple_GET_ITEM(lane, S_BY_KEY), key);
+      Py_XINCREF(link);
+    }
+    if (link != NULL) {
+      PyObject *peer = PyObject_GetAttr(link, s_peer);
+      ready = peer == NULL ? -1 : peer == Py_None ? 0 : true_attr(peer, s_alive_);
+      Py_XDECREF(peer);
+    }
+    if (ready > 0 && PyDict_SetItem(PyTuple_GET_ITEM(lane, S_PENDING), msg_id, task) < 0) ready = -1;
+    if (straight < 0) ready = -1;
+  }
+  int rc = released(owned, task == NULL || ready < 0 || PyErr_Occurred() ? -1 : 0);
+  PyObject *result = NULL;
+  if (rc == 0) { /* traced?  Links.submit: tracer.rec.poll(), then tracer.submit_task */
+    PyObject *tracer = PyTuple_GET_ITEM(lane, S_SUBMIT_TRACER);
+    PyObject *rec = PyObject_GetAttr(tracer, s_rec);
+    PyObject *on = rec == NULL ? NULL : PyObject_CallMethodNoArgs(rec, s_rec_poll);
+    Py_XDECREF(rec);
+    int traced = on == NULL ? -1 : PyObject_IsTrue(on);
+    Py_XDECREF(on);
+    if (traced > 0) {
+      PyObject *out = PyObject_CallMethodObjArgs(tracer, s_submit_task, msg_id, op, options, inputs, outputs, NULL);
+      traced = out == NULL ? -1 : 0;
+      Py_XDECREF(out);
+    }
+    if (traced < 0) {
+      rc = -1;
+    } else if (ready) {
+      if (Py_IS_TYPE(link, (PyTypeObject *)PyTuple_GET_ITEM(lane, S_CHANNEL))) {
+        rc = send_tracked(lane, link, frames, msg_id);
+      } else {
+        PyObject *out = PyObject_CallMethodObjArgs(links, s_send_tracked, link, frames, msg_id, NULL);
+        rc = out == NULL ? -1 : 0;
+        Py_XDECREF(out);
+      }
+      result = rc < 0 ? NULL : Py_NewRef(task);
+    } else {
+      result = PyObject_CallMethodObjArgs(links, s_send_later, key, frames, task, NULL);
+    }
+  }
+  Py_XDECREF(msg_id);
+  Py_XDECREF(frames);
+  Py_XDECREF(key);
+  Py_XDECREF(core);
+  Py_XDECREF(task);
+  Py_XDECREF(link);
+  return result;
+}
+
 static PyMethodDef methods[] = {
     {"lead", (PyCFunction)(void (*)(void))lead, METH_FASTCALL,
      "lead(reading, req, deadline, lane, deferred, closed): Reading._lead's loop"},
     {"round", (PyCFunction)(void (*)(void))round_, METH_FASTCALL, "round(reading, lane, woken): Reading._round"},
     {"read", (PyCFunction)(void (*)(void))read_, METH_FASTCALL, "read(lane, link): what link brought, dispatched"},
+    {"submit", (PyCFunction)(void (*)(void))submit, METH_FASTCALL,
+     "submit(lane, op, inputs, outputs, params, options, out_mems): Links.submit for the blocking client"},
     {"complete", (PyCFunction)(void (*)(void))complete_, METH_FASTCALL,
      "complete(req, body, hdr, raw, task_type, tracer, board_models): a Task completed as _complete does"},
     {NULL, NULL, 0, NULL}};
@@ -654,6 +939,36 @@ PyMODINIT_FUNC PyInit__taskpath(void) {
   INTERN(k_exec_us, "exec_us")
   INTERN(k_board_us, "board_us")
   INTERN(k_board_model, "board_model")
+  INTERN(s_wire, "wire")
+  INTERN(s_owner, "owner")
+  INTERN(s_task_link, "task_link")
+  INTERN(s_straight, "straight")
+  INTERN(s_alive_, "_alive")
+  INTERN(s_rec_poll, "poll")
+  INTERN(s_submit_task, "submit_task")
+  INTERN(s_missed, "_missed")
+  INTERN(s_send_later, "_send_later")
+  INTERN(s_send_tracked, "_send_tracked")
+  INTERN(s_send_failed, "_send_failed")
+  INTERN(s_failed_send, "failed_send")
+  INTERN(s_submit, "submit")
+  INTERN(s_lock, "lock")
+  INTERN(s_closed, "closed")
+  INTERN(s_sock, "sock")
+  INTERN(s_watched, "watched")
+  INTERN(s_client, "client")
+  INTERN(s_msg_id, "msg_id")
+  INTERN(s_op, "op")
+  INTERN(s_options, "options")
+  INTERN(s_released, "released")
+  INTERN(s_submitted_at, "submitted_at")
+  INTERN(k_inputs, "inputs")
+  INTERN(k_outputs, "outputs")
+  INTERN(k_params, "params")
+  INTERN(k_owner, "owner")
+  INTERN(k_relay, "relay")
+  INTERN(s_empty_str, "")
+  if ((empty_tuple = PyTuple_New(0)) == NULL || (float_zero = PyFloat_FromDouble(0.0)) == NULL) return NULL;
   if ((zero = PyLong_FromLong(0)) == NULL || (inf = PyFloat_FromDouble(INFINITY)) == NULL) return NULL;
 #undef INTERN
   return PyModule_Create(&module);

@@ -603,6 +603,121 @@ def test_the_compiled_completion_of_a_task_holds_what_requests_own_does():
     assert last == {"outputs": None, "subclass": None, "untouched": True}
 
 
+# In a child with the compiled build, on a SoC of its own (relay or direct mode): each case
+# submitted through arm_side/taskpath.c's submit and through Links.submit's Python (the client's
+# compiled submit switched off), and what came of it printed, for the parent to compare.
+_SUBMITS = r"""if True:
+    import json, sys, zmq
+    from vdsp_sim.soc.private_soc import PrivateSoc, PrivateSocConfig
+    from arm_side import CORE_0, CORE_1, CORE_ANY, Soc, opids
+    from arm_side.task import task_options
+    mode = sys.argv[1]
+    ps = PrivateSoc(PrivateSocConfig(ddr_dir=None, mode=None)); ps.start()
+    try:
+        with Soc(mode=mode, strict=False, autostart_relay=False) as soc:
+            client = soc.client
+            compiled = client._submit_c
+            assert compiled is not None, "the compiled build is not used"
+            links, session = client.links, client.session
+            opts = task_options(None, {"core": CORE_ANY})
+            key = "relay" if mode == "relay" else None
+            def held(t):     # what the task holds, but what differs by nature between two tasks (the core chosen)
+                return [(k, type(v).__name__ if k in ("_cb_lock", "submitted_at", "client", "msg_id", "core") else repr(v))
+                        for k, v in vars(t).items()]
+            def got(values):
+                return sorted(values)
+            def case(name, run):
+                got = {}
+                for way in ("c", "py"):
+                    client._submit_c = compiled if way == "c" else None
+                    try:
+                        got[way] = run()
+                    except Exception as exc:
+                        got[way] = ["raised", type(exc).__name__, str(exc)]
+                client._submit_c = compiled
+                return {"case": name, **got}
+            out = []
+            def plain():
+                t = client.submit(opids.PING, [], [], {}, opts)
+                made = held(t)
+                return {"made": made, "values": got(t.wait(10000)), "done": [list(vars(t)), t._done, t.error, t.released]}
+            out.append(case("plain", plain))
+            out.append(case("params and out_mems", lambda: held(client.submit(opids.PING, [], [], {"x": 1}, opts,
+                                                                              out_mems=["m"]))))
+            for op in (-1, 0xFFFF, True, "1"):
+                out.append(case(f"op {op!r}", lambda: held(client.submit(op, [], [], {}, opts))))
+            traced = []
+            class Rec:      # the switch on at a submit's poll (the task's other stamps off)
+                on = False
+                def poll(self):
+                    return True
+            real = client.tracer.rec
+            client.tracer.rec, client.tracer.submit_task = Rec(), lambda *a: traced.append([repr(x) for x in a[1:]])
+            out.append(case("traced", lambda: [got(client.submit(opids.PING, [], [], {}, opts).wait(10000)), traced.pop()]))
+            client.tracer.rec = real
+            del client.tracer.submit_task
+            links.straight = False         # no link straight to send on: Links._send_later's path
+            out.append(case("later", lambda: got(client.submit(opids.PING, [], [], {}, opts).wait(10000))))
+            links.straight = True
+            for sock_kind in ("again", "closed"):
+                def failing(kind=sock_kind):
+                    t = client.submit(opids.PING, [], [], {}, opts)
+                    t.wait(10000)         # the link chosen is now known: its socket swapped for one that fails
+                    link = links.by_key[key or next(k for k, v in links.by_key.items() if k.endswith(".fw")
+                                                    and v.peer.name == t.core)]
+                    real_sock, dummy = link.sock, zmq.Context.instance().socket(zmq.DEALER)
+                    if kind == "closed":
+                        dummy.close()
+                    link.sock = dummy
+                    try:
+                        before = set(session.pending)
+                        if mode == "direct":
+                            opts_core = task_options(None, {"core": CORE_0 if t.core == "vdsp0" else CORE_1})
+                        else:
+                            opts_core = opts
+                        try:
+                            client.submit(opids.PING, [], [], {}, opts_core)
+                            return "sent"
+                        except Exception as exc:
+                            return [type(exc).__name__, str(exc).split(":")[0], set(session.pending) == before,
+                                    all(not p.inflight - before for p in session.peers)]
+                    finally:
+                        link.sock = real_sock
+                        if kind == "again":
+                            dummy.close(0)
+                out.append(case(f"send {sock_kind}", failing))
+            out.append(case("after", lambda: got(client.submit(opids.PING, [], [], {}, opts).wait(10000))))
+        print(json.dumps(out))
+    finally:
+        ps.close()
+"""
+
+
+@pytest.mark.parametrize("mode", ["relay", "direct"])
+def test_the_compiled_submit_makes_and_sends_a_task_as_links_submit_does(mode):
+    """``arm_side/taskpath.c``'s submit (the blocking client's ``Links.submit`` in C) makes the very
+    Task ``Task.__init__`` makes (every attribute, in its order), sends it, answers a bad operator
+    id, a trace being recorded, a link not straight to send on, and a socket whose send fails
+    (no peer: RelayUnavailable; closed: the transport's error as RelayUnavailable, the task not
+    in flight) as the Python it mirrors, on a SoC of its own."""
+    if native_build.missing():
+        privilege.require(f"this machine cannot build the compiled modules: {native_build.missing()}")
+    res = subprocess.run([sys.executable, "-c", _SUBMITS, mode], cwd=ROOT, capture_output=True, text=True,
+                         timeout=180, env=settings.child_env(VDSP_NATIVE="1"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    cases = json.loads(res.stdout)
+    assert [c["case"] for c in cases] == ["plain", "params and out_mems", "op -1", "op 65535", "op True", "op '1'",
+                                          "traced", "later", "send again", "send closed", "after"]
+    for c in cases:
+        assert c["c"] == c["py"], c
+    by = {c["case"]: c["c"] for c in cases}
+    assert by["plain"]["values"] == ["core"] and [k for k, _ in by["plain"]["made"]][:3] == ["client", "msg_id", "_done"]
+    assert by["op -1"][:2] == ["raised", "InvalidArgument"] and by["op '1'"][:2] == ["raised", "InvalidArgument"]
+    assert by["traced"][0] == by["later"] == by["after"] == ["core"] and by["traced"][1][2:] == ["[]", "[]"]
+    for failed in ("send again", "send closed"):      # not in flight, nor counted on a core
+        assert by[failed][0] == "RelayUnavailable" and by[failed][2:] == [True, True], by[failed]
+
+
 def test_both_builds_answer_malformed_frames_and_bodies_alike():
     """Compiled code checks the annotated type of every argument and attribute it is handed and
     raised TypeError (a crash of the relay's loop) where the pure module took the value; each
