@@ -659,33 +659,31 @@ _SUBMITS = r"""if True:
             links.straight = False         # no link straight to send on: Links._send_later's path
             out.append(case("later", lambda: got(client.submit(opids.PING, [], [], {}, opts).wait(10000))))
             links.straight = True
-            for sock_kind in ("again", "closed"):
-                def failing(kind=sock_kind):
-                    t = client.submit(opids.PING, [], [], {}, opts)
-                    t.wait(10000)         # the link chosen is now known: its socket swapped for one that fails
-                    link = links.by_key[key or next(k for k, v in links.by_key.items() if k.endswith(".fw")
-                                                    and v.peer.name == t.core)]
-                    real_sock, dummy = link.sock, zmq.Context.instance().socket(zmq.DEALER)
-                    if kind == "closed":
-                        dummy.close()
-                    link.sock = dummy
+            import errno, functools, threading
+            import arm_side.channel as channel_mod
+            from arm_side import reading
+            real_send, me = channel_mod.send_frames, threading.get_ident()
+            for kind in ("again", "closed"):
+                def failing_send(sock, frames, flags=0, kind=kind):     # this thread's sends fail
+                    if threading.get_ident() != me:
+                        return real_send(sock, frames, flags)
+                    raise zmq.Again() if kind == "again" else zmq.ZMQError(errno.ENOTSOCK)
+                def failing(send=failing_send):
+                    before = set(session.pending), [set(p.inflight) for p in session.peers]
+                    saved = client._submit_c
+                    if saved is not None:       # the compiled submit's socket send: the lane's
+                        lane = client._submit_lane()
+                        client._submit_c = functools.partial(reading._C.submit, lane[:16] + (send,) + lane[17:])
+                    channel_mod.send_frames = send      # Channel.send's
                     try:
-                        before = set(session.pending)
-                        if mode == "direct":
-                            opts_core = task_options(None, {"core": CORE_0 if t.core == "vdsp0" else CORE_1})
-                        else:
-                            opts_core = opts
-                        try:
-                            client.submit(opids.PING, [], [], {}, opts_core)
-                            return "sent"
-                        except Exception as exc:
-                            return [type(exc).__name__, str(exc).split(":")[0], set(session.pending) == before,
-                                    all(not p.inflight - before for p in session.peers)]
+                        client.submit(opids.PING, [], [], {}, opts)
+                        return "sent"
+                    except Exception as exc:
+                        return [type(exc).__name__, str(exc), set(session.pending) == before[0],
+                                [set(p.inflight) for p in session.peers] == before[1]]
                     finally:
-                        link.sock = real_sock
-                        if kind == "again":
-                            dummy.close(0)
-                out.append(case(f"send {sock_kind}", failing))
+                        channel_mod.send_frames, client._submit_c = real_send, saved
+                out.append(case(f"send {kind}", failing))
             out.append(case("after", lambda: got(client.submit(opids.PING, [], [], {}, opts).wait(10000))))
         print(json.dumps(out))
     finally:
@@ -697,9 +695,10 @@ _SUBMITS = r"""if True:
 def test_the_compiled_submit_makes_and_sends_a_task_as_links_submit_does(mode):
     """``arm_side/taskpath.c``'s submit (the blocking client's ``Links.submit`` in C) makes the very
     Task ``Task.__init__`` makes (every attribute, in its order), sends it, answers a bad operator
-    id, a trace being recorded, a link not straight to send on, and a socket whose send fails
-    (no peer: RelayUnavailable; closed: the transport's error as RelayUnavailable, the task not
-    in flight) as the Python it mirrors, on a SoC of its own."""
+    id, a trace being recorded, a link not straight to send on, and a socket send that fails
+    (zmq.Again: the connection takes no messages; another ZMQError: the transport's failure; both
+    RelayUnavailable, the task not in flight nor counted on a core) as the Python it mirrors, on
+    a SoC of its own."""
     if native_build.missing():
         privilege.require(f"this machine cannot build the compiled modules: {native_build.missing()}")
     res = subprocess.run([sys.executable, "-c", _SUBMITS, mode], cwd=ROOT, capture_output=True, text=True,
@@ -716,6 +715,7 @@ def test_the_compiled_submit_makes_and_sends_a_task_as_links_submit_does(mode):
     assert by["traced"][0] == by["later"] == by["after"] == ["core"] and by["traced"][1][2:] == ["[]", "[]"]
     for failed in ("send again", "send closed"):      # not in flight, nor counted on a core
         assert by[failed][0] == "RelayUnavailable" and by[failed][2:] == [True, True], by[failed]
+    assert "takes no messages" in by["send again"][1] and "cannot send to" in by["send closed"][1], by
 
 
 def test_both_builds_answer_malformed_frames_and_bodies_alike():
