@@ -637,15 +637,21 @@ _SUBMITS = r"""if True:
                 client._submit_c = compiled
                 return {"case": name, **got}
             out = []
+            def made(*args, **kw):      # the task as submitted: no thread reads (completes it) meanwhile
+                client.reading.turn.acquire()
+                try:
+                    t = client.submit(*args, **kw)
+                    return t, held(t)
+                finally:
+                    client.reading.turn.release()
+                    client.reading.wake()
             def plain():
-                t = client.submit(opids.PING, [], [], {}, opts)
-                made = held(t)
-                return {"made": made, "values": got(t.wait(10000)), "done": [list(vars(t)), t._done, t.error, t.released]}
+                t, first = made(opids.PING, [], [], {}, opts)
+                return {"made": first, "values": got(t.wait(10000)), "done": [list(vars(t)), t._done, t.error, t.released]}
             out.append(case("plain", plain))
-            out.append(case("params and out_mems", lambda: held(client.submit(opids.PING, [], [], {"x": 1}, opts,
-                                                                              out_mems=["m"]))))
+            out.append(case("params and out_mems", lambda: made(opids.PING, [], [], {"x": 1}, opts, out_mems=["m"])[1]))
             for op in (-1, 0xFFFF, True, "1"):
-                out.append(case(f"op {op!r}", lambda: held(client.submit(op, [], [], {}, opts))))
+                out.append(case(f"op {op!r}", lambda: made(op, [], [], {}, opts)[1]))
             traced = []
             class Rec:      # the switch on at a submit's poll (the task's other stamps off)
                 on = False
