@@ -169,6 +169,9 @@ class Links:
                out_mems: list | None = None, raw: list | None = None) -> Task:
         """Send a TASK. Raises InvalidArgument / InvalidCore / TaskNumExceedLimit / CoreOffline /
         RelayUnavailable."""
+        # (the blocking client's compiled build runs this in arm_side/taskpath.c, submit, with the
+        # Task made as Task.__init__ makes it: a change here is made there too; tests/tools/test_native.py
+        # compares both on a SoC)
         session = self.session
         with self.owned:
             msg_id, frames = session.task_frames(op, inputs, outputs, params, options, raw=raw)

@@ -269,6 +269,8 @@ class Task(Request):
 
     def __init__(self, client: Any, msg_id: int, op: int, outputs: list, core_name: str = "", *,
                  options: TaskOptions = DEFAULT) -> None:
+        # (the compiled submit makes a Task in arm_side/taskpath.c, make_task, as this and
+        # Request.__init__ do, attribute by attribute in their order: a change here is made there too)
         super().__init__(client, msg_id)
         self.op, self.outputs, self.options = op, outputs, options
         self.core = core_name
