@@ -453,18 +453,25 @@ static int lane_round(PyObject *reading, PyObject *lane, int woken) {
   return rc;
 }
 
+/* The exception raised, taken (no longer set), as the object an `except ... as exc` would hold
+ * (its traceback on it): a new reference, or NULL when none is set */
+static PyObject *taken_exception(void) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb != NULL && value != NULL) PyException_SetTraceback(value, tb);
+  Py_XDECREF(type);
+  Py_XDECREF(tb);
+  return value;
+}
+
 /* A round's Exception goes to reading._reader_error(exc) (logged); 0, or -1 when it is not an
  * Exception (KeyboardInterrupt, SystemExit: they propagate) or the report itself failed. */
 static int reported(PyObject *reading) {
   if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
-  PyObject *exc_type, *exc_value, *exc_tb;
-  PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-  PyErr_NormalizeException(&exc_type, &exc_value, &exc_tb);
-  if (exc_tb != NULL && exc_value != NULL) PyException_SetTraceback(exc_value, exc_tb);
-  PyObject *out = PyObject_CallMethodOneArg(reading, s_reader_error, exc_value != NULL ? exc_value : Py_None);
-  Py_XDECREF(exc_type);
-  Py_XDECREF(exc_value);
-  Py_XDECREF(exc_tb);
+  PyObject *exc = taken_exception();
+  PyObject *out = PyObject_CallMethodOneArg(reading, s_reader_error, exc != NULL ? exc : Py_None);
+  Py_XDECREF(exc);
   if (out == NULL) return -1;
   Py_DECREF(out);
   return 0;
@@ -744,12 +751,7 @@ static int send_tracked(PyObject *lane, PyObject *link, PyObject *frames, PyObje
   Py_DECREF(lock);
   if (failed) { /* Channel.send's exception, to Links._send_failed (an Exception; anything else propagates) */
     if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
-    PyObject *type, *exc, *tb;
-    PyErr_Fetch(&type, &exc, &tb);
-    PyErr_NormalizeException(&type, &exc, &tb);
-    if (tb != NULL && exc != NULL) PyException_SetTraceback(exc, tb);
-    Py_XDECREF(type);
-    Py_XDECREF(tb);
+    PyObject *exc = taken_exception();
     if (exc == NULL) return -1;
     PyObject *as_sent = PyObject_CallMethodOneArg(link, s_failed_send, exc);
     Py_DECREF(exc);
