@@ -704,7 +704,7 @@ def test_the_compiled_submit_makes_and_sends_a_task_as_links_submit_does(mode):
     id, a trace being recorded, a link not straight to send on, and a socket send that fails
     (zmq.Again: the connection takes no messages; another ZMQError: the transport's failure; both
     RelayUnavailable, the task not in flight nor counted on a core) as the Python it mirrors, on
-    a SoC of its own."""
+    a SoC of its own. (docs/building.md: "a task is made, tracked and sent in one call".)"""
     if native_build.missing():
         privilege.require(f"this machine cannot build the compiled modules: {native_build.missing()}")
     res = subprocess.run([sys.executable, "-c", _SUBMITS, mode], cwd=ROOT, capture_output=True, text=True,
