@@ -115,11 +115,13 @@ def tcp_soc(runtime_env, monkeypatch):
     sup = subprocess.Popen(VDSP + ["up", "--log-files"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            stdin=subprocess.DEVNULL, cwd=ROOT)
     try:
-        line = b""
+        said: list[bytes] = []
         assert sup.stdout is not None
-        while b"SoC up in" not in line:
-            line = sup.stdout.readline()
-            assert line, f"vdsp up ended: {sup.wait(10)}; {(runtime_env / 'log').glob('*')}"
+        while not said or b"SoC up in" not in said[-1]:
+            said.append(sup.stdout.readline())
+            assert said[-1], (f"vdsp up ended: {sup.wait(10)}; it said:\n{b''.join(said).decode(errors='replace')}"
+                              + "".join(f"\n--- {log.name}\n{log.read_text(errors='replace')[-1500:]}"
+                                        for log in sorted((runtime_env / "log").glob("*"))))
         yield sup
     finally:
         sup.send_signal(signal.SIGTERM)

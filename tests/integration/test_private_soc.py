@@ -104,3 +104,19 @@ def test_close_reports_what_it_had_to_clean_up(monkeypatch):
     assert any("socket files left" in p and "stray.sock" in p for p in problems), problems
     assert not private.rt.exists() and not private.ddr_dir.exists()
     assert private.close() == []            # closing again finds nothing more
+
+
+def test_free_tcp_ports_are_outside_the_kernels_ephemeral_range():
+    """The kernel may hand a port of its ephemeral range to any process's outgoing connection
+    between the pick and the bind of the SoC's process (a `vdsp up` of the suite failed so): the
+    ports, and with_next each one's next port, are picked outside it, distinct and free."""
+    low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    room = (low - 1 - 10000) + (65535 - high - 1) >= 1000     # Linux's default range leaves 50 000 ports
+    for with_next in (False, True):
+        ports = ps.free_tcp_ports(4, with_next=with_next)
+        taken = ports + [p + 1 for p in ports] if with_next else ports
+        assert len(set(taken)) == len(taken), ports
+        for port in taken:
+            assert not room or not low <= port <= high and port >= 10000, (port, low, high)
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", port))

@@ -37,6 +37,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -58,14 +59,46 @@ from vdsp_board.processes.starter import Starter
 log = logging.getLogger("vdsp.launcher")
 
 DDR_PARENT = "/dev/shm"     # where fresh DDR directories go (when it exists; else the temp dir)
+EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+PORT_FLOOR = 10000          # free_tcp_ports picks at or above (below it: well-known services' ports)
+MIN_PORTS_OUTSIDE = 1000    # else it lets the kernel pick (inside its ephemeral range)
 GONE_WAIT_S = 10.0          # how long close() waits for firmware processes and DDR files to go
 RELAY_STOP_S = 5.0          # for a relay the SDK started by itself
+
+
+def _outside_ephemeral() -> list[range]:
+    """The ports the kernel never hands out by itself (to a connect() or a bind to port 0), above
+    PORT_FLOOR: below and above its ephemeral range (``ip_local_port_range``; Linux's default if
+    unreadable)."""
+    try:
+        low, high = (int(x) for x in Path(EPHEMERAL_RANGE).read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    spans = [range(PORT_FLOOR, low - 1), range(max(PORT_FLOOR, high + 1), 65535)]   # each with its next port
+    return [span for span in spans if len(span) > 0]
+
+
+def _candidate(spans: list[range]) -> int:
+    """A random port of ``spans``, or 0 (the kernel picks one) where they hold too few."""
+    total = sum(len(span) for span in spans)
+    if total < MIN_PORTS_OUTSIDE:
+        return 0
+    pick = secrets.randbelow(total)     # not the random module's state, which a test may have seeded alike in each worker
+    for span in spans:
+        if pick < len(span):
+            return span[pick]
+        pick -= len(span)
+    return 0
 
 
 def free_tcp_ports(n: int, *, with_next: bool = False) -> list[int]:
     """``n`` distinct loopback tcp ports that were free a moment ago (for a tcp SoC of one's own).
     ``with_next``: each one's next port was free too, and is none of the others: a core's firmware
-    binds there by default (``rundir.fw_endpoint_for``)."""
+    binds there by default (``rundir.fw_endpoint_for``). They are picked outside the kernel's
+    ephemeral range where it leaves room: a port of that range may be handed to any process's
+    outgoing connection between this pick and the bind of the process it is for (a `vdsp up` of
+    the suite failed so, beside tests connecting over tcp)."""
+    spans = _outside_ephemeral()
     socks: list[socket.socket] = []
     ports: list[int] = []
     try:
@@ -74,8 +107,11 @@ def free_tcp_ports(n: int, *, with_next: bool = False) -> list[int]:
                 break
             sock = socket.socket()
             socks.append(sock)
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+            try:
+                sock.bind(("127.0.0.1", _candidate(spans)))
+            except OSError:     # in use
+                continue
+            port = sock.getsockname()[1]       # not one of ports, nor a next one: those are held
             if with_next:
                 after = socket.socket()
                 socks.append(after)
