@@ -32,6 +32,14 @@
  * would have raised). A first version that still called Task() and Channel.send saved 1.3 µs of a
  * sequential task and nothing in a window of 32; this one, which calls neither, measured in
  * vdsp_sim/benchmarks/README.md ("The submit in C").
+ *
+ * rpc(lane, cmd, ...): Soc.rpc's usual call, `soc.rpc(op)` or `soc.rpc(op, core=...)` (no buffer,
+ * no params, no options object, at most one option as a keyword), in one call: the options from
+ * task_options' memo under the key task_options makes, then Client.submit's steps (closed: its
+ * Python raises; the compiled submit, as `client._submit_c` is now). Anything else, and options
+ * not remembered yet (task_options remembers them on the first such call), is Soc.rpc's Python
+ * (`lane`'s first item), whole. Soc._compiled_rpc binds it to a Soc; measured in
+ * vdsp_sim/benchmarks/README.md ("Soc.rpc in C").
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -641,6 +649,7 @@ enum {
   S_SIZE
 };
 
+static PyObject *s_submit_c;
 static PyObject *s_wire, *s_owner, *s_task_link, *s_straight, *s_alive_, *s_rec_poll, *s_submit_task, *s_missed,
     *s_send_later, *s_send_tracked, *s_send_failed, *s_failed_send, *s_submit, *s_lock, *s_closed, *s_sock,
     *s_watched, *s_client, *s_msg_id, *s_op, *s_options, *s_released, *k_inputs, *k_outputs, *k_params, *k_owner,
@@ -885,6 +894,72 @@ static PyObject *submit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
   return result;
 }
 
+/* rpc's lane, in the order Soc._compiled_rpc makes it */
+enum {
+  R_PYTHON,  /* Soc.rpc bound to the Soc: every call but the usual one */
+  R_CLIENT,  /* its Client: .closed, ._submit_c (this submit, bound to its lane; None: the Python one) */
+  R_OPTIONS, /* arm_side.task._OPTIONS: task_options' memo, key -> TaskOptions */
+  R_SIZE
+};
+
+/* Is `name` one of Soc.rpc's own parameters (not a field of the task's options)? */
+static int rpc_parameter(PyObject *name) {
+  return PyUnicode_Compare(name, k_inputs) == 0 || PyUnicode_Compare(name, k_outputs) == 0 ||
+         PyUnicode_Compare(name, k_params) == 0 || PyUnicode_Compare(name, s_options) == 0;
+}
+
+static PyObject *rpc(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  (void)self;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+  if (nargs < 1 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != R_SIZE) {
+    PyErr_SetString(PyExc_TypeError, "rpc(lane, cmd, ...): lane as Soc._compiled_rpc makes it");
+    return NULL;
+  }
+  PyObject *lane = args[0], *opts = NULL;
+  if (nargs == 2 && nkw <= 1) { /* soc.rpc(op) or soc.rpc(op, core=...): task_options' key for it */
+    PyObject *key = NULL;
+    if (nkw == 0) {
+      key = PyTuple_Pack(1, Py_None);
+    } else {
+      PyObject *name = PyTuple_GET_ITEM(kwnames, 0), *value = args[nargs];
+      if (!rpc_parameter(name)) key = PyTuple_Pack(4, Py_None, name, value, (PyObject *)Py_TYPE(value));
+    }
+    if (key != NULL) {
+      opts = PyDict_GetItemWithError(PyTuple_GET_ITEM(lane, R_OPTIONS), key); /* borrowed */
+      Py_DECREF(key);
+    }
+    if (opts == NULL && PyErr_Occurred()) {
+      if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+      PyErr_Clear(); /* an unhashable value: Soc.rpc refuses it */
+    }
+  }
+  if (opts != NULL) { /* Client.submit: closed, then its compiled submit */
+    PyObject *client = PyTuple_GET_ITEM(lane, R_CLIENT);
+    int closed = true_attr(client, s_closed);
+    if (closed < 0) return NULL;
+    PyObject *submit_c = closed ? NULL : PyObject_GetAttr(client, s_submit_c);
+    if (submit_c == NULL && PyErr_Occurred()) return NULL;
+    if (submit_c != NULL && submit_c != Py_None) {
+      Py_INCREF(opts);
+      PyObject *inputs = PyList_New(0), *outputs = PyList_New(0), *params = PyDict_New(), *out_mems = PyList_New(0);
+      PyObject *out = NULL;
+      if (inputs != NULL && outputs != NULL && params != NULL && out_mems != NULL) {
+        PyObject *call[6] = {args[1], inputs, outputs, params, opts, out_mems};
+        out = PyObject_Vectorcall(submit_c, call, 6, NULL);
+      }
+      Py_XDECREF(inputs);
+      Py_XDECREF(outputs);
+      Py_XDECREF(params);
+      Py_XDECREF(out_mems);
+      Py_DECREF(opts);
+      Py_DECREF(submit_c);
+      return out;
+    }
+    Py_XDECREF(submit_c);
+  }
+  return PyObject_Vectorcall(PyTuple_GET_ITEM(lane, R_PYTHON), args + 1, nargs - 1, kwnames);
+}
+
 static PyMethodDef methods[] = {
     {"lead", (PyCFunction)(void (*)(void))lead, METH_FASTCALL,
      "lead(reading, req, deadline, lane, deferred, closed): Reading._lead's loop"},
@@ -892,6 +967,8 @@ static PyMethodDef methods[] = {
     {"read", (PyCFunction)(void (*)(void))read_, METH_FASTCALL, "read(lane, link): what link brought, dispatched"},
     {"submit", (PyCFunction)(void (*)(void))submit, METH_FASTCALL,
      "submit(lane, op, inputs, outputs, params, options, out_mems): Links.submit for the blocking client"},
+    {"rpc", (PyCFunction)(void (*)(void))rpc, METH_FASTCALL | METH_KEYWORDS,
+     "rpc(lane, cmd, ...): Soc.rpc's usual call (an op, at most one option as a keyword) for the blocking client"},
     {"complete", (PyCFunction)(void (*)(void))complete_, METH_FASTCALL,
      "complete(req, body, hdr, raw, task_type, tracer, board_models): a Task completed as _complete does"},
     {NULL, NULL, 0, NULL}};
@@ -967,6 +1044,7 @@ PyMODINIT_FUNC PyInit__taskpath(void) {
   INTERN(k_inputs, "inputs")
   INTERN(k_outputs, "outputs")
   INTERN(k_params, "params")
+  INTERN(s_submit_c, "_submit_c")
   INTERN(k_owner, "owner")
   INTERN(k_relay, "relay")
   INTERN(s_empty_str, "")

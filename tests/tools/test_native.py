@@ -691,26 +691,101 @@ _SUBMITS = r"""if True:
                         channel_mod.send_frames, client._submit_c = real_send, saved
                 out.append(case(f"send {kind}", failing))
             out.append(case("after", lambda: got(client.submit(opids.PING, [], [], {}, opts).wait(10000))))
-        print(json.dumps(out))
+            # Soc.rpc: the compiled one (arm_side/taskpath.c, rpc) against Soc.rpc's Python; the
+            # compiled one's fallback (Soc.rpc's Python) counted: a call it takes whole is never handed on
+            import types
+            from arm_side import errors
+            from arm_side.task import _OPTIONS
+            from protocol.task_options import TaskOptions
+            assert soc.__dict__.get("rpc") is not None, "this Soc's rpc is not the compiled one"
+            handed = []
+            def compiled_rpc(of):
+                def python_rpc(*a, **kw):
+                    handed.append(1)
+                    return Soc.rpc(of, *a, **kw)
+                return functools.partial(reading._C.rpc, (python_rpc, of.client, _OPTIONS))
+            def outcome(call, *a, **kw):
+                client.reading.turn.acquire()       # the task as submitted: no thread completes it meanwhile
+                try:
+                    t = call(*a, **kw)
+                    made = held(t)
+                except Exception as exc:
+                    return {"made": ["raised", type(exc).__name__, str(exc)]}
+                finally:
+                    client.reading.turn.release()
+                    client.reading.wake()
+                try:
+                    values = sorted(t.wait(10000))
+                except errors.VdspError as exc:
+                    values = ["raised", type(exc).__name__]
+                return {"made": made, "values": values}
+            rpcs = []
+            def rpc_case(name, *a, **kw):       # Python first: the options it remembers are there for C
+                py = outcome(types.MethodType(Soc.rpc, soc), *a, **kw)
+                handed.clear()
+                c = outcome(compiled_rpc(soc), *a, **kw)
+                rpcs.append({"case": name, "c": c, "py": py, "handed_on": bool(handed)})
+            mem, out_mem = soc.mem.alloc(64), soc.mem.alloc(64)
+            rpc_case("op", opids.PING)
+            for core in (CORE_ANY, CORE_0, CORE_1):
+                rpc_case(f"core={int(core)}", opids.PING, core=core)
+            rpc_case("timeout_ms", opids.PING, timeout_ms=250)
+            for bad in (True, [1], 7):
+                rpc_case(f"core={bad!r}", opids.PING, core=bad)
+            rpc_case("bogus=1", opids.PING, bogus=1)
+            rpc_case("op -1", -1)
+            rpc_case("op '1'", "1", core=CORE_0)
+            rpc_case("two options", opids.PING, core=CORE_1, priority=3)
+            rpc_case("options", opids.PING, options=TaskOptions(core=CORE_1))
+            rpc_case("buffers", opids.MEMCPY, [mem], [out_mem])
+            rpc_case("params=", opids.PING, params={"x": 1})
+            rpc_case("inputs=", opids.PING, inputs=[])
+            client._submit_c = None             # the pure submit: the compiled rpc hands the call on
+            rpc_case("no compiled submit", opids.PING, core=CORE_0)
+            client._submit_c = compiled
+            mem.free()
+            out_mem.free()
+            with Soc(mode=mode, strict=False, autostart_relay=False) as other:
+                task_options(None, {"core": CORE_0})
+            ways = {}
+            for way, call in (("py", types.MethodType(Soc.rpc, other)), ("c", compiled_rpc(other))):
+                handed.clear()
+                try:
+                    call(opids.PING, core=CORE_0)
+                    ways[way] = "sent"
+                except Exception as exc:
+                    ways[way] = ["raised", type(exc).__name__, str(exc)]
+            rpcs.append({"case": "closed", "c": ways["c"], "py": ways["py"], "handed_on": bool(handed)})
+            import inspect
+            said = [(str(inspect.signature(f)), f.__doc__) for f in (soc.rpc, types.MethodType(Soc.rpc, soc))]
+            rpcs.append({"case": "help", "c": said[0], "py": said[1], "handed_on": False})
+        print(json.dumps({"submit": out, "rpc": rpcs}))
     finally:
         ps.close()
 """
 
 
-@pytest.mark.parametrize("mode", ["relay", "direct"])
-def test_the_compiled_submit_makes_and_sends_a_task_as_links_submit_does(mode):
+@pytest.fixture(scope="module", params=["relay", "direct"])
+def compiled_calls(request) -> dict:
+    """The compiled submit's and rpc's cases against their Python, in a child with the compiled
+    build on a SoC of its own (``request.param``: the mode)."""
+    if native_build.missing():
+        privilege.require(f"this machine cannot build the compiled modules: {native_build.missing()}")
+    res = subprocess.run([sys.executable, "-c", _SUBMITS, request.param], cwd=ROOT, capture_output=True, text=True,
+                         timeout=180, env=settings.child_env(VDSP_NATIVE="1"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    out: dict = json.loads(res.stdout)
+    return out
+
+
+def test_the_compiled_submit_makes_and_sends_a_task_as_links_submit_does(compiled_calls):
     """``arm_side/taskpath.c``'s submit (the blocking client's ``Links.submit`` in C) makes the very
     Task ``Task.__init__`` makes (every attribute, in its order), sends it, answers a bad operator
     id, a trace being recorded, a link not straight to send on, and a socket send that fails
     (zmq.Again: the connection takes no messages; another ZMQError: the transport's failure; both
     RelayUnavailable, the task not in flight nor counted on a core) as the Python it mirrors, on
     a SoC of its own. (docs/building.md: "a task is made, tracked and sent in one call".)"""
-    if native_build.missing():
-        privilege.require(f"this machine cannot build the compiled modules: {native_build.missing()}")
-    res = subprocess.run([sys.executable, "-c", _SUBMITS, mode], cwd=ROOT, capture_output=True, text=True,
-                         timeout=180, env=settings.child_env(VDSP_NATIVE="1"))
-    assert res.returncode == 0, res.stderr[-3000:]
-    cases = json.loads(res.stdout)
+    cases = compiled_calls["submit"]
     assert [c["case"] for c in cases] == ["plain", "params and out_mems", "op -1", "op 65535", "op True", "op '1'",
                                           "traced", "later", "send again", "send closed", "after"]
     for c in cases:
@@ -722,6 +797,31 @@ def test_the_compiled_submit_makes_and_sends_a_task_as_links_submit_does(mode):
     for failed in ("send again", "send closed"):      # not in flight, nor counted on a core
         assert by[failed][0] == "RelayUnavailable" and by[failed][2:] == [True, True], by[failed]
     assert "takes no messages" in by["send again"][1] and "cannot send to" in by["send closed"][1], by
+
+
+def test_the_compiled_rpc_takes_the_usual_call_and_hands_on_every_other_as_soc_rpc_answers_it(compiled_calls):
+    """``arm_side/taskpath.c``'s rpc (a Soc's ``rpc`` in the compiled build) makes the task
+    ``Soc.rpc``'s Python makes for ``rpc(op)`` and ``rpc(op, core=...)`` (one option as a keyword),
+    without handing the call on; every other call (buffers, params, an options object, two
+    options, an unknown keyword, a bad value, no compiled submit, a closed Soc) is handed to
+    ``Soc.rpc``'s Python, whole, with its outcome. help() and inspect.signature() say of it what
+    they say of ``Soc.rpc``. (docs/building.md: "`soc.rpc(op, core=...)` goes straight to it".)"""
+    cases = compiled_calls["rpc"]
+    # taken: the usual call's shape, whatever its values (a bad op id is the submit's to refuse)
+    taken = ["op", "core=0", "core=1", "core=2", "timeout_ms", "op -1", "op '1'", "help"]
+    handed = ["core=True", "core=[1]", "core=7", "bogus=1", "two options", "options", "buffers", "params=", "inputs=",
+              "no compiled submit", "closed"]
+    assert sorted(c["case"] for c in cases) == sorted(taken + handed)
+    for c in cases:
+        assert c["c"] == c["py"], c
+        assert c["handed_on"] == (c["case"] in handed), c
+    by = {c["case"]: c["c"] for c in cases}
+    assert by["core=1"]["values"] == ["core"] and dict(by["core=2"]["made"])["options"].startswith("TaskOptions(core=")
+    assert by["buffers"]["values"] == ["bytes"], by["buffers"]
+    for bad, error in (("core=True", "InvalidCore"), ("core=7", "InvalidCore"), ("bogus=1", "InvalidArgument"),
+                       ("op -1", "InvalidArgument"), ("op '1'", "InvalidArgument")):
+        assert by[bad]["made"][:2] == ["raised", error], (bad, by[bad])
+    assert by["closed"][:2] == ["raised", "ApiUseError"], by["closed"]
 
 
 def test_both_builds_answer_malformed_frames_and_bodies_alike():
