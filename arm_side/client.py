@@ -17,6 +17,7 @@ import functools
 import logging
 import threading
 import time
+import types
 from typing import Any, assert_never
 
 from protocol import errors, header, messages, wire
@@ -28,6 +29,7 @@ from arm_side.channel import Channel
 from arm_side.reading import Reading, _C
 from arm_side.session import PeerState, Session
 from arm_side.steps import Pause, Steps, Wait
+from arm_side import task as task_module
 from arm_side.task import Request, Task
 from vdsp_board.sockets import zsock
 
@@ -67,6 +69,7 @@ class Client:
                            straight=True)
         self.reading = Reading(self.links, lambda: self.closed)
         self._submit_c = None if _C is None else functools.partial(_C.submit, self._submit_lane())
+        self._compiled_wait_for()
         # the background thread: reads while no thread waits
         self.reader = threading.Thread(target=self.reading.background, name="vdsp-sdk-reader", daemon=True)
         self.reader.start()
@@ -189,6 +192,18 @@ class Client:
                                      "the thread that reads the replies, the SDK's reader thread or a waiting one, "
                                      "and this reply would never be read)")
         self.reading.wait(req, timeout_s, me)
+
+    def _compiled_wait_for(self) -> None:
+        """The compiled build: this client's ``wait_for`` is ``arm_side/taskpath.c``'s for the usual
+        wait (not done, the turn free: this thread leads until the request ends, as Reading.wait
+        and Reading._lead do, without their frames) and this class's Python for every other."""
+        if _C is not None and type(self).wait_for is Client.wait_for:
+            python = types.MethodType(Client.wait_for, self)
+            lane = (python, self.reading, task_module._THREAD, self.reading.idle.fileno(), self.reading._links_fd)
+            wait_for = functools.partial(_C.wait_for, lane)
+            wait_for.__doc__ = Client.wait_for.__doc__
+            setattr(wait_for, "__wrapped__", python)    # help() and inspect.signature() say what they said
+            self.__dict__["wait_for"] = wait_for
 
     def _missed(self, link) -> None:
         """A send on ``link`` took in the signal of a message that waits: read it now or kick the

@@ -270,11 +270,14 @@ class Reading:
         """This thread reads (a done-callback runs in it)."""
         return self.reader == threading.get_ident()
 
-    def wait(self, req: Request, timeout_s: float | None, me: int = 0) -> None:
+    def wait(self, req: Request, timeout_s: float | None, me: int = 0, deadline: float | None = None) -> None:
         """Block until ``req`` ends, reading the links while no other thread does. Raises
         TaskTimeout (the request stays in flight), ApiUseError once the client is closed. ``me``:
-        this thread's ident, if the caller has it at hand."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        this thread's ident, if the caller has it at hand; ``deadline``: when ``timeout_s`` ends
+        (``time.monotonic()``), if the caller already began it (the compiled ``Client.wait_for``,
+        after its own lead)."""
+        if deadline is None and timeout_s is not None:
+            deadline = time.monotonic() + timeout_s
         sleeper = None
         try:
             # the usual case first: the turn is free, and this thread reads until req ends (_lead

@@ -40,6 +40,15 @@
  * not remembered yet (task_options remembers them on the first such call), is Soc.rpc's Python
  * (`lane`'s first item), whole. Soc._compiled_rpc binds it to a Soc; measured in
  * vdsp_sim/benchmarks/README.md ("Soc.rpc in C").
+ *
+ * wait_for(lane, req, timeout_s): Client.wait_for's usual wait, in one call: the request not
+ * done, this thread not the one that reads, the links' lane current and the turn free. It leads
+ * as Reading.wait and Reading._lead do (the reader set, the wake-ups deferred, the links out of the
+ * background thread's set, then lead's loop) and leaves as Reading._leave and undefer_wakes do; a
+ * lead that ended undone (the deadline, a close) goes on in Reading.wait with the same deadline,
+ * which raises as it raises. Any other wait is Client.wait_for's Python (`lane`'s first item),
+ * whole. Client._compiled_wait_for binds it to a client; measured in
+ * vdsp_sim/benchmarks/README.md ("The wait in C").
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -47,6 +56,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
@@ -960,6 +970,180 @@ static PyObject *rpc(PyObject *self, PyObject *const *args, size_t nargsf, PyObj
   return PyObject_Vectorcall(PyTuple_GET_ITEM(lane, R_PYTHON), args + 1, nargs - 1, kwnames);
 }
 
+/* wait_for's lane, in the order Client._compiled_wait_for makes it */
+enum {
+  W_PYTHON,   /* Client.wait_for bound to the client: every wait but the usual one */
+  W_READING,  /* its Reading */
+  W_LOCAL,    /* arm_side.task._THREAD: each thread's deferred wake-ups (defer_wakes / undefer_wakes) */
+  W_IDLE_FD,  /* int: reading.idle's fd, the background thread's epoll set */
+  W_LINKS_FD, /* int: reading._links_fd, the links' epoll set (in idle while armed) */
+  W_SIZE
+};
+
+static PyObject *s_reader, *s_lane_made, *s_turn, *s_shut, *s_armed, *s_followers, *s_close_fds, *s_deferred,
+    *s_wait;
+
+/* The links' set into the background thread's (add) or out of it, as select.epoll's register
+ * (EPOLLIN, the fd as the event's data) and unregister do. 0, or -1 with OSError set. */
+static int links_armed(int idle, int links, int add) {
+  struct epoll_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.events = EPOLLIN;
+  ev.data.fd = links;
+  if (epoll_ctl(idle, add ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, links, &ev) == 0) return 0;
+  PyErr_SetFromErrno(PyExc_OSError);
+  return -1;
+}
+
+/* reading.<name>() */
+static int call_method(PyObject *obj, PyObject *name) {
+  PyObject *out = PyObject_CallMethodNoArgs(obj, name);
+  Py_XDECREF(out);
+  return out == NULL ? -1 : 0;
+}
+
+/* Reading._leave(deferred), then undefer_wakes(), as Reading._lead's finally runs them: the links
+ * armed again (or the fds closed, once shut), the turn given up, the deferred wake-ups and the
+ * first follower woken. 0, or -1 with an exception (what _leave would raise, at the same step). */
+static int leave_lead(PyObject *reading, PyObject *local, PyObject *deferred, int idle, int links) {
+  int rc = 0, shut = true_attr(reading, s_shut);
+  if (shut < 0) {
+    rc = -1;
+  } else if (shut) {
+    rc = call_method(reading, s_close_fds);
+  } else {
+    int armed = true_attr(reading, s_armed);
+    if (armed < 0 || (!armed && (links_armed(idle, links, 1) < 0 || PyObject_SetAttr(reading, s_armed, Py_True) < 0)))
+      rc = -1;
+  }
+  if (rc == 0 && PyObject_SetAttr(reading, s_reader, zero) < 0) rc = -1;
+  if (rc == 0) {
+    PyObject *turn = PyObject_GetAttr(reading, s_turn);
+    rc = turn == NULL ? -1 : call_method(turn, s_release);
+    Py_XDECREF(turn);
+  }
+  while (rc == 0 && PyList_GET_SIZE(deferred) > 0) { /* while deferred: deferred.pop().wake() */
+    Py_ssize_t last = PyList_GET_SIZE(deferred) - 1;
+    PyObject *waker = PyList_GET_ITEM(deferred, last);
+    Py_INCREF(waker);
+    rc = PyList_SetSlice(deferred, last, last + 1, NULL) < 0 ? -1 : call_method(waker, s_wake);
+    Py_DECREF(waker);
+  }
+  if (rc == 0) {
+    PyObject *followers = PyObject_GetAttr(reading, s_followers);
+    if (followers == NULL) {
+      rc = -1;
+    } else {
+      int some = PyObject_IsTrue(followers);
+      PyObject *first = some > 0 ? PySequence_GetItem(followers, 0) : NULL;
+      rc = some < 0 || (some > 0 && (first == NULL || call_method(first, s_wake) < 0)) ? -1 : 0;
+      Py_XDECREF(first);
+      Py_DECREF(followers);
+    }
+  }
+  /* undefer_wakes(): _THREAD.__dict__.pop("deferred", None) */
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (PyObject_DelAttr(local, s_deferred) < 0) {
+    if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+      PyErr_Clear();
+    } else {
+      Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
+      return -1;
+    }
+  }
+  PyErr_Restore(type, value, tb);
+  return rc;
+}
+
+static PyObject *wait_for(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != W_SIZE) {
+    PyErr_SetString(PyExc_TypeError, "wait_for(lane, req, timeout_s): lane as Client._compiled_wait_for makes it");
+    return NULL;
+  }
+  PyObject *lane = args[0], *req = args[1], *timeout = args[2];
+  PyObject *reading = PyTuple_GET_ITEM(lane, W_READING), *local = PyTuple_GET_ITEM(lane, W_LOCAL);
+  int idle = (int)PyLong_AsLong(PyTuple_GET_ITEM(lane, W_IDLE_FD));
+  int links = (int)PyLong_AsLong(PyTuple_GET_ITEM(lane, W_LINKS_FD));
+  if (PyErr_Occurred()) return NULL;
+  int done = true_attr(req, s_done);
+  if (done != 0) return done < 0 ? NULL : Py_NewRef(Py_None);
+  /* the usual wait: a timeout that is a number (or none), this thread not the one that reads, the
+   * links' lane current and the turn free; anything else is Client.wait_for's Python, whole */
+  int usual = timeout == Py_None || PyFloat_CheckExact(timeout) || PyLong_CheckExact(timeout);
+  double seconds = usual && timeout != Py_None ? PyFloat_AsDouble(timeout) : 0.0;
+  if (seconds == -1.0 && PyErr_Occurred()) return NULL;
+  PyObject *me = PyLong_FromUnsignedLong(PyThread_get_thread_ident()), *made = NULL, *turn = NULL;
+  if (me == NULL) return NULL;
+  if (usual) {
+    PyObject *reader = PyObject_GetAttr(reading, s_reader);
+    usual = reader == NULL ? -1 : !PyObject_RichCompareBool(reader, me, Py_EQ);
+    Py_XDECREF(reader);
+  }
+  if (usual > 0) {
+    made = PyObject_GetAttr(reading, s_lane_made);
+    usual = made == NULL ? -1 : made == Py_None || lane_ok(made) < 0 ? (PyErr_Clear(), 0) : lane_current(made);
+  }
+  if (usual > 0) {
+    turn = PyObject_GetAttr(reading, s_turn);
+    PyObject *got = turn == NULL ? NULL : PyObject_CallMethodOneArg(turn, s_acquire, Py_False);
+    usual = got == NULL ? -1 : got == Py_True;
+    Py_XDECREF(got);
+    if (usual > 0) { /* Reading.wait: a turn taken once shut is given back (its Python raises) */
+      int shut = true_attr(reading, s_shut);
+      if (shut != 0) {
+        usual = shut < 0 ? -1 : 0;
+        if (call_method(turn, s_release) < 0) usual = -1;
+      }
+    }
+  }
+  Py_XDECREF(turn);
+  if (usual <= 0) {
+    Py_XDECREF(made);
+    Py_DECREF(me);
+    return usual < 0 ? NULL : PyObject_Vectorcall(PyTuple_GET_ITEM(lane, W_PYTHON), args + 1, 2, NULL);
+  }
+  /* this thread holds the turn: Reading._lead, its loop the compiled one (lead, above) */
+  PyObject *deadline = timeout == Py_None ? Py_NewRef(Py_None) : PyFloat_FromDouble(monotonic() + seconds);
+  PyObject *deferred = deadline == NULL ? NULL : PyList_New(0), *closed = NULL, *out = NULL;
+  int ok = deferred != NULL && PyObject_SetAttr(reading, s_reader, me) == 0 &&
+           PyObject_SetAttr(local, s_deferred, deferred) == 0; /* reader = me; defer_wakes() */
+  if (ok) {                                                    /* _arm(False), without its call */
+    int armed = true_attr(reading, s_armed);
+    ok = armed == 0 || (armed > 0 && links_armed(idle, links, 0) == 0 && PyObject_SetAttr(reading, s_armed, Py_False) == 0);
+  }
+  if (ok) closed = PyObject_GetAttr(reading, s_closed);
+  if (closed != NULL) {
+    PyObject *largs[6] = {reading, req, deadline, made, deferred, closed};
+    out = lead(NULL, largs, 6);
+  }
+  if (deferred != NULL) { /* finally: _leave(deferred), undefer_wakes() */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (leave_lead(reading, local, deferred, idle, links) < 0) {
+      Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb); /* the finally's exception is the one raised */
+      Py_CLEAR(out);
+    } else {
+      PyErr_Restore(type, value, tb);
+    }
+  }
+  PyObject *result = NULL;
+  if (out != NULL) { /* ended: done, else Reading.wait goes on from here (its timeout's error, or the close's) */
+    done = true_attr(req, s_done);
+    result = done < 0 ? NULL
+             : done  ? Py_NewRef(Py_None)
+                     : PyObject_CallMethodObjArgs(reading, s_wait, req, timeout, me, deadline, NULL);
+  }
+  Py_XDECREF(out);
+  Py_XDECREF(closed);
+  Py_XDECREF(deferred);
+  Py_XDECREF(deadline);
+  Py_DECREF(made);
+  Py_DECREF(me);
+  return result;
+}
+
 static PyMethodDef methods[] = {
     {"lead", (PyCFunction)(void (*)(void))lead, METH_FASTCALL,
      "lead(reading, req, deadline, lane, deferred, closed): Reading._lead's loop"},
@@ -969,6 +1153,8 @@ static PyMethodDef methods[] = {
      "submit(lane, op, inputs, outputs, params, options, out_mems): Links.submit for the blocking client"},
     {"rpc", (PyCFunction)(void (*)(void))rpc, METH_FASTCALL | METH_KEYWORDS,
      "rpc(lane, cmd, ...): Soc.rpc's usual call (an op, at most one option as a keyword) for the blocking client"},
+    {"wait_for", (PyCFunction)(void (*)(void))wait_for, METH_FASTCALL,
+     "wait_for(lane, req, timeout_s): Client.wait_for's usual wait (the turn free): Reading.wait's lead in one call"},
     {"complete", (PyCFunction)(void (*)(void))complete_, METH_FASTCALL,
      "complete(req, body, hdr, raw, task_type, tracer, board_models): a Task completed as _complete does"},
     {NULL, NULL, 0, NULL}};
@@ -1045,6 +1231,15 @@ PyMODINIT_FUNC PyInit__taskpath(void) {
   INTERN(k_outputs, "outputs")
   INTERN(k_params, "params")
   INTERN(s_submit_c, "_submit_c")
+  INTERN(s_reader, "reader")
+  INTERN(s_lane_made, "_lane_made")
+  INTERN(s_turn, "turn")
+  INTERN(s_shut, "shut")
+  INTERN(s_armed, "armed")
+  INTERN(s_followers, "followers")
+  INTERN(s_close_fds, "_close_fds")
+  INTERN(s_deferred, "deferred")
+  INTERN(s_wait, "wait")
   INTERN(k_owner, "owner")
   INTERN(k_relay, "relay")
   INTERN(s_empty_str, "")

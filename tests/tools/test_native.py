@@ -759,7 +759,93 @@ _SUBMITS = r"""if True:
             import inspect
             said = [(str(inspect.signature(f)), f.__doc__) for f in (soc.rpc, types.MethodType(Soc.rpc, soc))]
             rpcs.append({"case": "help", "c": said[0], "py": said[1], "handed_on": False})
-        print(json.dumps({"submit": out, "rpc": rpcs}))
+            # Client.wait_for: the compiled one (arm_side/taskpath.c, wait_for) against its Python,
+            # the compiled one's fallback counted as rpc's is
+            import re, time
+            from arm_side import task as task_mod
+            from arm_side.client import Client
+            def compiled_wait_for(of):
+                def python_wait_for(*a):
+                    handed.append(1)
+                    return Client.wait_for(of, *a)
+                rd = of.reading
+                return functools.partial(reading._C.wait_for, (python_wait_for, rd, task_mod._THREAD, rd.idle.fileno(),
+                                                                rd._links_fd))
+            assert client.__dict__.get("wait_for") is not None, "this client's wait_for is not the compiled one"
+            def state(of):      # what a wait leaves: nobody reads, the links armed, the turn free, nothing deferred
+                rd = of.client.reading
+                return [rd.reader, rd.armed, rd.turn.locked(), "deferred" in task_mod._THREAD.__dict__, list(rd.followers)]
+            def outcome(run):
+                try:
+                    got = run()
+                except Exception as exc:
+                    got = ["raised", type(exc).__name__, re.sub(r"request \d+", "request N", str(exc))]
+                return got
+            waits = []
+            def wait_case(name, run, of=soc):
+                ways = {}
+                for way in ("py", "c"):
+                    of.client.__dict__["wait_for"] = compiled_wait_for(of.client) if way == "c" else \
+                        types.MethodType(Client.wait_for, of.client)
+                    handed.clear()
+                    ways[way] = {"got": outcome(run), "state": state(of) if not of.client.closed else "closed",
+                                 "handed_on": bool(handed)}
+                waits.append({"case": name, "c": ways["c"], "py": ways["py"], "handed_on": ways["c"].pop("handed_on")})
+                ways["py"].pop("handed_on")
+            wait_case("sequential", lambda: sorted(soc.rpc(opids.PING, core=CORE_ANY).wait(5000)))
+            wait_case("no timeout", lambda: sorted(soc.rpc(opids.PING, core=CORE_1).wait(0)))
+            def done_first():
+                t = soc.rpc(opids.PING, core=CORE_0)
+                t.wait(5000)
+                return [sorted(t.wait(5000)), sorted(t.wait(0))]
+            wait_case("done", done_first)
+            def timed_out():
+                t = soc.rpc(opids.SLEEP, params={"ms": 300}, core=CORE_0)
+                try:
+                    t.wait(50)
+                    return "no timeout"
+                except errors.TaskTimeout as exc:
+                    first = ["raised", type(exc).__name__, re.sub(r"request \d+", "request N", str(exc))]
+                return [first, sorted(t.wait(5000))]
+            wait_case("timeout, then collected", timed_out)
+            def in_callback():
+                said = []
+                def cb(t):
+                    try:
+                        soc.rpc(opids.PING, core=CORE_0).wait(1000)
+                        said.append("waited")
+                    except errors.VdspError as exc:
+                        said.append([type(exc).__name__, re.sub(r"request \d+", "request N", str(exc))])
+                t = soc.rpc(opids.PING, core=CORE_0)
+                t.add_done_callback(cb)
+                t.wait(5000)
+                return said
+            wait_case("from a done-callback", in_callback)
+            def turn_held():
+                rd = client.reading
+                rd.turn.acquire()
+                t = soc.rpc(opids.PING, core=CORE_1)
+                def give_back():
+                    time.sleep(0.05)
+                    rd.reader = 0
+                    rd.turn.release()
+                    for f in list(rd.followers):
+                        f.wake()
+                threading.Thread(target=give_back).start()
+                return sorted(t.wait(5000))
+            wait_case("the turn held by another thread", turn_held)
+            for way in ("py", "c"):
+                other = Soc(mode=mode, strict=False, autostart_relay=False)
+                other.rpc(opids.PING, core=CORE_0).wait(5000)      # the links' lane made
+                other.client.__dict__["wait_for"] = compiled_wait_for(other.client) if way == "c" else \
+                    types.MethodType(Client.wait_for, other.client)
+                handed.clear()
+                t = other.rpc(opids.SLEEP, params={"ms": 2000}, core=CORE_0)
+                threading.Timer(0.1, other.close).start()
+                got = outcome(lambda: t.wait(10000))
+                waits.append({"case": f"closed while waiting {way}", "got": got, "handed_on": bool(handed)})
+            client.__dict__["wait_for"] = compiled_wait_for(client)
+        print(json.dumps({"submit": out, "rpc": rpcs, "wait": waits}))
     finally:
         ps.close()
 """
@@ -822,6 +908,37 @@ def test_the_compiled_rpc_takes_the_usual_call_and_hands_on_every_other_as_soc_r
                        ("op -1", "InvalidArgument"), ("op '1'", "InvalidArgument")):
         assert by[bad]["made"][:2] == ["raised", error], (bad, by[bad])
     assert by["closed"][:2] == ["raised", "ApiUseError"], by["closed"]
+
+
+def test_the_compiled_wait_leads_until_done_and_leaves_the_reading_as_client_wait_for_does(compiled_calls):
+    """``arm_side/taskpath.c``'s wait_for (a client's ``wait_for`` in the compiled build): a
+    sequential wait, one without a timeout and one for a task already done are taken whole (this
+    thread leads until the reply, as ``Reading.wait`` and ``Reading._lead`` do) and leave the
+    reading as the Python leaves it (nobody reads, the links armed, the turn free, no wake-up
+    deferred); a timeout ends with the Python's TaskTimeout and the task is collected after; a wait
+    in a done-callback, a turn held by another thread and a close meanwhile are the Python's,
+    with its outcomes. (docs/building.md: "a wait that finds nobody reading leads in one call too".)"""
+    cases = compiled_calls["wait"]
+    by = {c["case"]: c for c in cases}
+    taken = ["sequential", "no timeout", "done"]
+    handed = ["from a done-callback", "the turn held by another thread"]
+    timed = "timeout, then collected"       # its collecting wait may find the turn taken by the background thread
+    assert [c["case"] for c in cases] == taken + [timed] + handed + ["closed while waiting py", "closed while waiting c"]
+    for name in taken + [timed] + handed:
+        c = by[name]
+        assert c["c"] == c["py"], c
+        assert name == timed or c["handed_on"] == (name in handed), c
+        assert c["c"]["state"] == [0, True, False, False, []], c
+    assert by["sequential"]["c"]["got"] == ["core"]
+    first, then = by["timeout, then collected"]["c"]["got"]
+    assert first == ["raised", "TaskTimeout", "[-6000008 HB_DNN_TIMEOUT] request N not done after 50 ms; it is still "
+                     "in flight, wait again to collect it"] and then == ["slept_ms"], by["timeout, then collected"]
+    assert by["from a done-callback"]["c"]["got"][0][0] == "ApiUseError", by["from a done-callback"]
+    closed = [by["closed while waiting py"], by["closed while waiting c"]]
+    for c in closed:    # the close fails the task, or the waiting thread sees it first: either is the Python's
+        assert c["got"][:2] == ["raised", "ApiUseError"], closed
+        assert c["got"][2].startswith("[-6000015 HB_DNN_API_USE_ERROR] the SoC connection was closed"), closed
+    assert not closed[1]["handed_on"], closed     # the compiled lead ended on the close
 
 
 def test_both_builds_answer_malformed_frames_and_bodies_alike():
