@@ -924,7 +924,8 @@ def test_the_compiled_wait_leads_until_done_and_leaves_the_reading_as_client_wai
     reading as the Python leaves it (nobody reads, the links armed, the turn free, no wake-up
     deferred); a timeout ends with the Python's TaskTimeout and the task is collected after; a wait
     in a done-callback and a turn held by another thread are the Python's, with its outcomes; a
-    close meanwhile ends either with ApiUseError. (docs/building.md: "a wait that finds nobody reading leads in one call too".)"""
+    close meanwhile ends either with ApiUseError. (docs/building.md: "a wait that finds nobody
+    reading leads in one call too".)"""
     cases = compiled_calls["wait"]
     by = {c["case"]: c for c in cases}
     taken = ["sequential", "no timeout", "done"]
