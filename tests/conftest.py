@@ -118,10 +118,7 @@ def module_seconds() -> dict[str, float]:
 def pytest_collection_modifyitems(config, items):
     """The modules with an ``exclusive`` test go first: they run while the other workers have no
     SoC of their own idling beside them. Then the longest first (a module not measured yet counts
-    as the median), so that the last ones handed out are short; a module's tests keep their order,
-    but its exclusive ones go first: while an exclusive test waits for the run-wide lock, no test
-    starts anywhere, so a module's other tests between its exclusive ones ran one at a time beside
-    the others' (a timeline of the suite: its first ~50 s at 50-60 % of two CPUs)."""
+    as the median), so that the last ones handed out are short; a module's tests keep their order."""
     exclusive = {item.path for item in items if item.get_closest_marker("exclusive")}
     seconds = module_seconds()
     default = statistics.median(seconds.values()) if seconds else 0.0
@@ -132,7 +129,7 @@ def pytest_collection_modifyitems(config, items):
             name = item.path.resolve().relative_to(root).as_posix()
         except ValueError:
             name = str(item.path)
-        return item.path not in exclusive, -seconds.get(name, default), name, not item.get_closest_marker("exclusive")
+        return item.path not in exclusive, -seconds.get(name, default), name
     items.sort(key=key)
 
 
