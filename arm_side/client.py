@@ -26,7 +26,7 @@ from protocol.task_options import DEFAULT, TaskOptions
 from arm_side import interrupts, tracing
 from arm_side.links import Links, resume
 from arm_side.channel import Channel
-from arm_side.reading import Reading, _C
+from arm_side.reading import Reading, _C, bind_compiled
 from arm_side.session import PeerState, Session
 from arm_side.steps import Pause, Steps, Wait
 from arm_side import task as task_module
@@ -198,12 +198,9 @@ class Client:
         wait (not done, the turn free: this thread leads until the request ends, as Reading.wait
         and Reading._lead do, without their frames) and this class's Python for every other."""
         if _C is not None and type(self).wait_for is Client.wait_for:
-            python = types.MethodType(Client.wait_for, self)
-            lane = (python, self.reading, task_module._THREAD, self.reading.idle.fileno(), self.reading._links_fd)
-            wait_for = functools.partial(_C.wait_for, lane)
-            wait_for.__doc__ = Client.wait_for.__doc__
-            setattr(wait_for, "__wrapped__", python)    # help() and inspect.signature() say what they said
-            self.__dict__["wait_for"] = wait_for
+            reading = self.reading
+            bind_compiled(self, "wait_for", types.MethodType(Client.wait_for, self), _C.wait_for, reading,
+                          task_module._THREAD, reading.idle.fileno(), reading._links_fd)
 
     def _missed(self, link) -> None:
         """A send on ``link`` took in the signal of a message that waits: read it now or kick the

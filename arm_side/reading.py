@@ -32,6 +32,7 @@ with the waits, which is what keeps a sequential task to one thread woken, as th
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import select
@@ -52,6 +53,17 @@ except ImportError:
     _C = None
 
 log = logging.getLogger("vdsp.sdk")
+
+
+def bind_compiled(owner: Any, name: str, python: Callable, compiled: Callable, *lane: Any) -> None:
+    """``owner.<name>`` becomes ``compiled`` (the compiled build's, arm_side/taskpath.c) with its
+    lane, ``(python, *lane)``: ``python`` is that method of ``owner``'s class, bound, which
+    ``compiled`` hands every call it does not take itself. help() and inspect.signature() say of
+    it what they say of ``python``."""
+    call = functools.partial(compiled, (python, *lane))
+    call.__doc__ = python.__doc__
+    setattr(call, "__wrapped__", python)
+    owner.__dict__[name] = call
 _TICK_S = HEARTBEAT_INTERVAL_MS / 4000      # between two ticks of the clock
 
 

@@ -14,10 +14,8 @@ to the cores without a relay.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import types
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Sequence, Unpack
 
 from protocol import errors, messages
@@ -26,16 +24,11 @@ from protocol.task_options import SubmitKw, TaskKw, TaskOptions
 from arm_side import interrupts, tracing
 from arm_side.client import Client
 from arm_side.memory import Mem, MemoryManager
+from arm_side.reading import _C, bind_compiled
 from arm_side.task import _OPTIONS, Task, default_wait_ms, task_options
 from arm_side.transport import Transport, ZmqTransport
 from vdsp_board.config import settings
 from vdsp_board.memory import ddr
-
-_C: ModuleType | None
-try:
-    from arm_side import _taskpath as _C    # the compiled build's (arm_side/taskpath.c): Soc.rpc's usual call in C
-except ImportError:
-    _C = None
 
 if TYPE_CHECKING:  # asyncio (with ssl and concurrent.futures: ~0.1 s of CPU) is imported by AsyncSoc's
     # methods when they run: a process with blocking Socs only (each `vdsp` command) never imports it
@@ -104,15 +97,11 @@ class Soc:
 
     def _compiled_rpc(self) -> None:
         """The compiled build: this Soc's ``rpc`` is ``arm_side/taskpath.c``'s for the usual call,
-        ``rpc(op)`` or ``rpc(op, core=...)`` (1.5-2 µs of the client's CPU a task less in a window of
-        32, 3 µs sequentially: vdsp_sim/benchmarks/README.md), and this class's Python for every
-        other call (a subclass's own ``rpc`` stays its own)."""
+        ``rpc(op)`` or ``rpc(op, core=...)`` (0.8-2.3 µs of the client's CPU a task less in a window
+        of 32, 2-4 µs sequentially: vdsp_sim/benchmarks/README.md), and this class's Python for
+        every other call (a subclass's own ``rpc`` stays its own)."""
         if _C is not None and type(self).rpc is Soc.rpc and getattr(self.client, "_submit_c", None) is not None:
-            python = types.MethodType(Soc.rpc, self)
-            rpc = functools.partial(_C.rpc, (python, self.client, _OPTIONS))
-            rpc.__doc__ = Soc.rpc.__doc__
-            setattr(rpc, "__wrapped__", python)     # help() and inspect.signature() say what they said
-            self.__dict__["rpc"] = rpc
+            bind_compiled(self, "rpc", types.MethodType(Soc.rpc, self), _C.rpc, self.client, _OPTIONS)
 
     @classmethod
     def _over(cls, client: Client | AsyncClient, mem: MemoryManager, trace: tracing.SocTrace | None = None) -> "Soc":
