@@ -120,13 +120,13 @@ def _zip(src: Path, files: list[Path], built: dict[str, bytes] | None = None) ->
 
 
 def _kernel_library(src: Path, registry: Registry, sanitize: str | None) -> dict[str, bytes]:
-    """{library name: bytes} of the tree's C kernels ({} when it binds none). Raises ImageError
-    with the compiler's message."""
+    """{library name: bytes} of the tree's C kernels, one per x86-64 level ({} when it binds
+    none). Raises ImageError with the compiler's message."""
     entries = ckernel.entries_of(registry)
     if not entries:
         return {}
     try:
-        return {ckernel.LIBRARY: ckbuild.compile_tree(src, entries, sanitize=sanitize)}
+        return ckbuild.compile_levels(src, entries, sanitize=sanitize)
     except (ckbuild.CompileError, ValueError) as exc:
         raise ImageError(f"{src}: the C kernels do not build: {exc}") from exc
 

@@ -30,6 +30,86 @@ PARAMS_HEADER = "vdsp_kernel_params.h"
 SOURCE_SUFFIXES = (".c", ".cc", ".cpp")
 
 
+# x86-64 micro-architecture levels: the kernel library is built once for each (its vectors as wide
+# as the level's: <xtensa/tie/xt_ivpn.h>, VDSP_IVP_HOST_BYTES), and a core loads the widest its CPU
+# runs. Only the host's speed differs: every level gives the same bytes and the same board time.
+# level -> (the compiler's flags, the CPU flags of /proc/cpuinfo it needs beyond the level below)
+LEVELS = {
+    "x86-64": ((), ()),
+    "x86-64-v3": (("-march=x86-64-v3",), ("avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave")),
+    "x86-64-v4": (("-march=x86-64-v4",), ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")),
+}
+BASELINE = "x86-64"
+
+
+def x86_64() -> bool:
+    """Whether this host is x86-64 (the levels apply; elsewhere one library, for the host)."""
+    import platform
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def library_name(level: str | None) -> str:
+    """The payload name of the kernel library built for ``level`` (the baseline's, or a host that
+    is not x86-64: :data:`LIBRARY`)."""
+    return LIBRARY if level in (None, BASELINE) else f"vdsp_kernels.{level}.so"
+
+
+def cpu_levels(cpuinfo: str | None = None) -> list[str]:
+    """The levels of :data:`LEVELS` this CPU runs, narrowest first, from the flags of
+    ``/proc/cpuinfo`` (``cpuinfo``: its text, for a test); the baseline alone when it cannot be
+    read or the host is not x86-64."""
+    if cpuinfo is None:
+        if not x86_64():
+            return [BASELINE]
+        try:
+            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+                cpuinfo = f.read(1 << 20)
+        except OSError:
+            return [BASELINE]
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags = set(line.partition(":")[2].split())
+            break
+    runs = [BASELINE]
+    for level, (_, needs) in list(LEVELS.items())[1:]:
+        if not flags.issuperset(needs):
+            break
+        runs.append(level)
+    return runs
+
+
+def host_level() -> str:
+    """The level whose kernel library this process loads: the widest the CPU runs, or a narrower
+    one named by ``VDSP_KERNEL_LEVEL`` (to see a kernel's host speed on a narrower CPU); a level
+    the CPU does not run, or an unknown one, raises ValueError."""
+    from vdsp_board.config import settings
+    runs = cpu_levels()
+    wanted = settings.current().kernel_level
+    if wanted is None:
+        return runs[-1]
+    if wanted not in LEVELS:
+        raise ValueError(f"VDSP_KERNEL_LEVEL={wanted}: not one of {', '.join(LEVELS)}")
+    if wanted not in runs:
+        raise ValueError(f"VDSP_KERNEL_LEVEL={wanted}: this CPU does not run it (it runs {', '.join(runs)})")
+    return wanted
+
+
+def library_in(where: Path) -> Path:
+    """The kernel library an unpacked image at ``where`` runs here: the one built for
+    :func:`host_level`, or, in an image without it (built on another host, or with a sanitizer),
+    the widest it carries that this CPU runs, else the baseline's :data:`LIBRARY`."""
+    if not x86_64():
+        return where / LIBRARY
+    runs = cpu_levels()
+    wanted = host_level()
+    for level in reversed(runs[:runs.index(wanted) + 1]):
+        path = where / library_name(level)
+        if path.is_file():
+            return path
+    return where / LIBRARY
+
+
 def cflags() -> str:
     """The flags to compile a kernel against the SDK's headers (``vdsp dsp --cflags``)."""
     return f"-I{INCLUDE}"
@@ -88,7 +168,7 @@ def bind(registry, entry, symbol: str, firmware_file: str, *, init=None, around=
     parameters a C kernel cannot take)."""
     from dsp_side.ckernel.kernel import CKernel
     where = Path(firmware_file).resolve().parent
-    kernel = CKernel(entry, symbol, _LIBRARY_AT.get(where, where / LIBRARY))
+    kernel = CKernel(entry, symbol, _LIBRARY_AT.get(where) or library_in(where))
     for name, hook in (("init", init), ("around", around)):
         if hook is not None and not callable(hook):
             raise ValueError(f"operator {entry.name}: {name} hook must be callable")

@@ -126,7 +126,7 @@ def _compiler_id(words: list[str]) -> str:
     return repr((words, found, st and (st.st_size, st.st_mtime_ns)))
 
 
-def _build_key(src: Path, files: list[Path], header: str, sanitize: str | None) -> str:
+def _build_key(src: Path, files: list[Path], header: str, sanitize: str | None, level: str | None = None) -> str:
     """The hash of everything :func:`compile_tree` reads (the module docstring's list)."""
     h = hashlib.sha256()
     tree_headers = sorted(p for p in src.rglob("*") if p.suffix in HEADER_SUFFIXES and p.is_file()
@@ -138,16 +138,43 @@ def _build_key(src: Path, files: list[Path], header: str, sanitize: str | None) 
         h.update(f"{name}\0{path.stat().st_size}\0".encode())
         h.update(path.read_bytes())
     cxx = shlex.split(os.environ.get("CXX") or "c++") if any(p.suffix != ".c" for p in files) else []
-    h.update(repr((str(src.resolve()), header, sanitize, WARNINGS, SANITIZERS.get(sanitize or "", ()), BLOCK_COUNT,
+    h.update(repr((str(src.resolve()), header, sanitize, level, _level_flags(level), WARNINGS,
+                   SANITIZERS.get(sanitize or "", ()), BLOCK_COUNT,
                    _compiler_id(_tool("CC", "cc")), cxx and _compiler_id(cxx))).encode())
     return h.hexdigest()
 
 
-def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool | str | None = None) -> bytes:
+def _level_flags(level: str | None) -> tuple[str, ...]:
+    return ckernel.LEVELS[level][0] if level else ()
+
+
+def levels(sanitize: str | None = None) -> list[str | None]:
+    """The x86-64 levels an image's kernel library is built for (:data:`dsp_side.ckernel.LEVELS`,
+    each a library of the payload: :func:`dsp_side.ckernel.library_name`): every level on an
+    x86-64 host; one build (None: the compiler's own target) elsewhere and with a sanitizer."""
+    return list(ckernel.LEVELS) if ckernel.x86_64() and not sanitize else [None]
+
+
+def compile_levels(src: Path, entries: Iterable[OperatorEntry], *,
+                   sanitize: bool | str | None = None) -> dict[str, bytes]:
+    """{payload name: library} of ``src`` for every level of :func:`levels` (an image's kernels).
+    Raises as :func:`compile_tree`."""
+    entries = list(entries)
+    name = sanitizer(sanitize)
+    return {ckernel.library_name(level): compile_tree(src, entries, sanitize=name, level=level)
+            for level in levels(name)}
+
+
+def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool | str | None = None,
+                 level: str | None = None) -> bytes:
     """The kernel library of ``src`` (its C sources and the runtime), for the C-kernel operators
-    ``entries`` (``sanitize``: :func:`sanitizer`'s names); from the build cache (memory, then disk)
-    when the same inputs were built before. Raises CompileError (the compiler's message),
-    ValueError (a parameter a C kernel cannot take, an unknown sanitizer)."""
+    ``entries`` (``sanitize``: :func:`sanitizer`'s names), compiled for the x86-64 ``level``
+    (:data:`dsp_side.ckernel.LEVELS`; None: the compiler's own target); from the build cache
+    (memory, then disk) when the same inputs were built before. Raises CompileError (the
+    compiler's message), ValueError (a parameter a C kernel cannot take, an unknown sanitizer or
+    level)."""
+    if level is not None and level not in ckernel.LEVELS:
+        raise ValueError(f"unknown x86-64 level {level!r} (one of {', '.join(ckernel.LEVELS)})")
     name = sanitizer(sanitize)
     if name == "address":
         asan_runtime()      # refused now, not at the first boot
@@ -155,10 +182,10 @@ def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool 
     if not files:
         raise CompileError(f"{src}: C kernels are bound but the tree has no C source ({', '.join(ckernel.SOURCE_SUFFIXES)})")
     header = params.header(entries)
-    key = _build_key(src, files, header, name)
+    key = _build_key(src, files, header, name, level)
     lib = _CACHE.get(key) or cache.load(key)
     if lib is None:
-        lib = _compile(src, files, header, name)
+        lib = _compile(src, files, header, name, level)
         cache.store(key, lib)
     if key not in _CACHE:
         if len(_CACHE) >= _CACHE_MAX:
@@ -176,7 +203,7 @@ def library_for(src: Path, entries: Iterable[OperatorEntry]) -> Path:
     descriptor stays open for the process's life), which nothing outlives: a process killed by
     SIGKILL leaves no file behind. Where there is no memfd or no /proc: a private directory
     (``mkdtemp``, 0700) removed at a normal exit. Raises as :func:`compile_tree`."""
-    lib = compile_tree(src, entries)
+    lib = compile_tree(src, entries, level=ckernel.host_level() if ckernel.x86_64() else None)
     digest = hashlib.sha256(lib).hexdigest()
     path = _LIBRARIES.get(digest)
     if path is None:
@@ -212,8 +239,8 @@ def _private_file(lib: bytes) -> Path:
     return path
 
 
-def _compile(src: Path, files: list[Path], header: str, sanitize: str | None) -> bytes:
-    flags = SANITIZERS.get(sanitize or "", ())
+def _compile(src: Path, files: list[Path], header: str, sanitize: str | None, level: str | None) -> bytes:
+    flags = SANITIZERS.get(sanitize or "", ()) + _level_flags(level)
     cc, cxx = _tool("CC", "cc"), None
     with tempfile.TemporaryDirectory(prefix="vdsp-kernels-") as tmp:
         work = Path(tmp)

@@ -35,25 +35,33 @@ def _compiler(lang: str) -> list[str]:
     return shlex.split(os.environ.get(var) or default)
 
 
-def _compile(lang: str, source: Path, out: Path) -> subprocess.CompletedProcess:
+def _compile(lang: str, source: Path, out: Path, level: str | None = None) -> subprocess.CompletedProcess:
     _, _, std = LANGS[lang]
     obj = out.with_suffix(".o")
-    done = subprocess.run([*_compiler(lang), *std, *FLAGS, "-c", str(source), "-o", str(obj)],
+    flags = [*FLAGS, *(ckernel.LEVELS[level][0] if level else ())]     # as the kernel library is built for it
+    done = subprocess.run([*_compiler(lang), *std, *flags, "-c", str(source), "-o", str(obj)],
                           capture_output=True, text=True, timeout=300)
     if done.returncode:
         return done
     rt = out.with_suffix(".rt.o")
-    subprocess.run([*_compiler("c"), "-std=c11", *FLAGS, "-c", str(ckernel.RUNTIME), "-o", str(rt)], check=True,
+    subprocess.run([*_compiler("c"), "-std=c11", *flags, "-c", str(ckernel.RUNTIME), "-o", str(rt)], check=True,
                    timeout=300)
     return subprocess.run([*_compiler(lang), str(obj), str(rt), "-o", str(out)], capture_output=True, text=True,
                           timeout=300)
 
 
-@pytest.fixture(scope="module", params=sorted(LANGS))
+# every x86-64 level this CPU runs (the kernel library is built for each, with vectors as wide as
+# the level's: each intrinsic's emulation has a body per width), else the compiler's own target
+BUILDS = [(lang, level) for lang in sorted(LANGS)
+          for level in (ckernel.cpu_levels() if ckernel.x86_64() else [None])]
+
+
+@pytest.fixture(scope="module", params=BUILDS, ids=[f"{lang}-{level or 'native'}" for lang, level in BUILDS])
 def driver(request, tmp_path_factory):
-    """run(op, *arrays) -> the driver's output bytes, for the driver built as C or as C++."""
+    """run(op, *arrays) -> the driver's output bytes, for the driver built as C or as C++, for
+    each x86-64 level."""
     exe = tmp_path_factory.mktemp("ivp") / "ivp_driver"
-    built = _compile(request.param, DRIVER, exe)
+    built = _compile(request.param[0], DRIVER, exe, request.param[1])
     assert built.returncode == 0, built.stderr
 
     def run(op: str, *parts, ok: bool = True):

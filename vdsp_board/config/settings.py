@@ -122,6 +122,10 @@ class Settings:
         "transfer before its wait fails the task with `HB_DSP_DMA_NOT_WAITED` (-6000273) naming the buffer "
         "(off: it reads the stale bytes, as on the board); one that writes to an input fails it with "
         "`HB_DSP_KERNEL_MEMORY_FAULT` (-6000274)", (CORE,), _yes, False)
+    kernel_level = Variable[str | None](
+        "VDSP_KERNEL_LEVEL", "`x86-64`, `x86-64-v3` or `x86-64-v4`", "the widest the CPU runs",
+        "which x86-64 level's build of the C kernels a core loads (an image carries one per level, the same bytes "
+        "and board time from each: only the host's speed differs; docs/dsp_kernels.md)", (CORE, CLIENT), _str, None)
     kernel_guard = Variable[bool](
         "VDSP_KERNEL_GUARD", "`0`, `false` or `no` to turn off", "on", "guard pages: a C kernel that touches TCM "
         "outside its allocations or the page past a buffer fails the task with `HB_DSP_KERNEL_MEMORY_FAULT` "

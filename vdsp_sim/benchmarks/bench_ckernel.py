@@ -10,9 +10,13 @@ synthetic clouds (CenterPoint 300 000 x 5, PointPillars 100 000 x 4) on the same
 ``--rounds`` times after a warm-up, their rounds interleaved, medians of the thread's CPU time, and their outputs are
 compared byte for byte. The
 target (issue 41, "How fast"): a C stage no slower than its reference (C / reference <= 1).
-Then ``ivp_bench.c``, compiled as the kernels are (its loops as their hot loops, for the host's
-widest vectors: ``VDSP_IVP_HOST_CLONES``), calls each intrinsic the kernels use
-``--calls`` times and prints ns per call (the loop itself, measured alone, subtracted).
+Then ``ivp_bench.c``, compiled as the kernels are (for the same x86-64 level), calls each
+intrinsic the kernels use ``--calls`` times and prints ns per call (the loop itself, measured
+alone, subtracted).
+
+The C kernels run as a core runs them: built for the widest x86-64 level this CPU runs
+(``dsp_side.ckernel.LEVELS``), or for the one ``VDSP_KERNEL_LEVEL`` names
+(``VDSP_KERNEL_LEVEL=x86-64-v3 vdsp bench ckernel``: the figures of an AVX2 host).
 """
 from __future__ import annotations
 
@@ -92,12 +96,13 @@ def bench_stages(name: str, rounds: int) -> dict:
     return out
 
 
-def intrinsic_costs(calls: int) -> list[tuple[str, float]]:
-    """(intrinsic, ns per call) from ivp_bench.c, compiled as the kernels are (the loop's own cost
-    subtracted). Raises RuntimeError when it does not compile or run."""
+def intrinsic_costs(calls: int, level: str | None = None) -> list[tuple[str, float]]:
+    """(intrinsic, ns per call) from ivp_bench.c, compiled as the kernels are for the x86-64
+    ``level`` (None: the compiler's own target; the loop's own cost subtracted). Raises
+    RuntimeError when it does not compile or run."""
     from dsp_side import ckernel
     from dsp_side.ckernel import build
-    cc = shlex.split(os.environ.get("CC") or "cc")
+    cc = shlex.split(os.environ.get("CC") or "cc") + list(ckernel.LEVELS[level][0] if level else ())
     with tempfile.TemporaryDirectory(prefix="vdsp-ivp-bench-") as tmp:
         exe = Path(tmp) / "ivp_bench"
         res = subprocess.run([*cc, "-std=c11", "-O2", *build.WARNINGS, ckernel.cflags(), str(C_SOURCE),
@@ -123,14 +128,22 @@ def main(argv: list[str] | None = None) -> int:
     args = clihelp.finish(ap).parse_args(argv)
     if args.rounds < 1 or args.calls < 1:
         ap.error("--rounds and --calls must be >= 1")
+    from dsp_side import ckernel
+    try:
+        level = ckernel.host_level() if ckernel.x86_64() else None
+    except ValueError as exc:
+        ap.error(str(exc))
     results = {}
     for name in ("centerpoint", "pointpillars"):
         print(f"benchmarking {name} ...", file=sys.stderr)
         results[name] = bench_stages(name, args.rounds)
-    costs = intrinsic_costs(args.calls)
+    costs = intrinsic_costs(args.calls, level)
     rep = Report("ckernel", args)
     rep.note(f"in-process, {args.rounds} rounds after a warm-up, reference and C interleaved, medians of the "
              "thread's CPU time; the same buffers for both kernels")
+    if level is not None:
+        rep.note(f"the C kernels built for {level} (this CPU runs {', '.join(ckernel.cpu_levels())}; "
+                 "VDSP_KERNEL_LEVEL names a narrower one)")
     for name, r in results.items():
         rows = [[f"stage {s}", REFERENCE[s], r[f"stage{s}_python_ms"], r[f"stage{s}_c_ms"],
                  r[f"stage{s}_c_ms"] / r[f"stage{s}_python_ms"]] for s in (1, 2)]
@@ -141,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
                        "" if r["bit_exact"] else "NOT bit-exact")
     rep.table(f"the emulation's cost per IVP intrinsic ({args.calls} calls each, -O2, loop subtracted)",
               ["intrinsic", "ns per call"], [[name, ns] for name, ns in costs])
-    status = rep.finish(args.json, args.fail_on_miss, details={"stages": results, "ns_per_call": dict(costs)})
+    status = rep.finish(args.json, args.fail_on_miss,
+                        details={"stages": results, "ns_per_call": dict(costs), "level": level})
     return status if all(r["bit_exact"] for r in results.values()) else 1
 
 

@@ -1,8 +1,9 @@
 /*
  * The emulation's cost per IVP intrinsic (vdsp bench ckernel): `ivp_bench N` calls each intrinsic
  * of the stock point-cloud kernels N times in a loop and prints "NAME ns_per_call", one line each.
- * Compiled as the kernels are (-O2, against <xtensa/tie/xt_ivpn.h>, with the kernel runtime; the
- * loop function with VDSP_IVP_HOST_CLONES, as the stock kernels' hot loops). CPU time of the thread.
+ * Compiled as the kernels are (-O2 and the x86-64 level's flags, against <xtensa/tie/xt_ivpn.h>, with
+ * the kernel runtime; the loop a function of its own, as the stock kernels' hot loops). CPU time of
+ * the thread.
  * Each call's result feeds the next (or a sink) through a compiler barrier, so no call is
  * optimised away; the "(loop)" line is the loop and the barrier alone, to subtract.
  */
@@ -35,7 +36,7 @@ static float mem[16384];
 static int8_t bytes[65536];
 static int32_t words[16384];
 
-/* compiled as the stock kernels' hot loops are (VDSP_IVP_HOST_CLONES: the host's widest vectors) */
+/* a function of its own, as the stock kernels' hot loops are (VDSP_IVP_HOST_CLONES) */
 VDSP_IVP_HOST_CLONES static int run(long n) {
   for (int i = 0; i < 16384; i++) mem[i] = (float)i * 0.25f, words[i] = i;
   for (int i = 0; i < 65536; i++) bytes[i] = (int8_t)i;

@@ -149,16 +149,14 @@ VDSP_IVP_HOST_CLONES void pack_low_bytes(int32_t const *t32, int8_t *t8, uint32_
   } while (++j < packs);
 }
 
-/* One tile of `len` points at `in` (TCM, 64-byte aligned): cells and xyzr (int32 each) and,
- * dim 5, the 5th values as int32 in t32 (pack_low_bytes makes them bytes). */
-VDSP_IVP_HOST_CLONES void encode_tile(float const *in, uint32_t len, uint32_t dim, Selectors const &sel, Params const &f,
-                                      int32_t *cells, int32_t *xyzr, int32_t *t32) {
+/* One tile of `len` points of D values at `in` (TCM, 64-byte aligned): cells and xyzr (int32
+ * each) and, D 5, the 5th values as int32 in t32 (pack_low_bytes makes them bytes). */
+template <uint32_t D>
+VDSP_IVP_HOST_CLONES void encode_tile(float const *in, uint32_t len, Selectors const &sel, Params const &f, int32_t *cells,
+                                      int32_t *xyzr, int32_t *t32) {
   Cursor at = {(xb_vecN_2x32v const *)in, (xb_vecN_2x32v *)cells, (xb_vecN_2x32v *)xyzr, (xb_vecN_2x32v *)t32};
   uint32_t const steps = (len + kLanes - 1) / kLanes;
-  if (dim == 5)
-    for (uint32_t j = 0; j < steps; j++) encode_step<5>(at, sel.sel, f);
-  else
-    for (uint32_t j = 0; j < steps; j++) encode_step<4>(at, sel.sel, f);
+  for (uint32_t j = 0; j < steps; j++) encode_step<D>(at, sel.sel, f);
 }
 
 /* Points per tile: a multiple of 64 whose input and outputs fit a bank's operator budget. */
@@ -220,7 +218,10 @@ VDSP_KERNEL(pointcloud_encode_kernel) {
     }
     vdsp_idma_wait(b.fill);
     if (b.drain) vdsp_idma_wait(b.drain); /* this bank's outputs still drain tile t - 2 */
-    encode_tile(b.in, len, dim, sel, f, b.cells, b.xyzr, b.t32);
+    if (dim == 5)
+      encode_tile<5>(b.in, len, sel, f, b.cells, b.xyzr, b.t32);
+    else
+      encode_tile<4>(b.in, len, sel, f, b.cells, b.xyzr, b.t32);
     if (dim == 5) pack_low_bytes(b.t32, b.t8, len);
     b.drain = vdsp_idma_copy(cells + at * 4, b.cells, len * 4);
     b.drain = vdsp_idma_copy(xyzr + at * 4, b.xyzr, len * 4);

@@ -275,6 +275,87 @@ typedef uint32_t vdsp_ivp_u32q __attribute__((vector_size(16)));
 #define VDSP_IVP_GET(vec, from) memcpy(&(vec), (from), sizeof(vec))
 #define VDSP_IVP_PUT(to, vec) memcpy((to), &(vec), sizeof(vec))
 #define VDSP_IVP_PICK(m, a, b) (((a) & (m)) | ((b) & ~(m)))
+/* The host's vector width for what GCC does not split into the host's vectors by itself
+ * (comparisons, conversions, variable and byte shuffles: a 64-byte vector of those is done lane
+ * by lane on a host with narrower vectors): VDSP_IVP_HOST_BYTES, the widest vector the
+ * compilation targets (64 with AVX-512, 32 with AVX2, else 16), and those operations on the
+ * VDSP_IVP_CHUNKS chunks of that width a vector is (unrolled: no loop, no block). The kernel
+ * library is built once per x86-64 level (dsp_side.ckernel.LEVELS); every chunk
+ * width gives the same bytes. */
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define VDSP_IVP_HOST_BYTES 64
+#elif defined(__AVX2__)
+#define VDSP_IVP_HOST_BYTES 32
+#else
+#define VDSP_IVP_HOST_BYTES 16
+#endif
+#define VDSP_IVP_CHUNKS (64 / VDSP_IVP_HOST_BYTES)
+#define VDSP_IVP_CHUNK_WORDS (VDSP_IVP_HOST_BYTES / 4)
+typedef float vdsp_ivp_cf32 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)));
+typedef int32_t vdsp_ivp_ci32 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)));
+typedef uint32_t vdsp_ivp_cu32 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)));
+typedef uint8_t vdsp_ivp_cu8 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)));
+typedef uint8_t vdsp_ivp_cb8 __attribute__((vector_size(VDSP_IVP_CHUNK_WORDS))); /* a chunk's predicates */
+#define VDSP_IVP_EACH_CHUNK(c) VDSP_IVP_LANES for (int c = 0; c < VDSP_IVP_CHUNKS; c++)
+/* VDSP_IVP_MASK(t, c): chunk c of the predicates t (a vboolN_2) as a mask, all ones where true: a
+ * widening conversion where the host has one (AVX-512), else a byte shuffle of the 16 bytes
+ * (copied into each 16-byte lane of a chunk: the host's byte shuffles stay inside those). */
+#if VDSP_IVP_CHUNKS == 1 || defined(__clang__)
+#define VDSP_IVP_MASK(t, c)                                                                            \
+  __extension__({                                                                                      \
+    vdsp_ivp_u8b p_;                                                                                   \
+    vdsp_ivp_ci32 m_[VDSP_IVP_CHUNKS];                                                                 \
+    VDSP_IVP_GET(p_, (t).b);                                                                           \
+    vdsp_ivp_i32 const w_ = __builtin_convertvector(p_, vdsp_ivp_i32) != 0;                            \
+    memcpy(m_, &w_, 64);                                                                               \
+    m_[c];                                                                                             \
+  })
+#else
+#define VDSP_IVP_MASK(t, c)                                                                            \
+  __extension__({                                                                                      \
+    vdsp_ivp_cu8 d_, k_;                                                                               \
+    VDSP_IVP_LANES for (int l_ = 0; l_ < VDSP_IVP_HOST_BYTES; l_ += 16) memcpy((char *)&d_ + l_, (t).b, 16); \
+    VDSP_IVP_LANES for (int i_ = 0; i_ < VDSP_IVP_HOST_BYTES; i_++)                                    \
+      k_[i_] = (uint8_t)((i_ & ~15) + (VDSP_IVP_CHUNK_WORDS * (c) + i_ / 4) % 16);                     \
+    (vdsp_ivp_ci32)__builtin_shuffle(d_, k_) != 0;                                                     \
+  })
+#endif
+/* VDSP_IVP_PREDICATES(r, m): the 16 predicates r (a vboolN_2) of the masks m[0..VDSP_IVP_CHUNKS - 1]
+ * (vdsp_ivp_ci32 chunks, 0 or -1 per lane): a narrowing conversion where the host has one
+ * (AVX-512), else byte shuffles in registers (GCC does a narrowing conversion of a narrower chunk
+ * lane by lane). */
+#if VDSP_IVP_CHUNKS == 1 || defined(__clang__)
+#define VDSP_IVP_PREDICATES(r, m)                                                                    \
+  do {                                                                                               \
+    vdsp_ivp_u8b t_;                                                                                 \
+    vdsp_ivp_i32 w_;                                                                                 \
+    memcpy(&w_, (m), 64);                                                                            \
+    t_ = __builtin_convertvector(w_ & 1, vdsp_ivp_u8b);                                              \
+    VDSP_IVP_PUT((r).b, t_);                                                                         \
+  } while (0)
+#else
+/* the low byte of every word of chunks a then b, as the first 2 * VDSP_IVP_CHUNK_WORDS bytes */
+#define VDSP_IVP_LOW_BYTES2(a, b)                                                                    \
+  __extension__({                                                                                    \
+    vdsp_ivp_cu8 k_;                                                                                 \
+    VDSP_IVP_LANES for (int i_ = 0; i_ < VDSP_IVP_HOST_BYTES; i_++) k_[i_] = (uint8_t)(4 * i_ % (2 * VDSP_IVP_HOST_BYTES)); \
+    __builtin_shuffle((vdsp_ivp_cu8)(a), (vdsp_ivp_cu8)(b), k_);                                     \
+  })
+#if VDSP_IVP_CHUNKS == 2
+#define VDSP_IVP_PREDICATES(r, m)                                                                    \
+  do {                                                                                               \
+    vdsp_ivp_cu8 const b_ = VDSP_IVP_LOW_BYTES2((m)[0], (m)[1]) & 1;                                 \
+    memcpy((r).b, &b_, 16);                                                                          \
+  } while (0)
+#else /* 4 chunks of 16 bytes: the low bytes of each pair, then the two pairs' 8 bytes */
+#define VDSP_IVP_PREDICATES(r, m)                                                                    \
+  do {                                                                                               \
+    vdsp_ivp_cu8 const lo_ = VDSP_IVP_LOW_BYTES2((m)[0], (m)[1]), hi_ = VDSP_IVP_LOW_BYTES2((m)[2], (m)[3]); \
+    vdsp_ivp_cu8 const b_ = __builtin_shuffle(lo_, hi_, (vdsp_ivp_cu8){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) & 1; \
+    memcpy((r).b, &b_, 16);                                                                          \
+  } while (0)
+#endif
+#endif
 
 /* --- scalar broadcast (see the invariants) -------------------------------------------------- */
 VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_f32_bcast(float x) { xb_vecN_2xf32 v; VDSP_IVP_LANES for (int i = 0; i < VDSP_IVP_N_2; i++) v.s[i] = x; return v; }
@@ -406,16 +487,19 @@ VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_divf(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
  * 0 <= q <= 31), saturated to [INT32_MIN, INT32_MAX]; NaN gives 0 (assumed). */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
   xb_vecN_2x32v r;
-  vdsp_ivp_f32 x;
+  vdsp_ivp_cf32 x[VDSP_IVP_CHUNKS];
+  vdsp_ivp_ci32 t[VDSP_IVP_CHUNKS];
   VDSP_IVP_REQUIRE((uint32_t)q > 31u, VDSP_IVP_BAD_FRACTION, (uint32_t)q);
   VDSP_IVP_GET(x, a.s);
-  x *= (float)(1u << (q & 31)); /* a power of two: the product is exact, or infinite (saturated) */
-  /* one comparison per mask (GCC scalarises a combination of two in a host clone) */
-  vdsp_ivp_i32 const in = (vdsp_ivp_f32)((vdsp_ivp_i32)x & 0x7fffffff) < 2147483648.0f; /* |x| < 2^31; false for NaN */
-  vdsp_ivp_f32 const safe = (vdsp_ivp_f32)((vdsp_ivp_i32)x & in);                      /* +0 where not */
-  vdsp_ivp_i32 t = __builtin_convertvector(safe, vdsp_ivp_i32);
-  t = VDSP_IVP_PICK(x >= 2147483648.0f, INT32_MAX, t);
-  t = VDSP_IVP_PICK(x <= -2147483648.0f, INT32_MIN, t); /* -2^31 itself is INT32_MIN */
+  VDSP_IVP_EACH_CHUNK(c) {
+    x[c] *= (float)(1u << (q & 31)); /* a power of two: the product is exact, or infinite (saturated) */
+    /* one comparison per mask (GCC scalarises a combination of two in a host clone) */
+    vdsp_ivp_ci32 const in = (vdsp_ivp_cf32)((vdsp_ivp_ci32)x[c] & 0x7fffffff) < 2147483648.0f; /* |x| < 2^31; not NaN */
+    vdsp_ivp_cf32 const safe = (vdsp_ivp_cf32)((vdsp_ivp_ci32)x[c] & in);                      /* +0 where not */
+    t[c] = __builtin_convertvector(safe, vdsp_ivp_ci32);
+    t[c] = VDSP_IVP_PICK(x[c] >= 2147483648.0f, INT32_MAX, t[c]);
+    t[c] = VDSP_IVP_PICK(x[c] <= -2147483648.0f, INT32_MIN, t[c]); /* -2^31 itself is INT32_MIN */
+  }
   VDSP_IVP_PUT(r.s, t);
   return r;
 }
@@ -424,12 +508,14 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
 /* IVP_SLLN_2X32(a, s): lane i = a[i] shifted left by s[i] bits, logically, modulo 2^32; s[i] of
  * 32 or more gives 0; a negative s[i] shifts right logically by -s[i] (assumed). */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sll(xb_vecN_2x32v a, xb_vecN_2x32v s) {
-  vdsp_ivp_u32 u;
-  vdsp_ivp_i32 k;
+  vdsp_ivp_cu32 u[VDSP_IVP_CHUNKS];
+  vdsp_ivp_ci32 k[VDSP_IVP_CHUNKS];
   VDSP_IVP_GET(u, a.s), VDSP_IVP_GET(k, s.s);
-  vdsp_ivp_u32 const left = u << ((vdsp_ivp_u32)k & 31u), right = u >> ((0u - (vdsp_ivp_u32)k) & 31u);
-  vdsp_ivp_i32 const none = (k >= 32) | (k <= -32); /* every bit shifted out */
-  u = VDSP_IVP_PICK((vdsp_ivp_u32)(k >= 0), left, right) & ~(vdsp_ivp_u32)none;
+  VDSP_IVP_EACH_CHUNK(c) {
+    vdsp_ivp_cu32 const left = u[c] << ((vdsp_ivp_cu32)k[c] & 31u), right = u[c] >> ((0u - (vdsp_ivp_cu32)k[c]) & 31u);
+    vdsp_ivp_ci32 const none = (k[c] >= 32) | (k[c] <= -32); /* every bit shifted out */
+    u[c] = VDSP_IVP_PICK((vdsp_ivp_cu32)(k[c] >= 0), left, right) & ~(vdsp_ivp_cu32)none;
+  }
   VDSP_IVP_PUT(a.s, u);
   return a;
 }
@@ -447,10 +533,11 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_add32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
 /* IVP_ULEN_2XF32(a, b): lane i true when a[i] <= b[i] or either is NaN (unordered or less-equal). */
 VDSP_IVP_INLINE vboolN_2 vdsp_ivp_ule(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
   vboolN_2 r;
-  vdsp_ivp_f32 x, y;
+  vdsp_ivp_cf32 x[VDSP_IVP_CHUNKS], y[VDSP_IVP_CHUNKS];
+  vdsp_ivp_ci32 m[VDSP_IVP_CHUNKS];
   VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s);
-  vdsp_ivp_u8b const t = __builtin_convertvector(~(x > y) & 1, vdsp_ivp_u8b);
-  VDSP_IVP_PUT(r.b, t);
+  VDSP_IVP_EACH_CHUNK(c) m[c] = ~(x[c] > y[c]);
+  VDSP_IVP_PREDICATES(r, m);
   return r;
 }
 #define IVP_ULEN_2XF32(a, b) (VDSP_IVP_COUNT(ULEN_2XF32), vdsp_ivp_ule(VDSP_IVP_F32(a), VDSP_IVP_F32(b)))
@@ -465,11 +552,9 @@ VDSP_IVP_INLINE vboolN_2 vdsp_ivp_orb(vboolN_2 a, vboolN_2 b) {
 
 /* IVP_MOVN_2X32T(a, b, t): lane i = a[i] where t[i] is true, else b[i]. */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_movt(xb_vecN_2x32v a, xb_vecN_2x32v b, vboolN_2 t) {
-  vdsp_ivp_i32 x, y;
-  vdsp_ivp_u8b p;
-  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s), VDSP_IVP_GET(p, t.b);
-  vdsp_ivp_i32 const m = __builtin_convertvector(p != 0, vdsp_ivp_i32); /* all ones where true */
-  x = VDSP_IVP_PICK(m, x, y);
+  vdsp_ivp_ci32 x[VDSP_IVP_CHUNKS], y[VDSP_IVP_CHUNKS];
+  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s);
+  VDSP_IVP_EACH_CHUNK(c) x[c] = VDSP_IVP_PICK(VDSP_IVP_MASK(t, c), x[c], y[c]); /* all ones where true */
   VDSP_IVP_PUT(b.s, x);
   return b;
 }
@@ -516,6 +601,7 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo
 #else
 #define VDSP_IVP_SELECT_WORDS(r, l, h, k) ((r) = __builtin_shuffle(l, h, k))
 #endif
+#if defined(__clang__) || VDSP_IVP_CHUNKS == 1
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32(xb_vecN_2x32v hi, xb_vecN_2x32v lo, xb_vecN_2x32v sel) {
   vdsp_ivp_u32 h, l, k, r;
   VDSP_IVP_GET(h, hi.s), VDSP_IVP_GET(l, lo.s), VDSP_IVP_GET(k, sel.s);
@@ -523,6 +609,23 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32(xb_vecN_2x32v hi, xb_vecN_2x32v lo,
   VDSP_IVP_PUT(hi.s, r);
   return hi;
 }
+#else
+/* In chunks of W words: each result chunk is the word its index picks out of a pair of source
+ * chunks (a two-source shuffle of W words, the low bits of the index), for each of the
+ * 2 * VDSP_IVP_CHUNKS / 2 pairs of the 32 words, then the pair the index's higher bits name. */
+VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32(xb_vecN_2x32v hi, xb_vecN_2x32v lo, xb_vecN_2x32v sel) {
+  vdsp_ivp_cu32 src[2 * VDSP_IVP_CHUNKS], k[VDSP_IVP_CHUNKS], r[VDSP_IVP_CHUNKS];
+  VDSP_IVP_GET(src, lo.s), memcpy(src + VDSP_IVP_CHUNKS, hi.s, 64), VDSP_IVP_GET(k, sel.s);
+  VDSP_IVP_EACH_CHUNK(c) {
+    vdsp_ivp_cu32 const low = k[c] & (2u * VDSP_IVP_CHUNK_WORDS - 1u), pair = (k[c] & 31u) / (2u * VDSP_IVP_CHUNK_WORDS);
+    r[c] = __builtin_shuffle(src[0], src[1], low);
+    VDSP_IVP_LANES for (int q = 1; q < VDSP_IVP_CHUNKS; q++)
+      r[c] = VDSP_IVP_PICK((vdsp_ivp_cu32)(pair == (uint32_t)q), __builtin_shuffle(src[2 * q], src[2 * q + 1], low), r[c]);
+  }
+  VDSP_IVP_PUT(hi.s, r);
+  return hi;
+}
+#endif
 #define IVP_SELN_2X32(hi, lo, sel) (VDSP_IVP_COUNT(SELN_2X32), vdsp_ivp_sel32(VDSP_IVP_I32(hi), VDSP_IVP_I32(lo), VDSP_IVP_I32(sel)))
 
 /* Selector of IVP_DSELN_2X32I (this header's value). The 128 bytes of lo then hi (lo first, the
@@ -544,11 +647,15 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32(xb_vecN_2x32v hi, xb_vecN_2x32v lo,
                                   79, 81, 83, 85, 87, 89, 91, 93, 95, 97, 99, 101, 103, 105, 107, 109, 111, 113,    \
                                   115, 117, 119, 121, 123, 125, 127)
 #else
-#define VDSP_IVP_EVEN_ODD(even, odd, l, h)                                   \
-  do {                                                                       \
-    vdsp_ivp_u8 k_;                                                          \
-    VDSP_IVP_LANES for (int i_ = 0; i_ < 64; i_++) k_[i_] = (uint8_t)(2 * i_); \
-    (even) = __builtin_shuffle(l, h, k_), (odd) = __builtin_shuffle(l, h, k_ + 1); \
+/* in chunks: result chunk j is the even (odd) bytes of source chunks 2j and 2j + 1 of the 128 */
+#define VDSP_IVP_EVEN_ODD(even, odd, l, h)                                                         \
+  do {                                                                                             \
+    vdsp_ivp_cu8 k_, s_[2 * VDSP_IVP_CHUNKS], e_[VDSP_IVP_CHUNKS], o_[VDSP_IVP_CHUNKS];            \
+    VDSP_IVP_LANES for (int i_ = 0; i_ < VDSP_IVP_HOST_BYTES; i_++) k_[i_] = (uint8_t)(2 * i_);     \
+    memcpy(s_, &(l), 64), memcpy(s_ + VDSP_IVP_CHUNKS, &(h), 64);                                  \
+    VDSP_IVP_EACH_CHUNK(j_) e_[j_] = __builtin_shuffle(s_[2 * j_], s_[2 * j_ + 1], k_),            \
+                            o_[j_] = __builtin_shuffle(s_[2 * j_], s_[2 * j_ + 1], k_ + 1);        \
+    memcpy(&(even), e_, 64), memcpy(&(odd), o_, 64);                                               \
   } while (0)
 #endif
 VDSP_IVP_INLINE void vdsp_ivp_dsel32i(xb_vecN_2x32v *hi_out, xb_vecN_2x32v *lo_out, xb_vecN_2x32v hi,
@@ -623,18 +730,14 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_lv_32(void const *p) {
                                     ((p) = (VDSP_IVP_TYPEOF(p))((char const *)(p) + (inc))))
 
 /* --- emulation speed (added for the stock point-cloud kernels) ---------------------------- */
-/* VDSP_IVP_HOST_CLONES before a kernel's hot function: on x86-64 (GCC, Clang) the function, and the
- * intrinsics inlined into it, is compiled for AVX-512, AVX2 and the baseline, the loader picking
- * the widest the host runs (ifunc). Only the emulation's speed changes: every intrinsic is exact
- * IEEE or integer arithmetic, the same bytes in any vector width (ISO C/C++ modes do not contract
- * a * b + c into an FMA). Elsewhere, and in sanitizer builds, it is empty.
- * VDSP_KERNEL_INLINE: a kernel's own helper inlined into it (and so into its clones; its basic
- * blocks are the kernel's, counted for the board-time estimate). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_UNDEFINED__) && !defined(__SANITIZE_ADDRESS__)
-#define VDSP_IVP_HOST_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define VDSP_IVP_HOST_CLONES
-#endif
+/* VDSP_IVP_HOST_CLONES before a kernel's hot function: a function of its own, never inlined into
+ * its caller (where the compiler hoists what a loop's intrinsics share, the blocks it counts stay
+ * those of the calls mode: "how the intrinsics run on the host"). Its vectors are the host's
+ * widest because the build compiles the whole kernel library once per x86-64 level
+ * (VDSP_IVP_HOST_BYTES) and a core loads the widest its CPU runs (the name is from the versions
+ * where the function alone was compiled for several widths). VDSP_KERNEL_INLINE: a kernel's own
+ * helper inlined into it (its basic blocks are the kernel's, counted for the board-time estimate). */
+#define VDSP_IVP_HOST_CLONES __attribute__((noinline))
 #define VDSP_KERNEL_INLINE static inline VDSP_IVP_ALWAYS_INLINE
 
 /* --- rounding and clamping (added for the stock point-cloud kernels, stage 1) -------------- */
@@ -642,14 +745,15 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_lv_32(void const *p) {
  * (FCR), which is round to nearest, ties to even, the default and the only mode of this
  * emulation (rint/nearbyint); -0.5 gives -0, NaN stays NaN, infinities and zeros are kept. */
 VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_firint(xb_vecN_2xf32 a) {
-  vdsp_ivp_f32 x;
-  vdsp_ivp_u32 bits;
-  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(bits, a.s);
-  vdsp_ivp_f32 const big = (vdsp_ivp_f32){} + 8388608.0f; /* 2^23: every float from here on is an integer */
-  vdsp_ivp_f32 const ax = (vdsp_ivp_f32)(bits & 0x7fffffffu);
-  vdsp_ivp_u32 const r = (vdsp_ivp_u32)((ax + big) - big) | (bits & 0x80000000u); /* the addition rounds, ties to
-                                                                                    even; +0 or more: x's sign */
-  bits = VDSP_IVP_PICK((vdsp_ivp_u32)(ax < big), r, bits); /* NaN, infinities, |x| >= 2^23 are kept */
+  vdsp_ivp_cu32 bits[VDSP_IVP_CHUNKS];
+  VDSP_IVP_GET(bits, a.s);
+  VDSP_IVP_EACH_CHUNK(c) {
+    vdsp_ivp_cf32 const big = (vdsp_ivp_cf32){} + 8388608.0f; /* 2^23: every float from here on is an integer */
+    vdsp_ivp_cf32 const ax = (vdsp_ivp_cf32)(bits[c] & 0x7fffffffu);
+    vdsp_ivp_cu32 const r = (vdsp_ivp_cu32)((ax + big) - big) | (bits[c] & 0x80000000u); /* the addition rounds,
+                                                                             ties to even; +0 or more: x's sign */
+    bits[c] = VDSP_IVP_PICK((vdsp_ivp_cu32)(ax < big), r, bits[c]); /* NaN, infinities, |x| >= 2^23 are kept */
+  }
   VDSP_IVP_PUT(a.s, bits);
   return a;
 }
@@ -657,16 +761,20 @@ VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_firint(xb_vecN_2xf32 a) {
 
 /* IVP_MAXN_2X32(a, b): lane i = the greater of a[i] and b[i], signed. */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_max32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
-  vdsp_ivp_i32 x, y;
-  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s), x = VDSP_IVP_PICK(x > y, x, y), VDSP_IVP_PUT(a.s, x);
+  vdsp_ivp_ci32 x[VDSP_IVP_CHUNKS], y[VDSP_IVP_CHUNKS];
+  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s);
+  VDSP_IVP_EACH_CHUNK(c) x[c] = VDSP_IVP_PICK(x[c] > y[c], x[c], y[c]);
+  VDSP_IVP_PUT(a.s, x);
   return a;
 }
 #define IVP_MAXN_2X32(a, b) (VDSP_IVP_COUNT(MAXN_2X32), vdsp_ivp_max32(VDSP_IVP_I32(a), VDSP_IVP_I32(b)))
 
 /* IVP_MINN_2X32(a, b): lane i = the smaller of a[i] and b[i], signed. */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_min32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
-  vdsp_ivp_i32 x, y;
-  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s), x = VDSP_IVP_PICK(x < y, x, y), VDSP_IVP_PUT(a.s, x);
+  vdsp_ivp_ci32 x[VDSP_IVP_CHUNKS], y[VDSP_IVP_CHUNKS];
+  VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s);
+  VDSP_IVP_EACH_CHUNK(c) x[c] = VDSP_IVP_PICK(x[c] < y[c], x[c], y[c]);
+  VDSP_IVP_PUT(a.s, x);
   return a;
 }
 #define IVP_MINN_2X32(a, b) (VDSP_IVP_COUNT(MINN_2X32), vdsp_ivp_min32(VDSP_IVP_I32(a), VDSP_IVP_I32(b)))
