@@ -297,64 +297,73 @@ typedef uint32_t vdsp_ivp_cu32 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)))
 typedef uint8_t vdsp_ivp_cu8 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)));
 typedef uint8_t vdsp_ivp_cb8 __attribute__((vector_size(VDSP_IVP_CHUNK_WORDS))); /* a chunk's predicates */
 #define VDSP_IVP_EACH_CHUNK(c) VDSP_IVP_LANES for (int c = 0; c < VDSP_IVP_CHUNKS; c++)
-/* VDSP_IVP_MASK(t, c): chunk c of the predicates t (a vboolN_2) as a mask, all ones where true: a
- * widening conversion where the host has one (AVX-512), else a byte shuffle of the 16 bytes
- * (copied into each 16-byte lane of a chunk: the host's byte shuffles stay inside those). */
-#if VDSP_IVP_CHUNKS == 1 || defined(__clang__)
-#define VDSP_IVP_MASK(t, c)                                                                            \
-  __extension__({                                                                                      \
-    vdsp_ivp_u8b p_;                                                                                   \
-    vdsp_ivp_ci32 m_[VDSP_IVP_CHUNKS];                                                                 \
-    VDSP_IVP_GET(p_, (t).b);                                                                           \
-    vdsp_ivp_i32 const w_ = __builtin_convertvector(p_, vdsp_ivp_i32) != 0;                            \
-    memcpy(m_, &w_, 64);                                                                               \
-    m_[c];                                                                                             \
-  })
+/* On x86 with chunks narrower than a vector (AVX2, SSE2) the predicates' conversions and the
+ * shuffles below are the host's instructions (<immintrin.h>), which GCC's vector extensions do
+ * not reach for those widths. */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__) && VDSP_IVP_CHUNKS > 1
+#define VDSP_IVP_X86 VDSP_IVP_HOST_BYTES
+#include <immintrin.h>
 #else
-#define VDSP_IVP_MASK(t, c)                                                                            \
-  __extension__({                                                                                      \
-    vdsp_ivp_cu8 d_, k_;                                                                               \
-    VDSP_IVP_LANES for (int l_ = 0; l_ < VDSP_IVP_HOST_BYTES; l_ += 16) memcpy((char *)&d_ + l_, (t).b, 16); \
-    VDSP_IVP_LANES for (int i_ = 0; i_ < VDSP_IVP_HOST_BYTES; i_++)                                    \
-      k_[i_] = (uint8_t)((i_ & ~15) + (VDSP_IVP_CHUNK_WORDS * (c) + i_ / 4) % 16);                     \
-    (vdsp_ivp_ci32)__builtin_shuffle(d_, k_) != 0;                                                     \
-  })
+#define VDSP_IVP_X86 0
+#endif
+/* VDSP_IVP_MASKS(t, m): the predicates t (a vboolN_2) as masks m[0..VDSP_IVP_CHUNKS - 1]
+ * (vdsp_ivp_ci32 chunks), all ones where true. */
+#if VDSP_IVP_X86 == 32
+#define VDSP_IVP_MASKS(t, m)                                                                           \
+  do {                                                                                                 \
+    __m128i p_;                                                                                        \
+    memcpy(&p_, (t).b, 16);                                                                            \
+    (m)[0] = ~(vdsp_ivp_ci32)_mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(p_), _mm256_setzero_si256());    \
+    (m)[1] = ~(vdsp_ivp_ci32)_mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(p_, 8)), _mm256_setzero_si256()); \
+  } while (0)
+#elif VDSP_IVP_X86 == 16
+#define VDSP_IVP_MASKS(t, m)                                                                           \
+  do {                                                                                                 \
+    __m128i p_, z_ = _mm_setzero_si128(), lo_, hi_;                                                    \
+    memcpy(&p_, (t).b, 16);                                                                            \
+    lo_ = _mm_unpacklo_epi8(p_, z_), hi_ = _mm_unpackhi_epi8(p_, z_); /* 16-bit lanes */               \
+    (m)[0] = ~(vdsp_ivp_ci32)_mm_cmpeq_epi32(_mm_unpacklo_epi16(lo_, z_), z_);                         \
+    (m)[1] = ~(vdsp_ivp_ci32)_mm_cmpeq_epi32(_mm_unpackhi_epi16(lo_, z_), z_);                         \
+    (m)[2] = ~(vdsp_ivp_ci32)_mm_cmpeq_epi32(_mm_unpacklo_epi16(hi_, z_), z_);                         \
+    (m)[3] = ~(vdsp_ivp_ci32)_mm_cmpeq_epi32(_mm_unpackhi_epi16(hi_, z_), z_);                         \
+  } while (0)
+#else /* one chunk (AVX-512), or another host: a widening conversion of the 16 bytes */
+#define VDSP_IVP_MASKS(t, m)                                                                           \
+  do {                                                                                                 \
+    vdsp_ivp_u8b p_;                                                                                   \
+    VDSP_IVP_GET(p_, (t).b);                                                                           \
+    vdsp_ivp_i32 const w_ = __builtin_convertvector(p_ != 0, vdsp_ivp_i32);                            \
+    memcpy((m), &w_, 64);                                                                              \
+  } while (0)
 #endif
 /* VDSP_IVP_PREDICATES(r, m): the 16 predicates r (a vboolN_2) of the masks m[0..VDSP_IVP_CHUNKS - 1]
- * (vdsp_ivp_ci32 chunks, 0 or -1 per lane): a narrowing conversion where the host has one
- * (AVX-512), else byte shuffles in registers (GCC does a narrowing conversion of a narrower chunk
- * lane by lane). */
-#if VDSP_IVP_CHUNKS == 1 || defined(__clang__)
-#define VDSP_IVP_PREDICATES(r, m)                                                                    \
-  do {                                                                                               \
-    vdsp_ivp_u8b t_;                                                                                 \
-    vdsp_ivp_i32 w_;                                                                                 \
-    memcpy(&w_, (m), 64);                                                                            \
-    t_ = __builtin_convertvector(w_ & 1, vdsp_ivp_u8b);                                              \
-    VDSP_IVP_PUT((r).b, t_);                                                                         \
+ * (vdsp_ivp_ci32 chunks, 0 or -1 per lane): the masks packed to bytes, & 1. */
+#if VDSP_IVP_X86 == 32
+#define VDSP_IVP_PREDICATES(r, m)                                                                      \
+  do {                                                                                                 \
+    /* words a0-3 b0-3 a4-7 b4-7, then a0-7 b0-7, then their bytes */                                 \
+    __m256i const w_ = _mm256_permute4x64_epi64(_mm256_packs_epi32((__m256i)(m)[0], (__m256i)(m)[1]), 0xd8); \
+    __m128i const b_ = _mm_and_si128(_mm_packs_epi16(_mm256_castsi256_si128(w_), _mm256_extracti128_si256(w_, 1)), \
+                                     _mm_set1_epi8(1));                                                \
+    memcpy((r).b, &b_, 16);                                                                            \
+  } while (0)
+#elif VDSP_IVP_X86 == 16
+#define VDSP_IVP_PREDICATES(r, m)                                                                      \
+  do {                                                                                                 \
+    __m128i const b_ = _mm_and_si128(_mm_packs_epi16(_mm_packs_epi32((__m128i)(m)[0], (__m128i)(m)[1]), \
+                                                     _mm_packs_epi32((__m128i)(m)[2], (__m128i)(m)[3])), \
+                                     _mm_set1_epi8(1));                                                \
+    memcpy((r).b, &b_, 16);                                                                            \
   } while (0)
 #else
-/* the low byte of every word of chunks a then b, as the first 2 * VDSP_IVP_CHUNK_WORDS bytes */
-#define VDSP_IVP_LOW_BYTES2(a, b)                                                                    \
-  __extension__({                                                                                    \
-    vdsp_ivp_cu8 k_;                                                                                 \
-    VDSP_IVP_LANES for (int i_ = 0; i_ < VDSP_IVP_HOST_BYTES; i_++) k_[i_] = (uint8_t)(4 * i_ % (2 * VDSP_IVP_HOST_BYTES)); \
-    __builtin_shuffle((vdsp_ivp_cu8)(a), (vdsp_ivp_cu8)(b), k_);                                     \
-  })
-#if VDSP_IVP_CHUNKS == 2
-#define VDSP_IVP_PREDICATES(r, m)                                                                    \
-  do {                                                                                               \
-    vdsp_ivp_cu8 const b_ = VDSP_IVP_LOW_BYTES2((m)[0], (m)[1]) & 1;                                 \
-    memcpy((r).b, &b_, 16);                                                                          \
+#define VDSP_IVP_PREDICATES(r, m)                                                                      \
+  do {                                                                                                 \
+    vdsp_ivp_u8b t_;                                                                                   \
+    vdsp_ivp_i32 w_;                                                                                   \
+    memcpy(&w_, (m), 64);                                                                              \
+    t_ = __builtin_convertvector(w_ & 1, vdsp_ivp_u8b);                                                \
+    VDSP_IVP_PUT((r).b, t_);                                                                           \
   } while (0)
-#else /* 4 chunks of 16 bytes: the low bytes of each pair, then the two pairs' 8 bytes */
-#define VDSP_IVP_PREDICATES(r, m)                                                                    \
-  do {                                                                                               \
-    vdsp_ivp_cu8 const lo_ = VDSP_IVP_LOW_BYTES2((m)[0], (m)[1]), hi_ = VDSP_IVP_LOW_BYTES2((m)[2], (m)[3]); \
-    vdsp_ivp_cu8 const b_ = __builtin_shuffle(lo_, hi_, (vdsp_ivp_cu8){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) & 1; \
-    memcpy((r).b, &b_, 16);                                                                          \
-  } while (0)
-#endif
 #endif
 
 /* --- scalar broadcast (see the invariants) -------------------------------------------------- */
@@ -552,9 +561,10 @@ VDSP_IVP_INLINE vboolN_2 vdsp_ivp_orb(vboolN_2 a, vboolN_2 b) {
 
 /* IVP_MOVN_2X32T(a, b, t): lane i = a[i] where t[i] is true, else b[i]. */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_movt(xb_vecN_2x32v a, xb_vecN_2x32v b, vboolN_2 t) {
-  vdsp_ivp_ci32 x[VDSP_IVP_CHUNKS], y[VDSP_IVP_CHUNKS];
+  vdsp_ivp_ci32 x[VDSP_IVP_CHUNKS], y[VDSP_IVP_CHUNKS], m[VDSP_IVP_CHUNKS];
   VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s);
-  VDSP_IVP_EACH_CHUNK(c) x[c] = VDSP_IVP_PICK(VDSP_IVP_MASK(t, c), x[c], y[c]); /* all ones where true */
+  VDSP_IVP_MASKS(t, m); /* all ones where true */
+  VDSP_IVP_EACH_CHUNK(c) x[c] = VDSP_IVP_PICK(m[c], x[c], y[c]);
   VDSP_IVP_PUT(b.s, x);
   return b;
 }
@@ -601,27 +611,44 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo
 #else
 #define VDSP_IVP_SELECT_WORDS(r, l, h, k) ((r) = __builtin_shuffle(l, h, k))
 #endif
-#if defined(__clang__) || VDSP_IVP_CHUNKS == 1
+#if VDSP_IVP_X86 == 32
+/* AVX2: each result chunk of 8 words is one of the four source chunks' words by the index's low 3
+ * bits (vpermd of each), chosen by its bit 3 (within a pair) and bit 4 (the pair): blends by the
+ * sign bit of the index shifted up. */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32(xb_vecN_2x32v hi, xb_vecN_2x32v lo, xb_vecN_2x32v sel) {
-  vdsp_ivp_u32 h, l, k, r;
-  VDSP_IVP_GET(h, hi.s), VDSP_IVP_GET(l, lo.s), VDSP_IVP_GET(k, sel.s);
-  VDSP_IVP_SELECT_WORDS(r, l, h, k & 31u);
+  __m256i src[4], k[2];
+  __m256 r[2];
+  VDSP_IVP_GET(src, lo.s), memcpy(src + 2, hi.s, 64), VDSP_IVP_GET(k, sel.s);
+  VDSP_IVP_EACH_CHUNK(c) {
+    __m256 const pair0 = _mm256_blendv_ps(_mm256_castsi256_ps(_mm256_permutevar8x32_epi32(src[0], k[c])),
+                                          _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(src[1], k[c])),
+                                          _mm256_castsi256_ps(_mm256_slli_epi32(k[c], 28)));
+    __m256 const pair1 = _mm256_blendv_ps(_mm256_castsi256_ps(_mm256_permutevar8x32_epi32(src[2], k[c])),
+                                          _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(src[3], k[c])),
+                                          _mm256_castsi256_ps(_mm256_slli_epi32(k[c], 28)));
+    r[c] = _mm256_blendv_ps(pair0, pair1, _mm256_castsi256_ps(_mm256_slli_epi32(k[c], 27)));
+  }
   VDSP_IVP_PUT(hi.s, r);
   return hi;
 }
 #else
-/* In chunks of W words: each result chunk is the word its index picks out of a pair of source
- * chunks (a two-source shuffle of W words, the low bits of the index), for each of the
- * 2 * VDSP_IVP_CHUNKS / 2 pairs of the 32 words, then the pair the index's higher bits name. */
+/* one chunk: the host's two-source shuffle (AVX-512: vpermi2d); 16-byte chunks (SSE2) or Clang:
+ * word by word (VDSP_IVP_SELECT_WORDS) */
+#if VDSP_IVP_CHUNKS == 4 && !defined(__clang__)
+#undef VDSP_IVP_SELECT_WORDS
+#define VDSP_IVP_SELECT_WORDS(r, l, h, k)                                                      \
+  do {                                                                                        \
+    uint32_t c_[2 * VDSP_IVP_N_2], r_[VDSP_IVP_N_2], k_[VDSP_IVP_N_2];                        \
+    VDSP_IVP_PUT(c_, l), VDSP_IVP_PUT(c_ + VDSP_IVP_N_2, h), VDSP_IVP_PUT(k_, k);              \
+    VDSP_IVP_LANES for (int i_ = 0; i_ < VDSP_IVP_N_2; i_++) r_[i_] = c_[k_[i_] & 31u];       \
+    VDSP_IVP_GET(r, r_);                                                                      \
+  } while (0)
+#endif
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32(xb_vecN_2x32v hi, xb_vecN_2x32v lo, xb_vecN_2x32v sel) {
-  vdsp_ivp_cu32 src[2 * VDSP_IVP_CHUNKS], k[VDSP_IVP_CHUNKS], r[VDSP_IVP_CHUNKS];
-  VDSP_IVP_GET(src, lo.s), memcpy(src + VDSP_IVP_CHUNKS, hi.s, 64), VDSP_IVP_GET(k, sel.s);
-  VDSP_IVP_EACH_CHUNK(c) {
-    vdsp_ivp_cu32 const low = k[c] & (2u * VDSP_IVP_CHUNK_WORDS - 1u), pair = (k[c] & 31u) / (2u * VDSP_IVP_CHUNK_WORDS);
-    r[c] = __builtin_shuffle(src[0], src[1], low);
-    VDSP_IVP_LANES for (int q = 1; q < VDSP_IVP_CHUNKS; q++)
-      r[c] = VDSP_IVP_PICK((vdsp_ivp_cu32)(pair == (uint32_t)q), __builtin_shuffle(src[2 * q], src[2 * q + 1], low), r[c]);
-  }
+  vdsp_ivp_u32 h, l, k, r;
+  VDSP_IVP_GET(h, hi.s), VDSP_IVP_GET(l, lo.s), VDSP_IVP_GET(k, sel.s);
+  k &= 31u;
+  VDSP_IVP_SELECT_WORDS(r, l, h, k);
   VDSP_IVP_PUT(hi.s, r);
   return hi;
 }
@@ -661,10 +688,26 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32(xb_vecN_2x32v hi, xb_vecN_2x32v lo,
 VDSP_IVP_INLINE void vdsp_ivp_dsel32i(xb_vecN_2x32v *hi_out, xb_vecN_2x32v *lo_out, xb_vecN_2x32v hi,
                                       xb_vecN_2x32v lo, int sel) {
   VDSP_IVP_REQUIRE(sel != IVP_DSELI_8B_DEINTERLEAVE_1, VDSP_IVP_BAD_DSELECTOR, (uint32_t)sel);
+#if VDSP_IVP_X86 == 32 && !defined(__clang__)
+  /* AVX2 (in registers: GCC moves a 64-byte vector of bytes through memory there): within each
+   * 16-byte lane the even bytes to its low half and the odd ones to its high half (vpshufb), then
+   * the halves of two chunks in order (vpermq, vperm2i128) */
+  __m256i s[4], e[2], o[2];
+  __m256i const k = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1,
+                                     3, 5, 7, 9, 11, 13, 15);
+  VDSP_IVP_GET(s, lo.s), memcpy(s + 2, hi.s, 64);
+  VDSP_IVP_EACH_CHUNK(j) {
+    __m256i const a = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(s[2 * j], k), 0xd8);
+    __m256i const b = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(s[2 * j + 1], k), 0xd8);
+    e[j] = _mm256_permute2x128_si256(a, b, 0x20), o[j] = _mm256_permute2x128_si256(a, b, 0x31);
+  }
+  VDSP_IVP_PUT(lo_out->s, e), VDSP_IVP_PUT(hi_out->s, o);
+#else
   vdsp_ivp_u8 h, l, even, odd;
   VDSP_IVP_GET(h, hi.s), VDSP_IVP_GET(l, lo.s);
   VDSP_IVP_EVEN_ODD(even, odd, l, h);
   VDSP_IVP_PUT(lo_out->s, even), VDSP_IVP_PUT(hi_out->s, odd);
+#endif
 }
 #define IVP_DSELN_2X32I(hi_out, lo_out, hi, lo, sel) (VDSP_IVP_COUNT(DSELN_2X32I), vdsp_ivp_dsel32i(&(hi_out), &(lo_out), VDSP_IVP_I32(hi), VDSP_IVP_I32(lo), sel))
 
