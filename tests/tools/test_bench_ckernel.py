@@ -4,11 +4,13 @@ of every intrinsic the stock kernels use (ivp_bench.c compiles with the kernels'
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
+from dsp_side import ckernel
 from vdsp_sim import ctoolchain
 
 
@@ -30,3 +32,17 @@ def test_the_c_kernel_benchmark_reports_each_stage_beside_its_reference(tmp_path
     for intrinsic in ("IVP_GATHERAN_2X32+IVP_GATHERDN_2X32", "IVP_SELN_2X32I", "IVP_DSELN_2X32I", "IVP_SA2NX8_IP"):
         assert costs[intrinsic] >= 0, costs
     assert "C / ref" in run.stdout and "ns per call" in run.stdout
+
+
+@pytest.mark.skipif(bool(ctoolchain.missing()) or not ckernel.x86_64(), reason="no C compiler, or not x86-64")
+def test_the_benchmark_runs_the_build_of_the_level_named(tmp_path):
+    """`VDSP_KERNEL_LEVEL=x86-64 vdsp bench ckernel`: the baseline build's figures on any x86-64 host,
+    said in its report."""
+    out = tmp_path / "ckernel.json"
+    env = {**os.environ, "VDSP_KERNEL_LEVEL": "x86-64"}
+    run = subprocess.run([sys.executable, "-m", "vdsp_sim.cli", "bench", "ckernel", "--rounds", "1", "--calls", "1000",
+                          "--json", str(out)], capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0, run.stderr
+    fig = json.loads(out.read_text())
+    assert fig["details"]["level"] == "x86-64" and "the C kernels built for x86-64 (this CPU runs" in run.stdout
+    assert all(r["bit_exact"] for r in fig["details"]["stages"].values())

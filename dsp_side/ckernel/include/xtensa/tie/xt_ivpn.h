@@ -411,12 +411,37 @@ VDSP_IVP_INLINE xb_vecN_2x32Uv vdsp_ivp_u32_id(xb_vecN_2x32Uv v) { return v; }
 /* IVP_GATHERAN_2XF32(base, offsets): lane i of the gather register gets the 32-bit float at
  * (char *)base + offsets[i] (a byte offset, 4-byte aligned, inside the 64 kB window).
  * IVP_GATHERAN_2X32(base, offsets): the same for 32-bit integers (the same 32 bits per lane). */
+/* the 16 words at base + off.s[i] (checked inside the window) into g.u.w: the host's gather
+ * instruction where the build has one (x86-64-v4: one of 16 lanes; x86-64-v3: two of 8), else one
+ * load a lane (and with VDSP_IVP_NO_HW_GATHER given, to compare: vdsp_sim/benchmarks/README.md) */
+#if !defined(VDSP_IVP_NO_HW_GATHER) && VDSP_IVP_HOST_BYTES == 64 && defined(__x86_64__)
+#include <immintrin.h>
+#define VDSP_IVP_GATHER_LANES(g, base, off)                                                        \
+  do {                                                                                             \
+    __m512i o_;                                                                                    \
+    memcpy(&o_, (off).s, 64);                                                                      \
+    __m512i const w_ = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xffff, o_, (base), 1); \
+    memcpy((g).u.w, &w_, 64);                                                                      \
+  } while (0)
+#elif !defined(VDSP_IVP_NO_HW_GATHER) && VDSP_IVP_X86 == 32
+#define VDSP_IVP_GATHER_LANES(g, base, off)                                                        \
+  do {                                                                                             \
+    __m256i o_[2], w_[2];                                                                          \
+    memcpy(o_, (off).s, 64);                                                                       \
+    w_[0] = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (int const *)(base), o_[0], _mm256_set1_epi32(-1), 1); \
+    w_[1] = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (int const *)(base), o_[1], _mm256_set1_epi32(-1), 1); \
+    memcpy((g).u.w, w_, 64);                                                                       \
+  } while (0)
+#else
+#define VDSP_IVP_GATHER_LANES(g, base, off) \
+  VDSP_IVP_LANES for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy(&(g).u.w[i], (char const *)(base) + (off).s[i], 4)
+#endif
 #define VDSP_IVP_GATHERA_32(fn, NAME)                                                              \
   VDSP_IVP_INLINE xb_gsr fn(void const *base, xb_vecN_2x32Uv off) {                                \
     xb_gsr g;                                                                                      \
     VDSP_IVP_WHERE(NAME, base);                                                                    \
     VDSP_IVP_CHECK_WINDOW(VDSP_IVP_ID_##NAME, off, 4);                                             \
-    VDSP_IVP_LANES for (int i = 0; i < VDSP_IVP_N_2; i++) memcpy(&g.u.w[i], (char const *)base + off.s[i], 4); \
+    VDSP_IVP_GATHER_LANES(g, base, off);                                                           \
     return g;                                                                                      \
   }
 VDSP_IVP_GATHERA_32(vdsp_ivp_gathera_32, GATHERAN_2XF32)
