@@ -161,8 +161,12 @@ def compile_levels(src: Path, entries: Iterable[OperatorEntry], *,
     Raises as :func:`compile_tree`."""
     entries = list(entries)
     name = sanitizer(sanitize)
-    return {ckernel.library_name(level): compile_tree(src, entries, sanitize=name, level=level)
-            for level in levels(name)}
+    wanted = levels(name)
+    # the levels' compilers side by side, as many as the CPUs (each level's files one after another)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=max(1, min(len(wanted), os.cpu_count() or 1))) as pool:
+        built = list(pool.map(lambda level: compile_tree(src, entries, sanitize=name, level=level), wanted))
+    return {ckernel.library_name(level): lib for level, lib in zip(wanted, built)}
 
 
 def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool | str | None = None,
