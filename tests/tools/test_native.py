@@ -774,6 +774,10 @@ _SUBMITS = r"""if True:
             assert client.__dict__.get("wait_for") is not None, "this client's wait_for is not the compiled one"
             def state(of):      # what a wait leaves: nobody reads, the links armed, the turn free, nothing deferred
                 rd = of.client.reading
+                # (the background thread may be reading just now, its tick or a reply: it gives the turn back)
+                end = time.monotonic() + 2.0
+                while (rd.reader or rd.turn.locked()) and time.monotonic() < end:
+                    time.sleep(0.001)
                 return [rd.reader, rd.armed, rd.turn.locked(), "deferred" in task_mod._THREAD.__dict__, list(rd.followers)]
             def outcome(run):
                 try:
