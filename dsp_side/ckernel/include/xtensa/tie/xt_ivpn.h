@@ -625,7 +625,7 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo
 /* IVP_SELN_2X32(hi, lo, sel): lane i = c[sel[i] mod 32] of the 32 words c of lo then hi (lo
  * first, the second operand): any selection of 16 of the two vectors' words, by the low 5 bits
  * of each index (the higher bits ignored: assumed). */
-#if defined(__clang__)
+#if defined(__clang__) || VDSP_IVP_CHUNKS == 4 /* word by word: Clang, and SSE2's 16-byte chunks */
 #define VDSP_IVP_SELECT_WORDS(r, l, h, k)                                                      \
   do {                                                                                        \
     uint32_t c_[2 * VDSP_IVP_N_2], r_[VDSP_IVP_N_2], k_[VDSP_IVP_N_2];                        \
@@ -657,18 +657,8 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32(xb_vecN_2x32v hi, xb_vecN_2x32v lo,
   return hi;
 }
 #else
-/* one chunk: the host's two-source shuffle (AVX-512: vpermi2d); 16-byte chunks (SSE2) or Clang:
- * word by word (VDSP_IVP_SELECT_WORDS) */
-#if VDSP_IVP_CHUNKS == 4 && !defined(__clang__)
-#undef VDSP_IVP_SELECT_WORDS
-#define VDSP_IVP_SELECT_WORDS(r, l, h, k)                                                      \
-  do {                                                                                        \
-    uint32_t c_[2 * VDSP_IVP_N_2], r_[VDSP_IVP_N_2], k_[VDSP_IVP_N_2];                        \
-    VDSP_IVP_PUT(c_, l), VDSP_IVP_PUT(c_ + VDSP_IVP_N_2, h), VDSP_IVP_PUT(k_, k);              \
-    VDSP_IVP_LANES for (int i_ = 0; i_ < VDSP_IVP_N_2; i_++) r_[i_] = c_[k_[i_] & 31u];       \
-    VDSP_IVP_GET(r, r_);                                                                      \
-  } while (0)
-#endif
+/* VDSP_IVP_SELECT_WORDS: one chunk, the host's two-source shuffle (AVX-512: vpermi2d); 16-byte
+ * chunks (SSE2) or Clang, word by word */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32(xb_vecN_2x32v hi, xb_vecN_2x32v lo, xb_vecN_2x32v sel) {
   vdsp_ivp_u32 h, l, k, r;
   VDSP_IVP_GET(h, hi.s), VDSP_IVP_GET(l, lo.s), VDSP_IVP_GET(k, sel.s);
