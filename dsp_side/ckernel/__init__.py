@@ -20,6 +20,7 @@ runtime's traps into coded errors.
 """
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -32,7 +33,8 @@ SOURCE_SUFFIXES = (".c", ".cc", ".cpp")
 
 # x86-64 micro-architecture levels: the kernel library is built once for each (its vectors as wide
 # as the level's: <xtensa/tie/xt_ivpn.h>, VDSP_IVP_HOST_BYTES), and a core loads the widest its CPU
-# runs. Only the host's speed differs: every level gives the same bytes and the same board time.
+# runs. Only the host's speed differs: every level gives the same bytes and the same board-time
+# counts, but for a block or two per entry of a loop (docs/dsp_kernels.md, "Emulation speed").
 # level -> (the compiler's flags, the CPU flags of /proc/cpuinfo it needs beyond the level below)
 LEVELS = {
     "x86-64": ((), ()),
@@ -59,13 +61,7 @@ def cpu_levels(cpuinfo: str | None = None) -> list[str]:
     ``/proc/cpuinfo`` (``cpuinfo``: its text, for a test); the baseline alone when it cannot be
     read or the host is not x86-64."""
     if cpuinfo is None:
-        if not x86_64():
-            return [BASELINE]
-        try:
-            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-                cpuinfo = f.read(1 << 20)
-        except OSError:
-            return [BASELINE]
+        return list(_this_cpu())
     flags: set[str] = set()
     for line in cpuinfo.splitlines():
         if line.startswith("flags"):
@@ -77,6 +73,18 @@ def cpu_levels(cpuinfo: str | None = None) -> list[str]:
             break
         runs.append(level)
     return runs
+
+
+@functools.cache
+def _this_cpu() -> tuple[str, ...]:
+    """cpu_levels() of this CPU, read once a process."""
+    if not x86_64():
+        return (BASELINE,)
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            return tuple(cpu_levels(f.read(1 << 20)))
+    except OSError:
+        return (BASELINE,)
 
 
 def host_level() -> str:
