@@ -195,8 +195,7 @@ static void set_guard(int prot_none) {
  * the destination lines of the row VDSP_RT_ROWS_AHEAD on are prefetched for writing while this
  * row is copied: the host's own prefetcher does not follow rows that far apart (a prefetch
  * never faults and changes no byte; CenterPoint's stage 2, whose drains are 512-byte rows
- * 40 000 bytes apart, takes about a tenth less on a Xeon host). On x86-64 a row into DDR is
- * written by non-temporal stores instead (stream_copy, below); elsewhere it is copied in
+ * 40 000 bytes apart, takes about a tenth less on a Xeon host). A row into DDR is copied in
  * pieces of at most VDSP_RT_PIECE bytes (the same bytes, in order: the pieces of one row do not
  * overlap): above a size glibc's memmove switches to `rep movsb`, which on the development VM
  * writes lines not in the cache about a quarter slower than its vector loop does (a replay of
@@ -224,41 +223,6 @@ static int repeated_byte(uint8_t const *p, uint32_t n) {
   return n && (n == 1 || (p[0] == p[n - 1] && !memcmp(p, p + 1, n - 1))) ? p[0] : -1;
 }
 
-/* n bytes from `from` to `to` (a transfer's row into DDR; no overlap), the whole 64-byte lines of
- * `to` by non-temporal stores, as the board's DMA engine writes DDR: around the CPU's caches, the
- * lines not read first (x86-64 with SSE2; elsewhere memcpy). The caller fences (rt_stream_fence)
- * before the bytes are read by anyone else. */
-#if defined(__x86_64__) && defined(__SSE2__) && !defined(VDSP_RT_NO_STREAM)
-#include <immintrin.h>
-#define VDSP_RT_STREAM 1
-static void stream_copy(uint8_t *to, uint8_t const *from, uint32_t n) {
-  uint32_t head = (uint32_t)((64u - ((uintptr_t)to & 63u)) & 63u);
-  if (n < head + 64u) {
-    memcpy(to, from, n);
-    return;
-  }
-  memcpy(to, from, head);
-  to += head, from += head, n -= head;
-  for (; n >= 64u; n -= 64u, to += 64, from += 64) {
-#if defined(__AVX512F__)
-    _mm512_stream_si512((void *)to, _mm512_loadu_si512((void const *)from));
-#elif defined(__AVX__)
-    _mm256_stream_si256((__m256i *)to, _mm256_loadu_si256((__m256i const *)from));
-    _mm256_stream_si256((__m256i *)(to + 32), _mm256_loadu_si256((__m256i const *)(from + 32)));
-#else
-    for (int k = 0; k < 64; k += 16)
-      _mm_stream_si128((__m128i *)(to + k), _mm_loadu_si128((__m128i const *)(from + k)));
-#endif
-  }
-  memcpy(to, from, n);
-}
-static void rt_stream_fence(void) { _mm_sfence(); }
-#else
-#define VDSP_RT_STREAM 0
-static void stream_copy(uint8_t *to, uint8_t const *from, uint32_t n) { memcpy(to, from, n); }
-static void rt_stream_fence(void) {}
-#endif
-
 static void guard_open_all(void);
 static void perform_until(int id) {
   vdsp_board_dma_waited(id);
@@ -277,10 +241,6 @@ static void perform_until(int id) {
     for (uint32_t r = 0; r < d->rows; r++) {
       uint8_t *to = d->dst + (uint64_t)r * d->dst_pitch;
       uint8_t const *from = d->src + (uint64_t)r * d->src_pitch; /* src_pitch 0: the one row again */
-      if (!d->tcm_dst && VDSP_RT_STREAM) { /* into DDR */
-        stream_copy(to, from, d->row_bytes);
-        continue;
-      }
       if (r + VDSP_RT_ROWS_AHEAD < d->rows && d->row_bytes <= VDSP_RT_PREFETCH_ROW)
         for (uint32_t o = 0; o < d->row_bytes; o += 64)
           prefetch_write(to + VDSP_RT_ROWS_AHEAD * (uint64_t)d->dst_pitch + o);
@@ -288,7 +248,6 @@ static void perform_until(int id) {
         memmove(to + o, from + o, d->row_bytes - o < piece ? d->row_bytes - o : piece);
     }
   }
-  rt_stream_fence();
   if (rt.strict) set_guard(1);
 }
 
