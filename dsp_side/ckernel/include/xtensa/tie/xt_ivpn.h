@@ -643,7 +643,7 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32(xb_vecN_2x32v hi, xb_vecN_2x32v lo, xb_vecN_2x32v sel) {
   __m256i src[4], k[2];
   __m256 r[2];
-  VDSP_IVP_GET(src, lo.s), memcpy(src + 2, hi.s, 64), VDSP_IVP_GET(k, sel.s);
+  memcpy(src, lo.s, 64), memcpy(src + 2, hi.s, 64), VDSP_IVP_GET(k, sel.s);
   VDSP_IVP_EACH_CHUNK(c) {
     __m256 const pair0 = _mm256_blendv_ps(_mm256_castsi256_ps(_mm256_permutevar8x32_epi32(src[0], k[c])),
                                           _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(src[1], k[c])),
@@ -710,7 +710,7 @@ VDSP_IVP_INLINE void vdsp_ivp_dsel32i(xb_vecN_2x32v *hi_out, xb_vecN_2x32v *lo_o
   __m256i s[4], e[2], o[2];
   __m256i const k = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1,
                                      3, 5, 7, 9, 11, 13, 15);
-  VDSP_IVP_GET(s, lo.s), memcpy(s + 2, hi.s, 64);
+  memcpy(s, lo.s, 64), memcpy(s + 2, hi.s, 64);
   VDSP_IVP_EACH_CHUNK(j) {
     __m256i const a = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(s[2 * j], k), 0xd8);
     __m256i const b = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(s[2 * j + 1], k), 0xd8);
