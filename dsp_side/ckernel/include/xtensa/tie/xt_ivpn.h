@@ -290,12 +290,10 @@ typedef uint32_t vdsp_ivp_u32q __attribute__((vector_size(16)));
 #define VDSP_IVP_HOST_BYTES 16
 #endif
 #define VDSP_IVP_CHUNKS (64 / VDSP_IVP_HOST_BYTES)
-#define VDSP_IVP_CHUNK_WORDS (VDSP_IVP_HOST_BYTES / 4)
 typedef float vdsp_ivp_cf32 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)));
 typedef int32_t vdsp_ivp_ci32 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)));
 typedef uint32_t vdsp_ivp_cu32 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)));
 typedef uint8_t vdsp_ivp_cu8 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)));
-typedef uint8_t vdsp_ivp_cb8 __attribute__((vector_size(VDSP_IVP_CHUNK_WORDS))); /* a chunk's predicates */
 #define VDSP_IVP_EACH_CHUNK(c) VDSP_IVP_LANES for (int c = 0; c < VDSP_IVP_CHUNKS; c++)
 /* On x86 with chunks narrower than a vector (AVX2, SSE2) the predicates' conversions and the
  * shuffles below are the host's instructions (<immintrin.h>), which GCC's vector extensions do
@@ -527,7 +525,7 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
   VDSP_IVP_GET(x, a.s);
   VDSP_IVP_EACH_CHUNK(c) {
     x[c] *= (float)(1u << (q & 31)); /* a power of two: the product is exact, or infinite (saturated) */
-    /* one comparison per mask (GCC scalarises a combination of two in a host clone) */
+    /* one comparison per mask (GCC scalarises a combination of two for a narrower host) */
     vdsp_ivp_ci32 const in = (vdsp_ivp_cf32)((vdsp_ivp_ci32)x[c] & 0x7fffffff) < 2147483648.0f; /* |x| < 2^31; not NaN */
     vdsp_ivp_cf32 const safe = (vdsp_ivp_cf32)((vdsp_ivp_ci32)x[c] & in);                      /* +0 where not */
     t[c] = __builtin_convertvector(safe, vdsp_ivp_ci32);
