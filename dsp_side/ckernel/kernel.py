@@ -34,6 +34,7 @@ from dsp_side.ckernel import board_model, counters, params as cparams
 
 _LEVELS = {ord("E"): logging.ERROR, ord("W"): logging.WARNING, ord("I"): logging.INFO, ord("D"): logging.DEBUG}
 _TRAPS = {1: errors.TcmOverBudget, 2: errors.DmaNotWaited, 3: errors.OperatorFailed, 4: errors.KernelMemoryFault}
+_RESULT_NAME = 32        # bytes of a result's name and its NUL (VDSP_RESULT_NAME_MAX + 1)
 CONFLICT_TEXT = 256      # bytes of the runtime's description of a task's first bank conflict
 _LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p)
 
@@ -50,8 +51,9 @@ class CTask(ctypes.Structure):
 
 class Outcome(ctypes.Structure):
     """What ``vdsp_rt_call`` reports of a task (``struct vdsp_rt_outcome``): the trap, the kernel's
-    return value, the bank conflicts and the board summary (``vdsp_board_summary``'s five values)."""
-    _fields_ = [("trap", ctypes.c_int), ("rc", ctypes.c_int), ("conflicts", ctypes.c_int), ("reserved", ctypes.c_int),
+    return value, the bank conflicts, the results the kernel set (``vdsp_result``; read by
+    :meth:`Library.results`) and the board summary (``vdsp_board_summary``'s five values)."""
+    _fields_ = [("trap", ctypes.c_int), ("rc", ctypes.c_int), ("conflicts", ctypes.c_int), ("results", ctypes.c_int),
                 ("vector", ctypes.c_double), ("outside", ctypes.c_double), ("blocks", ctypes.c_double),
                 ("dma_busy", ctypes.c_double), ("dma_stall", ctypes.c_double)]
 
@@ -79,6 +81,11 @@ class Library:
         self.dll.vdsp_rt_crash_file.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
         self.dll.vdsp_rt_task_info.argtypes = [ctypes.c_longlong, ctypes.c_int, ctypes.c_char_p]
         self.asan = bool(self.dll.vdsp_rt_asan())      # built with --sanitize=address
+        result = getattr(self.dll, "vdsp_rt_result", None)      # (None: a library built before it)
+        if result is not None:
+            result.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_longlong)]
+            result.restype = ctypes.c_int
+        self._result = result
 
         def emit(level: int, file: bytes, line: int, text: bytes) -> None:
             record = log.makeRecord(log.name, _LEVELS.get(level, logging.INFO), file.decode(errors="replace"), line,
@@ -105,6 +112,14 @@ class Library:
         self.dll.vdsp_rt_guard(int(bool(flags & _GUARD_TCM)), int(bool(flags & _GUARD_INPUTS)))
         out.trap = self.dll.vdsp_rt_run(fn, ctypes.byref(task), flags & _STRICT, ctypes.byref(rc))
         out.rc, out.conflicts = rc.value, self.dll.vdsp_rt_bank_conflicts(None, 0)
+
+    def results(self, count: int) -> dict:
+        """The ``count`` results the last task's kernel set (``vdsp_result``): {name: value}."""
+        name, value, got = ctypes.create_string_buffer(_RESULT_NAME), ctypes.c_longlong(0), {}
+        for i in range(count if self._result is not None else 0):
+            if self._result(i, name, _RESULT_NAME, ctypes.byref(value)) == 0:
+                got[name.value.decode("ascii", errors="replace")] = value.value
+        return got
 
     def board(self, out: Outcome) -> board_model.Estimate | None:
         """The board time of the task ``out`` reports (None: a library without counters)."""
@@ -253,7 +268,7 @@ class CKernel:
             raise errors.OperatorFailed(f"kernel {self.symbol} returned {out.rc}")
         if lib.counters is not None:      # the task's board time, for its RESULT (dsp_side.firmware)
             ctx.board = lib.board(out)
-        return {}
+        return lib.results(out.results) if out.results > 0 else {}
 
     def _bank_conflicts(self, ctx, count: int) -> None:
         """Report the ``count`` bank conflicts of the run just ended: a warning in the DSP log, and a

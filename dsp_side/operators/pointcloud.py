@@ -270,10 +270,13 @@ def transpose(ctx, inputs, outputs, dim, layout, max_pillars, max_points, pillar
 
 def encode_c(kernel, ctx, inputs, outputs, dim, num_points, **floats):
     """Stage 1 by its C kernel (``kernel``: the stock image's ``pointcloud_encode.cc``): the
-    checks and the result of :func:`encode`, the same bytes."""
+    checks and the result of :func:`encode`, the same bytes. The kernel counts the valid points
+    (its result ``valid``); a library built before it did is counted here."""
     _encode_checks(inputs, outputs, dim, num_points, floats)
-    kernel(ctx, inputs, outputs, dim=dim, num_points=num_points, **floats)
-    return {"points": num_points, "valid": int(np.count_nonzero(_view(outputs[0], np.int32, num_points) >= 0))}
+    valid = kernel(ctx, inputs, outputs, dim=dim, num_points=num_points, **floats).get("valid")
+    if valid is None:
+        valid = np.count_nonzero(_view(outputs[0], np.int32, num_points) >= 0)
+    return {"points": num_points, "valid": int(valid)}
 
 
 def transpose_c(kernel, ctx, inputs, outputs, **params):

@@ -217,6 +217,32 @@ def test_a_cpp_kernel_reads_its_struct(rules):
     assert out.view(np.float64)[0] == 0.5 * int(data.astype(np.int64).sum())
 
 
+def test_a_kernel_sets_named_results_of_its_task(rules):
+    _, registry, _ = rules
+    assert _run(registry, 0x142E, [], [], how="ok") == {
+        "count": 5, "big_negative": -(1 << 40), "_0123456789abcdefghijklmnopqrst": (1 << 63) - 1}
+    assert _run(registry, 0x142E, [], [], how="none") == {}       # none set: none left from the task before
+
+
+@pytest.mark.parametrize("how, message", [
+    ("bad_name", "kernel results_kernel: vdsp_result: a result's name is a C identifier of 1 to 31 characters"),
+    ("long_name", "kernel results_kernel: vdsp_result: a result's name is a C identifier of 1 to 31 characters"),
+    ("too_many", "kernel results_kernel: vdsp_result: more than 8 results (i)")])
+def test_a_bad_result_fails_the_task(rules, how, message):
+    _, registry, _ = rules
+    with pytest.raises(errors.OperatorFailed, match=re.escape(message)) as exc:
+        _run(registry, 0x142E, [], [], how=how)
+    assert exc.value.code == -6000270
+    assert _run(registry, 0x142E, [], [], how="ok")["count"] == 5        # the next task runs
+
+
+def test_a_failed_task_has_no_result(rules):
+    _, registry, _ = rules
+    with pytest.raises(errors.OperatorFailed, match="returned 3"):
+        _run(registry, 0x142E, [], [], how="then_fail")
+    assert _run(registry, 0x142E, [], [], how="none") == {}
+
+
 def test_the_params_header_is_the_entrys_struct():
     from examples.c_kernel import firmware as example_fw     # noqa: PLC0415
     text = cparams.header([example_fw.AFFINE_U8])

@@ -369,7 +369,7 @@ def test_the_c_transpose_fills_every_pillar_within_the_runtimes_transfers(dim, l
 def test_the_c_encode_quantises_every_special_value_as_the_reference(dim):
     """Random points inside the ranges with every value class in every column (NaN, infinities,
     huge, tiny, ties at .5), 16-lane steps and tiles ending anywhere: the C kernel's bytes are
-    the numba kernel's and the per-point reference's."""
+    the numba kernel's and the per-point reference's, its count of valid points theirs."""
     p = preset("centerpoint" if dim == 5 else "pointpillars", lower=0.0, upper=1.0, scale=1 / 256)
     n = 4096 + 37
     pts = np.stack([RNG.uniform(lo, hi, n) for lo, hi in ((p.back, p.front), (p.right, p.left), (p.bottom, p.top),
@@ -381,10 +381,11 @@ def test_the_c_encode_quantises_every_special_value_as_the_reference(dim):
     src = pts.view(np.uint8).reshape(-1)
     outs = {impl: [np.zeros(n * 4, np.uint8), np.zeros(n * 4, np.uint8)] + [np.zeros(n, np.uint8)] * (dim == 5)
             for impl in IMPLS}
-    for impl in IMPLS:
-        inprocess.stages(impl)[0]([src], outs[impl], num_points=n, **p.encode_params())
+    results = {impl: inprocess.stages(impl)[0]([src], outs[impl], num_points=n, **p.encode_params()) for impl in IMPLS}
     for a, b in zip(outs["c"], outs["python"]):
         assert a.tobytes() == b.tobytes()
+    # the kernel's own count (its last step's lanes past the points not counted) is the cells' count
+    assert results["c"] == results["python"] == {"points": n, "valid": np.count_nonzero(outs["c"][0].view(np.int32) >= 0)}
     with np.errstate(all="ignore"):
         want = np.array([reference.encode(pt, p) for pt in pts], np.int8)
     assert (outs["c"][1].view(np.int8).reshape(n, 4) == want[:, :4]).all()

@@ -87,6 +87,16 @@ void vdsp_idma_wait(vdsp_dma_t id);
 /* Wait for every transfer issued. */
 void vdsp_idma_wait_all(void);
 
+/* --- The task's result: named integers its reply carries beside the outputs --- */
+#define VDSP_MAX_RESULTS 8       /* names per task */
+#define VDSP_RESULT_NAME_MAX 31  /* characters of a name: a C identifier */
+/* Set result `name` of the running task to `value` (the operator's reply carries
+ * {"name": value}; Python reads it as the task's result, C as hbDSP's). A name set again takes
+ * the new value. Traps (HB_DSP_OPERATOR_FAILED naming the kernel) on a name that is not a C
+ * identifier of 1..VDSP_RESULT_NAME_MAX characters, on a ninth name, and outside a task. A task
+ * that traps or returns non-zero has no result. */
+void vdsp_result(char const *name, int64_t value);
+
 /* --- Logging, in the DSP log format: [I][DSP][file.c:42][[mm-dd][hh:mm:ss:ms:us]] message --- */
 void vdsp_log(char level, char const *file, int line, char const *fmt, ...)
 #if defined(__GNUC__)

@@ -93,6 +93,11 @@ static struct {
   sigjmp_buf env;
   struct sigaction previous;
   vdsp_rt_log_fn log;
+  int results;            /* names set by vdsp_result in this task */
+  struct {
+    char name[VDSP_RESULT_NAME_MAX + 1];
+    int64_t value;
+  } result[VDSP_MAX_RESULTS];
 } rt;
 
 static void trap(int kind, char const *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
@@ -191,19 +196,21 @@ static void set_guard(int prot_none) {
   }
 }
 
-/* Performing a 2-D transfer of short rows (a drain into rows of a large output, rows far apart),
- * the destination lines of the row VDSP_RT_ROWS_AHEAD on are prefetched for writing while this
- * row is copied: the host's own prefetcher does not follow rows that far apart (a prefetch
- * never faults and changes no byte; CenterPoint's stage 2, whose drains are 512-byte rows
- * 40 000 bytes apart, takes about a tenth less on a Xeon host). A row into DDR is copied in
- * pieces of at most VDSP_RT_PIECE bytes (the same bytes, in order: the pieces of one row do not
- * overlap): above a size glibc's memmove switches to `rep movsb`, which on the development VM
- * writes lines not in the cache about a quarter slower than its vector loop does (a replay of
- * PointPillars' zeros, 2.8 MB in 13 kB rows: 0.51 ms in whole rows, 0.40 in 4 kB pieces).
- * A transfer into DDR that repeats one row of one byte (source pitch 0) into contiguous rows is
- * one memset of them: the same bytes (the zeros of the point-cloud stage 2: PointPillars' takes
- * about 8 % less, CenterPoint's 3 %; rows apart stay copies: 4 kB memsets 40 000 bytes apart
- * were slower than the prefetched copies). */
+/* How a transfer's rows move on the host. On x86-64 by the vector copy below. Elsewhere (or
+ * built with -DVDSP_RT_NO_VECTOR_COPY) by memmove: performing a 2-D transfer of short rows (a
+ * drain into rows of a large output, rows far apart), the destination lines of the row
+ * VDSP_RT_ROWS_AHEAD on are prefetched for writing while this row is copied: the host's own
+ * prefetcher does not follow rows that far apart (a prefetch never faults and changes no byte;
+ * CenterPoint's stage 2, whose drains are 512-byte rows 40 000 bytes apart, took about a tenth
+ * less on a Xeon host); and a row into DDR is copied in pieces of at most VDSP_RT_PIECE bytes
+ * (the same bytes, in order: the pieces of one row do not overlap): above a size glibc's
+ * memmove switches to `rep movsb`, which on the development VM writes lines not in the cache
+ * about a quarter slower than its vector loop does (a replay of PointPillars' zeros, 2.8 MB in
+ * 13 kB rows: 0.51 ms in whole rows, 0.40 in 4 kB pieces). Everywhere, a transfer into DDR
+ * that repeats one row of one byte (source pitch 0) into contiguous rows is one memset of them:
+ * the same bytes (the zeros of the point-cloud stage 2: PointPillars' takes about 8 % less,
+ * CenterPoint's 3 %; rows apart stay copies: 4 kB memsets 40 000 bytes apart were slower than
+ * the prefetched copies). */
 #define VDSP_RT_ROWS_AHEAD 2
 #define VDSP_RT_PREFETCH_ROW 4096u /* rows up to this long; longer ones stream by themselves */
 #define VDSP_RT_PIECE 4096u
@@ -221,6 +228,91 @@ static inline void prefetch_write(void const *p) {
 /* The byte each of the n bytes at p holds, else -1. */
 static int repeated_byte(uint8_t const *p, uint32_t n) {
   return n && (n == 1 || (p[0] == p[n - 1] && !memcmp(p, p + 1, n - 1))) ? p[0] : -1;
+}
+
+/* On x86-64 a transfer's row moves by a loop of the build's widest vectors (64-byte lines: one
+ * AVX-512 load and store, two AVX2 or four SSE2 ones): into TCM by plain
+ * stores (TCM's lines stay in the cache, as the kernel reads them next), into DDR by
+ * non-temporal stores, as the board's engine writes DDR: around the CPU's caches, the
+ * destination's lines not read first (fenced at the end of each wait, before anyone reads
+ * them). Against glibc's memmove (`rep movsb` at these sizes on the development VM) the point
+ * clouds' stage 1 took 4-8 % less for the fills and 3-10 % for the drains (benchmarks README).
+ * Elsewhere, or built with -DVDSP_RT_NO_VECTOR_COPY, rows move by memmove (above). */
+#if defined(__x86_64__) && defined(__SSE2__) && !defined(VDSP_RT_NO_VECTOR_COPY)
+#include <immintrin.h>
+#define VDSP_RT_VECTOR_COPY 1
+__attribute__((always_inline)) static inline void copy_line(uint8_t *to, uint8_t const *from, int stream) {
+#if defined(__AVX512F__)
+  __m512i const v = _mm512_loadu_si512((void const *)from);
+  if (stream)
+    _mm512_stream_si512((void *)to, v);
+  else
+    _mm512_storeu_si512((void *)to, v);
+#elif defined(__AVX__)
+  for (int k = 0; k < 64; k += 32) {
+    __m256i const v = _mm256_loadu_si256((__m256i const *)(from + k));
+    if (stream)
+      _mm256_stream_si256((__m256i *)(to + k), v);
+    else
+      _mm256_storeu_si256((__m256i *)(to + k), v);
+  }
+#else
+  for (int k = 0; k < 64; k += 16) {
+    __m128i const v = _mm_loadu_si128((__m128i const *)(from + k));
+    if (stream)
+      _mm_stream_si128((__m128i *)(to + k), v);
+    else
+      _mm_storeu_si128((__m128i *)(to + k), v);
+  }
+#endif
+}
+
+/* n bytes from `from` to `to` (no overlap: one side is TCM, the other DDR); `stream`: the whole
+ * 64-byte lines of `to` by non-temporal stores (the caller fences: rt_copy_fence). */
+__attribute__((always_inline)) static inline void copy_lines(uint8_t *to, uint8_t const *from, uint32_t n, int stream) {
+  if (stream) { /* non-temporal stores: to 64-byte boundaries */
+    uint32_t const head = (uint32_t)((64u - ((uintptr_t)to & 63u)) & 63u);
+    if (n < head + 64u) {
+      memcpy(to, from, n);
+      return;
+    }
+    memcpy(to, from, head);
+    to += head, from += head, n -= head;
+  }
+  uint32_t k = 0;
+  for (; k + 64u <= n; k += 64u) copy_line(to + k, from + k, stream);
+  memcpy(to + k, from + k, n - k);
+}
+static void copy_row(uint8_t *to, uint8_t const *from, uint32_t n, int into_tcm) {
+  if (into_tcm)
+    copy_lines(to, from, n, 0);
+  else
+    copy_lines(to, from, n, 1);
+}
+static void rt_copy_fence(void) { _mm_sfence(); }
+#else
+#define VDSP_RT_VECTOR_COPY 0
+static void copy_row(uint8_t *to, uint8_t const *from, uint32_t n, int into_tcm) {
+  (void)to, (void)from, (void)n, (void)into_tcm;
+}
+static void rt_copy_fence(void) {}
+#endif
+
+/* The IDMA engine's stream (xt_ivpn.h, vdsp_ivp_stream_line): the source of a transfer into TCM
+ * not yet performed. A transfer issued while the engine is idle streams at once; after a wait,
+ * the first such transfer still pending (from its start: lines already in the cache cost the
+ * host little), else none. Transfers whose source rows are apart are not streamed. */
+extern uintptr_t vdsp_ivp_stream[2];
+static int stream(struct dma const *d) {
+  if (!d->tcm_dst || (d->rows > 1 && d->src_pitch != d->row_bytes)) return 0;
+  vdsp_ivp_stream[0] = (uintptr_t)d->src & ~(uintptr_t)63u;
+  vdsp_ivp_stream[1] = (uintptr_t)d->src + (uintptr_t)d->row_bytes * d->rows;
+  return 1;
+}
+static void stream_next(void) {
+  for (int i = rt.done; i < rt.issued; i++)
+    if (stream(&rt.queue[i % VDSP_RT_MAX_DMA])) return;
+  vdsp_ivp_stream[1] = vdsp_ivp_stream[0]; /* idle */
 }
 
 static void guard_open_all(void);
@@ -241,6 +333,10 @@ static void perform_until(int id) {
     for (uint32_t r = 0; r < d->rows; r++) {
       uint8_t *to = d->dst + (uint64_t)r * d->dst_pitch;
       uint8_t const *from = d->src + (uint64_t)r * d->src_pitch; /* src_pitch 0: the one row again */
+      if (VDSP_RT_VECTOR_COPY) {
+        copy_row(to, from, d->row_bytes, d->tcm_dst != NULL);
+        continue;
+      }
       if (r + VDSP_RT_ROWS_AHEAD < d->rows && d->row_bytes <= VDSP_RT_PREFETCH_ROW)
         for (uint32_t o = 0; o < d->row_bytes; o += 64)
           prefetch_write(to + VDSP_RT_ROWS_AHEAD * (uint64_t)d->dst_pitch + o);
@@ -248,6 +344,8 @@ static void perform_until(int id) {
         memmove(to + o, from + o, d->row_bytes - o < piece ? d->row_bytes - o : piece);
     }
   }
+  rt_copy_fence();
+  stream_next();
   if (rt.strict) set_guard(1);
 }
 
@@ -285,6 +383,7 @@ vdsp_dma_t vdsp_idma_copy_2d(void *dst, void const *src, uint32_t row_bytes, uin
   q->tcm_dst = tcm_dst;
   q->tcm = tcm_dst ? tcm_dst : tcm_side;
   vdsp_board_dma_issued(rt.issued - 1, row_bytes, rows);
+  if (vdsp_ivp_stream[0] >= vdsp_ivp_stream[1]) stream(q); /* the engine was idle */
   if (rt.strict) set_guard(1);
   return rt.issued;
 }
@@ -302,6 +401,45 @@ void vdsp_idma_wait(vdsp_dma_t id) {
 
 void vdsp_idma_wait_all(void) {
   if (rt.issued > rt.done) perform_until(rt.issued);
+}
+
+/* --- the task's result ------------------------------------------------------------------ */
+static int ident_char(char c, int first) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && c >= '0' && c <= '9');
+}
+
+static int result_name_ok(char const *name) {
+  if (!name) return 0;
+  int n = 0;
+  for (; name[n] && n <= VDSP_RESULT_NAME_MAX; n++)
+    if (!ident_char(name[n], n == 0)) return 0;
+  return n >= 1 && n <= VDSP_RESULT_NAME_MAX;
+}
+
+void vdsp_result(char const *name, int64_t value) {
+  if (!rt.task) trap(VDSP_RT_BAD_CALL, "vdsp_result used outside a task");
+  if (!result_name_ok(name))
+    trap(VDSP_RT_BAD_CALL, "kernel %s: vdsp_result: a result's name is a C identifier of 1 to %d characters",
+         kernel_name(), VDSP_RESULT_NAME_MAX);
+  int i = 0;
+  while (i < rt.results && strcmp(rt.result[i].name, name) != 0) i++;
+  if (i == rt.results) {
+    if (i == VDSP_MAX_RESULTS)
+      trap(VDSP_RT_BAD_CALL, "kernel %s: vdsp_result: more than %d results (%s)", kernel_name(), VDSP_MAX_RESULTS,
+           name);
+    snprintf(rt.result[i].name, sizeof rt.result[i].name, "%s", name);
+    rt.results++;
+  }
+  rt.result[i].value = value;
+}
+
+/* Result i (0 <= i < the outcome's results) of the last task: its name into `name` (size bytes)
+ * and its value; -1 for no such result. */
+int vdsp_rt_result(int i, char *name, int size, long long *value) {
+  if (i < 0 || i >= rt.results || !name || size < 1) return -1;
+  snprintf(name, (size_t)size, "%s", rt.result[i].name);
+  *value = (long long)rt.result[i].value;
+  return 0;
 }
 
 /* --- IVP intrinsics (xtensa/tie/xt_ivpn.h) ------------------------------------------------ */
@@ -813,6 +951,8 @@ int vdsp_rt_run(int (*kernel)(vdsp_task_t const *), vdsp_task_t const *task, int
   rt.trap = VDSP_RT_OK;
   rt.message[0] = 0;
   rt.issued = rt.done = 0;
+  rt.results = 0;
+  stream_next();
   vdsp_board_begin();
   conflicts.count = 0;
   int volatile handle = strict || guard.tcm || guard.inputs; /* read after the longjmp */
@@ -849,7 +989,7 @@ struct vdsp_rt_outcome {
   int trap;         /* 0, or the kind of the trap that ended the task (its message: vdsp_rt_message) */
   int rc;           /* the kernel's return value (0 after a trap) */
   int conflicts;    /* the task's bank conflicts (the first one's description: vdsp_rt_bank_conflicts) */
-  int reserved;
+  int results;      /* names the kernel set by vdsp_result (0 after a trap or a non-zero return) */
   double board[5];  /* the task's priced counts, as vdsp_board_summary gives them */
 };
 
@@ -863,6 +1003,7 @@ void vdsp_rt_call(int (*kernel)(vdsp_task_t const *), vdsp_task_t const *task, i
   out->rc = 0;
   out->trap = vdsp_rt_run(kernel, task, flags & VDSP_RT_CALL_STRICT, &out->rc);
   out->conflicts = conflicts.count;
-  out->reserved = 0;
+  if (out->trap || out->rc) rt.results = 0;
+  out->results = rt.results;
   vdsp_board_summary(out->board);
 }

@@ -101,7 +101,7 @@ struct Cursor {
 };
 
 template <uint32_t D>
-VDSP_KERNEL_INLINE void encode_step(Cursor &at, xb_vecN_2x32v const (&sel)[5][4], Params const &f) {
+VDSP_KERNEL_INLINE vboolN_2 encode_step(Cursor &at, xb_vecN_2x32v const (&sel)[5][4], Params const &f) {
   xb_vecN_2x32v v[D];
 #pragma GCC unroll 8
   for (uint32_t c = 0; c < D; c++) IVP_LVN_2X32_IP(v[c], at.in, 64);
@@ -127,6 +127,7 @@ VDSP_KERNEL_INLINE void encode_step(Cursor &at, xb_vecN_2x32v const (&sel)[5][4]
   xb_vecN_2x32v const zr = IVP_SELN_2X32I(qr, qz, IVP_SELI_8B_INTERLEAVE_1_EVEN);
   IVP_SVN_2X32_IP(IVP_SELN_2X32I(zr, xy, IVP_SELI_INTERLEAVE_1_EVEN), at.xyzr, 64);
   if (D == 5) IVP_SVN_2X32_IP(quantize(IVP_DIVN_2XF32(value_of<D>(v, sel[D - 1]), f.scale)), at.t32, 64);
+  return skip;
 }
 
 /* The low byte of each of the `len` int32 at t32 into t8, 64 a step: four aligned loads of 16
@@ -150,13 +151,24 @@ VDSP_IVP_HOST_CLONES void pack_low_bytes(int32_t const *t32, int8_t *t8, uint32_
 }
 
 /* One tile of `len` points of D values at `in` (TCM, 64-byte aligned): cells and xyzr (int32
- * each) and, D 5, the 5th values as int32 in t32 (pack_low_bytes makes them bytes). */
+ * each) and, D 5, the 5th values as int32 in t32 (pack_low_bytes makes them bytes). Returns
+ * `valid` plus, per lane, the tile's points of that lane inside the ranges: each step adds 1
+ * where its point is not skipped, the last step only on its lanes that hold points (`tail`). */
 template <uint32_t D>
-VDSP_IVP_HOST_CLONES void encode_tile(float const *in, uint32_t len, Selectors const &sel, Params const &f, int32_t *cells,
-                                      int32_t *xyzr, int32_t *t32) {
+VDSP_IVP_HOST_CLONES xb_vecN_2x32v encode_tile(float const *in, uint32_t len, Selectors const &sel, Params const &f,
+                                               int32_t *cells, int32_t *xyzr, int32_t *t32, xb_vecN_2x32v valid) {
   Cursor at = {(xb_vecN_2x32v const *)in, (xb_vecN_2x32v *)cells, (xb_vecN_2x32v *)xyzr, (xb_vecN_2x32v *)t32};
-  uint32_t const steps = (len + kLanes - 1) / kLanes;
-  for (uint32_t j = 0; j < steps; j++) encode_step<D>(at, sel.sel, f);
+  uint32_t const steps = (len + kLanes - 1) / kLanes, last = len - (steps - 1) * kLanes;
+  xb_vecN_2x32v const one = 1;
+  xb_vecN_2x32v beyond; /* -1 on the last step's lanes past the tile's points (stale TCM bytes) */
+  for (uint32_t i = 0; i < kLanes; i++) beyond.s[i] = i >= last ? -1 : 0;
+  vboolN_2 skip;
+  uint32_t j = 0;
+  do { /* len >= 1: a loop without a zero-trip test, as pack_low_bytes */
+    skip = encode_step<D>(at, sel.sel, f);
+    valid = IVP_ADDN_2X32(valid, IVP_MOVN_2X32T(0, one, skip));
+  } while (++j < steps);
+  return IVP_ADDN_2X32(valid, IVP_MOVN_2X32T(0, beyond, skip));
 }
 
 /* Points per tile: a multiple of 64 whose input and outputs fit a bank's operator budget. */
@@ -206,6 +218,7 @@ VDSP_KERNEL(pointcloud_encode_kernel) {
   int8_t *cells = (int8_t *)task->outputs[0].tile_buffer, *xyzr = (int8_t *)task->outputs[1].tile_buffer;
   int8_t *t8 = dim == 5 ? (int8_t *)task->outputs[2].tile_buffer : NULL;
   uint32_t const tiles = (uint32_t)((n + per - 1) / per);
+  xb_vecN_2x32v valid = 0; /* per lane: points inside the ranges */
   if (tiles) bank[0].fill = vdsp_idma_copy(bank[0].in, points, (uint32_t)(n < per ? n : per) * dim * 4);
   for (uint32_t t = 0; t < tiles; t++) {
     Bank &b = bank[t & 1];
@@ -219,14 +232,17 @@ VDSP_KERNEL(pointcloud_encode_kernel) {
     vdsp_idma_wait(b.fill);
     if (b.drain) vdsp_idma_wait(b.drain); /* this bank's outputs still drain tile t - 2 */
     if (dim == 5)
-      encode_tile<5>(b.in, len, sel, f, b.cells, b.xyzr, b.t32);
+      valid = encode_tile<5>(b.in, len, sel, f, b.cells, b.xyzr, b.t32, valid);
     else
-      encode_tile<4>(b.in, len, sel, f, b.cells, b.xyzr, b.t32);
+      valid = encode_tile<4>(b.in, len, sel, f, b.cells, b.xyzr, b.t32, valid);
     if (dim == 5) pack_low_bytes(b.t32, b.t8, len);
     b.drain = vdsp_idma_copy(cells + at * 4, b.cells, len * 4);
     b.drain = vdsp_idma_copy(xyzr + at * 4, b.xyzr, len * 4);
     if (t8) b.drain = vdsp_idma_copy(t8 + at, b.t8, len);
   }
   vdsp_idma_wait_all();
+  int64_t count = 0;
+  for (uint32_t i = 0; i < kLanes; i++) count += valid.s[i];
+  vdsp_result("valid", count); /* the operator's result, as the CPU reference counts it */
   return 0;
 }

@@ -51,6 +51,10 @@ REPEAT_ROW = OperatorEntry.declare(0x142D, "repeat_row", {
                   "doc": "the transfer's source pitch (0: one TCM row, repeated)"}},
     inputs=1, outputs=1, doc="out = `rows` copies of the input, `pitch` bytes apart, by one 2-D IDMA transfer "
                              "from one TCM row.")
+RESULTS = OperatorEntry.declare(0x142E, "results", {
+    "how": {"type": "str", "choices": ["ok", "bad_name", "long_name", "too_many", "then_fail", "none"],
+            "doc": "which results to set"}},
+    doc="Set named results of the task (vdsp_result), well or against its rules.")
 
 
 def register(registry):
@@ -68,3 +72,4 @@ def register(registry):
     ckernel.bind(registry, SCRIBBLE, "scribble_kernel", __file__)
     ckernel.bind(registry, HEAP, "heap_kernel", __file__)
     ckernel.bind(registry, REPEAT_ROW, "repeat_row_kernel", __file__)
+    ckernel.bind(registry, RESULTS, "results_kernel", __file__)

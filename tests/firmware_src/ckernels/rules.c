@@ -147,3 +147,25 @@ VDSP_KERNEL(heap_kernel) {
   free((void *)block);
   return 0;
 }
+
+/* the task's result: "ok" sets three names (one twice: the last value counts) */
+VDSP_KERNEL(results_kernel) {
+  char const *how = VDSP_PARAM(task, hbDSPResultsParam)->how;
+  if (!strcmp(how, "ok")) {
+    vdsp_result("count", 1);
+    vdsp_result("big_negative", -(INT64_C(1) << 40));
+    vdsp_result("count", 5);
+    vdsp_result("_0123456789abcdefghijklmnopqrst", INT64_MAX); /* 31 characters */
+  } else if (!strcmp(how, "bad_name")) {
+    vdsp_result("1st", 1);
+  } else if (!strcmp(how, "long_name")) {
+    vdsp_result("_0123456789abcdefghijklmnopqrstu", 1); /* 32 characters */
+  } else if (!strcmp(how, "too_many")) {
+    static char const *const names[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i"};
+    for (int i = 0; i < 9; i++) vdsp_result(names[i], i);
+  } else if (!strcmp(how, "then_fail")) {
+    vdsp_result("count", 1);
+    return 3;
+  }
+  return 0;
+}
