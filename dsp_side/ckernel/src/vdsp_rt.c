@@ -235,9 +235,10 @@ static int repeated_byte(uint8_t const *p, uint32_t n) {
  * stores (TCM's lines stay in the cache, as the kernel reads them next), into DDR by
  * non-temporal stores, as the board's engine writes DDR: around the CPU's caches, the
  * destination's lines not read first (fenced at the end of each wait, before anyone reads
- * them). Against glibc's memmove (`rep movsb` at these sizes on the development VM) the point
- * clouds' stage 1 took 4-8 % less for the fills and 3-10 % for the drains (benchmarks README).
- * Elsewhere, or built with -DVDSP_RT_NO_VECTOR_COPY, rows move by memmove (above). */
+ * them). Against glibc's memmove (`rep movsb` at these sizes on the development VM), alternating
+ * in one process: CenterPoint's stage 1 8-10 % less time, PointPillars' 1-5 %, CenterPoint's
+ * stage 2 3-7 % less, PointPillars' stage 2 2-3 % more (its long contiguous drains; benchmarks
+ * README). Elsewhere, or built with -DVDSP_RT_NO_VECTOR_COPY, rows move by memmove (above). */
 #if defined(__x86_64__) && defined(__SSE2__) && !defined(VDSP_RT_NO_VECTOR_COPY)
 #include <immintrin.h>
 #define VDSP_RT_VECTOR_COPY 1
@@ -298,23 +299,6 @@ static void copy_row(uint8_t *to, uint8_t const *from, uint32_t n, int into_tcm)
 static void rt_copy_fence(void) {}
 #endif
 
-/* The IDMA engine's stream (xt_ivpn.h, vdsp_ivp_stream_line): the source of a transfer into TCM
- * not yet performed. A transfer issued while the engine is idle streams at once; after a wait,
- * the first such transfer still pending (from its start: lines already in the cache cost the
- * host little), else none. Transfers whose source rows are apart are not streamed. */
-extern uintptr_t vdsp_ivp_stream[2];
-static int stream(struct dma const *d) {
-  if (!d->tcm_dst || (d->rows > 1 && d->src_pitch != d->row_bytes)) return 0;
-  vdsp_ivp_stream[0] = (uintptr_t)d->src & ~(uintptr_t)63u;
-  vdsp_ivp_stream[1] = (uintptr_t)d->src + (uintptr_t)d->row_bytes * d->rows;
-  return 1;
-}
-static void stream_next(void) {
-  for (int i = rt.done; i < rt.issued; i++)
-    if (stream(&rt.queue[i % VDSP_RT_MAX_DMA])) return;
-  vdsp_ivp_stream[1] = vdsp_ivp_stream[0]; /* idle */
-}
-
 static void guard_open_all(void);
 static void perform_until(int id) {
   vdsp_board_dma_waited(id);
@@ -345,7 +329,6 @@ static void perform_until(int id) {
     }
   }
   rt_copy_fence();
-  stream_next();
   if (rt.strict) set_guard(1);
 }
 
@@ -383,7 +366,6 @@ vdsp_dma_t vdsp_idma_copy_2d(void *dst, void const *src, uint32_t row_bytes, uin
   q->tcm_dst = tcm_dst;
   q->tcm = tcm_dst ? tcm_dst : tcm_side;
   vdsp_board_dma_issued(rt.issued - 1, row_bytes, rows);
-  if (vdsp_ivp_stream[0] >= vdsp_ivp_stream[1]) stream(q); /* the engine was idle */
   if (rt.strict) set_guard(1);
   return rt.issued;
 }
@@ -952,7 +934,6 @@ int vdsp_rt_run(int (*kernel)(vdsp_task_t const *), vdsp_task_t const *task, int
   rt.message[0] = 0;
   rt.issued = rt.done = 0;
   rt.results = 0;
-  stream_next();
   vdsp_board_begin();
   conflicts.count = 0;
   int volatile handle = strict || guard.tcm || guard.inputs; /* read after the longjmp */
