@@ -85,7 +85,7 @@ class Library:
         if result is not None:
             result.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_longlong)]
             result.restype = ctypes.c_int
-        self._result = result
+        self._result: Callable[..., int] | None = result
 
         def emit(level: int, file: bytes, line: int, text: bytes) -> None:
             record = log.makeRecord(log.name, _LEVELS.get(level, logging.INFO), file.decode(errors="replace"), line,
@@ -115,9 +115,12 @@ class Library:
 
     def results(self, count: int) -> dict:
         """The ``count`` results the last task's kernel set (``vdsp_result``): {name: value}."""
+        result = self._result
+        if result is None:
+            return {}
         name, value, got = ctypes.create_string_buffer(_RESULT_NAME), ctypes.c_longlong(0), {}
-        for i in range(count if self._result is not None else 0):
-            if self._result(i, name, _RESULT_NAME, ctypes.byref(value)) == 0:
+        for i in range(count):
+            if result(i, name, _RESULT_NAME, ctypes.byref(value)) == 0:
                 got[name.value.decode("ascii", errors="replace")] = value.value
         return got
 
