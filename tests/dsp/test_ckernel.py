@@ -91,8 +91,10 @@ def test_the_example_kernel_matches_numpy(example, n, tile):
     rng = np.random.default_rng(n)
     src = rng.integers(0, 256, n, dtype=np.uint8)
     dst = np.zeros(n, np.uint8)
-    _run(registry, 0x1410, [src], [dst], gain=300, bias=-7, tile=tile)
+    values = _run(registry, 0x1410, [src], [dst], gain=300, bias=-7, tile=tile)
     np.testing.assert_array_equal(dst, affine_ref(src, 300, -7))
+    mapped = ((src.astype(np.int64) * 300 + 128) >> 8) - 7
+    assert values == {"clipped": int(((mapped < 0) | (mapped > 255)).sum())}      # the kernel's vdsp_result
 
 
 def test_the_kernel_logs_in_the_dsp_format(example, caplog):

@@ -54,8 +54,10 @@ def test_a_c_kernel_called_from_python_on_shared_memory(live_soc):
             src.array()[:] = data
             src.flush(CLEAN)
             for gain, bias, tile in ((256, 0, 16384), (77, 40, 4096), (1000, -255, 51_000)):
+                mapped = ((data.astype(np.int64) * gain + 128) >> 8) + bias
+                clipped = int(((mapped < 0) | (mapped > 255)).sum())      # the kernel's result (vdsp_result)
                 assert soc.call(AFFINE, [src], [dst], {"gain": gain, "bias": bias, "tile": tile},
-                                core=CORE_1, timeout_ms=30000) == {}
+                                core=CORE_1, timeout_ms=30000) == {"clipped": clipped}
                 dst.flush(INVALIDATE)
                 np.testing.assert_array_equal(dst.array()[:n], affine_ref(data, gain, bias))
             with pytest.raises(errors.TcmOverBudget) as exc:
