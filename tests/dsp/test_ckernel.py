@@ -226,16 +226,15 @@ def test_a_kernel_sets_named_results_of_its_task(rules):
     assert _run(registry, 0x142E, [], [], how="none") == {}       # none set: none left from the task before
 
 
-@pytest.mark.parametrize("how, message", [
-    ("bad_name", "kernel results_kernel: vdsp_result: a result's name is a C identifier of 1 to 31 characters"),
-    ("long_name", "kernel results_kernel: vdsp_result: a result's name is a C identifier of 1 to 31 characters"),
-    ("too_many", "kernel results_kernel: vdsp_result: more than 8 results (i)")])
-def test_a_bad_result_fails_the_task(rules, how, message):
+def test_a_bad_result_fails_the_task_and_the_next_one_runs(rules):
     _, registry, _ = rules
-    with pytest.raises(errors.OperatorFailed, match=re.escape(message)) as exc:
-        _run(registry, 0x142E, [], [], how=how)
-    assert exc.value.code == -6000270
-    assert _run(registry, 0x142E, [], [], how="ok")["count"] == 5        # the next task runs
+    identifier = "kernel results_kernel: vdsp_result: a result's name is a C identifier of 1 to 31 characters"
+    for how, message in (("bad_name", identifier), ("long_name", identifier),
+                         ("too_many", "kernel results_kernel: vdsp_result: more than 8 results (i)")):
+        with pytest.raises(errors.OperatorFailed, match=re.escape(message)) as exc:
+            _run(registry, 0x142E, [], [], how=how)
+        assert exc.value.code == -6000270, how
+        assert _run(registry, 0x142E, [], [], how="ok")["count"] == 5
 
 
 def test_a_failed_task_has_no_result(rules):

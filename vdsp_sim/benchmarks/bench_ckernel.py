@@ -7,8 +7,8 @@ run, and the emulation's cost per IVP intrinsic.
 In this process, no SoC: the stock image's C kernels (compiled once, as ``vdsp firmware build``
 does) and the Python references run each stage of the pillar preprocessing on the stock
 synthetic clouds (CenterPoint 300 000 x 5, PointPillars 100 000 x 4) on the same byte buffers,
-``--rounds`` times after a warm-up, their rounds interleaved, medians of the thread's CPU time, and their outputs are
-compared byte for byte. The
+``--rounds`` times after a warm-up, their rounds interleaved (each timed on its second call in
+a row), medians of the thread's CPU time, and their outputs are compared byte for byte. The
 target (issue 41, "How fast"): a C stage no slower than its reference (C / reference <= 1).
 Then ``ivp_bench.c``, compiled as the kernels are (for the same x86-64 level), calls each
 intrinsic the kernels use ``--calls`` times and prints ns per call (the loop itself, measured
@@ -43,14 +43,19 @@ REFERENCE = {1: "numba", 2: "OpenCV"}      # what each stage's Python reference 
 def _medians_ms(fns: dict, rounds: int) -> dict:
     """Median CPU time of this thread per function of ``fns`` (name -> fn), their rounds
     interleaved (reference, C, reference, C, ...: a change of the host's load meanwhile falls on
-    both alike), each after a warm-up (numba's first call, page faults). Thread CPU time: both
-    kernels run in this thread, single-threaded, and a host whose CPUs other work shares does
-    not inflate it as it does wall-clock time."""
+    both alike), each after a warm-up (numba's first call, page faults). In a round each function
+    is called twice and its second call timed: as a core runs its kernel, task after task (timed
+    right after the other implementation, a call pays for the cache that one left: numba's and
+    OpenCV's outputs dirty in it, which the C kernels' non-temporal drains do not leave; the
+    benchmarks README has both figures). Thread CPU time: both kernels run in this thread,
+    single-threaded, and a host whose CPUs other work shares does not inflate it as it does
+    wall-clock time."""
     for fn in fns.values():
         fn()
     times: dict = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
+            fn()
             t0 = time.thread_time()
             fn()
             times[name].append((time.thread_time() - t0) * 1e3)
@@ -139,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = bench_stages(name, args.rounds)
     costs = intrinsic_costs(args.calls, level)
     rep = Report("ckernel", args)
-    rep.note(f"in-process, {args.rounds} rounds after a warm-up, reference and C interleaved, medians of the "
-             "thread's CPU time; the same buffers for both kernels")
+    rep.note(f"in-process, {args.rounds} rounds after a warm-up, reference and C interleaved, each timed on its "
+             "second call in a row (as a core runs task after task), medians of the thread's CPU time; the same "
+             "inputs for both kernels")
     if level is not None:
         rep.note(f"the C kernels built for {level} (this CPU runs {', '.join(ckernel.cpu_levels())}; "
                  "VDSP_KERNEL_LEVEL names a narrower one)")

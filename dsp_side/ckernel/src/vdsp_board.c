@@ -22,6 +22,7 @@ uint64_t vdsp_ivp_count[VDSP_IVP_IDS];
 uint64_t vdsp_ivp_outside[VDSP_IVP_IDS];
 uintptr_t vdsp_ivp_tcm[2]; /* set by vdsp_rt_init */
 uintptr_t vdsp_ivp_tcm_bytes;
+uintptr_t vdsp_ivp_stream[2]; /* kept by the runtime (vdsp_rt.c, stream_next) */
 _Static_assert(VDSP_TCM_BANKS == 2, "vdsp_ivp_tcm has a slot per bank");
 char const *const vdsp_ivp_names[VDSP_IVP_IDS] = {
 #define VDSP_BOARD_NAME(name) "IVP_" #name,

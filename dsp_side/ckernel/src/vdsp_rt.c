@@ -235,37 +235,38 @@ static int repeated_byte(uint8_t const *p, uint32_t n) {
  * stores (TCM's lines stay in the cache, as the kernel reads them next), into DDR by
  * non-temporal stores, as the board's engine writes DDR: around the CPU's caches, the
  * destination's lines not read first (fenced at the end of each wait, before anyone reads
- * them). Against glibc's memmove (`rep movsb` at these sizes on the development VM), alternating
- * in one process: CenterPoint's stage 1 8-10 % less time, PointPillars' 1-5 %, CenterPoint's
- * stage 2 3-7 % less, PointPillars' stage 2 2-3 % more (its long contiguous drains; benchmarks
- * README). Elsewhere, or built with -DVDSP_RT_NO_VECTOR_COPY, rows move by memmove (above). */
+ * them). Against glibc's memmove (`rep movsb` at these sizes on the development VM), each timed
+ * on its second task in a row: the point clouds' stage 1 and CenterPoint's stage 2 took 3-8 %
+ * less, PointPillars' stage 2 the same (benchmarks README). Elsewhere, or built with
+ * -DVDSP_RT_NO_VECTOR_COPY, rows move by memmove (above). */
 #if defined(__x86_64__) && defined(__SSE2__) && !defined(VDSP_RT_NO_VECTOR_COPY)
 #include <immintrin.h>
 #define VDSP_RT_VECTOR_COPY 1
-__attribute__((always_inline)) static inline void copy_line(uint8_t *to, uint8_t const *from, int stream) {
 #if defined(__AVX512F__)
-  __m512i const v = _mm512_loadu_si512((void const *)from);
-  if (stream)
-    _mm512_stream_si512((void *)to, v);
-  else
-    _mm512_storeu_si512((void *)to, v);
+typedef __m512i rt_vec;
+#define RT_LOAD(p) _mm512_loadu_si512((void const *)(p))
+#define RT_STORE(p, v) _mm512_storeu_si512((void *)(p), v)
+#define RT_STREAM(p, v) _mm512_stream_si512((void *)(p), v)
 #elif defined(__AVX__)
-  for (int k = 0; k < 64; k += 32) {
-    __m256i const v = _mm256_loadu_si256((__m256i const *)(from + k));
-    if (stream)
-      _mm256_stream_si256((__m256i *)(to + k), v);
-    else
-      _mm256_storeu_si256((__m256i *)(to + k), v);
-  }
+typedef __m256i rt_vec;
+#define RT_LOAD(p) _mm256_loadu_si256((__m256i const *)(p))
+#define RT_STORE(p, v) _mm256_storeu_si256((__m256i *)(p), v)
+#define RT_STREAM(p, v) _mm256_stream_si256((__m256i *)(p), v)
 #else
-  for (int k = 0; k < 64; k += 16) {
-    __m128i const v = _mm_loadu_si128((__m128i const *)(from + k));
-    if (stream)
-      _mm_stream_si128((__m128i *)(to + k), v);
-    else
-      _mm_storeu_si128((__m128i *)(to + k), v);
-  }
+typedef __m128i rt_vec;
+#define RT_LOAD(p) _mm_loadu_si128((__m128i const *)(p))
+#define RT_STORE(p, v) _mm_storeu_si128((__m128i *)(p), v)
+#define RT_STREAM(p, v) _mm_stream_si128((__m128i *)(p), v)
 #endif
+/* one 64-byte line (`stream`: `to` 64-byte aligned) */
+__attribute__((always_inline)) static inline void copy_line(uint8_t *to, uint8_t const *from, int stream) {
+  for (unsigned k = 0; k < 64u; k += (unsigned)sizeof(rt_vec)) {
+    rt_vec const v = RT_LOAD(from + k);
+    if (stream)
+      RT_STREAM(to + k, v);
+    else
+      RT_STORE(to + k, v);
+  }
 }
 
 /* n bytes from `from` to `to` (no overlap: one side is TCM, the other DDR); `stream`: the whole
@@ -299,6 +300,23 @@ static void copy_row(uint8_t *to, uint8_t const *from, uint32_t n, int into_tcm)
 static void rt_copy_fence(void) {}
 #endif
 
+/* The IDMA engine's stream (xt_ivpn.h, vdsp_ivp_stream_line): the source of a transfer into TCM
+ * not yet performed. A transfer issued while the engine is idle streams at once; after a wait,
+ * the first such transfer still pending (from its start: lines already in the cache cost the
+ * host little), else none. Transfers whose source rows are apart are not streamed. */
+extern uintptr_t vdsp_ivp_stream[2];
+static int stream(struct dma const *d) {
+  if (!d->tcm_dst || (d->rows > 1 && d->src_pitch != d->row_bytes)) return 0;
+  vdsp_ivp_stream[0] = (uintptr_t)d->src & ~(uintptr_t)63u;
+  vdsp_ivp_stream[1] = (uintptr_t)d->src + (uintptr_t)d->row_bytes * d->rows;
+  return 1;
+}
+static void stream_next(void) {
+  for (int i = rt.done; i < rt.issued; i++)
+    if (stream(&rt.queue[i % VDSP_RT_MAX_DMA])) return;
+  vdsp_ivp_stream[1] = vdsp_ivp_stream[0]; /* idle */
+}
+
 static void guard_open_all(void);
 static void perform_until(int id) {
   vdsp_board_dma_waited(id);
@@ -329,6 +347,7 @@ static void perform_until(int id) {
     }
   }
   rt_copy_fence();
+  stream_next();
   if (rt.strict) set_guard(1);
 }
 
@@ -366,6 +385,7 @@ vdsp_dma_t vdsp_idma_copy_2d(void *dst, void const *src, uint32_t row_bytes, uin
   q->tcm_dst = tcm_dst;
   q->tcm = tcm_dst ? tcm_dst : tcm_side;
   vdsp_board_dma_issued(rt.issued - 1, row_bytes, rows);
+  if (vdsp_ivp_stream[0] >= vdsp_ivp_stream[1]) stream(q); /* the engine was idle */
   if (rt.strict) set_guard(1);
   return rt.issued;
 }
@@ -934,6 +954,7 @@ int vdsp_rt_run(int (*kernel)(vdsp_task_t const *), vdsp_task_t const *task, int
   rt.message[0] = 0;
   rt.issued = rt.done = 0;
   rt.results = 0;
+  stream_next();
   vdsp_board_begin();
   conflicts.count = 0;
   int volatile handle = strict || guard.tcm || guard.inputs; /* read after the longjmp */
