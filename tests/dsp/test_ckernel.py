@@ -220,6 +220,8 @@ def test_a_cpp_kernel_reads_its_struct(rules):
 
 
 def test_a_kernel_sets_named_results_of_its_task(rules):
+    """docs/dsp_kernels.md's row "the task's result": up to 8 names, 1 to 31 characters, a name
+    set again takes the new value, values are int64; none left over from the task before."""
     _, registry, _ = rules
     assert _run(registry, 0x142E, [], [], how="ok") == {
         "count": 5, "big_negative": -(1 << 40), "_0123456789abcdefghijklmnopqrst": (1 << 63) - 1}
@@ -227,6 +229,7 @@ def test_a_kernel_sets_named_results_of_its_task(rules):
 
 
 def test_a_bad_result_fails_the_task_and_the_next_one_runs(rules):
+    """The same row: a bad name or a ninth fails the task with HB_DSP_OPERATOR_FAILED."""
     _, registry, _ = rules
     identifier = "kernel results_kernel: vdsp_result: a result's name is a C identifier of 1 to 31 characters"
     for how, message in (("bad_name", identifier), ("long_name", identifier),
@@ -238,6 +241,7 @@ def test_a_bad_result_fails_the_task_and_the_next_one_runs(rules):
 
 
 def test_a_failed_task_has_no_result(rules):
+    """The same row: "a task that fails (a trap, a non-zero return) has no result"."""
     _, registry, _ = rules
     with pytest.raises(errors.OperatorFailed, match="returned 3"):
         _run(registry, 0x142E, [], [], how="then_fail")

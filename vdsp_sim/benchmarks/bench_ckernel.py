@@ -6,7 +6,7 @@ run, and the emulation's cost per IVP intrinsic.
 
 In this process, no SoC: the stock image's C kernels (compiled once, as ``vdsp firmware build``
 does) and the Python references run each stage of the pillar preprocessing on the stock
-synthetic clouds (CenterPoint 300 000 x 5, PointPillars 100 000 x 4) on the same byte buffers,
+synthetic clouds (CenterPoint 300 000 x 5, PointPillars 100 000 x 4) on the same input buffers,
 ``--rounds`` times after a warm-up, their rounds interleaved (each timed on its second call in
 a row), medians of the thread's CPU time, and their outputs are compared byte for byte. The
 target (issue 41, "How fast"): a C stage no slower than its reference (C / reference <= 1).

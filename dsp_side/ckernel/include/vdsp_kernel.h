@@ -91,7 +91,7 @@ void vdsp_idma_wait_all(void);
 #define VDSP_MAX_RESULTS 8       /* names per task */
 #define VDSP_RESULT_NAME_MAX 31  /* characters of a name: a C identifier */
 /* Set result `name` of the running task to `value` (the operator's reply carries
- * {"name": value}; Python reads it as the task's result, C as hbDSP's). A name set again takes
+ * {"name": value}: Python's call returns it, C reads it by hbDSPGetTaskValueInt). A name set again takes
  * the new value. Traps (HB_DSP_OPERATOR_FAILED naming the kernel) on a name that is not a C
  * identifier of 1..VDSP_RESULT_NAME_MAX characters, on a ninth name, and outside a task. A task
  * that traps or returns non-zero has no result. */

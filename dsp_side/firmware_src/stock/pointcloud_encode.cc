@@ -153,7 +153,8 @@ VDSP_IVP_HOST_CLONES void pack_low_bytes(int32_t const *t32, int8_t *t8, uint32_
 /* One tile of `len` points of D values at `in` (TCM, 64-byte aligned): cells and xyzr (int32
  * each) and, D 5, the 5th values as int32 in t32 (pack_low_bytes makes them bytes). Returns
  * `valid` plus, per lane, the tile's points of that lane inside the ranges: each step adds 1
- * where its point is not skipped, the last step only on its lanes that hold points (`tail`). */
+ * where its point is not skipped, then the last step's lanes past the tile's points (`beyond`,
+ * stale TCM bytes) are taken off again. */
 template <uint32_t D>
 VDSP_IVP_HOST_CLONES xb_vecN_2x32v encode_tile(float const *in, uint32_t len, Selectors const &sel, Params const &f,
                                                int32_t *cells, int32_t *xyzr, int32_t *t32, xb_vecN_2x32v valid) {

@@ -238,12 +238,11 @@ VDSP_IVP_COUNTER uint64_t vdsp_ivp_outside_tcm(void const *p) {
  * timed on its second task in a row; a line per store, gather and scatter as well cost more than
  * it gained: benchmarks README. -DVDSP_IVP_NO_STREAM: none.) */
 VDSP_IVP_COUNTER int vdsp_ivp_stream_line(void) {
-#if defined(VDSP_IVP_NO_STREAM)
-  return 0;
-#endif
+#if !defined(VDSP_IVP_NO_STREAM)
   uintptr_t const at = vdsp_ivp_stream[0];
   __builtin_prefetch((void const *)at, 0, 2);
   vdsp_ivp_stream[0] = at + (at < vdsp_ivp_stream[1] ? 64u : 0u);
+#endif
   return 0;
 }
 #define VDSP_IVP_WHERE(name, p) (vdsp_ivp_outside[VDSP_IVP_ID_##name] += vdsp_ivp_outside_tcm(p))
