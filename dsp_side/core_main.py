@@ -51,7 +51,7 @@ def _run_firmware(argv: list[str]) -> int:
     return 1
 
 
-FIRMWARE = {"firmware": Entry(_run_firmware, ("-m", "dsp_side.firmware"))}
+FIRMWARE = {"firmware": Entry(_run_firmware, ("-m", "dsp_side.firmware_main"))}
 
 
 def firmware_starter(core: str) -> Starter:

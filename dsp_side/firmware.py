@@ -1,6 +1,6 @@
 """The firmware process of one core: binds the task endpoint and runs tasks one at a time.
 
-Started by the core (``python -m dsp_side.firmware ...``). It prints one JSON
+Started by the core (forked from its starter, or ``python -m dsp_side.firmware_main ...``). It prints one JSON
 line on stdout once it serves (firmware version and operator table), or
 ``{"refused": why}`` if the image fails verification (signature, header, payload,
 manifest: see ``dsp_side.fw_image.load``) and exits; its stdout closing tells the
@@ -50,7 +50,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import zmq
 
@@ -96,8 +96,8 @@ class OperatorContext:
         self.log = logging.getLogger(f"vdsp.op.{core}")
         self.msg_id = 0
         self.watchdog_ms = watchdog_ms      # the core kills a task that runs this long
-        self.state = None                   # the running operator's OperatorState (lifecycle hooks)
-        self.board = None                   # a C kernel's board-time estimate of the running task
+        self.state: Any = None              # the running operator's OperatorState (lifecycle hooks)
+        self.board: Any = None               # a C kernel's board-time estimate of the running task
         self.note: Callable[[str, dict], None] | None = None   # an event of the running task's trace
         self.crash_file: str | None = None  # where a crash report goes (C kernels: an ASan image's stop)
 
@@ -139,6 +139,9 @@ class Firmware:
         self.ownership = Ownership(f"{core} firmware", accept_relay=True, accepted=peerproof.accept_records())
         self.board: float | None = None     # the last task's board_us (its trace event's), None: no estimate
         self.unloading = False      # set by SIGUSR1 (the core stops us): serve returns, destroy hooks run
+        # An in-process host of this firmware (the loopback SoC, the fuzzer) handles an operator's
+        # crash here instead of the report and the exit (a compiled class's methods are not replaced)
+        self.on_crash: Callable[[wire.Message, str, dict], None] | None = None
         self.trace = TaskTrace(core, lambda op: self.registry.get(op).name)   # task slices while tracing is on
         self.ctx.note = self.trace.note     # what an operator reports of its task (C kernels: bank conflicts)
         self._plans: dict[bytes, _Plan] = {}    # TASK body bytes -> what checking them gave (see _Plan)
@@ -309,6 +312,7 @@ class Firmware:
         # PROTOCOL.md §5.3: the estimate of the task's time on a J5 DSP: a C kernel's counted
         # cycles, else the operator's table entry (None: it has none)
         counted = self.ctx.board
+        board_us: float | None
         if counted is not None:
             board_us, model = int(counted.us * 1000.0 + 0.5) / 1000.0, counted.model
         else:
@@ -323,7 +327,11 @@ class Firmware:
 
     def crash(self, msg: wire.Message, op_name: str, params: dict) -> None:
         """Write the crash report (with the exception's type and message, which the core passes on
-        in its crash EVENT) and die like a DSP taking an exception."""
+        in its crash EVENT) and die like a DSP taking an exception (:attr:`on_crash` set: it
+        runs instead, within the ``except`` that caught the operator's exception)."""
+        if self.on_crash is not None:
+            self.on_crash(msg, op_name, params)
+            return
         tb = traceback.format_exc()
         raised = sys.exc_info()[1]
         what = f"{type(raised).__name__}: {raised}" if str(raised) else type(raised).__name__
@@ -452,7 +460,7 @@ def compute(fw: Firmware, io: FirmwareIO, waiter: select.poll, wake_r: int) -> N
 def main(argv: list[str] | None = None, forked: bool = False) -> None:
     """``forked``: this process was forked from the core's starter (``vdsp_board.processes.starter``),
     which already made it die with the starter, and so with the core."""
-    ap = argparse.ArgumentParser(prog="python -m dsp_side.firmware",
+    ap = argparse.ArgumentParser(prog="python -m dsp_side.firmware_main",
                                  description="Firmware process of one simulated DSP core (started by the core).")
     ap.add_argument("--core", required=True)
     ap.add_argument("--endpoint", required=True)

@@ -77,18 +77,18 @@ class FirmwareIO:
         self.jobs, self.done = Mailbox(intake.runq), Mailbox()
         self.batch = ReplyBatch()
         self.hellos = HelloGate(intake.ownership, f"{name}-hello")     # HELLO claims judged off this thread
-        self._thread = threading.Thread(target=self._run, name=f"{name}-io", daemon=True)
+        self._io_thread = threading.Thread(target=self._run, name=f"{name}-io", daemon=True)
 
     def start(self) -> None:
         """From now on only the I/O thread uses the socket."""
-        self._thread.start()
+        self._io_thread.start()
 
     def stop(self) -> None:
         """The firmware unloads (from the compute thread): the replies it put on :attr:`done`
         leave, the held ones too, then the thread closes the socket and ends."""
         self.done.put(STOP)
-        self._thread.join(STOP_WAIT_S)
-        if self._thread.is_alive():
+        self._io_thread.join(STOP_WAIT_S)
+        if self._io_thread.is_alive():
             log.error("the firmware's I/O thread did not end within %.0f s", STOP_WAIT_S)
 
     # --- the I/O thread ---------------------------------------------------------------------------

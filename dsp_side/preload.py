@@ -2,7 +2,7 @@
 numpy, cv2, ZeroMQ and the stock operators (and numba with the compiled point-cloud kernels loaded
 where the stock image runs them: no C compiler for its C kernels).
 
-Why: a firmware booted by ``python -m dsp_side.firmware`` imported all of it again and loaded the
+Why: a firmware booted by ``python -m dsp_side.firmware_main`` imported all of it again and loaded the
 numba kernels again: 1-1.6 s per boot, and every core recovery is a boot; and each firmware held
 its own copy (an idle SoC was ~500 MB PSS). Forked from a starter that has them, a process starts
 with all of that in place, shared copy-on-write (counted once in PSS). A firmware boot is a fork

@@ -360,7 +360,7 @@ def fuzz_firmware(messages: int, seed: int = 0, limit_findings: int = 20,
     class _Crashed(Exception):
         pass
 
-    def crash(self, msg, op_name, params):     # instead of os._exit: report it
+    def crash(msg, op_name, params):     # instead of os._exit: report it (Firmware.on_crash)
         raise _Crashed(traceback.format_exc())
 
     import logging
@@ -378,7 +378,7 @@ def _run_in_process(messages, seed, limit_findings, outcomes, crash, _Crashed):
     from dsp_side.firmware import Firmware
     version, registry = stock_registry()
     fw = Firmware("vdsp0", version, registry, None, None)
-    fw.crash = crash.__get__(fw)
+    fw.on_crash = crash
     intake = fw.intake()
     findings: list[Finding] = []
     with MemoryManager() as mm:

@@ -157,7 +157,7 @@ class _Core:
 
         def crash(msg, op_name, params):
             raise _Crash(f"operator {op_name} raised")
-        fw.crash = crash  # type: ignore[method-assign]
+        fw.on_crash = crash
         fw.init_operators()
         self.fw, self.intake, self.boots = fw, fw.intake(), self.boots + 1
         self.engine.fw_booted(os.getpid(), "loopback", self.loop.now())
