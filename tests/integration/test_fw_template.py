@@ -5,7 +5,10 @@ dsp_side.firmware`` as before, and each process says its role in ``ps`` (its com
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,6 +125,21 @@ def test_without_the_template_the_firmware_is_a_fresh_interpreter(runtime_env, m
             assert client.rpc(opids.PING, core=CORE_0).wait(5000) == {"core": "vdsp0"}
     finally:
         soc.stop_and_check()
+
+
+def test_the_module_protocol_md_names_for_a_fresh_firmware_is_the_one_started_and_runs():
+    """PROTOCOL.md §1, the firmware row: "... or `python -m dsp_side.firmware_main`". That is the
+    command a starter without templates runs, and ``python -m`` runs it in this build: with the
+    compiled build (the suite's 3.11 run) ``dsp_side.firmware`` is an extension module, which
+    ``-m`` cannot run ("No code object available")."""
+    from dsp_side import core_main
+    row = next(line for line in (Path(__file__).parents[2] / "PROTOCOL.md").read_text().splitlines()
+               if line.startswith("| firmware (task endpoint)"))
+    module = re.search(r"`python -m ([\w.]+)`", row).group(1)
+    assert core_main.FIRMWARE["firmware"].command == ("-m", module)
+    res = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert f"usage: python -m {module} " in res.stdout
 
 
 def test_vdsp_up_forks_the_cores_from_one_soc_starter_and_down_leaves_nothing(runtime_env, monkeypatch):
