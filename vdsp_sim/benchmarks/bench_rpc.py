@@ -55,6 +55,8 @@ from typing import Any
 
 import zmq  # noqa: E402
 
+from protocol import header, wire
+from protocol.constants import Command
 from protocol.header import STRUCT as HDR  # the raw floor packs its headers itself
 from vdsp_sim.benchmarks import footprint
 from vdsp_sim.benchmarks.report import Report
@@ -323,6 +325,48 @@ class Baseline:
                 raise RuntimeError("baseline: lost replies")
             sock.recv_multipart()
             outstanding -= 1
+        self.seq = seq
+        return count / duration_s
+
+    def protocol_throughput(self, window: int, warm_s: float, duration_s: float) -> float:
+        """:meth:`throughput` plus the per-task work the protocol asks of any client, in Python
+        with the protocol's own functions (the compiled ones where the build is used), and nothing
+        of the SDK: each TASK's header and body packed (``header.pack``, ``wire.pack_body`` of a
+        PING's body, made per task as a caller's values would be) and the task kept in a table by
+        msg_id; each reply's header parsed and its body decoded and checked (``Header.parse``,
+        ``wire.unpack_body``: the echoed TASK body, about the size of a PING's RESULT), its task
+        taken from the table and given its values. A client's CPU above this is what its own
+        machinery costs (tasks, waits, threads), not the protocol's."""
+        sock, pack, parse, pack_body, unpack_body = self.sock, header.pack, header.Header.parse, wire.pack_body, \
+            wire.unpack_body
+        task_cmd, owner = int(Command.TASK), os.getpid()
+        table: dict[int, list] = {}
+        t_start = time.monotonic() + warm_s
+        t_end = t_start + duration_s
+        outstanding = count = 0
+        seq = self.seq
+        while True:
+            while outstanding < window:
+                seq += 1
+                table[seq] = [seq, False, None]
+                sock.send_multipart([pack(task_cmd, seq, 0), pack_body({"inputs": [], "outputs": [], "params": {},
+                                                                        "owner": owner})])
+                outstanding += 1
+            if outstanding == window or sock.poll(5000):
+                frames = sock.recv_multipart()
+            else:
+                raise RuntimeError("baseline: lost replies")
+            reply, body = parse(frames[0]), unpack_body(frames[1])
+            task = table.pop(reply.msg_id)
+            task[1], task[2] = True, body.get("params")
+            outstanding -= 1
+            now = time.monotonic()
+            if now < t_end:
+                count += now >= t_start
+            elif not outstanding:
+                break
+            else:
+                window = 0      # the last replies: read (and decoded) as the others, none sent
         self.seq = seq
         return count / duration_s
 
