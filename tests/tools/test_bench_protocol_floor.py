@@ -48,3 +48,11 @@ def test_the_client_rows_say_the_protocol_floor_against_the_raw_client_and_the_s
     said = bench_perf.protocol_floor(36.0, 30.0, 24.0)
     assert said == "(info) protocol floor 30 µs (1.25 x the raw client; the SDK's 1.20 x it)"
     assert bench_perf.protocol_floor(36.0, 0.0, 24.0) == "(info) protocol floor: not measured"
+
+
+@pytest.mark.live
+def test_a_worker_that_stops_answering_ends_the_run_with_an_error_not_a_hang(floor):
+    floor.procs[0].kill()       # the echo worker
+    floor.procs[0].wait()
+    with pytest.raises(RuntimeError, match="no reply within 200 ms"):
+        floor.protocol_throughput(4, 0.0, 5.0, reply_timeout_ms=200)

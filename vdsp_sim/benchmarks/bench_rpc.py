@@ -328,7 +328,7 @@ class Baseline:
         self.seq = seq
         return count / duration_s
 
-    def protocol_throughput(self, window: int, warm_s: float, duration_s: float) -> float:
+    def protocol_throughput(self, window: int, warm_s: float, duration_s: float, reply_timeout_ms: int = 5000) -> float:
         """:meth:`throughput` plus the per-task work the protocol asks of any client, in Python
         with the protocol's own functions (the compiled ones where the build is used), and nothing
         of the SDK: each TASK's header and body packed (``header.pack``, ``wire.pack_body`` of a
@@ -336,7 +336,8 @@ class Baseline:
         msg_id; each reply's header parsed and its body decoded and checked (``Header.parse``,
         ``wire.unpack_body``: the echoed TASK body, about the size of a PING's RESULT), its task
         taken from the table and given its values. A client's CPU above this is what its own
-        machinery costs (tasks, waits, threads), not the protocol's."""
+        machinery costs (tasks, waits, threads), not the protocol's. A reply that takes longer than
+        ``reply_timeout_ms`` (the worker gone) raises RuntimeError."""
         sock, pack, parse, pack_body, unpack_body = self.sock, header.pack, header.Header.parse, wire.pack_body, \
             wire.unpack_body
         task_cmd, owner = int(Command.TASK), os.getpid()
@@ -345,29 +346,32 @@ class Baseline:
         t_end = t_start + duration_s
         outstanding = count = 0
         seq = self.seq
-        while True:
-            while outstanding < window:
-                seq += 1
-                table[seq] = [seq, False, None]
-                sock.send_multipart([pack(task_cmd, seq, 0), pack_body({"inputs": [], "outputs": [], "params": {},
-                                                                        "owner": owner})])
-                outstanding += 1
-            if outstanding == window or sock.poll(5000):
+        sock.rcvtimeo = reply_timeout_ms        # a receive that waits longer raises zmq.Again
+        try:
+            while True:
+                while outstanding < window:
+                    seq += 1
+                    table[seq] = [seq, False, None]
+                    sock.send_multipart([pack(task_cmd, seq, 0), pack_body({"inputs": [], "outputs": [], "params": {},
+                                                                            "owner": owner})])
+                    outstanding += 1
                 frames = sock.recv_multipart()
-            else:
-                raise RuntimeError("baseline: lost replies")
-            reply, body = parse(frames[0]), unpack_body(frames[1])
-            task = table.pop(reply.msg_id)
-            task[1], task[2] = True, body.get("params")
-            outstanding -= 1
-            now = time.monotonic()
-            if now < t_end:
-                count += now >= t_start
-            elif not outstanding:
-                break
-            else:
-                window = 0      # the last replies: read (and decoded) as the others, none sent
-        self.seq = seq
+                reply, body = parse(frames[0]), unpack_body(frames[1])
+                task = table.pop(reply.msg_id)
+                task[1], task[2] = True, body.get("params")
+                outstanding -= 1
+                now = time.monotonic()
+                if now < t_end:
+                    count += now >= t_start
+                elif not outstanding:
+                    break
+                else:
+                    window = 0      # the last replies: read (and decoded) as the others, none sent
+        except zmq.Again:
+            raise RuntimeError(f"baseline: no reply within {reply_timeout_ms} ms ({outstanding} in flight)") from None
+        finally:
+            sock.rcvtimeo = -1
+            self.seq = seq
         return count / duration_s
 
     def stop(self) -> None:
