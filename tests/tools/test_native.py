@@ -796,9 +796,17 @@ _SUBMITS = r"""if True:
                                  "handed_on": len(handed)}
                 waits.append({"case": name, "c": ways["c"], "py": ways["py"], "handed_on": ways["c"].pop("handed_on")})
                 ways["py"].pop("handed_on")
-            # ten waits a case: one may find the turn taken by the background thread (its tick) and be handed on
-            wait_case("sequential", lambda: [sorted(soc.rpc(opids.PING, core=CORE_ANY).wait(5000)) for _ in range(10)])
-            wait_case("no timeout", lambda: [sorted(soc.rpc(opids.PING, core=CORE_1).wait(0)) for _ in range(10)])
+            # waits until `want` of them were not handed on (at most `most`): a wait may find the turn
+            # taken by the background thread (its tick, or a reply that came before the wait began, more
+            # often on a busy host) and be handed on, as the Python would. The replies of the first `want`
+            # and how many were led: the Python's `want` of `want`
+            def until_led(one, want=10, most=200):
+                got = []
+                while len(got) < most and len(got) - len(handed) < want:
+                    got.append(one())
+                return [got[:want], min(len(got) - len(handed), want)]
+            wait_case("sequential", lambda: until_led(lambda: sorted(soc.rpc(opids.PING, core=CORE_ANY).wait(5000))))
+            wait_case("no timeout", lambda: until_led(lambda: sorted(soc.rpc(opids.PING, core=CORE_1).wait(0))))
             def done_first():
                 t = soc.rpc(opids.PING, core=CORE_0)
                 while not t.done():
@@ -939,12 +947,11 @@ def test_the_compiled_wait_leads_until_done_and_leaves_the_reading_as_client_wai
     for name in taken + [timed] + handed:
         c = by[name]
         assert c["c"] == c["py"], c
-        if name in taken:
-            assert c["handed_on"] <= 2, c       # of ten waits
-        elif name in handed:
+        if name in handed:
             assert c["handed_on"] >= 1, c
         assert c["c"]["state"] == [0, True, False, False, []], c
-    assert by["sequential"]["c"]["got"] == [["core"]] * 10 and by["done"]["handed_on"] == 0
+    # ten waits led in C, however many a busy host had handed on before them; a done task never is
+    assert by["sequential"]["c"]["got"] == [[["core"]] * 10, 10] and by["done"]["handed_on"] == 0
     first, then = by["timeout, then collected"]["c"]["got"]
     assert first == ["raised", "TaskTimeout", "[-6000008 HB_DNN_TIMEOUT] request N not done after 50 ms; it is still "
                      "in flight, wait again to collect it"] and then == ["slept_ms"], by["timeout, then collected"]
