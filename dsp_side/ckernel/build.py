@@ -189,8 +189,11 @@ def compile_tree(src: Path, entries: Iterable[OperatorEntry], *, sanitize: bool 
     key = _build_key(src, files, header, name, level)
     lib = _CACHE.get(key) or cache.load(key)
     if lib is None:
-        lib = _compile(src, files, header, name, level)
-        cache.store(key, lib)
+        with cache.building(key):       # one process compiles a key at a time; the others read what it stored
+            lib = cache.load(key)
+            if lib is None:
+                lib = _compile(src, files, header, name, level)
+                cache.store(key, lib)
     if key not in _CACHE:
         if len(_CACHE) >= _CACHE_MAX:
             _CACHE.clear()

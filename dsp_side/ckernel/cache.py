@@ -7,18 +7,33 @@ Invariants: the directory is used only when it is a real directory (not a symlin
 user with no group or world access (made so, 0700, when missing); otherwise there is no cache and
 the build compiles. An entry is opened with ``O_NOFOLLOW`` and read only from a regular file of
 this user's, at most ``MAX_BYTES``; it is written to a new file (``O_EXCL``, 0600) and renamed into
-place, so a reader sees a whole library or none. At most ``MAX_ENTRIES`` are kept (the oldest go).
-Errors never fail a build: the cache is skipped.
+place, so a reader sees a whole library or none. At most ``MAX_ENTRIES`` are kept: the least
+recently used go (a read marks its entry used), so the stock image's libraries, which every SoC's
+start reads, outlive a session of many kernels built once. Errors never fail a build: the cache is
+skipped.
+
+One build of a key at a time (:func:`building`): processes of this user that miss the same key at
+once (the SoCs of a test run starting side by side, two ``vdsp up``) do not each compile it; the
+first compiles while the others wait on its lock (``flock`` on a ``.KEY.lock`` file of the
+directory, opened as the entries are) and then read what it stored. The kernel releases the lock
+of a process that dies; a waiter gives up after ``LOCK_WAIT_S`` and compiles for itself (a build
+that slow is not one to wait for twice).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import stat
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 MAX_BYTES = 64 << 20        # a kernel library larger than this is neither stored nor read
 MAX_ENTRIES = 32
+LOCK_WAIT_S = 300.0         # how long a build waits for another process's build of the same key
+_LOCK_POLL_S = 0.05
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -52,7 +67,10 @@ def load(key: str) -> bytes | None:
             return None
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(MAX_BYTES + 1)
-        return data if 0 < len(data) <= MAX_BYTES else None
+        if not 0 < len(data) <= MAX_BYTES:
+            return None
+        os.utime(fd)            # used now: the last entry to go (_prune)
+        return data
     except OSError:
         return None
     finally:
@@ -91,3 +109,59 @@ def _prune(where: Path) -> None:
             os.unlink(path)
         except OSError:
             pass
+
+
+@contextlib.contextmanager
+def building(key: str, wait_s: float = LOCK_WAIT_S) -> Iterator[bool]:
+    """Hold the build of ``key`` while the block runs: another process of this user that enters
+    ``building(key)`` meanwhile waits (at most ``wait_s``) until this one leaves; the block reads
+    the cache again (another process may have stored the key while this one waited) and builds
+    only on a miss. Yields True while the lock is held, False when there is none to hold (no
+    cache, a lock path that is not this user's regular file, ``wait_s`` passed): build anyway."""
+    where = directory()
+    path = where / f".{key}.lock" if where is not None and _KEY.match(key) else None
+    fd = _lock(path, time.monotonic() + wait_s) if path is not None else None
+    try:
+        yield fd is not None
+    finally:
+        if fd is not None and path is not None:
+            try:
+                os.unlink(path)     # still the file locked (_lock checked): the next build makes a new one
+            except OSError:
+                pass
+            os.close(fd)            # and lets the waiters go
+
+
+def _lock(path: Path, deadline: float) -> int | None:
+    """An fd of ``path`` with an exclusive flock, ``path`` still naming that file (a holder that
+    left unlinks it: a waiter that had opened the old file opens the new one); None when ``path``
+    cannot be this user's regular file or ``deadline`` passes."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+                os.close(fd)
+                return None
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        os.close(fd)
+                        return None
+                    time.sleep(_LOCK_POLL_S)
+            try:
+                now = os.lstat(path)
+            except FileNotFoundError:
+                now = None
+            if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                return fd
+            os.close(fd)                            # the file we locked was left and unlinked: again
+        except OSError:
+            os.close(fd)
+            return None

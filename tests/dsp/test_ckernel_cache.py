@@ -98,3 +98,91 @@ def test_a_process_running_a_source_trees_kernels_leaves_no_file_when_killed(tmp
         proc.kill()
         proc.communicate(timeout=60)
     assert list(tmp.iterdir()) == []
+
+
+def test_the_least_recently_used_entry_goes_first(home):
+    """An entry read is kept before one only written: the stock image's libraries, read at every
+    SoC's start, outlive a run of more than MAX_ENTRIES other kernels (the suite's C-kernel tests
+    had pushed them out, so each run began by compiling the stock image again)."""
+    keys = [f"{i:064x}" for i in range(cache.MAX_ENTRIES)]
+    for i, key in enumerate(keys):
+        cache.store(key, b"lib %d" % i)
+        os.utime(home / f"{key}.so", ns=(10**18 + i * 10**9,) * 2)      # written in this order, a second apart
+    assert cache.load(keys[0]) == b"lib 0"                              # the oldest written, read now
+    cache.store("ff" * 32, b"one more")
+    left = {p.stem for p in home.glob("*.so")}
+    assert keys[0] in left and keys[1] not in left and len(left) == cache.MAX_ENTRIES
+
+
+BUILDER = ("import sys, hashlib; from pathlib import Path; from dsp_side.ckernel import build; "
+           "from protocol.contract import pointcloud_ops as p; real = build._compile\n"
+           "def held(*a):\n"
+           "    print('compiling', flush=True); sys.stdin.readline(); return real(*a)\n"
+           "build._compile = {'held': held, 'refused': lambda *a: sys.exit('compiled'), 'real': real}[sys.argv[1]]\n"
+           "print(hashlib.sha256(build.compile_tree(Path('dsp_side/firmware_src/stock'), [p.ENCODE, p.TRANSPOSE]))"
+           ".hexdigest(), flush=True)")
+
+
+def _builder(how: str, tmp_path):
+    return subprocess.Popen([sys.executable, "-c", BUILDER, how], cwd=ROOT,
+                            env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _first_line(proc, timeout_s: float = 120) -> str:
+    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
+    assert ready, f"no line in {timeout_s} s"
+    return proc.stdout.readline().strip()
+
+
+@pytest.mark.skipif(bool(__import__("vdsp_sim.ctoolchain", fromlist=["missing"]).missing()), reason="no C compiler")
+def test_two_processes_building_the_same_kernels_at_once_compile_them_once(home, tmp_path):
+    """As SoCs started side by side do (a test run's workers, two `vdsp up`): the second waits for
+    the first's build and reads it from the cache; it never compiles (its compiler exits)."""
+    first = _builder("held", tmp_path)
+    second = None
+    try:
+        assert _first_line(first) == "compiling"        # the first holds the build of the key
+        second = _builder("refused", tmp_path)          # misses the cache meanwhile: waits
+        first.stdin.write("go\n")
+        first.stdin.flush()
+        out1, err1 = first.communicate(timeout=300)
+        out2, err2 = second.communicate(timeout=300)
+        assert first.returncode == 0, err1
+        assert second.returncode == 0, err2             # 'compiled' (exit 1) had it compiled
+        assert out2 == out1 and len(list(home.glob("*.so"))) == 1
+        assert [p.name for p in home.iterdir() if not p.name.endswith(".so")] == []     # no lock file left
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=60)
+
+
+@pytest.mark.skipif(bool(__import__("vdsp_sim.ctoolchain", fromlist=["missing"]).missing()), reason="no C compiler")
+def test_a_builder_killed_mid_build_holds_nobody_up(home, tmp_path):
+    """The kernel drops the lock of a builder that dies (SIGKILL: no cleanup): the next build of
+    the key takes it without waiting, and leaves no lock file (it unlinks the one the dead left)."""
+    dead = _builder("held", tmp_path)
+    try:
+        assert _first_line(dead) == "compiling"
+    finally:
+        dead.kill()
+        dead.communicate(timeout=60)
+    left = [p.name for p in home.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".") and left[0].endswith(".lock"), left
+    with cache.building(left[0][1:-len(".lock")], wait_s=0.0) as held:
+        assert held is True
+    assert list(home.iterdir()) == []
+
+
+def test_a_lock_path_that_is_a_symlink_is_not_followed(home, tmp_path):
+    """A `.KEY.lock` planted as a symlink (a user's cache directory is private, but every file we
+    open could be a symlink): no lock is taken and the build goes on without one; the symlink's
+    target is neither created nor touched."""
+    home.mkdir(parents=True, mode=0o700)
+    target = tmp_path / "elsewhere"
+    (home / f".{KEY}.lock").symlink_to(target)
+    with cache.building(KEY, wait_s=1.0) as held:
+        assert held is False
+    assert not target.exists() and (home / f".{KEY}.lock").is_symlink()
