@@ -141,10 +141,10 @@ def _lock(path: Path, deadline: float) -> int | None:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError:
             return None
+        kept = False
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
-                os.close(fd)
                 return None
             while True:
                 try:
@@ -152,16 +152,18 @@ def _lock(path: Path, deadline: float) -> int | None:
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        os.close(fd)
                         return None
                     time.sleep(_LOCK_POLL_S)
             try:
-                now = os.lstat(path)
+                now: os.stat_result | None = os.lstat(path)
             except FileNotFoundError:
                 now = None
             if now is not None and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                kept = True
                 return fd
-            os.close(fd)                            # the file we locked was left and unlinked: again
+            # the file locked was left and unlinked by its holder: open the one there now
         except OSError:
-            os.close(fd)
             return None
+        finally:
+            if not kept:
+                os.close(fd)

@@ -176,10 +176,34 @@ def test_a_builder_killed_mid_build_holds_nobody_up(home, tmp_path):
     assert list(home.iterdir()) == []
 
 
+def test_a_lock_held_too_long_delays_a_build_and_never_stops_it(home):
+    """docs/security.md: "a waiter stops waiting after 5 minutes, so a same-user process that holds
+    a lock delays a build, never stops it" (and docs/dsp_kernels.md's "after 5 minutes"): a lock
+    another open file holds makes ``building`` wait until its deadline, then yield False (build
+    without it); the deadline by default is those 5 minutes."""
+    import fcntl
+    import time
+    assert cache.LOCK_WAIT_S == 5 * 60
+    docs = (ROOT / "docs" / "security.md").read_text()
+    assert "a waiter stops waiting after 5 minutes" in " ".join(docs.split())
+    home.mkdir(parents=True, mode=0o700)
+    holder = os.open(home / f".{KEY}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        t0 = time.monotonic()
+        with cache.building(KEY, wait_s=0.3) as held:
+            waited = time.monotonic() - t0
+            assert held is False and waited >= 0.3, waited
+    finally:
+        os.close(holder)
+    assert (home / f".{KEY}.lock").exists()          # the holder's file: not the waiter's to remove
+
+
 def test_a_lock_path_that_is_a_symlink_is_not_followed(home, tmp_path):
     """A `.KEY.lock` planted as a symlink (a user's cache directory is private, but every file we
     open could be a symlink): no lock is taken and the build goes on without one; the symlink's
-    target is neither created nor touched."""
+    target is neither created nor touched (docs/security.md: "where it cannot be (a symlink,
+    another's file) the build goes on without it")."""
     home.mkdir(parents=True, mode=0o700)
     target = tmp_path / "elsewhere"
     (home / f".{KEY}.lock").symlink_to(target)
