@@ -236,6 +236,21 @@ def test_truncn_2xf32_truncates_toward_zero_with_q_fraction_bits_saturating(driv
     assert (_i32(driver("trunc", a, np.array([q], np.int32))) == want).all()
 
 
+@pytest.mark.parametrize("q", [0, 31])
+def test_truncn_2xf32_at_the_edges_of_int32_nan_and_infinities(driver, q):
+    """The lanes where a host's own truncation differs from the semantics: NaN (0), both
+    infinities and every product outside int32 (saturated, either sign), -2^31 itself, and the
+    largest float below 2^31 (exact)."""
+    big = np.float32(2147483520.0)              # the largest float32 below 2^31
+    a = np.array([np.nan, -np.nan, np.inf, -np.inf, 2.0**31, -2.0**31, big, -big, 3e38, -3e38, -0.0, 0.5,
+                  -0.5, 1.0, -1.0, 2.0**-31], np.float32)
+    x = a.astype(np.float64) * 2.0 ** q
+    with np.errstate(invalid="ignore"):
+        want = np.where(np.isnan(x), 0, np.clip(np.trunc(np.nan_to_num(x)), -2**31, 2**31 - 1)).astype(np.int64)
+    assert want[4] == 2**31 - 1 and want[5] == -2**31 and want[0] == 0
+    assert (_i32(driver("trunc", a, np.array([q], np.int32))) == want).all()
+
+
 def test_truncn_2xf32_refuses_fraction_bits_outside_0_to_31(driver):
     done = driver("trunc", _floats(), np.array([32], np.int32), ok=False)
     assert done.returncode != 0 and "vdsp: IVP_TRUNCN_2XF32: fraction bits 32 outside 0..31" in done.stderr.decode()

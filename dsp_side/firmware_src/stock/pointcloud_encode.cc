@@ -9,8 +9,8 @@
  * The points stream through TCM: tile t comes into bank t % 2 by IDMA while tile t - 1 is computed;
  * a tile's outputs are built in the same bank and drain by IDMA. A step takes 16 points: their
  * 16 * dim words by dim aligned loads, each value (word dim * i + c of the step) taken out of
- * them by dim - 1 word selections (IVP_SELN_2X32, index vectors computed once per task), the cell
- * and the features computed on 16 lanes, the results stored into the output tiles by aligned
+ * them by dim - 1 word selections (IVP_SELN_2X32, index vectors from a constant table), the
+ * cell and the features computed on 16 lanes, the results stored into the output tiles by aligned
  * stores (64 bytes, 16 points, a store). The 5th values are stored as int32 and packed to bytes
  * 64 at a time by loads and byte deinterleaving. Invariants: a tile holds a multiple of 64
  * points and its buffers start on 64-byte boundaries (TCM allocations do), a step's bytes are a
@@ -67,28 +67,36 @@ VDSP_KERNEL_INLINE xb_vecN_2xf32 as_float(xb_vecN_2x32v v) {
 /* The selections that take value c of a step's 16 points (word D * i + c of its D vectors of
  * 16 words: vector (D * i + c) / 16, lane (D * i + c) % 16) out of the D vectors: sel[c][0]
  * from v1:v0, sel[c][k] (k >= 1) from v(k + 1) and what the selections before it gathered.
- * Computed once per task (the kernel's entry), for D 4 or 5. */
-struct Selectors {
-  xb_vecN_2x32v sel[5][4];
-};
-
+ * A table the compiler makes, for D 4 or 5 (constants of the kernel, as on the board). */
 template <uint32_t D>
-void value_selectors(Selectors &to) {
-  xb_vecN_2x32v (&sel)[5][4] = to.sel;
-  for (uint32_t c = 0; c < D; c++)
-    for (uint32_t k = 0; k + 1 < D; k++)
-      for (uint32_t i = 0; i < kLanes; i++) {
-        uint32_t const w = D * i + c, from = w / kLanes, lane = w % kLanes;
-        sel[c][k].s[i] = (int32_t)(from == k + 1 ? kLanes + lane : k == 0 && from == 0 ? lane : i);
-      }
+struct Selectors {
+  int32_t sel[D][D - 1][kLanes];
+  constexpr Selectors() : sel() {
+    for (uint32_t c = 0; c < D; c++)
+      for (uint32_t k = 0; k + 1 < D; k++)
+        for (uint32_t i = 0; i < kLanes; i++) {
+          uint32_t const w = D * i + c, from = w / kLanes, lane = w % kLanes;
+          sel[c][k][i] = (int32_t)(from == k + 1 ? kLanes + lane : k == 0 && from == 0 ? lane : i);
+        }
+  }
+};
+template <uint32_t D>
+constexpr Selectors<D> kSelectors{};
+
+/* selector k of value c as a vector */
+template <uint32_t D>
+VDSP_KERNEL_INLINE xb_vecN_2x32v selector(uint32_t c, uint32_t k) {
+  xb_vecN_2x32v v;
+  memcpy(v.s, kSelectors<D>.sel[c][k], sizeof v.s);
+  return v;
 }
 
 /* Value c of the step's points: D - 1 selections over its D vectors. */
 template <uint32_t D>
-VDSP_KERNEL_INLINE xb_vecN_2xf32 value_of(xb_vecN_2x32v const v[D], xb_vecN_2x32v const sel[D - 1]) {
-  xb_vecN_2x32v acc = IVP_SELN_2X32(v[1], v[0], sel[0]);
+VDSP_KERNEL_INLINE xb_vecN_2xf32 value_of(xb_vecN_2x32v const v[D], uint32_t c) {
+  xb_vecN_2x32v acc = IVP_SELN_2X32(v[1], v[0], selector<D>(c, 0));
 #pragma GCC unroll 8
-  for (uint32_t k = 2; k < D; k++) acc = IVP_SELN_2X32(v[k], acc, sel[k - 1]);
+  for (uint32_t k = 2; k < D; k++) acc = IVP_SELN_2X32(v[k], acc, selector<D>(c, k - 1));
   return as_float(acc);
 }
 
@@ -101,12 +109,12 @@ struct Cursor {
 };
 
 template <uint32_t D>
-VDSP_KERNEL_INLINE vboolN_2 encode_step(Cursor &at, xb_vecN_2x32v const (&sel)[5][4], Params const &f) {
+VDSP_KERNEL_INLINE vboolN_2 encode_step(Cursor &at, Params const &f) {
   xb_vecN_2x32v v[D];
 #pragma GCC unroll 8
   for (uint32_t c = 0; c < D; c++) IVP_LVN_2X32_IP(v[c], at.in, 64);
-  xb_vecN_2xf32 const x = value_of<D>(v, sel[0]), y = value_of<D>(v, sel[1]);
-  xb_vecN_2xf32 const z = value_of<D>(v, sel[2]), r = value_of<D>(v, sel[3]);
+  xb_vecN_2xf32 const x = value_of<D>(v, 0), y = value_of<D>(v, 1);
+  xb_vecN_2xf32 const z = value_of<D>(v, 2), r = value_of<D>(v, 3);
 
   /* the cell: truncation of the float32 quotients; -1 unless strictly inside every range */
   xb_vecN_2x32v const idx = IVP_TRUNCN_2XF32(IVP_DIVN_2XF32(IVP_SUBN_2XF32(x, f.back), f.x_scale), 0);
@@ -126,7 +134,7 @@ VDSP_KERNEL_INLINE vboolN_2 encode_step(Cursor &at, xb_vecN_2x32v const (&sel)[5
   xb_vecN_2x32v const xy = IVP_SELN_2X32I(qy, qx, IVP_SELI_8B_INTERLEAVE_1_EVEN);
   xb_vecN_2x32v const zr = IVP_SELN_2X32I(qr, qz, IVP_SELI_8B_INTERLEAVE_1_EVEN);
   IVP_SVN_2X32_IP(IVP_SELN_2X32I(zr, xy, IVP_SELI_INTERLEAVE_1_EVEN), at.xyzr, 64);
-  if (D == 5) IVP_SVN_2X32_IP(quantize(IVP_DIVN_2XF32(value_of<D>(v, sel[D - 1]), f.scale)), at.t32, 64);
+  if (D == 5) IVP_SVN_2X32_IP(quantize(IVP_DIVN_2XF32(value_of<D>(v, D - 1), f.scale)), at.t32, 64);
   return skip;
 }
 
@@ -156,7 +164,7 @@ VDSP_IVP_HOST_CLONES void pack_low_bytes(int32_t const *t32, int8_t *t8, uint32_
  * where its point is not skipped, then the last step's lanes past the tile's points (`beyond`,
  * stale TCM bytes) are taken off again. */
 template <uint32_t D>
-VDSP_IVP_HOST_CLONES xb_vecN_2x32v encode_tile(float const *in, uint32_t len, Selectors const &sel, Params const &f,
+VDSP_IVP_HOST_CLONES xb_vecN_2x32v encode_tile(float const *in, uint32_t len, Params const &f,
                                                int32_t *cells, int32_t *xyzr, int32_t *t32, xb_vecN_2x32v valid) {
   Cursor at = {(xb_vecN_2x32v const *)in, (xb_vecN_2x32v *)cells, (xb_vecN_2x32v *)xyzr, (xb_vecN_2x32v *)t32};
   uint32_t const steps = (len + kLanes - 1) / kLanes, last = len - (steps - 1) * kLanes;
@@ -166,7 +174,7 @@ VDSP_IVP_HOST_CLONES xb_vecN_2x32v encode_tile(float const *in, uint32_t len, Se
   vboolN_2 skip;
   uint32_t j = 0;
   do { /* len >= 1: a loop without a zero-trip test, as pack_low_bytes */
-    skip = encode_step<D>(at, sel.sel, f);
+    skip = encode_step<D>(at, f);
     valid = IVP_ADDN_2X32(valid, IVP_MOVN_2X32T(0, one, skip));
   } while (++j < steps);
   return IVP_ADDN_2X32(valid, IVP_MOVN_2X32T(0, beyond, skip));
@@ -199,11 +207,6 @@ VDSP_KERNEL(pointcloud_encode_kernel) {
     return -1;
   }
   Params const f = params_of(p);
-  Selectors sel;
-  if (dim == 5)
-    value_selectors<5>(sel);
-  else
-    value_selectors<4>(sel);
   uint32_t const per = tile_points(dim);
   Bank bank[2];
   for (int k = 0; k < 2; k++) {
@@ -233,9 +236,9 @@ VDSP_KERNEL(pointcloud_encode_kernel) {
     vdsp_idma_wait(b.fill);
     if (b.drain) vdsp_idma_wait(b.drain); /* this bank's outputs still drain tile t - 2 */
     if (dim == 5)
-      valid = encode_tile<5>(b.in, len, sel, f, b.cells, b.xyzr, b.t32, valid);
+      valid = encode_tile<5>(b.in, len, f, b.cells, b.xyzr, b.t32, valid);
     else
-      valid = encode_tile<4>(b.in, len, sel, f, b.cells, b.xyzr, b.t32, valid);
+      valid = encode_tile<4>(b.in, len, f, b.cells, b.xyzr, b.t32, valid);
     if (dim == 5) pack_low_bytes(b.t32, b.t8, len);
     b.drain = vdsp_idma_copy(cells + at * 4, b.cells, len * 4);
     b.drain = vdsp_idma_copy(xyzr + at * 4, b.xyzr, len * 4);

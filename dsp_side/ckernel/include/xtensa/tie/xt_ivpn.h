@@ -534,6 +534,16 @@ VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_divf(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
 }
 #define IVP_DIVN_2XF32(a, b) (VDSP_IVP_COUNT(DIVN_2XF32), vdsp_ivp_divf(VDSP_IVP_F32(a), VDSP_IVP_F32(b)))
 
+/* VDSP_IVP_X86_TRUNC(x): the host's truncating conversion of a chunk of floats (x86) */
+#if defined(__x86_64__) && VDSP_IVP_HOST_BYTES == 64
+#include <immintrin.h>
+#define VDSP_IVP_X86_TRUNC(x) _mm512_maskz_cvttps_epi32((__mmask16)0xffff, (__m512)(x)) /* (no undefined pass-through) */
+#elif defined(__x86_64__) && VDSP_IVP_HOST_BYTES == 32
+#define VDSP_IVP_X86_TRUNC(x) _mm256_cvttps_epi32((__m256)(x))
+#elif defined(__x86_64__) && defined(__SSE2__)
+#include <immintrin.h>
+#define VDSP_IVP_X86_TRUNC(x) _mm_cvttps_epi32((__m128)(x))
+#endif
 /* IVP_TRUNCN_2XF32(a, q): lane i = a[i] * 2^q rounded toward zero to int32 (q fractional bits,
  * 0 <= q <= 31), saturated to [INT32_MIN, INT32_MAX]; NaN gives 0 (assumed). */
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
@@ -542,6 +552,17 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
   vdsp_ivp_ci32 t[VDSP_IVP_CHUNKS];
   VDSP_IVP_REQUIRE((uint32_t)q > 31u, VDSP_IVP_BAD_FRACTION, (uint32_t)q);
   VDSP_IVP_GET(x, a.s);
+#ifdef VDSP_IVP_X86_TRUNC
+  /* x86: the host's truncation (cvttps2dq) gives 0x80000000 for NaN and every lane outside
+   * int32 (and for -2^31 itself); a lane >= 2^31 flips it to INT32_MAX, NaN lanes are cleared:
+   * three instructions fewer a chunk than the portable one below, the same words (CenterPoint's
+   * stage 1, seven truncations a step: about 8 % less time on AVX-512 and on AVX2) */
+  VDSP_IVP_EACH_CHUNK(c) {
+    x[c] *= (float)(1u << (q & 31));
+    vdsp_ivp_ci32 const host = (vdsp_ivp_ci32)VDSP_IVP_X86_TRUNC(x[c]);
+    t[c] = (host ^ (x[c] >= 2147483648.0f)) & (x[c] == x[c]);
+  }
+#else
   VDSP_IVP_EACH_CHUNK(c) {
     x[c] *= (float)(1u << (q & 31)); /* a power of two: the product is exact, or infinite (saturated) */
     /* one comparison per mask (GCC scalarises a combination of two for a narrower host) */
@@ -551,6 +572,7 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_truncf(xb_vecN_2xf32 a, int q) {
     t[c] = VDSP_IVP_PICK(x[c] >= 2147483648.0f, INT32_MAX, t[c]);
     t[c] = VDSP_IVP_PICK(x[c] <= -2147483648.0f, INT32_MIN, t[c]); /* -2^31 itself is INT32_MIN */
   }
+#endif
   VDSP_IVP_PUT(r.s, t);
   return r;
 }
@@ -656,10 +678,34 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32i(xb_vecN_2x32v hi, xb_vecN_2x32v lo
 #if VDSP_IVP_X86 == 32
 /* AVX2: each result chunk of 8 words is one of the four source chunks' words by the index's low 3
  * bits (vpermd of each), chosen by its bit 3 (within a pair) and bit 4 (the pair): blends by the
- * sign bit of the index shifted up. */
+ * sign bit of the index shifted up. A selector the compiler knows (a kernel's constant table,
+ * once inlined) is its two-source shuffles of 8 words instead (GCC), which it turns into the
+ * few instructions those lanes need (CenterPoint's stage 1, whose selections merge a vector's
+ * words into what earlier ones gathered: 1.92 -> 1.75 ms on an AVX2 build); the same words
+ * either way. */
+typedef uint32_t vdsp_ivp_u32c8 __attribute__((vector_size(32)));
+#if !defined(__clang__)
+#define VDSP_IVP_KNOWN_LANES(v)                                                                          \
+  __builtin_constant_p((v)[0] + (v)[1] + (v)[2] + (v)[3] + (v)[4] + (v)[5] + (v)[6] + (v)[7] + (v)[8] + \
+                       (v)[9] + (v)[10] + (v)[11] + (v)[12] + (v)[13] + (v)[14] + (v)[15])
+#else
+#define VDSP_IVP_KNOWN_LANES(v) 0
+#endif
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32(xb_vecN_2x32v hi, xb_vecN_2x32v lo, xb_vecN_2x32v sel) {
   __m256i src[4], k[2];
   __m256 r[2];
+#if !defined(__clang__)
+  if (VDSP_IVP_KNOWN_LANES(sel.s)) { /* decided by the compiler: no branch */
+    vdsp_ivp_u32c8 w[4], idx[2], out[2];
+    memcpy(w, lo.s, 64), memcpy(w + 2, hi.s, 64), memcpy(idx, sel.s, 64);
+    VDSP_IVP_EACH_CHUNK(c) {
+      vdsp_ivp_u32c8 const in_pair = idx[c] & 15u, pair = (vdsp_ivp_u32c8){0, 1, 2, 3, 4, 5, 6, 7} + (idx[c] & 16u) / 2u;
+      out[c] = __builtin_shuffle(__builtin_shuffle(w[0], w[1], in_pair), __builtin_shuffle(w[2], w[3], in_pair), pair);
+    }
+    memcpy(hi.s, out, 64);
+    return hi;
+  }
+#endif
   memcpy(src, lo.s, 64), memcpy(src + 2, hi.s, 64), VDSP_IVP_GET(k, sel.s);
   VDSP_IVP_EACH_CHUNK(c) {
     __m256 const pair0 = _mm256_blendv_ps(_mm256_castsi256_ps(_mm256_permutevar8x32_epi32(src[0], k[c])),
@@ -680,6 +726,12 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_sel32(xb_vecN_2x32v hi, xb_vecN_2x32v lo,
   vdsp_ivp_u32 h, l, k, r;
   VDSP_IVP_GET(h, hi.s), VDSP_IVP_GET(l, lo.s), VDSP_IVP_GET(k, sel.s);
   k &= 31u;
+#if VDSP_IVP_HOST_BYTES == 64 && defined(__x86_64__)
+  /* the index in a register, known or not: GCC's own expansion of a known 16-word two-source
+   * shuffle (blends and permutes with their own constants) took CenterPoint's stage 1 about 6 %
+   * longer than the one vpermt2d does */
+  __asm__("" : "+v"(k));
+#endif
   VDSP_IVP_SELECT_WORDS(r, l, h, k);
   VDSP_IVP_PUT(hi.s, r);
   return hi;
