@@ -292,6 +292,17 @@ def test_firintn_2xf32_rounds_to_integral_floats_ties_to_even(driver):
     assert got[:7].tolist() == [0.0, 2.0, 2.0, -0.0, -2.0, -0.0, -0.0] and np.signbit(got[[3, 5, 6]]).all()
 
 
+def test_firintn_2xf32_keeps_every_nan_infinity_and_large_float_bit_for_bit(driver):
+    """Every level gives the same words: a NaN (signalling or quiet, either sign, any payload), an
+    infinity and a float from 2^23 on come out with their bits unchanged."""
+    bits = np.array([0x7FA00001, 0xFF800123, 0x7FC00000, 0xFFC12345, 0x7F800000, 0xFF800000, 0x4B000001,
+                     0xCB7FFFFF, 0x7F7FFFFF, 0x4B000000, 0x4AFFFFFF, 0x80000000, 0x00000001, 0x3F000000,
+                     0xBF000000, 0x3FC00000], np.uint32)
+    got = np.frombuffer(driver("firint", bits.view(np.float32)), np.uint32)
+    assert (got[:10] == bits[:10]).all()
+    assert got[10:].tolist() == [0x4B000000, 0x80000000, 0, 0, 0x80000000, 0x40000000]   # 8388607.5, -0, 1e-45, 0.5, -0.5, 1.5
+
+
 @pytest.mark.parametrize("op", ["max", "min"])
 def test_maxn_minn_2x32_pick_the_greater_or_smaller_signed_lane(driver, op):
     a = RNG.integers(-2**31, 2**31, 16).astype(np.int32)

@@ -872,9 +872,32 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_lv_32(void const *p) {
 /* IVP_FIRINTN_2XF32(a): lane i = a[i] rounded to an integral float in the core's rounding mode
  * (FCR), which is round to nearest, ties to even, the default and the only mode of this
  * emulation (rint/nearbyint); -0.5 gives -0, NaN stays NaN, infinities and zeros are kept. */
+/* VDSP_IVP_X86_RINT(x), VDSP_IVP_X86_MAX(x, y), VDSP_IVP_X86_MIN(x, y): the host's own rounding
+ * to an integral float (nearest even, no exception) and signed 32-bit maximum and minimum of a
+ * chunk, where the build has them (AVX-512, AVX2); elsewhere the portable code below (GCC made
+ * comparisons and blends of its selections, not the host's max and min: with these,
+ * CenterPoint's stage 1, five roundings and ten clamps a step, about 9 % less time on AVX-512) */
+#if defined(__x86_64__) && VDSP_IVP_HOST_BYTES == 64
+#define VDSP_IVP_X86_RINT(x) _mm512_maskz_roundscale_ps((__mmask16)0xffff, (__m512)(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define VDSP_IVP_X86_MAX(x, y) _mm512_maskz_max_epi32((__mmask16)0xffff, (__m512i)(x), (__m512i)(y))
+#define VDSP_IVP_X86_MIN(x, y) _mm512_maskz_min_epi32((__mmask16)0xffff, (__m512i)(x), (__m512i)(y))
+#elif defined(__x86_64__) && VDSP_IVP_HOST_BYTES == 32
+#define VDSP_IVP_X86_RINT(x) _mm256_round_ps((__m256)(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define VDSP_IVP_X86_MAX(x, y) _mm256_max_epi32((__m256i)(x), (__m256i)(y))
+#define VDSP_IVP_X86_MIN(x, y) _mm256_min_epi32((__m256i)(x), (__m256i)(y))
+#endif
 VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_firint(xb_vecN_2xf32 a) {
   vdsp_ivp_cu32 bits[VDSP_IVP_CHUNKS];
   VDSP_IVP_GET(bits, a.s);
+#ifdef VDSP_IVP_X86_RINT
+  /* a NaN keeps its bits (the host's rounding would quiet a signalling one): the same words */
+  VDSP_IVP_EACH_CHUNK(c) {
+    vdsp_ivp_cf32 const x = (vdsp_ivp_cf32)bits[c];
+    bits[c] = VDSP_IVP_PICK((vdsp_ivp_cu32)(x != x), bits[c], (vdsp_ivp_cu32)VDSP_IVP_X86_RINT(x));
+  }
+  VDSP_IVP_PUT(a.s, bits);
+  return a;
+#endif
   VDSP_IVP_EACH_CHUNK(c) {
     vdsp_ivp_cf32 const big = (vdsp_ivp_cf32){} + 8388608.0f; /* 2^23: every float from here on is an integer */
     vdsp_ivp_cf32 const ax = (vdsp_ivp_cf32)(bits[c] & 0x7fffffffu);
@@ -891,7 +914,11 @@ VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_firint(xb_vecN_2xf32 a) {
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_max32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
   vdsp_ivp_ci32 x[VDSP_IVP_CHUNKS], y[VDSP_IVP_CHUNKS];
   VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s);
+#ifdef VDSP_IVP_X86_MAX
+  VDSP_IVP_EACH_CHUNK(c) x[c] = (vdsp_ivp_ci32)VDSP_IVP_X86_MAX(x[c], y[c]);
+#else
   VDSP_IVP_EACH_CHUNK(c) x[c] = VDSP_IVP_PICK(x[c] > y[c], x[c], y[c]);
+#endif
   VDSP_IVP_PUT(a.s, x);
   return a;
 }
@@ -901,7 +928,11 @@ VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_max32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
 VDSP_IVP_INLINE xb_vecN_2x32v vdsp_ivp_min32(xb_vecN_2x32v a, xb_vecN_2x32v b) {
   vdsp_ivp_ci32 x[VDSP_IVP_CHUNKS], y[VDSP_IVP_CHUNKS];
   VDSP_IVP_GET(x, a.s), VDSP_IVP_GET(y, b.s);
+#ifdef VDSP_IVP_X86_MIN
+  VDSP_IVP_EACH_CHUNK(c) x[c] = (vdsp_ivp_ci32)VDSP_IVP_X86_MIN(x[c], y[c]);
+#else
   VDSP_IVP_EACH_CHUNK(c) x[c] = VDSP_IVP_PICK(x[c] < y[c], x[c], y[c]);
+#endif
   VDSP_IVP_PUT(a.s, x);
   return a;
 }
