@@ -375,6 +375,24 @@ def test_seln_2x32_takes_lane_i_from_word_sel_i_of_lo_then_hi(driver):
     assert (_i32(driver("selv", hi, lo, big)) == both[sel]).all()
 
 
+KNOWN_SELECTORS = np.array([[3, 0, 15, 7, 7, 1, 2, 14, 8, 9, 10, 4, 5, 6, 11, 12],
+                  [16, 31, 17, 30, 18, 29, 19, 28, 20, 27, 21, 26, 22, 25, 23, 24],
+                  [31, 0, 16, 15, 40, 65, -1, 1 << 20, 9, 25, 8, 24, 3, 19, 12, 28],
+                  [0, 1, 18, 3, 4, 21, 6, 7, 24, 9, 10, 27, 12, 13, 30, 15]], np.int32)  # ivp_driver.c's
+
+
+def test_seln_2x32_by_selectors_the_compiler_knows_selects_as_by_any(driver):
+    """A selector that is a constant of the kernel (a table, as stage 1's) takes the emulation's
+    own path on some levels (AVX2: the compiler's shuffles): the same words, the bits above the
+    low 5 ignored."""
+    hi, lo = RNG.integers(-2**31, 2**31, 16).astype(np.int32), RNG.integers(-2**31, 2**31, 16).astype(np.int32)
+    both = np.concatenate([lo, hi])
+    got = _i32(driver("selk", hi, lo)).reshape(4, 16)
+    assert (got == both[KNOWN_SELECTORS & 31]).all()
+    for k in (0, 2):                                            # as the same selector read at run time
+        assert (got[k] == _i32(driver("selv", hi, lo, KNOWN_SELECTORS[k]))).all()
+
+
 def test_seln_2x32_takes_the_values_of_16_points_out_of_five_vectors_as_stage_1_does(driver):
     words = RNG.integers(-2**31, 2**31, 80).astype(np.int32)       # 16 points of 5 values
     v = words.reshape(5, 16)

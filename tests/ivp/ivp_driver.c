@@ -37,6 +37,15 @@ static unsigned char *aligned_space(int32_t *at, int32_t *count) {
   return raw + (64 - (uintptr_t)raw % 64) % 64;
 }
 
+/* the "selk" op's selectors (tests/dsp/test_ivp.py has the same table): words of lo only, of hi
+ * only, of all four halves with the bits above the low 5 set in some lanes, and a merge of hi's
+ * words into lo's own lanes (as stage 1's selections are) */
+static const int32_t KNOWN[4][16] = {
+    {3, 0, 15, 7, 7, 1, 2, 14, 8, 9, 10, 4, 5, 6, 11, 12},
+    {16, 31, 17, 30, 18, 29, 19, 28, 20, 27, 21, 26, 22, 25, 23, 24},
+    {31, 0, 16, 15, 40, 65, -1, 1 << 20, 9, 25, 8, 24, 3, 19, 12, 28},
+    {0, 1, 18, 3, 4, 21, 6, 7, 24, 9, 10, 27, 12, 13, 30, 15}};
+
 int main(int argc, char **argv) {
   static unsigned char mem[WINDOW + 64];
   if (argc != 2) return 2;
@@ -159,6 +168,15 @@ int main(int argc, char **argv) {
     take(sel.s, 64);
     xb_vecN_2x32v r = IVP_SELN_2X32(hi, lo, sel);
     give(r.s, 64);
+  } else if (!strcmp(op, "selk")) { /* hi, lo i32 -> IVP_SELN_2X32 by each of KNOWN's selectors, constants
+                                      * the compiler sees (the emulation's own path for those) */
+    xb_vecN_2x32v hi, lo, sel, r;
+    take(hi.s, 64);
+    take(lo.s, 64);
+    memcpy(sel.s, KNOWN[0], 64), r = IVP_SELN_2X32(hi, lo, sel), give(r.s, 64);
+    memcpy(sel.s, KNOWN[1], 64), r = IVP_SELN_2X32(hi, lo, sel), give(r.s, 64);
+    memcpy(sel.s, KNOWN[2], 64), r = IVP_SELN_2X32(hi, lo, sel), give(r.s, 64);
+    memcpy(sel.s, KNOWN[3], 64), r = IVP_SELN_2X32(hi, lo, sel), give(r.s, 64);
   } else if (!strcmp(op, "sel_bad")) {
     xb_vecN_2x32v z = IVP_ADDN_2X32(0, 0), r = IVP_SELN_2X32I(z, z, 0x7f);
     give(r.s, 64);
