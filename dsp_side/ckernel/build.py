@@ -31,6 +31,8 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable
 
@@ -162,9 +164,8 @@ def compile_levels(src: Path, entries: Iterable[OperatorEntry], *,
     entries = list(entries)
     name = sanitizer(sanitize)
     wanted = levels(name)
-    # the levels' compilers side by side, as many as the CPUs (each level's files one after another)
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max_workers=max(1, min(len(wanted), os.cpu_count() or 1))) as pool:
+    # the levels side by side, and each level's files (_compile): one compiler a CPU at a time
+    with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
         built = list(pool.map(lambda level: compile_tree(src, entries, sanitize=name, level=level), wanted))
     return {ckernel.library_name(level): lib for level, lib in zip(wanted, built)}
 
@@ -246,6 +247,24 @@ def _private_file(lib: bytes) -> Path:
     return path
 
 
+def _cpus() -> int:
+    """The CPUs this process may run on (its affinity: a container's or a taskset's, not the host's)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+# at most one compiler per CPU of this process at a time, over every build of the process (the
+# levels of an image build side by side, and each level's files side by side)
+_COMPILERS = threading.BoundedSemaphore(_cpus())
+
+
+def _compile_one(cmd: list[str], where: str) -> None:
+    with _COMPILERS:
+        _run(cmd, where)
+
+
 def _compile(src: Path, files: list[Path], header: str, sanitize: str | None, level: str | None) -> bytes:
     flags = SANITIZERS.get(sanitize or "", ()) + _level_flags(level)
     cc, cxx = _tool("CC", "cc"), None
@@ -253,7 +272,7 @@ def _compile(src: Path, files: list[Path], header: str, sanitize: str | None, le
         work = Path(tmp)
         (work / ckernel.PARAMS_HEADER).write_text(header)
         includes = [f"-I{work}", f"-I{ckernel.INCLUDE}", f"-I{src}", *flags]
-        objects = []
+        jobs, objects = [], []
         for i, path in enumerate([ckernel.RUNTIME, *files]):
             obj = work / f"{i}.o"
             count = BLOCK_COUNT if path != ckernel.RUNTIME else ()
@@ -263,9 +282,13 @@ def _compile(src: Path, files: list[Path], header: str, sanitize: str | None, le
                 cxx = cxx or _tool("CXX", "c++")
                 cmd = [*cxx, "-std=c++17", "-O2", "-fPIC", *WARNINGS, *count, *includes, "-c", str(path), "-o",
                        str(obj)]
-            _run(cmd, str(path.relative_to(src)) if path != ckernel.RUNTIME else "the kernel runtime")
+            jobs.append((cmd, str(path.relative_to(src)) if path != ckernel.RUNTIME else "the kernel runtime"))
             objects.append(str(obj))
+        # the files side by side (_COMPILERS bounds them); the first file's error, in this order, is raised
+        with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+            done = [pool.submit(_compile_one, cmd, where) for cmd, where in jobs]
+        for job in done:
+            job.result()
         lib = work / ckernel.LIBRARY
-        _run([*(cxx or cc), "-shared", *flags, "-o", str(lib), *objects],
-             "linking the kernel library")
+        _compile_one([*(cxx or cc), "-shared", *flags, "-o", str(lib), *objects], "linking the kernel library")
         return lib.read_bytes()

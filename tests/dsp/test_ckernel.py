@@ -289,6 +289,33 @@ def test_a_kernel_that_does_not_compile_is_refused_with_the_compilers_message(tm
     assert not (tmp_path / "img").exists()
 
 
+def test_the_sources_compile_side_by_side_never_more_compilers_than_cpus(tmp_path, monkeypatch):
+    """A library's sources (the runtime's too) compile at once, and an image's levels, at most
+    one compiler a CPU of the process (ckbuild._COMPILERS; two here): of one library's three
+    compilers, wrapped to log when they start and end, two run together, never three."""
+    import threading     # noqa: PLC0415
+    log = tmp_path / "compilers.log"
+    for name, real in (("cc", "cc"), ("c++", "c++")):
+        wrapper = tmp_path / f"wrap-{name}"
+        wrapper.write_text(f'#!/bin/sh\necho "+ $(date +%s%N)" >> {log}\nsleep 0.2\n{real} "$@"\nrc=$?\n'
+                           f'echo "- $(date +%s%N)" >> {log}\nexit $rc\n')
+        wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(tmp_path / "wrap-cc"))
+    monkeypatch.setenv("CXX", str(tmp_path / "wrap-c++"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))          # nothing from an earlier build
+    monkeypatch.setattr(ckbuild, "_COMPILERS", threading.BoundedSemaphore(2), raising=False)
+    monkeypatch.setattr(ckbuild, "levels", lambda sanitize=None: [None])    # one library: its files alone
+    fw_image.build(RULES, tmp_path / "img", key=None)
+    events = sorted((int(t), 1 if sign == "+" else -1) for sign, t in (line.split() for line in log.read_text().split("\n")
+                                                                    if line))
+    running, most = 0, 0
+    for _, step in events:
+        running += step
+        most = max(most, running)
+    files = len(ckbuild.sources(RULES)) + 1                                 # and the runtime
+    assert files == 3 and len(events) == 2 * (files + 1) and most == 2      # (+ the link)
+
+
 def test_a_missing_kernel_function_refuses_the_image(tmp_path):
     tree = tmp_path / "tree"
     tree.mkdir()
