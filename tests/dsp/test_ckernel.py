@@ -292,13 +292,16 @@ def test_a_kernel_that_does_not_compile_is_refused_with_the_compilers_message(tm
 def test_the_sources_compile_side_by_side_never_more_compilers_than_cpus(tmp_path, monkeypatch):
     """A library's sources (the runtime's too) compile at once, and an image's levels, at most
     one compiler a CPU of the process (ckbuild._COMPILERS; two here): of one library's three
-    compilers, wrapped to log when they start and end, two run together, never three."""
+    compilers, wrapped to log when they start and end, two run together, never three. (Each
+    wrapper waits, 10 s at most, until two have started: on a busy host the second may start
+    late, and one at a time waits the 10 s in each and fails.)"""
     import threading     # noqa: PLC0415
     log = tmp_path / "compilers.log"
     for name, real in (("cc", "cc"), ("c++", "c++")):
         wrapper = tmp_path / f"wrap-{name}"
-        wrapper.write_text(f'#!/bin/sh\necho "+ $(date +%s%N)" >> {log}\nsleep 0.2\n{real} "$@"\nrc=$?\n'
-                           f'echo "- $(date +%s%N)" >> {log}\nexit $rc\n')
+        wrapper.write_text(f'#!/bin/sh\necho "+ $(date +%s%N)" >> {log}\ni=0\n'
+                           f'while [ "$(grep -c "^+" {log})" -lt 2 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done\n'
+                           f'{real} "$@"\nrc=$?\necho "- $(date +%s%N)" >> {log}\nexit $rc\n')
         wrapper.chmod(0o755)
     monkeypatch.setenv("CC", str(tmp_path / "wrap-cc"))
     monkeypatch.setenv("CXX", str(tmp_path / "wrap-c++"))
