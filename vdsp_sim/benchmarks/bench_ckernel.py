@@ -16,7 +16,9 @@ alone, subtracted).
 
 The C kernels run as a core runs them: built for the widest x86-64 level this CPU runs
 (``dsp_side.ckernel.LEVELS``), or for the one ``VDSP_KERNEL_LEVEL`` names
-(``VDSP_KERNEL_LEVEL=x86-64-v3 vdsp bench ckernel``: the figures of an AVX2 host).
+(``VDSP_KERNEL_LEVEL=x86-64-v3 NUMBA_CPU_NAME=haswell vdsp bench ckernel``: the figures of an
+AVX2 host, numba's reference compiled for such a CPU too; without NUMBA_CPU_NAME it is compiled
+for this one, and the run says so).
 """
 from __future__ import annotations
 
@@ -150,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     if level is not None:
         rep.note(f"the C kernels built for {level} (this CPU runs {', '.join(ckernel.cpu_levels())}; "
                  "VDSP_KERNEL_LEVEL names a narrower one)")
+        if level != ckernel.cpu_levels()[-1]:
+            target = os.environ.get("NUMBA_CPU_NAME")
+            rep.note(f"numba compiles stage 1's reference for {target!r}" if target else
+                     "numba compiles stage 1's reference for this CPU, not for that level: as on a CPU of that "
+                     "level, NUMBA_CPU_NAME names one (x86-64-v3: NUMBA_CPU_NAME=haswell)")
     for name, r in results.items():
         rows = [[f"stage {s}", REFERENCE[s], r[f"stage{s}_python_ms"], r[f"stage{s}_c_ms"],
                  r[f"stage{s}_c_ms"] / r[f"stage{s}_python_ms"]] for s in (1, 2)]
