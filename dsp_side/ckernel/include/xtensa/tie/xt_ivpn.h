@@ -320,11 +320,7 @@ typedef uint8_t vdsp_ivp_cu8 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)));
  * points) moved through memory and general registers 16 bytes at a time (an AVX2 build of
  * CenterPoint's stage 1 took 1.5 ms, in chunks 1.3). Else the whole vector: AVX-512's register,
  * and with SSE2 GCC's own split of it (four explicit chunks took that stage 15 % longer). */
-#if VDSP_IVP_HOST_BYTES == 32
-#define VDSP_IVP_WORK_BYTES 32
-#else
-#define VDSP_IVP_WORK_BYTES 64
-#endif
+#define VDSP_IVP_WORK_BYTES (VDSP_IVP_HOST_BYTES == 32 ? 32 : 64)
 #define VDSP_IVP_WORK_CHUNKS (64 / VDSP_IVP_WORK_BYTES)
 typedef float vdsp_ivp_wf32 __attribute__((vector_size(VDSP_IVP_WORK_BYTES)));
 typedef uint32_t vdsp_ivp_wu32 __attribute__((vector_size(VDSP_IVP_WORK_BYTES)));
