@@ -282,7 +282,6 @@ _Static_assert(sizeof(xb_vecN_2xf32) == 64 && sizeof(xb_vecN_2x32v) == 64 && siz
  * a function's signature: the x86-64 ABI of a 64-byte vector argument depends on the ISA).
  * VDSP_IVP_GET/PUT copy a vector type's bytes in and out (the same 64 bytes, lane i to lane i);
  * VDSP_IVP_PICK(m, a, b): a where the integer mask m is all ones, else b. */
-typedef float vdsp_ivp_f32 __attribute__((vector_size(64)));
 typedef int32_t vdsp_ivp_i32 __attribute__((vector_size(64)));
 typedef uint32_t vdsp_ivp_u32 __attribute__((vector_size(64)));
 typedef int16_t vdsp_ivp_i16 __attribute__((vector_size(64)));
