@@ -21,7 +21,7 @@ import types
 from typing import Any, assert_never
 
 from protocol import errors, header, messages, wire
-from protocol.constants import Command
+from protocol.constants import MAX_TASKS_PER_CLIENT, Command
 from protocol.task_options import DEFAULT, TaskOptions
 from arm_side import interrupts, tracing
 from arm_side.links import Links, resume
@@ -31,6 +31,7 @@ from arm_side.session import PeerState, Session
 from arm_side.steps import Pause, Steps, Wait
 from arm_side import task as task_module
 from arm_side.task import Request, Task
+from vdsp_board.observability.trace import Recorder
 from vdsp_board.sockets import zsock
 
 log = logging.getLogger("vdsp.sdk")
@@ -153,7 +154,8 @@ class Client:
         links, session = self.links, self.session
         return (links, session, links.owned, links.by_key, session.ids, session.pending, header.pack, wire.pack_body,
                 Task, self, self.tracer, int(Command.TASK), session.mode == "relay", threading.Lock,
-                time.perf_counter, Channel, zsock.send_frames, zsock.readable, zsock.NOBLOCK)
+                time.perf_counter, Channel, zsock.send_frames, zsock.readable, zsock.NOBLOCK, MAX_TASKS_PER_CLIENT,
+                Recorder.poll)
 
     def request(self, msg: wire.Message, peer_name: str | None = None) -> Request:
         """Send a non-task request (QUERY, CONTROL, CANCEL) to the relay or a named core."""
@@ -196,10 +198,15 @@ class Client:
     def _compiled_wait_for(self) -> None:
         """The compiled build: this client's ``wait_for`` is ``arm_side/taskpath.c``'s for the usual
         wait (not done, the turn free: this thread leads until the request ends, as Reading.wait
-        and Reading._lead do, without their frames) and this class's Python for every other."""
+        and Reading._lead do, without their frames) and this class's Python for every other; likewise the
+        links' ``_missed`` (a send took in the signal of a message that waits: ``Reading.missed``)."""
         if _C is not None and type(self).wait_for is Client.wait_for:
             reading = self.reading
             bind_compiled(self, "wait_for", types.MethodType(Client.wait_for, self), _C.wait_for, reading,
+                          task_module._THREAD, reading.idle.fileno(), reading._links_fd)
+        if _C is not None and type(self)._missed is Client._missed:     # a send's missed signal: taskpath.c's too
+            reading = self.reading
+            bind_compiled(self.links, "_missed", types.MethodType(Client._missed, self), _C.missed, reading,
                           task_module._THREAD, reading.idle.fileno(), reading._links_fd)
 
     def _missed(self, link) -> None:

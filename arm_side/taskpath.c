@@ -21,10 +21,21 @@
  * and the loop goes on, as the Python loop's `except Exception`; what the sleep raises (a signal
  * handler's exception) propagates.
  *
+ * The protocol's frames of a task are made and read here by the C client's codec of PROTOCOL.md §3
+ * (arm_side/capi/native/vdsp_wire.c): a TASK's header and body (header.pack, wire.pack_body), a
+ * RESULT's header and body (Header.parse, wire.unpack_body); any case it does not take is the
+ * Python function's (tests/sdk/test_capi_wire.py holds both to the same bytes and objects on the
+ * decoder's corpus). As Python calls, they were about 4 µs of the 25-29 µs a pipelined task cost
+ * the client (vdsp_sim/benchmarks/README.md, "The protocol's frames in C").
+ *
+ * task_wait: Task.wait's usual call (arm_side/task.py installs it as Task.wait): the task not
+ * released, no trace being recorded; any other is the Python Task.wait, whole.
+ *
  * submit(lane, op, inputs, outputs, params, options, out_mems): Links.submit for the blocking
  * client (Client.submit calls it), in one call: the TASK's frames made (Session.task_frames), its
- * link chosen (direct mode: Session.task_link), its Task made as Task.__init__ makes it (and
- * Request.__init__), tracked and sent on the link's socket as Links._send_tracked and
+ * link chosen (direct mode: Session.task_link, here for a task to any core: direct_link), its
+ * trace switch read as Recorder.poll reads it between two looks (rec_on), its Task made as
+ * Task.__init__ makes it (and Request.__init__), tracked and sent on the link's socket as Links._send_tracked and
  * Channel.send do; `lane` is what Client._submit_lane made (a tuple, below). What is not that
  * usual case goes to the Python it mirrors: an op that is not an int in range (Links.submit,
  * whole: it raises), a link not open with its peer alive (Links._send_later), a link that is not a
@@ -61,6 +72,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capi/native/vdsp_wire.h"
+
 /* the lane tuple's items, in Reading._lane's order */
 enum {
   L_LEADING_FD, /* int: the epoll set a waiting thread sleeps on (the links and its kick) */
@@ -83,6 +96,9 @@ enum {
   L_TASK,       /* arm_side.task.Task: completed here (complete_task), a subclass by its own _complete */
   L_TRACER,     /* the client's tracer: .rec.on (a trace being recorded: the task's _complete records it) */
   L_BOARD_MODELS, /* arm_side.task.BOARD_MODELS */
+  L_HEADER,     /* protocol.header.Header: a RESULT's header made here (header_from) */
+  L_CHANNEL_DRAIN, /* arm_side.channel.Channel.drain: a link whose class has it is drained here as it drains */
+  L_DRAIN,      /* vdsp_board.sockets.zsock.drain(sock) -> [frames, ...] (Channel.drain's) */
   L_SIZE
 };
 
@@ -306,17 +322,219 @@ static int complete_task(PyObject *req, PyObject *body, PyObject *hdr, PyObject 
   return rc;
 }
 
+/* --- the protocol's frames (PROTOCOL.md §3), with the C client's codec ------------------------ *
+ * A RESULT's header and body, a TASK's header and body, made here without the protocol's Python
+ * functions (protocol.header, protocol.wire) where the case is the usual one, by
+ * arm_side/capi/native/vdsp_wire.c, which accepts and refuses what those functions do
+ * (tests/sdk/test_capi_wire.py). Each function says "not here" (NULL, no exception) for any other
+ * case, and its caller then calls the Python function, which makes what it makes or raises what
+ * it raises: the outcome is the Python's whatever the input (tests/sdk/test_capi_wire.py holds
+ * both to the same bytes and objects). */
+
+/* A decoded value as msgpack-python's unpackb(raw=False) makes it (map keys interned as it
+ * interns them): a new reference, or NULL with an exception. Depth: at most
+ * VDSP_WIRE_MAX_DEPTH, which the decoder enforced. */
+static PyObject *py_value(const vdsp_wire_value *v) {
+  switch (v->kind) {
+    case VDSP_WIRE_NIL: Py_RETURN_NONE;
+    case VDSP_WIRE_BOOL: return PyBool_FromLong(v->v.b);
+    case VDSP_WIRE_INT: return PyLong_FromLongLong(v->v.i);
+    case VDSP_WIRE_UINT: return PyLong_FromUnsignedLongLong(v->v.u);
+    case VDSP_WIRE_FLOAT: return PyFloat_FromDouble(v->v.f);
+    case VDSP_WIRE_STR: return PyUnicode_DecodeUTF8(v->v.s, (Py_ssize_t)v->len, "strict");
+    case VDSP_WIRE_BIN: return PyBytes_FromStringAndSize(v->v.s, (Py_ssize_t)v->len);
+    case VDSP_WIRE_ARRAY: {
+      PyObject *list = PyList_New((Py_ssize_t)v->len);
+      for (uint32_t i = 0; list != NULL && i < v->len; i++) {
+        PyObject *item = py_value(&v->v.items[i]);
+        if (item == NULL) Py_CLEAR(list);
+        else PyList_SET_ITEM(list, i, item);
+      }
+      return list;
+    }
+    case VDSP_WIRE_MAP: {
+      PyObject *dict = PyDict_New();
+      for (uint32_t i = 0; dict != NULL && i < v->len; i++) {
+        PyObject *key = py_value(&v->v.items[2 * i]);
+        if (key != NULL && PyUnicode_CheckExact(key)) PyUnicode_InternInPlace(&key);
+        PyObject *value = key == NULL ? NULL : py_value(&v->v.items[2 * i + 1]);
+        if (value == NULL || PyDict_SetItem(dict, key, value) < 0) Py_CLEAR(dict);
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+      }
+      return dict;
+    }
+    default:
+      PyErr_SetString(PyExc_SystemError, "vdsp_wire: a value of no known kind");
+      return NULL;
+  }
+}
+
+/* wire.unpack_body(frame) for a bytes frame the codec takes: a new dict; NULL without an
+ * exception: not here (the Python decides, and raises what it raises); NULL with one: out of memory */
+static PyObject *body_from(PyObject *frame) {
+  if (!PyBytes_CheckExact(frame)) return NULL;
+  vdsp_wire_body *body = NULL;
+  if (vdsp_wire_body_decode(PyBytes_AS_STRING(frame), (size_t)PyBytes_GET_SIZE(frame), &body, NULL) != VDSP_WIRE_OK)
+    return NULL;
+  PyObject *out = py_value(vdsp_wire_body_root(body));
+  vdsp_wire_body_free(body);
+  if (out == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear(); /* the Python's to refuse */
+  return out;
+}
+
+/* Header.parse(frame) for a bytes frame of a reply of `command` (a Command member; its value the
+ * byte wanted) in this version: a new `header_type`; NULL without an exception: not here */
+static PyObject *header_from(PyObject *frame, PyObject *header_type, PyObject *command) {
+  if (!PyBytes_CheckExact(frame) || PyBytes_GET_SIZE(frame) != VDSP_WIRE_HEADER_SIZE || !PyType_Check(header_type) ||
+      !PyType_IsSubtype((PyTypeObject *)header_type, &PyTuple_Type))
+    return NULL;
+  vdsp_wire_header h;
+  long want = PyLong_AsLong(command);
+  if (want == -1 && PyErr_Occurred()) return NULL;
+  if (vdsp_wire_header_parse(PyBytes_AS_STRING(frame), VDSP_WIRE_HEADER_SIZE, &h, NULL) != VDSP_WIRE_OK ||
+      h.version != VDSP_WIRE_VERSION || h.command != want)
+    return NULL;
+  PyTypeObject *type = (PyTypeObject *)header_type;
+  PyObject *hdr = type->tp_alloc(type, 6); /* tuple.__new__(Header, (...)), as Header.parse makes it */
+  if (hdr == NULL) return NULL;
+  PyObject *fields[6] = {Py_NewRef(command), PyLong_FromLong(h.op), PyLong_FromLong(h.priority),
+                         PyLong_FromLong(h.core), PyLong_FromUnsignedLongLong(h.msg_id),
+                         PyLong_FromLongLong(h.custom_id)};
+  for (int i = 0; i < 6; i++) {
+    if (fields[i] == NULL) Py_CLEAR(hdr);
+    if (hdr != NULL) PyTuple_SET_ITEM(hdr, i, fields[i]);
+    else Py_XDECREF(fields[i]);
+  }
+  return hdr;
+}
+
+/* header.pack(command, msg_id, op, priority, core, custom_id) for ints in the fields' ranges: new
+ * bytes; NULL without an exception: not here (the Python raises what it raises) */
+static PyObject *header_bytes(PyObject *command, PyObject *msg_id, PyObject *op, PyObject *priority, PyObject *core,
+                              PyObject *custom_id) {
+  PyObject *in[6] = {command, msg_id, op, priority, core, custom_id};
+  for (int i = 0; i < 6; i++)
+    if (!PyLong_Check(in[i])) return NULL;
+  int overflow = 0;
+  long small[4];
+  PyObject *narrow[4] = {command, op, priority, core};
+  long top[4] = {0xFF, 0xFFFF, 0xFF, 0xFF};
+  for (int i = 0; i < 4; i++) {
+    small[i] = PyLong_AsLongAndOverflow(narrow[i], &overflow);
+    if (overflow || small[i] < 0 || small[i] > top[i]) return NULL;
+  }
+  unsigned long long id = PyLong_AsUnsignedLongLong(msg_id);
+  if (id == (unsigned long long)-1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return NULL;
+  }
+  long long custom = PyLong_AsLongLongAndOverflow(custom_id, &overflow);
+  if (overflow || (custom == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return NULL;
+  }
+  vdsp_wire_header h = {VDSP_WIRE_VERSION, (uint8_t)small[0], (uint16_t)small[1], (uint8_t)small[2],
+                        (uint8_t)small[3], id, custom};
+  PyObject *out = PyBytes_FromStringAndSize(NULL, VDSP_WIRE_HEADER_SIZE);
+  if (out != NULL) vdsp_wire_header_pack(&h, (uint8_t *)PyBytes_AS_STRING(out));
+  return out;
+}
+
+/* one value of a body to write, as msgpack's Packer(use_bin_type=True) packs it: 0; 1: not
+ * here (a type or value the codec leaves to the Python); -1 with an exception */
+static int put_py(vdsp_wire_writer *w, PyObject *o) {
+  if (o == Py_None) return vdsp_wire_put_nil(w) == VDSP_WIRE_OK ? 0 : 1;
+  if (PyBool_Check(o)) return vdsp_wire_put_bool(w, o == Py_True) == VDSP_WIRE_OK ? 0 : 1;
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow > 0) {
+      unsigned long long u = PyLong_AsUnsignedLongLong(o);
+      if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 1;
+      }
+      return vdsp_wire_put_uint(w, u) == VDSP_WIRE_OK ? 0 : 1;
+    }
+    if (overflow < 0 || (v == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return 1;
+    }
+    return vdsp_wire_put_int(w, v) == VDSP_WIRE_OK ? 0 : 1;
+  }
+  if (PyFloat_CheckExact(o)) return vdsp_wire_put_double(w, PyFloat_AS_DOUBLE(o)) == VDSP_WIRE_OK ? 0 : 1;
+  if (PyUnicode_CheckExact(o)) {
+    Py_ssize_t len;
+    const char *text = PyUnicode_AsUTF8AndSize(o, &len);
+    if (text == NULL) { /* a lone surrogate: msgpack refuses it, through the Python */
+      PyErr_Clear();
+      return 1;
+    }
+    return vdsp_wire_put_str(w, text, (size_t)len) == VDSP_WIRE_OK ? 0 : 1;
+  }
+  if (PyBytes_CheckExact(o))
+    return vdsp_wire_put_bin(w, PyBytes_AS_STRING(o), (size_t)PyBytes_GET_SIZE(o)) == VDSP_WIRE_OK ? 0 : 1;
+  if (PyList_CheckExact(o) || PyTuple_CheckExact(o)) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    if (n > VDSP_WIRE_MAX_CONTAINER || vdsp_wire_put_array(w, (uint32_t)n) != VDSP_WIRE_OK) return 1;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); i++) { /* nothing here runs Python: o stays as it is */
+      int rc = put_py(w, PySequence_Fast_GET_ITEM(o, i));
+      if (rc != 0) return rc;
+    }
+    return 0;
+  }
+  if (PyDict_CheckExact(o)) {
+    Py_ssize_t n = PyDict_GET_SIZE(o), pos = 0;
+    if (n > VDSP_WIRE_MAX_CONTAINER || vdsp_wire_put_map(w, (uint32_t)n) != VDSP_WIRE_OK) return 1;
+    PyObject *key, *value;
+    while (PyDict_Next(o, &pos, &key, &value)) {
+      if (!PyUnicode_CheckExact(key)) return 1;
+      int rc = put_py(w, key);
+      if (rc == 0) rc = put_py(w, value);
+      if (rc != 0) return rc;
+    }
+    return 0;
+  }
+  return 1;
+}
+
+static vdsp_wire_writer *writer; /* used with the GIL held, and no Python run while it is */
+
+/* wire.pack_body(body) for a dict of the types the codec writes: new bytes; NULL without an
+ * exception: not here (the Python packs it or raises) */
+static PyObject *body_bytes(PyObject *body) {
+  if (!PyDict_CheckExact(body)) return NULL;
+  if (writer == NULL && (writer = vdsp_wire_writer_new()) == NULL) return NULL;
+  vdsp_wire_writer_reset(writer);
+  int rc = put_py(writer, body);
+  if (rc < 0) return NULL;
+  const uint8_t *data;
+  size_t len;
+  if (rc != 0 || vdsp_wire_writer_finish(writer, &data, &len, NULL) != VDSP_WIRE_OK) return NULL;
+  return PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)len);
+}
+
+/* Each "not here" handed to the Python function `python` with `arg` */
+static PyObject *or_python(PyObject *made, PyObject *python, PyObject *arg) {
+  if (made != NULL || PyErr_Occurred()) return made;
+  return PyObject_CallOneArg(python, arg);
+}
+
 /* One message of a link of `peer`: a RESULT that completes a request in flight is handled here
  * as Session.receive handles it; any other goes to Session.receive. The owner is held. 0, or -1
  * with an exception. */
 static int one_message(PyObject *lane, PyObject *peer, PyObject *frames, PyObject *now) {
   if (PyList_CheckExact(frames) && PyList_GET_SIZE(frames) >= 2 && PyBytes_CheckExact(PyList_GET_ITEM(frames, 1))) {
-    PyObject *hdr = PyObject_CallOneArg(PyTuple_GET_ITEM(lane, L_PARSE), PyList_GET_ITEM(frames, 0));
+    PyObject *first = PyList_GET_ITEM(frames, 0);
+    PyObject *hdr = or_python(header_from(first, PyTuple_GET_ITEM(lane, L_HEADER), PyTuple_GET_ITEM(lane, L_RESULT)),
+                              PyTuple_GET_ITEM(lane, L_PARSE), first);
     if (hdr == NULL) {
       if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
       PyErr_Clear(); /* malformed: Session.receive logs and drops it */
     } else if (PyTuple_Check(hdr) && PyTuple_GET_SIZE(hdr) >= 5 && PyTuple_GET_ITEM(hdr, 0) == PyTuple_GET_ITEM(lane, L_RESULT)) {
-      PyObject *body = PyObject_CallOneArg(PyTuple_GET_ITEM(lane, L_UNPACK), PyList_GET_ITEM(frames, 1));
+      PyObject *second = PyList_GET_ITEM(frames, 1);
+      PyObject *body = or_python(body_from(second), PyTuple_GET_ITEM(lane, L_UNPACK), second);
       if (body == NULL) {
         Py_DECREF(hdr);
         if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
@@ -371,8 +589,38 @@ static int one_message(PyObject *lane, PyObject *peer, PyObject *frames, PyObjec
 }
 
 /* What `link` brought, dispatched under the owner (Links.dispatch). 0, or -1 with an exception. */
+static PyObject *s_lock, *s_closed, *s_sock; /* (the submit's too) */
+
+/* link.drain(): for a Channel's drain, its steps (under its lock: nothing once closed, else
+ * zsock.drain of its socket) without its frame. A new reference, or NULL with an exception. */
+static PyObject *drained(PyObject *lane, PyObject *link) {
+  PyObject *method = PyObject_GetAttr((PyObject *)Py_TYPE(link), s_drain); /* the class's function */
+  if (method == NULL) return NULL;
+  Py_DECREF(method); /* the class holds it */
+  if (method != PyTuple_GET_ITEM(lane, L_CHANNEL_DRAIN)) return PyObject_CallMethodNoArgs(link, s_drain);
+  PyObject *lock = PyObject_GetAttr(link, s_lock);
+  PyObject *got = lock == NULL ? NULL : PyObject_CallMethodNoArgs(lock, s_acquire);
+  if (got == NULL) {
+    Py_XDECREF(lock);
+    return NULL;
+  }
+  Py_DECREF(got);
+  PyObject *out = NULL;
+  int closed = true_attr(link, s_closed);
+  if (closed > 0) {
+    out = PyList_New(0);
+  } else if (closed == 0) {
+    PyObject *sock = PyObject_GetAttr(link, s_sock);
+    out = sock == NULL ? NULL : PyObject_CallOneArg(PyTuple_GET_ITEM(lane, L_DRAIN), sock);
+    Py_XDECREF(sock);
+  }
+  if (released(lock, out == NULL ? -1 : 0) < 0) Py_CLEAR(out);
+  Py_DECREF(lock);
+  return out;
+}
+
 static int read_link(PyObject *lane, PyObject *link, PyObject *now) {
-  PyObject *incoming = PyObject_CallMethodNoArgs(link, s_drain);
+  PyObject *incoming = drained(lane, link);
   if (incoming == NULL) return -1;
   if (!PyList_Check(incoming)) {
     Py_DECREF(incoming);
@@ -633,6 +881,140 @@ static PyObject *complete_(PyObject *self, PyObject *const *args, Py_ssize_t nar
   return PyBool_FromLong(rc);
 }
 
+/* The codec's answers, None for "not here" (where the Python function decides), for the tests
+ * that hold them to the Python's (tests/sdk/test_capi_wire.py) */
+static PyObject *or_none(PyObject *made) {
+  if (made != NULL || PyErr_Occurred()) return made;
+  Py_RETURN_NONE;
+}
+
+static PyObject *unpack_body_(PyObject *self, PyObject *frame) {
+  (void)self;
+  return or_none(body_from(frame));
+}
+
+static PyObject *pack_body_(PyObject *self, PyObject *body) {
+  (void)self;
+  return or_none(body_bytes(body));
+}
+
+static PyObject *parse_header_(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "parse_header(frame, header_type, command)");
+    return NULL;
+  }
+  return or_none(header_from(args[0], args[1], args[2]));
+}
+
+static PyObject *pack_header_(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 6) {
+    PyErr_SetString(PyExc_TypeError, "pack_header(command, msg_id, op, priority, core, custom_id)");
+    return NULL;
+  }
+  return or_none(header_bytes(args[0], args[1], args[2], args[3], args[4], args[5]));
+}
+
+/* --- Task.wait ------------------------------------------------------------------------------- *
+ * The compiled build's Task.wait (arm_side/task.py installs it with `method`): the Python's steps
+ * without its frame for the usual wait (the task not released, no trace being recorded, at most
+ * `timeout_ms`); any other call is the Python function's, whole. */
+static PyObject *py_task_wait, *s_timeout_ms, *s_wait_for, *s_tracer, *thousand;
+static PyObject *s_released, *s_client, *s_options; /* (the submit's too) */
+
+static PyObject *python_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  Py_ssize_t n = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+  PyObject *stack[8];
+  if (n >= 8) {
+    PyErr_SetString(PyExc_TypeError, "Task.wait(timeout_ms=None): too many arguments");
+    return NULL;
+  }
+  stack[0] = self;
+  for (Py_ssize_t i = 0; i < n; i++) stack[i + 1] = args[i];
+  return PyObject_Vectorcall(py_task_wait, stack, (size_t)nargs + 1, kwnames);
+}
+
+static PyObject *task_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  PyObject *timeout_ms = Py_None;
+  if (kwnames == NULL && nargs == 1) timeout_ms = args[0];
+  else if (nargs == 0 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1 &&
+           PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), s_timeout_ms) == 0)
+    timeout_ms = args[0];
+  else if (nargs != 0 || kwnames != NULL) return python_wait(self, args, nargs, kwnames);
+  if (PyErr_Occurred()) return NULL;
+  int usual = true_attr(self, s_released);
+  PyObject *client = usual != 0 ? NULL : PyObject_GetAttr(self, s_client);
+  if (usual == 0 && client == NULL) return NULL;
+  if (usual == 0) { /* tracer.rec.on: the Python records the wait */
+    PyObject *tracer = PyObject_GetAttr(client, s_tracer);
+    PyObject *rec = tracer == NULL ? NULL : PyObject_GetAttr(tracer, s_rec);
+    usual = rec == NULL ? -1 : true_attr(rec, s_on);
+    Py_XDECREF(rec);
+    Py_XDECREF(tracer);
+  }
+  if (usual != 0) {
+    Py_XDECREF(client);
+    return usual < 0 ? NULL : python_wait(self, args, nargs, kwnames);
+  }
+  int done = true_attr(self, s_done);
+  if (done == 0) {
+    PyObject *ms = Py_NewRef(timeout_ms);
+    if (ms == Py_None) { /* self.options.timeout_ms or 0 */
+      PyObject *options = PyObject_GetAttr(self, s_options);
+      Py_SETREF(ms, options == NULL ? NULL : PyObject_GetAttr(options, s_timeout_ms));
+      Py_XDECREF(options);
+      int some = ms == NULL ? -1 : PyObject_IsTrue(ms);
+      if (some == 0) Py_SETREF(ms, Py_NewRef(zero));
+      else if (some < 0) Py_CLEAR(ms);
+    }
+    int forever = ms == NULL ? -1 : PyObject_RichCompareBool(ms, zero, Py_LE);
+    PyObject *timeout_s = forever < 0 ? NULL : forever ? Py_NewRef(Py_None) : PyNumber_TrueDivide(ms, thousand);
+    Py_XDECREF(ms);
+    PyObject *out = timeout_s == NULL ? NULL : PyObject_CallMethodObjArgs(client, s_wait_for, self, timeout_s, NULL);
+    Py_XDECREF(timeout_s);
+    done = out == NULL ? -1 : 1;
+    Py_XDECREF(out);
+  }
+  Py_DECREF(client);
+  if (done < 0) return NULL;
+  PyObject *error = PyObject_GetAttr(self, s_error);
+  if (error == NULL) return NULL;
+  if (error != Py_None) { /* raise self.error */
+    if (PyExceptionInstance_Check(error)) PyErr_SetObject(PyExceptionInstance_Class(error), error);
+    else PyErr_SetString(PyExc_TypeError, "exceptions must derive from BaseException");
+    Py_DECREF(error);
+    return NULL;
+  }
+  Py_DECREF(error);
+  return PyObject_GetAttr(self, s_values);
+}
+
+static PyMethodDef task_wait_def = {"wait", (PyCFunction)(void (*)(void))task_wait, METH_FASTCALL | METH_KEYWORDS,
+                                    NULL};
+
+/* method(Task, python): Task's `wait` made here, a method descriptor of Task whose any unusual call
+ * goes to `python` (the Python Task.wait); its doc is python's */
+static PyObject *method_(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 2 || !PyType_Check(args[0]) || !PyCallable_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "method(Task, python_wait)");
+    return NULL;
+  }
+  PyObject *doc = PyObject_GetAttrString(args[1], "__doc__");
+  if (doc == NULL) return NULL;
+  if (PyUnicode_Check(doc)) { /* "wait($self, /, timeout_ms=None)\n--\n\n" + the Python's doc */
+    PyObject *text = PyUnicode_FromFormat("wait($self, /, timeout_ms=None)\n--\n\n%U", doc);
+    Py_SETREF(doc, text);
+    if (doc == NULL) return NULL;
+    task_wait_def.ml_doc = PyUnicode_AsUTF8(doc); /* kept for good: the descriptor points at it */
+    if (task_wait_def.ml_doc == NULL) return NULL;
+  } else {
+    Py_CLEAR(doc);
+  }
+  Py_XSETREF(py_task_wait, Py_NewRef(args[1]));
+  return PyDescr_NewMethod((PyTypeObject *)args[0], &task_wait_def);
+}
 
 /* --- the submit ------------------------------------------------------------------------------ */
 /* the submit lane's items, in Client._submit_lane's order */
@@ -656,6 +1038,8 @@ enum {
   S_SEND_FRAMES,   /* vdsp_board.sockets.zsock.send_frames(sock, frames, flags) */
   S_READABLE,      /* vdsp_board.sockets.zsock.readable(sock) */
   S_NOBLOCK,       /* zmq.NOBLOCK */
+  S_MAX_TASKS,     /* int: protocol.constants.MAX_TASKS_PER_CLIENT */
+  S_REC_POLL,      /* vdsp_board.observability.trace.Recorder.poll: inlined for a Recorder (rec_on) */
   S_SIZE
 };
 
@@ -709,7 +1093,8 @@ static PyObject *task_frames(PyObject *lane, PyObject *msg_id, PyObject *op, PyO
   }
   PyObject *hargs[6] = {PyTuple_GET_ITEM(lane, S_TASK_CMD), msg_id, op, PyTuple_GET_ITEM(wire, 0),
                         PyTuple_GET_ITEM(wire, 1), PyTuple_GET_ITEM(wire, 2)};
-  PyObject *hdr = PyObject_Vectorcall(PyTuple_GET_ITEM(lane, S_PACK), hargs, 6, NULL);
+  PyObject *hdr = header_bytes(hargs[0], hargs[1], hargs[2], hargs[3], hargs[4], hargs[5]);
+  if (hdr == NULL && !PyErr_Occurred()) hdr = PyObject_Vectorcall(PyTuple_GET_ITEM(lane, S_PACK), hargs, 6, NULL);
   Py_DECREF(wire);
   if (hdr == NULL) return NULL;
   PyObject *owner = PyObject_GetAttr(PyTuple_GET_ITEM(lane, S_SESSION), s_owner);
@@ -721,7 +1106,7 @@ static PyObject *task_frames(PyObject *lane, PyObject *msg_id, PyObject *op, PyO
     Py_CLEAR(body);
   Py_XDECREF(owner);
   Py_XDECREF(p);
-  PyObject *packed = body == NULL ? NULL : PyObject_CallOneArg(PyTuple_GET_ITEM(lane, S_PACK_BODY), body);
+  PyObject *packed = body == NULL ? NULL : or_python(body_bytes(body), PyTuple_GET_ITEM(lane, S_PACK_BODY), body);
   Py_XDECREF(body);
   PyObject *frames = packed == NULL ? NULL : PyList_New(2);
   if (frames == NULL) {
@@ -794,6 +1179,96 @@ static int send_tracked(PyObject *lane, PyObject *link, PyObject *frames, PyObje
   return 0;
 }
 
+/* Direct mode: Session.task_link's (key, core) for a task to any core (options.wire's core 0), as
+ * Session.route chooses it (the first running core with the fewest in flight), counted in flight
+ * there: 0 with *key and *core (new references); 1: not here (another core asked, nothing in flight
+ * may go there, a firmware refused our HELLO and the task has buffers: Session.task_link decides
+ * and raises what it raises; nothing was changed); -1 with an exception */
+static PyObject *s_peers, *s_fw_endpoint, *s_fw_refused, *s_name, *s_fw_suffix, *s_next_check;
+static int direct_link(PyObject *lane, PyObject *msg_id, PyObject *options, int buffers, PyObject **key,
+                       PyObject **core) {
+  PyObject *wire = PyObject_GetAttr(options, s_wire);
+  if (wire == NULL) return -1;
+  int any = PyTuple_Check(wire) && PyTuple_GET_SIZE(wire) == 3 && PyLong_CheckExact(PyTuple_GET_ITEM(wire, 1)) &&
+            PyLong_AsLong(PyTuple_GET_ITEM(wire, 1)) == 0;
+  Py_DECREF(wire);
+  if (!any) return 1;
+  PyObject *peers = PyObject_GetAttr(PyTuple_GET_ITEM(lane, S_SESSION), s_peers);
+  if (peers == NULL) return -1;
+  if (!PyList_CheckExact(peers)) {
+    Py_DECREF(peers);
+    return 1;
+  }
+  Py_ssize_t in_flight = 0, best_n = 0;
+  PyObject *best = NULL, *best_set = NULL;
+  int rc = 0;
+  for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(peers); i++) {
+    PyObject *p = PyList_GET_ITEM(peers, i);
+    PyObject *inflight = PyObject_GetAttr(p, s_inflight);
+    if (inflight == NULL || !PySet_CheckExact(inflight)) {
+      rc = inflight == NULL ? -1 : 1;
+      Py_XDECREF(inflight);
+      break;
+    }
+    Py_ssize_t n = PySet_GET_SIZE(inflight);
+    Py_DECREF(inflight); /* the peer holds it */
+    in_flight += n;
+    PyObject *endpoint = PyObject_GetAttr(p, s_fw_endpoint);
+    int alive = endpoint == NULL ? -1 : endpoint == Py_None ? 0 : true_attr(p, s_alive_);
+    Py_XDECREF(endpoint);
+    if (alive < 0) rc = -1;
+    else if (alive && (best == NULL || n < best_n)) {
+      Py_XSETREF(best, Py_NewRef(p));
+      best_n = n;
+    }
+  }
+  long limit = PyLong_AsLong(PyTuple_GET_ITEM(lane, S_MAX_TASKS));
+  if (rc == 0 && (limit == -1 && PyErr_Occurred())) rc = -1;
+  if (rc == 0 && (in_flight >= limit || best == NULL)) rc = 1; /* TaskNumExceedLimit, CoreOffline: the Python's */
+  if (rc == 0 && buffers) {
+    PyObject *refused = PyObject_GetAttr(best, s_fw_refused);
+    rc = refused == NULL ? -1 : refused != Py_None;
+    Py_XDECREF(refused);
+  }
+  if (rc == 0) {
+    best_set = PyObject_GetAttr(best, s_inflight);
+    PyObject *name = best_set == NULL ? NULL : PyObject_GetAttr(best, s_name);
+    if (name != NULL && PyUnicode_CheckExact(name) && PySet_Add(best_set, msg_id) == 0) {
+      *key = PyUnicode_Concat(name, s_fw_suffix); /* fw_key(peer.name) */
+      *core = Py_NewRef(name);
+      if (*key == NULL) {
+        Py_CLEAR(*core);
+        PySet_Discard(best_set, msg_id);
+        rc = -1;
+      }
+    } else {
+      rc = name != NULL && !PyErr_Occurred() ? 1 : -1;
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(best_set);
+  }
+  Py_XDECREF(best);
+  Py_DECREF(peers);
+  return rc;
+}
+
+/* Links.submit's `tracer.rec.poll()`: for a Recorder (its poll not overridden) between two looks at
+ * the switch, what that poll returns then (`rec.on`) without its call; else the call. 1, 0, or -1. */
+static int rec_on(PyObject *lane, PyObject *rec) {
+  PyObject *poll = PyObject_GetAttr((PyObject *)Py_TYPE(rec), s_rec_poll); /* the class's function */
+  if (poll == NULL) return -1;
+  Py_DECREF(poll); /* the class holds it */
+  if (poll == PyTuple_GET_ITEM(lane, S_REC_POLL)) {
+    double next = float_attr(rec, s_next_check);
+    if (next == -1.0 && PyErr_Occurred()) return -1;
+    if (monotonic() < next) return true_attr(rec, s_on);
+  }
+  PyObject *on = PyObject_CallMethodNoArgs(rec, s_rec_poll);
+  int traced = on == NULL ? -1 : PyObject_IsTrue(on);
+  Py_XDECREF(on);
+  return traced;
+}
+
 static PyObject *submit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   if (nargs != 7 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != S_SIZE) {
@@ -836,7 +1311,8 @@ static PyObject *submit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     } else {
       int buffers = PyObject_IsTrue(inputs);
       buffers = buffers == 0 ? PyObject_IsTrue(outputs) : buffers;
-      PyObject *chosen = buffers < 0 ? NULL
+      int here = buffers < 0 ? -1 : direct_link(lane, msg_id, options, buffers, &key, &core);
+      PyObject *chosen = here != 1 ? NULL
                                      : PyObject_CallMethodObjArgs(PyTuple_GET_ITEM(lane, S_SESSION), s_task_link, msg_id,
                                                                   options, buffers ? Py_True : Py_False, NULL);
       if (chosen != NULL && PyTuple_Check(chosen) && PyTuple_GET_SIZE(chosen) == 2)
@@ -871,10 +1347,8 @@ static PyObject *submit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
   if (rc == 0) { /* traced?  Links.submit: tracer.rec.poll(), then tracer.submit_task */
     PyObject *tracer = PyTuple_GET_ITEM(lane, S_SUBMIT_TRACER);
     PyObject *rec = PyObject_GetAttr(tracer, s_rec);
-    PyObject *on = rec == NULL ? NULL : PyObject_CallMethodNoArgs(rec, s_rec_poll);
+    int traced = rec == NULL ? -1 : rec_on(lane, rec);
     Py_XDECREF(rec);
-    int traced = on == NULL ? -1 : PyObject_IsTrue(on);
-    Py_XDECREF(on);
     if (traced > 0) {
       PyObject *out = PyObject_CallMethodObjArgs(tracer, s_submit_task, msg_id, op, options, inputs, outputs, NULL);
       traced = out == NULL ? -1 : 0;
@@ -1144,6 +1618,81 @@ static PyObject *wait_for(PyObject *self, PyObject *const *args, Py_ssize_t narg
   return result;
 }
 
+/* missed(lane, link): Client._missed's usual call (Links._missed: a send on `link` took in the
+ * signal of a message that waits), as Reading.missed does it: the turn free, this thread reads what
+ * waits on `link` (one of the links of the current lane) and gives the turn up; the turn taken, the
+ * thread that reads is kicked (Reading.wake). `lane` is wait_for's, its first item the Python
+ * Client._missed, which takes any other call (the links changed since the lane: a whole round). */
+static PyObject *s_fd;
+static PyObject *missed_(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 2 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != W_SIZE) {
+    PyErr_SetString(PyExc_TypeError, "missed(lane, link): lane as Client._compiled_wait_for makes it");
+    return NULL;
+  }
+  PyObject *lane = args[0], *link = args[1];
+  PyObject *reading = PyTuple_GET_ITEM(lane, W_READING), *local = PyTuple_GET_ITEM(lane, W_LOCAL);
+  int idle = (int)PyLong_AsLong(PyTuple_GET_ITEM(lane, W_IDLE_FD));
+  int links = (int)PyLong_AsLong(PyTuple_GET_ITEM(lane, W_LINKS_FD));
+  if (PyErr_Occurred()) return NULL;
+  PyObject *made = PyObject_GetAttr(reading, s_lane_made);
+  if (made == NULL) return NULL;
+  int usual = made == Py_None || lane_ok(made) < 0 ? (PyErr_Clear(), 0) : lane_current(made);
+  if (usual > 0) { /* one of the links read: fds[link.fd] is link */
+    PyObject *fd = PyObject_GetAttr(link, s_fd);
+    PyObject *known = fd == NULL ? NULL : PyDict_GetItemWithError(PyTuple_GET_ITEM(made, L_FDS), fd);
+    usual = known != NULL ? known == link : PyErr_Occurred() ? -1 : 0;
+    Py_XDECREF(fd);
+  }
+  if (usual <= 0) {
+    Py_DECREF(made);
+    return usual < 0 ? NULL : PyObject_CallOneArg(PyTuple_GET_ITEM(lane, W_PYTHON), link);
+  }
+  PyObject *turn = PyObject_GetAttr(reading, s_turn);
+  PyObject *got = turn == NULL ? NULL : PyObject_CallMethodOneArg(turn, s_acquire, Py_False);
+  int rc = got == NULL ? -1 : 0;
+  if (rc == 0 && got != Py_True) { /* another thread reads: kick it */
+    rc = call_method(reading, s_wake);
+  } else if (rc == 0) {
+    int shut = true_attr(reading, s_shut);
+    if (shut != 0) {
+      rc = call_method(turn, s_release) < 0 || shut < 0 ? -1 : 0;
+    } else { /* Reading._holding(lambda: _safe_one(link)) */
+      PyObject *me = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+      PyObject *deferred = me == NULL ? NULL : PyList_New(0);
+      if (deferred == NULL || PyObject_SetAttr(reading, s_reader, me) < 0 ||
+          PyObject_SetAttr(local, s_deferred, deferred) < 0) {
+        rc = -1; /* (the turn is this thread's: given up below, as _holding's finally does) */
+      } else {
+        PyObject *now = PyFloat_FromDouble(monotonic());
+        rc = now == NULL ? -1 : read_link(made, link, now);
+        Py_XDECREF(now);
+        if (rc < 0) rc = reported(reading); /* _safe_one: an Exception is logged */
+      }
+      if (deferred == NULL) deferred = PyList_New(0);
+      if (deferred != NULL) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (leave_lead(reading, local, deferred, idle, links) < 0) {
+          Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
+          rc = -1;
+        } else {
+          PyErr_Restore(type, value, tb);
+        }
+      } else {
+        rc = -1;
+      }
+      Py_XDECREF(deferred);
+      Py_XDECREF(me);
+    }
+  }
+  Py_XDECREF(got);
+  Py_XDECREF(turn);
+  Py_DECREF(made);
+  if (rc < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"lead", (PyCFunction)(void (*)(void))lead, METH_FASTCALL,
      "lead(reading, req, deadline, lane, deferred, closed): Reading._lead's loop"},
@@ -1157,6 +1706,16 @@ static PyMethodDef methods[] = {
      "wait_for(lane, req, timeout_s): Client.wait_for's usual wait (the turn free): Reading.wait's lead in one call"},
     {"complete", (PyCFunction)(void (*)(void))complete_, METH_FASTCALL,
      "complete(req, body, hdr, raw, task_type, tracer, board_models): a Task completed as _complete does"},
+    {"missed", (PyCFunction)(void (*)(void))missed_, METH_FASTCALL,
+     "missed(lane, link): Client._missed's usual call (Reading.missed: read what waits on link, or kick the reader)"},
+    {"method", (PyCFunction)(void (*)(void))method_, METH_FASTCALL,
+     "method(Task, python_wait): Task.wait made here, the Python's for every unusual call"},
+    {"unpack_body", unpack_body_, METH_O, "unpack_body(frame): wire.unpack_body's dict made here, or None"},
+    {"pack_body", pack_body_, METH_O, "pack_body(body): wire.pack_body's bytes made here, or None"},
+    {"parse_header", (PyCFunction)(void (*)(void))parse_header_, METH_FASTCALL,
+     "parse_header(frame, header_type, command): Header.parse's header of a reply of `command` made here, or None"},
+    {"pack_header", (PyCFunction)(void (*)(void))pack_header_, METH_FASTCALL,
+     "pack_header(command, msg_id, op, priority, core, custom_id): header.pack's bytes made here, or None"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "arm_side._taskpath",
@@ -1210,6 +1769,17 @@ PyMODINIT_FUNC PyInit__taskpath(void) {
   INTERN(s_straight, "straight")
   INTERN(s_alive_, "_alive")
   INTERN(s_rec_poll, "poll")
+  INTERN(s_fd, "fd")
+  INTERN(s_timeout_ms, "timeout_ms")
+  INTERN(s_wait_for, "wait_for")
+  INTERN(s_tracer, "tracer")
+  if ((thousand = PyFloat_FromDouble(1000.0)) == NULL) return NULL;
+  INTERN(s_peers, "peers")
+  INTERN(s_fw_endpoint, "fw_endpoint")
+  INTERN(s_fw_refused, "fw_refused")
+  INTERN(s_name, "name")
+  INTERN(s_fw_suffix, ".fw")
+  INTERN(s_next_check, "_next_check")
   INTERN(s_submit_task, "submit_task")
   INTERN(s_missed, "_missed")
   INTERN(s_send_later, "_send_later")

@@ -51,10 +51,11 @@ MODULES = ("protocol/header.py", "protocol/wire.py", "protocol/ordering.py",
 # Not the SDK's (arm_side): compiled, its session saved under 1 µs of the client's ~17 µs per task.
 #: the C extensions of the build: module -> its source (vdsp_board/sockets/zio.c: the frame calls of
 #: zsock that keep the GIL when they cannot wait; zsock uses it whenever the build is used;
-#: arm_side/taskpath.c: the blocking client's reading loop, arm_side.reading's whenever the build is used)
-C_MODULES = {"vdsp_board.sockets._zio": "vdsp_board/sockets/zio.c",
-             "arm_side._taskpath": "arm_side/taskpath.c"}
-SOURCES = MODULES + tuple(C_MODULES.values())      # what a build is compiled from
+#: arm_side/taskpath.c: the blocking client's per-task path, arm_side.reading's whenever the build is used,
+#: with the C client's codec of PROTOCOL.md §3, arm_side/capi/native/vdsp_wire.c, for a task's frames)
+C_MODULES = {"vdsp_board.sockets._zio": ("vdsp_board/sockets/zio.c",),
+             "arm_side._taskpath": ("arm_side/taskpath.c", "arm_side/capi/native/vdsp_wire.c")}
+SOURCES = MODULES + tuple(rel for sources in C_MODULES.values() for rel in sources)     # what a build is compiled from
 C_FLAGS = ["-Wall", "-Wextra", "-Werror"]
 PACKAGE = "_vdsp_native"        # the installed build (a directory of site-packages) and its .pth
 FINDER = Path(__file__).with_name("native_finder.py")
@@ -66,8 +67,8 @@ from setuptools import Extension, setup
 from mypyc.build import mypycify
 target, out, tmp, c_modules, c_flags, *modules = sys.argv[1:]
 extensions = mypycify(modules, opt_level="3", separate=True, target_dir=target)
-extensions += [Extension(name, [source], extra_compile_args=json.loads(c_flags), libraries=["dl"])
-               for name, source in json.loads(c_modules).items()]
+extensions += [Extension(name, sources, extra_compile_args=json.loads(c_flags), libraries=["dl"])
+               for name, sources in json.loads(c_modules).items()]
 setup(name="vdsp-native", ext_modules=extensions, script_args=["build_ext", "--build-lib", out, "--build-temp", tmp])
 """
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import os
 import random
 import shlex
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -34,7 +36,8 @@ from protocol.constants import MAX_BODY, MAX_CONTAINER, MAX_DEPTH, Command
 from tests import privilege
 from tests.proto import test_protocol_wire
 from tests.tools import test_fuzz, test_native
-from vdsp_sim import fuzz
+from vdsp_board.config import settings as config
+from vdsp_sim import fuzz, native_build
 
 ROOT = Path(__file__).resolve().parents[2]
 NATIVE = ROOT / "arm_side" / "capi" / "native"
@@ -651,3 +654,124 @@ def test_the_corpus_runs_clean_under_address_and_undefined_sanitizers(c, tmp_pat
     assert len(lines) == len(expect)
     differ = [f"{i}: {a[:120]} != {b[:120]}" for i, (a, b) in enumerate(zip(lines, expect)) if a != b]
     assert not differ, "\n".join(differ[:10])
+
+
+# --- the compiled Python client's codec (arm_side/taskpath.c) ------------------------------------
+# The blocking client's per-task path in the compiled build makes a TASK's header and body and reads
+# a RESULT's with this codec, and hands every other case to protocol.header / protocol.wire. Where
+# it answers, it must answer what those functions answer: the same bytes, the same objects (types,
+# values, keys in their order), and it must answer every usual case (else the path is not taken).
+
+_CODEC = r"""
+import enum, json, math, struct, sys
+from arm_side import _taskpath as C
+from protocol import errors, header, wire
+from protocol.constants import MAX_CONTAINER, MAX_DEPTH, Command
+from tests.sdk.test_capi_wire import corpus
+
+def typed(v):
+    # a value with its exact type at every level (a bool is no int; floats by their bits), maps in order
+    if type(v) is dict:
+        return ["dict", [[typed(k), typed(x)] for k, x in v.items()]]
+    if type(v) is list:
+        return ["list", [typed(x) for x in v]]
+    if type(v) is float:
+        return ["float", struct.pack(">d", v).hex()]
+    if type(v) is bytes:
+        return ["bytes", v.hex()]
+    return [type(v).__name__, repr(v)]
+
+def python(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as exc:    # what the Python raises: the codec must have left it to it
+        return exc
+
+out = {"unpack": {"taken": 0, "left": [], "differ": []}, "parse": {"taken": 0, "left": [], "differ": []},
+       "pack": {"taken": 0, "left": [], "differ": []}, "pack_header": {"taken": 0, "left": [], "differ": []}}
+bodies, headers = corpus()
+accepted = []
+for b in bodies:
+    mine, theirs = C.unpack_body(b), python(wire.unpack_body, b)
+    r = out["unpack"]
+    if mine is None:
+        if not isinstance(theirs, Exception):
+            r["left"].append(b[:40].hex())
+        continue
+    r["taken"] += 1
+    if isinstance(theirs, Exception) or typed(mine) != typed(theirs):
+        r["differ"].append([b[:60].hex(), repr(mine)[:200], repr(theirs)[:200]])
+    else:
+        accepted.append(theirs)
+for h in headers:
+    theirs = python(header.Header.parse, h)
+    for command in Command:
+        mine, r = C.parse_header(h, header.Header, command), out["parse"]
+        usual = not isinstance(theirs, Exception) and theirs.command is command
+        if mine is None:
+            if usual:
+                r["left"].append(h.hex())
+            continue
+        r["taken"] += 1
+        if not usual or type(mine) is not header.Header or typed(list(mine)) != typed(list(theirs)) \
+                or mine.command is not command:
+            r["differ"].append([h.hex(), repr(mine), repr(theirs)])
+
+class Op(enum.IntEnum):
+    PING = 1
+
+class Text(str):
+    pass
+
+deep = []
+for _ in range(MAX_DEPTH + 2):
+    deep = [deep]
+odd = [{"tuple": (1, "a", (2.5, None))}, {"enum": Op.PING}, {"sub": Text("x")}, {"surrogate": "\ud800"},
+       {"huge": 2**64}, {"tiny": -(2**63) - 1}, {"edge": [2**64 - 1, -(2**63), 2**63, -1, -32, -33, 127, 128]},
+       {"deep": deep}, {"wide": list(range(MAX_CONTAINER + 1))}, {"bytearray": bytearray(b"ab")},
+       {"nan": math.nan, "inf": -math.inf, "zero": -0.0}, {"blob": bytes(wire.MAX_BODY)}, {1: "int key"},
+       {"set": {1, 2}}, {}, {"inputs": [], "outputs": [], "params": {}, "owner": 4242}]
+for body in accepted + odd:
+    mine, theirs, r = C.pack_body(body), python(wire.pack_body, body), out["pack"]
+    if mine is None:
+        if body in accepted:
+            r["left"].append(repr(body)[:200])
+        continue
+    r["taken"] += 1
+    if mine != theirs:
+        r["differ"].append([repr(body)[:200], mine.hex()[:200], repr(theirs)[:200]])
+fields = [(16, 1, 0, 0, 0, 0), (17, 2**64 - 1, 0xFFFF, 255, 2, -(2**63)), (16, 0, 0xFFFE, 7, 1, 2**63 - 1),
+          (Command.TASK, 5, Op.PING, 0, 0, 0), (16, True, 1, 0, 0, 0), (16, 2**64, 0, 0, 0, 0), (16, -1, 0, 0, 0, 0),
+          (256, 1, 0, 0, 0, 0), (16, 1, 0x10000, 0, 0, 0), (16, 1, 0, 256, 0, 0), (16, 1, 0, 0, -1, 0),
+          (16, 1, 0, 0, 0, 2**63), (16, 1, 0, 0, 0, -(2**63) - 1), (16, 1.0, 0, 0, 0, 0), (16, "1", 0, 0, 0, 0)]
+for f in fields:
+    mine, theirs, r = C.pack_header(*f), python(header.pack, *f), out["pack_header"]
+    if mine is None:
+        if not isinstance(theirs, Exception):
+            r["left"].append(repr(f))
+        continue
+    r["taken"] += 1
+    if mine != theirs:
+        r["differ"].append([repr(f), mine.hex(), repr(theirs)])
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def codec() -> dict:
+    """The compiled client codec's answers on the corpus, against the Python's, in a child with the
+    compiled build (``VDSP_NATIVE=1``)."""
+    if native_build.missing():
+        privilege.require(f"this machine cannot build the compiled modules: {native_build.missing()}")
+    res = subprocess.run([sys.executable, "-c", _CODEC], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env=config.child_env(VDSP_NATIVE="1"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("what", ["unpack", "parse", "pack", "pack_header"])
+def test_the_compiled_clients_codec_answers_what_the_protocols_functions_answer(codec, what):
+    r = codec[what]
+    assert not r["differ"], f"{len(r['differ'])} differ: {r['differ'][:5]}"
+    assert not r["left"], f"{len(r['left'])} usual cases left to the Python: {r['left'][:5]}"
+    assert r["taken"] >= {"unpack": 3000, "parse": 300, "pack": 3000, "pack_header": 5}[what], r["taken"]

@@ -783,7 +783,7 @@ _SUBMITS = r"""if True:
                 try:
                     got = run()
                 except Exception as exc:
-                    got = ["raised", type(exc).__name__, re.sub(r"request \d+", "request N", str(exc))]
+                    got = ["raised", type(exc).__name__, re.sub(r"(request|task) \d+", r"\1 N", str(exc))]
                 return got
             waits = []
             def wait_case(name, run, of=soc):
@@ -864,7 +864,54 @@ _SUBMITS = r"""if True:
                 got = outcome(lambda: t.wait(10000))
                 waits.append({"case": f"closed while waiting {way}", "got": got})
             client.__dict__["wait_for"] = compiled_wait_for(client)
-        print(json.dumps({"submit": out, "rpc": rpcs, "wait": waits}))
+            # Task.wait: the compiled one (arm_side/taskpath.c, task_wait) against its Python
+            from arm_side.task import Task, _PYTHON_WAIT
+            compiled_wait = Task.__dict__["wait"]
+            assert compiled_wait is not _PYTHON_WAIT, "Task.wait is not the compiled one"
+            task_waits = []
+            def task_case(name, run):
+                ways = {}
+                for way in ("c", "py"):
+                    setattr(Task, "wait", compiled_wait if way == "c" else _PYTHON_WAIT)
+                    try:
+                        ways[way] = outcome(run)
+                    finally:
+                        setattr(Task, "wait", compiled_wait)
+                task_waits.append({"case": name, **ways})
+            ping = lambda **kw: soc.rpc(opids.PING, core=CORE_ANY, **kw)
+            task_case("values", lambda: sorted(ping().wait(5000)))
+            task_case("keyword", lambda: sorted(ping().wait(timeout_ms=5000)))
+            task_case("the options' timeout", lambda: [sorted(ping(timeout_ms=5000).wait()),
+                                                       sorted(ping(timeout_ms=5000).wait(None)), sorted(ping().wait())])
+            def expires():
+                t = soc.rpc(opids.SLEEP, params={"ms": 300}, core=CORE_0, timeout_ms=30)
+                first = outcome(t.wait)
+                return [first, sorted(t.wait(5000)), sorted(t.wait())]
+            task_case("the options' timeout expires, then collected", expires)
+            def released():
+                t = ping()
+                t.wait(5000)
+                t.release()
+                return t.wait(5000)
+            task_case("released", released)
+            task_case("failed", lambda: soc.rpc(0x7FF0, core=CORE_ANY).wait(5000))
+            task_case("two arguments", lambda: ping().wait(5000, 1))
+            task_case("an unknown keyword", lambda: ping().wait(ms=5000))
+            stamps = []
+            class Recording:        # a trace being recorded: the Python's own steps (its stamps) are taken
+                on = True
+                def poll(self, *a, **kw):
+                    return False
+            real = client.tracer.rec
+            client.tracer.rec = Recording()
+            client.tracer.wait_begin, client.tracer.wait_end = lambda: 7, lambda msg_id, t0: stamps.append(t0)
+            client.tracer.complete = lambda *a, **kw: None
+            try:
+                task_case("traced", lambda: [sorted(ping().wait(5000)), stamps.pop()])
+            finally:
+                client.tracer.rec = real
+                del client.tracer.wait_begin, client.tracer.wait_end, client.tracer.complete
+        print(json.dumps({"submit": out, "rpc": rpcs, "wait": waits, "task_wait": task_waits}))
     finally:
         ps.close()
 """
@@ -962,6 +1009,26 @@ def test_the_compiled_wait_leads_until_done_and_leaves_the_reading_as_client_wai
         assert c["got"][2].startswith("[-6000015 HB_DNN_API_USE_ERROR] the SoC connection was closed"), closed
 
 
+def test_the_compiled_task_wait_answers_as_the_python_task_wait(compiled_calls):
+    """``Task.wait`` in the compiled build is ``arm_side/taskpath.c``'s ``task_wait`` (its usual call
+    without a Python frame): the same values, timeouts, errors and argument errors as the Python
+    ``Task.wait``, which it hands every unusual call (a released task, a trace being recorded)."""
+    cases = compiled_calls["task_wait"]
+    assert [c["case"] for c in cases] == ["values", "keyword", "the options' timeout",
+                                          "the options' timeout expires, then collected", "released", "failed",
+                                          "two arguments", "an unknown keyword", "traced"]
+    for c in cases:
+        assert c["c"] == c["py"], c
+    by = {c["case"]: c["c"] for c in cases}
+    assert by["values"] == by["keyword"] == ["core"] and by["the options' timeout"] == [["core"]] * 3
+    first, *collected = by["the options' timeout expires, then collected"]
+    assert first[:2] == ["raised", "TaskTimeout"] and collected == [["slept_ms"]] * 2, first
+    assert by["released"][:2] == ["raised", "InvalidTaskHandle"]
+    assert by["failed"][0] == "raised" and by["failed"][1] != "TypeError", by["failed"]
+    assert by["two arguments"][:2] == by["an unknown keyword"][:2] == ["raised", "TypeError"]
+    assert by["traced"] == [["core"], 7]
+
+
 def test_both_builds_answer_malformed_frames_and_bodies_alike():
     """Compiled code checks the annotated type of every argument and attribute it is handed and
     raised TypeError (a crash of the relay's loop) where the pure module took the value; each
@@ -983,8 +1050,9 @@ def test_both_builds_answer_malformed_frames_and_bodies_alike():
             if child.poll() is None:
                 child.kill()
                 child.wait()
-    assert runs["0"].pop("compiled") == [False] * len(native_build.SOURCES)
-    assert runs["1"].pop("compiled") == [True] * len(native_build.SOURCES), "the compiled build is not used here"
+    modules = len(native_build.MODULES) + len(native_build.C_MODULES)
+    assert runs["0"].pop("compiled") == [False] * modules
+    assert runs["1"].pop("compiled") == [True] * modules, "the compiled build is not used here"
     assert len(runs["0"]) > 1000 and runs["0"].keys() == runs["1"].keys()
     differ = [f"{name}:\n  pure     {runs['0'][name]}\n  compiled {runs['1'][name]}"
               for name in runs["0"] if runs["0"][name] != runs["1"][name]]

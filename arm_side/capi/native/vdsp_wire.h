@@ -4,7 +4,8 @@
  * (§3.3: nil, bool, int of every width, float32/64, str, bin, array, map; no ext), with the
  * limits of §3.4 enforced as protocol/wire.py enforces them.
  *
- * It is the first part of the native libvdsp_hb (issue 42); the library does not use it yet.
+ * The native libvdsp_hb (issue 42) speaks through it, and so does the compiled build of the Python
+ * client (arm_side/taskpath.c: a task's frames).
  * It decides exactly what the Python decoder (protocol.wire.unpack_body, parse_header) decides,
  * on the same inputs: tests/sdk/test_capi_wire.py feeds both the same corpus and compares.
  *
