@@ -198,15 +198,10 @@ class Client:
     def _compiled_wait_for(self) -> None:
         """The compiled build: this client's ``wait_for`` is ``arm_side/taskpath.c``'s for the usual
         wait (not done, the turn free: this thread leads until the request ends, as Reading.wait
-        and Reading._lead do, without their frames) and this class's Python for every other; likewise the
-        links' ``_missed`` (a send took in the signal of a message that waits: ``Reading.missed``)."""
+        and Reading._lead do, without their frames) and this class's Python for every other."""
         if _C is not None and type(self).wait_for is Client.wait_for:
             reading = self.reading
             bind_compiled(self, "wait_for", types.MethodType(Client.wait_for, self), _C.wait_for, reading,
-                          task_module._THREAD, reading.idle.fileno(), reading._links_fd)
-        if _C is not None and type(self)._missed is Client._missed:     # a send's missed signal: taskpath.c's too
-            reading = self.reading
-            bind_compiled(self.links, "_missed", types.MethodType(Client._missed, self), _C.missed, reading,
                           task_module._THREAD, reading.idle.fileno(), reading._links_fd)
 
     def _missed(self, link) -> None:

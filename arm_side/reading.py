@@ -43,8 +43,6 @@ from typing import Any, Callable
 
 from protocol import errors, header, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, Command
-from vdsp_board.sockets import zsock
-from arm_side.channel import Channel
 from arm_side.peer import PeerState
 from arm_side.task import BOARD_MODELS, Request, Task, defer_wakes, undefer_wakes, wake_deferred, waker
 
@@ -187,7 +185,7 @@ class Reading:
                            links.owned, session.receive, links.carry_out, header.Header.parse, wire.unpack_body,
                            Command.RESULT, self._version, links, PeerState, _TICK_S,
                            session.peers if session.mode == "direct" else None, live, Task, links.client.tracer,
-                           BOARD_MODELS, header.Header, Channel.drain, zsock.drain)
+                           BOARD_MODELS, header.Header)
         return self._lane_made
 
     def forget(self, link: Any) -> None:

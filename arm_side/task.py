@@ -340,21 +340,3 @@ class Task(Request):
             return CancelOutcome.UNKNOWN.value
         self.released = True
         return self.client.release(self)
-
-
-_PYTHON_WAIT = Task.wait     # the Python Task.wait (the compiled one hands it every unusual call)
-
-
-def _compiled_wait() -> None:
-    """The compiled build: ``Task.wait``'s usual call (not released, no trace being recorded) is
-    ``arm_side/taskpath.c``'s ``task_wait``, the same steps without this module's frame; every
-    other call is the Python ``Task.wait`` above, whole (tests/tools/test_native.py compares)."""
-    try:
-        from arm_side import _taskpath
-    except ImportError:
-        return
-    if Task.__dict__["wait"] is _PYTHON_WAIT:
-        setattr(Task, "wait", _taskpath.method(Task, _PYTHON_WAIT))
-
-
-_compiled_wait()

@@ -28,9 +28,6 @@
  * decoder's corpus). As Python calls, they were about 4 µs of the 25-29 µs a pipelined task cost
  * the client (vdsp_sim/benchmarks/README.md, "The protocol's frames in C").
  *
- * task_wait: Task.wait's usual call (arm_side/task.py installs it as Task.wait): the task not
- * released, no trace being recorded; any other is the Python Task.wait, whole.
- *
  * submit(lane, op, inputs, outputs, params, options, out_mems): Links.submit for the blocking
  * client (Client.submit calls it), in one call: the TASK's frames made (Session.task_frames), its
  * link chosen (direct mode: Session.task_link, here for a task to any core: direct_link), its
@@ -97,8 +94,6 @@ enum {
   L_TRACER,     /* the client's tracer: .rec.on (a trace being recorded: the task's _complete records it) */
   L_BOARD_MODELS, /* arm_side.task.BOARD_MODELS */
   L_HEADER,     /* protocol.header.Header: a RESULT's header made here (header_from) */
-  L_CHANNEL_DRAIN, /* arm_side.channel.Channel.drain: a link whose class has it is drained here as it drains */
-  L_DRAIN,      /* vdsp_board.sockets.zsock.drain(sock) -> [frames, ...] (Channel.drain's) */
   L_SIZE
 };
 
@@ -589,38 +584,8 @@ static int one_message(PyObject *lane, PyObject *peer, PyObject *frames, PyObjec
 }
 
 /* What `link` brought, dispatched under the owner (Links.dispatch). 0, or -1 with an exception. */
-static PyObject *s_lock, *s_closed, *s_sock; /* (the submit's too) */
-
-/* link.drain(): for a Channel's drain, its steps (under its lock: nothing once closed, else
- * zsock.drain of its socket) without its frame. A new reference, or NULL with an exception. */
-static PyObject *drained(PyObject *lane, PyObject *link) {
-  PyObject *method = PyObject_GetAttr((PyObject *)Py_TYPE(link), s_drain); /* the class's function */
-  if (method == NULL) return NULL;
-  Py_DECREF(method); /* the class holds it */
-  if (method != PyTuple_GET_ITEM(lane, L_CHANNEL_DRAIN)) return PyObject_CallMethodNoArgs(link, s_drain);
-  PyObject *lock = PyObject_GetAttr(link, s_lock);
-  PyObject *got = lock == NULL ? NULL : PyObject_CallMethodNoArgs(lock, s_acquire);
-  if (got == NULL) {
-    Py_XDECREF(lock);
-    return NULL;
-  }
-  Py_DECREF(got);
-  PyObject *out = NULL;
-  int closed = true_attr(link, s_closed);
-  if (closed > 0) {
-    out = PyList_New(0);
-  } else if (closed == 0) {
-    PyObject *sock = PyObject_GetAttr(link, s_sock);
-    out = sock == NULL ? NULL : PyObject_CallOneArg(PyTuple_GET_ITEM(lane, L_DRAIN), sock);
-    Py_XDECREF(sock);
-  }
-  if (released(lock, out == NULL ? -1 : 0) < 0) Py_CLEAR(out);
-  Py_DECREF(lock);
-  return out;
-}
-
 static int read_link(PyObject *lane, PyObject *link, PyObject *now) {
-  PyObject *incoming = drained(lane, link);
+  PyObject *incoming = PyObject_CallMethodNoArgs(link, s_drain);
   if (incoming == NULL) return -1;
   if (!PyList_Check(incoming)) {
     Py_DECREF(incoming);
@@ -914,106 +879,6 @@ static PyObject *pack_header_(PyObject *self, PyObject *const *args, Py_ssize_t 
     return NULL;
   }
   return or_none(header_bytes(args[0], args[1], args[2], args[3], args[4], args[5]));
-}
-
-/* --- Task.wait ------------------------------------------------------------------------------- *
- * The compiled build's Task.wait (arm_side/task.py installs it with `method`): the Python's steps
- * without its frame for the usual wait (the task not released, no trace being recorded, at most
- * `timeout_ms`); any other call is the Python function's, whole. */
-static PyObject *py_task_wait, *s_timeout_ms, *s_wait_for, *s_tracer, *thousand;
-static PyObject *s_released, *s_client, *s_options; /* (the submit's too) */
-
-static PyObject *python_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-  Py_ssize_t n = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
-  PyObject *stack[8];
-  if (n >= 8) {
-    PyErr_SetString(PyExc_TypeError, "Task.wait(timeout_ms=None): too many arguments");
-    return NULL;
-  }
-  stack[0] = self;
-  for (Py_ssize_t i = 0; i < n; i++) stack[i + 1] = args[i];
-  return PyObject_Vectorcall(py_task_wait, stack, (size_t)nargs + 1, kwnames);
-}
-
-static PyObject *task_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-  PyObject *timeout_ms = Py_None;
-  if (kwnames == NULL && nargs == 1) timeout_ms = args[0];
-  else if (nargs == 0 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1 &&
-           PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), s_timeout_ms) == 0)
-    timeout_ms = args[0];
-  else if (nargs != 0 || kwnames != NULL) return python_wait(self, args, nargs, kwnames);
-  if (PyErr_Occurred()) return NULL;
-  int usual = true_attr(self, s_released);
-  PyObject *client = usual != 0 ? NULL : PyObject_GetAttr(self, s_client);
-  if (usual == 0 && client == NULL) return NULL;
-  if (usual == 0) { /* tracer.rec.on: the Python records the wait */
-    PyObject *tracer = PyObject_GetAttr(client, s_tracer);
-    PyObject *rec = tracer == NULL ? NULL : PyObject_GetAttr(tracer, s_rec);
-    usual = rec == NULL ? -1 : true_attr(rec, s_on);
-    Py_XDECREF(rec);
-    Py_XDECREF(tracer);
-  }
-  if (usual != 0) {
-    Py_XDECREF(client);
-    return usual < 0 ? NULL : python_wait(self, args, nargs, kwnames);
-  }
-  int done = true_attr(self, s_done);
-  if (done == 0) {
-    PyObject *ms = Py_NewRef(timeout_ms);
-    if (ms == Py_None) { /* self.options.timeout_ms or 0 */
-      PyObject *options = PyObject_GetAttr(self, s_options);
-      Py_SETREF(ms, options == NULL ? NULL : PyObject_GetAttr(options, s_timeout_ms));
-      Py_XDECREF(options);
-      int some = ms == NULL ? -1 : PyObject_IsTrue(ms);
-      if (some == 0) Py_SETREF(ms, Py_NewRef(zero));
-      else if (some < 0) Py_CLEAR(ms);
-    }
-    int forever = ms == NULL ? -1 : PyObject_RichCompareBool(ms, zero, Py_LE);
-    PyObject *timeout_s = forever < 0 ? NULL : forever ? Py_NewRef(Py_None) : PyNumber_TrueDivide(ms, thousand);
-    Py_XDECREF(ms);
-    PyObject *out = timeout_s == NULL ? NULL : PyObject_CallMethodObjArgs(client, s_wait_for, self, timeout_s, NULL);
-    Py_XDECREF(timeout_s);
-    done = out == NULL ? -1 : 1;
-    Py_XDECREF(out);
-  }
-  Py_DECREF(client);
-  if (done < 0) return NULL;
-  PyObject *error = PyObject_GetAttr(self, s_error);
-  if (error == NULL) return NULL;
-  if (error != Py_None) { /* raise self.error */
-    if (PyExceptionInstance_Check(error)) PyErr_SetObject(PyExceptionInstance_Class(error), error);
-    else PyErr_SetString(PyExc_TypeError, "exceptions must derive from BaseException");
-    Py_DECREF(error);
-    return NULL;
-  }
-  Py_DECREF(error);
-  return PyObject_GetAttr(self, s_values);
-}
-
-static PyMethodDef task_wait_def = {"wait", (PyCFunction)(void (*)(void))task_wait, METH_FASTCALL | METH_KEYWORDS,
-                                    NULL};
-
-/* method(Task, python): Task's `wait` made here, a method descriptor of Task whose any unusual call
- * goes to `python` (the Python Task.wait); its doc is python's */
-static PyObject *method_(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  (void)self;
-  if (nargs != 2 || !PyType_Check(args[0]) || !PyCallable_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "method(Task, python_wait)");
-    return NULL;
-  }
-  PyObject *doc = PyObject_GetAttrString(args[1], "__doc__");
-  if (doc == NULL) return NULL;
-  if (PyUnicode_Check(doc)) { /* "wait($self, /, timeout_ms=None)\n--\n\n" + the Python's doc */
-    PyObject *text = PyUnicode_FromFormat("wait($self, /, timeout_ms=None)\n--\n\n%U", doc);
-    Py_SETREF(doc, text);
-    if (doc == NULL) return NULL;
-    task_wait_def.ml_doc = PyUnicode_AsUTF8(doc); /* kept for good: the descriptor points at it */
-    if (task_wait_def.ml_doc == NULL) return NULL;
-  } else {
-    Py_CLEAR(doc);
-  }
-  Py_XSETREF(py_task_wait, Py_NewRef(args[1]));
-  return PyDescr_NewMethod((PyTypeObject *)args[0], &task_wait_def);
 }
 
 /* --- the submit ------------------------------------------------------------------------------ */
@@ -1618,81 +1483,6 @@ static PyObject *wait_for(PyObject *self, PyObject *const *args, Py_ssize_t narg
   return result;
 }
 
-/* missed(lane, link): Client._missed's usual call (Links._missed: a send on `link` took in the
- * signal of a message that waits), as Reading.missed does it: the turn free, this thread reads what
- * waits on `link` (one of the links of the current lane) and gives the turn up; the turn taken, the
- * thread that reads is kicked (Reading.wake). `lane` is wait_for's, its first item the Python
- * Client._missed, which takes any other call (the links changed since the lane: a whole round). */
-static PyObject *s_fd;
-static PyObject *missed_(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  (void)self;
-  if (nargs != 2 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != W_SIZE) {
-    PyErr_SetString(PyExc_TypeError, "missed(lane, link): lane as Client._compiled_wait_for makes it");
-    return NULL;
-  }
-  PyObject *lane = args[0], *link = args[1];
-  PyObject *reading = PyTuple_GET_ITEM(lane, W_READING), *local = PyTuple_GET_ITEM(lane, W_LOCAL);
-  int idle = (int)PyLong_AsLong(PyTuple_GET_ITEM(lane, W_IDLE_FD));
-  int links = (int)PyLong_AsLong(PyTuple_GET_ITEM(lane, W_LINKS_FD));
-  if (PyErr_Occurred()) return NULL;
-  PyObject *made = PyObject_GetAttr(reading, s_lane_made);
-  if (made == NULL) return NULL;
-  int usual = made == Py_None || lane_ok(made) < 0 ? (PyErr_Clear(), 0) : lane_current(made);
-  if (usual > 0) { /* one of the links read: fds[link.fd] is link */
-    PyObject *fd = PyObject_GetAttr(link, s_fd);
-    PyObject *known = fd == NULL ? NULL : PyDict_GetItemWithError(PyTuple_GET_ITEM(made, L_FDS), fd);
-    usual = known != NULL ? known == link : PyErr_Occurred() ? -1 : 0;
-    Py_XDECREF(fd);
-  }
-  if (usual <= 0) {
-    Py_DECREF(made);
-    return usual < 0 ? NULL : PyObject_CallOneArg(PyTuple_GET_ITEM(lane, W_PYTHON), link);
-  }
-  PyObject *turn = PyObject_GetAttr(reading, s_turn);
-  PyObject *got = turn == NULL ? NULL : PyObject_CallMethodOneArg(turn, s_acquire, Py_False);
-  int rc = got == NULL ? -1 : 0;
-  if (rc == 0 && got != Py_True) { /* another thread reads: kick it */
-    rc = call_method(reading, s_wake);
-  } else if (rc == 0) {
-    int shut = true_attr(reading, s_shut);
-    if (shut != 0) {
-      rc = call_method(turn, s_release) < 0 || shut < 0 ? -1 : 0;
-    } else { /* Reading._holding(lambda: _safe_one(link)) */
-      PyObject *me = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
-      PyObject *deferred = me == NULL ? NULL : PyList_New(0);
-      if (deferred == NULL || PyObject_SetAttr(reading, s_reader, me) < 0 ||
-          PyObject_SetAttr(local, s_deferred, deferred) < 0) {
-        rc = -1; /* (the turn is this thread's: given up below, as _holding's finally does) */
-      } else {
-        PyObject *now = PyFloat_FromDouble(monotonic());
-        rc = now == NULL ? -1 : read_link(made, link, now);
-        Py_XDECREF(now);
-        if (rc < 0) rc = reported(reading); /* _safe_one: an Exception is logged */
-      }
-      if (deferred == NULL) deferred = PyList_New(0);
-      if (deferred != NULL) {
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        if (leave_lead(reading, local, deferred, idle, links) < 0) {
-          Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
-          rc = -1;
-        } else {
-          PyErr_Restore(type, value, tb);
-        }
-      } else {
-        rc = -1;
-      }
-      Py_XDECREF(deferred);
-      Py_XDECREF(me);
-    }
-  }
-  Py_XDECREF(got);
-  Py_XDECREF(turn);
-  Py_DECREF(made);
-  if (rc < 0) return NULL;
-  Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
     {"lead", (PyCFunction)(void (*)(void))lead, METH_FASTCALL,
      "lead(reading, req, deadline, lane, deferred, closed): Reading._lead's loop"},
@@ -1706,10 +1496,6 @@ static PyMethodDef methods[] = {
      "wait_for(lane, req, timeout_s): Client.wait_for's usual wait (the turn free): Reading.wait's lead in one call"},
     {"complete", (PyCFunction)(void (*)(void))complete_, METH_FASTCALL,
      "complete(req, body, hdr, raw, task_type, tracer, board_models): a Task completed as _complete does"},
-    {"missed", (PyCFunction)(void (*)(void))missed_, METH_FASTCALL,
-     "missed(lane, link): Client._missed's usual call (Reading.missed: read what waits on link, or kick the reader)"},
-    {"method", (PyCFunction)(void (*)(void))method_, METH_FASTCALL,
-     "method(Task, python_wait): Task.wait made here, the Python's for every unusual call"},
     {"unpack_body", unpack_body_, METH_O, "unpack_body(frame): wire.unpack_body's dict made here, or None"},
     {"pack_body", pack_body_, METH_O, "pack_body(body): wire.pack_body's bytes made here, or None"},
     {"parse_header", (PyCFunction)(void (*)(void))parse_header_, METH_FASTCALL,
@@ -1769,11 +1555,6 @@ PyMODINIT_FUNC PyInit__taskpath(void) {
   INTERN(s_straight, "straight")
   INTERN(s_alive_, "_alive")
   INTERN(s_rec_poll, "poll")
-  INTERN(s_fd, "fd")
-  INTERN(s_timeout_ms, "timeout_ms")
-  INTERN(s_wait_for, "wait_for")
-  INTERN(s_tracer, "tracer")
-  if ((thousand = PyFloat_FromDouble(1000.0)) == NULL) return NULL;
   INTERN(s_peers, "peers")
   INTERN(s_fw_endpoint, "fw_endpoint")
   INTERN(s_fw_refused, "fw_refused")

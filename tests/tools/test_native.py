@@ -650,6 +650,33 @@ _SUBMITS = r"""if True:
                 return {"made": first, "values": got(t.wait(10000)), "done": [list(vars(t)), t._done, t.error, t.released]}
             out.append(case("plain", plain))
             out.append(case("params and out_mems", lambda: made(opids.PING, [], [], {"x": 1}, opts, out_mems=["m"])[1]))
+            def many(n):        # n tasks submitted while none completes: the cores chosen, then the limit
+                import time
+                end = time.monotonic() + 10     # none in flight before (the tasks of the cases above end)
+                while any(p.inflight for p in session.peers) and time.monotonic() < end:
+                    time.sleep(0.01)
+                client.reading.turn.acquire()
+                tasks, got = [], []
+                try:
+                    for _ in range(n):
+                        try:
+                            t = client.submit(opids.PING, [], [], {}, opts)
+                        except Exception as exc:
+                            got.append([type(exc).__name__, str(exc)])
+                        else:
+                            tasks.append(t)
+                            got.append([t.core, sorted(len(p.inflight) for p in session.peers)])
+                finally:
+                    client.reading.turn.release()
+                    client.reading.wake()
+                for t in tasks:
+                    try:
+                        t.wait(10000)
+                    except Exception as exc:    # relay mode: the relay's limit
+                        got.append(type(exc).__name__)
+                return got
+            # (relay mode: the relay's own limit counts what it has not answered yet, a matter of timing)
+            out.append(case("cores chosen and the limit", lambda: many(34 if mode == "direct" else 30)))
             for op in (-1, 0xFFFF, True, "1"):
                 out.append(case(f"op {op!r}", lambda: made(op, [], [], {}, opts)[1]))
             traced = []
@@ -864,54 +891,7 @@ _SUBMITS = r"""if True:
                 got = outcome(lambda: t.wait(10000))
                 waits.append({"case": f"closed while waiting {way}", "got": got})
             client.__dict__["wait_for"] = compiled_wait_for(client)
-            # Task.wait: the compiled one (arm_side/taskpath.c, task_wait) against its Python
-            from arm_side.task import Task, _PYTHON_WAIT
-            compiled_wait = Task.__dict__["wait"]
-            assert compiled_wait is not _PYTHON_WAIT, "Task.wait is not the compiled one"
-            task_waits = []
-            def task_case(name, run):
-                ways = {}
-                for way in ("c", "py"):
-                    setattr(Task, "wait", compiled_wait if way == "c" else _PYTHON_WAIT)
-                    try:
-                        ways[way] = outcome(run)
-                    finally:
-                        setattr(Task, "wait", compiled_wait)
-                task_waits.append({"case": name, **ways})
-            ping = lambda **kw: soc.rpc(opids.PING, core=CORE_ANY, **kw)
-            task_case("values", lambda: sorted(ping().wait(5000)))
-            task_case("keyword", lambda: sorted(ping().wait(timeout_ms=5000)))
-            task_case("the options' timeout", lambda: [sorted(ping(timeout_ms=5000).wait()),
-                                                       sorted(ping(timeout_ms=5000).wait(None)), sorted(ping().wait())])
-            def expires():
-                t = soc.rpc(opids.SLEEP, params={"ms": 300}, core=CORE_0, timeout_ms=30)
-                first = outcome(t.wait)
-                return [first, sorted(t.wait(5000)), sorted(t.wait())]
-            task_case("the options' timeout expires, then collected", expires)
-            def released():
-                t = ping()
-                t.wait(5000)
-                t.release()
-                return t.wait(5000)
-            task_case("released", released)
-            task_case("failed", lambda: soc.rpc(0x7FF0, core=CORE_ANY).wait(5000))
-            task_case("two arguments", lambda: ping().wait(5000, 1))
-            task_case("an unknown keyword", lambda: ping().wait(ms=5000))
-            stamps = []
-            class Recording:        # a trace being recorded: the Python's own steps (its stamps) are taken
-                on = True
-                def poll(self, *a, **kw):
-                    return False
-            real = client.tracer.rec
-            client.tracer.rec = Recording()
-            client.tracer.wait_begin, client.tracer.wait_end = lambda: 7, lambda msg_id, t0: stamps.append(t0)
-            client.tracer.complete = lambda *a, **kw: None
-            try:
-                task_case("traced", lambda: [sorted(ping().wait(5000)), stamps.pop()])
-            finally:
-                client.tracer.rec = real
-                del client.tracer.wait_begin, client.tracer.wait_end, client.tracer.complete
-        print(json.dumps({"submit": out, "rpc": rpcs, "wait": waits, "task_wait": task_waits}))
+        print(json.dumps({"submit": out, "rpc": rpcs, "wait": waits}))
     finally:
         ps.close()
 """
@@ -938,12 +918,19 @@ def test_the_compiled_submit_makes_and_sends_a_task_as_links_submit_does(compile
     RelayUnavailable, the task not in flight nor counted on a core) as the Python it mirrors, on
     a SoC of its own. (docs/building.md: "a task is made, tracked and sent in one call".)"""
     cases = compiled_calls["submit"]
-    assert [c["case"] for c in cases] == ["plain", "params and out_mems", "op -1", "op 65535", "op True", "op '1'",
-                                          "traced", "later", "send again", "send closed", "after"]
+    assert [c["case"] for c in cases] == ["plain", "params and out_mems", "cores chosen and the limit", "op -1",
+                                          "op 65535", "op True", "op '1'", "traced", "later", "send again",
+                                          "send closed", "after"]
     for c in cases:
         assert c["c"] == c["py"], c
     by = {c["case"]: c["c"] for c in cases}
     assert by["plain"]["values"] == ["core"] and [k for k, _ in by["plain"]["made"]][:3] == ["client", "msg_id", "_done"]
+    chosen = by["cores chosen and the limit"]
+    if chosen[0][0] == "":      # relay mode: the relay chooses
+        assert len(chosen) == 30 and all(c[0] == "" for c in chosen), chosen
+    else:                       # direct mode: the least busy core (the compiled route), then the limit
+        assert [c[0] for c in chosen[:4]] == ["vdsp0", "vdsp1", "vdsp0", "vdsp1"], chosen[:4]
+        assert [c[0] for c in chosen[32:]] == ["TaskNumExceedLimit"] * 2, chosen[30:]
     assert by["op -1"][:2] == ["raised", "InvalidArgument"] and by["op '1'"][:2] == ["raised", "InvalidArgument"]
     assert by["traced"][0] == by["later"] == by["after"] == ["core"] and by["traced"][1][2:] == ["[]", "[]"]
     for failed in ("send again", "send closed"):      # not in flight, nor counted on a core
@@ -1007,26 +994,6 @@ def test_the_compiled_wait_leads_until_done_and_leaves_the_reading_as_client_wai
     for c in closed:    # the close fails the task, or the waiting thread sees it first: either is the Python's
         assert c["got"][:2] == ["raised", "ApiUseError"], closed
         assert c["got"][2].startswith("[-6000015 HB_DNN_API_USE_ERROR] the SoC connection was closed"), closed
-
-
-def test_the_compiled_task_wait_answers_as_the_python_task_wait(compiled_calls):
-    """``Task.wait`` in the compiled build is ``arm_side/taskpath.c``'s ``task_wait`` (its usual call
-    without a Python frame): the same values, timeouts, errors and argument errors as the Python
-    ``Task.wait``, which it hands every unusual call (a released task, a trace being recorded)."""
-    cases = compiled_calls["task_wait"]
-    assert [c["case"] for c in cases] == ["values", "keyword", "the options' timeout",
-                                          "the options' timeout expires, then collected", "released", "failed",
-                                          "two arguments", "an unknown keyword", "traced"]
-    for c in cases:
-        assert c["c"] == c["py"], c
-    by = {c["case"]: c["c"] for c in cases}
-    assert by["values"] == by["keyword"] == ["core"] and by["the options' timeout"] == [["core"]] * 3
-    first, *collected = by["the options' timeout expires, then collected"]
-    assert first[:2] == ["raised", "TaskTimeout"] and collected == [["slept_ms"]] * 2, first
-    assert by["released"][:2] == ["raised", "InvalidTaskHandle"]
-    assert by["failed"][0] == "raised" and by["failed"][1] != "TypeError", by["failed"]
-    assert by["two arguments"][:2] == by["an unknown keyword"][:2] == ["raised", "TypeError"]
-    assert by["traced"] == [["core"], 7]
 
 
 def test_both_builds_answer_malformed_frames_and_bodies_alike():
