@@ -25,7 +25,7 @@
  * (arm_side/capi/native/vdsp_wire.c): a TASK's header and body (header.pack, wire.pack_body), a
  * RESULT's header and body (Header.parse, wire.unpack_body); any case it does not take is the
  * Python function's (tests/sdk/test_capi_wire.py holds both to the same bytes and objects on the
- * decoder's corpus). As Python calls, they were about 4 µs of the 25-29 µs a pipelined task cost
+ * decoder's corpus). As Python calls, they were 2.7-3.7 µs of the 29-30 µs a pipelined task cost
  * the client (vdsp_sim/benchmarks/README.md, "The protocol's frames in C").
  *
  * submit(lane, op, inputs, outputs, params, options, out_mems): Links.submit for the blocking

@@ -55,7 +55,8 @@ MODULES = ("protocol/header.py", "protocol/wire.py", "protocol/ordering.py",
 #: with the C client's codec of PROTOCOL.md §3, arm_side/capi/native/vdsp_wire.c, for a task's frames)
 C_MODULES = {"vdsp_board.sockets._zio": ("vdsp_board/sockets/zio.c",),
              "arm_side._taskpath": ("arm_side/taskpath.c", "arm_side/capi/native/vdsp_wire.c")}
-SOURCES = MODULES + tuple(rel for sources in C_MODULES.values() for rel in sources)     # what a build is compiled from
+C_HEADERS = ("arm_side/capi/native/vdsp_wire.h",)     # what the C modules include of ours
+SOURCES = MODULES + tuple(rel for sources in C_MODULES.values() for rel in sources) + C_HEADERS    # a build's inputs
 C_FLAGS = ["-Wall", "-Wextra", "-Werror"]
 PACKAGE = "_vdsp_native"        # the installed build (a directory of site-packages) and its .pth
 FINDER = Path(__file__).with_name("native_finder.py")
