@@ -171,7 +171,8 @@ class Settings:
         "as a fresh interpreter", (CLI, CORE), _flag, True)
     native = Variable[bool](
         "VDSP_NATIVE", "`0` to turn off", "on",
-        "the compiled build of the hot modules (mypyc, `vdsp_board/sockets/zio.c` and `arm_side/taskpath.c`; "
+        "the compiled build of the hot modules (mypyc, `vdsp_board/sockets/zio.c` and `arm_side/taskpath.c` with "
+        "`arm_side/capi/native/vdsp_wire.c`; "
         "`scripts/venv.sh` builds and installs it into the venv where a C compiler is found) runs while their "
         "sources are the ones compiled; `0` runs the pure Python modules. Read by the build's import hook "
         "(`vdsp_sim/native_finder.py`), which runs before any package loads", ALL, _flag, True)
