@@ -810,7 +810,7 @@ _SUBMITS = r"""if True:
                 try:
                     got = run()
                 except Exception as exc:
-                    got = ["raised", type(exc).__name__, re.sub(r"(request|task) \d+", r"\1 N", str(exc))]
+                    got = ["raised", type(exc).__name__, re.sub(r"request \d+", "request N", str(exc))]
                 return got
             waits = []
             def wait_case(name, run, of=soc):
