@@ -50,12 +50,14 @@ def test_the_script_writes_the_file_and_refuses_a_report_without_durations(tmp_p
 
 
 def test_modules_with_an_exclusive_test_come_first_then_the_longest():
-    """The collection order of the whole suite, as xdist hands it out with --no-loadscope-reorder."""
+    """The collection order of the whole suite, as xdist hands it out with --no-loadscope-reorder:
+    the modules with an exclusive test first, each with its exclusive tests first, then the longest."""
     from tests.conftest import module_seconds
     argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", "-p", "no:cacheprovider"]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     modules: list[str] = []
+    ordered = [line for line in done.stdout.splitlines() if "::" in line]
     for line in done.stdout.splitlines():
         if "::" in line:
             name = line.split("::")[0]
@@ -70,3 +72,12 @@ def test_modules_with_an_exclusive_test_come_first_then_the_longest():
     assert {"tests/integration/test_busy_host.py"} <= exclusive
     keys = [(m not in exclusive, -seconds.get(m, median)) for m in modules]
     assert keys == sorted(keys), list(zip(modules, keys))
+    # in its module, an exclusive test comes before the others (which keep their order)
+    done = subprocess.run(argv + ["-m", "exclusive"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    marked_ids = {line for line in done.stdout.splitlines() if "::" in line}
+    assert any(i.startswith("tests/integration/test_live_remoteproc.py::") for i in marked_ids)
+    for module in exclusive:
+        ids = [line for line in ordered if line.startswith(module + "::")]
+        first = [i in marked_ids for i in ids]
+        assert first == sorted(first, reverse=True), f"{module}: an exclusive test after another: {ids}"
