@@ -3,9 +3,10 @@
 #
 # It runs in parallel (pytest-xdist): VDSP_TEST_WORKERS worker processes (default: the CPUs this
 # shell may run on, plus three, at most 24 — the live tests mostly wait on their SoC's processes:
-# on the 2-CPU VM the run took 362 s with 3 workers, 313 s with 4, 292 s with 5), each with its
-# own SoCs, runtime and DDR directories; `--dist loadfile` keeps each module (and the SoC it
-# shares) on one worker; the `exclusive` tests run alone, and the modules are handed out longest first
+# on the 2-CPU VM the run took 362 s with 3 workers, 313 s with 4, 292 s with 5; since each module's
+# exclusive tests come first, 250-270 s with 5 and 300 s with 6), each with its own SoCs, runtime
+# and DDR directories; `--dist loadfile` keeps each module (and the SoC it shares) on one worker;
+# the `exclusive` tests run alone, first in their modules, and the modules are handed out longest first
 # (tests/durations.json; --no-loadscope-reorder keeps that order: tests/conftest.py). Arguments go to pytest:
 # `./test.sh -k relay`, `./test.sh tests/board/test_ddr.py`, `./test.sh -n 0` (serially).
 # `PYTHON=python3.13 ./test.sh` runs it on that Python, in a venv of its own (scripts/venv.sh).
