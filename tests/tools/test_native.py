@@ -150,12 +150,19 @@ def test_the_status_command_says_what_runs():
     assert here.startswith("compiled build: used (") if not native_build.missing() else "not used" in here
 
 
-def test_the_pure_python_modules_pass_their_tests_and_serve_a_soc():
+def test_the_pure_python_modules_pass_their_tests_and_serve_a_soc(request):
     """The fallback: with ``VDSP_NATIVE=0`` the unit tests of every compiled module pass on the
-    pure modules, and a SoC whose every process runs them answers tasks (the live SDK tests)."""
+    pure modules, and a SoC whose every process runs them answers tasks (the live SDK tests).
+    In a run made with ``VDSP_NATIVE=0`` (``.ci/run``'s second) that holds those tests, this run
+    is that proof: this process runs the pure modules, and the tests are not run a second time."""
     files = ["tests/tools/test_native.py::test_this_checkout_runs_what_its_setup_built", "tests/proto/test_protocol_wire.py",
              "tests/relay/test_relay_engine.py", "tests/relay/test_scheduler.py", "tests/dsp/test_inbox.py",
              "tests/sdk/test_sdk_fast_path.py", "tests/integration/test_live_rpc.py"]
+    if os.environ.get(native_finder.ENV) == "0":
+        ran = {item.nodeid for item in request.session.items}
+        if all(any(n == f or n.startswith(f + "::") for n in ran) for f in files):
+            assert not [m for m in native_build.MODULES if native_build.active(importlib.import_module(_module_name(m)))]
+            return
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *files],
                           cwd=ROOT, capture_output=True, text=True, timeout=600,
                           # a run inside this test, under the lock this test holds (tests/conftest.py)
