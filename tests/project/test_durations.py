@@ -58,12 +58,11 @@ def test_modules_with_an_exclusive_test_come_first_then_the_longest():
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     modules: list[str] = []
     ordered = [line for line in done.stdout.splitlines() if "::" in line]
-    for line in done.stdout.splitlines():
-        if "::" in line:
-            name = line.split("::")[0]
-            if not modules or modules[-1] != name:
-                assert name not in modules, f"{name}'s tests are split"
-                modules.append(name)
+    for line in ordered:
+        name = line.split("::")[0]
+        if not modules or modules[-1] != name:
+            assert name not in modules, f"{name}'s tests are split"
+            modules.append(name)
     seconds = module_seconds()
     assert seconds, "tests/durations.json is missing or empty"
     median = statistics.median(seconds.values())
