@@ -34,7 +34,8 @@ SOURCES = ("vdsp_wire.c", "vdsp_err.c", "vdsp_ddr.c", "vdsp_curve.c", "vdsp_link
 HB_INCLUDE = NATIVE.parent / "include"      # hb_sys.h, hb_dsp.h, hb_dnn.h (vdsp_hb.c implements them)
 LIBRARY = "libvdsp_client.so"
 # the libzmq constants the core uses: ZMQ_<name> = zmq.<name>
-CONSTANTS = ("DEALER", "PAIR", "LINGER", "RECONNECT_IVL", "SNDHWM", "RCVHWM", "SNDMORE", "DONTWAIT", "POLLIN",
+# (ROUTER: the worker of the benchmarks' native floor, vdsp_sim/benchmarks/native_floor.c)
+CONSTANTS = ("DEALER", "ROUTER", "PAIR", "LINGER", "RECONNECT_IVL", "SNDHWM", "RCVHWM", "SNDMORE", "DONTWAIT", "POLLIN",
              "EVENT_CONNECTED", "EVENT_CLOSED", "EVENT_DISCONNECTED", "CURVE_SERVERKEY", "CURVE_PUBLICKEY",
              "CURVE_SECRETKEY", "EVENT_HANDSHAKE_SUCCEEDED", "EVENT_HANDSHAKE_FAILED_AUTH",
              "EVENT_HANDSHAKE_FAILED_PROTOCOL", "EVENT_HANDSHAKE_FAILED_NO_DETAIL")

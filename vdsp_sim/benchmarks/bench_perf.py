@@ -22,7 +22,9 @@ both sides alike):
   processes <= 1.0 and of the client <= 1.2 (issue 43); the two client rows also give, for
   information, the protocol floor: the raw client plus the per-task work the protocol asks of any
   client, in Python with the protocol's own functions (``Baseline.protocol_throughput``), against
-  the raw client and against the SDK's (how much of the SDK's excess is the protocol's);
+  the raw client and against the SDK's (how much of the SDK's excess is the protocol's); and, for
+  information, the native direct floor: the direct floor's topology and messages in C, no Python in
+  either process (``native_floor.py``): how much of the Python floor is the machine's;
 * first task of each operator on each core after ``vdsp up -d`` returns <= 50 ms (a SoC of
   its own, started by the real command in a private runtime directory, stopped by ``vdsp down``);
   on that SoC: ``vdsp up -d`` itself <= 1 s (the stock image's C kernels compiled into the build
@@ -61,6 +63,7 @@ from vdsp_sim.benchmarks.awake import cpus_kept_awake
 from vdsp_sim.benchmarks.bench_rpc import (WINDOW, Baseline, DirectBaseline, FullStack, measure_cpu, pct,
                                            ping_body_size, progress)
 from vdsp_sim.benchmarks.floor import Floor
+from vdsp_sim.benchmarks.native_floor import NativeFloor
 from vdsp_sim.benchmarks.report import Report
 from vdsp_board.config import clihelp
 from vdsp_board.processes import proc, procfacts
@@ -430,16 +433,23 @@ def run(args) -> dict:
     fig["first"] = first_tasks(args.start_timeout)
     base, full, floor, awake = Baseline(ping_body_size()), FullStack("threads"), None, None
     dbase = DirectBaseline(ping_body_size())
+    native: NativeFloor | None = None
     rec: dict[str, Any] = {"baseline_lat": [], "relay_lat": [], "baseline_tput": [], "relay_tput": [],
                            "dbase_lat": [], "direct_lat": [], "dbase_tput": [], "direct_tput": [],
                            "dbase_cpu": [], "direct_cpu": [],
-           "baseline_cpu": [], "relay_cpu": [], "proto_cpu": [], "dproto_cpu": [], "cv": {}, "nn": {}}
+           "baseline_cpu": [], "relay_cpu": [], "proto_cpu": [], "dproto_cpu": [], "cv": {}, "nn": {},
+           "native_lat": [], "native_tput": [], "native_missing": ""}
     remote: list = []
     try:
         progress("starting the SoC, the raw pyzmq baseline and the floor")
         full.start(args.start_timeout)
         base.start()
         dbase.start()
+        try:
+            native = NativeFloor(ping_body_size()).__enter__()
+        except RuntimeError as exc:     # information only: the run goes on without it
+            rec["native_missing"] = str(exc).splitlines()[0]
+            progress(f"the native floor is not measured: {rec['native_missing']}")
         floor = Floor("vdsp_sim.benchmarks.bench_cv:floor_kernels")
         floor.start()
         soc = full.soc("relay")
@@ -486,6 +496,9 @@ def run(args) -> dict:
                                     {me: "client", **full.process_labels()}, cfg["tput_s"])
             rec["direct_tput"].append(rate)
             rec["direct_cpu"].append(cpu)
+            if native is not None:
+                rec["native_lat"].append(native.latency(cfg["lat_n"]))
+                rec["native_tput"].append(native.throughput(WINDOW, cfg["tput_s"]))
             progress(f"{tag}: CV operators, in-process / SoC / floor ({cfg['cv_n']} each)")
             measure_cv(soc, floor, table, images, cfg["cv_n"], rec["cv"])
             progress(f"{tag}: NN operators, in-process / SoC ({cfg['nn_n']} each)")
@@ -519,6 +532,8 @@ def run(args) -> dict:
             finally:
                 base.stop()
                 dbase.stop()
+                if native is not None:
+                    native.stop()
                 if floor is not None:
                     floor.stop()
     fig["machine"]["loadavg_after"] = list(os.getloadavg())
@@ -553,6 +568,31 @@ def protocol_floor(sdk_us: float, protocol_us: float, raw_us: float) -> str:
         return "(info) protocol floor: not measured"
     return (f"(info) protocol floor {protocol_us:.0f} µs ({protocol_us / raw_us:.2f} x the raw client; "
             f"the SDK's {sdk_us / protocol_us:.2f} x it)")
+
+
+def native_figures(rec: dict) -> dict:
+    """The native direct floor's figures (medians of the rounds), or why there are none."""
+    if not rec["native_tput"]:
+        return {"missing": rec["native_missing"] or "not run"}
+    tput = rec["native_tput"]
+    client, worker = MED([t["client_cpu_us"] for t in tput]), MED([t["worker_cpu_us"] for t in tput])
+    return {"p50_us": MED([r["p50_us"] for r in rec["native_lat"]]), "tasks_per_s": MED([t["tasks_per_s"] for t in tput]),
+            "client_cpu_us": client, "worker_cpu_us": worker, "cpu_us": MED([t["client_cpu_us"] + t["worker_cpu_us"]
+                                                                              for t in tput])}
+
+
+def native_line(direct: dict) -> str:
+    """The report's line on the native direct floor, beside the Python direct floor's figures."""
+    n = direct.get("native") or {"missing": "not run"}
+    head = ("Native direct floor (information, no target: the direct floor's topology and messages in C, no Python in "
+            "either process; native_floor.c): ")
+    if "missing" in n:
+        return head + f"not measured ({n['missing']})"
+    return (head + f"p50 {n['p50_us']:.0f} µs, {n['tasks_per_s']:.0f} tasks/s, CPU {n['cpu_us']:.1f} µs a task "
+            f"(client {n['client_cpu_us']:.1f}, worker {n['worker_cpu_us']:.1f}); the Python direct floor: p50 "
+            f"{direct['floor_p50_us']:.0f} µs, {direct['floor_tasks_per_s']:.0f} tasks/s, CPU {direct['floor_cpu_us']:.1f} "
+            f"µs a task; the SoC in direct mode: p50 {direct['direct_p50_us']:.0f} µs, "
+            f"{direct['direct_tasks_per_s']:.0f} tasks/s, CPU {direct['direct_cpu_us']:.1f} µs a task")
 
 
 def summarize(fig: dict, rec: dict) -> dict:
@@ -626,6 +666,7 @@ def summarize(fig: dict, rec: dict) -> dict:
         ratio = d[ours] / d[theirs] if d[theirs] > 0 else float("inf")
         more = "; " + protocol_floor(d[ours], d["protocol_client_cpu_us"], d[theirs]) if key == "direct_cpu_client" else ""
         row(key, ratio, f"{ratio:.2f}", fmt.format(d[ours], d[theirs]) + more)
+    d["native"] = native_figures(rec)
     ops = fig["first"]["ops"]
     worst = max(ops, key=lambda k: ops[k]["first_ms"])
     row("first_task", ops[worst]["first_ms"], f"worst {ops[worst]['first_ms']:.1f} ({worst})",
@@ -665,6 +706,7 @@ def render(fig: dict) -> str:
     lines += ["", "CPU per task, per process (µs, median of the rounds; the SoC's two firmwares against the "
               "baseline's one worker):", "", "| process | SoC | baseline | ratio |", "|---|---:|---:|---:|"]
     lines += [f"| {k} | {v['soc_us']:.0f} | {v['baseline_us']:.0f} | {v['ratio']:.2f} |" for k, v in per.items()]
+    lines += ["", native_line(fig["direct"])]
     lines += ["", "CV operators (medians, µs; floor = raw pyzmq worker running the same cv2 call; its worker exec is "
               "that call timed in the worker, after the same idle wait as the DSP's):", "",
               "| operator | in-process | SoC rpc | DSP exec | floor rpc | floor worker exec | SoC rpc - floor rpc "
