@@ -52,20 +52,20 @@ def test_a_message_that_is_not_the_floor_s_is_dropped_and_the_worker_serves_on(f
 
 
 @pytest.mark.live
-def test_a_client_without_a_worker_fails_with_the_reason_instead_of_hanging(tmp_path):
+def test_a_client_without_a_worker_fails_with_the_reason_instead_of_hanging(tmp_path, short_dir):
     program = native_floor.build(tmp_path)
     t0 = time.monotonic()
-    res = subprocess.run([str(program), "throughput", str(tmp_path), "4", "0.1", "8"], capture_output=True, text=True,
+    res = subprocess.run([str(program), "throughput", str(short_dir), "4", "0.1", "8"], capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 1 and "no reply within 5000 ms" in res.stderr and res.stdout == ""
     assert time.monotonic() - t0 < 30
 
 
 @pytest.mark.live
-def test_the_worker_leaves_when_its_parent_does(tmp_path):
+def test_the_worker_leaves_when_its_parent_does(tmp_path, short_dir):
     program = native_floor.build(tmp_path)
     parent = ("import subprocess, sys\n"       # starts the worker, sees it ready, says its pid and exits
-              f"p = subprocess.Popen([{str(program)!r}, 'worker', {str(tmp_path)!r}], stdout=subprocess.PIPE,"
+              f"p = subprocess.Popen([{str(program)!r}, 'worker', {str(short_dir)!r}], stdout=subprocess.PIPE,"
               " stderr=subprocess.DEVNULL, text=True)\n"
               "assert p.stdout.readline().strip() == 'ready'\n"
               "print(p.pid)\n")
