@@ -50,8 +50,7 @@ from dsp_side.replybatch import ReplyBatch
 from vdsp_board.identity import curve
 from vdsp_board.identity.admission import Admission
 from vdsp_board.identity.hellogate import HelloGate
-from vdsp_board.sockets.zsock import NOBLOCK, readable, recv_frames, send_frames
-from vdsp_board.sockets.zsock import _recv as recv_frame     # the backend's recv (no sugar wrapper)
+from vdsp_board.sockets.zsock import NOBLOCK, recv_routed, send_frames
 
 log = logging.getLogger("vdsp.firmware")
 INTAKE_MAX = 256        # messages taken in per turn, at most
@@ -170,18 +169,19 @@ class FirmwareIO:
             runner.computing.release()
 
     def _take_in(self, arrived: bool) -> bool:
-        """Take in what has arrived (EVENTS, not a zmq.Again per message), INTAKE_MAX messages at
-        most, answering as it goes; whether more waits."""
+        """Take in what has arrived, INTAKE_MAX messages at most, answering as it goes; whether
+        more may wait. It receives until none waits: the last, failed receive (no exception in the
+        compiled build) has libzmq look at its commands as an EVENTS read would, once a turn
+        instead of once a message (0.9 µs each here; and no pyzmq Frame a message: 0.8 µs)."""
+        if not arrived:
+            return False
         sock, intake, hellos = self.sock, self.intake, self.hellos
-        left = INTAKE_MAX
-        while arrived and left:
-            left -= 1
-            try:
-                meta = recv_frame(sock, NOBLOCK, False)   # the identity: it carries the peer's credentials
-            except zmq.Again:
+        for _ in range(INTAKE_MAX):
+            got = recv_routed(sock)
+            if got is None:
                 return False
-            if meta.more:
-                identity, frames = meta.bytes, recv_frames(sock, NOBLOCK)
+            identity, frames, meta = got    # meta: the identity frame's properties (the peer's credentials)
+            if frames:
                 peer = curve.peer_name(meta) if self.tcp else ""
                 if hellos.passes(identity, frames):
                     intake.take(identity, frames, meta, peer)
@@ -189,8 +189,7 @@ class FirmwareIO:
                     intake.take_items(hellos.admit(identity, frames, meta, peer))
                 if intake.out:
                     self._answer()
-            arrived = readable(sock)
-        return arrived
+        return True
 
     def _answer(self) -> None:
         """The intake's answers leave now, after the replies held before them."""

@@ -32,7 +32,7 @@ from vdsp_board.identity.admission import Admission
 from vdsp_board.identity.hellogate import HelloGate
 from vdsp_board.identity.ownership import Ownership
 from vdsp_board.processes.procfacts import ProcFacts
-from vdsp_board.sockets.zsock import readable, recv_frames, send_frames, send_routed
+from vdsp_board.sockets.zsock import readable, recv_frames, recv_next, recv_routed, send_frames, send_routed
 
 log = logging.getLogger("vdsp.relay")
 REAP_EVERY_S = 1.0
@@ -414,44 +414,39 @@ class RelayServer:
 
     def _drain_fw(self, index: int, sock: zmq.Socket):
         """The reader of firmware link ``index``: its replies go to the engine, sent at the turn's end.
-        After the first message the socket's EVENTS say whether another waits: a sequential task's
-        one reply then costs no failed receive (a zmq.Again built in Python: about 20 calls); a burst
-        is read until that failed receive (one EVENTS query a turn, not one a message)."""
-        on_fw, monotonic, noblock = self.engine.on_fw, time.monotonic, _NOBLOCK
+        It receives until none waits (``zsock.recv_next``: in the compiled build the failed receive
+        costs no exception, and it is what reading EVENTS after the first message cost: a sequential
+        task's one reply costs two receives, a burst one receive more than its messages)."""
+        on_fw, monotonic = self.engine.on_fw, time.monotonic
 
         def drain() -> None:
-            for n in range(256):
-                try:
-                    frames = recv_frames(sock, noblock)
-                except zmq.Again:
+            for _ in range(256):
+                frames = recv_next(sock)
+                if frames is None:
                     return
                 on_fw(index, frames, monotonic())
-                if n == 0 and not readable(sock):
-                    return
         return drain
 
     def _hellos_ready(self) -> None:
         self._to_engine(self.hellos.ready())
 
     def _drain_front(self) -> None:
-        front, gate, engine, monotonic, noblock = self.front, self.hellos, self.engine, time.monotonic, _NOBLOCK
+        front, gate, engine, monotonic = self.front, self.hellos, self.engine, time.monotonic
         curve_on = self.gate is not None
         # what is left waits for the next turn: zmq_poll sees the front readable again at once (a
         # socket's readiness is read from ZMQ_EVENTS, not from its edge-triggered fd)
-        # After the first message the front's EVENTS say whether another waits (a lone message costs
-        # no failed receive: a zmq.Again is about 20 Python calls; a burst is read until one), and
-        # one clock read a message serves the turn's bound and the engine.
+        # It receives until none waits (zsock.recv_routed: in the compiled build the failed receive
+        # costs no exception and a message no pyzmq Frame), and one clock read a message serves the
+        # turn's bound and the engine.
         now = monotonic()
         until = now + FRONT_TURN_S
-        for n in range(256):
+        for _ in range(256):
             # The identity frame carries the peer's properties (its pid on ipc, its CURVE name on tcp).
-            try:
-                meta = front.recv(noblock, copy=False)
-            except zmq.Again:
+            got = recv_routed(front)
+            if got is None:
                 return
-            if meta.more:
-                frames = recv_frames(front, noblock)
-                identity = meta.bytes
+            identity, frames, meta = got
+            if frames:
                 peer = curve.peer_name(meta) if curve_on else ""
                 client = engine.clients.get(identity)
                 # no HELLO claim, nothing of its connection held back: straight to the engine
@@ -459,8 +454,6 @@ class RelayServer:
                     engine.on_client(identity, frames, now, peer, meta)
                 else:
                     self._to_engine(gate.admit(identity, frames, meta, peer))
-            if n == 0 and not readable(front):
-                return
             now = monotonic()
             if now > until:
                 return

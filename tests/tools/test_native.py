@@ -455,10 +455,12 @@ def socket_cases(shapes: dict[str, list], kinds: dict[str, Callable]) -> dict[st
                             "routed": lambda: zsock.send_routed(a, b"id", [b"a"], zsock.NOBLOCK),
                             "recv": lambda: zsock.recv_frames(a, zsock.NOBLOCK),
                             "readable": lambda: zsock.readable(a),
-                            "drain": lambda: zsock.drain(a)}[call])
+                            "drain": lambda: zsock.drain(a),
+                            "recv_routed": lambda: zsock.recv_routed(a),
+                            "recv_next": lambda: zsock.recv_next(a)}[call])
         finally:
             b.close(0)
-    for call in ("send", "routed", "recv", "readable", "drain"):
+    for call in ("send", "routed", "recv", "readable", "drain", "recv_routed", "recv_next"):
         cases[f"zsock {call} on a closed socket"] = lambda call=call: closed(call)
 
     def drained(messages: list) -> object:     # every message waiting, whole, then none; the FD signals the next
@@ -475,6 +477,49 @@ def socket_cases(shapes: dict[str, list], kinds: dict[str, Callable]) -> dict[st
             b.close(0)
     cases["zsock drain of nothing"] = lambda: drained([])
     cases["zsock drain of messages"] = lambda: drained([[b"a"], [b"b", b"", b"c" * 5000], [memoryview(b"d")]])
+
+    def next_in(messages: list) -> object:     # each message whole, then None; the FD then signals the next
+        a, b = pair()
+        try:
+            for frames in messages:
+                zsock.send_frames(a, frames, zsock.NOBLOCK)
+            got = [outcome(lambda: zsock.recv_next(b)) for _ in range(len(messages) + 1)]
+            zsock.send_frames(a, [b"next"], zsock.NOBLOCK)
+            signalled = select.select([b.getsockopt(zmq.FD)], [], [], 5)[0] != []
+            return [*got, signalled, outcome(lambda: zsock.recv_next(b))]
+        finally:
+            a.close(0)
+            b.close(0)
+    cases["zsock recv_next of nothing"] = lambda: next_in([])
+    cases["zsock recv_next of messages"] = lambda: next_in([[b"a"], [b"b", b"", b"c" * 5000], [memoryview(b"d")]])
+
+    def routed_in(messages: list, kind: int = zmq.ROUTER) -> object:
+        """What recv_routed gives for each message (its identity's length, its frames, what its
+        meta answers), then for none, and whether the FD then signals the next message."""
+        a, b = pair(kind, zmq.DEALER if kind == zmq.ROUTER else zmq.PAIR)
+        try:
+            for frames in messages:
+                zsock.send_frames(b, frames, zsock.NOBLOCK)
+            got: list = []
+            for _ in messages:
+                one = zsock.recv_routed(a)
+                if one is None:
+                    got.append(None)
+                    continue
+                identity, frames, meta = one
+                asked = [outcome(lambda name=name: meta.get(name))
+                         for name in ("Peer-Address", b"Socket-Type", "Socket-Type", zmq.MORE, True, 1.5, None)]
+                got.append([len(identity) if kind == zmq.ROUTER else identity, frames, asked])
+            got.append(outcome(lambda: zsock.recv_routed(a)))
+            zsock.send_frames(b, [b"next"], zsock.NOBLOCK)
+            got.append(select.select([a.getsockopt(zmq.FD)], [], [], 5)[0] != [])
+            return got
+        finally:
+            a.close(0)
+            b.close(0)
+    cases["zsock recv_routed of nothing"] = lambda: routed_in([])
+    cases["zsock recv_routed of messages"] = lambda: routed_in([[b"a"], [b"b", b"", b"c" * 5000], [memoryview(b"d")]])
+    cases["zsock recv_routed of a lone frame (no ROUTER)"] = lambda: routed_in([[b"solo"]], zmq.PAIR)
 
     def full() -> object:       # a DEALER with no peer queues nothing: EAGAIN at once
         d = ctx.socket(zmq.DEALER)

@@ -47,6 +47,8 @@ static int (*z_msg_more)(const zmsg *);
 static int (*z_msg_close)(zmsg *);
 static int (*z_getsockopt)(void *, int, void *, size_t *);
 static int (*z_errno)(void);
+static int (*z_msg_get)(const zmsg *, int);
+static const char *(*z_msg_gets)(const zmsg *, const char *);
 
 /* An int argument (flags); -1 with an exception set when it is not one. */
 static int int_arg(PyObject *value) {
@@ -224,6 +226,51 @@ static PyObject *recv_frames(PyObject *self, PyObject *const *args, Py_ssize_t n
   return out;
 }
 
+/* The next message, not waiting: a list of bytes frames, or None when none waits (no exception:
+ * the failed receive has libzmq look at its commands, as an EVENTS read does, so the socket's
+ * edge-triggered FD signals the next message). */
+static PyObject *recv_next(PyObject *self, PyObject *sock) {
+  (void)self;
+  void *handle = handle_of(sock);
+  if (handle == NULL) return NULL;
+  int more = 1;
+  PyObject *first = NULL;
+  for (;;) {
+    zmsg msg;
+    z_msg_init(&msg);
+    if (z_msg_recv(&msg, handle, ZMQ_DONTWAIT) >= 0) {
+      first = PyBytes_FromStringAndSize((const char *)z_msg_data(&msg), (Py_ssize_t)z_msg_size(&msg));
+      more = z_msg_more(&msg);
+      z_msg_close(&msg);
+      break;
+    }
+    int e = z_errno();
+    z_msg_close(&msg);
+    if (e == EINTR) {
+      if (PyErr_CheckSignals() < 0) return NULL;
+      continue;
+    }
+    if (e == EAGAIN) Py_RETURN_NONE;
+    return raise_errno(e);
+  }
+  PyObject *out = first == NULL ? NULL : PyList_New(1);
+  if (out == NULL) {
+    Py_XDECREF(first);
+    return NULL;
+  }
+  PyList_SET_ITEM(out, 0, first);
+  while (more) { /* the rest of a message arrives with its first frame (atomic) */
+    PyObject *frame = recv_one(handle, ZMQ_DONTWAIT, &more);
+    if (frame == NULL || PyList_Append(out, frame) < 0) {
+      Py_XDECREF(frame);
+      Py_DECREF(out);
+      return NULL;
+    }
+    Py_DECREF(frame);
+  }
+  return out;
+}
+
 /* Every message waiting now, each a list of bytes frames: non-blocking receives until libzmq says
  * EAGAIN. The last, failed receive has libzmq look at its commands as an EVENTS read does, so the
  * socket's edge-triggered FD signals the next message. A multipart message arrives whole (ZeroMQ
@@ -272,6 +319,107 @@ static PyObject *drain(PyObject *self, PyObject *sock) {
 failed:
   Py_XDECREF(message);
   Py_DECREF(out);
+  return NULL;
+}
+
+/* A routed message's first frame, kept for its properties: what pyzmq's Frame.get answers of a
+ * frame received with copy=False (zmq_msg_get for an int, zmq_msg_gets for a str), and nothing
+ * else. The peer's credentials are read from it (Peer-Address, ZMQ_SRCFD: on the thread that
+ * received it, while its connection is open; User-Id over CURVE). */
+typedef struct {
+  PyObject_HEAD
+  zmsg msg;
+} Meta;
+
+static void meta_dealloc(PyObject *self) {
+  z_msg_close(&((Meta *)self)->msg);
+  Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *meta_get(PyObject *self, PyObject *option) {
+  zmsg *msg = &((Meta *)self)->msg;
+  if (PyLong_Check(option)) {
+    int name = int_arg(option);
+    if (name == -1 && PyErr_Occurred()) return NULL;
+    int value = z_msg_get(msg, name);
+    if (value == -1) { /* as pyzmq's check: -1 is an error when libzmq's errno says one */
+      int e = z_errno();
+      if (e != 0) return raise_errno(e);
+    }
+    return PyLong_FromLong(value);
+  }
+  const char *name = PyUnicode_Check(option) ? PyUnicode_AsUTF8(option)
+                     : PyBytes_Check(option)   ? PyBytes_AS_STRING(option)
+                                               : NULL;
+  if (name == NULL) {
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "expected str, got: %R", option);
+    return NULL;
+  }
+  const char *value = z_msg_gets(msg, name);
+  if (value == NULL) return raise_errno(z_errno());
+  return PyUnicode_DecodeUTF8(value, (Py_ssize_t)strlen(value), NULL);
+}
+
+static PyMethodDef meta_methods[] = {
+    {"get", meta_get, METH_O, "get(option): a property of the message (an int option or a str name), as Frame.get"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject MetaType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "vdsp_board.sockets._zio.Meta",
+    .tp_basicsize = sizeof(Meta),
+    .tp_dealloc = meta_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a received message's properties (its first frame, kept)",
+    .tp_methods = meta_methods,
+};
+
+/* A ROUTER's next message, not waiting: (identity, frames, meta), its first frame as bytes, the
+ * rest as a list of bytes, and the first kept as a Meta; None when none waits (no exception: the
+ * failed receive has libzmq look at its commands, as an EVENTS read does, so the socket's
+ * edge-triggered FD signals the next message). A lone frame gives an empty list. */
+static PyObject *recv_routed(PyObject *self, PyObject *sock) {
+  (void)self;
+  void *handle = handle_of(sock);
+  if (handle == NULL) return NULL;
+  Meta *meta = PyObject_New(Meta, &MetaType);
+  if (meta == NULL) return NULL;
+  z_msg_init(&meta->msg);
+  for (;;) {
+    if (z_msg_recv(&meta->msg, handle, ZMQ_DONTWAIT) >= 0) break;
+    int e = z_errno();
+    if (e == EINTR) {
+      if (PyErr_CheckSignals() < 0) goto failed;
+      continue;
+    }
+    Py_DECREF(meta);
+    if (e == EAGAIN) Py_RETURN_NONE;
+    return raise_errno(e);
+  }
+  PyObject *identity = PyBytes_FromStringAndSize((const char *)z_msg_data(&meta->msg),
+                                                 (Py_ssize_t)z_msg_size(&meta->msg));
+  PyObject *frames = identity == NULL ? NULL : PyList_New(0);
+  int more = z_msg_more(&meta->msg);
+  while (frames != NULL && more) { /* the rest of a message arrives with its first frame (atomic) */
+    PyObject *frame = recv_one(handle, ZMQ_DONTWAIT, &more);
+    if (frame == NULL || PyList_Append(frames, frame) < 0) Py_CLEAR(frames);
+    Py_XDECREF(frame);
+  }
+  if (frames == NULL) {
+    Py_XDECREF(identity);
+    goto failed;
+  }
+  PyObject *out = PyTuple_New(3);
+  if (out == NULL) {
+    Py_DECREF(identity);
+    Py_DECREF(frames);
+    goto failed;
+  }
+  PyTuple_SET_ITEM(out, 0, identity);
+  PyTuple_SET_ITEM(out, 1, frames);
+  PyTuple_SET_ITEM(out, 2, (PyObject *)meta);
+  return out;
+failed:
+  Py_DECREF(meta);
   return NULL;
 }
 
@@ -331,6 +479,8 @@ static int bind_libzmq(void) {
   BIND(z_msg_close, "zmq_msg_close")
   BIND(z_getsockopt, "zmq_getsockopt")
   BIND(z_errno, "zmq_errno")
+  BIND(z_msg_get, "zmq_msg_get")
+  BIND(z_msg_gets, "zmq_msg_gets")
 #undef BIND
   return 0; /* lib stays open: pyzmq holds it for the life of the process anyway */
 }
@@ -344,6 +494,9 @@ static PyMethodDef methods[] = {
      "recv_frames(sock, flags=0): a multipart message, as a list of bytes"},
     {"readable", readable, METH_O, "readable(sock): a message waits (ZMQ_EVENTS has ZMQ_POLLIN)"},
     {"drain", drain, METH_O, "drain(sock): every message waiting now, each a list of bytes (non-blocking)"},
+    {"recv_next", recv_next, METH_O, "recv_next(sock): the next message as a list of bytes, None when none waits"},
+    {"recv_routed", recv_routed, METH_O,
+     "recv_routed(sock): (identity, frames, meta) of the next message, None when none waits (non-blocking)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "vdsp_board.sockets._zio",
@@ -360,6 +513,8 @@ PyMODINIT_FUNC PyInit__zio(void) {
   if (zmq_error == NULL || zmq_again == NULL || zmq_terminated == NULL) return NULL;
   str_closed = PyUnicode_InternFromString("closed");
   str_underlying = PyUnicode_InternFromString("underlying");
-  if (str_closed == NULL || str_underlying == NULL || bind_libzmq() < 0) return NULL;
-  return PyModule_Create(&module);
+  if (str_closed == NULL || str_underlying == NULL || bind_libzmq() < 0 || PyType_Ready(&MetaType) < 0) return NULL;
+  PyObject *mod = PyModule_Create(&module);
+  if (mod != NULL && PyModule_AddObjectRef(mod, "Meta", (PyObject *)&MetaType) < 0) Py_CLEAR(mod);
+  return mod;
 }
