@@ -106,8 +106,9 @@ class Ownership:
     def claim(self, body: dict, frame: object = None, peer_name: str = "") -> int | None:
         """The binding a HELLO earns: its verified owner id, RELAY, or None (it claims no owner).
 
-        ``frame`` is a frame of the HELLO received with ``copy=False`` (its properties tell the
-        ipc peer's pid and socket), or the :class:`Verdict` reached for this HELLO off the
+        ``frame`` is a frame of the HELLO received with ``copy=False``, or what
+        ``vdsp_board.sockets.zsock.recv_routed`` kept of one (its properties tell the ipc peer's pid
+        and socket), or the :class:`Verdict` reached for this HELLO off the
         loop (``vdsp_board.identity.hellogate``); ``peer_name`` the CURVE name on tcp. Raises ClaimRefused.
         """
         verdict = frame if isinstance(frame, Verdict) else self.judge(self.take(body, frame, peer_name))

@@ -62,7 +62,8 @@ def peer_pid(address: str | None) -> int | None:
 
 
 def frame_property(frame: object, name: str | int) -> object:
-    """A ZeroMQ message property of a frame received with ``copy=False`` (None if absent)."""
+    """A ZeroMQ message property of a frame received with ``copy=False``, or of what
+    ``zsock.recv_routed`` kept of one (None if absent)."""
     get = getattr(frame, "get", None)
     if get is None:
         return None
