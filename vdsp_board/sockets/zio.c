@@ -201,6 +201,36 @@ static PyObject *recv_one(void *handle, int flags, int *more) {
   return frame;
 }
 
+/* The frames of a message after its first (``more``: the first said more follow), appended to
+ * ``out``: 0, or -1 with an exception set. */
+static int recv_rest(void *handle, int flags, int more, PyObject *out) {
+  while (more) {
+    PyObject *frame = recv_one(handle, flags, &more);
+    if (frame == NULL || PyList_Append(out, frame) < 0) {
+      Py_XDECREF(frame);
+      return -1;
+    }
+    Py_DECREF(frame);
+  }
+  return 0;
+}
+
+/* A message's first frame into ``msg`` (initialised), not waiting: 1; 0 when none waits (EAGAIN);
+ * -1 with an exception set. */
+static int recv_first(void *handle, zmsg *msg) {
+  for (;;) {
+    if (z_msg_recv(msg, handle, ZMQ_DONTWAIT) >= 0) return 1;
+    int e = z_errno();
+    if (e == EINTR) {
+      if (PyErr_CheckSignals() < 0) return -1;
+      continue;
+    }
+    if (e == EAGAIN) return 0;
+    raise_errno(e);
+    return -1;
+  }
+}
+
 static PyObject *recv_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   if (nargs < 1 || nargs > 2) {
@@ -212,17 +242,7 @@ static PyObject *recv_frames(PyObject *self, PyObject *const *args, Py_ssize_t n
   void *handle = handle_of(args[0]);
   if (handle == NULL) return NULL;
   PyObject *out = PyList_New(0);
-  if (out == NULL) return NULL;
-  int more = 1;
-  while (more) {
-    PyObject *frame = recv_one(handle, flags, &more);
-    if (frame == NULL || PyList_Append(out, frame) < 0) {
-      Py_XDECREF(frame);
-      Py_DECREF(out);
-      return NULL;
-    }
-    Py_DECREF(frame);
-  }
+  if (out != NULL && recv_rest(handle, flags, 1, out) < 0) Py_CLEAR(out);
   return out;
 }
 
@@ -233,41 +253,24 @@ static PyObject *recv_next(PyObject *self, PyObject *sock) {
   (void)self;
   void *handle = handle_of(sock);
   if (handle == NULL) return NULL;
-  int more = 1;
-  PyObject *first = NULL;
-  for (;;) {
-    zmsg msg;
-    z_msg_init(&msg);
-    if (z_msg_recv(&msg, handle, ZMQ_DONTWAIT) >= 0) {
-      first = PyBytes_FromStringAndSize((const char *)z_msg_data(&msg), (Py_ssize_t)z_msg_size(&msg));
-      more = z_msg_more(&msg);
-      z_msg_close(&msg);
-      break;
-    }
-    int e = z_errno();
+  zmsg msg;
+  z_msg_init(&msg);
+  int got = recv_first(handle, &msg);
+  if (got <= 0) {
     z_msg_close(&msg);
-    if (e == EINTR) {
-      if (PyErr_CheckSignals() < 0) return NULL;
-      continue;
-    }
-    if (e == EAGAIN) Py_RETURN_NONE;
-    return raise_errno(e);
+    if (got < 0) return NULL;
+    Py_RETURN_NONE;
   }
+  PyObject *first = PyBytes_FromStringAndSize((const char *)z_msg_data(&msg), (Py_ssize_t)z_msg_size(&msg));
+  int more = z_msg_more(&msg);
+  z_msg_close(&msg);
   PyObject *out = first == NULL ? NULL : PyList_New(1);
   if (out == NULL) {
     Py_XDECREF(first);
     return NULL;
   }
   PyList_SET_ITEM(out, 0, first);
-  while (more) { /* the rest of a message arrives with its first frame (atomic) */
-    PyObject *frame = recv_one(handle, ZMQ_DONTWAIT, &more);
-    if (frame == NULL || PyList_Append(out, frame) < 0) {
-      Py_XDECREF(frame);
-      Py_DECREF(out);
-      return NULL;
-    }
-    Py_DECREF(frame);
-  }
+  if (recv_rest(handle, ZMQ_DONTWAIT, more, out) < 0) Py_CLEAR(out); /* the rest came with the first (atomic) */
   return out;
 }
 
@@ -384,43 +387,27 @@ static PyObject *recv_routed(PyObject *self, PyObject *sock) {
   Meta *meta = PyObject_New(Meta, &MetaType);
   if (meta == NULL) return NULL;
   z_msg_init(&meta->msg);
-  for (;;) {
-    if (z_msg_recv(&meta->msg, handle, ZMQ_DONTWAIT) >= 0) break;
-    int e = z_errno();
-    if (e == EINTR) {
-      if (PyErr_CheckSignals() < 0) goto failed;
-      continue;
-    }
-    Py_DECREF(meta);
-    if (e == EAGAIN) Py_RETURN_NONE;
-    return raise_errno(e);
+  int got = recv_first(handle, &meta->msg);
+  if (got <= 0) {
+    Py_DECREF(meta); /* closes its message */
+    if (got < 0) return NULL;
+    Py_RETURN_NONE;
   }
   PyObject *identity = PyBytes_FromStringAndSize((const char *)z_msg_data(&meta->msg),
                                                  (Py_ssize_t)z_msg_size(&meta->msg));
   PyObject *frames = identity == NULL ? NULL : PyList_New(0);
-  int more = z_msg_more(&meta->msg);
-  while (frames != NULL && more) { /* the rest of a message arrives with its first frame (atomic) */
-    PyObject *frame = recv_one(handle, ZMQ_DONTWAIT, &more);
-    if (frame == NULL || PyList_Append(frames, frame) < 0) Py_CLEAR(frames);
-    Py_XDECREF(frame);
-  }
-  if (frames == NULL) {
-    Py_XDECREF(identity);
-    goto failed;
-  }
-  PyObject *out = PyTuple_New(3);
+  if (frames != NULL && recv_rest(handle, ZMQ_DONTWAIT, z_msg_more(&meta->msg), frames) < 0) Py_CLEAR(frames);
+  PyObject *out = frames == NULL ? NULL : PyTuple_New(3);
   if (out == NULL) {
-    Py_DECREF(identity);
-    Py_DECREF(frames);
-    goto failed;
+    Py_XDECREF(identity);
+    Py_XDECREF(frames);
+    Py_DECREF(meta);
+    return NULL;
   }
   PyTuple_SET_ITEM(out, 0, identity);
   PyTuple_SET_ITEM(out, 1, frames);
   PyTuple_SET_ITEM(out, 2, (PyObject *)meta);
   return out;
-failed:
-  Py_DECREF(meta);
-  return NULL;
 }
 
 static PyObject *readable(PyObject *self, PyObject *sock) {

@@ -51,7 +51,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import zmq  # noqa: E402
 
@@ -231,7 +231,29 @@ def role_direct_worker(directory: str) -> int:
     return _echo_worker(zmq.ROUTER, f"ipc://{directory}/front.sock", bind=True)
 
 
-class Baseline:
+class Started:
+    """``with X(...) as x:`` starts it (stopping what started should the start fail part way) and
+    stops it at the end; ``start`` and ``stop`` are the subclass's."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class Baseline(Started):
     """The two baseline processes plus a client socket in this process."""
 
     def __init__(self, body_size: int) -> None:

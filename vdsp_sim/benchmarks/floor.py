@@ -70,17 +70,6 @@ class Floor(Baseline):
         self.kernels, self.timeout = kernels, start_timeout_s
         self.last_exec_us = 0.0
 
-    def __enter__(self) -> "Floor":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
     def start(self) -> None:
         self._spawn("baseline-relay")
         self._spawn("worker", __spec__.name, "--kernels", self.kernels)

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from vdsp_sim import ctoolchain
-from vdsp_sim.benchmarks.bench_rpc import cpu_seconds
+from vdsp_sim.benchmarks.bench_rpc import Started, cpu_seconds
 
 SOURCE = Path(__file__).with_name("native_floor.c")
 RUN_TIMEOUT_S = 120.0       # a client run longer than this (its own limits are 5 s a reply) is killed
@@ -40,7 +40,7 @@ def build(directory: Path) -> Path:
     return out
 
 
-class NativeFloor:
+class NativeFloor(Started):
     """The C echo worker, started in a directory of its own; its clients run one at a time."""
 
     def __init__(self, body_size: int) -> None:
@@ -48,17 +48,6 @@ class NativeFloor:
         self.dir = Path(tempfile.mkdtemp(prefix="vnf", dir="/tmp"))
         self.program: Path | None = None
         self.worker: subprocess.Popen | None = None
-
-    def __enter__(self) -> "NativeFloor":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def start(self) -> None:
         """Compile the program and start the worker (RuntimeError if either fails)."""
