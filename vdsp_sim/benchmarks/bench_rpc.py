@@ -231,7 +231,7 @@ def role_direct_worker(directory: str) -> int:
     return _echo_worker(zmq.ROUTER, f"ipc://{directory}/front.sock", bind=True)
 
 
-class Started:
+class StartStop:
     """``with X(...) as x:`` starts it (stopping what started should the start fail part way) and
     stops it at the end; ``start`` and ``stop`` are the subclass's."""
 
@@ -253,7 +253,7 @@ class Started:
         self.stop()
 
 
-class Baseline(Started):
+class Baseline(StartStop):
     """The two baseline processes plus a client socket in this process."""
 
     def __init__(self, body_size: int) -> None:

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from vdsp_sim import ctoolchain
-from vdsp_sim.benchmarks.bench_rpc import Started, cpu_seconds
+from vdsp_sim.benchmarks.bench_rpc import StartStop, cpu_seconds
 
 SOURCE = Path(__file__).with_name("native_floor.c")
 RUN_TIMEOUT_S = 120.0       # a client run longer than this (its own limits are 5 s a reply) is killed
@@ -40,7 +40,7 @@ def build(directory: Path) -> Path:
     return out
 
 
-class NativeFloor(Started):
+class NativeFloor(StartStop):
     """The C echo worker, started in a directory of its own; its clients run one at a time."""
 
     def __init__(self, body_size: int) -> None:
