@@ -100,8 +100,8 @@ static int echo_one(void *s) {
   return 1;
 }
 
-static int serve(void *s) {
-  pid_t parent = getppid();
+/* Echo what arrives until the parent that started us (``parent``, read before "ready") is gone. */
+static int serve(void *s, pid_t parent) {
   zmq_pollitem_t item = {s, 0, ZMQ_POLLIN, 0};
   for (;;) {
     int n = zmq_poll(&item, 1, 200);
@@ -121,6 +121,7 @@ static int serve(void *s) {
 }
 
 static int worker(void *ctx, const char *endpoint) {
+  pid_t parent = getppid(); /* before "ready": a parent may exit as soon as it has read it */
   void *s = open_socket(ctx, ZMQ_ROUTER);
   if (s == NULL || zmq_bind(s, endpoint) != 0) {
     fail("bind");
@@ -129,7 +130,7 @@ static int worker(void *ctx, const char *endpoint) {
   }
   printf("ready\n");
   fflush(stdout);
-  int rc = serve(s);
+  int rc = serve(s, parent);
   zmq_close(s); /* before zmq_ctx_term, which waits for every socket of the context */
   return rc;
 }
