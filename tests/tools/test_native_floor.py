@@ -111,3 +111,32 @@ def test_the_report_gives_the_medians_beside_the_python_floor_or_why_not():
     assert "the Python direct floor: p50 160 µs, 50000 tasks/s, CPU 27.5 µs" in line
     missing = bench_perf.native_figures({"native_missing": "no C compiler (cc)", "native_lat": [], "native_tput": []})
     assert bench_perf.native_line({"native": missing}).endswith("not measured (no C compiler (cc))")
+
+
+@pytest.mark.live
+def test_a_worker_that_cannot_bind_says_why_and_nothing_is_left():
+    nf = native_floor.NativeFloor(8)
+    try:
+        (nf.dir / "front.sock").mkdir()         # its socket's path taken
+        with pytest.raises(RuntimeError, match="did not start .*bind"):
+            nf.start()
+        assert nf.worker is None
+    finally:
+        nf.stop()
+    assert not nf.dir.exists()
+
+
+def test_a_worker_that_never_says_ready_is_killed_at_the_deadline(tmp_path, monkeypatch):
+    silent = tmp_path / "silent"
+    silent.write_text("#!/bin/sh\nexec sleep 60\n")
+    silent.chmod(0o755)
+    monkeypatch.setattr(native_floor, "build", lambda directory: silent)
+    monkeypatch.setattr(native_floor, "START_TIMEOUT_S", 0.5)
+    nf = native_floor.NativeFloor(8)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError, match="no word within 0.5 s"):
+            nf.start()
+    finally:
+        nf.stop()
+    assert time.monotonic() - t0 < 10 and nf.worker is None

@@ -246,20 +246,16 @@ static PyObject *recv_frames(PyObject *self, PyObject *const *args, Py_ssize_t n
   return out;
 }
 
-/* The next message, not waiting: a list of bytes frames, or None when none waits (no exception:
- * the failed receive has libzmq look at its commands, as an EVENTS read does, so the socket's
- * edge-triggered FD signals the next message). */
-static PyObject *recv_next(PyObject *self, PyObject *sock) {
-  (void)self;
-  void *handle = handle_of(sock);
-  if (handle == NULL) return NULL;
+/* The next message of ``handle``, not waiting: a new list of bytes frames; Py_None (a new
+ * reference) when none waits; NULL with an exception set. The rest of a message arrives with its
+ * first frame (ZeroMQ queues a message whole). */
+static PyObject *next_message(void *handle) {
   zmsg msg;
   z_msg_init(&msg);
   int got = recv_first(handle, &msg);
   if (got <= 0) {
     z_msg_close(&msg);
-    if (got < 0) return NULL;
-    Py_RETURN_NONE;
+    return got < 0 ? NULL : Py_NewRef(Py_None);
   }
   PyObject *first = PyBytes_FromStringAndSize((const char *)z_msg_data(&msg), (Py_ssize_t)z_msg_size(&msg));
   int more = z_msg_more(&msg);
@@ -270,59 +266,38 @@ static PyObject *recv_next(PyObject *self, PyObject *sock) {
     return NULL;
   }
   PyList_SET_ITEM(out, 0, first);
-  if (recv_rest(handle, ZMQ_DONTWAIT, more, out) < 0) Py_CLEAR(out); /* the rest came with the first (atomic) */
+  if (recv_rest(handle, ZMQ_DONTWAIT, more, out) < 0) Py_CLEAR(out);
   return out;
 }
 
-/* Every message waiting now, each a list of bytes frames: non-blocking receives until libzmq says
- * EAGAIN. The last, failed receive has libzmq look at its commands as an EVENTS read does, so the
- * socket's edge-triggered FD signals the next message. A multipart message arrives whole (ZeroMQ
- * queues it atomically): EAGAIN inside one ends the drain with what came whole. Other errors raise
- * what pyzmq raises (the messages read so far are lost with the socket's error, as with pyzmq). */
+/* The next message, not waiting: a list of bytes frames, or None when none waits (no exception:
+ * the failed receive has libzmq look at its commands, as an EVENTS read does, so the socket's
+ * edge-triggered FD signals the next message). */
+static PyObject *recv_next(PyObject *self, PyObject *sock) {
+  (void)self;
+  void *handle = handle_of(sock);
+  return handle == NULL ? NULL : next_message(handle);
+}
+
+/* Every message waiting now, each a list of bytes frames: the next message until none waits. The
+ * last, failed receive has libzmq look at its commands as an EVENTS read does, so the socket's
+ * edge-triggered FD signals the next message. Errors raise what pyzmq raises (the messages read
+ * so far are lost with the socket's error, as with pyzmq). */
 static PyObject *drain(PyObject *self, PyObject *sock) {
   (void)self;
   void *handle = handle_of(sock);
   if (handle == NULL) return NULL;
   PyObject *out = PyList_New(0);
-  if (out == NULL) return NULL;
-  PyObject *message = NULL;
-  for (;;) {
-    zmsg msg;
-    z_msg_init(&msg);
-    if (z_msg_recv(&msg, handle, ZMQ_DONTWAIT) < 0) {
-      int e = z_errno();
-      z_msg_close(&msg);
-      if (e == EINTR) {
-        if (PyErr_CheckSignals() < 0) goto failed;
-        continue;
-      }
-      if (e == EAGAIN) break;
-      raise_errno(e);
-      goto failed;
+  while (out != NULL) {
+    PyObject *message = next_message(handle);
+    if (message == Py_None) {
+      Py_DECREF(message);
+      break;
     }
-    PyObject *frame = PyBytes_FromStringAndSize((const char *)z_msg_data(&msg), (Py_ssize_t)z_msg_size(&msg));
-    int more = z_msg_more(&msg);
-    z_msg_close(&msg);
-    if (frame == NULL) goto failed;
-    if (message == NULL && (message = PyList_New(0)) == NULL) {
-      Py_DECREF(frame);
-      goto failed;
-    }
-    int appended = PyList_Append(message, frame);
-    Py_DECREF(frame);
-    if (appended < 0) goto failed;
-    if (!more) {
-      appended = PyList_Append(out, message);
-      Py_CLEAR(message);
-      if (appended < 0) goto failed;
-    }
+    if (message == NULL || PyList_Append(out, message) < 0) Py_CLEAR(out);
+    Py_XDECREF(message);
   }
-  Py_XDECREF(message); /* EAGAIN inside a message: cannot happen (atomic delivery); dropped */
   return out;
-failed:
-  Py_XDECREF(message);
-  Py_DECREF(out);
-  return NULL;
 }
 
 /* A routed message's first frame, kept for its properties: what pyzmq's Frame.get answers of a

@@ -231,6 +231,23 @@ def role_direct_worker(directory: str) -> int:
     return _echo_worker(zmq.ROUTER, f"ipc://{directory}/front.sock", bind=True)
 
 
+def end_processes(procs: list[subprocess.Popen], wait_s: float = 5.0) -> None:
+    """SIGTERM to each of ``procs`` still running, then each reaped (SIGKILL after ``wait_s``), its
+    pipes closed."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        for stream in (p.stdout, p.stderr):
+            if stream is not None:
+                stream.close()
+
+
 class StartStop:
     """``with X(...) as x:`` starts it (stopping what started should the start fail part way) and
     stops it at the end; ``start`` and ``stop`` are the subclass's."""
@@ -401,17 +418,7 @@ class Baseline(StartStop):
             self.sock.close(0)
         if self.ctx is not None:
             self.ctx.destroy(linger=0)     # its socket too, should an interruption have left it open
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            if p.stdout:
-                p.stdout.close()
+        end_processes(self.procs)
         self.procs.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
 

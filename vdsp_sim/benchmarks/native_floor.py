@@ -12,15 +12,17 @@ ratios to the Python floor.
 from __future__ import annotations
 
 import json
+import select
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from vdsp_sim import ctoolchain
-from vdsp_sim.benchmarks.bench_rpc import StartStop, cpu_seconds
+from vdsp_sim.benchmarks.bench_rpc import StartStop, cpu_seconds, end_processes
 
 SOURCE = Path(__file__).with_name("native_floor.c")
+START_TIMEOUT_S = 30.0     # the worker says "ready" within this, or it did not start
 RUN_TIMEOUT_S = 120.0       # a client run longer than this (its own limits are 5 s a reply) is killed
 
 
@@ -55,17 +57,17 @@ class NativeFloor(StartStop):
         self.worker = subprocess.Popen([str(self.program), "worker", str(self.dir)], stdin=subprocess.DEVNULL,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert self.worker.stdout is not None
-        said = self.worker.stdout.readline().strip()
-        if said != "ready":
-            self.worker.wait(5)
-            raise RuntimeError(f"the native floor's worker did not start (exit {self.worker.returncode}): "
-                               f"{self._stderr()}")
-
-    def _stderr(self) -> str:
-        worker = self.worker
-        if worker is None or worker.poll() is None or worker.stderr is None:
-            return ""
-        return worker.stderr.read().strip()
+        ready, _, _ = select.select([self.worker.stdout], [], [], START_TIMEOUT_S)
+        said = self.worker.stdout.readline().strip() if ready else ""
+        if said != "ready":     # it failed (its reason on stderr), or hangs: killed either way
+            worker, self.worker = self.worker, None
+            if worker.poll() is None:
+                worker.kill()
+            worker.wait()
+            why = f"no word within {START_TIMEOUT_S:g} s" if not ready else \
+                worker.stderr.read().strip() if worker.stderr is not None else ""
+            end_processes([worker])
+            raise RuntimeError(f"the native floor's worker did not start (exit {worker.returncode}): {why}")
 
     def _client(self, *args: str) -> dict:
         assert self.program is not None
@@ -90,15 +92,6 @@ class NativeFloor(StartStop):
     def stop(self) -> None:
         worker, self.worker = self.worker, None
         if worker is not None:
-            if worker.poll() is None:
-                worker.terminate()
-            try:
-                worker.wait(5)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
-            for stream in (worker.stdout, worker.stderr):
-                if stream is not None:
-                    stream.close()
+            end_processes([worker])
         shutil.rmtree(self.dir, ignore_errors=True)
 
