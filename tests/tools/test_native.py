@@ -463,35 +463,25 @@ def socket_cases(shapes: dict[str, list], kinds: dict[str, Callable]) -> dict[st
     for call in ("send", "routed", "recv", "readable", "drain", "recv_routed", "recv_next"):
         cases[f"zsock {call} on a closed socket"] = lambda call=call: closed(call)
 
-    def drained(messages: list) -> object:     # every message waiting, whole, then none; the FD signals the next
+    def read_until_none(messages: list, read: Callable, reads: int) -> object:
+        """``messages`` sent, then ``read`` ``reads`` times (each message whole, then none); the
+        FD then signals the next message, which ``read`` gets."""
         a, b = pair()
         try:
             for frames in messages:
                 zsock.send_frames(a, frames, zsock.NOBLOCK)
-            got = [outcome(lambda: zsock.drain(b)), outcome(lambda: zsock.drain(b))]
+            got = [outcome(lambda: read(b)) for _ in range(reads)]
             zsock.send_frames(a, [b"next"], zsock.NOBLOCK)
             signalled = select.select([b.getsockopt(zmq.FD)], [], [], 5)[0] != []
-            return [*got, signalled, outcome(lambda: zsock.drain(b))]
+            return [*got, signalled, outcome(lambda: read(b))]
         finally:
             a.close(0)
             b.close(0)
-    cases["zsock drain of nothing"] = lambda: drained([])
-    cases["zsock drain of messages"] = lambda: drained([[b"a"], [b"b", b"", b"c" * 5000], [memoryview(b"d")]])
-
-    def next_in(messages: list) -> object:     # each message whole, then None; the FD then signals the next
-        a, b = pair()
-        try:
-            for frames in messages:
-                zsock.send_frames(a, frames, zsock.NOBLOCK)
-            got = [outcome(lambda: zsock.recv_next(b)) for _ in range(len(messages) + 1)]
-            zsock.send_frames(a, [b"next"], zsock.NOBLOCK)
-            signalled = select.select([b.getsockopt(zmq.FD)], [], [], 5)[0] != []
-            return [*got, signalled, outcome(lambda: zsock.recv_next(b))]
-        finally:
-            a.close(0)
-            b.close(0)
-    cases["zsock recv_next of nothing"] = lambda: next_in([])
-    cases["zsock recv_next of messages"] = lambda: next_in([[b"a"], [b"b", b"", b"c" * 5000], [memoryview(b"d")]])
+    some = [[b"a"], [b"b", b"", b"c" * 5000], [memoryview(b"d")]]
+    cases["zsock drain of nothing"] = lambda: read_until_none([], zsock.drain, 2)
+    cases["zsock drain of messages"] = lambda: read_until_none(some, zsock.drain, 2)
+    cases["zsock recv_next of nothing"] = lambda: read_until_none([], zsock.recv_next, 1)
+    cases["zsock recv_next of messages"] = lambda: read_until_none(some, zsock.recv_next, len(some) + 1)
 
     def routed_in(messages: list, kind: int = zmq.ROUTER) -> object:
         """What recv_routed gives for each message (its identity's length, its frames, what its
