@@ -1322,14 +1322,14 @@ enum {
 static PyObject *s_reader, *s_lane_made, *s_turn, *s_shut, *s_armed, *s_followers, *s_close_fds, *s_deferred,
     *s_wait;
 
-/* The links' set into the background thread's (add) or out of it, as select.epoll's register
- * (EPOLLIN, the fd as the event's data) and unregister do. 0, or -1 with OSError set. */
+/* The links' set armed in the background thread's (EPOLLIN) or disarmed (0), as select.epoll's
+ * modify does (the fd as the event's data; Reading made the entry). 0, or -1 with OSError set. */
 static int links_armed(int idle, int links, int add) {
   struct epoll_event ev;
   memset(&ev, 0, sizeof ev);
-  ev.events = EPOLLIN;
+  ev.events = add ? EPOLLIN : 0;
   ev.data.fd = links;
-  if (epoll_ctl(idle, add ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, links, &ev) == 0) return 0;
+  if (epoll_ctl(idle, EPOLL_CTL_MOD, links, &ev) == 0) return 0;
   PyErr_SetFromErrno(PyExc_OSError);
   return -1;
 }
