@@ -154,7 +154,7 @@ class Client:
         links, session = self.links, self.session
         return (links, session, links.owned, links.by_key, session.ids, session.pending, header.pack, wire.pack_body,
                 Task, self, self.tracer, int(Command.TASK), session.mode == "relay", threading.Lock,
-                time.perf_counter, Channel, zsock.send_frames, zsock.readable, zsock.NOBLOCK, MAX_TASKS_PER_CLIENT,
+                time.perf_counter, Channel, zsock.fastest("send_frames"), zsock.fastest("readable"), zsock.NOBLOCK, MAX_TASKS_PER_CLIENT,
                 Recorder.poll)
 
     def request(self, msg: wire.Message, peer_name: str | None = None) -> Request:

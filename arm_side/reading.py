@@ -45,8 +45,10 @@ from typing import Any, Callable
 
 from protocol import errors, header, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, Command
+from arm_side.channel import Channel
 from arm_side.peer import PeerState
 from arm_side.task import BOARD_MODELS, Request, Task, defer_wakes, undefer_wakes, wake_deferred, waker
+from vdsp_board.sockets import zsock
 
 _C: ModuleType | None
 try:
@@ -188,7 +190,7 @@ class Reading:
                            links.owned, session.receive, links.carry_out, header.Header.parse, wire.unpack_body,
                            Command.RESULT, self._version, links, PeerState, _TICK_S,
                            session.peers if session.mode == "direct" else None, live, Task, links.client.tracer,
-                           BOARD_MODELS, header.Header)
+                           BOARD_MODELS, header.Header, Channel, Channel.drain, zsock.fastest("drain"))
         return self._lane_made
 
     def forget(self, link: Any) -> None:

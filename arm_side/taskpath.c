@@ -94,6 +94,9 @@ enum {
   L_TRACER,     /* the client's tracer: .rec.on (a trace being recorded: the task's _complete records it) */
   L_BOARD_MODELS, /* arm_side.task.BOARD_MODELS */
   L_HEADER,     /* protocol.header.Header: a RESULT's header made here (header_from) */
+  L_CHANNEL,    /* arm_side.channel.Channel: a link of exactly this class is drained here (channel_drain)... */
+  L_CHANNEL_DRAIN, /* ...while its drain is still this function (Channel.drain: a test's spy replaces it) */
+  L_DRAIN,      /* vdsp_board.sockets.zsock.drain(sock), the compiled build's own (zsock.fastest) */
   L_SIZE
 };
 
@@ -583,9 +586,41 @@ static int one_message(PyObject *lane, PyObject *peer, PyObject *frames, PyObjec
   return 0;
 }
 
+static PyObject *s_lock, *s_closed, *s_sock;
+
+/* Channel.drain(link), as it drains: under the link's lock, nothing once closed, else every
+ * message waiting (zsock.drain). A new list, or NULL with an exception. */
+static PyObject *channel_drain(PyObject *lane, PyObject *link) {
+  PyObject *lock = PyObject_GetAttr(link, s_lock);
+  if (lock == NULL) return NULL;
+  PyObject *got = PyObject_CallMethodNoArgs(lock, s_acquire);
+  if (got == NULL) {
+    Py_DECREF(lock);
+    return NULL;
+  }
+  Py_DECREF(got);
+  PyObject *out = NULL;
+  int closed = true_attr(link, s_closed);
+  if (closed > 0) {
+    out = PyList_New(0);
+  } else if (closed == 0) {
+    PyObject *sock = PyObject_GetAttr(link, s_sock);
+    out = sock == NULL ? NULL : PyObject_CallOneArg(PyTuple_GET_ITEM(lane, L_DRAIN), sock);
+    Py_XDECREF(sock);
+  }
+  int rc = released(lock, out == NULL ? -1 : 0);
+  Py_DECREF(lock);
+  if (rc < 0) Py_CLEAR(out);
+  return out;
+}
+
 /* What `link` brought, dispatched under the owner (Links.dispatch). 0, or -1 with an exception. */
 static int read_link(PyObject *lane, PyObject *link, PyObject *now) {
-  PyObject *incoming = PyObject_CallMethodNoArgs(link, s_drain);
+  PyTypeObject *type = Py_TYPE(link);
+  PyObject *incoming = (PyObject *)type == PyTuple_GET_ITEM(lane, L_CHANNEL) &&
+                               _PyType_Lookup(type, s_drain) == PyTuple_GET_ITEM(lane, L_CHANNEL_DRAIN)
+                           ? channel_drain(lane, link)
+                           : PyObject_CallMethodNoArgs(link, s_drain);
   if (incoming == NULL) return -1;
   if (!PyList_Check(incoming)) {
     Py_DECREF(incoming);
@@ -910,7 +945,7 @@ enum {
 
 static PyObject *s_submit_c;
 static PyObject *s_wire, *s_owner, *s_task_link, *s_straight, *s_alive_, *s_rec_poll, *s_submit_task, *s_missed,
-    *s_send_later, *s_send_tracked, *s_send_failed, *s_failed_send, *s_submit, *s_lock, *s_closed, *s_sock,
+    *s_send_later, *s_send_tracked, *s_send_failed, *s_failed_send, *s_submit,
     *s_watched, *s_client, *s_msg_id, *s_op, *s_options, *s_released, *k_inputs, *k_outputs, *k_params, *k_owner,
     *k_relay, *s_empty_str, *empty_tuple, *float_zero, *s_submitted_at;
 
