@@ -154,8 +154,8 @@ class Client:
         links, session = self.links, self.session
         return (links, session, links.owned, links.by_key, session.ids, session.pending, header.pack, wire.pack_body,
                 Task, self, self.tracer, int(Command.TASK), session.mode == "relay", threading.Lock,
-                time.perf_counter, Channel, zsock.fastest("send_frames"), zsock.fastest("readable"), zsock.NOBLOCK, MAX_TASKS_PER_CLIENT,
-                Recorder.poll)
+                time.perf_counter, Channel, zsock.fastest("send_frames"), zsock.fastest("readable"), zsock.NOBLOCK,
+                MAX_TASKS_PER_CLIENT, Recorder.poll)
 
     def request(self, msg: wire.Message, peer_name: str | None = None) -> Request:
         """Send a non-task request (QUERY, CONTROL, CANCEL) to the relay or a named core."""
