@@ -17,8 +17,9 @@ watches only while no waiting thread reads ("armed"): a waiting thread takes the
 sleeping background thread with one epoll_ctl (disarm) and hands it back with one more (arm),
 neither of which wakes it. Both are EPOLL_CTL_MOD of an entry made once (events 0: disarmed;
 EPOLLIN: armed): adding and removing a nested epoll set each time, as before, cost about 1 µs
-more per wait (the kernel allocates, frees and checks the nesting on each). A done-callback runs in the thread that reads (it holds the turn): it may submit,
-not wait (ApiUseError: the reply would never be read).
+more per wait (the kernel allocates, frees and checks the nesting on each). A done-callback runs
+in the thread that reads (it holds the turn): it may submit, not wait (ApiUseError: the reply
+would never be read).
 
 ZeroMQ's FD is edge-triggered (``arm_side.channel``): a send may take in the signal of a message
 that waits. Every live link is ``watched``: such a send says so, and the sender (``missed``) reads
