@@ -77,7 +77,12 @@ REPLY_SNDHWM = 4096       # replies queued for one connection (see open_endpoint
 PLAN_MAX, PLAN_BODY_MAX, PLAN_BYTES = 256, 16 << 10, 1 << 20    # TASK bodies whose plan is kept (_Plan)
 _RESULT = int(Command.RESULT)   # a plain int: struct packs it without an IntEnum's __index__ call
 _OP = struct.Struct("<H")    # the op field of a header (protocol.header.STRUCT)
-QUICK_S = 50e-6           # a planned task whose last run took less is quick (Firmware.quick: the I/O thread may run it)
+QUICK_S = 50e-6           # a planned task that runs in less is quick (Firmware.quick: the I/O thread may run it)
+# A quick plan stays quick through one run over QUICK_S and turns slow at QUICK_STRIKES in a row. On
+# a busy host a preemption makes one run of a no-op slow, and when one such run turned the plan
+# slow, the next tasks went to the compute thread, a hand-over each: direct mode ran 6 % fewer
+# tasks/s and its firmwares spent 1.4 µs more CPU a task (8 alternated pairs of SoCs).
+QUICK_STRIKES = 2
 # Tried and rejected: ZeroMQ's I/O thread as SCHED_BATCH (ctx.set(zmq.THREAD_SCHED_POLICY, ...)) saved the
 # firmwares ~1.5 µs of CPU per PING task under a pipelined load, but delayed each reply until this
 # thread waits or a CPU is idle: the no-op p50 through the relay was 20-40 µs worse (1.36-1.48x the
@@ -112,14 +117,16 @@ class _Plan:
     memo did that for parameters already). What can change between two such tasks is still
     checked on every task: the ownership of the handles (grants come and go), and each handle's
     memory (freed, replaced or resized segments: ``Resolver.array``). ``quick``: its last run
-    through the plan took under QUICK_S (:meth:`Firmware.quick`)."""
+    through the plan took under QUICK_S, or it was quick and fewer than QUICK_STRIKES runs in a
+    row since took longer (:meth:`Firmware.quick`)."""
 
-    __slots__ = ("op", "body", "spec", "inputs", "outputs", "params", "quick")
+    __slots__ = ("op", "body", "spec", "inputs", "outputs", "params", "quick", "slow")
 
     def __init__(self, op: int, body: dict, spec, inputs: list, outputs: list, params: dict) -> None:
         self.op, self.body, self.spec = op, body, spec
         self.inputs, self.outputs, self.params = inputs, outputs, params
         self.quick = False
+        self.slow = 0       # runs in a row over QUICK_S since it was last quick
 
 
 class Firmware:
@@ -176,7 +183,11 @@ class Firmware:
                 if head is not None and head.command is Command.TASK and head.op == plan.op:
                     t0 = time.perf_counter()
                     reply = self.execute(head.msg_id, plan, binding, t0)
-                    plan.quick = time.perf_counter() - t0 < QUICK_S
+                    if time.perf_counter() - t0 < QUICK_S:
+                        plan.quick, plan.slow = True, 0
+                    elif plan.quick:
+                        plan.slow += 1
+                        plan.quick = plan.slow < QUICK_STRIKES
                     return self._encode_result(head.msg_id, head.op, reply)
         try:
             msg = messages.check_body(wire.decode(frames))
@@ -191,7 +202,9 @@ class Firmware:
 
     def quick(self, frames: list) -> bool:
         """Whether the TASK ``frames`` (without the identity) is quick: its body is byte for byte
-        one checked before, for the operator in its header, and its last run took under QUICK_S.
+        one checked before, for the operator in its header, and its plan is quick (its last run
+        took under QUICK_S, or fewer than QUICK_STRIKES runs in a row took longer since one did:
+        a preemption does not make a no-op slow).
         The I/O thread (``dsp_side.fwio``) runs a quick task itself when nothing else is handed
         out and it holds :attr:`computing`: a no-op's reply then leaves with no thread woken."""
         if len(frames) != 2 or type(frames[1]) is not bytes or self.unloading:

@@ -154,6 +154,34 @@ def test_a_task_is_quick_once_its_checked_body_ran_quickly_and_only_for_its_oper
     assert not fw.quick(slow)
 
 
+def test_a_quick_task_stays_quick_through_one_slow_run_and_not_through_two_in_a_row(fw, monkeypatch):
+    """A preemption on a busy host makes one run of a no-op slow: its plan stays quick (the next
+    tasks are not handed to the compute thread for it). Two slow runs in a row (QUICK_STRIKES):
+    the operator is slow now, and its tasks leave the I/O thread. One quick run: quick again.
+    (QUICK_S 10 s: every run is quick; 0: none is.)"""
+    owner = fuzz._owner_id()
+
+    def ping(msg_id):
+        return wire.encode(messages.task(msg_id, opids.PING, inputs=[], outputs=[], owner=owner))
+    monkeypatch.setattr(firmware, "QUICK_S", 10.0)
+    run(fw, ping(1))
+    run(fw, ping(2))
+    assert fw.quick(ping(3))
+    monkeypatch.setattr(firmware, "QUICK_S", 0.0)
+    assert run(fw, ping(4))[0] == Command.RESULT
+    assert fw.quick(ping(5))                        # one slow run: forgiven
+    run(fw, ping(6))
+    assert not fw.quick(ping(7))                    # two in a row
+    run(fw, ping(8))
+    assert not fw.quick(ping(9))                    # slow stays slow
+    monkeypatch.setattr(firmware, "QUICK_S", 10.0)
+    run(fw, ping(10))
+    assert fw.quick(ping(11))
+    monkeypatch.setattr(firmware, "QUICK_S", 0.0)
+    run(fw, ping(12))
+    assert fw.quick(ping(13))                       # the count starts again after a quick run
+
+
 def test_the_job_of_an_unloading_firmware_sends_no_reply(fw):
     ping = wire.encode(messages.task(1, opids.PING, inputs=[], outputs=[], owner=fuzz._owner_id()))
     reply, _ = fw.run_job((b"peer", ping, fuzz._owner_id()))
