@@ -116,17 +116,22 @@ class _Plan:
     the body, count and parameter checks, which are functions of those bytes alone (the schema
     memo did that for parameters already). What can change between two such tasks is still
     checked on every task: the ownership of the handles (grants come and go), and each handle's
-    memory (freed, replaced or resized segments: ``Resolver.array``). ``quick``: its last run
+    memory (freed, replaced or resized segments: ``Resolver.array``); a body with no handles has
+    neither to check. ``quick``: its last run
     through the plan took under QUICK_S, or it was quick and fewer than QUICK_STRIKES runs in a
     row since took longer (:meth:`Firmware.quick`)."""
 
-    __slots__ = ("op", "body", "spec", "inputs", "outputs", "params", "quick", "slow")
+    __slots__ = ("op", "body", "spec", "inputs", "outputs", "params", "quick", "slow", "table_us", "tabled")
 
     def __init__(self, op: int, body: dict, spec, inputs: list, outputs: list, params: dict) -> None:
         self.op, self.body, self.spec = op, body, spec
         self.inputs, self.outputs, self.params = inputs, outputs, params
         self.quick = False
         self.slow = 0       # runs in a row over QUICK_S since it was last quick
+        # the operator's table estimate (board_model.table_us): a function of its name and its
+        # buffers' sizes, which are the handles' sizes (Resolver.array), so of the plan alone
+        self.table_us: float | None = None
+        self.tabled = False     # table_us is known
 
 
 class Firmware:
@@ -176,19 +181,16 @@ class Firmware:
         if len(frames) == 2:            # a TASK whose body bytes were checked before (see _Plan)
             plan = self._plans.get(frames[1]) if type(frames[1]) is bytes else None
             if plan is not None:
-                try:
-                    head = wire.parse_header(bytes(frames[0]))
-                except errors.VdspError:
-                    head = None         # the full decode below answers it
-                if head is not None and head.command is Command.TASK and head.op == plan.op:
+                msg_id = header.task_id_of(frames[0], plan.op)     # None: the full decode below answers it
+                if msg_id is not None:
                     t0 = time.perf_counter()
-                    reply = self.execute(head.msg_id, plan, binding, t0)
+                    reply = self.execute(msg_id, plan, binding, t0)
                     if time.perf_counter() - t0 < QUICK_S:
                         plan.quick, plan.slow = True, 0
                     elif plan.quick:
                         plan.slow += 1
                         plan.quick = plan.slow < QUICK_STRIKES
-                    return self._encode_result(head.msg_id, head.op, reply)
+                    return self._encode_result(msg_id, plan.op, reply)
         try:
             msg = messages.check_body(wire.decode(frames))
         except errors.VdspError as exc:
@@ -299,13 +301,16 @@ class Firmware:
         ``binding``: the ownership check (unless ``checked`` just now), the handles resolved (each
         segment still the one mapped, the range inside it), then compute. ``t0``: when exec_us starts."""
         spec = plan.spec
-        try:
-            if not checked:
-                self.ownership.check_task(binding, plan.body)    # grants change: every task
-            inputs = self._buffers(plan.inputs, spec.inputs_writable, "inputs")
-            outputs = self._buffers(plan.outputs, True, "outputs")
-        except errors.VdspError as exc:
-            return messages.error(msg_id, exc)
+        inputs: list = []
+        outputs: list = []
+        if plan.inputs or plan.outputs:     # else no memory to check or resolve
+            try:
+                if not checked:
+                    self.ownership.check_task(binding, plan.body)    # grants change: every task
+                inputs = self._buffers(plan.inputs, spec.inputs_writable, "inputs")
+                outputs = self._buffers(plan.outputs, True, "outputs")
+            except errors.VdspError as exc:
+                return messages.error(msg_id, exc)
         params = plan.params
         self.ctx.msg_id = msg_id
         self.ctx.board = self.board = None
@@ -329,7 +334,9 @@ class Firmware:
         if counted is not None:
             board_us, model = int(counted.us * 1000.0 + 0.5) / 1000.0, counted.model
         else:
-            board_us, model = board_model.table_us(spec.name, inputs, outputs), "table"
+            if not plan.tabled:
+                plan.table_us, plan.tabled = board_model.table_us(spec.name, inputs, outputs), True
+            board_us, model = plan.table_us, "table"
         del inputs, outputs
         exec_us = int((time.perf_counter() - t0) * 1e6)
         body = {"values": values, "core": self.core, "exec_us": exec_us}

@@ -37,6 +37,7 @@ _FAST = struct.Struct("<3sBHBBQq")
 _PREFIX = MAGIC + bytes([VERSION])
 _REPLY_TAIL = struct.Struct("<BQq")      # core, msg_id, custom_id: bytes 7..23
 _new_tuple = tuple.__new__
+_TASK = int(Command.TASK)
 
 
 class Frame(Protocol):
@@ -128,6 +129,15 @@ def msg_id_of(frame) -> int | None:
 def command_of(frame) -> int | None:
     """The command byte of a 24-byte frame with our magic (not otherwise checked), else None."""
     return frame[3] if len(frame) == SIZE and frame[:2] == MAGIC else None
+
+
+def task_id_of(frame: Frame, op: int) -> int | None:
+    """The msg_id of a TASK header of operator ``op`` that :meth:`Header.parse` would take
+    (its size, magic and version), else None: a firmware's check of a task it has a plan for."""
+    if len(frame) != SIZE:
+        return None
+    prefix, command, frame_op, _, _, msg_id, _ = _FAST.unpack(frame)
+    return msg_id if prefix == _PREFIX and command == _TASK and frame_op == op else None
 
 
 def task_key(frame, seq) -> tuple | None:

@@ -161,6 +161,22 @@ def test_header_of_wrong_size(size):
     expect(errors.ProtocolError, PROTOCOL_ERROR, wire.decode, [frame, good_body()])
 
 
+def test_task_id_of_is_the_msg_id_of_a_task_header_of_that_operator_and_none_otherwise():
+    """``header.task_id_of``: a firmware's check of a task it has a plan for (operator ``op``);
+    what it refuses goes the full decode's way, which answers it."""
+    from protocol import header
+    good = header_bytes(command=0x10, op=0x0123, priority=7, core=1, msg_id=2 ** 64 - 2, custom_id=-5)
+    assert header.task_id_of(good, 0x0123) == 2 ** 64 - 2
+    for frame in (bytearray(good), memoryview(good)):       # what a transport hands over
+        assert header.task_id_of(frame, 0x0123) == 2 ** 64 - 2
+    refused = [header_bytes(command=0x10, op=0x0124, msg_id=9),          # another operator
+               header_bytes(command=0x11, op=0x0123, msg_id=9),          # not a TASK
+               header_bytes(magic=b"XD", op=0x0123, msg_id=9),
+               *(header_bytes(version=v, op=0x0123, msg_id=9) for v in (0, 1, 3, 255)),
+               good[:23], good + b"\0", b""]
+    assert [header.task_id_of(frame, 0x0123) for frame in refused] == [None] * len(refused)
+
+
 def test_bad_magic_and_unknown_command_are_protocol_errors():
     assert issubclass(errors.BadMagic, errors.ProtocolError)
     assert issubclass(errors.UnknownCommand, errors.ProtocolError)

@@ -324,7 +324,8 @@ def outcomes() -> dict[str, list]:
                     return []
                 first = as_kind[0]
                 return [list(header.Header.parse(first)), header.msg_id_of(first), header.command_of(first),
-                        header.task_key(first, 1), header.retag(first, 3), header.retag(first, 3, core=1, custom_id=2)]
+                        header.task_key(first, 1), header.retag(first, 3), header.retag(first, 3, core=1, custom_id=2),
+                        header.task_id_of(first, 0), header.task_id_of(first, 0x10)]
 
             def decoded(as_kind=as_kind) -> list:
                 m = wire.decode(as_kind)
