@@ -10,8 +10,8 @@ or a CANCEL asks) and takes the replies back over :attr:`FirmwareIO.done` (``dsp
 a queue and an eventfd each), so everything that arrives is answered while a task computes: a
 CANCEL of a waiting task, a HELLO, a refusal past the inbox's limits.
 
-One turn of the loop: wait (``vdsp_board.sockets.zwait``; unless something is known to wait) for
-the socket, the gate's verdicts, the compute thread's replies, or the held replies' due time; take in at most
+One turn of the loop: wait (unless something is known to wait) for the socket, the gate's
+verdicts, the compute thread's replies, or the held replies' due time; take in at most
 INTAKE_MAX messages (a flood that never stops arriving does not keep the replies and the next
 tasks waiting); pass on the gate's verdicts; take the compute thread's replies; fill its run
 queue (after the quick path, below); send what is due.
@@ -51,7 +51,6 @@ from vdsp_board.identity import curve
 from vdsp_board.identity.admission import Admission
 from vdsp_board.identity.hellogate import HelloGate
 from vdsp_board.sockets.zsock import NOBLOCK, recv_routed, send_frames
-from vdsp_board.sockets.zwait import ZWait
 
 log = logging.getLogger("vdsp.firmware")
 INTAKE_MAX = 256        # messages taken in per turn, at most
@@ -104,15 +103,12 @@ class FirmwareIO:
             self.sock.close(0)
 
     def _serve(self) -> None:
-        done_fd = self.done.fileno()
-        waiter = ZWait([self.sock], [self.hellos.fileno(), done_fd])     # 3 system calls a wait, zmq_poll's 6
-        try:
-            self._turns(waiter, done_fd)
-        finally:
-            waiter.close()
-
-    def _turns(self, waiter: ZWait, done_fd: int) -> None:
         sock, done, batch, intake = self.sock, self.done, self.batch, self.intake
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self.hellos.fileno(), zmq.POLLIN)
+        poller.register(done.fileno(), zmq.POLLIN)
+        done_fd = done.fileno()
         arrived = False             # a message is known to wait on the socket
         quick = False               # quick tasks wait for the next turn of the quick path
         while True:
@@ -120,7 +116,7 @@ class FirmwareIO:
             if not arrived and not returned:
                 due = batch.due_in(time.monotonic())
                 timeout = 0 if quick else -1 if due is None else max(0, math.ceil(due * 1000))
-                for what in waiter.wait(timeout):
+                for what, _ in poller.poll(timeout):
                     if what is sock:
                         arrived = True
                     elif what == done_fd:

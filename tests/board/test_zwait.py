@@ -1,5 +1,5 @@
-"""``zwait.ZWait``: the firmware's and the relay's wait on sockets and fds, ``ZMQ_EVENTS`` once before
-it sleeps and ``epoll_wait`` on the sockets' edge-triggered fds. What a user of either would see go
+"""``zwait.ZWait``: the relay's wait on sockets and fds, ``ZMQ_EVENTS`` once before
+it sleeps and ``epoll_wait`` on the sockets' edge-triggered fds. What a user of the relay would see go
 wrong: a message that waits while the wait sleeps on (its fd's signal taken in by another operation
 on the socket), or a wait that never sleeps."""
 from __future__ import annotations
