@@ -16,6 +16,7 @@ import time
 from typing import assert_never
 
 import zmq
+from zmq.backend import zmq_poll
 
 from protocol import errors, messages, wire
 from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRAME, MAX_TASKS_PER_CLIENT
@@ -31,7 +32,6 @@ from vdsp_board.identity.admission import Admission
 from vdsp_board.identity.hellogate import HelloGate
 from vdsp_board.identity.ownership import Ownership
 from vdsp_board.processes.procfacts import ProcFacts
-from vdsp_board.sockets.zwait import ZWait
 from vdsp_board.sockets.zsock import readable, recv_frames, recv_next, recv_routed, send_frames, send_routed
 
 log = logging.getLogger("vdsp.relay")
@@ -51,6 +51,7 @@ RELINK_MOST_S = 0.5             # listens there, up to this (the cores' HELLO re
 #                                 Not on the 100 ms tick: at `vdsp up` the relay often starts before a core
 #                                 listens, and the first HELLO then waited for the next tick (+0.1 s per up)
 _NOBLOCK = int(zmq.NOBLOCK)
+_POLLIN = int(zmq.POLLIN)
 
 
 class RelayServer:
@@ -106,15 +107,15 @@ class RelayServer:
         self.fw_monitors: list[zmq.Socket | None] = [None] * len(self.cores)    # ipc: did it connect?
         self.fw_state: list[ipclink.LinkState | None] = [None] * len(self.cores)
         self._verdict_s = 2 * hung_ms / 1000     # a firmware link gone: its core's word awaited so long at most
-        # What the loop waits on (vdsp_board.sockets.zwait): the busy sockets (front, firmware
-        # links) as sockets, the wake pipe of the HELLO gate, and the quiet ones (control links,
-        # their monitors) by their ZMQ_FD (see _drain_quiet). A ZeroMQ socket costs a wait one
-        # ZMQ_EVENTS query; an fd nothing. Made again when a link opens or closes.
+        # What the loop polls: the busy sockets (front, firmware links) as sockets, the wake pipe
+        # of the HELLO gate, and the quiet ones (control links, their monitors) by their ZMQ_FD
+        # (see _drain_quiet). A ZeroMQ socket costs zmq_poll two ZMQ_EVENTS queries per call;
+        # an fd costs only its pollfd. Rebuilt when a link opens or closes.
         self._quiet: list[tuple] = []
         self._quiet_fds: list[int] = []
         self._find_quiet()
         self._quiet_due = True            # a quiet socket may hold messages its fd no longer signals
-        self._wait: ZWait | None = None
+        self._items: list[tuple] = []
         self._handlers: dict = {}
         self._rebuild_poll()
         self._spare: list[Effect] = []         # the engine's other output list (two, swapped: none allocated per turn)
@@ -126,17 +127,15 @@ class RelayServer:
         self._quiet_fds = [int(sock.get(zmq.FD)) for _, sock in self._quiet]
 
     def _rebuild_poll(self) -> None:
-        busy = [self.front]
+        front_in = [(self.front, _POLLIN)]
         handlers: dict = {self.front: self._drain_front, self.hellos.fileno(): self._hellos_ready}
         for index, sock in enumerate(self.fw):
             if sock is not None:
-                busy.append(sock)
+                front_in.append((sock, _POLLIN))
                 handlers[sock] = self._drain_fw(index, sock)
         for fd in self._quiet_fds:
             handlers[fd] = self._mark_quiet
-        if self._wait is not None:
-            self._wait.close()
-        self._wait = ZWait(busy, [self.hellos.fileno(), *self._quiet_fds])
+        self._items = front_in + [(fd, _POLLIN) for fd in [self.hellos.fileno(), *self._quiet_fds]]
         self._handlers = handlers
 
     def _dealer(self, endpoint: str, server_key: str = "",
@@ -358,9 +357,7 @@ class RelayServer:
             wait_ms = 0 if self._quiet_due else TICK_MS
             if self._relink_due != math.inf:
                 wait_ms = min(wait_ms, max(0, math.ceil((self._relink_due - monotonic()) * 1000)))
-            waiter = self._wait
-            assert waiter is not None       # made in __init__, made again with the links
-            for sock in waiter.wait(wait_ms):
+            for sock, _ in zmq_poll(self._items, wait_ms):
                 handler = self._handlers.get(sock)
                 if handler is not None:     # None: a firmware link closed earlier in this turn
                     handler()
@@ -436,8 +433,8 @@ class RelayServer:
     def _drain_front(self) -> None:
         front, gate, engine, monotonic = self.front, self.hellos, self.engine, time.monotonic
         curve_on = self.gate is not None
-        # what is left waits for the next turn: its wait sees the front readable again at once (a
-        # socket's readiness is read from ZMQ_EVENTS before each wait, not from its edge-triggered fd)
+        # what is left waits for the next turn: zmq_poll sees the front readable again at once (a
+        # socket's readiness is read from ZMQ_EVENTS, not from its edge-triggered fd)
         # It receives until none waits (zsock.recv_routed: in the compiled build the failed receive
         # costs no exception and a message no pyzmq Frame), and one clock read a message serves the
         # turn's bound and the engine.
@@ -503,8 +500,6 @@ class RelayServer:
         self.hellos.close()
         if self.gate is not None:
             self.gate.stop()
-        if self._wait is not None:
-            self._wait.close()
         self.ctx.term()
         rundir.unlink_ipc(self.bind)
         self.trace.close()
