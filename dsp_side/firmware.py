@@ -44,7 +44,6 @@ import logging
 import os
 import select
 import signal
-import struct
 import sys
 import threading
 import time
@@ -76,7 +75,6 @@ EXCEPTION_TEXT_MAX = 300  # characters of a crashing operator's exception passed
 REPLY_SNDHWM = 4096       # replies queued for one connection (see open_endpoint())
 PLAN_MAX, PLAN_BODY_MAX, PLAN_BYTES = 256, 16 << 10, 1 << 20    # TASK bodies whose plan is kept (_Plan)
 _RESULT = int(Command.RESULT)   # a plain int: struct packs it without an IntEnum's __index__ call
-_OP = struct.Struct("<H")    # the op field of a header (protocol.header.STRUCT)
 QUICK_S = 50e-6           # a planned task that runs in less is quick (Firmware.quick: the I/O thread may run it)
 # A quick plan stays quick through one run over QUICK_S and turns slow at QUICK_STRIKES in a row. On
 # a busy host a preemption makes one run of a no-op slow, and when one such run turned the plan
@@ -117,9 +115,8 @@ class _Plan:
     memo did that for parameters already). What can change between two such tasks is still
     checked on every task: the ownership of the handles (grants come and go), and each handle's
     memory (freed, replaced or resized segments: ``Resolver.array``); a body with no handles has
-    neither to check. ``quick``: its last run
-    through the plan took under QUICK_S, or it was quick and fewer than QUICK_STRIKES runs in a
-    row since took longer (:meth:`Firmware.quick`)."""
+    neither to check. ``quick``: its last run through the plan took under QUICK_S, or it was
+    quick and fewer than QUICK_STRIKES runs in a row since took longer (:meth:`Firmware.quick`)."""
 
     __slots__ = ("op", "body", "spec", "inputs", "outputs", "params", "quick", "slow", "table_us", "tabled")
 
@@ -214,8 +211,7 @@ class Firmware:
         plan = self._plans.get(frames[1])
         if plan is None or not plan.quick:
             return False
-        head = frames[0]
-        return header.command_of(head) == Command.TASK and _OP.unpack_from(head, 4)[0] == plan.op
+        return header.task_id_of(frames[0], plan.op) is not None     # the check run() makes
 
     def run_job(self, job: tuple, idle: bool = False) -> tuple[list | None, float]:
         """Run the handed-out task ``job`` (``(identity, frames, binding)``; the caller holds

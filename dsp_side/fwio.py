@@ -18,9 +18,10 @@ queue (after the quick path, below); send what is due.
 
 The quick path: when nothing is handed out and the best waiting task is quick by the firmware's
 word (``runner.quick``: its body checked before, its runs under 50 µs, one preempted run
-forgiven: a no-op, a small copy), this thread runs it itself, holding ``runner.computing`` (the compute thread holds it but
-while it waits, so one task runs at a time still), and sends its reply; then the next one, while
-quick, for QUICK_TURN_S at most (a quick task left then waits for the next turn, which does
+forgiven: a no-op, a small copy), this thread runs it itself, holding ``runner.computing`` (the
+compute thread holds it but while it waits, so one task runs at a time still), and sends its
+reply; then the next one, while quick, for QUICK_TURN_S at most (a quick task left then
+waits for the next turn, which does
 not sleep); what is not quick is handed out. A sequential caller's task then
 wakes no thread of the firmware but this one, as a raw worker's would (before: this thread woke
 the compute thread and was woken by it, two thread switches and two turns of this loop per

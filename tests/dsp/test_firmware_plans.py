@@ -158,7 +158,9 @@ def test_a_quick_task_stays_quick_through_one_slow_run_and_not_through_two_in_a_
     """A preemption on a busy host makes one run of a no-op slow: its plan stays quick (the next
     tasks are not handed to the compute thread for it). Two slow runs in a row (QUICK_STRIKES):
     the operator is slow now, and its tasks leave the I/O thread. One quick run: quick again.
-    (QUICK_S 10 s: every run is quick; 0: none is.)"""
+    (QUICK_S 10 s: every run is quick; 0: none is.) Holds PROTOCOL.md's scheduling line "tasks
+    that ran under 50 µs before itself, one after another (one slower run in a row forgiven: a
+    preemption on a busy host)"."""
     owner = fuzz._owner_id()
 
     def ping(msg_id):

@@ -201,7 +201,8 @@ def test_a_quick_task_waits_for_the_task_that_computes_one_task_at_a_time(short_
 def test_a_flood_of_quick_tasks_is_run_in_order_by_the_io_thread(short_dir, monkeypatch, turn_s):
     """As many as the inbox takes, arriving together, and however short a turn of the quick path (0: one task a
     turn, the next one left for the next turn), none is handed to the compute thread. Holds PROTOCOL.md's
-    scheduling line "while it runs tasks that ran under 50 µs before itself, one after another"."""
+    scheduling line "while it runs tasks that ran under 50 µs before itself, one after another (one slower run in a
+    row forgiven: a preemption on a busy host)"."""
     monkeypatch.setattr(fwio, "QUICK_TURN_S", turn_s)
     runner = QuickRunner(set(range(1, PER_PEER + 1)))
     s = Served(short_dir, runner)
