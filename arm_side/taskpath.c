@@ -1124,7 +1124,7 @@ static int send_tracked(PyObject *lane, PyObject *link, PyObject *frames, PyObje
  * there: 0 with *key and *core (new references); 1: not here (another core asked, nothing in flight
  * may go there, a firmware refused our HELLO and the task has buffers: Session.task_link decides
  * and raises what it raises; nothing was changed); -1 with an exception */
-static PyObject *s_peers, *s_fw_endpoint, *s_fw_refused, *s_name, *s_fw_suffix, *s_next_check;
+static PyObject *s_peers, *s_fw_endpoint, *s_fw_refused, *s_name, *s_fw_suffix, *s_rec_due;
 static int direct_link(PyObject *lane, PyObject *msg_id, PyObject *options, int buffers, PyObject **key,
                        PyObject **core) {
   PyObject *wire = PyObject_GetAttr(options, s_wire);
@@ -1193,13 +1193,14 @@ static int direct_link(PyObject *lane, PyObject *msg_id, PyObject *options, int 
 }
 
 /* Links.submit's `tracer.rec.poll()`: for a Recorder (its poll not overridden) between two looks at
- * the switch, what that poll returns then (`rec.on`) without its call; else the call. 1, 0, or -1. */
+ * the switch (before `rec.due`), what that poll returns then (`rec.on`) without its call; else the call. 1, 0,
+ * or -1. */
 static int rec_on(PyObject *lane, PyObject *rec) {
   PyObject *poll = PyObject_GetAttr((PyObject *)Py_TYPE(rec), s_rec_poll); /* the class's function */
   if (poll == NULL) return -1;
   Py_DECREF(poll); /* the class holds it */
   if (poll == PyTuple_GET_ITEM(lane, S_REC_POLL)) {
-    double next = float_attr(rec, s_next_check);
+    double next = float_attr(rec, s_rec_due);
     if (next == -1.0 && PyErr_Occurred()) return -1;
     if (monotonic() < next) return true_attr(rec, s_on);
   }
@@ -1635,7 +1636,7 @@ PyMODINIT_FUNC PyInit__taskpath(void) {
   INTERN(s_fw_refused, "fw_refused")
   INTERN(s_name, "name")
   INTERN(s_fw_suffix, ".fw")
-  INTERN(s_next_check, "_next_check")
+  INTERN(s_rec_due, "due")
   INTERN(s_submit_task, "submit_task")
   INTERN(s_missed, "_missed")
   INTERN(s_send_later, "_send_later")

@@ -61,7 +61,7 @@ from dsp_side.ddr_resolver import Resolver
 from dsp_side.fwio import FirmwareIO
 from dsp_side.fwtrace import TaskTrace
 from dsp_side.intake import Intake
-from dsp_side.registry import Registry
+from dsp_side.registry import OperatorState, Registry
 from dsp_side.watchdog import WatchdogWord
 from vdsp_board.processes import proc, rundir
 from vdsp_board.observability import log as soclog
@@ -118,10 +118,12 @@ class _Plan:
     neither to check. ``quick``: its last run through the plan took under QUICK_S, or it was
     quick and fewer than QUICK_STRIKES runs in a row since took longer (:meth:`Firmware.quick`)."""
 
-    __slots__ = ("op", "body", "spec", "inputs", "outputs", "params", "quick", "slow", "table_us", "tabled")
+    __slots__ = ("op", "body", "spec", "state", "inputs", "outputs", "params", "quick", "slow", "table_us", "tabled")
 
-    def __init__(self, op: int, body: dict, spec, inputs: list, outputs: list, params: dict) -> None:
+    def __init__(self, op: int, body: dict, spec, state: OperatorState, inputs: list, outputs: list,
+                 params: dict) -> None:
         self.op, self.body, self.spec = op, body, spec
+        self.state = state      # the operator's (Registry.state: one object from its registration on)
         self.inputs, self.outputs, self.params = inputs, outputs, params
         self.quick = False
         self.slow = 0       # runs in a row over QUICK_S since it was last quick
@@ -220,8 +222,10 @@ class Firmware:
         task follows (the quick path): the trace is written as before the compute thread waits."""
         _, frames, binding = job
         trace = self.trace
-        trace.rec.poll()    # the trace switch (one stat every 0.25 s), before the task: traced if it is on
-        traced = trace.rec.on
+        rec = trace.rec
+        if time.monotonic() >= rec.due:     # before then the call only answers ``on``: a Python call a task saved
+            rec.poll()      # the trace switch (one stat every 0.25 s), before the task: traced if it is on
+        traced = rec.on
         if traced:
             trace.begin(frames, binding)
         started = time.perf_counter()
@@ -281,7 +285,7 @@ class Firmware:
             params = schema.validate(spec.name, spec.params, body.get("params", {}))
         except errors.VdspError as exc:
             return messages.error(msg.msg_id, exc)
-        plan = _Plan(msg.op, body, spec, inputs_h, outputs_h, params)
+        plan = _Plan(msg.op, body, spec, self.registry.state(spec.id), inputs_h, outputs_h, params)
         if key is not None and len(key) <= PLAN_BODY_MAX and key not in self._plans:
             while self._plans and (len(self._plans) >= PLAN_MAX or self._plan_bytes + len(key) > PLAN_BYTES):
                 oldest = next(iter(self._plans))
@@ -314,7 +318,10 @@ class Firmware:
         if watchdog:
             watchdog.task_begin(msg_id)
         try:
-            self.registry.prepare(spec, self.ctx, inputs, outputs, params)   # sets ctx.state
+            if spec.prepare is None:        # Registry.prepare's whole work then, without its call
+                self.ctx.state = plan.state
+            else:
+                self.registry.prepare(spec, self.ctx, inputs, outputs, params)   # sets ctx.state
             values = spec.fn(self.ctx, inputs, outputs, **params) or {}
         except errors.VdspError as exc:
             return messages.error(msg_id, exc)

@@ -44,6 +44,7 @@ import time
 from typing import Any
 
 import zmq
+from zmq.backend import zmq_poll
 
 from dsp_side.handoff import Mailbox
 from dsp_side.intake import Intake
@@ -59,6 +60,7 @@ QUICK_TURN_S = 200e-6   # quick tasks run on this thread one after another for s
 IO_FAILED_EXIT = 71     # the I/O thread failed (a bug): the process exits, the core sees it die
 STOP = None             # on ``done``: the firmware unloads (send what is held, close, end the thread)
 STOP_WAIT_S = 5.0       # how long stop() waits for the thread to end
+_POLLIN = int(zmq.POLLIN)
 
 
 class FirmwareIO:
@@ -104,26 +106,29 @@ class FirmwareIO:
             self.sock.close(0)
 
     def _serve(self) -> None:
-        sock, done, batch, intake = self.sock, self.done, self.batch, self.intake
-        poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
-        poller.register(self.hellos.fileno(), zmq.POLLIN)
-        poller.register(done.fileno(), zmq.POLLIN)
-        done_fd = done.fileno()
+        sock, done, batch, intake, hellos = self.sock, self.done, self.batch, self.intake, self.hellos
+        done_fd, verdict_fd = done.fileno(), hellos.fileno()
+        # zmq_poll itself (zmq.Poller.poll is a Python frame a turn)
+        items: list[tuple] = [(sock, _POLLIN), (verdict_fd, _POLLIN), (done_fd, _POLLIN)]
         arrived = False             # a message is known to wait on the socket
         quick = False               # quick tasks wait for the next turn of the quick path
         while True:
             returned = bool(done)   # a reply is known to wait on ``done``
+            verdicts = True         # the gate's verdicts are looked for, unless this turn's wait said none came
             if not arrived and not returned:
                 due = batch.due_in(time.monotonic())
                 timeout = 0 if quick else -1 if due is None else max(0, math.ceil(due * 1000))
-                for what, _ in poller.poll(timeout):
+                verdicts = False
+                for what, _ in zmq_poll(items, timeout):
                     if what is sock:
                         arrived = True
                     elif what == done_fd:
                         returned = True
+                    elif what == verdict_fd:    # the gate's worker writes after it queues a verdict
+                        verdicts = True
             arrived = self._take_in(arrived)
-            intake.take_items(self.hellos.ready())      # verdicts reached off this thread, and what waited on them
+            if verdicts:    # verdicts reached off this thread, and what waited on them
+                intake.take_items(hellos.ready())
             if intake.out:
                 self._answer()
             quick = self._quick()

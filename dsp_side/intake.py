@@ -41,7 +41,8 @@ from protocol.constants import Command
 from dsp_side.inbox import Inbox
 from vdsp_board.identity.hellogate import Item
 from vdsp_board.observability.log import RateLimited
-from vdsp_board.identity.ownership import Bindings, Ownership
+from vdsp_board.identity.bindings import Bindings
+from vdsp_board.identity.ownership import Ownership
 
 log = logging.getLogger("vdsp.firmware")
 RUN_AHEAD = 8       # tasks in the run queue, not started, at most

@@ -42,12 +42,16 @@ MODULES = ("protocol/header.py", "protocol/wire.py", "protocol/ordering.py",
            "relay_server/observe.py",
            "dsp_side/inbox.py", "vdsp_board/sockets/zsock.py",
            "dsp_side/fwio.py", "dsp_side/intake.py", "dsp_side/replybatch.py", "dsp_side/handoff.py",
-           "dsp_side/firmware.py")
+           "dsp_side/firmware.py", "dsp_side/watchdog.py", "vdsp_board/identity/bindings.py",
+           "vdsp_board/identity/hellogate.py")
 # The firmware's per-task path (its I/O thread's loop, intake, quick path and reply batch, and
 # Firmware.run/execute): compiled, each firmware's CPU per no-op task took about 4 µs less (of
 # 30: 12 %; alternated SoCs, direct and relay mode; vdsp_sim/benchmarks/README.md). mypyc names
 # a C struct member after each attribute: fwio's thread is `_io_thread` (`_thread` gives
 # `__thread`, a keyword of GCC's C).
+# What those call on every task compiled too (the watchdog word, the connection's binding, the HELLO
+# gate's `passes`): as Python they were the I/O thread's only bytecode besides the operator, 17 % of a
+# firmware's samples in a pipelined direct run (vdsp_sim/benchmarks/README.md, "Python frames").
 # Not the SDK's (arm_side): compiled, its session saved under 1 µs of the client's ~17 µs per task.
 #: the C extensions of the build: module -> its source (vdsp_board/sockets/zio.c: the frame calls of
 #: zsock that keep the GIL when they cannot wait; zsock uses it whenever the build is used;

@@ -19,7 +19,8 @@ from protocol import acl as rule, errors, messages, wire
 from vdsp_board.memory import acl, ddr
 from vdsp_board.identity import peercred, peerproof
 from vdsp_board.identity.admission import Admission
-from vdsp_board.identity.ownership import RELAY, Bindings, Ownership
+from vdsp_board.identity.bindings import Bindings
+from vdsp_board.identity.ownership import RELAY, Ownership
 
 ROOT = Path(__file__).resolve().parents[2]
 ME, OTHER, THIRD = 0x0000a1, 0x0000b2, 0x0000c3

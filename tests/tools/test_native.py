@@ -157,6 +157,7 @@ def test_the_pure_python_modules_pass_their_tests_and_serve_a_soc(request):
     is that proof: this process runs the pure modules, and the tests are not run a second time."""
     files = ["tests/tools/test_native.py::test_this_checkout_runs_what_its_setup_built", "tests/proto/test_protocol_wire.py",
              "tests/relay/test_relay_engine.py", "tests/relay/test_scheduler.py", "tests/dsp/test_inbox.py",
+             "tests/board/test_hellogate.py", "tests/board/test_ownership.py",
              "tests/sdk/test_sdk_fast_path.py", "tests/integration/test_live_rpc.py"]
     if os.environ.get(native_finder.ENV) == "0":
         ran = {item.nodeid for item in request.session.items}
@@ -245,6 +246,8 @@ def outcomes() -> dict[str, list]:
     from protocol import header, messages, wire
     from protocol.constants import Command
     from relay_server.engine import RelayEngine
+    from vdsp_board.identity.hellogate import HelloGate
+    from vdsp_board.identity.ownership import Claim
 
     class TrustAll:
         def claim(self, body, meta=None, peer=""):
@@ -285,6 +288,14 @@ def outcomes() -> dict[str, list]:
     def task_relay_id(e: RelayEngine) -> tuple[int, int]:
         job = next(iter(e.jobs.values()))
         return (0 if job.relay_id in e.cores[0].inflight else 1), job.relay_id
+
+    class NoClaims:
+        """The HELLO gate's judge: every HELLO claims nothing (handed straight back)."""
+
+        def take(self, body, frame=None, peer_name=""):
+            return Claim(body, None, peer_name, None)
+
+    gate = HelloGate(NoClaims(), "test-native-gate")     # type: ignore[arg-type]
 
     # frame lists of every shape, each frame as the buffer types pyzmq hands out
     shapes = malformed_frames()
@@ -331,8 +342,13 @@ def outcomes() -> dict[str, list]:
                 m = wire.decode(as_kind)
                 return [m.command.name, m.msg_id, repr(m.body), wire.unpack_body(as_kind[1])]
 
+            def gated(as_kind=as_kind) -> list:
+                admitted = gate.admit(b"p", list(as_kind), None, "")
+                return [gate.passes(b"p", list(as_kind)),
+                        [[i.identity, [bytes(f) for f in i.frames], repr(i.refused), i.msg_id] for i in admitted]]
+
             for name, fn in (("client", client), ("firmware", firmware), ("control", control), ("inbox", inbox),
-                             ("header", headers), ("wire", decoded)):
+                             ("header", headers), ("wire", decoded), ("gate", gated)):
                 cases[f"{name} <- {shape} ({kind})"] = fn
 
     for command, fields in CLIENT_BODIES.items():
@@ -1042,8 +1058,8 @@ def test_the_compiled_wait_leads_until_done_and_leaves_the_reading_as_client_wai
 def test_both_builds_answer_malformed_frames_and_bodies_alike():
     """Compiled code checks the annotated type of every argument and attribute it is handed and
     raised TypeError (a crash of the relay's loop) where the pure module took the value; each
-    input here, run through both builds' relay engine, firmware inbox, header and wire
-    decoding, must give the same replies, state and errors in both."""
+    input here, run through both builds' relay engine, firmware inbox, HELLO gate, header and
+    wire decoding, must give the same replies, state and errors in both."""
     if native_build.missing():
         privilege.require(f"this machine cannot build the compiled modules: {native_build.missing()}")
     children = {value: subprocess.Popen([sys.executable, str(Path(__file__))], cwd=ROOT, stdout=subprocess.PIPE,

@@ -5,6 +5,7 @@
 - ``admission``: what peers that have not authenticated can make a server hold (bounded), and
   each ipc connection's peer, recorded at accept;
 - ``ownership``: the judge of HELLO claims and TASK handles (whose memory a client may use);
+- ``bindings``: which owner each of a firmware's connections is bound to, once judged;
 - ``hellogate``: HELLO claims judged off the server's loop, in order per connection;
 - ``curve``: CURVE keys for tcp endpoints (``vdsp keys``).
 

@@ -180,9 +180,9 @@ class HelloGate:
         out: list[Item] = []
         while True:
             with self._lock:
-                if not self._done:
-                    break
-                item = self._done.popleft()
+                item = self._done.popleft() if self._done else None
+            if item is None:
+                break
             share, item.share = item.share, None
             out.extend(self._release(item.identity))
             if share is not None:

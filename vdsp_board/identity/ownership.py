@@ -23,7 +23,6 @@ A TASK's own ``owner`` field is never consulted.
 """
 from __future__ import annotations
 
-import collections
 import logging
 import os
 from pathlib import Path
@@ -37,7 +36,6 @@ from vdsp_board.processes.pidfile import PidFile
 log = logging.getLogger("vdsp.ownership")
 RELAY = -1              # the binding of a verified relay connection
 RELAY_KEY_NAME = "admin:relay"
-MAX_BOUND = 1024        # connections a firmware keeps bindings for (least recently used go first)
 
 
 def _hex(owner: object) -> str:
@@ -305,31 +303,3 @@ class PassedBodies:
 
     def __len__(self) -> int:
         return len(self._passed)
-
-
-class Bindings:
-    """Connection identity -> binding (owner id or RELAY), at most ``limit``, least recently used first out.
-
-    A forgotten connection is as one that never said HELLO (ZeroMQ never reuses an identity
-    on a socket, so a binding cannot pass to another connection).
-    """
-
-    def __init__(self, limit: int = MAX_BOUND) -> None:
-        self.limit = limit
-        self._map: collections.OrderedDict[bytes, int] = collections.OrderedDict()
-
-    def get(self, identity: bytes) -> int | None:
-        binding = self._map.get(identity)
-        if binding is not None:
-            self._map.move_to_end(identity)
-        return binding
-
-    def set(self, identity: bytes, binding: int | None) -> None:
-        self._map.pop(identity, None)
-        if binding is not None:
-            self._map[identity] = binding
-            while len(self._map) > self.limit:
-                self._map.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._map)

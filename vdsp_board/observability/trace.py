@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import shutil
 import re
@@ -270,7 +271,9 @@ class Recorder:
         self._stamp: tuple | None = None
         self._file: IO[bytes] | None = None
         self.written = 0
-        self._next_check = 0.0
+        # (monotonic) before then poll() only answers ``on`` (and writes, with ``flush``): a
+        # caller on a per-task path may skip the call until then (the firmware's compute path)
+        self.due = 0.0
 
     def emit(self, kind: str, fields, ts: int | None = None) -> None:
         """One event now (or at ``ts``, ns of the trace clock): ``fields`` a map, or a tuple
@@ -283,11 +286,11 @@ class Recorder:
         that a SIGKILL loses at most what it recorded in its last busy quarter second).
         Returns ``on``."""
         mono = time.monotonic()
-        if not force and mono < self._next_check:
+        if not force and mono < self.due:
             if flush and self.events:
                 self.flush()
             return self.on
-        self._next_check = mono + self.check_every_s
+        self.due = mono + self.check_every_s
         if not self.flag:
             return False
         try:
@@ -378,6 +381,7 @@ class NullRecorder:
     """Tracing never on (engines' default sink)."""
 
     on = False
+    due = math.inf      # poll() never changes ``on``
 
     def emit(self, kind: str, fields, ts: int | None = None) -> None:
         pass
@@ -393,6 +397,7 @@ class ListRecorder:
     """A recorder that is always on and keeps its events (tests)."""
 
     on = True
+    due = math.inf      # poll() never changes ``on``
 
     def __init__(self) -> None:
         self.events: list[tuple] = []
