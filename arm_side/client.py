@@ -68,7 +68,8 @@ class Client:
         self.links = Links(self, self.session, transport, self.discovery, self._open_link, self._release_link,
                            self._relay_link, self._wake_reader, owned=threading.RLock(), missed=self._missed,
                            straight=True)
-        self.reading = Reading(self.links, lambda: self.closed)
+        # getattr through a partial: no Python frame (a lambda was one a task, in the wait's loop)
+        self.reading = Reading(self.links, functools.partial(getattr, self, "closed"))
         self._submit_c = None if _C is None else functools.partial(_C.submit, self._submit_lane())
         self._compiled_wait_for()
         # the background thread: reads while no thread waits
