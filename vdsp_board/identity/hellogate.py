@@ -167,9 +167,9 @@ class HelloGate:
     def ready(self) -> list[Item]:
         """Messages whose turn came since the last call (a verdict arrived), in each connection's order.
 
-        Cheap when no verdict came (the firmware calls this before every task): the wake pipe is
-        read only while a byte the worker wrote may be in it (no read syscall and no
-        BlockingIOError per call)."""
+        Cheap when no verdict came (the firmware calls this on each turn it did not wait, and when
+        its wait said :meth:`fileno` fired): the wake pipe is read only while a byte the worker
+        wrote may be in it (no read syscall and no BlockingIOError per call)."""
         if not self._done and self._drained >= self._written:
             return []
         try:
