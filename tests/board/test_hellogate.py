@@ -100,9 +100,10 @@ def test_what_waits_is_bounded_and_the_excess_refused_in_its_turn(monkeypatch):
 
 def test_ready_leaves_no_wake_byte_behind_once_every_verdict_is_out():
     """``ready()`` skips the wake pipe while no verdict byte can be in it (the firmware calls it
-    on each turn it did not wait, and when its wait said ``fileno()`` fired). A byte left in the pipe would make a loop that polls ``fileno()`` spin;
-    a verdict not taken would leave its connection waiting: after each round of verdicts, taken
-    in as many ``ready()`` calls as it needs, the pipe is empty again and nothing is held."""
+    on each turn it did not wait, and when its wait said ``fileno()`` fired). A byte left in the
+    pipe would make a loop that polls ``fileno()`` spin; a verdict not taken would leave its
+    connection waiting: after each round of verdicts, taken in as many ``ready()`` calls as it
+    needs, the pipe is empty again and nothing is held."""
     judge = SlowJudge()
     judge.go.set()
     gate = HelloGate(judge)
