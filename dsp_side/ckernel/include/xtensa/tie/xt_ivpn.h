@@ -314,12 +314,12 @@ typedef uint32_t vdsp_ivp_cu32 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)))
 typedef uint8_t vdsp_ivp_cu8 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)));
 #define VDSP_IVP_EACH_CHUNK(c) VDSP_IVP_LANES for (int c = 0; c < VDSP_IVP_CHUNKS; c++)
 /* Whole-vector arithmetic (add, subtract, divide, the in-lane selections) on VDSP_IVP_WORK_CHUNKS
- * pieces of VDSP_IVP_WORK_BYTES: two 32-byte chunks with AVX2, where a 64-byte GCC vector has no
- * register: one that a kernel's loop carries (a running sum: the stock stage 1's count of valid
- * points) moved through memory and general registers 16 bytes at a time (an AVX2 build of
- * CenterPoint's stage 1 took 1.5 ms, in chunks 1.3). Else the whole vector: AVX-512's register,
- * and with SSE2 GCC's own split of it (four explicit chunks took that stage 15 % longer). */
-#define VDSP_IVP_WORK_BYTES (VDSP_IVP_HOST_BYTES == 32 ? 32 : 64)
+ * pieces of VDSP_IVP_WORK_BYTES: the whole vector on every level (AVX-512's register; with AVX2
+ * and SSE2, GCC's own split of it). (AVX2 builds once worked in two 32-byte chunks, CenterPoint's
+ * stage 1 1.3 ms instead of 1.5, but a vector that a loop carries and the kernel also reads lane by
+ * lane then came back from memory at the loop's latch, a counted block per iteration that the
+ * other levels do not have: tests/dsp/test_board_time.py.) */
+#define VDSP_IVP_WORK_BYTES 64
 #define VDSP_IVP_WORK_CHUNKS (64 / VDSP_IVP_WORK_BYTES)
 typedef float vdsp_ivp_wf32 __attribute__((vector_size(VDSP_IVP_WORK_BYTES)));
 typedef uint32_t vdsp_ivp_wu32 __attribute__((vector_size(VDSP_IVP_WORK_BYTES)));
