@@ -134,6 +134,11 @@ class Request:
     client's thread that reads at the time, or the asyncio client's reader coroutine). ``client``: the driver it
     was sent by, which blocks in :meth:`wait` (``client.wait_for``) as it can."""
 
+    # Slots: the compiled task path (arm_side/taskpath.c) reads and writes them at their offsets, not
+    # by name; a request still takes other attributes (its __dict__), and weak references.
+    __slots__ = ("client", "msg_id", "_done", "_callbacks", "_cb_lock", "body", "raw", "header", "error",
+                 "submitted_at", "completed_at", "__dict__", "__weakref__")
+
     def __init__(self, client: Any, msg_id: int) -> None:
         self.client, self.msg_id = client, msg_id
         self._done = False
@@ -267,10 +272,13 @@ class Task(Request):
     counted from a C kernel, ``"table"`` from a Python operator's table entry; None)
     (PROTOCOL.md §5.3, docs/dsp_kernels.md "Board time")."""
 
+    __slots__ = ("op", "outputs", "options", "core", "values", "exec_us", "queue_us", "board_us", "board_model",
+                 "released")
+
     def __init__(self, client: Any, msg_id: int, op: int, outputs: list, core_name: str = "", *,
                  options: TaskOptions = DEFAULT) -> None:
         # (the compiled submit makes a Task in arm_side/taskpath.c, make_task, as this and
-        # Request.__init__ do, attribute by attribute in their order: a change here is made there too)
+        # Request.__init__ do, slot by slot: a change here is made there too)
         super().__init__(client, msg_id)
         self.op, self.outputs, self.options = op, outputs, options
         self.core = core_name

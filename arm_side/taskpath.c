@@ -71,6 +71,12 @@
 
 #include "capi/native/vdsp_wire.h"
 
+#if PY_VERSION_HEX < 0x030C0000 /* the member types' names before 3.12 */
+#include <structmember.h>
+#define Py_T_OBJECT_EX T_OBJECT_EX
+#define Py_READONLY READONLY
+#endif
+
 /* the lane tuple's items, in Reading._lane's order */
 enum {
   L_LEADING_FD, /* int: the epoll set a waiting thread sleeps on (the links and its kick) */
@@ -206,6 +212,84 @@ static int released(PyObject *lock, int rc) {
 static PyObject *s_cb_lock, *s_body, *s_error, *s_header, *s_raw, *s_completed_at, *s_callbacks, *s_values, *s_core,
     *s_exec_us, *s_board_us, *s_board_model, *s_queue_us, *s_outputs, *s_rec, *s_on, *s_run_callback, *k_values,
     *k_core, *k_exec_us, *k_board_us, *k_board_model, *zero, *inf;
+static PyObject *s_client, *s_msg_id, *s_op, *s_options, *s_released, *s_submitted_at;
+
+/* --- a Task's slots ----------------------------------------------------------------------------
+ * Request and Task declare __slots__ (arm_side/task.py): for the exact class a lane names, each
+ * field's member descriptor gives its offset in the instance, read once per version of the class
+ * (its tp_version_tag, which any change to the class or a base resets), and the task's path reads
+ * and writes its fields there instead of by name (about 40 ns each on the 2-CPU VM, a field a
+ * lookup in the class and a store in the instance's dict before). Where a field is not such a
+ * slot (a subclass that made it a property, a class with its own __setattr__ or __getattribute__),
+ * the path uses the attribute by name, as before. A member descriptor is a data descriptor: what
+ * the instance's __dict__ holds never hides it, so its slot is what getattr would read. */
+enum {
+  F_CLIENT, F_MSG_ID, F_DONE, F_CALLBACKS, F_CB_LOCK, F_BODY, F_RAW, F_HEADER, F_ERROR, F_SUBMITTED_AT, F_COMPLETED_AT,
+  F_OP, F_OUTPUTS, F_OPTIONS, F_CORE, F_VALUES, F_EXEC_US, F_QUEUE_US, F_BOARD_US, F_BOARD_MODEL, F_RELEASED, F_COUNT
+};
+static PyObject **const field_name[F_COUNT] = {
+    &s_client, &s_msg_id, &s_done, &s_callbacks, &s_cb_lock, &s_body, &s_raw, &s_header, &s_error, &s_submitted_at,
+    &s_completed_at, &s_op, &s_outputs, &s_options, &s_core, &s_values, &s_exec_us, &s_queue_us, &s_board_us,
+    &s_board_model, &s_released};
+static struct {
+  PyTypeObject *type; /* a strong reference; NULL: none yet */
+  unsigned int tag;   /* its tp_version_tag when the offsets were read (never 0) */
+  Py_ssize_t at[F_COUNT];
+} slots;
+
+/* 1: `type`'s fields are slots at slots.at (the map is type's now); 0: use the names */
+static int slots_of(PyTypeObject *type) {
+  if (slots.type == type && type->tp_version_tag == slots.tag) return 1;
+  if (type->tp_setattro != PyObject_GenericSetAttr || type->tp_getattro != PyObject_GenericGetAttr) return 0;
+  Py_ssize_t at[F_COUNT];
+  for (int f = 0; f < F_COUNT; f++) {
+    PyObject *d = _PyType_Lookup(type, *field_name[f]); /* borrowed; gives the class a version tag */
+    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return 0;
+    PyMemberDef const *m = ((PyMemberDescrObject *)d)->d_member;
+    if (m->type != Py_T_OBJECT_EX || (m->flags & Py_READONLY) || m->offset <= 0) return 0;
+    at[f] = m->offset;
+  }
+  if (type->tp_version_tag == 0) return 0;
+  memcpy(slots.at, at, sizeof at);
+  Py_XSETREF(slots.type, (PyTypeObject *)Py_NewRef(type));
+  slots.tag = type->tp_version_tag;
+  return 1;
+}
+
+/* 1 when `obj`'s fields are at slots.at now (the map is its class's, still current) */
+static int fast(PyObject *obj) { return Py_TYPE(obj) == slots.type && slots.type->tp_version_tag == slots.tag; }
+
+static PyObject **slot(PyObject *obj, int f) { return (PyObject **)((char *)obj + slots.at[f]); }
+
+/* obj.<f> = value (`at`: fast(obj)); 0 or -1 */
+static int put(PyObject *obj, int at, int f, PyObject *value) {
+  if (!at) return PyObject_SetAttr(obj, *field_name[f], value);
+  Py_XSETREF(*slot(obj, f), Py_NewRef(value));
+  return 0;
+}
+
+/* put, stealing value (NULL: -1, the exception already set) */
+static int put_stolen(PyObject *obj, int at, int f, PyObject *value) {
+  if (value == NULL) return -1;
+  int rc = put(obj, at, f, value);
+  Py_DECREF(value);
+  return rc;
+}
+
+/* obj.<f>: a new reference, or NULL with an exception (an unset slot: getattr's AttributeError) */
+static PyObject *get(PyObject *obj, int at, int f) {
+  PyObject *v = at ? *slot(obj, f) : NULL;
+  return v != NULL ? Py_NewRef(v) : PyObject_GetAttr(obj, *field_name[f]);
+}
+
+/* bool(obj.<f>): 1, 0, or -1 */
+static int truth(PyObject *obj, int at, int f) {
+  PyObject *v = get(obj, at, f);
+  if (v == NULL) return -1;
+  int rc = v == Py_True ? 1 : v == Py_False ? 0 : PyObject_IsTrue(v);
+  Py_DECREF(v);
+  return rc;
+}
 
 /* body.get(key, dflt) as a new reference (dflt: a new reference too, or NULL with an exception) */
 static PyObject *body_get(PyObject *body, PyObject *key, PyObject *dflt) {
@@ -223,20 +307,12 @@ static PyObject *body_get(PyObject *body, PyObject *key, PyObject *dflt) {
   return v;
 }
 
-/* obj.name = value, stealing value (NULL: -1, the exception already set) */
-static int set_stolen(PyObject *obj, PyObject *name, PyObject *value) {
-  if (value == NULL) return -1;
-  int rc = PyObject_SetAttr(obj, name, value);
-  Py_DECREF(value);
-  return rc;
-}
-
-/* Task._on_complete's fields from `body` and `hdr` (the lock held). 0 or -1. */
-static int task_fields(PyObject *req, PyObject *body, PyObject *hdr, PyObject *board_models) {
-  if (set_stolen(req, s_values, body_get(body, k_values, PyDict_New())) < 0) return -1;
-  if (set_stolen(req, s_core, body_get(body, k_core, PyObject_GetAttr(req, s_core))) < 0) return -1;
+/* Task._on_complete's fields from `body` and `hdr` (the lock held; `at`: fast(req)). 0 or -1. */
+static int task_fields(PyObject *req, int at, PyObject *body, PyObject *hdr, PyObject *board_models) {
+  if (put_stolen(req, at, F_VALUES, body_get(body, k_values, PyDict_New())) < 0) return -1;
+  if (put_stolen(req, at, F_CORE, body_get(body, k_core, get(req, at, F_CORE))) < 0) return -1;
   Py_INCREF(zero);
-  if (set_stolen(req, s_exec_us, body_get(body, k_exec_us, zero)) < 0) return -1;
+  if (put_stolen(req, at, F_EXEC_US, body_get(body, k_exec_us, zero)) < 0) return -1;
   Py_INCREF(Py_None);
   PyObject *us = body_get(body, k_board_us, Py_None);
   if (us == NULL) return -1;
@@ -250,7 +326,7 @@ static int task_fields(PyObject *req, PyObject *body, PyObject *hdr, PyObject *b
     if (ok > 0) ok = PyObject_RichCompareBool(us, inf, Py_LT);
     if (ok > 0) ok = PySequence_Contains(board_models, model);
     if (ok < 0) rc = -1;
-    if (ok > 0 && (set_stolen(req, s_board_us, PyNumber_Float(us)) < 0 || PyObject_SetAttr(req, s_board_model, model) < 0))
+    if (ok > 0 && (put_stolen(req, at, F_BOARD_US, PyNumber_Float(us)) < 0 || put(req, at, F_BOARD_MODEL, model) < 0))
       rc = -1;
     Py_XDECREF(model);
   }
@@ -258,7 +334,7 @@ static int task_fields(PyObject *req, PyObject *body, PyObject *hdr, PyObject *b
   if (rc == 0 && PyTuple_Check(hdr) && PyTuple_GET_SIZE(hdr) > 5) { /* if self.header: the queue's µs */
     PyObject *queued = PyTuple_GET_ITEM(hdr, 5);
     int positive = PyObject_RichCompareBool(queued, zero, Py_GT);
-    if (positive < 0 || PyObject_SetAttr(req, s_queue_us, positive ? queued : zero) < 0) rc = -1;
+    if (positive < 0 || put(req, at, F_QUEUE_US, positive ? queued : zero) < 0) rc = -1;
   } else if (rc == 0 && PyObject_IsTrue(hdr)) {
     PyErr_SetString(PyExc_TypeError, "a reply's header must be a Header");
     rc = -1;
@@ -269,16 +345,14 @@ static int task_fields(PyObject *req, PyObject *body, PyObject *hdr, PyObject *b
 static int complete_task(PyObject *req, PyObject *body, PyObject *hdr, PyObject *raw, PyObject *task_type,
                          PyObject *tracer, PyObject *board_models) {
   if ((PyObject *)Py_TYPE(req) != task_type || !PyDict_CheckExact(body) || !PyList_CheckExact(raw)) return 2;
-  PyObject *outputs = PyObject_GetAttr(req, s_outputs);
-  if (outputs == NULL) return -1;
-  int some = PyObject_IsTrue(outputs);
-  Py_DECREF(outputs);
+  int at = slots_of(Py_TYPE(req));
+  int some = truth(req, at, F_OUTPUTS);
   if (some != 0) return some < 0 ? -1 : 2;
   PyObject *rec = PyObject_GetAttr(tracer, s_rec);
   int on = rec == NULL ? -1 : true_attr(rec, s_on);
   Py_XDECREF(rec);
   if (on != 0) return on < 0 ? -1 : 2;
-  PyObject *lock = PyObject_GetAttr(req, s_cb_lock);
+  PyObject *lock = get(req, at, F_CB_LOCK);
   if (lock == NULL) return -1;
   PyObject *got = PyObject_CallMethodNoArgs(lock, s_acquire);
   if (got == NULL) {
@@ -286,20 +360,20 @@ static int complete_task(PyObject *req, PyObject *body, PyObject *hdr, PyObject 
     return -1;
   }
   Py_DECREF(got);
+  at = fast(req); /* (acquire ran Python: the class is looked at again) */
   PyObject *callbacks = NULL;
-  int rc = true_attr(req, s_done);
+  int rc = truth(req, at, F_DONE);
   if (rc == 0) {
     rc = 1;
     /* self.body, self.error, self.header, self.raw = body or {}, error, header, raw or [] */
-    if (PyObject_SetAttr(req, s_body, body) < 0 || PyObject_SetAttr(req, s_error, Py_None) < 0 ||
-        PyObject_SetAttr(req, s_header, hdr) < 0 ||
-        (PyList_GET_SIZE(raw) ? PyObject_SetAttr(req, s_raw, raw) : set_stolen(req, s_raw, PyList_New(0))) < 0 ||
-        set_stolen(req, s_completed_at, PyFloat_FromDouble(monotonic())) < 0 || /* time.perf_counter()'s clock */
-        task_fields(req, body, hdr, board_models) < 0 || PyObject_SetAttr(req, s_done, Py_True) < 0)
+    if (put(req, at, F_BODY, body) < 0 || put(req, at, F_ERROR, Py_None) < 0 || put(req, at, F_HEADER, hdr) < 0 ||
+        (PyList_GET_SIZE(raw) ? put(req, at, F_RAW, raw) : put_stolen(req, at, F_RAW, PyList_New(0))) < 0 ||
+        put_stolen(req, at, F_COMPLETED_AT, PyFloat_FromDouble(monotonic())) < 0 || /* time.perf_counter()'s clock */
+        task_fields(req, at, body, hdr, board_models) < 0 || put(req, at, F_DONE, Py_True) < 0)
       rc = -1;
     if (rc == 1) {
-      callbacks = PyObject_GetAttr(req, s_callbacks);
-      if (callbacks == NULL || set_stolen(req, s_callbacks, PyList_New(0)) < 0) rc = -1;
+      callbacks = get(req, at, F_CALLBACKS);
+      if (callbacks == NULL || put_stolen(req, at, F_CALLBACKS, PyList_New(0)) < 0) rc = -1;
     }
   } else if (rc > 0) {
     rc = 0;
@@ -805,7 +879,7 @@ static PyObject *lead(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   int kick = (int)PyLong_AsLong(PyTuple_GET_ITEM(lane, L_KICK_FD));
   if (PyErr_Occurred()) return NULL;
   for (;;) {
-    int done = true_attr(req, s_done);
+    int done = truth(req, fast(req), F_DONE);
     if (done != 0) {
       if (done < 0) return NULL;
       break;
@@ -986,37 +1060,46 @@ enum {
 static PyObject *s_submit_c;
 static PyObject *s_wire, *s_owner, *s_task_link, *s_straight, *s_alive_, *s_rec_poll, *s_submit_task, *s_missed,
     *s_send_later, *s_send_tracked, *s_send_failed, *s_failed_send, *s_submit,
-    *s_watched, *s_client, *s_msg_id, *s_op, *s_options, *s_released, *k_inputs, *k_outputs, *k_params, *k_owner,
-    *k_relay, *s_empty_str, *empty_tuple, *float_zero, *s_submitted_at;
+    *s_watched, *k_inputs, *k_outputs, *k_params, *k_owner, *k_relay, *s_empty_str, *empty_tuple, *float_zero;
 
-/* Request.__init__ and Task.__init__, their attributes set in their order (the instances' shared
- * key layout as theirs): a new reference, or NULL with an exception */
+/* Request.__init__ and Task.__init__, their fields set in their order (by slot; by name, in
+ * that order, a class whose fields are not slots: its instances' shared key layout as theirs):
+ * a new reference, or NULL with an exception */
 static PyObject *make_task(PyObject *lane, PyObject *msg_id, PyObject *op, PyObject *outputs, PyObject *core,
                            PyObject *options) {
   PyTypeObject *type = (PyTypeObject *)PyTuple_GET_ITEM(lane, S_TASK_TYPE);
-  PyObject *task = PyBaseObject_Type.tp_new(type, empty_tuple, NULL); /* object.__new__(Task) */
-  if (task == NULL) return NULL;
-  int rc = PyObject_SetAttr(task, s_client, PyTuple_GET_ITEM(lane, S_CLIENT));
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_msg_id, msg_id);
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_done, Py_False);
-  rc = rc < 0 ? rc : set_stolen(task, s_callbacks, PyList_New(0));
-  rc = rc < 0 ? rc : set_stolen(task, s_cb_lock, PyObject_CallNoArgs(PyTuple_GET_ITEM(lane, S_NEW_LOCK)));
-  rc = rc < 0 ? rc : set_stolen(task, s_body, PyDict_New());
-  rc = rc < 0 ? rc : set_stolen(task, s_raw, PyList_New(0));
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_header, empty_tuple);
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_error, Py_None);
-  rc = rc < 0 ? rc : set_stolen(task, s_submitted_at, PyObject_CallNoArgs(PyTuple_GET_ITEM(lane, S_PERF_COUNTER)));
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_completed_at, float_zero);
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_op, op);
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_outputs, outputs);
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_options, options);
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_core, core);
-  rc = rc < 0 ? rc : set_stolen(task, s_values, PyDict_New());
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_exec_us, zero);
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_queue_us, zero);
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_board_us, Py_None);
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_board_model, Py_None);
-  rc = rc < 0 ? rc : PyObject_SetAttr(task, s_released, Py_False);
+  PyObject *lock = PyObject_CallNoArgs(PyTuple_GET_ITEM(lane, S_NEW_LOCK));
+  PyObject *stamp = lock == NULL ? NULL : PyObject_CallNoArgs(PyTuple_GET_ITEM(lane, S_PERF_COUNTER));
+  PyObject *task = stamp == NULL ? NULL : PyBaseObject_Type.tp_new(type, empty_tuple, NULL); /* object.__new__(Task) */
+  if (task == NULL) {
+    Py_XDECREF(lock);
+    Py_XDECREF(stamp);
+    return NULL;
+  }
+  int at = slots_of(type) && fast(task);
+  int rc = put(task, at, F_CLIENT, PyTuple_GET_ITEM(lane, S_CLIENT));
+  rc = rc < 0 ? rc : put(task, at, F_MSG_ID, msg_id);
+  rc = rc < 0 ? rc : put(task, at, F_DONE, Py_False);
+  rc = rc < 0 ? rc : put_stolen(task, at, F_CALLBACKS, PyList_New(0));
+  rc = rc < 0 ? rc : put(task, at, F_CB_LOCK, lock);
+  rc = rc < 0 ? rc : put_stolen(task, at, F_BODY, PyDict_New());
+  rc = rc < 0 ? rc : put_stolen(task, at, F_RAW, PyList_New(0));
+  rc = rc < 0 ? rc : put(task, at, F_HEADER, empty_tuple);
+  rc = rc < 0 ? rc : put(task, at, F_ERROR, Py_None);
+  rc = rc < 0 ? rc : put(task, at, F_SUBMITTED_AT, stamp);
+  rc = rc < 0 ? rc : put(task, at, F_COMPLETED_AT, float_zero);
+  rc = rc < 0 ? rc : put(task, at, F_OP, op);
+  rc = rc < 0 ? rc : put(task, at, F_OUTPUTS, outputs);
+  rc = rc < 0 ? rc : put(task, at, F_OPTIONS, options);
+  rc = rc < 0 ? rc : put(task, at, F_CORE, core);
+  rc = rc < 0 ? rc : put_stolen(task, at, F_VALUES, PyDict_New());
+  rc = rc < 0 ? rc : put(task, at, F_EXEC_US, zero);
+  rc = rc < 0 ? rc : put(task, at, F_QUEUE_US, zero);
+  rc = rc < 0 ? rc : put(task, at, F_BOARD_US, Py_None);
+  rc = rc < 0 ? rc : put(task, at, F_BOARD_MODEL, Py_None);
+  rc = rc < 0 ? rc : put(task, at, F_RELEASED, Py_False);
+  Py_DECREF(lock);
+  Py_DECREF(stamp);
   if (rc < 0) Py_CLEAR(task);
   return task;
 }
@@ -1482,7 +1565,7 @@ static PyObject *wait_for(PyObject *self, PyObject *const *args, Py_ssize_t narg
   int idle = (int)PyLong_AsLong(PyTuple_GET_ITEM(lane, W_IDLE_FD));
   int links = (int)PyLong_AsLong(PyTuple_GET_ITEM(lane, W_LINKS_FD));
   if (PyErr_Occurred()) return NULL;
-  int done = true_attr(req, s_done);
+  int done = truth(req, fast(req), F_DONE);
   if (done != 0) return done < 0 ? NULL : Py_NewRef(Py_None);
   /* the usual wait: a timeout that is a number (or none), this thread not the one that reads, the
    * links' lane current and the turn free; anything else is Client.wait_for's Python, whole */
@@ -1545,7 +1628,7 @@ static PyObject *wait_for(PyObject *self, PyObject *const *args, Py_ssize_t narg
   }
   PyObject *result = NULL;
   if (out != NULL) { /* ended: done, else Reading.wait goes on from here (its timeout's error, or the close's) */
-    done = true_attr(req, s_done);
+    done = truth(req, fast(req), F_DONE);
     result = done < 0 ? NULL
              : done  ? Py_NewRef(Py_None)
                      : PyObject_CallMethodObjArgs(reading, s_wait, req, timeout, me, deadline, NULL);

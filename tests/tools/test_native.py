@@ -598,6 +598,10 @@ _COMPLETIONS = r"""if True:
     import json, math
     from arm_side import reading, tracing
     from arm_side.task import BOARD_MODELS, Task
+    def fields(t):      # a task's fields: its slots that are set (arm_side.task's __slots__, in order), its __dict__
+        names = [n for c in reversed(type(t).__mro__) for n in c.__dict__.get("__slots__", ())
+                 if n not in ("__dict__", "__weakref__")]
+        return {**{n: getattr(t, n) for n in names if hasattr(t, n)}, **vars(t)}
     from protocol import header
     C = reading._C
     assert C is not None, "the compiled build is not used"
@@ -625,7 +629,7 @@ _COMPLETIONS = r"""if True:
         b._complete(dict(body), None, hdr, [b"raw"] if i % 2 else [])
         again = C.complete(a, dict(body), hdr, [], Task, Client.tracer, BOARD_MODELS)
         def held(t, left=("_cb_lock", "completed_at", "submitted_at", "client")):
-            return {k: repr(v) for k, v in vars(t).items() if k not in left}
+            return {k: repr(v) for k, v in fields(t).items() if k not in left}
         out.append({"answer": answer, "again": again, "a": held(a), "b": held(b), "called": called,
                     "stamped": a.completed_at >= a.submitted_at > 0})
     with_outputs = Task(Client(), 9, 1, ["mem"], "")
@@ -670,6 +674,10 @@ _SUBMITS = r"""if True:
     from vdsp_sim.soc.private_soc import PrivateSoc, PrivateSocConfig
     from arm_side import CORE_0, CORE_1, CORE_ANY, Soc, opids
     from arm_side.task import task_options
+    def fields(t):      # a task's fields: its slots that are set (arm_side.task's __slots__, in order), its __dict__
+        names = [n for c in reversed(type(t).__mro__) for n in c.__dict__.get("__slots__", ())
+                 if n not in ("__dict__", "__weakref__")]
+        return {**{n: getattr(t, n) for n in names if hasattr(t, n)}, **vars(t)}
     mode = sys.argv[1]
     ps = PrivateSoc(PrivateSocConfig(ddr_dir=None, mode=None)); ps.start()
     try:
@@ -682,7 +690,7 @@ _SUBMITS = r"""if True:
             key = "relay" if mode == "relay" else None
             def held(t):     # what the task holds, but what differs by nature between two tasks (the core chosen)
                 return [(k, type(v).__name__ if k in ("_cb_lock", "submitted_at", "client", "msg_id", "core") else repr(v))
-                        for k, v in vars(t).items()]
+                        for k, v in fields(t).items()]
             def got(values):
                 return sorted(values)
             def case(name, run):
@@ -706,7 +714,7 @@ _SUBMITS = r"""if True:
                     client.reading.wake()
             def plain():
                 t, first = made(opids.PING, [], [], {}, opts)
-                return {"made": first, "values": got(t.wait(10000)), "done": [list(vars(t)), t._done, t.error, t.released]}
+                return {"made": first, "values": got(t.wait(10000)), "done": [list(fields(t)), t._done, t.error, t.released]}
             out.append(case("plain", plain))
             out.append(case("params and out_mems", lambda: made(opids.PING, [], [], {"x": 1}, opts, out_mems=["m"])[1]))
             def many(n):        # n tasks submitted while none completes: the cores chosen, then the limit
