@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -49,15 +50,30 @@ def test_the_script_writes_the_file_and_refuses_a_report_without_durations(tmp_p
     assert done.returncode == 1 and "--durations=0" in done.stderr
 
 
-def test_modules_with_an_exclusive_test_come_first_then_the_longest():
+# One collection of the whole suite (each took about 8 s of CPU on the 2-CPU VM): this plugin names
+# the tests that carry the exclusive mark (on the test or its module), as `-m exclusive` selects them.
+_MARKS = """
+def pytest_collection_finish(session):
+    for item in session.items:
+        if item.get_closest_marker("exclusive") is not None:
+            print("@@exclusive " + item.nodeid)
+"""
+
+
+def test_modules_with_an_exclusive_test_come_first_then_the_longest(tmp_path):
     """The collection order of the whole suite, as xdist hands it out with --no-loadscope-reorder:
     the modules with an exclusive test first, each with its exclusive tests first, then the longest."""
     from tests.conftest import module_seconds
-    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", "-p", "no:cacheprovider"]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    (tmp_path / "exclusive_marks.py").write_text(_MARKS)
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+            "-p", "exclusive_marks"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    marked_ids = {line.removeprefix("@@exclusive ") for line in lines if line.startswith("@@exclusive ")}
     modules: list[str] = []
-    ordered = [line for line in done.stdout.splitlines() if "::" in line]
+    ordered = [line for line in lines if "::" in line and not line.startswith("@@")]
     for line in ordered:
         name = line.split("::")[0]
         if not modules or modules[-1] != name:
@@ -69,12 +85,10 @@ def test_modules_with_an_exclusive_test_come_first_then_the_longest():
     marked = re.compile(r"^\s*(@pytest\.mark\.exclusive\b|pytest\.mark\.exclusive,)", re.M)   # a test or a module
     exclusive = {m for m in modules if marked.search((ROOT / m).read_text())}
     assert {"tests/integration/test_busy_host.py"} <= exclusive
+    assert exclusive == {i.split("::")[0] for i in marked_ids}, "the plugin and the source disagree on what is marked"
     keys = [(m not in exclusive, -seconds.get(m, median)) for m in modules]
     assert keys == sorted(keys), list(zip(modules, keys))
     # in its module, an exclusive test comes before the others (which keep their order)
-    done = subprocess.run(argv + ["-m", "exclusive"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    marked_ids = {line for line in done.stdout.splitlines() if "::" in line}
     assert any(i.startswith("tests/integration/test_live_remoteproc.py::") for i in marked_ids)
     for module in exclusive:
         ids = [line for line in ordered if line.startswith(module + "::")]
