@@ -640,6 +640,14 @@ _COMPLETIONS = r"""if True:
     out.append({"outputs": C.complete(with_outputs, {}, headers[0], [], Task, Client.tracer, BOARD_MODELS),
                 "subclass": C.complete(sub, {}, headers[0], [], Task, Client.tracer, BOARD_MODELS),
                 "untouched": not with_outputs.done() and not sub.done()})
+    # the class changed after the compiled path read its slots' offsets: a field is now a property,
+    # whose setter a completion must go through (the offsets are read again, or the names used)
+    seen = []
+    slot = Task.exec_us
+    Task.exec_us = property(slot.__get__, lambda t, v: (seen.append(v), slot.__set__(t, v)))
+    changed = Task(Client(), 9, 1, [], "vdsp0")
+    answer = C.complete(changed, {"exec_us": 41}, headers[0], [], Task, Client.tracer, BOARD_MODELS)
+    out.append({"changed": [answer, changed.exec_us, seen]})
     print(json.dumps(out))
 """
 
@@ -650,12 +658,13 @@ def test_the_compiled_completion_of_a_task_holds_what_requests_own_does():
     that is a bool, NaN, infinite, negative, huge; an unknown model; wrong types), the task holds
     the same values, core, times, board estimate, header, raw frames and state as one completed by
     ``_complete``, its done-callbacks run once, a second completion is refused; a Task with outputs
-    (marked written by the device) or of a subclass is left to its own ``_complete``."""
+    (marked written by the device) or of a subclass is left to its own ``_complete``; a field the
+    class made a property after the fields' slots were read is set through that property."""
     if native_build.missing():
         privilege.require(f"this machine cannot build the compiled modules: {native_build.missing()}")
     res = _run(_COMPLETIONS, VDSP_NATIVE="1")
     assert res.returncode == 0, res.stderr[-3000:]
-    *cases, last = json.loads(res.stdout)
+    *cases, last, changed = json.loads(res.stdout)
     assert len(cases) == 13
     for case in cases:
         assert case["answer"] is True and case["again"] is False and case["stamped"], case
@@ -664,6 +673,7 @@ def test_the_compiled_completion_of_a_task_holds_what_requests_own_does():
     kept = [c["a"]["board_us"] for c in cases]
     assert kept[1:4] == ["3.5", "7.0", "None"] and kept[7] == "1e+30", kept     # a bool is no board time
     assert last == {"outputs": None, "subclass": None, "untouched": True}
+    assert changed == {"changed": [True, 41, [0, 41]]}, changed      # __init__'s 0, then the reply's 41
 
 
 # In a child with the compiled build, on a SoC of its own (relay or direct mode): each case
