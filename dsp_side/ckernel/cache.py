@@ -1,6 +1,7 @@
 """The disk cache of compiled kernel libraries, per user: ``$XDG_CACHE_HOME/vdsp-sim/ckernels``
 (else ``~/.cache/vdsp-sim/ckernels``), one file per build key (:func:`dsp_side.ckernel.build.compile_tree`
-hashes every input of a build into it, so an entry is never stale). Every ``vdsp up`` builds the
+hashes every input of a build into it, so an entry is never stale): ``KEY.so`` a tree's library,
+``KEY.o`` the runtime's object file for a level and sanitizer (``SUFFIXES``). Every ``vdsp up`` builds the
 stock image in a process of its own, which a per-process memo does not reach.
 
 Invariants: the directory is used only when it is a real directory (not a symlink) owned by this
@@ -35,6 +36,7 @@ MAX_ENTRIES = 32
 LOCK_WAIT_S = 300.0         # how long a build waits for another process's build of the same key
 _LOCK_POLL_S = 0.05
 _KEY = re.compile(r"^[0-9a-f]{64}$")
+SUFFIXES = (".so", ".o")    # a library, an object file
 
 
 def directory() -> Path | None:
@@ -52,13 +54,13 @@ def directory() -> Path | None:
     return where
 
 
-def load(key: str) -> bytes | None:
-    """The library stored for ``key`` (a sha256 hex digest), or None."""
+def load(key: str, suffix: str = ".so") -> bytes | None:
+    """The library (``suffix`` ".o": object file) stored for ``key`` (a sha256 hex digest), or None."""
     where = directory()
-    if where is None or not _KEY.match(key):
+    if where is None or not _KEY.match(key) or suffix not in SUFFIXES:
         return None
     try:
-        fd = os.open(where / f"{key}.so", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(where / f"{key}{suffix}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     try:
@@ -77,17 +79,18 @@ def load(key: str) -> bytes | None:
         os.close(fd)
 
 
-def store(key: str, data: bytes) -> None:
-    """Keep ``data`` as the library of ``key``; silently nothing when the cache is unusable."""
+def store(key: str, data: bytes, suffix: str = ".so") -> None:
+    """Keep ``data`` as the library (``suffix`` ".o": object file) of ``key``; silently nothing
+    when the cache is unusable."""
     where = directory()
-    if where is None or not _KEY.match(key) or not 0 < len(data) <= MAX_BYTES:
+    if where is None or not _KEY.match(key) or suffix not in SUFFIXES or not 0 < len(data) <= MAX_BYTES:
         return
     tmp = where / f".{key}.{os.getpid()}.tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, where / f"{key}.so")
+        os.replace(tmp, where / f"{key}{suffix}")
         _prune(where)
     except OSError:
         try:
@@ -99,7 +102,7 @@ def store(key: str, data: bytes) -> None:
 def _prune(where: Path) -> None:
     """Drop the oldest entries beyond MAX_ENTRIES."""
     entries = []
-    for path in where.glob("*.so"):
+    for path in (p for suffix in SUFFIXES for p in where.glob(f"*{suffix}")):
         try:
             entries.append((os.lstat(path).st_mtime_ns, path))
         except OSError:

@@ -73,6 +73,34 @@ def test_a_second_process_builds_the_stock_image_without_compiling(home, tmp_pat
 
 
 @pytest.mark.skipif(bool(__import__("vdsp_sim.ctoolchain", fromlist=["missing"]).missing()), reason="no C compiler")
+def test_a_second_trees_build_compiles_its_own_files_and_not_the_runtime(home, tmp_path):
+    """The runtime's object file is cached apart from the trees' libraries: another tree built in
+    another process compiles that tree's files only, and its library holds the runtime's functions."""
+    log = tmp_path / "cc.log"
+    wrapper = tmp_path / "cc"      # the C compiler, each command it runs written down
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec cc "$@"\n')
+    wrapper.chmod(0o755)
+    trees = [tmp_path / "one", tmp_path / "two"]
+    for n, tree in enumerate(trees):
+        tree.mkdir()
+        (tree / "k.c").write_text(f"int k_answer(void) {{ return {n + 41}; }}\n")
+    prog = ("import sys, ctypes; from pathlib import Path; from dsp_side.ckernel import build; "
+            "lib = ctypes.CDLL(str(build.library_for(Path(sys.argv[1]), []))); "
+            "print(lib.k_answer(), hasattr(lib, 'vdsp_idma_copy_2d'))")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), CC=str(wrapper))
+    compiled = []
+    for tree in trees:
+        log.write_text("")
+        out = subprocess.run([sys.executable, "-c", prog, str(tree)], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0 and out.stdout.split() == [str(41 + trees.index(tree)), "True"], out.stderr
+        compiled.append(sorted(Path(line.split(" -c ")[1].split()[0]).name for line in log.read_text().splitlines()
+                               if " -c " in line))
+    assert compiled == [["k.c", "vdsp_rt.c"], ["k.c"]], compiled
+    assert len(list(home.glob("*.o"))) == 1 and len(list(home.glob("*.so"))) == 2
+
+
+@pytest.mark.skipif(bool(__import__("vdsp_sim.ctoolchain", fromlist=["missing"]).missing()), reason="no C compiler")
 def test_a_process_running_a_source_trees_kernels_leaves_no_file_when_killed(tmp_path):
     """A process that runs the stock tree's C kernels without an image (the loopback SoC, the fuzzer,
     the in-process point-cloud stages) holds its kernel library where nothing is left when it dies,
@@ -151,7 +179,7 @@ def test_two_processes_building_the_same_kernels_at_once_compile_them_once(home,
         assert first.returncode == 0, err1
         assert second.returncode == 0, err2             # 'compiled' (exit 1) had it compiled
         assert out2 == out1 and len(list(home.glob("*.so"))) == 1
-        assert [p.name for p in home.iterdir() if not p.name.endswith(".so")] == []     # no lock file left
+        assert [p.name for p in home.iterdir() if not p.name.endswith((".so", ".o"))] == []     # no lock file left
     finally:
         for proc in (first, second):
             if proc is not None and proc.poll() is None:
