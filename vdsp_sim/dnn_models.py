@@ -27,8 +27,6 @@ from typing import Callable
 from pathlib import Path
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 from arm_side import nn
 from arm_side.dnn import container, props as tprops
@@ -40,6 +38,14 @@ MOBILENET = "mobilenetv1_224x224_nv12"
 FEATURE_HEAD = "feature_head"
 DEFAULT_DIR = Path(__file__).resolve().parent / "models"
 SEED = 20240204
+
+
+def _onnx():
+    """onnx and what the builders use of it, imported when a model is built, not when this module
+    is (1.3 s of CPU on the 2-CPU VM, which every process that only finds the built files paid)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    return onnx, TensorProto, helper, numpy_helper
 
 
 def model_dir() -> Path:
@@ -61,11 +67,13 @@ class _Graph:
         return f"{base}_{self.n}"
 
     def const(self, value: np.ndarray | np.generic, base: str = "c") -> str:
+        _, _, _, numpy_helper = _onnx()
         name = self.name(base)
         self.inits.append(numpy_helper.from_array(np.asarray(value), name))
         return name
 
     def op(self, op: str, inputs: list, base: str | None = None, **attrs) -> str:
+        _, _, helper, _ = _onnx()
         out = self.name(base or op.lower())
         self.nodes.append(helper.make_node(op, inputs, [out], **attrs))
         return out
@@ -85,6 +93,7 @@ class _Graph:
         return self.op("Cast", [v], to=dtype)
 
     def model(self, inputs: list, outputs: list, last: str, out_name: str) -> bytes:
+        onnx, _, helper, _ = _onnx()
         self.nodes.append(helper.make_node("Identity", [last], [out_name]))
         graph = helper.make_graph(self.nodes, "g", inputs, outputs, self.inits)
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name=BUILDER)
@@ -97,6 +106,7 @@ class _Graph:
 
 def _mobilenet_body(g: _Graph, h: int = 224, w: int = 224) -> str:
     """NV12 uint8 [1, h*3/2, w] 'data' -> float logits [1, 1000, 1, 1]."""
+    _, TensorProto, _, _ = _onnx()
     y = g.op("Slice", ["data", g.const(np.array([0, 0, 0])), g.const(np.array([1, h, w]))])
     y = g.op("Unsqueeze", [g.op("Cast", [y], to=TensorProto.FLOAT), g.const(np.array([1]))])
     uv = g.op("Slice", ["data", g.const(np.array([0, h, 0])), g.const(np.array([1, h * 3 // 2, w]))])
@@ -115,6 +125,7 @@ def _mobilenet_body(g: _Graph, h: int = 224, w: int = 224) -> str:
 
 def _mobilenet_scales(seed: int) -> np.ndarray:
     """One scale per class: the largest |logit| over a few calibration images / 2**15."""
+    _, TensorProto, helper, _ = _onnx()
     g = _Graph(seed)
     logits = _mobilenet_body(g)
     data = helper.make_tensor_value_info("data", TensorProto.UINT8, [1, 336, 224])
@@ -131,6 +142,7 @@ def _mobilenet_scales(seed: int) -> np.ndarray:
 
 def build_mobilenet(seed: int = SEED) -> tuple[bytes, bytes]:
     """(container bytes, whole-model ONNX bytes)."""
+    _, TensorProto, helper, _ = _onnx()
     scales = _mobilenet_scales(seed)
     data = helper.make_tensor_value_info("data", TensorProto.UINT8, [1, 336, 224])
     q = nn.Quantization.scale_(scales, 0, axis=1)
@@ -170,6 +182,7 @@ FEATURE_SCALE, SCORES_SCALE = 0.05, 0.002
 
 def build_feature_head(user_layer: bool = False, seed: int = SEED + 7) -> tuple[bytes, bytes]:
     """(container bytes, whole-model ONNX bytes); see the module docstring."""
+    _, TensorProto, helper, _ = _onnx()
     fq = nn.aligned(FEATURE_SHAPE, nn.DataType.S8, nn.Layout.NCHW, quant=nn.Quantization.scale_(FEATURE_SCALE))
     sq = nn.aligned(SCORES_SHAPE, nn.DataType.S16, nn.Layout.NCHW, quant=nn.Quantization.scale_(SCORES_SCALE))
 
