@@ -222,3 +222,98 @@ def test_a_listening_socket_gets_descriptors_for_all_its_connections():
     out = subprocess.run([sys.executable, "-c", _ROOM], capture_output=True, text=True, timeout=60, check=True)
     soft, hard = (int(x) for x in out.stdout.split())
     assert soft >= min(hard, 1024 + 64), out.stdout
+
+
+_HOLD = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+sys.stdin.readline()                    # "connect"
+s.connect(sys.argv[1])
+print("up", flush=True)
+sys.stdin.readline()                    # "check": was this connection shut down by the server?
+s.settimeout(2.0)
+try:
+    while s.recv(4096):                 # the server's ZMTP greeting, then nothing: kept
+        pass
+    print("cut", flush=True)
+except socket.timeout:
+    print("kept", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_displacement_decided_late_shuts_down_the_connection_it_chose_not_one_that_took_its_number(short_dir):
+    """The admission thread reads the monitor's events late on a busy host. A connection it chose
+    to displace (the newest of the peer holding the most) may have closed meanwhile, and its
+    descriptor number gone to a new connection of another process: that one was shut down in its
+    place. Beside a HELLO flood on 24 busy CPUs a client's connection, its HELLO verified, was cut
+    so, and its next task went out on ZeroMQ's new connection, unknown to the relay (HB_DSP_RELAY_
+    UNAVAILABLE, "no longer knows this connection's HELLO"). Here the thread is held while another
+    process connects (this one displaces ours), ours closes its newest and a third process's
+    connection takes that number: the third is kept, ours' other connection is the one cut."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    ctx = zmq.Context()
+    server = ctx.socket(zmq.ROUTER)
+    admission = Admission(server, "test", max_frame=1 << 20, max_connections=2)
+    server.handshake_ivl = 600_000      # these raw connections never greet: kept however slow the host
+    endpoint = f"ipc://{short_dir}/s.sock"
+    server.bind(endpoint)
+    ours, procs = [], []
+
+    def holder() -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-c", _HOLD, endpoint[6:]], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+        return proc
+
+    def say(proc: subprocess.Popen, line: str) -> str:
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+        return proc.stdout.readline().strip()
+
+    def sockets() -> dict[int, int]:
+        """This process's unix sockets: descriptor -> inode (the server's connections among them)."""
+        out = {}
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{name}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                out[int(name)] = int(target[8:-1])
+        return out
+    try:
+        for _ in range(2):
+            sock = socket.socket(socket.AF_UNIX)
+            sock.connect(endpoint[6:])
+            ours.append(sock)
+        assert wait_until(lambda: admission.counts() == (0, 2), 5), admission.counts()
+        with admission._lock:
+            newest = list(admission.conns)[-1]      # the server's descriptor of ours[1]
+        other, third = holder(), holder()          # their pipes made now: no descriptor of ours is freed below
+        before = sockets()
+        with admission._lock:                       # the admission thread reads no event until this block ends
+            assert say(other, "connect") == "up"    # another process: it displaces ours' newest, decided below
+            assert wait_until(lambda: len(sockets()) == len(before) + 1, 10)       # accepted by ZeroMQ
+            ours[1].shutdown(socket.SHUT_RDWR)      # ours' newest ends (its descriptor here stays taken) and
+            assert wait_until(lambda: sockets().get(newest) != before[newest], 10)      # the server closes its own
+            assert say(third, "connect") == "up"    # the next connection takes that number
+            assert wait_until(lambda: newest in sockets() and sockets()[newest] != before[newest], 10), \
+                "the third connection did not take the closed connection's descriptor number"
+        assert wait_until(lambda: admission.displaced == 1, 10)
+        assert say(third, "check") == "kept"
+        ours[0].settimeout(30)
+        while ours[0].recv(4096):                   # ours' other connection was the one displaced
+            pass
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=30)
+        for sock in ours:
+            sock.close()
+        admission.stop()
+        server.close(0)
+        ctx.term()

@@ -31,6 +31,14 @@ no descriptor). It keeps
 - handshakes that last at most ``HANDSHAKE_IVL_MS`` (``ZMQ_HANDSHAKE_IVL``; ZeroMQ closes
   slower ones).
 
+**A cut shuts down the connection it was decided for, never another**: the monitor's events are
+read late on a busy host, and by then a connection's descriptor number may have been closed and
+given to a newer connection (beside a HELLO flood a client's verified connection was shut down
+so, in place of a flood connection that had closed). Each connection is known by its socket's
+inode, read with its peer when its ACCEPTED event is taken; a cut duplicates the descriptor and
+shuts the socket down only if that duplicate is the same socket (held by the duplicate, it cannot
+change in between), and the kernel's counters are read only from the same socket.
+
 **A connection whose handshake succeeded is never cut** (its client's messages would be lost
 with it: a client sends as soon as it has the READY). Reading the counters and cutting are
 not one step, so a connection must not be able to get its READY in between: each look holds
@@ -264,16 +272,16 @@ class Admission:
 
     def _on_event(self, event: int, fd: int, endpoint: str) -> None:
         if event == zmq.EVENT_ACCEPTED:
-            peer = self._peer(fd, endpoint)
+            peer, inode = self._peer(fd, endpoint)
             self._drop(fd)        # a descriptor number reused: a new connection
             if (len(self.conns) >= self.max_connections and not self._make_room(peer)
-                    and self._may_cut(fd, endpoint)):
+                    and self._may_cut(fd, endpoint, inode)):
                 self.refused += 1
                 self.warn.warn("full", "%s: %d connections (the limit): refused a new one", self.name,
                                self.max_connections)
-                _cut(fd, endpoint)
+                _cut(fd, endpoint, inode)
                 return
-            self.conns[fd] = _Conn(endpoint, time.monotonic(), peer)
+            self.conns[fd] = _Conn(endpoint, time.monotonic(), peer, inode)
             self.held[peer] += 1
         elif event & _GONE:
             self._drop(fd)
@@ -282,13 +290,13 @@ class Admission:
             if event & zmq.EVENT_DISCONNECTED:
                 self.closes += 1
 
-    def _may_cut(self, fd: int, endpoint: str) -> bool:
-        """May the connection ``fd`` be closed now without losing what its peer sent after a
-        successful handshake? ipc: the SoC's own user, closed as before. tcp: not if it may have
-        authenticated (or may be about to, its yes in flight)."""
+    def _may_cut(self, fd: int, endpoint: str, inode: int | None) -> bool:
+        """May the connection ``fd`` (its socket's ``inode``) be closed now without losing what its
+        peer sent after a successful handshake? ipc: the SoC's own user, closed as before. tcp: not
+        if it may have authenticated (or may be about to, its yes in flight)."""
         if not endpoint.startswith("tcp://"):
             return True
-        sent, received = _tcp_counts(fd, endpoint)
+        sent, received = _tcp_counts(fd, endpoint, inode)
         return sent is not None and self._unauthenticated(sent, received)
 
     @staticmethod
@@ -297,41 +305,42 @@ class Admission:
         and cannot before ``_VERDICTS`` is let go (short of a whole handshake, or no yes in flight)."""
         return sent < AUTH_SENT_MIN and (received < HANDSHAKE_MIN or _LEDGER.in_flight() == 0)
 
-    def _peer(self, fd: int, endpoint: str) -> tuple:
+    def _peer(self, fd: int, endpoint: str) -> tuple[tuple, int | None]:
         """Whose connection ``fd``, just accepted, is: the process that opened it (ipc; recorded for
-        the owner proofs, ``peerproof.Accepted``), else the address it comes from."""
+        the owner proofs, ``peerproof.Accepted``), else the address it comes from; and its socket's
+        inode, read from the same socket (None: no longer one of ours, nothing to cut)."""
         sock = _ours(fd, endpoint)
         if sock is None:
-            return ("fd", fd)
+            return ("fd", fd), None
         try:
+            inode = os.fstat(sock.fileno()).st_ino
             if endpoint.startswith("ipc://"):
                 if self.accepted is not None:
                     self.accepted.record(sock)
-                return ("process", peercred.peer_cred(sock)[0])
-            return ("address", sock.getpeername()[0])
+                return ("process", peercred.peer_cred(sock)[0]), inode
+            return ("address", sock.getpeername()[0]), inode
         except OSError:
-            return ("fd", fd)
+            return ("fd", fd), None
         finally:
             sock.detach()
 
     def _make_room(self, peer: tuple) -> bool:
         """Every place is taken: if ``peer`` would hold fewer connections than the peer holding
         the most even with this one, that peer's newest connection that may be cut (``_may_cut``)
-        is shut down for it (True)."""
+        is shut down for it (True). One that has closed since (its descriptor maybe another's now:
+        ``_cut`` says so) is passed over for the next newest; its DISCONNECTED event follows."""
         most, count = self.held.most_common(1)[0]
         if self.held[peer] + 1 >= count:
             return False
-        victim = next((fd for fd in reversed(self.conns) if self.conns[fd].peer == most
-                       and self._may_cut(fd, self.conns[fd].endpoint)), None)
-        if victim is None:
-            return False
-        endpoint = self.conns[victim].endpoint
-        self._drop(victim)
-        self.displaced += 1
-        self.warn.warn("displaced", "%s: %d connections (the limit): closed the newest of the %d of %s for a "
-                       "connection of another", self.name, self.max_connections, count, most)
-        _cut(victim, endpoint)
-        return True
+        for fd in [fd for fd in reversed(self.conns) if self.conns[fd].peer == most]:
+            conn = self.conns[fd]
+            if self._may_cut(fd, conn.endpoint, conn.inode) and _cut(fd, conn.endpoint, conn.inode):
+                self._drop(fd)
+                self.displaced += 1
+                self.warn.warn("displaced", "%s: %d connections (the limit): closed the newest of the %d of %s for a "
+                               "connection of another", self.name, self.max_connections, count, most)
+                return True
+        return False
 
     def _drop(self, fd: int) -> _Conn | None:
         conn = self.conns.pop(fd, None)
@@ -353,9 +362,9 @@ class Admission:
         for fd, conn in list(self.conns.items()):
             if not conn.pending:
                 continue
-            sent, received = _tcp_counts(fd, conn.endpoint)
+            sent, received = _tcp_counts(fd, conn.endpoint, conn.inode)
             if sent is None:
-                continue            # gone: its DISCONNECTED event follows
+                continue            # gone (its number maybe another's now): its DISCONNECTED event follows
             if sent >= AUTH_SENT_MIN:
                 conn.pending = False
                 _LEDGER.authenticated()
@@ -381,23 +390,27 @@ class Admission:
         assert conn is not None
         self.evicted += 1
         self.warn.warn("evict", "%s: closed a tcp connection that had not authenticated: %s", self.name, why)
-        _cut(fd, conn.endpoint)
+        _cut(fd, conn.endpoint, conn.inode)
 
 
 class _Conn:
-    __slots__ = ("endpoint", "pending", "since", "peer")
+    __slots__ = ("endpoint", "pending", "since", "peer", "inode")
 
-    def __init__(self, endpoint: str, since: float, peer: tuple) -> None:
+    def __init__(self, endpoint: str, since: float, peer: tuple, inode: int | None) -> None:
         self.endpoint, self.peer = endpoint, peer
+        self.inode = inode                              # its socket's, as its ACCEPTED event was taken
         self.since = since                              # when its ACCEPTED event was taken (monotonic)
         self.pending = endpoint.startswith("tcp://")    # ipc peers are the SoC's own user: nothing to prove
 
 
-def _ours(fd: int, endpoint: str) -> socket.socket | None:
+def _ours(fd: int, endpoint: str, inode: int | None = None) -> socket.socket | None:
     """A (detachable) socket object for ``fd`` if it still is a connection accepted on ``endpoint``
-    (its local address is the listener's), else None: the number may have been reused meanwhile
-    for another of this process's sockets, which must not be touched."""
+    (its local address is the listener's) and, given ``inode``, that connection's socket, else
+    None: the number may have been reused meanwhile for another of this process's sockets or
+    another connection, which must not be touched."""
     try:
+        if inode is not None and os.fstat(fd).st_ino != inode:
+            return None
         sock = socket.socket(fileno=fd)
     except OSError:
         return None
@@ -416,11 +429,11 @@ def _ours(fd: int, endpoint: str) -> socket.socket | None:
     return None
 
 
-def _tcp_counts(fd: int, endpoint: str) -> tuple[int | None, int]:
-    """(bytes the server sent, bytes received) on the tcp connection ``fd`` (``TCP_INFO``, one
-    consistent reading; sent: those acknowledged before Linux 4.19); (None, 0) if it is gone or
-    unreadable."""
-    sock = _ours(fd, endpoint)
+def _tcp_counts(fd: int, endpoint: str, inode: int | None) -> tuple[int | None, int]:
+    """(bytes the server sent, bytes received) on the tcp connection ``fd`` whose socket is
+    ``inode`` (``TCP_INFO``, one consistent reading; sent: those acknowledged before Linux 4.19);
+    (None, 0) if it is gone (its number maybe another connection's now) or unreadable."""
+    sock = _ours(fd, endpoint, inode)
     if sock is None:
         return None, 0
     try:
@@ -437,15 +450,28 @@ def _tcp_counts(fd: int, endpoint: str) -> tuple[int | None, int]:
         sock.detach()
 
 
-def _cut(fd: int, endpoint: str) -> None:
-    """Shut down the connection ``fd`` accepted on ``endpoint`` (ZeroMQ's, not closed here:
-    ZeroMQ sees the end of the stream and closes it itself, freeing what it held)."""
-    sock = _ours(fd, endpoint)
-    if sock is None:
-        return
+def _cut(fd: int, endpoint: str, inode: int | None) -> bool:
+    """Shut down the connection ``fd`` accepted on ``endpoint`` whose socket is ``inode`` (ZeroMQ's,
+    not closed here: ZeroMQ sees the end of the stream and closes it itself, freeing what it held).
+    The check and the shutdown are on a duplicate of ``fd``, which holds the socket it names:
+    ZeroMQ closing ``fd`` and a new connection taking its number in between cannot make it another
+    connection's. False (nothing done): ``fd`` is no longer that connection, or no inode is known."""
+    if inode is None:
+        return False
     try:
-        sock.shutdown(socket.SHUT_RDWR)
+        dup = os.dup(fd)
     except OSError:
-        pass
+        return False
+    try:
+        sock = _ours(dup, endpoint, inode)
+        if sock is None:
+            return False
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            sock.detach()
+        return True
     finally:
-        sock.detach()
+        os.close(dup)
