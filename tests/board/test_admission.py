@@ -9,6 +9,36 @@ from tests.conftest import wait_until
 from vdsp_board.identity.admission import PREAUTH_BUDGET, Admission, max_pending_for
 
 
+def _raw_server(short_dir, max_connections: int) -> tuple:
+    """(context, ROUTER, its Admission, endpoint): an ipc server that keeps raw connections (which
+    never greet) however slow the host. short_dir: tmp_path under a long TMPDIR is past 107 characters."""
+    ctx = zmq.Context()
+    server = ctx.socket(zmq.ROUTER)
+    admission = Admission(server, "test", max_frame=1 << 20, max_connections=max_connections)
+    server.handshake_ivl = 600_000
+    endpoint = f"ipc://{short_dir}/s.sock"
+    server.bind(endpoint)
+    return ctx, server, admission, endpoint
+
+
+def _close_raw(ctx, server, admission, socks: list) -> None:
+    for sock in socks:
+        sock.close()
+    admission.stop()
+    server.close(0)
+    ctx.term()
+
+
+def _raw_connections(endpoint: str, count: int) -> list:
+    import socket
+    out = []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(endpoint[6:])
+        out.append(sock)
+    return out
+
+
 def test_pending_handshakes_times_the_largest_frame_stay_within_the_budget():
     for frame in (64 << 20, 1 << 20, 4096):
         assert max_pending_for(frame) * frame <= PREAUTH_BUDGET
@@ -162,19 +192,11 @@ def test_when_full_a_connection_of_another_process_takes_the_place_of_the_newest
     import socket
     import subprocess
     import sys
-    ctx = zmq.Context()
-    server = ctx.socket(zmq.ROUTER)
-    admission = Admission(server, "test", max_frame=1 << 20, max_connections=3)
-    server.handshake_ivl = 600_000      # these raw connections never greet: kept however slow the host
-    endpoint = f"ipc://{short_dir}/s.sock"     # short_dir: tmp_path under a long TMPDIR is past 107 characters
-    server.bind(endpoint)
+    ctx, server, admission, endpoint = _raw_server(short_dir, 3)
     ours = []
     other = None
     try:
-        for _ in range(3):
-            sock = socket.socket(socket.AF_UNIX)
-            sock.connect(endpoint[6:])
-            ours.append(sock)
+        ours += _raw_connections(endpoint, 3)
         assert wait_until(lambda: admission.counts() == (0, 3), 5), admission.counts()
         other = subprocess.Popen([sys.executable, "-c", "import socket, sys; s = socket.socket(socket.AF_UNIX); "
                                   "s.connect(sys.argv[1]); print('up', flush=True); sys.stdin.read()", endpoint[6:]],
@@ -198,11 +220,7 @@ def test_when_full_a_connection_of_another_process_takes_the_place_of_the_newest
         if other is not None:
             other.stdin.close()
             other.wait(timeout=30)
-        for sock in ours:
-            sock.close()
-        admission.stop()
-        server.close(0)
-        ctx.term()
+        _close_raw(ctx, server, admission, ours)
 
 
 _ROOM = r"""
@@ -255,12 +273,7 @@ def test_a_displacement_decided_late_shuts_down_the_connection_it_chose_not_one_
     import socket
     import subprocess
     import sys
-    ctx = zmq.Context()
-    server = ctx.socket(zmq.ROUTER)
-    admission = Admission(server, "test", max_frame=1 << 20, max_connections=2)
-    server.handshake_ivl = 600_000      # these raw connections never greet: kept however slow the host
-    endpoint = f"ipc://{short_dir}/s.sock"
-    server.bind(endpoint)
+    ctx, server, admission, endpoint = _raw_server(short_dir, 2)
     ours, procs = [], []
 
     def holder() -> subprocess.Popen:
@@ -286,10 +299,7 @@ def test_a_displacement_decided_late_shuts_down_the_connection_it_chose_not_one_
                 out[int(name)] = int(target[8:-1])
         return out
     try:
-        for _ in range(2):
-            sock = socket.socket(socket.AF_UNIX)
-            sock.connect(endpoint[6:])
-            ours.append(sock)
+        ours += _raw_connections(endpoint, 2)
         assert wait_until(lambda: admission.counts() == (0, 2), 5), admission.counts()
         with admission._lock:
             newest = list(admission.conns)[-1]      # the server's descriptor of ours[1]
@@ -312,8 +322,4 @@ def test_a_displacement_decided_late_shuts_down_the_connection_it_chose_not_one_
         for proc in procs:
             proc.kill()
             proc.wait(timeout=30)
-        for sock in ours:
-            sock.close()
-        admission.stop()
-        server.close(0)
-        ctx.term()
+        _close_raw(ctx, server, admission, ours)
