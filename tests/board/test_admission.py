@@ -283,6 +283,7 @@ def test_a_displacement_decided_late_shuts_down_the_connection_it_chose_not_one_
         return proc
 
     def say(proc: subprocess.Popen, line: str) -> str:
+        assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(line + "\n")
         proc.stdin.flush()
         return proc.stdout.readline().strip()
