@@ -332,9 +332,10 @@ class Admission:
         most, count = self.held.most_common(1)[0]
         if self.held[peer] + 1 >= count:
             return False
-        for fd in [fd for fd in reversed(self.conns) if self.conns[fd].peer == most]:
+        for fd in reversed(self.conns):       # newest first; the table changes only as the loop returns
             conn = self.conns[fd]
-            if self._may_cut(fd, conn.endpoint, conn.inode) and _cut(fd, conn.endpoint, conn.inode):
+            if conn.peer == most and self._may_cut(fd, conn.endpoint, conn.inode) and _cut(fd, conn.endpoint,
+                                                                                           conn.inode):
                 self._drop(fd)
                 self.displaced += 1
                 self.warn.warn("displaced", "%s: %d connections (the limit): closed the newest of the %d of %s for a "
