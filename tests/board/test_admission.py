@@ -268,8 +268,11 @@ def test_a_displacement_decided_late_shuts_down_the_connection_it_chose_not_one_
     so, and its next task went out on ZeroMQ's new connection, unknown to the relay (HB_DSP_RELAY_
     UNAVAILABLE, "no longer knows this connection's HELLO"). Here the thread is held while another
     process connects (this one displaces ours), ours closes its newest and a third process's
-    connection takes that number: the third is kept, ours' other connection is the one cut."""
+    connection takes that number: the third is kept, ours' other connection is the one cut.
+    Holds docs/security.md: "A connection is cut by its socket (its inode, checked on a duplicate
+    of the descriptor), never by a descriptor number another connection may have taken since"."""
     import os
+    import select
     import socket
     import subprocess
     import sys
@@ -283,9 +286,12 @@ def test_a_displacement_decided_late_shuts_down_the_connection_it_chose_not_one_
         return proc
 
     def say(proc: subprocess.Popen, line: str) -> str:
+        """``line`` to a holder, and its answer within 60 s (a deadline of its own: a hung child fails)."""
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(line + "\n")
         proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, f"the holder did not answer {line!r} within 60 s"
         return proc.stdout.readline().strip()
 
     def sockets() -> dict[int, int]:
@@ -319,6 +325,10 @@ def test_a_displacement_decided_late_shuts_down_the_connection_it_chose_not_one_
         ours[0].settimeout(30)
         while ours[0].recv(4096):                   # ours' other connection was the one displaced
             pass
+        from pathlib import Path
+        docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text().split())
+        assert ("A connection is cut by its socket (its inode, checked on a duplicate of the descriptor), never by a "
+                "descriptor number another connection may have taken since the decision.") in docs
     finally:
         for proc in procs:
             proc.kill()

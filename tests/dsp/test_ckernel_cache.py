@@ -75,7 +75,9 @@ def test_a_second_process_builds_the_stock_image_without_compiling(home, tmp_pat
 @pytest.mark.skipif(bool(__import__("vdsp_sim.ctoolchain", fromlist=["missing"]).missing()), reason="no C compiler")
 def test_a_second_trees_build_compiles_its_own_files_and_not_the_runtime(home, tmp_path):
     """The runtime's object file is cached apart from the trees' libraries: another tree built in
-    another process compiles that tree's files only, and its library holds the runtime's functions."""
+    another process compiles that tree's files only, and its library holds the runtime's functions.
+    Holds docs/dsp_kernels.md: "a tree's build compiles the tree's own files and links the runtime's
+    object"."""
     log = tmp_path / "cc.log"
     wrapper = tmp_path / "cc"      # the C compiler, each command it runs written down
     wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec cc "$@"\n')
@@ -98,6 +100,8 @@ def test_a_second_trees_build_compiles_its_own_files_and_not_the_runtime(home, t
                                if " -c " in line))
     assert compiled == [["k.c", "vdsp_rt.c"], ["k.c"]], compiled
     assert len(list(home.glob("*.o"))) == 1 and len(list(home.glob("*.so"))) == 2
+    docs = " ".join((ROOT / "docs" / "dsp_kernels.md").read_text().split())
+    assert "a tree's build compiles the tree's own files and links the runtime's object" in docs
 
 
 @pytest.mark.skipif(bool(__import__("vdsp_sim.ctoolchain", fromlist=["missing"]).missing()), reason="no C compiler")
