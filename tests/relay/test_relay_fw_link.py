@@ -56,7 +56,10 @@ def test_a_task_for_a_firmware_that_refused_the_relay_does_not_stop_its_loop(ref
                                                             fw_endpoint=f"ipc://{rt}/{name}.fw.sock")), 0.0)
         relay.flush()
         stuck = _refused_dealer(relay.ctx, endpoint, server_key)
-        relay.fw[1].close(0)
+        # the link closed as the relay closes one (its monitor first: a monitor left bound at
+        # inproc://monitor.s-<fd> refused the monitor of the next socket given that fd number)
+        relay._close_link(relay.fw[1], relay.fw_monitors[1])
+        relay.fw_monitors[1] = None
         relay.fw[1] = stuck
         engine.out.append(ToFw(1, wire.encode(messages.task(9, 1, inputs=[], outputs=[]))))
         flusher = threading.Thread(target=relay.flush, daemon=True)     # daemon: a blocked flush must not hang pytest
