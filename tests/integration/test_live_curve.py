@@ -191,7 +191,7 @@ STRANGER = textwrap.dedent("""
     with tempfile.TemporaryDirectory() as keydir:       # the key pair is read at once: nothing left in /tmp
         public, secret = zmq.auth.load_certificate(zmq.auth.create_certificates(keydir, "me")[1])
     ctx = zmq.Context()
-    answers = {}
+    answers, queued = {}, {}
     for where, endpoint in endpoints.items():
         for keyed in (False, True):
             sock = ctx.socket(zmq.DEALER)
@@ -200,17 +200,21 @@ STRANGER = textwrap.dedent("""
                 sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = server_public, public, secret
             sock.connect(endpoint)
             # not blocking: once the server has refused the handshake, libzmq ends this socket's only
-            # session, and a blocking send then waits for a peer for ever (CI, once, beside the run's
-            # other workers: the server refused between two sends). A send refused so is nothing answered.
+            # session, and a blocking send then waits for a peer for ever (a suite run, once: the
+            # server refused between two sends). A send refused so is nothing answered; the first,
+            # made as the socket connects, always has the session to go to (counted: ``queued``).
+            n = 0
             try:
                 for frames in (messages.task(1, 0, inputs=[], outputs=[], core=1),
                                messages.control(2, "vdsp0", "state", "stop"), messages.hello(3, "client")):
                     sock.send_multipart(wire.encode(frames), zmq.NOBLOCK)
+                    n += 1
             except zmq.Again:
                 pass
+            queued[f"{where} keyed={keyed}"] = n
             answers[f"{where} keyed={keyed}"] = sock.poll(1500) != 0
             sock.close(0)
-    print(json.dumps({"uid": uid, "answers": answers}))
+    print(json.dumps({"uid": uid, "answers": answers, "queued": queued}))
 """)
 
 
@@ -227,6 +231,7 @@ def test_a_peer_without_an_allowed_key_from_another_uid_gets_nothing_at_all(tcp_
     out = json.loads(res.stdout)
     assert out["uid"] == otheruser.other_ids()[0] != os.getuid()
     assert out["answers"] and not any(out["answers"].values()), out["answers"]
+    assert all(n >= 1 for n in out["queued"].values()), out["queued"]     # each socket sent something
     assert tcp_soc.alive()
     with Soc(autostart_relay=False) as soc:       # nothing was stopped
         assert soc.control("vdsp0", "state") == "running"

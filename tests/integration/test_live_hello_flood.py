@@ -35,8 +35,9 @@ from vdsp_board.identity.admission import MAX_CONNECTIONS
 pytestmark = pytest.mark.live
 # Every test here runs with no other test of the run beside it (``exclusive``): those that bound how
 # long an open takes, and the one with 1,024 flooding connections, which bounds no time but whose
-# flood spins for as long as its ten opens take: alone it takes ~17 s on the 2-CPU VM, beside the
-# other workers ~70 s, its flood holding one of the two CPUs all along (~50 CPU-s more for the run).
+# flood spins for as long as its ten opens take: alone it took 11 s in a suite run on the 2-CPU VM,
+# beside the other workers 69 s, its flood holding one of the two CPUs all along (the module's
+# CPU, with every process it started: 80 -> 48 CPU-s).
 ROOT = Path(__file__).resolve().parents[2]
 # An open during a flood is slow at worst, never refused: refused, it would fail at the SDK's 20 s
 # connect timeout. 3 s held on a quiet host (0.03-0.3 s here) but not in CI's 3.13 run beside the C
