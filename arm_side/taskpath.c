@@ -1202,20 +1202,24 @@ static int send_tracked(PyObject *lane, PyObject *link, PyObject *frames, PyObje
   return 0;
 }
 
-/* Direct mode: Session.task_link's (key, core) for a task to any core (options.wire's core 0), as
- * Session.route chooses it (the first running core with the fewest in flight), counted in flight
- * there: 0 with *key and *core (new references); 1: not here (another core asked, nothing in flight
- * may go there, a firmware refused our HELLO and the task has buffers: Session.task_link decides
- * and raises what it raises; nothing was changed); -1 with an exception */
+/* Direct mode: Session.task_link's (key, core) for a task, as Session.route chooses its core: for
+ * any core (options.wire's core 0) the first running core with the fewest in flight, for CORE_0 or
+ * CORE_1 (1, 2: a bit per core) that core when it runs; counted in flight there: 0 with *key and
+ * *core (new references); 1: not here (another core value, the core asked for not running or not
+ * in this SoC, nothing in flight may go there, a firmware refused our HELLO and the task has
+ * buffers: Session.task_link decides and raises what it raises; nothing was changed); -1 with an
+ * exception */
 static PyObject *s_peers, *s_fw_endpoint, *s_fw_refused, *s_name, *s_fw_suffix, *s_rec_due;
 static int direct_link(PyObject *lane, PyObject *msg_id, PyObject *options, int buffers, PyObject **key,
                        PyObject **core) {
   PyObject *wire = PyObject_GetAttr(options, s_wire);
   if (wire == NULL) return -1;
-  int any = PyTuple_Check(wire) && PyTuple_GET_SIZE(wire) == 3 && PyLong_CheckExact(PyTuple_GET_ITEM(wire, 1)) &&
-            PyLong_AsLong(PyTuple_GET_ITEM(wire, 1)) == 0;
+  long want = PyTuple_Check(wire) && PyTuple_GET_SIZE(wire) == 3 && PyLong_CheckExact(PyTuple_GET_ITEM(wire, 1))
+                  ? PyLong_AsLong(PyTuple_GET_ITEM(wire, 1)) : -1;
   Py_DECREF(wire);
-  if (!any) return 1;
+  if (want == -1 && PyErr_Occurred()) PyErr_Clear(); /* out of a long's range: not a core value */
+  if (want < 0 || want > 2) return 1;
+  Py_ssize_t pinned = want - 1; /* Core(core).index: -1 for any core */
   PyObject *peers = PyObject_GetAttr(PyTuple_GET_ITEM(lane, S_SESSION), s_peers);
   if (peers == NULL) return -1;
   if (!PyList_CheckExact(peers)) {
@@ -1240,7 +1244,7 @@ static int direct_link(PyObject *lane, PyObject *msg_id, PyObject *options, int 
     int alive = endpoint == NULL ? -1 : endpoint == Py_None ? 0 : true_attr(p, s_alive_);
     Py_XDECREF(endpoint);
     if (alive < 0) rc = -1;
-    else if (alive && (best == NULL || n < best_n)) {
+    else if (alive && (pinned < 0 ? best == NULL || n < best_n : i == pinned)) {
       Py_XSETREF(best, Py_NewRef(p));
       best_n = n;
     }

@@ -727,7 +727,7 @@ _SUBMITS = r"""if True:
                 return {"made": first, "values": got(t.wait(10000)), "done": [list(fields(t)), t._done, t.error, t.released]}
             out.append(case("plain", plain))
             out.append(case("params and out_mems", lambda: made(opids.PING, [], [], {"x": 1}, opts, out_mems=["m"])[1]))
-            def many(n):        # n tasks submitted while none completes: the cores chosen, then the limit
+            def many(n, options=lambda i: opts):  # n tasks while none completes: the cores chosen, then the limit
                 import time
                 end = time.monotonic() + 10     # none in flight before (the tasks of the cases above end)
                 while any(p.inflight for p in session.peers) and time.monotonic() < end:
@@ -735,9 +735,9 @@ _SUBMITS = r"""if True:
                 client.reading.turn.acquire()
                 tasks, got = [], []
                 try:
-                    for _ in range(n):
+                    for i in range(n):
                         try:
-                            t = client.submit(opids.PING, [], [], {}, opts)
+                            t = client.submit(opids.PING, [], [], {}, options(i))
                         except Exception as exc:
                             got.append([type(exc).__name__, str(exc)])
                         else:
@@ -754,6 +754,28 @@ _SUBMITS = r"""if True:
                 return got
             # (relay mode: the relay's own limit counts what it has not answered yet, a matter of timing)
             out.append(case("cores chosen and the limit", lambda: many(34 if mode == "direct" else 30)))
+            pinned = [task_options(None, {"core": c}) for c in (CORE_0, CORE_1, CORE_1)]
+            task_link, routed = session.task_link, {"c": 0, "py": 0}     # the Python route's calls, each way
+            def counted(*args):
+                routed["c" if client._submit_c is not None else "py"] += 1
+                return task_link(*args)
+            session.task_link = counted
+            out.append(case("cores asked for and the limit",
+                            lambda: many(34 if mode == "direct" else 30, lambda i: pinned[i % 3])))
+            del session.task_link
+            def offline(core):      # a task to a core that stopped, as Session.core_state leaves it (direct mode)
+                peer = session.peers[-1 if core == CORE_1 else 0]
+                endpoint, state = peer.fw_endpoint, session.core_states.get(peer.name)
+                peer.fw_endpoint, session.core_states[peer.name] = None, "offline"
+                try:
+                    return got(client.submit(opids.PING, [], [], {}, task_options(None, {"core": core})).wait(10000))
+                finally:
+                    peer.fw_endpoint = endpoint
+                    if state is None:
+                        del session.core_states[peer.name]
+                    else:
+                        session.core_states[peer.name] = state
+            out.append(case("a core asked for offline", lambda: offline(CORE_1)))
             for op in (-1, 0xFFFF, True, "1"):
                 out.append(case(f"op {op!r}", lambda: made(op, [], [], {}, opts)[1]))
             traced = []
@@ -968,7 +990,7 @@ _SUBMITS = r"""if True:
                 got = outcome(lambda: t.wait(10000))
                 waits.append({"case": f"closed while waiting {way}", "got": got})
             client.__dict__["wait_for"] = compiled_wait_for(client)
-        print(json.dumps({"submit": out, "rpc": rpcs, "wait": waits}))
+        print(json.dumps({"submit": out, "rpc": rpcs, "wait": waits, "routed": routed}))
     finally:
         ps.close()
 """
@@ -995,7 +1017,8 @@ def test_the_compiled_submit_makes_and_sends_a_task_as_links_submit_does(compile
     RelayUnavailable, the task not in flight nor counted on a core) as the Python it mirrors, on
     a SoC of its own. (docs/building.md: "a task is made, tracked and sent in one call".)"""
     cases = compiled_calls["submit"]
-    assert [c["case"] for c in cases] == ["plain", "params and out_mems", "cores chosen and the limit", "op -1",
+    assert [c["case"] for c in cases] == ["plain", "params and out_mems", "cores chosen and the limit",
+                                          "cores asked for and the limit", "a core asked for offline", "op -1",
                                           "op 65535", "op True", "op '1'", "traced", "later", "send again",
                                           "send closed", "after"]
     for c in cases:
@@ -1008,6 +1031,12 @@ def test_the_compiled_submit_makes_and_sends_a_task_as_links_submit_does(compile
     else:                       # direct mode: the least busy core (the compiled route), then the limit
         assert [c[0] for c in chosen[:4]] == ["vdsp0", "vdsp1", "vdsp0", "vdsp1"], chosen[:4]
         assert [c[0] for c in chosen[32:]] == ["TaskNumExceedLimit"] * 2, chosen[30:]
+        asked = by["cores asked for and the limit"]     # CORE_0, CORE_1, CORE_1, ... (the compiled route)
+        assert [c[0] for c in asked[:6]] == ["vdsp0", "vdsp1", "vdsp1"] * 2, asked[:6]
+        assert [c[0] for c in asked[32:]] == ["TaskNumExceedLimit"] * 2, asked[30:]
+        assert by["a core asked for offline"][:2] == ["raised", "CoreOffline"], by["a core asked for offline"]
+        # the compiled submit chose each asked-for core itself: Session.task_link only for the two over the limit
+        assert compiled_calls["routed"] == {"c": 2, "py": 34}, compiled_calls["routed"]
     assert by["op -1"][:2] == ["raised", "InvalidArgument"] and by["op '1'"][:2] == ["raised", "InvalidArgument"]
     assert by["traced"][0] == by["later"] == by["after"] == ["core"] and by["traced"][1][2:] == ["[]", "[]"]
     for failed in ("send again", "send closed"):      # not in flight, nor counted on a core
