@@ -125,7 +125,7 @@ class Reading:
         signal of its own socket only, so only ``link`` is read then (None: every link; in direct
         mode a round of all four links cost a drain each, two syscalls apiece, for ~40 % of a
         window's sends)."""
-        if not self.turn.acquire(blocking=False):
+        if not self.turn.acquire(False):
             self.wake()
             return
         if self.shut:
@@ -297,7 +297,7 @@ class Reading:
         try:
             # the usual case first: the turn is free, and this thread reads until req ends (_lead
             # looks at closed() and the deadline itself; the loop below, after it, raises)
-            if self.turn.acquire(blocking=False):
+            if self.turn.acquire(False):
                 if self.shut:
                     self.turn.release()
                     raise errors.ApiUseError("the SoC connection was closed while waiting")
@@ -309,7 +309,7 @@ class Reading:
                 if remaining is not None and remaining <= 0:
                     raise errors.TaskTimeout(f"request {req.msg_id} not done after {(timeout_s or 0) * 1000:.0f} "
                                              "ms; it is still in flight, wait again to collect it")
-                if self.turn.acquire(blocking=False):
+                if self.turn.acquire(False):
                     if self.shut:
                         self.turn.release()
                         raise errors.ApiUseError("the SoC connection was closed while waiting")

@@ -156,7 +156,7 @@ class FirmwareIO:
         runner, intake, batch = self.runner, self.intake, self.batch
         if runner is None or intake.running or not intake.inbox:
             return False
-        if not runner.computing.acquire(blocking=False):      # the compute thread is between tasks
+        if not runner.computing.acquire(False):     # the compute thread is between tasks (positional: no kwargs dict)
             return False
         try:
             end = time.monotonic() + QUICK_TURN_S
@@ -164,7 +164,7 @@ class FirmwareIO:
                 job = intake.quick_task(runner.quick)
                 if job is None:
                     return False
-                reply, took = runner.run_job(job, idle=not intake.inbox)
+                reply, took = runner.run_job(job, not intake.inbox)     # idle
                 now = time.monotonic()
                 if reply is not None:       # held while another task's reply follows
                     self._send(batch.reply([job[0], *reply], took, now, bool(intake.inbox)))
