@@ -42,6 +42,7 @@ import logging
 import os
 import threading
 import time
+from typing import Final
 
 from protocol import errors, header, messages, wire
 from protocol.constants import Command
@@ -49,6 +50,7 @@ from vdsp_board.identity import peercred
 from vdsp_board.identity.ownership import Claim, Ownership, Verdict
 
 log = logging.getLogger("vdsp.hellogate")
+_HELLO: Final = int(Command.HELLO)    # a plain int: an IntEnum member read is an attribute lookup a message
 MAX_PENDING = 256               # HELLO claims queued for the worker or being judged, in all
 MAX_PENDING_PER_PEER = 8        # of one peer (an ipc process; a CURVE key over tcp)
 MAX_HELD_BYTES = 64 << 20       # bytes of messages waiting behind a claim, in all
@@ -143,7 +145,7 @@ class HelloGate:
     def passes(self, identity: bytes, frames: list) -> bool:
         """True if :meth:`admit` would hand this message straight back, alone and unchanged (no
         HELLO, nothing of its connection held): the caller may then handle it without an Item."""
-        return identity not in self.held and header.command_of(frames[0]) != Command.HELLO
+        return header.command_of(frames[0]) != _HELLO and not (self.held and identity in self.held)
 
     def admit(self, identity: bytes, frames: list, meta: object = None, peer: str = "") -> list[Item]:
         """The messages to handle now: this one, unless its connection waits for a verdict, and
@@ -204,7 +206,7 @@ class HelloGate:
         already: that one is refused (CoreBusy) before it is taken apart, which costs syscalls
         (a peer flooding HELLOs costs the loop little more than reading them)."""
         frames = item.frames
-        if not frames or header.command_of(frames[0]) != Command.HELLO:
+        if not frames or header.command_of(frames[0]) != _HELLO:
             return None
         try:
             body = messages.check_body(wire.decode(frames)).body
