@@ -182,10 +182,12 @@ class Ipc:
 
 
 @pytest.fixture(params=PROOFS)
-def ipc(request, tmp_path, monkeypatch):
-    """An :class:`Ipc` pair, once per identity proof this kernel offers (VDSP_IDENTITY_PROOF)."""
+def ipc(request, short_dir, monkeypatch):
+    """An :class:`Ipc` pair, once per identity proof this kernel offers (VDSP_IDENTITY_PROOF); its
+    socket in a short directory (under a normal user's long TMPDIR, tmp_path and a long test name
+    are past a unix socket path's 107 characters)."""
     monkeypatch.setenv("VDSP_IDENTITY_PROOF", request.param)
-    pair = Ipc(f"ipc://{tmp_path}/t.sock")
+    pair = Ipc(f"ipc://{short_dir}/t.sock")
     yield pair
     pair.close()
 

@@ -59,12 +59,12 @@ def test_a_start_time_pin_holds_its_process_only():
 
 
 @pytest.fixture
-def listener(tmp_path):
+def listener(short_dir):
     """A listening unix socket, as ZeroMQ's ipc endpoint is, and its path."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(str(tmp_path / "l.sock"))
+    sock.bind(str(short_dir / "l.sock"))
     sock.listen(8)
-    yield sock, str(tmp_path / "l.sock")
+    yield sock, str(short_dir / "l.sock")
     sock.close()
 
 
@@ -206,8 +206,8 @@ def test_the_kernel_probe_finds_at_least_what_the_release_has():
 
 
 @pytest.mark.parametrize("where", ["path", "abstract"])
-def test_an_admission_thread_records_who_connected(tmp_path, where):
-    endpoint = f"ipc://{tmp_path}/s" if where == "path" else f"ipc://@vdsp-test-{os.getpid()}-{time.monotonic_ns()}"
+def test_an_admission_thread_records_who_connected(short_dir, where):
+    endpoint = f"ipc://{short_dir}/s" if where == "path" else f"ipc://@vdsp-test-{os.getpid()}-{time.monotonic_ns()}"
     records = Accepted()
     ctx = zmq.Context()
     router, dealer = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)

@@ -41,15 +41,17 @@ def _processes_naming(path: str) -> list[str]:
 DEMO_RT_LENGTH = 94
 
 
-def _long_tmp(tmp_path: Path) -> Path:
-    """A TMPDIR under ``tmp_path`` for which demo.sh's runtime dir has DEMO_RT_LENGTH characters."""
-    pad = DEMO_RT_LENGTH - len(str(tmp_path / "t")) - len("/vdsp-demo.XXXXXX")
-    assert pad >= 0, f"pytest's tmp path {tmp_path} is too long for this test"
-    return tmp_path / ("t" + "m" * pad)
+def _long_tmp(base: Path) -> Path:
+    """A TMPDIR under ``base`` (a short directory: pytest's tmp path under a normal user's long
+    TMPDIR may be past DEMO_RT_LENGTH already) for which demo.sh's runtime dir has DEMO_RT_LENGTH
+    characters."""
+    pad = DEMO_RT_LENGTH - len(str(base / "t")) - len("/vdsp-demo.XXXXXX")
+    assert pad >= 0, f"{base} is too long for this test"
+    return base / ("t" + "m" * pad)
 
 
-def _run(tmp_path: Path, script: Path) -> tuple[subprocess.CompletedProcess, Path, Path, set]:
-    tmp, shm = _long_tmp(tmp_path), tmp_path / "shm"
+def _run(base: Path, script: Path) -> tuple[subprocess.CompletedProcess, Path, Path, set]:
+    tmp, shm = _long_tmp(base), base / "shm"
     tmp.mkdir()
     shm.mkdir()
     before = set(glob.glob("/tmp/vdsp-demo.*"))
@@ -61,8 +63,8 @@ def _run(tmp_path: Path, script: Path) -> tuple[subprocess.CompletedProcess, Pat
     return proc, tmp, shm, left | ({sockets[1]} if os.path.lexists(sockets[1]) else set())
 
 
-def test_demo_runs_the_samples_and_leaves_nothing_behind(tmp_path):
-    proc, tmp, shm, new_in_tmp = _run(tmp_path, ROOT / "demo.sh")
+def test_demo_runs_the_samples_and_leaves_nothing_behind(short_dir):
+    proc, tmp, shm, new_in_tmp = _run(short_dir, ROOT / "demo.sh")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "8 of 8 NN samples passed" in out, out[-4000:]
@@ -73,7 +75,7 @@ def test_demo_runs_the_samples_and_leaves_nothing_behind(tmp_path):
     assert _processes_naming(str(tmp)) == []
 
 
-def test_a_failing_demo_keeps_its_logs_and_says_where(tmp_path):
+def test_a_failing_demo_keeps_its_logs_and_says_where(tmp_path, short_dir):
     """When a sample fails, the runtime directory (the SoC's logs) stays, and the last line says where."""
     script = tmp_path / "demo-fails.sh"
     text = (ROOT / "demo.sh").read_text()
@@ -81,7 +83,7 @@ def test_a_failing_demo_keeps_its_logs_and_says_where(tmp_path):
     # the same script, from the checkout, with a sample that fails after the SoC is up
     script.write_text(text.replace('cd "$(dirname "$0")"', f'cd "{ROOT}"')
                       .replace("vdsp sample smoke\n", "vdsp sample smoke\nfalse\n"))
-    proc, tmp, shm, _ = _run(tmp_path, script)
+    proc, tmp, shm, _ = _run(short_dir, script)
     assert proc.returncode != 0
     kept = os.listdir(tmp)
     assert len(kept) == 1 and kept[0].startswith("vdsp-demo."), kept

@@ -60,8 +60,8 @@ class BusyRelay(threading.Thread):
 
 
 @pytest.fixture
-def relay_at(tmp_path, monkeypatch):
-    endpoint = f"ipc://{tmp_path}/relay.sock"
+def relay_at(short_dir, monkeypatch):
+    endpoint = f"ipc://{short_dir}/relay.sock"       # short: a normal user's long TMPDIR
     monkeypatch.setenv("VDSP_RELAY_ENDPOINT", endpoint)
     relays: list[BusyRelay] = []
 
