@@ -27,7 +27,7 @@ from dsp_side.core_engine import CoreEngine
 from dsp_side.fwproc import FirmwareProcess
 from dsp_side.kmsg import Kmsg
 from dsp_side.remoteproc import Device
-from vdsp_board.processes import rundir
+from vdsp_board.processes import proc, rundir
 from vdsp_board.observability import log as soclog, trace
 from vdsp_board.memory import ddr
 from vdsp_board.identity import curve, peerproof
@@ -43,9 +43,11 @@ class CoreServer:
     def __init__(self, name: str, bind: str, fw_bind: str, rt: Path, starter: Starter, *,
                  firmware: str | None = None, autostart: bool = True, watchdog_ms: int = DEFAULT_WATCHDOG_MS,
                  heartbeat_ms: int = HEARTBEAT_INTERVAL_MS, hung_ms: int = HUNG_AFTER_MS,
-                 allow_unsigned: bool = False) -> None:
+                 allow_unsigned: bool = False, wake_fd: int | None = None) -> None:
         """``starter``: the core's starter (``dsp_side.core_main.firmware_starter``), made before
-        this reads its key; it starts the firmwares and is closed with the server."""
+        this reads its key; it starts the firmwares and is closed with the server. ``wake_fd``: a
+        pipe a signal makes readable (``proc.signal_wake_fd``): the loop polls it, so that a SIGTERM's
+        handler clearing ``running`` ends it at once, not when its poll times out."""
         self.name, self.bind, self.fw_bind, self.rt = name, bind, fw_bind, rt
         self.starter = starter
         self.autostart, self.watchdog_ms = autostart, watchdog_ms
@@ -71,6 +73,9 @@ class CoreServer:
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
         self.poller.register(starter.fileno(), zmq.POLLIN)     # exits it reports
+        self.wake_fd = wake_fd
+        if wake_fd is not None:
+            self.poller.register(wake_fd, zmq.POLLIN)
         self.running = True
         self.exit_code = 0
 
@@ -179,6 +184,8 @@ class CoreServer:
                 elif sock == self.starter.fileno():
                     self.starter.collect(0)
                     self._starter_check()
+                elif sock == self.wake_fd:
+                    proc.drain_wake_fd(sock)
                 self.flush()
             now = time.monotonic()
             ready = self.fw is not None and self.fw.info is not None

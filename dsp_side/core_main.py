@@ -79,7 +79,8 @@ def run_from_args(args: argparse.Namespace) -> None:
     starter = firmware_starter(args.name)    # now: one thread, no key read yet (the server reads its own)
     server = CoreServer(args.name, bind, fw_bind, rt, starter, firmware=args.firmware,
                         autostart=not args.no_autostart, watchdog_ms=args.watchdog_ms,
-                        heartbeat_ms=args.heartbeat_ms, hung_ms=args.hung_ms, allow_unsigned=args.allow_unsigned)
+                        heartbeat_ms=args.heartbeat_ms, hung_ms=args.hung_ms, allow_unsigned=args.allow_unsigned,
+                        wake_fd=proc.signal_wake_fd())
     if args.allow_unsigned:
         log.warning("%s: --allow-unsigned: this core also boots UNSIGNED firmware images (development only)",
                     args.name)

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             log.info("Prometheus metrics on http://%s:%d/metrics", args.metrics_addr, args.metrics_port)
         server = RelayServer(bind, cores, heartbeat_ms=args.heartbeat_ms, hung_ms=args.hung_ms, credit=args.credit,
                              max_queued=args.max_queue, max_tasks_per_client=args.max_tasks_per_client,
-                             metrics=metrics)
+                             metrics=metrics, wake_fd=proc.signal_wake_fd())
     except Exception as exc:  # zmq bind errors: address in use, bad endpoint; metrics port in use
         pidfile.release()
         print(f"dsp_relay_server: cannot start on {bind}: {exc}", file=sys.stderr)

@@ -23,7 +23,7 @@ from protocol.constants import HEARTBEAT_INTERVAL_MS, HUNG_AFTER_MS, MAX_RAW_FRA
 from relay_server.effects import CloseFwLink, Effect, OpenFwLink, ToClient, ToCtl, ToFw
 from relay_server.engine import CREDIT, RelayEngine
 from relay_server.observe import RelayObserver
-from vdsp_board.processes import rundir
+from vdsp_board.processes import proc, rundir
 from vdsp_board.observability import trace
 from vdsp_board.memory import ddr
 from vdsp_board.identity import curve, peercred, peerproof
@@ -57,8 +57,10 @@ _POLLIN = int(zmq.POLLIN)
 class RelayServer:
     def __init__(self, bind: str, cores: dict[str, str], *, heartbeat_ms: int = HEARTBEAT_INTERVAL_MS,
                  hung_ms: int = HUNG_AFTER_MS, credit: int = CREDIT, max_queued: int = 8192,
-                 max_tasks_per_client: int = MAX_TASKS_PER_CLIENT, metrics=None) -> None:
-        """``metrics``: a ``relay_server.metrics.RelayMetrics`` to feed (--metrics-port)."""
+                 max_tasks_per_client: int = MAX_TASKS_PER_CLIENT, metrics=None, wake_fd: int | None = None) -> None:
+        """``metrics``: a ``relay_server.metrics.RelayMetrics`` to feed (--metrics-port). ``wake_fd``: a
+        pipe a signal makes readable (``proc.signal_wake_fd``): the loop polls it, so that a SIGTERM's
+        handler clearing ``running`` ends it at once, not at the end of its tick."""
         self.ctx = zmq.Context()
         self.front = self.ctx.socket(zmq.ROUTER)
         self.front.linger = 0
@@ -117,6 +119,7 @@ class RelayServer:
         self._quiet_due = True            # a quiet socket may hold messages its fd no longer signals
         self._items: list[tuple] = []
         self._handlers: dict = {}
+        self._wake_fd = wake_fd
         self._rebuild_poll()
         self._spare: list[Effect] = []         # the engine's other output list (two, swapped: none allocated per turn)
         self.running = True
@@ -135,7 +138,12 @@ class RelayServer:
                 handlers[sock] = self._drain_fw(index, sock)
         for fd in self._quiet_fds:
             handlers[fd] = self._mark_quiet
-        self._items = front_in + [(fd, _POLLIN) for fd in [self.hellos.fileno(), *self._quiet_fds]]
+        fds = [self.hellos.fileno(), *self._quiet_fds]
+        if self._wake_fd is not None:
+            wake = self._wake_fd
+            handlers[wake] = lambda: proc.drain_wake_fd(wake)
+            fds.append(wake)
+        self._items = front_in + [(fd, _POLLIN) for fd in fds]
         self._handlers = handlers
 
     def _dealer(self, endpoint: str, server_key: str = "",

@@ -129,3 +129,24 @@ def terminated_status(status: int) -> int:
     """``status``, or 128 + SIGTERM where a SIGTERM came (``exit_on_sigterm``) and the program
     still ended normally (its SystemExit lost): a terminated program never says it succeeded."""
     return 128 + _TERMINATED[0] if _TERMINATED and status == 0 else status
+
+
+def signal_wake_fd() -> int:
+    """The read end of a pipe that each signal this process catches makes readable
+    (``signal.set_wakeup_fd``; main thread only). A server loop polls it beside its sockets, so a
+    SIGTERM whose handler only clears the loop's flag ends the loop at once: the flag alone was
+    seen when the poll's timeout ran out (the relay's and a core's 100 ms tick), and a SoC's stop
+    (``vdsp down``, each test's SoC) waited that long for each of its processes in turn. Read it
+    empty with :func:`drain_wake_fd` when it wakes the poll."""
+    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    return r
+
+
+def drain_wake_fd(fd: int) -> None:
+    """Read what signals wrote to :func:`signal_wake_fd`'s pipe (their numbers), so it waits again."""
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass

@@ -355,7 +355,9 @@ def first_tasks(timeout_s: float) -> dict:
     finally:
         with proc.sigterm_held():       # a SIGTERM now comes after the cleanup, not in its middle
             progress("stopping its SoC (vdsp down)")
+            t0 = time.perf_counter()
             down = subprocess.run([*cli, "down"], capture_output=True, text=True)
+            out["down_s"] = time.perf_counter() - t0
             if down.returncode:
                 progress(f"vdsp down: {down.stderr.strip()}")
             if supervisor is not None and _process(supervisor[0]) == supervisor:
@@ -782,6 +784,8 @@ def render_first(first: dict, top: int = 10) -> list[str]:
         busy = sorted(idle["processes_ms_per_s"].items(), key=lambda kv: -kv[1])
         lines += ["", f"CPU of that SoC left idle for 2 s: {idle['total_ms_per_s']:.1f} ms per second, all processes ("
                   + ", ".join(f"{k} {v:.1f}" for k, v in busy[:4]) + ")"]
+    if "down_s" in first:
+        lines += ["", f"'vdsp down' of that SoC took {first['down_s']:.2f} s"]
     if "restart_s" in first:
         lines += ["", "A SIGKILLed firmware serving again (s): "
                   + ", ".join(f"{k} {v:.3f}" for k, v in first["restart_s"].items())]
