@@ -13,9 +13,10 @@ interpreter with the compiler's ``libasan`` in ``LD_PRELOAD`` (:func:`asan_runti
 ``dsp_side.fwproc``).
 
 Build cache: :func:`compile_tree` keeps the library it built under a key that hashes every
-input of the build (the tree's path, its sources and headers, the SDK's headers and runtime, the
-generated parameter header, the compiler command words with the size and mtime of the compiler
-binaries they resolve to, the flags): in memory for the process, and on disk per user
+input of the build (its sources and headers by their names in the tree, the SDK's headers and
+runtime, the generated parameter header, the compiler command words with the size and mtime of
+the compiler binaries they resolve to, the flags; the tree's path only for a sanitizer's build):
+in memory for the process, and on disk per user
 (:mod:`dsp_side.ckernel.cache`), so the same tree is compiled once (every ``vdsp up`` builds
 the stock image, in a process of its own). The runtime's object file, the same for every tree, is
 kept likewise under a key of its own (its sources, the SDK's headers, the compiler, the flags of a
@@ -23,6 +24,14 @@ level and sanitizer): a tree's build compiles the tree's files only (the runtime
 suite's 244 compiles, about a third of their CPU). :func:`library_for` puts a tree's library, for a tree
 run in-process without an image, in a memory file of the process (memfd), which no way of dying
 leaves behind.
+
+Where the tree lies does not change its library: its files are compiled with
+``-ffile-prefix-map=TREE=.``, so ``__FILE__`` (the log macros', ``assert``'s) names a file by its
+place in the tree, and a tree copied or checked out elsewhere builds the same bytes, and so is
+read from the cache. (The test suite copies its kernel trees into fresh temporary directories:
+each run compiled them all again, about 36 s of CPU.) A sanitizer's build keeps the full paths,
+which its reports name (``-g``): its key holds the tree's path (as does a tree whose path has a
+``=``, which the option cannot hold).
 """
 from __future__ import annotations
 
@@ -144,10 +153,18 @@ def _build_key(src: Path, files: list[Path], header: str, sanitize: str | None, 
         h.update(f"{name}\0{path.stat().st_size}\0".encode())
         h.update(path.read_bytes())
     cxx = shlex.split(os.environ.get("CXX") or "c++") if any(p.suffix != ".c" for p in files) else []
-    h.update(repr((str(src.resolve()), header, sanitize, level, _level_flags(level), WARNINGS,
+    h.update(repr(("" if _placeless(src, sanitize) else str(src.resolve()), header, sanitize, level,
+                   _level_flags(level), WARNINGS,
                    SANITIZERS.get(sanitize or "", ()), BLOCK_COUNT,
                    _compiler_id(_tool("CC", "cc")), cxx and _compiler_id(cxx))).encode())
     return h.hexdigest()
+
+
+def _placeless(src: Path, sanitize: str | None) -> bool:
+    """Whether the tree's place is left out of its library and its key (the module docstring): not
+    for a sanitizer's build (its reports name full paths), nor for a path the compiler's
+    ``OLD=NEW`` option cannot hold (one with a ``=``)."""
+    return not sanitize and "=" not in str(src)
 
 
 def _runtime_command(cc: list[str], flags: tuple[str, ...], obj: Path) -> list[str]:
@@ -313,6 +330,8 @@ def _compile(src: Path, files: list[Path], header: str, sanitize: str | None, le
         work = Path(tmp)
         (work / ckernel.PARAMS_HEADER).write_text(header)
         includes = [f"-I{work}", f"-I{ckernel.INCLUDE}", f"-I{src}", *flags]
+        if _placeless(src, sanitize):
+            includes.append(f"-ffile-prefix-map={src}=.")
         jobs, objects = [], [str(work / "0.o")]
         for i, path in enumerate(files, 1):
             obj = work / f"{i}.o"

@@ -8,10 +8,12 @@ Invariants: the directory is used only when it is a real directory (not a symlin
 user with no group or world access (made so, 0700, when missing); otherwise there is no cache and
 the build compiles. An entry is opened with ``O_NOFOLLOW`` and read only from a regular file of
 this user's, at most ``MAX_BYTES``; it is written to a new file (``O_EXCL``, 0600) and renamed into
-place, so a reader sees a whole library or none. At most ``MAX_ENTRIES`` are kept: the least
-recently used go (a read marks its entry used), so the stock image's libraries, which every SoC's
-start reads, outlive a session of many kernels built once. Errors never fail a build: the cache is
-skipped.
+place, so a reader sees a whole library or none. At most ``MAX_ENTRIES`` entries and
+``MAX_TOTAL_BYTES`` in all are kept: the least recently used go (a read marks its entry used), so
+the stock image's libraries, which every SoC's start reads, outlive a session of many kernels built
+once. The bounds hold the builds of a test run (about 60 keys: an image is a library and a
+runtime object per x86-64 level) with room to spare: at 32 entries each run evicted the last
+one's builds and compiled them again. Errors never fail a build: the cache is skipped.
 
 One build of a key at a time (:func:`building`): processes of this user that miss the same key at
 once (the SoCs of a test run starting side by side, two ``vdsp up``) do not each compile it; the
@@ -32,7 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 MAX_BYTES = 64 << 20        # a kernel library larger than this is neither stored nor read
-MAX_ENTRIES = 32
+MAX_ENTRIES = 256
+MAX_TOTAL_BYTES = 256 << 20  # what the entries may take in all (a library is 40-200 KiB here)
 LOCK_WAIT_S = 300.0         # how long a build waits for another process's build of the same key
 _LOCK_POLL_S = 0.05
 _KEY = re.compile(r"^[0-9a-f]{64}$")
@@ -100,18 +103,24 @@ def store(key: str, data: bytes, suffix: str = ".so") -> None:
 
 
 def _prune(where: Path) -> None:
-    """Drop the oldest entries beyond MAX_ENTRIES."""
+    """Drop the least recently used entries while more than MAX_ENTRIES or MAX_TOTAL_BYTES are kept."""
     entries = []
     for path in (p for suffix in SUFFIXES for p in where.glob(f"*{suffix}")):
         try:
-            entries.append((os.lstat(path).st_mtime_ns, path))
+            st = os.lstat(path)
         except OSError:
             continue
-    for _, path in sorted(entries)[:max(0, len(entries) - MAX_ENTRIES)]:
+        entries.append((st.st_mtime_ns, st.st_size, path))
+    entries.sort()
+    count, total = len(entries), sum(size for _, size, _ in entries)
+    for _, size, path in entries:
+        if count <= MAX_ENTRIES and total <= MAX_TOTAL_BYTES:
+            break
         try:
             os.unlink(path)
         except OSError:
             pass
+        count, total = count - 1, total - size
 
 
 @contextlib.contextmanager

@@ -242,3 +242,64 @@ def test_a_lock_path_that_is_a_symlink_is_not_followed(home, tmp_path):
     with cache.building(KEY, wait_s=1.0) as held:
         assert held is False
     assert not target.exists() and (home / f".{KEY}.lock").is_symlink()
+
+
+def test_past_the_byte_bound_the_least_recently_used_go_until_the_rest_fit(home, monkeypatch):
+    """Few large entries are bounded by their bytes, not by their count: past MAX_TOTAL_BYTES the
+    least recently used go, as many as it takes, and the one just stored stays."""
+    monkeypatch.setattr(cache, "MAX_TOTAL_BYTES", 1000)
+    keys = [f"{i:064x}" for i in range(4)]
+    for i, key in enumerate(keys[:3]):
+        cache.store(key, bytes([i]) * 300)
+        os.utime(home / f"{key}.so", ns=(10**18 + i * 10**9,) * 2)      # written in this order, a second apart
+    assert cache.load(keys[0]) == bytes([0]) * 300                      # the oldest written, read now: kept
+    cache.store(keys[3], b"x" * 700)                                    # 1,600 bytes: 600 over
+    left = {p.stem for p in home.glob("*.so")}
+    assert left == {keys[0], keys[3]}, left
+    assert sum(p.stat().st_size for p in home.glob("*.so")) <= 1000
+
+
+_WHERE = ('#include "vdsp_kernel.h"\n#include <assert.h>\n'
+          'int k_where(int x) { assert(x >= 0); if (x > 1000) VDSP_LOGW("big %d", x); return x + 1; }\n'
+          'const char *k_file(void) { return __FILE__; }\n')
+_BUILD = ("import sys, ctypes, hashlib, tempfile; from pathlib import Path; from dsp_side.ckernel import build; "
+          "lib = build.compile_tree(Path(sys.argv[1]), [], sanitize=sys.argv[2] or None); "
+          "d = tempfile.TemporaryDirectory(); path = Path(d.name) / 'k.so'; path.write_bytes(lib); "
+          "k = ctypes.CDLL(str(path)); k.k_file.restype = ctypes.c_char_p; "
+          "print(hashlib.sha256(lib).hexdigest(), k.k_file().decode())")
+
+
+@pytest.mark.skipif(bool(__import__("vdsp_sim.ctoolchain", fromlist=["missing"]).missing()), reason="no C compiler")
+def test_a_tree_copied_elsewhere_builds_the_same_library_and_is_read_from_the_cache(tmp_path):
+    """Where a tree lies is not in its library (its files are compiled with -ffile-prefix-map:
+    __FILE__ names a file by its place in the tree), so a copy elsewhere, built by another process,
+    compiles nothing; a sanitizer's build, whose reports name full paths, is still by its path."""
+    log = tmp_path / "cc.log"
+    wrapper = tmp_path / "cc"      # the C compiler, each command it runs written down
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec cc "$@"\n')
+    wrapper.chmod(0o755)
+    trees = [tmp_path / "one", tmp_path / "elsewhere" / "deeper" / "two"]
+    for tree in trees:
+        tree.mkdir(parents=True)
+        (tree / "k.c").write_text(_WHERE)
+
+    def build(tree: Path, sanitize: str = "", cache_dir: str = "cache") -> tuple[list[str], list[str]]:
+        log.write_text("")
+        env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / cache_dir), CC=str(wrapper))
+        out = subprocess.run([sys.executable, "-c", _BUILD, str(tree), sanitize], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        compiled = [Path(line.split(" -c ")[1].split()[0]).name for line in log.read_text().splitlines()
+                    if " -c " in line]
+        return out.stdout.split(), compiled
+
+    (first, file_one), compiled_one = build(trees[0])
+    (second, file_two), compiled_two = build(trees[1])
+    assert "k.c" in compiled_one and compiled_two == [], compiled_two      # the copy: read from the cache
+    assert first == second and file_one == file_two == "./k.c"
+    (again, _), compiled_again = build(trees[1], cache_dir="fresh")       # compiled again, nothing cached:
+    assert "k.c" in compiled_again and again == first                     # the same bytes from the copy
+    _, sanitized_one = build(trees[0], "undefined")
+    (_, sanitized_file), sanitized_two = build(trees[1], "undefined")
+    assert "k.c" in sanitized_one and "k.c" in sanitized_two               # by its path: compiled for each
+    assert sanitized_file == str(trees[1] / "k.c")
