@@ -29,7 +29,8 @@ Where the tree lies does not change its library: its files are compiled with
 ``-ffile-prefix-map=TREE=.``, so ``__FILE__`` (the log macros', ``assert``'s) names a file by its
 place in the tree, and a tree copied or checked out elsewhere builds the same bytes, and so is
 read from the cache. (The test suite copies its kernel trees into fresh temporary directories:
-each run compiled them all again, about 36 s of CPU.) A sanitizer's build keeps the full paths,
+each run compiled them all again; on a run after another, C++ compiles went from 34 to 22 here.)
+A sanitizer's build keeps the full paths,
 which its reports name (``-g``): its key holds the tree's path (as does a tree whose path has a
 ``=``, which the option cannot hold).
 """
