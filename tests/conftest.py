@@ -53,34 +53,92 @@ def worker_id() -> str:
 class RunLock:
     """A readers-writer lock across the processes of one test run, writers first.
 
-    Every test holds it shared, an ``exclusive`` test alone. A writer takes the gate, then the
-    lock itself; a reader passes the gate (so it waits while a writer waits) and holds the lock
-    shared. POSIX record locks (``lockf``) belong to the process that took them: a child forked
-    during a test (a daemon, a multiprocessing worker) does not inherit them and cannot keep a
-    finished test's lock held.
+    Every test holds it shared, an ``exclusive`` test alone. A writer declares itself (holds the
+    ``intent`` file shared), takes the gate, then the lock itself, and then withdraws its
+    declaration. A reader takes the gate and, unless a writer is declared, the lock shared, and
+    lets the gate go; if one is declared, it lets the gate go, waits for the declarations to end and
+    tries again. So a reader that comes while a writer waits queues behind it, even when both were
+    waiting for the gate and the kernel woke the reader first (which took the gate before: the
+    writer then waited out the whole test the reader began). A writer whose next test is
+    exclusive too keeps the lock for it (:meth:`release` with ``keep``): the moment between its
+    two tests let every waiting reader in before, and the second test waited out their longest.
+
+    POSIX record locks (``lockf``) belong to the process that took them: a child forked during a
+    test (a daemon, a multiprocessing worker) does not inherit them and cannot keep a finished
+    test's lock held. Closing any descriptor of a file drops all of the process's locks on it:
+    each file is opened once per RunLock and closed only by :meth:`close`.
     """
 
     def __init__(self, directory: Path) -> None:
-        self.gate, self.lock = directory / "gate", directory / "lock"
+        self.paths = {name: directory / name for name in ("intent", "gate", "lock")}
+        self.fds: dict[str, int] = {}
+        self.held: bool | None = None       # None: not held; else whether exclusively
 
-    @staticmethod
-    def _open(path: Path) -> int:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    def _fd(self, name: str) -> int:
+        if name not in self.fds:
+            self.fds[name] = os.open(self.paths[name], os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        return self.fds[name]
+
+    def acquire(self, exclusive: bool) -> None:
+        """Hold it, alone if ``exclusive`` (a no-op for a writer that kept it)."""
+        if self.held is not None:
+            if self.held and exclusive:
+                return
+            raise RuntimeError("RunLock held already")
+        intent, gate, lock = self._fd("intent"), self._fd("gate"), self._fd("lock")
+        if exclusive:
+            fcntl.lockf(intent, fcntl.LOCK_SH)
+            try:
+                fcntl.lockf(gate, fcntl.LOCK_EX)
+                try:
+                    fcntl.lockf(lock, fcntl.LOCK_EX)
+                except BaseException:
+                    fcntl.lockf(gate, fcntl.LOCK_UN)
+                    raise
+            finally:
+                fcntl.lockf(intent, fcntl.LOCK_UN)
+        else:
+            while True:
+                fcntl.lockf(gate, fcntl.LOCK_EX)
+                try:
+                    try:
+                        fcntl.lockf(intent, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except OSError:         # a writer is declared: after it
+                        declared = True
+                    else:
+                        fcntl.lockf(intent, fcntl.LOCK_UN)
+                        declared = False
+                        fcntl.lockf(lock, fcntl.LOCK_SH)
+                finally:
+                    fcntl.lockf(gate, fcntl.LOCK_UN)
+                if not declared:
+                    break
+                fcntl.lockf(intent, fcntl.LOCK_EX)      # until no writer is declared
+                fcntl.lockf(intent, fcntl.LOCK_UN)
+        self.held = exclusive
+
+    def release(self, keep: bool = False) -> None:
+        """Let it go; with ``keep``, a writer keeps it (for its next test, also exclusive)."""
+        if self.held is None or (keep and self.held):
+            return
+        fcntl.lockf(self.fds["lock"], fcntl.LOCK_UN)
+        if self.held:
+            fcntl.lockf(self.fds["gate"], fcntl.LOCK_UN)
+        self.held = None
 
     @contextlib.contextmanager
     def hold(self, exclusive: bool):
-        gate, lock = self._open(self.gate), self._open(self.lock)
+        self.acquire(exclusive)
         try:
-            fcntl.lockf(gate, fcntl.LOCK_EX)
-            try:
-                fcntl.lockf(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            finally:
-                if not exclusive:
-                    fcntl.lockf(gate, fcntl.LOCK_UN)
             yield
         finally:
-            os.close(lock)      # closing releases this process's record locks on the file
-            os.close(gate)
+            self.release()
+
+    def close(self) -> None:
+        self.release()
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
 
 
 def _xdist_controller(config) -> bool:
@@ -123,7 +181,10 @@ def pytest_collection_modifyitems(config, items):
     and they run one after another while no other test runs, instead of each waiting for the
     workers' tests in progress to end and stalling the tests queued behind it (writers first):
     on the 2-CPU VM the last exclusive test ended 82 s into the run before, 42 s now (and the
-    whole run took 250 s instead of 292)."""
+    whole run took 250 s instead of 292). Tests of other modules still came in between them (a
+    reader that won the gate, a moment between two exclusive tests of one worker: RunLock), each
+    waited out by the next exclusive test: on a slower day the last one ended 56-71 s into the
+    run, and 46 s once they ran back to back (the run 363-397 s, then 345 s)."""
     exclusive = {item.path for item in items if item.get_closest_marker("exclusive")}
     seconds = module_seconds()
     default = statistics.median(seconds.values()) if seconds else 0.0
@@ -139,14 +200,24 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=key)
 
 
+_run_lock: RunLock | None = None      # this process's (its files stay open: see RunLock)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Setup, call and teardown of each test under the run-wide lock (parallel runs only)."""
     directory = os.environ.get(LOCK_DIR_VAR)
     if not directory or not os.path.isdir(directory):
         return (yield)
-    with RunLock(Path(directory)).hold(exclusive=item.get_closest_marker("exclusive") is not None):
+    global _run_lock
+    if _run_lock is None or _run_lock.paths["lock"].parent != Path(directory):
+        _run_lock = RunLock(Path(directory))
+    exclusive = item.get_closest_marker("exclusive") is not None
+    _run_lock.acquire(exclusive)
+    try:
         return (yield)
+    finally:       # a writer keeps it for its next test when that is exclusive too
+        _run_lock.release(keep=exclusive and nextitem is not None and nextitem.get_closest_marker("exclusive") is not None)
 
 
 @pytest.fixture(scope="session", autouse=True)

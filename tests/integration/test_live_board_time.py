@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from arm_side import CORE_0, CORE_1, AsyncSoc, Soc, opids
+from arm_side import CORE_0, CORE_1, AsyncSoc, Soc, opids, tracing
 from dsp_side.ckernel import board_model as bm
 from vdsp_board.observability import trace, tracefmt
 from vdsp_sim import capi_build, ctoolchain
@@ -93,6 +93,7 @@ def test_board_time_reaches_the_python_sdk_the_c_api_and_the_trace(live_soc, tmp
             src.free()
             dst.free()
         trace.stop(trace.trace_dir(live_soc.rt))
+        tracing.sdk_tracer().poll(force=True)      # this process's own file ends now (as Soc(trace=) does)
     trace.wait_ended(session["dir"], 5)
     files = tracefmt.load(session["dir"])
     runs = [e for e in tracefmt.to_chrome(files)["traceEvents"] if e.get("cat") == "firmware"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arm_side import CLEAN, CORE_0, CORE_1, INVALIDATE, Soc, errors, opids
+from arm_side import CLEAN, CORE_0, CORE_1, INVALIDATE, Soc, errors, opids, tracing
 from dsp_side import fw_image
 from vdsp_board.processes import rundir
 from vdsp_board.observability import trace, tracefmt
@@ -161,6 +161,7 @@ def test_a_write_past_a_buffer_fails_its_task_coded_and_bank_conflicts_are_in_th
             src.free()
             dst.free()
             trace.stop(directory)
+            tracing.sdk_tracer().poll(force=True)      # this process's own file ends now (as Soc(trace=) does)
     trace.wait_ended(session["dir"], 5)
     events = tracefmt.merge(session["dir"], None, session)["traceEvents"]
     conflicts = [e for e in events if e.get("cat") == "bank_conflict"]
