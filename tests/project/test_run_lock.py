@@ -5,7 +5,9 @@ came; a writer whose next test is exclusive too keeps it. Real processes, real l
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
+from pathlib import Path
 
 from tests.conftest import RunLock
 
@@ -19,13 +21,16 @@ def _hold(directory: str, exclusive: bool, hold_s: float, started, out) -> None:
         out.put((exclusive, t0, time.monotonic()))
 
 
-def _holds(directory: str, plan: list, started, out) -> None:
-    """Holds in turn, as a worker's tests: (exclusive, hold_s, keep, then_s) each."""
-    lock = RunLock(__import__("pathlib").Path(directory))
+def _holds(directory: str, plan: list, started, go, out) -> None:
+    """Holds in turn, as a worker's tests: (exclusive, hold_s, keep, then_s) each; the first
+    hold lasts until ``go`` is set, and hold_s more."""
+    lock = RunLock(Path(directory))
     started.set()
-    for exclusive, hold_s, keep, then_s in plan:
+    for i, (exclusive, hold_s, keep, then_s) in enumerate(plan):
         lock.acquire(exclusive)
         t0 = time.monotonic()
+        if i == 0:
+            assert go.wait(120)
         time.sleep(hold_s)
         out.put((exclusive, t0, time.monotonic()))
         lock.release(keep=keep)
@@ -33,32 +38,56 @@ def _holds(directory: str, plan: list, started, out) -> None:
     lock.close()
 
 
-def _run(tmp_path, plans: list[tuple[list, float]]) -> list[tuple[bool, float, float]]:
-    """Each plan in a process of its own, started in turn (the next one the plan's seconds after
-    this one's process has started); the spans held, by start."""
+def _locks(path: Path) -> tuple[int, int]:
+    """(held, waited for): the POSIX locks on ``path`` that processes hold, and those they are
+    blocked on (/proc/locks: "->" marks a blocked request)."""
+    st = os.stat(path)
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino} "
+    held = blocked = 0
+    for line in Path("/proc/locks").read_text().splitlines():
+        if inode in line:
+            blocked += "->" in line
+            held += "->" not in line
+    return held, blocked
+
+
+def _until(condition, what: str) -> None:
+    deadline = time.monotonic() + 120     # a loaded host starts processes slowly
+    while not condition():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.02)
+
+
+def _run(tmp_path, plans: list[tuple[list, object, str]]) -> list[tuple[bool, float, float]]:
+    """Each plan in a process of its own, started in turn, the next once its condition holds;
+    then the first one's first hold ends. The spans held, by start."""
     ctx = mp.get_context("spawn")
-    out = ctx.Queue()
+    out, go = ctx.Queue(), ctx.Event()
     procs = []
-    for plan, after_s in plans:
-        started = ctx.Event()
-        proc = ctx.Process(target=_holds, args=(str(tmp_path), plan, started, out))
-        proc.start()
-        assert started.wait(30)
-        procs.append(proc)
-        time.sleep(after_s)
-    for proc in procs:
-        proc.join(60)
-        assert proc.exitcode == 0
-    return sorted((out.get(timeout=5) for _ in range(sum(len(plan) for plan, _ in plans))), key=lambda s: s[1])
+    try:
+        for plan, condition, what in plans:
+            started = ctx.Event()
+            proc = ctx.Process(target=_holds, args=(str(tmp_path), plan, started, go, out))
+            proc.start()
+            procs.append(proc)
+            assert started.wait(60)
+            _until(condition, what)
+    finally:
+        go.set()
+        for proc in procs:
+            proc.join(60)
+    assert [proc.exitcode for proc in procs] == [0] * len(procs)
+    return sorted((out.get(timeout=5) for _ in range(sum(len(plan) for plan, _, _ in plans))), key=lambda s: s[1])
 
 
 def test_a_reader_waiting_before_a_writer_came_still_runs_after_it(tmp_path):
     """A writer runs; a reader comes (it waits for the gate), then a second writer (it waits too).
     When the first ends, both waiters race for the gate: the reader may win it, but it goes on
     only after the declared writer."""
-    spans = _run(tmp_path, [([(True, 2.5, False, 0)], 0.3),      # a writer holding it (while the others start)
-                            ([(False, 0.2, False, 0)], 0.3),     # a reader: waits for it
-                            ([(True, 0.5, False, 0)], 0)])       # a second writer: waits too
+    gate = tmp_path / "gate"
+    spans = _run(tmp_path, [([(True, 0, False, 0)], lambda: gate.exists() and _locks(gate)[0] == 1, "a writer holds it"),
+                            ([(False, 0.2, False, 0)], lambda: _locks(gate)[1] == 1, "a reader waits for it"),
+                            ([(True, 0.5, False, 0)], lambda: _locks(gate)[1] == 2, "a second writer waits too")])
     assert [exclusive for exclusive, _, _ in spans] == [True, True, False], spans
     assert spans[1][1] >= spans[0][2] and spans[2][1] >= spans[1][2], spans      # one after another
 
@@ -66,8 +95,10 @@ def test_a_reader_waiting_before_a_writer_came_still_runs_after_it(tmp_path):
 def test_a_writer_keeps_the_lock_for_its_next_exclusive_test(tmp_path):
     """Between two exclusive tests of one worker (0.5 s apart here) a waiting reader does not get in:
     it runs after both."""
-    spans = _run(tmp_path, [([(True, 2.0, True, 0.5), (True, 0.3, False, 0)], 0.3),
-                            ([(False, 0.1, False, 0)], 0)])
+    gate = tmp_path / "gate"
+    spans = _run(tmp_path, [([(True, 0, True, 0.5), (True, 0.3, False, 0)],
+                             lambda: gate.exists() and _locks(gate)[0] == 1, "a writer holds it"),
+                            ([(False, 0.1, False, 0)], lambda: _locks(gate)[1] == 1, "a reader waits for it")])
     assert [exclusive for exclusive, _, _ in spans] == [True, True, False], spans
     assert spans[2][1] >= spans[1][2], spans
 
