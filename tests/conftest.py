@@ -218,6 +218,8 @@ def pytest_runtest_protocol(item, nextitem):
         return (yield)
     global _run_lock
     if _run_lock is None or _run_lock.paths["lock"].parent != Path(directory):
+        if _run_lock is not None:       # another run's directory: let that one's lock and files go
+            _run_lock.close()
         _run_lock = RunLock(Path(directory))
     exclusive = item.get_closest_marker("exclusive") is not None
     _run_lock.acquire(exclusive)

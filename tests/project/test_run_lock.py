@@ -76,6 +76,9 @@ def _run(tmp_path, plans: list[tuple[list, object, str]]) -> list[tuple[bool, fl
         go.set()
         for proc in procs:
             proc.join(60)
+            if proc.is_alive():     # stuck on the lock: not left behind
+                proc.kill()
+                proc.join(10)
     assert [proc.exitcode for proc in procs] == [0] * len(procs)
     return sorted((out.get(timeout=5) for _ in range(sum(len(plan) for plan, _, _ in plans))), key=lambda s: s[1])
 
