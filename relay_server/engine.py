@@ -623,9 +623,20 @@ class RelayEngine:
         self._drop_exited_clients(now)
 
     def _drop_exited_clients(self, now: float) -> None:
+        looked: dict[int, ProcFact] = {}
         for client in list(self.clients.values()):
-            if client.kernel_pid and self.facts(client.kernel_pid, now) is ProcFact.GONE:
+            if client.kernel_pid and self._client_fact(client.kernel_pid, now, looked) is ProcFact.GONE:
                 self.drop_client(client, f"disconnected (process {client.kernel_pid} exited)")
+
+    def _client_fact(self, pid: int | None, now: float, looked: dict[int, ProcFact]) -> ProcFact:
+        """What the kernel says of a client's process, looked up once per sweep (``looked``): one
+        process may hold many connections (a flood held 1,024, and a sweep read its /proc entry for each)."""
+        if not pid:
+            return ProcFact.UNKNOWN
+        fact = looked.get(pid)
+        if fact is None:
+            fact = looked[pid] = self.facts(pid, now)
+        return fact
 
     def _fact(self, pid: int | None, local: bool, now: float) -> ProcFact:
         return self.facts(pid, now) if local and pid else ProcFact.UNKNOWN
@@ -658,9 +669,10 @@ class RelayEngine:
             elif live.send_due(now):
                 self.to_ctl(core, messages.heartbeat())
         beat = wire.encode(messages.heartbeat())
+        looked: dict[int, ProcFact] = {}
         for client in list(self.clients.values()):
             live = client.liveness
-            if live.overdue(now) and live.hung(now, self._fact(client.kernel_pid, True, now)):
+            if live.overdue(now) and live.hung(now, self._client_fact(client.kernel_pid, now, looked)):
                 self.drop_client(client, f"gone silent for {live.silent(now):.1f} s")
             elif live.send_due(now):
                 self.to_client(client.identity, beat)

@@ -453,6 +453,48 @@ def test_a_client_is_dropped_when_its_connection_closes_not_when_it_is_silent_fo
     assert B in r.e.clients
 
 
+def test_a_closed_connection_looks_up_each_client_process_once_however_many_connections_it_has():
+    # issue 40's flood: one process held 1,024 connections, and each connection that closed (the
+    # flood's reconnects refused at the limit, ~10 a second) read /proc/<pid>/stat once per client:
+    # 1,024 reads of the same file, most of the relay's loop, and opens of other clients took seconds
+    r = Relay(credit=1)
+    up_with_pids(r)
+    flood = [b"\x00flood-%d" % i for i in range(50)]
+    for identity in flood:
+        r.send(identity, messages.hello(1, "client", pid=777))
+        r.e.clients[identity].kernel_pid = 777
+    r.send(A, messages.hello(1, "client", pid=555))
+    r.e.clients[A].kernel_pid = 555
+    r.facts[555], r.facts[777] = ProcFact.GONE, ProcFact.IDLE
+    r.asked.clear()
+    r.e.client_disconnected(r.now)
+    assert sorted(r.asked) == [555, 777]
+    assert A not in r.e.clients and all(identity in r.e.clients for identity in flood)
+    r.facts[777] = ProcFact.GONE                 # the flood's process exits: all its clients go, on one look
+    r.asked.clear()
+    r.now += 0.5
+    r.e.tick(r.now)
+    assert r.asked.count(777) == 1 and not any(identity in r.e.clients for identity in flood)
+
+
+def test_silent_clients_of_one_busy_process_cost_one_look_at_it_a_tick():
+    r = Relay(credit=1, hung_ms=1000)
+    up_with_pids(r)
+    flood = [b"\x00flood-%d" % i for i in range(50)]
+    for identity in flood:
+        r.send(identity, messages.hello(1, "client", pid=777))
+        r.e.clients[identity].kernel_pid = 777
+    r.facts[777] = ProcFact.PROGRESSING          # busy, silent on all its connections: reprieved
+    r.now += 1.5
+    r.asked.clear()
+    r.e.tick(r.now)
+    assert r.asked.count(777) == 1 and all(identity in r.e.clients for identity in flood)
+    r.facts[777] = ProcFact.GONE
+    r.now += 0.1
+    r.e.tick(r.now)
+    assert not any(identity in r.e.clients for identity in flood)
+
+
 def test_a_client_whose_process_is_still_exiting_at_its_disconnect_is_dropped_when_it_has_exited():
     # a dying process closes its sockets before the kernel shows it as exited (a zombie)
     r = Relay(credit=1)
