@@ -8,6 +8,7 @@ import io
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import types
@@ -317,6 +318,81 @@ def test_the_sources_compile_side_by_side_never_more_compilers_than_cpus(tmp_pat
         most = max(most, running)
     files = len(ckbuild.sources(RULES)) + 1                                 # and the runtime
     assert files == 3 and len(events) == 2 * (files + 1) and most == 2      # (+ the link)
+
+
+def test_a_file_that_does_not_compile_stops_the_compiles_after_it(tmp_path, monkeypatch):
+    """A broken file ends its build at once: the compiles after it in the order its errors are
+    raised in (the later files of its level, every file of a later level) are not started, or are
+    killed with their compilers, and the error is the first in that order still. Here the file
+    after the broken one takes 60 s to compile (its wrapper waits first), in both levels: the build
+    fails with the broken file's error and that compile never ends, nor does its wrapper live on."""
+    import threading     # noqa: PLC0415
+    log = tmp_path / "compilers.log"
+    wrapper = tmp_path / "wrap-cc"
+    wrapper.write_text(f'#!/bin/sh\ncase "$*" in *b_slow.c*) echo "+ $$" >> {log}; sleep 60;; esac\n'
+                       f'cc "$@"\nrc=$?\ncase "$*" in *b_slow.c*) echo "- $$" >> {log};; esac\nexit $rc\n')
+    wrapper.chmod(0o755)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "firmware.py").write_text((EXAMPLE / "firmware.py").read_text())
+    (tree / "affine_u8.c").write_text((EXAMPLE / "affine_u8.c").read_text().replace(
+        "uint32_t tile = (uint32_t)p->tile;", "uint32_t tile = (uint32_t)p->tile; int unused_here;"))
+    (tree / "b_slow.c").write_text("int b_slow(int x);\nint b_slow(int x) { return x + 1; }\n")
+    monkeypatch.setenv("CC", str(wrapper))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))          # nothing from an earlier build
+    monkeypatch.setattr(ckbuild, "_COMPILERS", threading.BoundedSemaphore(8), raising=False)    # all at once
+    monkeypatch.setattr(ckbuild, "levels", lambda sanitize=None: ["x86-64", "x86-64-v3"])
+    with pytest.raises(fw_image.ImageError) as exc:
+        fw_image.build(tree, tmp_path / "img", key=None)
+    assert "affine_u8.c does not compile" in str(exc.value) and "unused_here" in str(exc.value)
+    lines = log.read_text().split() if log.exists() else []
+    started = [int(pid) for sign, pid in zip(lines[::2], lines[1::2]) if sign == "+"]
+    assert "-" not in lines[::2], lines              # no slow compile ended
+    for pid in started:                             # and no wrapper was left behind
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def _group_alive(pgid: int) -> list[int]:
+    """The processes of process group ``pgid`` not yet exited (zombies aside)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_bytes().rpartition(b")")[2].split()
+        except (OSError, ValueError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            alive.append(int(entry.name))
+    return alive
+
+
+def test_ctrl_c_during_a_build_stops_its_compilers(tmp_path):
+    """Each compile runs in a process group of its own (the way to stop a compiler with its cc1
+    and as), so the terminal's SIGINT reaches only the building process: it stops them itself."""
+    from tests.conftest import wait_until     # noqa: PLC0415
+    log = tmp_path / "compilers.log"
+    wrapper = tmp_path / "wrap-cc"
+    wrapper.write_text(f'#!/bin/sh\ncase "$*" in *b_slow.c*) echo "+ $$" >> {log}; sleep 60;; esac\nexec cc "$@"\n')
+    wrapper.chmod(0o755)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "firmware.py").write_text((EXAMPLE / "firmware.py").read_text())
+    (tree / "affine_u8.c").write_text((EXAMPLE / "affine_u8.c").read_text())
+    (tree / "b_slow.c").write_text("int b_slow(int x);\nint b_slow(int x) { return x + 1; }\n")
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from pathlib import Path\n"
+            "from dsp_side import fw_image\n"
+            f"fw_image.build(Path({str(tree)!r}), Path({str(tmp_path / 'img')!r}), key=None)\n")
+    env = dict(os.environ, CC=str(wrapper), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: log.exists() and log.read_text().strip(), 60), "the slow compile did not start"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    pgids = [int(line.split()[1]) for line in log.read_text().splitlines()]
+    assert wait_until(lambda: not any(_group_alive(pgid) for pgid in pgids), 10), [_group_alive(p) for p in pgids]
 
 
 def test_a_missing_kernel_function_refuses_the_image(tmp_path):
