@@ -379,7 +379,9 @@ def test_ctrl_c_during_a_build_stops_its_compilers(tmp_path):
     (tree / "firmware.py").write_text((EXAMPLE / "firmware.py").read_text())
     (tree / "affine_u8.c").write_text((EXAMPLE / "affine_u8.c").read_text())
     (tree / "b_slow.c").write_text("int b_slow(int x);\nint b_slow(int x) { return x + 1; }\n")
-    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from pathlib import Path\n"
+    # Ctrl-C as a terminal's user gets it (a pytest-xdist worker ignores SIGINT, and its children inherit that)
+    code = (f"import signal, sys; sys.path.insert(0, {str(ROOT)!r}); from pathlib import Path\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "from dsp_side import fw_image\n"
             f"fw_image.build(Path({str(tree)!r}), Path({str(tmp_path / 'img')!r}), key=None)\n")
     env = dict(os.environ, CC=str(wrapper), XDG_CACHE_HOME=str(tmp_path / "cache"))
