@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 REPORT = """\
@@ -60,10 +62,19 @@ def pytest_collection_finish(session):
 """
 
 
-def test_modules_with_an_exclusive_test_come_first_then_the_longest(tmp_path):
-    """The collection order of the whole suite, as xdist hands it out with --no-loadscope-reorder:
-    the modules with an exclusive test first, each with its exclusive tests first, then the longest."""
-    from tests.conftest import module_seconds
+def _whole_suite_order(session: pytest.Session) -> tuple[list[str], set[str]] | None:
+    """(test ids in order, ids of the exclusive tests) of this run's own collection, when it is the
+    whole suite (``tests``, nothing deselected): what this process collected is what xdist hands
+    out, every worker collecting alike. None for a run of a part of the suite."""
+    args = [Path(session.config.invocation_params.dir, a.split("::")[0]).resolve() for a in session.config.args]
+    if args != [ROOT / "tests"] or len(session.items) != session.testscollected:
+        return None
+    ordered = [item.nodeid for item in session.items]
+    return ordered, {item.nodeid for item in session.items if item.get_closest_marker("exclusive") is not None}
+
+
+def _collected_order(tmp_path: Path) -> tuple[list[str], set[str]]:
+    """The same from a collection of the whole suite in a process of its own."""
     (tmp_path / "exclusive_marks.py").write_text(_MARKS)
     argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
             "-p", "exclusive_marks"]
@@ -72,8 +83,16 @@ def test_modules_with_an_exclusive_test_come_first_then_the_longest(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     lines = done.stdout.splitlines()
     marked_ids = {line.removeprefix("@@exclusive ") for line in lines if line.startswith("@@exclusive ")}
+    return [line for line in lines if "::" in line and not line.startswith("@@")], marked_ids
+
+
+def test_modules_with_an_exclusive_test_come_first_then_the_longest(tmp_path, request):
+    """The collection order of the whole suite, as xdist hands it out with --no-loadscope-reorder:
+    the modules with an exclusive test first, each with its exclusive tests first, then the longest.
+    In a run of the whole suite, the run's own order (a second collection cost 6 s of CPU)."""
+    from tests.conftest import module_seconds
+    ordered, marked_ids = _whole_suite_order(request.session) or _collected_order(tmp_path)
     modules: list[str] = []
-    ordered = [line for line in lines if "::" in line and not line.startswith("@@")]
     for line in ordered:
         name = line.split("::")[0]
         if not modules or modules[-1] != name:
