@@ -325,7 +325,9 @@ def test_a_file_that_does_not_compile_stops_the_compiles_after_it(tmp_path, monk
     raised in (the later files of its level, every file of a later level) are not started, or are
     killed with their compilers, and the error is the first in that order still. Here the file
     after the broken one takes 60 s to compile (its wrapper waits first), in both levels: the build
-    fails with the broken file's error and that compile never ends, nor does its wrapper live on."""
+    fails with the broken file's error and that compile never ends, nor does its wrapper live on.
+    (docs/dsp_kernels.md: "as soon as it fails: the build stops the compiles after it (the tree's later
+    files, the later levels), and the error it names is still the first in that order".)"""
     import threading     # noqa: PLC0415
     log = tmp_path / "compilers.log"
     wrapper = tmp_path / "wrap-cc"
