@@ -240,7 +240,11 @@ static int repeated_byte(uint8_t const *p, uint32_t n) {
  * less, PointPillars' stage 2 the same (benchmarks README). Elsewhere, or built with
  * -DVDSP_RT_NO_VECTOR_COPY, rows move by memmove (above). */
 #if defined(__x86_64__) && defined(__SSE2__) && !defined(VDSP_RT_NO_VECTOR_COPY)
+#if defined(__AVX__)
 #include <immintrin.h>
+#else
+#include <emmintrin.h> /* SSE2's alone: what <immintrin.h> adds is read, not used (<xtensa/tie/xt_ivpn.h>) */
+#endif
 #define VDSP_RT_VECTOR_COPY 1
 #if defined(__AVX512F__)
 typedef __m512i rt_vec;

@@ -307,6 +307,15 @@ typedef uint32_t vdsp_ivp_u32q __attribute__((vector_size(16)));
 #else
 #define VDSP_IVP_HOST_BYTES 16
 #endif
+/* The host's intrinsics below come from <immintrin.h> where the build targets AVX2 or AVX-512, else
+ * from SSE2's <emmintrin.h>, which holds all the 16-byte paths use: <immintrin.h> is some 60,000
+ * lines that the compiler reads for every file including this header, whatever the level (half
+ * the CPU time of compiling the runtime, vdsp_rt.c, at -O2 with GCC 12). */
+#if (defined(__x86_64__) || defined(__i386__)) && VDSP_IVP_HOST_BYTES > 16
+#include <immintrin.h>
+#elif (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #define VDSP_IVP_CHUNKS (64 / VDSP_IVP_HOST_BYTES)
 typedef float vdsp_ivp_cf32 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)));
 typedef int32_t vdsp_ivp_ci32 __attribute__((vector_size(VDSP_IVP_HOST_BYTES)));
@@ -325,11 +334,10 @@ typedef float vdsp_ivp_wf32 __attribute__((vector_size(VDSP_IVP_WORK_BYTES)));
 typedef uint32_t vdsp_ivp_wu32 __attribute__((vector_size(VDSP_IVP_WORK_BYTES)));
 #define VDSP_IVP_EACH_WORK(c) VDSP_IVP_LANES for (int c = 0; c < VDSP_IVP_WORK_CHUNKS; c++)
 /* On x86 with chunks narrower than a vector (AVX2, SSE2) the predicates' conversions and the
- * shuffles below are the host's instructions (<immintrin.h>), which GCC's vector extensions do
+ * shuffles below are the host's instructions (above), which GCC's vector extensions do
  * not reach for those widths. */
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__) && VDSP_IVP_CHUNKS > 1
 #define VDSP_IVP_X86 VDSP_IVP_HOST_BYTES
-#include <immintrin.h>
 #else
 #define VDSP_IVP_X86 0
 #endif
@@ -442,7 +450,6 @@ VDSP_IVP_INLINE xb_vecN_2x32Uv vdsp_ivp_u32_id(xb_vecN_2x32Uv v) { return v; }
  * instruction where the build has one (x86-64-v4: one of 16 lanes; x86-64-v3: two of 8), else one
  * load a lane (and with VDSP_IVP_NO_HW_GATHER given, to compare: vdsp_sim/benchmarks/README.md) */
 #if !defined(VDSP_IVP_NO_HW_GATHER) && VDSP_IVP_HOST_BYTES == 64 && defined(__x86_64__)
-#include <immintrin.h>
 #define VDSP_IVP_GATHER_LANES(g, base, off)                                                        \
   do {                                                                                             \
     __m512i o_;                                                                                    \
@@ -550,12 +557,10 @@ VDSP_IVP_INLINE xb_vecN_2xf32 vdsp_ivp_divf(xb_vecN_2xf32 a, xb_vecN_2xf32 b) {
 
 /* VDSP_IVP_X86_TRUNC(x): the host's truncating conversion of a chunk of floats (x86) */
 #if defined(__x86_64__) && VDSP_IVP_HOST_BYTES == 64
-#include <immintrin.h>
 #define VDSP_IVP_X86_TRUNC(x) _mm512_maskz_cvttps_epi32((__mmask16)0xffff, (__m512)(x)) /* (no undefined pass-through) */
 #elif defined(__x86_64__) && VDSP_IVP_HOST_BYTES == 32
 #define VDSP_IVP_X86_TRUNC(x) _mm256_cvttps_epi32((__m256)(x))
 #elif defined(__x86_64__) && defined(__SSE2__)
-#include <immintrin.h>
 #define VDSP_IVP_X86_TRUNC(x) _mm_cvttps_epi32((__m128)(x))
 #endif
 /* IVP_TRUNCN_2XF32(a, q): lane i = a[i] * 2^q rounded toward zero to int32 (q fractional bits,
