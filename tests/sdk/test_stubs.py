@@ -5,6 +5,7 @@ current output: tests/tools/test_regen.py.)"""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import mypy_run
 from protocol.contract import cv_ops, framework_ops, nn_ops
 from protocol.contract.operator import OperatorEntry
 from protocol.task_options import TaskOptions
@@ -134,9 +136,12 @@ def test_firmware_stubs_of_a_missing_image_is_a_clear_error(tmp_path):
 
 
 def mypy(where: Path, *files: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-                           "--cache-dir", str(where / ".mypy_cache"), *files], cwd=where,
-                          env=dict(os.environ, MYPYPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
+    """mypy with the project's settings over ``files`` in ``where``, from the cache of the run over
+    the packages (tests/mypy_run.py)."""
+    cache = where / ".mypy_cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    return mypy_run.run("--config-file", str(ROOT / "pyproject.toml"), *files, where=cache, cwd=where,
+                        env=dict(os.environ, MYPYPATH=str(ROOT)))
 
 
 GOOD = """
