@@ -145,9 +145,14 @@ class Links:
     def _gone(self, link: Any) -> None:
         """A send found ``link`` taking no messages. The relay's link whose connection closed (an
         ipc link is not connected again: ``Transport.dead``) means the relay is lost now, as the
-        reader finds at its next tick: so the next request connects again, not onto this link."""
+        reader finds at its next tick: so the next request connects again, not onto this link.
+        Not while its READY is awaited (``connected`` false, as the tick's own check): the connect
+        sequence makes the next link itself (``Session._ready``), for the same peer, whose links
+        are read only while it is alive: declared dead there, the relay's READY on that next
+        link was never read, and the connect waited out its timeout."""
         peer = getattr(link, "peer", None)
-        if peer is not None and peer.name == "relay" and peer.alive and self.transport.dead(link):
+        if (peer is not None and peer.name == "relay" and peer.alive and peer.connected
+                and self.transport.dead(link)):
             self.carry_out(self.session.peer_dead(peer, "its connection closed"))
 
     def request(self, link: Any, msg: wire.Message) -> Request:
